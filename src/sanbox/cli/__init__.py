@@ -1,0 +1,1 @@
+"""The `sanbox` command line (typer + rich): one module per noun."""

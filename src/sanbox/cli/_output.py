@@ -1,0 +1,16 @@
+"""How the CLI speaks: one-line errors with a stable code, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:
+    err_console.print(f"[bold red]error[/] [dim]({code})[/] {message}", highlight=False)
+    sys.exit(exit_code)

@@ -1,0 +1,28 @@
+"""Entry point of the `sanbox` command: the typer app and the one place errors become one line."""
+
+from __future__ import annotations
+
+import typer
+
+from ..host.errors import HostError
+from . import doctor, image
+from ._output import fail
+
+app = typer.Typer(
+    name="sanbox",
+    help="Sanbox: self-hosted agent computers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(image.app, name="image")
+app.command("doctor")(doctor.doctor)
+
+
+def main() -> None:
+    try:
+        app()
+    except HostError as exc:
+        fail(exc.code, str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", "interrupted", 130)

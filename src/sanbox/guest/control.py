@@ -1,0 +1,122 @@
+"""``control`` streams: ping, set_clock, set_hostname, metrics."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import socket
+import time
+from typing import Any
+
+from . import protocol as p
+from .errors import AgentRequestError
+from .stream import Stream, param_str
+
+CLOCK_REALTIME = 0
+
+
+def uptime() -> float:
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def identity() -> dict[str, Any]:
+    return {"uptime": uptime(), "boot_id": boot_id(), "agent_version": p.AGENT_VERSION}
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def timespec(unix_time: float) -> tuple[int, int]:
+    sec = int(unix_time // 1)
+    nsec = min(int(round((unix_time - sec) * 1e9)), 999_999_999)
+    return sec, nsec
+
+
+def set_clock(unix_time: float) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    ts = _Timespec(*timespec(unix_time))
+    if libc.clock_settime(CLOCK_REALTIME, ctypes.byref(ts)) != 0:
+        err = ctypes.get_errno()
+        raise AgentRequestError.from_os_error(OSError(err, os.strerror(err)), "clock_settime")
+
+
+def set_hostname(name: str) -> None:
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "-." for c in name):
+        raise AgentRequestError("bad_request", f"invalid hostname {name!r}")
+    try:
+        socket.sethostname(name)
+    except OSError as exc:
+        raise AgentRequestError.from_os_error(exc, "sethostname") from None
+    try:
+        with open("/etc/hostname", "w") as f:
+            f.write(name + "\n")
+    except OSError:
+        pass  # a read-only /etc is fine; the kernel hostname is what counts
+
+
+def metrics() -> dict[str, Any]:
+    tick = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    names = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+    cpu = {n: int(v) / tick for n, v in zip(names, fields, strict=False)}
+    with open("/proc/loadavg") as f:
+        load = [float(x) for x in f.read().split()[:3]]
+    mem: dict[str, int] = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts:
+                mem[key] = int(parts[0]) * (1024 if len(parts) > 1 else 1)
+    vfs = os.statvfs("/")
+    return {
+        "cpu_count": os.cpu_count() or 1,
+        "cpu_seconds": cpu,
+        "load": load,
+        "memory": {
+            "total": mem.get("MemTotal", 0),
+            "free": mem.get("MemFree", 0),
+            "available": mem.get("MemAvailable", 0),
+        },
+        "disk": {
+            "total": vfs.f_blocks * vfs.f_frsize,
+            "free": vfs.f_bfree * vfs.f_frsize,
+            "available": vfs.f_bavail * vfs.f_frsize,
+        },
+        "uptime": uptime(),
+        "time": time.time(),
+    }
+
+
+class ControlStream(Stream):
+    kind = "control"
+
+    async def run(self) -> None:
+        op = self.params.get("op")
+        if op == "ping":
+            self.send_msg("result", **identity())
+        elif op == "set_clock":
+            value = self.params.get("time")
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise AgentRequestError("bad_request", "time must be a number")
+            set_clock(float(value))
+            self.send_msg("result", time=time.time())
+        elif op == "set_hostname":
+            set_hostname(param_str(self.params, "hostname"))
+            self.send_msg("result")
+        elif op == "metrics":
+            self.send_msg("result", **metrics())
+        else:
+            raise AgentRequestError("bad_request", f"unknown control op {op!r}")

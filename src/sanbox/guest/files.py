@@ -1,0 +1,154 @@
+"""``file`` streams: put, get, mkdir, list, stat, remove."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from typing import Any
+
+from . import protocol as p
+from .errors import AgentRequestError
+from .stream import Stream, param_int
+
+
+def check_path(path: object) -> str:
+    problem = p.path_problem(path)
+    if problem is not None:
+        raise AgentRequestError("invalid_path", problem)
+    assert isinstance(path, str)
+    return os.path.normpath(path)
+
+
+def _type_name(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def file_info(path: str, st: os.stat_result, name: str | None = None) -> dict[str, Any]:
+    return {
+        "name": name if name is not None else (os.path.basename(path) or "/"),
+        "path": path,
+        "type": _type_name(st.st_mode),
+        "size": st.st_size,
+        "mode": stat.S_IMODE(st.st_mode),
+        "mtime": st.st_mtime,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+    }
+
+
+def _optional_int(params: p.JsonDict, name: str) -> int | None:
+    return None if params.get(name) is None else param_int(params, name)
+
+
+class FileStream(Stream):
+    kind = "file"
+
+    async def run(self) -> None:
+        op = self.params.get("op")
+        path = check_path(self.params.get("path"))
+        try:
+            if op == "put":
+                await self._put(path)
+            elif op == "get":
+                await self._get(path)
+            elif op == "mkdir":
+                if self.params.get("parents", True):
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    os.mkdir(path)
+                self.send_msg("result", **file_info(path, os.stat(path)))
+            elif op == "list":
+                self.send_msg("result", entries=self._list(path))
+            elif op == "stat":
+                self.send_msg("result", **file_info(path, os.stat(path)))
+            elif op == "remove":
+                self._remove(path, bool(self.params.get("recursive", False)))
+                self.send_msg("result")
+            else:
+                raise AgentRequestError("bad_request", f"unknown file op {op!r}")
+        except OSError as exc:
+            raise AgentRequestError.from_os_error(exc, path) from None
+
+    def _list(self, path: str) -> list[dict[str, Any]]:
+        entries = []
+        with os.scandir(path) as it:
+            for entry in it:
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat(follow_symlinks=False)
+                    entries.append(file_info(entry.path, st, entry.name))
+        entries.sort(key=lambda e: str(e["name"]))
+        return entries
+
+    def _remove(self, path: str, recursive: bool) -> None:
+        if path == "/":
+            raise AgentRequestError("invalid_path", "refusing to remove /")
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(path)
+        elif recursive:
+            shutil.rmtree(path)
+        else:
+            os.rmdir(path)
+
+    async def _get(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise AgentRequestError("is_a_directory", f"{path}: is a directory")
+            self.send_msg("stat", **file_info(path, st))
+            async def read(size: int) -> bytes:
+                return os.read(fd, size)
+
+            while await self.send_chunk_from(p.STDOUT, read):
+                pass
+            self.send_msg("result", size=os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+
+    async def _put(self, path: str) -> None:
+        mode = param_int(self.params, "mode", 0o644)
+        uid, gid = _optional_int(self.params, "uid"), _optional_int(self.params, "gid")
+        parent = os.path.dirname(path)
+        if self.params.get("make_parents", True):
+            os.makedirs(parent, exist_ok=True)
+        if os.path.isdir(path):
+            raise AgentRequestError("is_a_directory", f"{path}: is a directory")
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".sanbox-put-")
+        try:
+            size = 0
+            while (data := await self.inbox.get()) is not None:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                size += len(data)
+                self.consumed(len(data))
+            os.fchmod(fd, mode)
+            if uid is not None or gid is not None:
+                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.rename(tmp, path)
+            tmp = ""
+            dir_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            self.send_msg("result", size=size)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

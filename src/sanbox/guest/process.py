@@ -1,0 +1,328 @@
+"""``exec`` and ``pty`` streams: run a process as some user, relay its I/O and exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import pwd
+import signal
+import struct
+import subprocess
+import termios
+from dataclasses import dataclass
+from typing import Any
+
+from . import fdio
+from . import protocol as p
+from .errors import AgentRequestError
+from .stream import Send, Stream, param_int, param_str
+
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DRAIN_IDLE = 0.2  # after exit, stop reading pipes that stay silent this long
+_reapers: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True)
+class Identity:
+    uid: int
+    gid: int
+    name: str
+    home: str
+    shell: str
+    groups: list[int]
+
+
+def resolve_user(user: object) -> Identity:
+    try:
+        if user is None:
+            entry = pwd.getpwuid(os.getuid())
+        elif isinstance(user, int) and not isinstance(user, bool):
+            entry = pwd.getpwuid(user)
+        elif isinstance(user, str):
+            entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+        else:
+            raise AgentRequestError("bad_request", "user must be a name or a uid")
+    except KeyError:
+        raise AgentRequestError("unknown_user", f"no such user: {user}") from None
+    groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
+    return Identity(
+        entry.pw_uid, entry.pw_gid, entry.pw_name, entry.pw_dir, entry.pw_shell, groups
+    )
+
+
+def build_env(ident: Identity, extra: object, term: str) -> dict[str, str]:
+    env = {
+        "PATH": BASE_PATH,
+        "HOME": ident.home,
+        "USER": ident.name,
+        "LOGNAME": ident.name,
+        "SHELL": ident.shell or "/bin/sh",
+        "LANG": "C.UTF-8",
+        "TERM": term,
+    }
+    if extra is not None:
+        if not isinstance(extra, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in extra.items()
+        ):
+            raise AgentRequestError("bad_request", "env must map strings to strings")
+        env.update(extra)
+    return env
+
+
+def command_argv(params: p.JsonDict, default: list[str] | None = None) -> list[str]:
+    argv = params.get("argv")
+    cmd = params.get("cmd")
+    if argv is None and cmd is None and default is not None:
+        return default
+    if isinstance(cmd, str):
+        return ["/bin/sh", "-c", cmd]
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        return argv
+    raise AgentRequestError("bad_request", "give 'argv' (non-empty list) or 'cmd' (string)")
+
+
+def spawn(argv: list[str], params: p.JsonDict, term: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session as the requested user; map failures to error codes."""
+    ident = resolve_user(params.get("user"))
+    env = build_env(ident, params.get("env"), term)
+    cwd = params.get("cwd")
+    if cwd is None:
+        cwd = ident.home if os.path.isdir(ident.home) else "/"
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        raise AgentRequestError("invalid_cwd", f"not a directory: {cwd}")
+    if ident.uid != os.getuid():
+        if os.getuid() != 0:
+            raise AgentRequestError("permission_denied", f"agent cannot run as {ident.name}")
+        popen.update(user=ident.uid, group=ident.gid, extra_groups=ident.groups)
+    try:
+        return subprocess.Popen(
+            argv, env=env, cwd=cwd, start_new_session=True, close_fds=True, **popen
+        )
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        if exc.filename == cwd:
+            raise AgentRequestError("invalid_cwd", f"{cwd}: {exc.strerror}") from None
+        raise AgentRequestError("command_not_found", f"{argv[0]}: {exc.strerror}") from None
+    except OSError as exc:
+        raise AgentRequestError("spawn_failed", f"{argv[0]}: {exc}") from None
+
+
+async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the process without blocking the loop (pidfd where the kernel has it)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return await asyncio.get_running_loop().run_in_executor(None, proc.wait)
+    try:
+        while (code := proc.poll()) is None:
+            await fdio.wait_readable(pidfd)
+        return code
+    finally:
+        os.close(pidfd)
+
+
+def kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+async def _hangup(proc: subprocess.Popen[bytes]) -> None:
+    kill_group(proc.pid, signal.SIGHUP)
+    try:
+        await asyncio.wait_for(wait_exit(proc), DRAIN_IDLE)
+    except TimeoutError:
+        kill_group(proc.pid, signal.SIGKILL)
+        await wait_exit(proc)
+
+
+def parse_signal(value: object) -> int:
+    try:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(signal.Signals(value))
+        if isinstance(value, str):
+            name = value.upper()
+            return int(signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+    except (KeyError, ValueError):
+        pass
+    raise AgentRequestError("bad_request", f"unknown signal {value!r}")
+
+
+class ProcessStream(Stream):
+    """Shared by exec and pty: stdin relay, output pumps, signals, exit report."""
+
+    term = "dumb"
+
+    def __init__(self, stream_id: int, params: p.JsonDict, send: Send) -> None:
+        super().__init__(stream_id, params, send)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reading_since: dict[int, float | None] = {}
+        self._owned_fds: list[int] = []
+
+    def start_process(self) -> tuple[int, list[tuple[int, int]]]:
+        """Spawn; return (stdin fd, [(output fd, channel)])."""
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        timeout = self.params.get("timeout")
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise AgentRequestError("bad_request", "timeout must be a positive number")
+        stdin_fd, outputs = self.start_process()
+        assert self.proc is not None
+        self.send_msg("started", pid=self.proc.pid)
+        self.task(self._feed_stdin(stdin_fd))
+        pumps = [(self.task(self._pump(fd, ch)), ch) for fd, ch in outputs]
+        timed_out = False
+        try:
+            code = await asyncio.wait_for(wait_exit(self.proc), timeout)
+        except TimeoutError:
+            timed_out = True
+            kill_group(self.proc.pid, signal.SIGKILL)
+            code = await wait_exit(self.proc)
+        await self._drain(pumps)
+        sig = -code if code < 0 else None
+        exit_code = 124 if timed_out else (128 + sig if sig is not None else code)
+        self.send_msg("exit", exit_code=exit_code, signal=sig, timed_out=timed_out)
+
+    async def _feed_stdin(self, fd: int) -> None:
+        broken = False
+        while (data := await self.inbox.get()) is not None:
+            if not broken:
+                try:
+                    await fdio.write_all(fd, data)
+                except OSError:
+                    broken = True  # the process closed its input; keep granting credit
+            self.consumed(len(data))
+        self.stdin_eof(fd)
+
+    def stdin_eof(self, fd: int) -> None:
+        fdio.close(fd)
+        with contextlib.suppress(ValueError):
+            self._owned_fds.remove(fd)
+
+    async def _pump(self, fd: int, channel: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        async def read(size: int) -> bytes:
+            self._reading_since[channel] = loop.time()
+            try:
+                return await fdio.read(fd, size)
+            finally:
+                self._reading_since[channel] = None
+
+        while await self.send_chunk_from(channel, read):
+            pass
+
+    async def _drain(self, pumps: list[tuple[asyncio.Task[Any], int]]) -> None:
+        """Read output until EOF, or until every open pipe stays silent for DRAIN_IDLE."""
+        loop = asyncio.get_running_loop()
+        while pending := [(task, ch) for task, ch in pumps if not task.done()]:
+            await asyncio.wait([task for task, _ in pending], timeout=DRAIN_IDLE / 4)
+            now = loop.time()
+            since = [self._reading_since.get(ch) for task, ch in pending if not task.done()]
+            if since and all(s is not None and now - s > DRAIN_IDLE for s in since):
+                break  # background processes hold the pipes open: stop waiting
+        for task, _ in pumps:
+            task.cancel()
+        await asyncio.gather(*(task for task, _ in pumps), return_exceptions=True)
+
+    def on_msg(self, body: p.JsonDict) -> None:
+        if body.get("type") == "signal" and self.proc is not None:
+            try:
+                sig = parse_signal(body.get("signal"))
+            except AgentRequestError as exc:
+                self.send_error(exc.code, exc.message)
+                return
+            if self.proc.returncode is None:
+                kill_group(self.proc.pid, sig)
+        else:
+            super().on_msg(body)
+
+    def cleanup(self) -> None:
+        for fd in self._owned_fds:
+            fdio.close(fd)
+        self._owned_fds.clear()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            reaper = asyncio.get_running_loop().create_task(_hangup(proc))
+            _reapers.add(reaper)
+            reaper.add_done_callback(_reapers.discard)
+
+
+class ExecStream(ProcessStream):
+    kind = "exec"
+
+    def start_process(self) -> tuple[int, list[tuple[int, int]]]:
+        argv = command_argv(self.params)
+        proc = spawn(
+            argv,
+            self.params,
+            "dumb",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.proc = proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        fds = [os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr)]
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+        for fd in fds:
+            os.set_blocking(fd, False)
+        self._owned_fds.extend(fds)
+        return fds[0], [(fds[1], p.STDOUT), (fds[2], p.STDERR)]
+
+
+def _set_winsize(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _take_terminal() -> None:  # runs in the child, after setsid
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class PtyStream(ProcessStream):
+    kind = "pty"
+
+    def start_process(self) -> tuple[int, list[tuple[int, int]]]:
+        shell = ["/bin/bash", "-l"] if os.path.exists("/bin/bash") else ["/bin/sh", "-l"]
+        argv = command_argv(self.params, default=shell)
+        rows = param_int(self.params, "rows", 24)
+        cols = param_int(self.params, "cols", 80)
+        term = param_str(self.params, "term", "xterm-256color")
+        master, slave = os.openpty()
+        self._owned_fds.append(master)
+        try:
+            _set_winsize(slave, rows, cols)
+            ident = resolve_user(self.params.get("user"))
+            if ident.uid != os.getuid():
+                os.fchown(slave, ident.uid, -1)
+            self.proc = spawn(
+                argv,
+                self.params,
+                term,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                preexec_fn=_take_terminal,
+            )
+        finally:
+            os.close(slave)
+        os.set_blocking(master, False)
+        return master, [(master, p.STDOUT)]
+
+    def stdin_eof(self, fd: int) -> None:
+        pass  # the terminal stays open for output; EOF on a pty is the user's ^D
+
+    def on_msg(self, body: p.JsonDict) -> None:
+        if body.get("type") != "resize":
+            super().on_msg(body)
+            return
+        rows, cols = body.get("rows"), body.get("cols")
+        if not (isinstance(rows, int) and isinstance(cols, int) and rows > 0 and cols > 0):
+            self.send_error("bad_request", "resize needs positive integer rows and cols")
+            return
+        if self._owned_fds and self.proc is not None:
+            _set_winsize(self._owned_fds[0], rows, cols)
+            if self.proc.returncode is None:
+                kill_group(self.proc.pid, signal.SIGWINCH)

@@ -1,0 +1,68 @@
+"""``tcp`` streams: dial a TCP port inside the guest and relay bytes both ways."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from . import protocol as p
+from .errors import AgentRequestError
+from .stream import Send, Stream, param_int, param_str
+
+CONNECT_TIMEOUT = 10.0
+
+
+class TcpStream(Stream):
+    kind = "tcp"
+
+    def __init__(self, stream_id: int, params: p.JsonDict, send: Send) -> None:
+        super().__init__(stream_id, params, send)
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def run(self) -> None:
+        host = param_str(self.params, "host", "127.0.0.1")
+        port = param_int(self.params, "port")
+        if not 0 < port < 65536:
+            raise AgentRequestError("bad_request", f"bad port {port}")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), CONNECT_TIMEOUT
+            )
+        except ConnectionRefusedError:
+            raise AgentRequestError("connection_refused", f"{host}:{port} refused") from None
+        except TimeoutError:
+            raise AgentRequestError("connect_timeout", f"{host}:{port} timed out") from None
+        except OSError as exc:
+            raise AgentRequestError("connect_failed", f"{host}:{port}: {exc}") from None
+        self._writer = writer
+        self.send_msg("connected")
+        upload = self.task(self._upload(writer))
+
+        async def read(size: int) -> bytes:
+            try:
+                return await reader.read(size)
+            except ConnectionError:
+                return b""
+
+        while await self.send_chunk_from(p.STDOUT, read):
+            pass
+        await upload
+        self.send_msg("result")
+
+    async def _upload(self, writer: asyncio.StreamWriter) -> None:
+        broken = False
+        while (data := await self.inbox.get()) is not None:
+            if not broken:
+                try:
+                    writer.write(data)
+                    await writer.drain()
+                except ConnectionError:
+                    broken = True
+            self.consumed(len(data))
+        if not broken and writer.can_write_eof():
+            with contextlib.suppress(OSError):
+                writer.write_eof()
+
+    def cleanup(self) -> None:
+        if self._writer is not None:
+            self._writer.close()

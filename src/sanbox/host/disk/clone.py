@@ -1,0 +1,78 @@
+"""Copy-on-write clones of images: reflink (FICLONE) where the filesystem supports it, a sparse
+copy (only the allocated extents, via SEEK_DATA/SEEK_HOLE) otherwise."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+from typing import Literal
+
+FICLONE = 0x40049409
+CloneMethod = Literal["reflink", "copy"]
+_NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS}
+
+
+def _reflink(src_fd: int, dst_fd: int) -> bool:
+    try:
+        fcntl.ioctl(dst_fd, FICLONE, src_fd)
+    except OSError as exc:
+        if exc.errno in _NO_REFLINK:
+            return False
+        raise
+    return True
+
+
+def _sparse_copy(src_fd: int, dst_fd: int, size: int) -> None:
+    os.ftruncate(dst_fd, size)
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(src_fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole remains
+                break
+            raise
+        end = os.lseek(src_fd, start, os.SEEK_HOLE)
+        pos = start
+        while pos < end:
+            n = os.copy_file_range(src_fd, dst_fd, end - pos, pos, pos)
+            if n == 0:
+                break
+            pos += n
+        offset = end
+
+
+def clone_file(src: Path, dst: Path) -> CloneMethod:
+    """Clone src to a new file dst (must not exist); fsync it. Returns how it was cloned."""
+    src_fd = os.open(src, os.O_RDONLY)
+    try:
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            method: CloneMethod = "reflink"
+            if not _reflink(src_fd, dst_fd):
+                method = "copy"
+                _sparse_copy(src_fd, dst_fd, os.fstat(src_fd).st_size)
+            os.fsync(dst_fd)
+        except BaseException:
+            os.close(dst_fd)
+            dst.unlink(missing_ok=True)
+            raise
+        os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    return method
+
+
+def can_reflink(directory: Path) -> bool:
+    """Whether files in `directory` can be reflinked (tried on two scratch files)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    a = directory / f".reflink-probe-{os.getpid()}"
+    b = directory / f".reflink-probe-{os.getpid()}.clone"
+    try:
+        a.write_bytes(b"\0" * 4096)
+        return clone_file(a, b) == "reflink"
+    finally:
+        a.unlink(missing_ok=True)
+        b.unlink(missing_ok=True)

@@ -1,0 +1,21 @@
+"""Images: kernel, initramfs and root disk built from a template's recipe, cached by content hash."""
+
+from .builder import STEPS, BuildProgress, ImageBuilder
+from .errors import BuildStepError, ImageError, ImageNotFoundError, UnknownTemplateError
+from .image import Image, find_image
+from .recipe import RECIPES, Recipe, recipe_for
+
+__all__ = [
+    "RECIPES",
+    "STEPS",
+    "BuildProgress",
+    "BuildStepError",
+    "Image",
+    "ImageBuilder",
+    "ImageError",
+    "ImageNotFoundError",
+    "Recipe",
+    "UnknownTemplateError",
+    "find_image",
+    "recipe_for",
+]

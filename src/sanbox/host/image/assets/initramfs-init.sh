@@ -1,0 +1,25 @@
+#!/bin/busybox sh
+# Sanbox initramfs: load the virtio modules, then switch_root into the root disk.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci \
+         virtio_blk failover net_failover virtio_net virtio_console virtio-rng \
+         vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport; do
+  [ -f /lib/modules/$m.ko ] && insmod /lib/modules/$m.ko 2>/dev/null
+done
+root=/dev/vda; rootfstype=ext4; rootflags=rw; init=/sbin/sanbox-init
+for a in $(cat /proc/cmdline); do
+  case $a in
+    root=*) root=${a#root=};; rootfstype=*) rootfstype=${a#rootfstype=};;
+    rootflags=*) rootflags=${a#rootflags=};; init=*) init=${a#init=};;
+    sanbox.probe) echo "SANBOX-PROBE-OK"; sync; poweroff -f;;
+    rdshell) exec sh;;
+  esac
+done
+i=0; while [ ! -b "$root" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+mount -t "$rootfstype" -o "$rootflags" "$root" /newroot || { echo "SANBOX: cannot mount $root"; poweroff -f; }
+umount /sys /proc
+mount --move /dev /newroot/dev
+exec switch_root /newroot "$init"

@@ -1,0 +1,109 @@
+"""Build an image from its recipe, cached by content hash: a second build of the same inputs is a
+no-op, and a failed build leaves nothing in the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..layout import DataDir
+from . import initramfs, kernel, rootfs
+from ._command import require_tool
+from .image import MANIFEST, Image, image_dir
+from .recipe import Recipe, recipe_for
+
+STEPS = ("kernel", "initramfs", "rootfs", "install", "disk image", "publish")
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    step: str
+    index: int  # 0-based
+    total: int
+    cached: bool = False
+
+
+ProgressCallback = Callable[[BuildProgress], None]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ImageBuilder:
+    def __init__(self, data_dir: DataDir) -> None:
+        self.data_dir = data_dir
+
+    def build(
+        self, template: str, on_progress: ProgressCallback | None = None, *, force: bool = False
+    ) -> Image:
+        recipe = recipe_for(template)
+        report = on_progress or (lambda _p: None)
+        build_id = recipe.build_id()  # once: the inputs may change while we build
+        target = image_dir(self.data_dir, template, build_id)
+        if (target / MANIFEST).is_file() and not force:
+            report(BuildProgress("cached", len(STEPS), len(STEPS), cached=True))
+            return Image.load(target)
+        for tool in ("apt-get", "apt-cache", "dpkg-deb", "mmdebstrap", "mkfs.ext4", "depmod"):
+            require_tool(tool)
+        self.data_dir.ensure()
+        work = Path(tempfile.mkdtemp(prefix=f"build-{template}-", dir=self.data_dir.tmp))
+        try:
+            staged = work / "image"
+            staged.mkdir()
+            image = self._build(recipe, build_id, work, staged, report)
+            self._publish(staged, target)
+            report(BuildProgress("publish", len(STEPS), len(STEPS)))
+            return image.__class__.load(target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _build(
+        self, recipe: Recipe, build_id: str, work: Path, staged: Path, report: ProgressCallback
+    ) -> Image:
+        total = len(STEPS)
+        report(BuildProgress("kernel", 0, total))
+        k = kernel.fetch(recipe.kernel_package, work)
+        shutil.copyfile(k.vmlinuz, staged / "vmlinuz")
+        report(BuildProgress("initramfs", 1, total))
+        initramfs.build(k, work, staged / "initrd.img")
+        report(BuildProgress("rootfs", 2, total))
+        tree = work / "rootfs"
+        rootfs.bootstrap(recipe, tree)
+        report(BuildProgress("install", 3, total))
+        rootfs.install_sanbox(tree, k)
+        report(BuildProgress("disk image", 4, total))
+        rootfs.make_image(tree, staged / "rootfs.raw", recipe.disk_size_gib)
+        report(BuildProgress("publish", 5, total))
+        image = Image(
+            template=recipe.name,
+            build_id=build_id,
+            path=staged,
+            kernel_release=k.release,
+            disk_size_gib=recipe.disk_size_gib,
+        )
+        for name in ("vmlinuz", "initrd.img", "rootfs.raw"):
+            os.chmod(staged / name, 0o444)
+        manifest = staged / MANIFEST
+        manifest.write_text(json.dumps(image.manifest(), indent=2) + "\n")
+        return image
+
+    def _publish(self, staged: Path, target: Path) -> None:
+        """fsync the files, rename the folder into place; the manifest inside marks it complete."""
+        for f in staged.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        os.rename(staged, target)
+        _fsync_dir(target.parent)

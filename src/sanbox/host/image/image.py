@@ -1,0 +1,75 @@
+"""A built image: kernel + initramfs + root disk, with the manifest that says what it is."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..layout import DataDir
+from .errors import ImageNotFoundError
+from .recipe import recipe_for
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Image:
+    template: str
+    build_id: str
+    path: Path
+    kernel_release: str
+    disk_size_gib: int
+
+    @property
+    def kernel(self) -> Path:
+        return self.path / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.path / "initrd.img"
+
+    @property
+    def rootfs(self) -> Path:
+        return self.path / "rootfs.raw"
+
+    @property
+    def disk_size_bytes(self) -> int:
+        return self.rootfs.stat().st_size
+
+    @classmethod
+    def load(cls, path: Path) -> Image:
+        data = json.loads((path / MANIFEST).read_text())
+        return cls(
+            template=data["template"],
+            build_id=data["build_id"],
+            path=path,
+            kernel_release=data["kernel_release"],
+            disk_size_gib=data["disk_size_gib"],
+        )
+
+    def manifest(self) -> dict[str, object]:
+        return {
+            "template": self.template,
+            "build_id": self.build_id,
+            "kernel_release": self.kernel_release,
+            "disk_size_gib": self.disk_size_gib,
+        }
+
+
+def image_dir(data_dir: DataDir, template: str, build_id: str) -> Path:
+    return data_dir.images / template / build_id
+
+
+def find_image(data_dir: DataDir, template: str) -> Image:
+    """The image for a template: the build of its current recipe, else the newest complete build."""
+    current = image_dir(data_dir, template, recipe_for(template).build_id())
+    if (current / MANIFEST).is_file():
+        return Image.load(current)
+    builds = sorted(
+        (p for p in (data_dir.images / template).glob("*") if (p / MANIFEST).is_file()),
+        key=lambda p: (p / MANIFEST).stat().st_mtime,
+    )
+    if builds:
+        return Image.load(builds[-1])
+    raise ImageNotFoundError(template)

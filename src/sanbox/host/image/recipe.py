@@ -1,0 +1,75 @@
+"""What an image is made of, and the content hash that names a build of it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import UnknownTemplateError
+
+ASSETS = Path(__file__).parent / "assets"
+GUEST_PACKAGE = Path(__file__).parents[2] / "guest"
+BASE_PACKAGES = (
+    "python3",
+    "iproute2",
+    "ca-certificates",
+    "curl",
+    "git",
+    "procps",
+    "openssh-server",
+    "e2fsprogs",
+    "kmod",
+    "less",
+    "nano",
+)
+
+
+def default_mirror() -> str:
+    return os.environ.get("SANBOX_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A template's build inputs. Built-in: `base`."""
+
+    name: str
+    suite: str = "bookworm"
+    packages: tuple[str, ...] = BASE_PACKAGES
+    disk_size_gib: int = 8
+    kernel_package: str = "linux-image-cloud-amd64"
+    mirror: str = field(default_factory=default_mirror)
+
+    def sources(self) -> list[str]:
+        security = self.mirror.rstrip("/").removesuffix("/debian") + "/debian-security"
+        return [
+            f"deb {self.mirror} {self.suite} main",
+            f"deb {self.mirror} {self.suite}-updates main",
+            f"deb {security} {self.suite}-security main",
+        ]
+
+    def build_id(self) -> str:
+        """Content hash of everything that goes into the image: recipe, agent source, assets."""
+        h = hashlib.sha256()
+        recipe = asdict(self)
+        recipe.pop("mirror")  # where packages come from does not change what the image is
+        h.update(json.dumps(recipe, sort_keys=True).encode())
+        for root in (ASSETS, GUEST_PACKAGE):
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    h.update(str(path.relative_to(root)).encode())
+                    h.update(path.read_bytes())
+        return h.hexdigest()[:16]
+
+
+RECIPES = {"base": Recipe(name="base")}
+
+
+def recipe_for(template: str) -> Recipe:
+    try:
+        return RECIPES[template]
+    except KeyError:
+        known = ", ".join(sorted(RECIPES))
+        raise UnknownTemplateError(f"unknown template {template!r}: known templates are {known}") from None

@@ -1,0 +1,98 @@
+"""Where Sanbox keeps things on this host: one data dir, with images, computers and host facts.
+
+    <data dir>/images/<template>/<build>/     read-only images (kernel, initrd, rootfs.raw)
+    <data dir>/computers/<id>/disk.raw        the computer's persistent root disk
+    <data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
+    <data dir>/computers/<id>/state/          saved memory and device state
+    <data dir>/computers/<id>/logs/           console log
+    <data dir>/host/                          facts about this host (acceleration probe)
+    <data dir>/tmp/                           builds in progress (same filesystem: renames are atomic)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import LayoutError
+
+DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
+_COMPUTER_ID = re.compile(r"^[a-z][a-z0-9_-]{2,62}$")
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("SANBOX_DATA_DIR") or DEFAULT_DATA_DIR)
+
+
+@dataclass(frozen=True)
+class ComputerDir:
+    root: Path
+
+    @property
+    def disk(self) -> Path:
+        return self.root / "disk.raw"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def console_log(self) -> Path:
+        return self.logs / "console.log"
+
+
+@dataclass(frozen=True)
+class DataDir:
+    root: Path
+
+    @classmethod
+    def default(cls) -> DataDir:
+        return cls(default_data_dir())
+
+    @property
+    def images(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def computers(self) -> Path:
+        return self.root / "computers"
+
+    @property
+    def host(self) -> Path:
+        return self.root / "host"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    def computer(self, computer_id: str) -> ComputerDir:
+        if not _COMPUTER_ID.match(computer_id):
+            raise LayoutError(f"invalid computer id {computer_id!r}: use lowercase letters and digits")
+        return ComputerDir(self.computers / computer_id)
+
+    def computer_ids(self) -> list[str]:
+        if not self.computers.is_dir():
+            return []
+        return sorted(p.name for p in self.computers.iterdir() if p.is_dir())
+
+    def require_inside(self, path: Path) -> Path:
+        """Resolve `path` and refuse it unless it lies inside the data dir."""
+        resolved = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(self.root))
+        if resolved != root and root not in resolved.parents:
+            raise LayoutError(f"{path} is outside the data dir {self.root}: keep disks under it")
+        return resolved
+
+    def ensure(self) -> None:
+        for d in (self.images, self.computers, self.host, self.tmp):
+            d.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,220 @@
+"""The host-level lifecycle the control plane calls: boot a computer from an image, wait for its
+agent, shut it down cleanly (or kill it), boot it again on the same disk, destroy it.
+
+Each acquisition registers its own undo on an AsyncExitStack, so a failure halfway leaves nothing:
+no process, no socket, no disk, no folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .agent import AgentClient, AgentError
+from .disk import GIB, Disk, DiskManager
+from .errors import HostError
+from .image import Image
+from .layout import ComputerDir, DataDir
+from .vmm import (
+    Hypervisor,
+    NetAttachment,
+    QemuHypervisor,
+    VmHandle,
+    VmNotRunningError,
+    VmSpec,
+    VmStartError,
+)
+from .vmm.accel import choose_accel
+
+BOOT_TIMEOUT = 60.0
+SHUTDOWN_TIMEOUT = 15.0
+
+
+class MachineNotFoundError(HostError):
+    code = "computer_not_found"
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    computer_id: str
+    vcpus: int = 1
+    memory_mib: int = 512
+    disk_gib: int | None = None  # default: the image's size
+    hostname: str = "sanbox"
+    net: NetAttachment | None = None
+
+
+@dataclass
+class Machine:
+    """One computer's running VM and the agent connection to it."""
+
+    computer_id: str
+    dir: ComputerDir
+    vm: VmHandle
+    agent: AgentClient
+
+    @property
+    def isolation(self) -> str:
+        return self.vm.isolation
+
+    async def client(self, timeout: float = 10.0) -> AgentClient:
+        """The agent connection, reconnected if it was closed (say, after an agent restart)."""
+        if not self.vm.alive():
+            raise VmNotRunningError(
+                f"computer {self.computer_id} is not running: start it, then try again"
+            )
+        if self.agent.closed:
+            self.agent = await AgentClient.connect(str(self.vm.agent_socket), timeout=timeout)
+        return self.agent
+
+
+def console_tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_bytes()[-8192:].decode(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+
+
+class HostRuntime:
+    def __init__(self, data_dir: DataDir, hypervisor: Hypervisor | None = None) -> None:
+        self.data_dir = data_dir
+        self.disks = DiskManager(data_dir)
+        self._hypervisor = hypervisor
+
+    async def hypervisor(self, image: Image) -> Hypervisor:
+        """The driver for this host, choosing acceleration once (probe cached per host)."""
+        if self._hypervisor is None:
+            choice = await asyncio.to_thread(
+                choose_accel, self.data_dir.host, image.kernel, image.initrd
+            )
+            self._hypervisor = QemuHypervisor(choice.accel)
+        return self._hypervisor
+
+    def _vm_spec(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> VmSpec:
+        return VmSpec(
+            name=spec.computer_id,
+            kernel=image.kernel,
+            initrd=image.initrd,
+            disk=cdir.disk,
+            run_dir=cdir.run,
+            console_log=cdir.console_log,
+            vcpus=spec.vcpus,
+            memory_mib=spec.memory_mib,
+            hostname=spec.hostname,
+            net=spec.net,
+        )
+
+    async def create(self, spec: MachineSpec, image: Image) -> tuple[Machine, Disk]:
+        """A new computer: its folder, a disk cloned from the image, a booted VM, a live agent."""
+        cdir = self.data_dir.computer(spec.computer_id)
+        if cdir.root.exists():
+            raise HostError(f"computer folder {cdir.root} already exists")
+        async with contextlib.AsyncExitStack() as undo:
+            cdir.root.mkdir(parents=True)
+            undo.callback(shutil.rmtree, cdir.root, True)
+            size = None if spec.disk_gib is None else spec.disk_gib * GIB
+            disk = await asyncio.to_thread(self.disks.create, image.rootfs, cdir.disk, size)
+            machine = await self._boot(spec, image, cdir, undo)
+            undo.pop_all()
+            return machine, disk
+        raise AssertionError("unreachable")
+
+    async def start(self, spec: MachineSpec, image: Image) -> Machine:
+        """Boot an existing computer again on its disk."""
+        cdir = self.data_dir.computer(spec.computer_id)
+        if not cdir.disk.is_file():
+            raise MachineNotFoundError(f"computer {spec.computer_id} has no disk at {cdir.disk}")
+        if self.attach_vm(spec.computer_id) is not None:
+            raise HostError(f"computer {spec.computer_id} is already running")
+        if spec.disk_gib is not None:
+            await asyncio.to_thread(self.disks.grow, cdir.disk, spec.disk_gib * GIB)
+        async with contextlib.AsyncExitStack() as undo:
+            machine = await self._boot(spec, image, cdir, undo)
+            undo.pop_all()
+            return machine
+        raise AssertionError("unreachable")
+
+    async def _boot(
+        self, spec: MachineSpec, image: Image, cdir: ComputerDir, undo: contextlib.AsyncExitStack
+    ) -> Machine:
+        hv = await self.hypervisor(image)
+        cdir.logs.mkdir(parents=True, exist_ok=True)
+        cdir.state.mkdir(parents=True, exist_ok=True)
+        vm = await hv.boot(self._vm_spec(spec, image, cdir))
+        undo.push_async_callback(self._kill_and_clean, vm)
+        agent = await self.wait_ready(vm, cdir)
+        undo.push_async_callback(agent.close)
+        with contextlib.suppress(AgentError):
+            await agent.set_clock(time.time())
+        return Machine(spec.computer_id, cdir, vm, agent)
+
+    async def wait_ready(
+        self, vm: VmHandle, cdir: ComputerDir, timeout: float = BOOT_TIMEOUT
+    ) -> AgentClient:
+        """Connect to the agent; fail fast with the console's last words if the VM dies."""
+        connect = asyncio.ensure_future(AgentClient.connect(str(vm.agent_socket), timeout=timeout))
+        try:
+            while not connect.done():
+                if not vm.alive():
+                    tail = console_tail(cdir.console_log)
+                    raise VmStartError(f"the VM exited during boot: {tail or 'no console output'}")
+                await asyncio.wait({connect}, timeout=0.1)
+            return connect.result()
+        except AgentError as exc:
+            tail = console_tail(cdir.console_log)
+            raise VmStartError(f"the guest agent did not answer: {exc}. Console: {tail}") from exc
+        finally:
+            if not connect.done():
+                connect.cancel()
+                with contextlib.suppress(asyncio.CancelledError, AgentError):
+                    await connect
+
+    def attach_vm(self, computer_id: str) -> VmHandle | None:
+        cdir = self.data_dir.computer(computer_id)
+        hv = self._hypervisor or QemuHypervisor("tcg")  # attach reads the pidfile only
+        return hv.attach(cdir.run)
+
+    async def attach(self, computer_id: str, timeout: float = 10.0) -> Machine | None:
+        """Re-attach to a computer's running VM (after a restart of the caller)."""
+        vm = self.attach_vm(computer_id)
+        if vm is None:
+            return None
+        agent = await AgentClient.connect(str(vm.agent_socket), timeout=timeout)
+        return Machine(computer_id, self.data_dir.computer(computer_id), vm, agent)
+
+    async def shutdown(self, machine: Machine, timeout: float = SHUTDOWN_TIMEOUT) -> bool:
+        """Clean shutdown (sync, remount read-only, power off); SIGKILL after `timeout`.
+        Returns True if the guest powered off by itself."""
+        clean = False
+        try:
+            client = await machine.client(timeout=5.0)
+            await client.exec_stream(["/sbin/sanbox-poweroff"])
+            clean = await machine.vm.wait_exit(timeout)
+        except AgentError:
+            clean = False
+        finally:
+            with contextlib.suppress(AgentError):
+                await machine.agent.close()
+            await self._kill_and_clean(machine.vm)
+        return clean
+
+    async def _kill_and_clean(self, vm: VmHandle) -> None:
+        await vm.kill()
+        for name in ("agent.sock", "qmp.sock", "vm.pid"):
+            (vm.run_dir / name).unlink(missing_ok=True)
+
+    async def kill(self, computer_id: str) -> None:
+        vm = self.attach_vm(computer_id)
+        if vm is not None:
+            await self._kill_and_clean(vm)
+
+    async def destroy(self, computer_id: str) -> None:
+        """Kill the VM if it runs and remove everything the computer had on this host."""
+        await self.kill(computer_id)
+        cdir = self.data_dir.computer(computer_id)
+        await asyncio.to_thread(shutil.rmtree, cdir.root, True)

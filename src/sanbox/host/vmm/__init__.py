@@ -1,0 +1,25 @@
+"""Hypervisor drivers behind one Protocol. QEMU (microvm; KVM or TCG) today."""
+
+from .accel import AccelChoice, cached_accel, choose_accel
+from .errors import QmpError, VmmError, VmNotRunningError, VmStartError
+from .hypervisor import Hypervisor, NetAttachment, VmHandle, VmSpec
+from .qemu import QemuHypervisor, QemuVm, qemu_argv
+from .qmp import QmpClient
+
+__all__ = [
+    "AccelChoice",
+    "Hypervisor",
+    "NetAttachment",
+    "QemuHypervisor",
+    "QemuVm",
+    "QmpClient",
+    "QmpError",
+    "VmHandle",
+    "VmNotRunningError",
+    "VmSpec",
+    "VmStartError",
+    "VmmError",
+    "cached_accel",
+    "choose_accel",
+    "qemu_argv",
+]

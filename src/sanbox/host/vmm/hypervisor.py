@@ -1,0 +1,77 @@
+"""The driver contract: every hypervisor boots a VmSpec into a detached process and can re-attach
+to it by its run dir. Drivers: qemu.py (QEMU -M microvm, KVM or TCG)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class NetAttachment:
+    """A tap device (in its own network namespace, optionally) and the guest's address on it."""
+
+    tap: str
+    mac: str
+    guest_cidr: str  # e.g. 10.0.0.2/30
+    gateway: str
+    dns: str | None = None
+    netns: str | None = None
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    name: str
+    kernel: Path
+    initrd: Path
+    disk: Path
+    run_dir: Path
+    console_log: Path
+    vcpus: int = 1
+    memory_mib: int = 512
+    hostname: str = "sanbox"
+    net: NetAttachment | None = None
+    incoming: Path | None = None  # restore from a saved state file
+    extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.run_dir / "agent.sock"
+
+    @property
+    def qmp_socket(self) -> Path:
+        return self.run_dir / "qmp.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.run_dir / "vm.pid"
+
+
+class VmHandle(Protocol):
+    """A running (or once running) VM process, not a child of the caller."""
+
+    pid: int
+    run_dir: Path
+    isolation: str  # qemu-kvm, qemu-tcg, firecracker-kvm
+
+    @property
+    def agent_socket(self) -> Path: ...
+
+    def alive(self) -> bool: ...
+
+    async def wait_exit(self, timeout: float) -> bool: ...
+
+    async def kill(self, timeout: float = 5.0) -> None: ...
+
+
+class Hypervisor(Protocol):
+    name: str
+    accel: str
+
+    @property
+    def isolation(self) -> str: ...
+
+    async def boot(self, spec: VmSpec) -> VmHandle: ...
+
+    def attach(self, run_dir: Path) -> VmHandle | None: ...

@@ -1,0 +1,36 @@
+"""Tier gates: a tier that cannot run here is skipped with its reason (shown by `pytest -rs`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sanbox.host.image import ImageError, find_image
+from sanbox.host.layout import DataDir
+
+
+def vm_data_dir() -> DataDir:
+    return DataDir(Path(os.environ.get("SANBOX_TEST_DATA_DIR", "/var/lib/sanbox-test")))
+
+
+def vm_tier_unavailable() -> str | None:
+    if shutil.which("qemu-system-x86_64") is None:
+        return "vm tier needs qemu-system-x86_64 (apt-get install qemu-system-x86)"
+    try:
+        find_image(vm_data_dir(), "base")
+    except ImageError as exc:
+        return f"vm tier needs a built base image in {vm_data_dir().root}: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    vm_reason = vm_tier_unavailable() if any("vm" in i.keywords for i in items) else None
+    root_reason = None if os.geteuid() == 0 else "integration tier needs root"
+    for item in items:
+        if "vm" in item.keywords and vm_reason:
+            item.add_marker(pytest.mark.skip(reason=vm_reason))
+        if ("integration" in item.keywords or "vm" in item.keywords) and root_reason:
+            item.add_marker(pytest.mark.skip(reason=root_reason))

@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+
+from sanbox.host.vmm import NetAttachment, VmSpec, qemu_argv
+from sanbox.host.vmm.qemu import AGENT_PORT_NAME, kernel_cmdline
+
+pytestmark = pytest.mark.unit
+
+
+def spec(**kw: object) -> VmSpec:
+    base: dict[str, object] = dict(
+        name="cmp_a",
+        kernel=Path("/img/vmlinuz"),
+        initrd=Path("/img/initrd.img"),
+        disk=Path("/d/computers/cmp_a/disk.raw"),
+        run_dir=Path("/d/computers/cmp_a/run"),
+        console_log=Path("/d/computers/cmp_a/logs/console.log"),
+        vcpus=1,
+        memory_mib=768,
+        hostname="demo",
+    )
+    base.update(kw)
+    return VmSpec(**base)  # type: ignore[arg-type]
+
+
+def test_tcg_pins_tsc_and_uses_cpu_max() -> None:
+    argv = qemu_argv(spec(), "tcg", 2445.4)
+    assert argv[argv.index("-accel") + 1] == "tcg"
+    assert argv[argv.index("-cpu") + 1] == "max"
+    assert "tsc_early_khz=2445400" in argv[argv.index("-append") + 1]
+
+
+def test_kvm_uses_host_cpu_and_no_tsc_pin() -> None:
+    argv = qemu_argv(spec(), "kvm", 2445.4)
+    assert argv[argv.index("-cpu") + 1] == "host"
+    assert "tsc_early_khz" not in argv[argv.index("-append") + 1]
+
+
+def test_microvm_devices_control_port_and_detach() -> None:
+    argv = qemu_argv(spec(), "tcg", 2000.0)
+    joined = " ".join(argv)
+    assert argv[argv.index("-M") + 1].startswith("microvm")
+    assert f"virtserialport,chardev=agent,name={AGENT_PORT_NAME}" in joined
+    assert "path=/d/computers/cmp_a/run/agent.sock,server=on,wait=off" in joined
+    assert "virtio-rng-device" in argv
+    assert "-daemonize" in argv
+    assert argv[argv.index("-pidfile") + 1] == "/d/computers/cmp_a/run/vm.pid"
+    assert argv[argv.index("-m") + 1] == "768"
+    assert "-netdev" not in argv and "-incoming" not in argv
+
+
+def test_tap_in_netns_and_incoming_state() -> None:
+    net = NetAttachment(
+        tap="tap0", mac="52:54:00:00:00:02", guest_cidr="10.0.0.2/30", gateway="10.0.0.1",
+        dns="10.0.0.1", netns="sb-cmp_a",
+    )  # fmt: skip
+    argv = qemu_argv(spec(net=net, incoming=Path("/s/state")), "tcg", 2000.0)
+    assert argv[:4] == ["ip", "netns", "exec", "sb-cmp_a"]
+    assert "tap,id=net0,ifname=tap0,script=no,downscript=no" in argv
+    assert argv[argv.index("-incoming") + 1] == "exec:cat /s/state"
+    cmdline = kernel_cmdline(spec(net=net), "tcg", 2000.0)
+    assert "sanbox.ip=10.0.0.2/30 sanbox.gw=10.0.0.1 sanbox.dns=10.0.0.1" in cmdline
+    assert "sanbox.hostname=demo" in cmdline

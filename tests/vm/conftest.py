@@ -1,0 +1,108 @@
+"""Booted computers shared by the vm tier, on a background event loop; all destroyed at the end,
+and the tier checks that no VM process and no run socket is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import subprocess
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from sanbox.host.image import Image, find_image
+from sanbox.host.layout import DataDir
+from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+
+from ..conftest import vm_data_dir
+
+T = TypeVar("T")
+
+
+class Loop:
+    """An event loop in a thread: session fixtures and tests share agent connections on it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 300.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def loop() -> Iterator[Loop]:
+    lp = Loop()
+    yield lp
+    lp.close()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> DataDir:
+    dd = vm_data_dir()
+    dd.ensure()
+    return dd
+
+
+@pytest.fixture(scope="session")
+def image(data_dir: DataDir) -> Image:
+    return find_image(data_dir, "base")
+
+
+def qemu_pids(data_dir: DataDir) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", str(data_dir.computers)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+@pytest.fixture(scope="session")
+def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
+    rt = HostRuntime(data_dir)
+    created: list[str] = []
+    rt.created = created  # type: ignore[attr-defined]
+    yield rt
+    for computer_id in created:
+        loop.run(rt.destroy(computer_id))
+    leftover = [c for c in created if (data_dir.computers / c).exists()]
+    sockets = list(data_dir.computers.glob("*/run/*.sock"))
+    assert not leftover, f"computer folders left behind: {leftover}"
+    assert not sockets, f"run sockets left behind: {sockets}"
+    assert not qemu_pids(data_dir), "qemu processes left behind"
+
+
+MakeMachine = Callable[..., Machine]
+
+
+@pytest.fixture(scope="session")
+def make_machine(runtime: HostRuntime, image: Image, loop: Loop) -> MakeMachine:
+    def make(**kw: Any) -> Machine:
+        computer_id = "vmt" + secrets.token_hex(4)
+        runtime.created.append(computer_id)  # type: ignore[attr-defined]
+        spec = MachineSpec(computer_id=computer_id, hostname=computer_id, **kw)
+        machine, _disk = loop.run(runtime.create(spec, image))
+        return machine
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def machine(make_machine: MakeMachine) -> Machine:
+    """One booted computer shared by most vm tests."""
+    return make_machine(memory_mib=512)
+
+
+@pytest.fixture
+def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
+    def _run(aw: Awaitable[T], timeout: float = 300.0) -> T:
+        async def wrap() -> T:
+            return await aw
+
+        return loop.run(wrap(), timeout)
+
+    return _run
