@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..host.errors import HostError
-from . import doctor, image
+from . import doctor, image, server
 from ._output import fail
 
 app = typer.Typer(
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(image.app, name="image")
 app.command("doctor")(doctor.doctor)
+app.command("server")(server.server)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     where.add_argument("--port-name", default="org.sanbox.agent", help="virtio-serial port name")
     where.add_argument("--unix", metavar="PATH", help="listen on a Unix socket (tests)")
     where.add_argument("--vsock", metavar="PORT", type=int, help="listen on AF_VSOCK")
+    where.add_argument("--port-path", metavar="DEV", help="serve this character device")
     parser.add_argument("--verbose", "-v", action="store_true")
     return parser.parse_args(argv)
 
@@ -35,7 +36,7 @@ async def serve(args: argparse.Namespace) -> None:
     elif args.vsock is not None:
         await link.serve_socket(session, link.vsock_socket(args.vsock))
     else:
-        await link.serve_port(session, args.port_name)
+        await link.serve_port(session, args.port_name, args.port_path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -65,11 +65,11 @@ class FileStream(Stream):
                     os.makedirs(path, exist_ok=True)
                 else:
                     os.mkdir(path)
-                self.send_msg("result", **file_info(path, os.stat(path)))
+                self.send_msg("result", info=file_info(path, os.stat(path)))
             elif op == "list":
                 self.send_msg("result", entries=self._list(path))
             elif op == "stat":
-                self.send_msg("result", **file_info(path, os.stat(path)))
+                self.send_msg("result", info=file_info(path, os.stat(path)))
             elif op == "remove":
                 self._remove(path, bool(self.params.get("recursive", False)))
                 self.send_msg("result")
@@ -105,7 +105,8 @@ class FileStream(Stream):
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise AgentRequestError("is_a_directory", f"{path}: is a directory")
-            self.send_msg("stat", **file_info(path, st))
+            self.send_msg("stat", info=file_info(path, st))
+
             async def read(size: int) -> bytes:
                 return os.read(fd, size)
 

@@ -134,9 +134,9 @@ class PortLink:
                     self._backlog.clear()
 
 
-async def serve_port(session: Session, name: str) -> None:
-    path = None
-    while (path := find_port(name)) is None:
+async def serve_port(session: Session, name: str, path: str | None = None) -> None:
+    """Serve the virtio-serial port called ``name`` (or the character device at ``path``)."""
+    while path is None and (path := find_port(name)) is None:
         log.warning("virtio-serial port %r not found yet", name)
         await asyncio.sleep(1.0)
     fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)

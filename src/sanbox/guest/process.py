@@ -47,9 +47,7 @@ def resolve_user(user: object) -> Identity:
     except KeyError:
         raise AgentRequestError("unknown_user", f"no such user: {user}") from None
     groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
-    return Identity(
-        entry.pw_uid, entry.pw_gid, entry.pw_name, entry.pw_dir, entry.pw_shell, groups
-    )
+    return Identity(entry.pw_uid, entry.pw_gid, entry.pw_name, entry.pw_dir, entry.pw_shell, groups)
 
 
 def build_env(ident: Identity, extra: object, term: str) -> dict[str, str]:

@@ -72,12 +72,20 @@ class Machine:
         return self.agent
 
 
-def console_tail(path: Path, lines: int = 8) -> str:
+def console_lines(path: Path, lines: int = 100) -> list[str]:
+    """The last lines of a computer's console log."""
     try:
-        text = path.read_bytes()[-8192:].decode(errors="replace")
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 200 * lines))
+            text = f.read().decode(errors="replace")
     except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+        return []
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+def console_tail(path: Path, lines: int = 8) -> str:
+    return " | ".join(line.strip() for line in console_lines(path, lines))
 
 
 class HostRuntime:

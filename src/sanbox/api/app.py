@@ -1,0 +1,58 @@
+"""The FastAPI application: store, host runtime, computer service, reconciler and watcher, wired
+in the lifespan; routers under /v1; errors in one shape."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..control.events import EventBus
+from ..control.reconciler import Reconciler
+from ..control.service import ComputerService
+from ..host.runtime import HostRuntime
+from ..store import Database
+from . import errors
+from .bootstrap import bootstrap
+from .routes import admin, computers, events, exec, files, host
+from .settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.layout.ensure()
+        db = Database(settings.db_url)
+        await asyncio.to_thread(db.migrate)
+        app.state.first_key = bootstrap(db, settings.url, settings.client_config)
+        service = ComputerService(db, runtime or HostRuntime(settings.layout), EventBus())
+        reconciler = Reconciler(service)
+        report = await reconciler.reconcile()
+        log.info("reconciled: %s", report)
+        app.state.db, app.state.service, app.state.reconcile_report = db, service, report
+        watcher = asyncio.ensure_future(reconciler.watch(settings.watch_interval))
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            await service.close()
+            db.close()
+
+    app = FastAPI(
+        title="Sanbox",
+        version=__version__,
+        description="Self-hosted agent computers: persistent, isolated microVMs for AI agents.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    for module in (computers, exec, files, events, admin, host):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,53 @@
+"""Every error response is {"error": {"code", "message"}} with a stable code; the internal cause
+goes to the log, not to the client."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from ..control.errors import ControlError
+from ..host.errors import HostError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ControlError)
+    async def control_error(_r: Request, exc: ControlError) -> JSONResponse:
+        if exc.status >= 500:
+            log.error("%s: %s", exc.code, exc)
+        return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(HostError)
+    async def host_error(_r: Request, exc: HostError) -> JSONResponse:
+        log.error("host error %s: %s", exc.code, exc)
+        return error_response(500, exc.code, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_r: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+        return error_response(422, "validation_error", "; ".join(parts) or "invalid request")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_r: Request, exc: HTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(_r: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error")
+        return error_response(500, "internal", "internal error: see the server log")

@@ -1,0 +1,98 @@
+"""/v1/computers: create, list, get, start, stop, restart, delete, events, console."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from ...control.errors import InvalidRequestError
+from ...control.events import event_dict
+from ...control.service import CreateRequest
+from ...host.runtime import console_lines
+from ...store import repo
+from ..schemas import Computer, ComputerCreate, ComputerList, ConsoleTail, ErrorBody, EventList
+from ._deps import DB, Auth, Service
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorBody} for code in (401, 404, 409, 422, 503)
+}
+router = APIRouter(prefix="/v1/computers", tags=["computers"], responses=ERRORS)
+
+
+def parse_labels(labels: list[str]) -> dict[str, str]:
+    parsed = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidRequestError(f"label filter {item!r} is not key=value")
+        parsed[key] = value
+    return parsed
+
+
+@router.post("", status_code=201, response_model=Computer)
+async def create_computer(
+    body: ComputerCreate,
+    auth: Auth,
+    svc: Service,
+    response: Response,
+    wait: bool = True,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Computer:
+    req = CreateRequest(**body.model_dump())
+    row = await svc.create(auth.org, req, idempotency_key, wait)
+    if not wait:
+        response.status_code = 202
+    return Computer.of(row, auth.org.name)
+
+
+@router.get("", response_model=ComputerList)
+async def list_computers(
+    auth: Auth,
+    svc: Service,
+    state: str | None = None,
+    label: Annotated[list[str], Query()] = [],  # noqa: B006
+) -> ComputerList:
+    rows = svc.list(auth.org, state, parse_labels(label))
+    return ComputerList(computers=[Computer.of(r, auth.org.name) for r in rows])
+
+
+@router.get("/{ref}", response_model=Computer)
+async def get_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(svc.get(auth.org, ref), auth.org.name)
+
+
+@router.delete("/{ref}", response_model=Computer)
+async def delete_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(await svc.delete(auth.org, ref), auth.org.name)
+
+
+@router.post("/{ref}/start", response_model=Computer)
+async def start_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(await svc.start(auth.org, ref), auth.org.name)
+
+
+@router.post("/{ref}/stop", response_model=Computer)
+async def stop_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(await svc.stop(auth.org, ref), auth.org.name)
+
+
+@router.post("/{ref}/restart", response_model=Computer)
+async def restart_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(await svc.restart(auth.org, ref), auth.org.name)
+
+
+@router.get("/{ref}/events", response_model=EventList)
+async def computer_events(ref: str, auth: Auth, svc: Service, db: DB) -> EventList:
+    row = svc.get(auth.org, ref)
+    with db.session() as s:
+        events = [event_dict(e) for e in repo.list_events(s, auth.org.id, row.id)]
+    return EventList.model_validate({"events": events})
+
+
+@router.get("/{ref}/console", response_model=ConsoleTail)
+async def computer_console(
+    ref: str, auth: Auth, svc: Service, lines: Annotated[int, Query(ge=1, le=5000)] = 100
+) -> ConsoleTail:
+    row = svc.get(auth.org, ref)
+    return ConsoleTail(lines=console_lines(svc.runtime.data_dir.computer(row.id).console_log, lines))

@@ -1,0 +1,156 @@
+"""Request and response bodies of the API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..store.models import ComputerRow
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ComputerCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    template: str = "base"
+    name: str | None = None
+    vcpus: int = Field(1, ge=1, le=256)
+    memory_mib: int = Field(512, ge=128, le=1024 * 1024)
+    disk_gib: int | None = Field(None, ge=1, le=16 * 1024)
+    env: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Computer(BaseModel):
+    id: str
+    name: str
+    org: str
+    template: str
+    state: str
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+    env: dict[str, str]
+    labels: dict[str, str]
+    hypervisor: str
+    isolation: str
+    created_at: datetime
+    updated_at: datetime
+    last_error: str | None
+
+    @classmethod
+    def of(cls, row: ComputerRow, org_name: str) -> Computer:
+        return cls(
+            id=row.id, name=row.name, org=org_name, template=row.template, state=row.state,
+            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=row.env,
+            labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
+            created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
+        )  # fmt: skip
+
+
+class ComputerList(BaseModel):
+    computers: list[Computer]
+
+
+class ExecRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cmd: list[str] | str
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    user: str | None = None
+    stdin: str | None = None
+    timeout: float | None = Field(None, gt=0, le=24 * 3600)
+
+
+class ExecResponse(BaseModel):
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: int | None = None
+    timed_out: bool = False
+
+
+class FileEntry(BaseModel):
+    name: str
+    path: str
+    type: Literal["file", "dir", "symlink", "other"]
+    size: int
+    mode: int
+    mtime: float
+
+
+class FileList(BaseModel):
+    entries: list[FileEntry]
+
+
+class FileWritten(BaseModel):
+    path: str
+    size: int
+
+
+class MkdirRequest(BaseModel):
+    path: str
+
+
+class Event(BaseModel):
+    id: int
+    computer_id: str | None
+    type: str
+    message: str
+    data: dict[str, Any]
+    created_at: str
+
+
+class EventList(BaseModel):
+    events: list[Event]
+
+
+class ConsoleTail(BaseModel):
+    lines: list[str]
+
+
+class OrgCreate(BaseModel):
+    name: str
+
+
+class OrgOut(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+
+
+class OrgList(BaseModel):
+    orgs: list[OrgOut]
+
+
+class KeyCreate(BaseModel):
+    org: str
+    name: str = ""
+    admin: bool = False
+
+
+class KeyOut(BaseModel):
+    id: str
+    org: str
+    name: str
+    admin: bool
+    key: str
+    created_at: datetime
+
+
+class HostInfo(BaseModel):
+    hypervisor: str
+    isolation: str
+    cpus: int
+    memory_mib: int
+    data_dir: str
+    reflink: bool

@@ -1,0 +1,52 @@
+"""Server settings: where the data lives, which database, where to listen."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..host.layout import DataDir, default_data_dir
+from ..store.db import sqlite_url
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7070
+
+
+def default_client_config() -> Path:
+    env = os.environ.get("SANBOX_CONFIG")
+    if env:
+        return Path(env)
+    return Path(os.path.expanduser("~/.config/sanbox/config.toml"))
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    data_dir: Path
+    database_url: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    client_config: Path | None = None  # written on first start (None: don't write)
+    watch_interval: float = 2.0
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> ServerSettings:
+        values: dict[str, object] = {
+            "data_dir": default_data_dir(),
+            "database_url": os.environ.get("SANBOX_DATABASE_URL") or None,
+            "client_config": default_client_config(),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def layout(self) -> DataDir:
+        return DataDir(self.data_dir)
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or sqlite_url(self.data_dir / "sanbox.db")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"

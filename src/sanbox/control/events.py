@@ -1,0 +1,45 @@
+"""Events: every state change is written to the store with its event, then fanned out to live
+subscribers (the SSE stream) through bounded queues."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..store.models import EventRow
+
+
+def event_dict(ev: EventRow) -> dict[str, Any]:
+    return {
+        "id": ev.id,
+        "computer_id": ev.computer_id,
+        "type": ev.type,
+        "message": ev.message,
+        "data": ev.data,
+        "created_at": ev.created_at.isoformat(),
+        "org_id": ev.org_id,
+    }
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._subscribers: set[tuple[str, asyncio.Queue[dict[str, Any]]]] = set()
+
+    def publish(self, ev: EventRow) -> None:
+        payload = event_dict(ev)
+        for org_id, queue in list(self._subscribers):
+            if org_id == ev.org_id:
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(payload)
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, org_id: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
+        entry = (org_id, queue)
+        self._subscribers.add(entry)
+        try:
+            yield queue
+        finally:
+            self._subscribers.discard(entry)

@@ -1,0 +1,129 @@
+"""The reconciler: VM processes outlive the server. On start it re-attaches to computers that
+still run, records the ones whose VM died as stopped (disk kept), finishes or undoes transitions a
+crash interrupted (a create interrupted by `kill -9` ends as a working computer or as nothing), and
+removes orphans. While the server runs, it watches running computers for VMs that die."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+
+from ..store import repo
+from .service import ComputerService
+from .states import State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    reattached: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(self, service: ComputerService) -> None:
+        self.service = service
+        self.runtime = service.runtime
+
+    async def reconcile(self) -> ReconcileReport:
+        report = ReconcileReport()
+        with self.service.db.session() as s:
+            rows = repo.list_computers(s, None)
+        known = {row.id for row in rows}
+        for row in rows:
+            try:
+                await self._one(row.id, State(row.state), report)
+            except Exception:  # one bad computer must not stop the others
+                log.exception("reconcile of %s failed", row.id)
+        for computer_id in self.runtime.data_dir.computer_ids():
+            if computer_id not in known:
+                await self.runtime.destroy(computer_id)
+                report.orphans.append(computer_id)
+        for pid in self._stray_processes(known):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            report.orphans.append(f"pid {pid}")
+        return report
+
+    async def _attach(self, computer_id: str) -> bool:
+        try:
+            machine = await self.runtime.attach(computer_id)
+        except Exception:  # a VM whose agent never answers is not usable
+            machine = None
+        if machine is None:
+            return False
+        self.service.machines[computer_id] = machine
+        return True
+
+    async def _one(self, computer_id: str, state: State, report: ReconcileReport) -> None:
+        svc = self.service
+        if state in (State.CREATING, State.DELETING):
+            if state == State.CREATING and await self._attach(computer_id):
+                machine = svc.machines[computer_id]
+                svc.record(computer_id, State.RUNNING, "computer.running",
+                           "running: its create completed across a server restart",
+                           isolation=machine.isolation)  # fmt: skip
+                report.reattached.append(computer_id)
+                return
+            await self.runtime.destroy(computer_id)
+            with svc.db.session() as s:
+                row = repo.computer_by_id(s, computer_id)
+                if row is not None:
+                    ev = repo.add_event(s, row.org_id, row.id, "computer.deleted",
+                                        f"removed: the server stopped while it was {state}")  # fmt: skip
+                    s.delete(row)
+            svc.bus.publish(ev)
+            report.removed.append(computer_id)
+        elif state in (State.RUNNING, State.STARTING):
+            if await self._attach(computer_id):
+                machine = svc.machines[computer_id]
+                svc.record(computer_id, State.RUNNING, "computer.reattached",
+                           "re-attached to its running VM after a server restart",
+                           isolation=machine.isolation)  # fmt: skip
+                report.reattached.append(computer_id)
+            else:
+                await svc.vm_exited(computer_id, "its VM was gone when the server restarted")
+                report.stopped.append(computer_id)
+        elif state == State.STOPPING:
+            await self.runtime.kill(computer_id)
+            svc.record(computer_id, State.STOPPED, "computer.stopped",
+                       "stopped (the server restarted during its shutdown); disk kept")  # fmt: skip
+            report.stopped.append(computer_id)
+        else:  # stopped, error: no VM may run
+            await self.runtime.kill(computer_id)
+
+    def _stray_processes(self, known: set[str]) -> list[int]:
+        """VM processes under the data dir whose computer has no record."""
+        root = str(self.runtime.data_dir.computers)
+        out = subprocess.run(["pgrep", "-f", root], capture_output=True, text=True, check=False)
+        stray = []
+        for pid in (int(p) for p in out.stdout.split()):
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+            except OSError:
+                continue
+            if "qemu-system" not in cmdline:
+                continue
+            if not any(f"{root}/{cid}/" in cmdline for cid in known):
+                stray.append(pid)
+        return stray
+
+    async def watch(self, interval: float = 2.0) -> None:
+        """Record computers whose VM died while the server ran."""
+        while True:
+            await asyncio.sleep(interval)
+            for computer_id, machine in list(self.service.machines.items()):
+                if self.service.lock(computer_id).locked() or machine.vm.alive():
+                    continue
+                try:
+                    await self.service.vm_exited(computer_id, "its VM process exited unexpectedly")
+                except Exception:
+                    log.exception("recording the exit of %s failed", computer_id)

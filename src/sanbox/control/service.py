@@ -1,0 +1,371 @@
+"""The computer service: creates, starts, stops and deletes computers on this host, one transition
+at a time per computer (a lock each), many computers in parallel. The store is the record; the host
+runtime does the work; every transition writes its event."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..host.disk import GIB
+from ..host.errors import HostError
+from ..host.image import Image, ImageError, UnknownTemplateError, find_image
+from ..host.runtime import HostRuntime, Machine, MachineSpec
+from ..store import Database
+from ..store import repo
+from ..store.models import ComputerRow, Org
+from .capacity import Capacity
+from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
+from .events import EventBus
+from .names import check_name, generate_name
+from .states import State, check_action, check_transition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    template: str = "base"
+    name: str | None = None
+    vcpus: int = 1
+    memory_mib: int = 512
+    disk_gib: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+def translate_host_error(exc: HostError) -> ControlError:
+    if isinstance(exc, UnknownTemplateError):
+        return NotFoundError(str(exc), "template_not_found")
+    if exc.code in ("disk_too_small", "invalid_path"):
+        return InvalidRequestError(str(exc), exc.code)
+    if isinstance(exc, ImageError):
+        return NotFoundError(str(exc), "template_not_found")
+    return ControlError(str(exc), exc.code)
+
+
+class ComputerService:
+    def __init__(
+        self, db: Database, runtime: HostRuntime, bus: EventBus, capacity: Capacity | None = None
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.bus = bus
+        self.capacity = capacity or Capacity.of_host()
+        self.machines: dict[str, Machine] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.on_activity: Callable[[str], None] = lambda _id: None
+
+    # plumbing -------------------------------------------------------------------------------
+
+    def lock(self, computer_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(computer_id, asyncio.Lock())
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for machine in list(self.machines.values()):
+            with contextlib.suppress(Exception):
+                await machine.agent.close()
+        self.machines.clear()
+
+    def record(
+        self,
+        computer_id: str,
+        dst: State | None,
+        event: str,
+        message: str,
+        data: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> ComputerRow:
+        """Move a computer to `dst` (checked against the table), set fields, write the event."""
+        with self.db.session() as s:
+            row = repo.computer_by_id(s, computer_id)
+            if row is None:
+                raise NotFoundError(f"computer {computer_id} not found", "computer_not_found")
+            if dst is not None and dst != row.state:
+                check_transition(State(row.state), dst)
+                row.state = dst
+            for key, value in fields.items():
+                setattr(row, key, value)
+            ev = repo.add_event(s, row.org_id, row.id, event, message, data)
+        self.bus.publish(ev)
+        return row
+
+    def get(self, org: Org, ref: str) -> ComputerRow:
+        with self.db.session() as s:
+            row = repo.computer(s, org.id, ref)
+        if row is None:
+            raise NotFoundError(f"no computer named {ref!r}: see `sanbox ls`", "computer_not_found")
+        return row
+
+    def list(
+        self, org: Org, state: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[ComputerRow]:
+        with self.db.session() as s:
+            return repo.list_computers(s, org.id, state, labels)
+
+    def image_for(self, template: str) -> Image:
+        try:
+            return find_image(self.runtime.data_dir, template)
+        except HostError as exc:
+            raise translate_host_error(exc) from exc
+
+    def spec(self, row: ComputerRow, disk_gib: int | None = None) -> MachineSpec:
+        return MachineSpec(
+            computer_id=row.id,
+            vcpus=row.vcpus,
+            memory_mib=row.memory_mib,
+            disk_gib=disk_gib,
+            hostname=row.name,
+        )
+
+    # create ---------------------------------------------------------------------------------
+
+    def _validate(self, req: CreateRequest) -> tuple[Image, int]:
+        if req.name is not None:
+            check_name(req.name)
+        if req.vcpus < 1 or req.memory_mib < 128:
+            raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
+        self.capacity.check(req.vcpus, req.memory_mib)
+        image = self.image_for(req.template)
+        image_gib = -(-image.disk_size_bytes // GIB)
+        disk_gib = req.disk_gib if req.disk_gib is not None else image_gib
+        if disk_gib < image_gib:
+            raise InvalidRequestError(
+                f"a {disk_gib} GiB disk is smaller than the {req.template} image "
+                f"({image_gib} GiB): ask for at least {image_gib} GiB",
+                "disk_too_small",
+            )
+        return image, disk_gib
+
+    def _insert(
+        self, org: Org, req: CreateRequest, disk_gib: int, idempotency_key: str | None
+    ) -> tuple[ComputerRow, bool]:
+        """Insert the record in `creating`; or return the one this idempotency key made."""
+        with self.db.session() as s:
+            if idempotency_key:
+                prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
+                if prior is not None:
+                    if prior.request_hash != req.digest():
+                        raise ConflictError(
+                            "this Idempotency-Key was used for a different request",
+                            "idempotency_conflict",
+                        )
+                    return prior, False
+            name = req.name or generate_name()
+            if repo.name_taken(s, org.id, name):
+                raise ConflictError(
+                    f"a computer named {name!r} already exists: pick another name", "name_taken"
+                )
+            row = ComputerRow(
+                id=repo.new_id("cmp_"),
+                org_id=org.id,
+                name=name,
+                template=req.template,
+                state=State.CREATING,
+                vcpus=req.vcpus,
+                memory_mib=req.memory_mib,
+                disk_gib=disk_gib,
+                env=req.env,
+                labels=req.labels,
+                hypervisor="qemu",
+                isolation="",
+                idempotency_key=idempotency_key,
+                request_hash=req.digest(),
+            )
+            s.add(row)
+            s.flush()
+            ev = repo.add_event(
+                s, org.id, row.id, "computer.creating", f"creating from template {req.template}"
+            )
+        self.bus.publish(ev)
+        return row, True
+
+    async def create(
+        self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
+    ) -> ComputerRow:
+        image, disk_gib = self._validate(req)
+        row, new = self._insert(org, req, disk_gib, idempotency_key)
+        if not new:
+            return row
+        task = self.spawn(self._provision(row, image, disk_gib))
+        if not wait:
+            return row
+        return await asyncio.shield(task)
+
+    async def _provision(self, row: ComputerRow, image: Image, disk_gib: int) -> ComputerRow:
+        async with self.lock(row.id):
+            try:
+                machine, disk = await self.runtime.create(self.spec(row, disk_gib), image)
+            except (HostError, OSError) as exc:
+                log.warning("create of %s failed: %s", row.id, exc)
+                self.record(row.id, State.ERROR, "computer.error", f"create failed: {exc}",
+                            last_error=str(exc))  # fmt: skip
+                raise translate_host_error(exc) if isinstance(exc, HostError) else ControlError(
+                    str(exc)
+                ) from exc
+            self.machines[row.id] = machine
+            return self.record(
+                row.id,
+                State.RUNNING,
+                "computer.running",
+                f"running ({machine.isolation}, disk {disk.method})",
+                {"isolation": machine.isolation, "disk_clone": disk.method},
+                isolation=machine.isolation,
+                last_error=None,
+            )
+
+    # start / stop / restart / delete ---------------------------------------------------------
+
+    async def start(self, org: Org, ref: str) -> ComputerRow:
+        row = self.get(org, ref)
+        async with self.lock(row.id):
+            row = self.get(org, row.id)
+            check_action("start", State(row.state), row.name)
+            return await self._boot(row)
+
+    async def _boot(self, row: ComputerRow) -> ComputerRow:
+        image = self.image_for(row.template)
+        self.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
+        try:
+            machine = await self.runtime.start(self.spec(row), image)
+        except HostError as exc:
+            self.record(row.id, State.ERROR, "computer.error", f"start failed: {exc}",
+                        last_error=str(exc))  # fmt: skip
+            raise translate_host_error(exc) from exc
+        self.machines[row.id] = machine
+        return self.record(
+            row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}), booted "
+            "fresh on its disk", {"isolation": machine.isolation}, isolation=machine.isolation,
+            last_error=None,
+        )  # fmt: skip
+
+    async def stop(self, org: Org, ref: str) -> ComputerRow:
+        row = self.get(org, ref)
+        async with self.lock(row.id):
+            row = self.get(org, row.id)
+            check_action("stop", State(row.state), row.name)
+            return await self._shutdown(row)
+
+    async def _shutdown(self, row: ComputerRow) -> ComputerRow:
+        self.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
+        machine = self.machines.pop(row.id, None)
+        clean = False
+        if machine is None:
+            with contextlib.suppress(HostError, OSError):
+                machine = await self.runtime.attach(row.id)
+        if machine is not None:
+            clean = await self.runtime.shutdown(machine)
+        else:
+            await self.runtime.kill(row.id)
+        how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
+        return self.record(
+            row.id, State.STOPPED, "computer.stopped",
+            f"stopped ({how}); memory dropped, disk kept", {"clean": clean},
+        )  # fmt: skip
+
+    async def restart(self, org: Org, ref: str) -> ComputerRow:
+        row = self.get(org, ref)
+        async with self.lock(row.id):
+            row = self.get(org, row.id)
+            check_action("restart", State(row.state), row.name)
+            if row.state == State.RUNNING:
+                row = await self._shutdown(row)
+            return await self._boot(row)
+
+    async def delete(self, org: Org, ref: str) -> ComputerRow:
+        row = self.get(org, ref)
+        async with self.lock(row.id):
+            row = self.get(org, row.id)
+            check_action("delete", State(row.state), row.name)
+            row = self.record(row.id, State.DELETING, "computer.deleting", "deleting")
+            machine = self.machines.pop(row.id, None)
+            if machine is not None:
+                with contextlib.suppress(Exception):
+                    await machine.agent.close()
+            await self.runtime.destroy(row.id)
+            with self.db.session() as s:
+                live = repo.computer_by_id(s, row.id)
+                if live is not None:
+                    s.delete(live)
+                ev = repo.add_event(s, row.org_id, row.id, "computer.deleted", "deleted")
+            self.bus.publish(ev)
+        self._locks.pop(row.id, None)
+        row.state = State.DELETED
+        return row
+
+    # the guest ------------------------------------------------------------------------------
+
+    async def machine(self, org: Org, ref: str) -> Machine:
+        """The running machine of a computer, re-attached if needed; a typed error if not running."""
+        row = self.get(org, ref)
+        check_action("use", State(row.state), row.name)
+        self.on_activity(row.id)
+        machine = self.machines.get(row.id)
+        if machine is not None and machine.vm.alive():
+            return machine
+        async with self.lock(row.id):
+            machine = self.machines.get(row.id)
+            if machine is not None and machine.vm.alive():
+                return machine
+            try:
+                machine = await self.runtime.attach(row.id)
+            except HostError:
+                machine = None
+            except Exception as exc:  # agent unreachable on a live VM
+                from .errors import UnavailableError
+
+                raise UnavailableError(f"computer {row.name}'s agent does not answer: {exc}") from exc
+            if machine is None:
+                await self.vm_exited(row.id, "its VM process is gone")
+                check_action("use", State.STOPPED, row.name)
+            assert machine is not None
+            self.machines[row.id] = machine
+            return machine
+
+    async def vm_exited(self, computer_id: str, why: str) -> None:
+        """The VM of a running computer died: record it as stopped, disk kept."""
+        from ..host.runtime import console_tail
+
+        self.machines.pop(computer_id, None)
+        await self.runtime.kill(computer_id)
+        with self.db.session() as s:
+            row = repo.computer_by_id(s, computer_id)
+            state = row.state if row else None
+        if state not in (State.RUNNING, State.STARTING, State.STOPPING):
+            return
+        tail = console_tail(self.runtime.data_dir.computer(computer_id).console_log, 4)
+        self.record(
+            computer_id, State.STOPPED, "computer.vm_exited",
+            f"stopped: {why}; disk kept, `sanbox start` boots it again",
+            {"console": tail},
+        )  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def activity(self, computer_id: str) -> AsyncIterator[None]:
+        """Marks a long operation (exec, shell, transfer) on a computer; used by the idle watcher."""
+        self.on_activity(computer_id)
+        try:
+            yield
+        finally:
+            self.on_activity(computer_id)

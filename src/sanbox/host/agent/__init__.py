@@ -1,0 +1,44 @@
+"""Host-side client of the guest agent (see ``sanbox.guest.protocol`` for the wire format)."""
+
+from .client import AgentClient, Metrics, Ping
+from .errors import (
+    AgentError,
+    AgentTimeoutError,
+    AgentUnavailableError,
+    CommandNotFoundError,
+    ConnectionRefusedInGuestError,
+    ExecError,
+    FileNotFoundInGuestError,
+    InvalidPathError,
+    ProtocolError,
+    RemoteError,
+)
+from .files import FileInfo, Files
+from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
+from .tcp import TcpStream
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "AgentTimeoutError",
+    "AgentUnavailableError",
+    "CommandNotFoundError",
+    "ConnectionRefusedInGuestError",
+    "ExecError",
+    "ExecEvent",
+    "ExecProcess",
+    "ExecResult",
+    "Exit",
+    "FileInfo",
+    "FileNotFoundInGuestError",
+    "Files",
+    "InvalidPathError",
+    "Metrics",
+    "Ping",
+    "ProtocolError",
+    "PtySession",
+    "RemoteError",
+    "Stderr",
+    "Stdout",
+    "TcpStream",
+]

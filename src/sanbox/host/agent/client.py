@@ -1,0 +1,351 @@
+"""``AgentClient``: one connection to a guest agent, multiplexing many streams."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from sanbox.guest import protocol as p
+
+from . import process
+from .channel import Channel
+from .errors import (
+    AgentError,
+    AgentTimeoutError,
+    AgentUnavailableError,
+    ProtocolError,
+    RemoteError,
+)
+from .files import Files
+from .tcp import TcpStream
+
+log = logging.getLogger("sanbox.host.agent")
+
+HANDSHAKE_RETRY = 2.0
+READ_SIZE = 256 * 1024
+CALL_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Ping:
+    uptime: float
+    boot_id: str
+    agent_version: str
+    rtt: float
+
+
+@dataclass(frozen=True)
+class Metrics:
+    cpu_count: int
+    cpu_seconds: dict[str, float]
+    load: tuple[float, float, float]
+    memory: dict[str, int]
+    disk: dict[str, int]
+    uptime: float
+    time: float
+
+
+class _HandshakeLostError(Exception):
+    """The socket closed during the handshake (agent restarting, or replaced)."""
+
+
+async def _handshake(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
+) -> tuple[p.Decoder, dict[str, Any]]:
+    """Send SYNC + HELLO until the agent answers HELLO_ACK with our latest nonce."""
+    loop = asyncio.get_running_loop()
+    decoder = p.Decoder(lenient=True)
+    while loop.time() < deadline:
+        nonce = secrets.token_hex(8)
+        decoder.reset()
+        writer.write(p.SYNC + p.encode(p.Hello({"nonce": nonce, "protocol": p.PROTOCOL_VERSION})))
+        attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
+        while (remaining := attempt_end - loop.time()) > 0:
+            try:
+                data = await asyncio.wait_for(reader.read(READ_SIZE), remaining)
+            except TimeoutError:
+                break
+            except ConnectionError as exc:
+                raise _HandshakeLostError(str(exc)) from exc
+            if not data:
+                raise _HandshakeLostError("connection closed")
+            for frame in decoder.feed(data):
+                if isinstance(frame, p.HelloAck) and frame.body.get("nonce") == nonce:
+                    decoder.lenient = False
+                    decoder.errors.clear()
+                    return decoder, frame.body
+    raise TimeoutError
+
+
+class _Connecting:
+    """What ``AgentClient.connect`` returns: await it, or use it with ``async with``."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self._path = path
+        self._timeout = timeout
+        self._client: AgentClient | None = None
+
+    def __await__(self) -> Generator[Any, None, AgentClient]:
+        return AgentClient._connect(self._path, self._timeout).__await__()
+
+    async def __aenter__(self) -> AgentClient:
+        self._client = await AgentClient._connect(self._path, self._timeout)
+        return self._client
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+class AgentClient:
+    """A handshaken connection to one guest agent. Create it with ``connect``."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        decoder: p.Decoder,
+        hello: dict[str, Any],
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._decoder = decoder
+        self.hello = hello
+        self._channels: dict[int, Channel] = {}
+        self._ids = itertools.count(1)
+        self._error: AgentError | None = None
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.files = Files(self)
+
+    # -- connection ---------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, path: str, *, timeout: float = 30.0) -> _Connecting:
+        """Connect to the agent's Unix socket, retrying until it accepts, and handshake."""
+        return _Connecting(path, timeout)
+
+    @classmethod
+    async def _connect(cls, path: str, timeout: float) -> AgentClient:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last: BaseException | None = None
+        reached = False
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_unix_connection(path, limit=4 * READ_SIZE), remaining
+                )
+            except TimeoutError:
+                break
+            except OSError as exc:
+                last = exc
+                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+                continue
+            reached = True
+            try:
+                decoder, hello = await _handshake(reader, writer, deadline)
+            except _HandshakeLostError as exc:
+                last = exc
+                writer.close()
+                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+                continue
+            except BaseException:
+                writer.close()
+                raise
+            return cls(reader, writer, decoder, hello)
+        if reached:
+            raise AgentTimeoutError(
+                f"agent at {path} did not complete the handshake in {timeout} s"
+            )
+        raise AgentUnavailableError(f"cannot connect to agent at {path}: {last}")
+
+    @property
+    def closed(self) -> bool:
+        return self._error is not None
+
+    async def close(self) -> None:
+        if self._error is None:
+            self._fail(AgentUnavailableError("client closed"))
+        self._reader_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader_task
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _fail(self, error: AgentError) -> None:
+        if self._error is not None:
+            return
+        self._error = error
+        for channel in list(self._channels.values()):
+            channel.fail(error)
+        self._channels.clear()
+        self._writer.close()
+
+    async def _read_loop(self) -> None:
+        try:
+            # bytes after the HELLO_ACK that arrived with it are already in the decoder
+            frames = self._decoder.feed(b"")
+            while True:
+                for frame in frames:
+                    self._dispatch(frame)
+                data = await self._reader.read(READ_SIZE)
+                if not data:
+                    raise AgentUnavailableError("agent closed the connection")
+                frames = self._decoder.feed(data)
+        except p.ProtocolError as exc:
+            self._fail(ProtocolError(f"malformed frame from agent: {exc}"))
+        except AgentError as exc:
+            self._fail(exc)
+        except ConnectionError as exc:
+            self._fail(AgentUnavailableError(f"connection to agent lost: {exc}"))
+
+    def _dispatch(self, frame: p.Frame) -> None:
+        channel = self._channels.get(frame.stream)
+        if channel is None or isinstance(frame, p.Hello | p.HelloAck | p.Open):
+            return
+        channel.deliver(frame)
+        if isinstance(frame, p.Close):
+            self._channels.pop(frame.stream, None)
+
+    # -- the Connection protocol used by channels -----------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._writer.write(data)
+
+    async def drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except ConnectionError as exc:
+            error = AgentUnavailableError(f"connection to agent lost: {exc}")
+            self._fail(error)
+            raise error from exc
+
+    def forget(self, stream_id: int) -> None:
+        self._channels.pop(stream_id, None)
+
+    # -- streams ------------------------------------------------------------------------
+
+    async def open(
+        self, kind: str, params: dict[str, Any], *, exec_stream: bool = False
+    ) -> Channel:
+        """Open a raw stream (SYNC first, so an agent that lost sync recovers here)."""
+        if self._error is not None:
+            raise self._error
+        channel = Channel(self, next(self._ids), exec_stream=exec_stream)
+        self._channels[channel.id] = channel
+        self.write(p.SYNC + p.encode(p.Open(channel.id, kind, params)))
+        await self.drain()
+        return channel
+
+    async def call(
+        self, kind: str, params: dict[str, Any], *, timeout: float | None = CALL_TIMEOUT
+    ) -> dict[str, Any]:
+        """One request, one ``result`` message."""
+        channel = await self.open(kind, params)
+        try:
+            body = await channel.next_msg(timeout)
+            if body is None or body.get("type") != "result":
+                raise RemoteError("bad_reply", f"unexpected reply to {kind}: {body!r}")
+            return body
+        finally:
+            await channel.close()
+
+    async def ping(self, timeout: float = 5.0) -> Ping:
+        start = time.monotonic()
+        body = await self.call("control", {"op": "ping"}, timeout=timeout)
+        return Ping(
+            uptime=float(body["uptime"]),
+            boot_id=str(body["boot_id"]),
+            agent_version=str(body["agent_version"]),
+            rtt=time.monotonic() - start,
+        )
+
+    async def set_clock(self, unix_time: float | None = None) -> None:
+        when = time.time() if unix_time is None else unix_time
+        await self.call("control", {"op": "set_clock", "time": when})
+
+    async def set_hostname(self, name: str) -> None:
+        await self.call("control", {"op": "set_hostname", "hostname": name})
+
+    async def metrics(self) -> Metrics:
+        body = await self.call("control", {"op": "metrics"})
+        load = [float(x) for x in body["load"]]
+        return Metrics(
+            cpu_count=int(body["cpu_count"]),
+            cpu_seconds={k: float(v) for k, v in body["cpu_seconds"].items()},
+            load=(load[0], load[1], load[2]),
+            memory={k: int(v) for k, v in body["memory"].items()},
+            disk={k: int(v) for k, v in body["disk"].items()},
+            uptime=float(body["uptime"]),
+            time=float(body["time"]),
+        )
+
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | int | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> process.ExecResult:
+        """Run a command to completion and collect its output."""
+        proc = await self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout)
+        return await proc.communicate(stdin, timeout)
+
+    async def exec_stream(
+        self,
+        cmd: list[str] | str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | int | None = None,
+        timeout: float | None = None,
+    ) -> process.ExecProcess:
+        params = process.command_params(cmd, env=env, cwd=cwd, user=user)
+        if timeout is not None:
+            params["timeout"] = timeout
+        channel = await self.open("exec", params, exec_stream=True)
+        return await process.ExecProcess.started(channel)
+
+    async def pty(
+        self,
+        cmd: list[str] | str | None = None,
+        *,
+        rows: int = 24,
+        cols: int = 80,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | int | None = None,
+        term: str = "xterm-256color",
+    ) -> process.PtySession:
+        params = process.command_params(cmd, env=env, cwd=cwd, user=user)
+        params.update(rows=rows, cols=cols, term=term)
+        channel = await self.open("pty", params, exec_stream=True)
+        return await process.PtySession.started(channel)
+
+    async def tcp(self, port: int, host: str = "127.0.0.1") -> TcpStream:
+        channel = await self.open("tcp", {"host": host, "port": port})
+        return await TcpStream.connected(channel)

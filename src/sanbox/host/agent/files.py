@@ -1,0 +1,164 @@
+"""Files in the guest: streamed put/get and small metadata calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sanbox.guest import protocol as p
+
+from .errors import InvalidPathError, RemoteError
+
+if TYPE_CHECKING:
+    from .client import AgentClient
+
+Source = bytes | str | os.PathLike[str] | AsyncIterable[bytes]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    name: str
+    path: str
+    type: str  # "file", "dir", "symlink" or "other"
+    size: int
+    mode: int
+    mtime: float
+    uid: int
+    gid: int
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> FileInfo:
+        return cls(
+            name=str(body["name"]),
+            path=str(body["path"]),
+            type=str(body["type"]),
+            size=int(body["size"]),
+            mode=int(body["mode"]),
+            mtime=float(body["mtime"]),
+            uid=int(body["uid"]),
+            gid=int(body["gid"]),
+        )
+
+
+def check_path(path: str) -> str:
+    """Reject relative paths and ``..`` before anything is sent."""
+    problem = p.path_problem(path)
+    if problem is not None:
+        raise InvalidPathError("invalid_path", problem)
+    return path
+
+
+async def _chunks(source: Source) -> AsyncIterator[bytes]:
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+        for start in range(0, len(data), p.CHUNK):
+            yield data[start : start + p.CHUNK]
+    elif isinstance(source, str | os.PathLike):
+        with open(source, "rb") as f:
+            while chunk := f.read(p.CHUNK):
+                yield chunk
+    else:
+        async for chunk in source:
+            for start in range(0, len(chunk), p.CHUNK):
+                yield chunk[start : start + p.CHUNK]
+
+
+class Files:
+    """``client.files``: operations on the guest filesystem."""
+
+    def __init__(self, client: AgentClient) -> None:
+        self._client = client
+
+    async def put(
+        self,
+        remote_path: str,
+        source: Source,
+        *,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+        make_parents: bool = True,
+    ) -> int:
+        """Write ``source`` to ``remote_path`` atomically; return the bytes written."""
+        params = {
+            "op": "put",
+            "path": check_path(remote_path),
+            "mode": mode,
+            "uid": uid,
+            "gid": gid,
+        }
+        params["make_parents"] = make_parents
+        channel = await self._client.open("file", params)
+        try:
+            async for chunk in _chunks(source):
+                if not await channel.send_data(p.STDIN, chunk):
+                    break  # the agent gave up; its error follows
+            else:
+                await channel.send(p.Eof(channel.id, p.STDIN))
+            body = await channel.next_msg(timeout=None if channel.remote_closed else 120.0)
+            if body is None or body.get("type") != "result":
+                raise RemoteError("bad_reply", f"unexpected reply to put: {body!r}")
+            return int(body["size"])
+        finally:
+            await channel.close()
+
+    def get(self, remote_path: str, *, timeout: float = 60.0) -> AsyncIterator[bytes]:
+        """Stream the file's bytes in chunks (at most ``protocol.CHUNK`` each).
+
+        ``timeout`` bounds each wait for the next chunk. The path is checked now.
+        """
+        return self._get(check_path(remote_path), timeout)
+
+    async def _get(self, path: str, timeout: float) -> AsyncIterator[bytes]:
+        channel = await self._client.open("file", {"op": "get", "path": path})
+        try:
+            while (frame := await channel.next(timeout)) is not None:
+                if isinstance(frame, p.Data) and frame.data:
+                    yield frame.data
+                elif isinstance(frame, p.Msg):
+                    channel.raise_if_error(frame.body)
+                    if frame.body.get("type") == "result":
+                        return
+            raise RemoteError("bad_reply", "file stream ended without a result")
+        finally:
+            await channel.close()
+
+    async def get_to(self, remote_path: str, local_path: str | os.PathLike[str]) -> int:
+        size = 0
+        with open(local_path, "wb") as f:
+            async for chunk in self.get(remote_path):
+                f.write(chunk)
+                size += len(chunk)
+        return size
+
+    async def read(self, remote_path: str) -> bytes:
+        return b"".join([chunk async for chunk in self.get(remote_path)])
+
+    async def mkdir(self, path: str, parents: bool = True) -> FileInfo:
+        body = await self._client.call(
+            "file", {"op": "mkdir", "path": check_path(path), "parents": parents}
+        )
+        return FileInfo.from_body(body["info"])
+
+    async def list(self, path: str) -> list[FileInfo]:
+        body = await self._client.call("file", {"op": "list", "path": check_path(path)})
+        return [FileInfo.from_body(entry) for entry in body["entries"]]
+
+    async def stat(self, path: str) -> FileInfo:
+        body = await self._client.call("file", {"op": "stat", "path": check_path(path)})
+        return FileInfo.from_body(body["info"])
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        await self._client.call(
+            "file", {"op": "remove", "path": check_path(path), "recursive": recursive}
+        )

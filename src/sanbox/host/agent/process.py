@@ -1,0 +1,220 @@
+"""Commands in the guest: ``ExecProcess`` (pipes) and ``PtySession`` (a terminal)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal as signals
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from sanbox.guest import protocol as p
+
+from .channel import Channel
+from .errors import AgentTimeoutError, AgentUnavailableError, ExecError
+
+START_TIMEOUT = 30.0
+EXIT_GRACE = 10.0  # how long past the guest-side timeout the client waits
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    signal: int | None
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class Stdout:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Stderr:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Exit:
+    exit_code: int
+    signal: int | None
+    timed_out: bool
+
+
+ExecEvent = Stdout | Stderr | Exit
+
+
+def command_params(
+    cmd: list[str] | str | None,
+    *,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    user: str | int | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if isinstance(cmd, str):
+        params["cmd"] = cmd
+    elif cmd is not None:
+        if not cmd:
+            raise ValueError("empty argv")
+        params["argv"] = [str(a) for a in cmd]
+    if env is not None:
+        params["env"] = dict(env)
+    if cwd is not None:
+        params["cwd"] = cwd
+    if user is not None:
+        params["user"] = user
+    return params
+
+
+def _exit_from(body: dict[str, Any]) -> Exit:
+    sig = body.get("signal")
+    return Exit(int(body["exit_code"]), None if sig is None else int(sig), bool(body["timed_out"]))
+
+
+async def _started(channel: Channel) -> int:
+    try:
+        body = await channel.next_msg(START_TIMEOUT)
+        if body is None or body.get("type") != "started":
+            raise ExecError("bad_reply", f"agent did not start the command: {body!r}")
+        return int(body["pid"])
+    except BaseException:
+        await channel.close()
+        raise
+
+
+class ExecProcess:
+    """A running command. Consume ``events()`` or call ``wait()``; not both at once."""
+
+    def __init__(self, channel: Channel, pid: int) -> None:
+        self._channel = channel
+        self.pid = pid
+        self.exit: Exit | None = None
+        self._stdin_closed = False
+
+    @classmethod
+    async def started(cls, channel: Channel) -> ExecProcess:
+        return cls(channel, await _started(channel))
+
+    async def write_stdin(self, data: bytes) -> None:
+        await self._channel.send_data(p.STDIN, data)
+
+    async def close_stdin(self) -> None:
+        if not self._stdin_closed:
+            self._stdin_closed = True
+            await self._channel.send(p.Eof(self._channel.id, p.STDIN))
+
+    async def signal(self, sig: int = signals.SIGTERM) -> None:
+        """Send ``sig`` to the command's process group."""
+        await self._channel.send(p.Msg(self._channel.id, {"type": "signal", "signal": int(sig)}))
+
+    async def events(self, timeout: float | None = None) -> AsyncIterator[ExecEvent]:
+        """Output and the final ``Exit``; ``timeout`` bounds each wait for the next event."""
+        try:
+            while (frame := await self._channel.next(timeout)) is not None:
+                if isinstance(frame, p.Data):
+                    if frame.channel == p.STDOUT:
+                        yield Stdout(frame.data)
+                    elif frame.channel == p.STDERR:
+                        yield Stderr(frame.data)
+                elif isinstance(frame, p.Msg):
+                    self._channel.raise_if_error(frame.body)
+                    if frame.body.get("type") == "exit":
+                        self.exit = _exit_from(frame.body)
+                        yield self.exit
+            if self.exit is None:
+                raise AgentUnavailableError("stream ended without an exit status")
+        finally:
+            await self._channel.close()
+
+    async def wait(self, timeout: float | None = None) -> ExecResult:
+        """Wait for exit, collecting the output that ``events()`` did not consume."""
+        out: list[bytes] = []
+        err: list[bytes] = []
+
+        async def collect() -> None:
+            async for event in self.events():
+                if isinstance(event, Stdout):
+                    out.append(event.data)
+                elif isinstance(event, Stderr):
+                    err.append(event.data)
+
+        if self.exit is None:
+            try:
+                await asyncio.wait_for(collect(), timeout)
+            except TimeoutError:
+                await self._channel.close()
+                raise AgentTimeoutError(f"command did not finish in {timeout} s") from None
+        assert self.exit is not None
+        e = self.exit
+        return ExecResult(e.exit_code, b"".join(out), b"".join(err), e.signal, e.timed_out)
+
+    async def communicate(self, stdin: bytes | None, timeout: float | None) -> ExecResult:
+        """Feed ``stdin`` (then EOF) while collecting output; used by ``AgentClient.exec``."""
+
+        async def feed() -> None:
+            if stdin:
+                await self.write_stdin(stdin)
+            await self.close_stdin()
+
+        feeder = asyncio.get_running_loop().create_task(feed())
+        try:
+            wait_limit = None if timeout is None else timeout + EXIT_GRACE
+            return await self.wait(wait_limit)
+        finally:
+            if not feeder.done():
+                feeder.cancel()
+            results = await asyncio.gather(feeder, return_exceptions=True)
+            del results  # feeding fails harmlessly when the command exits first
+            await self._channel.close()
+
+
+class PtySession:
+    """An interactive program in a pseudo-terminal."""
+
+    def __init__(self, channel: Channel, pid: int) -> None:
+        self._channel = channel
+        self.pid = pid
+        self.exit: Exit | None = None
+
+    @classmethod
+    async def started(cls, channel: Channel) -> PtySession:
+        return cls(channel, await _started(channel))
+
+    async def write(self, data: bytes) -> None:
+        await self._channel.send_data(p.STDIN, data)
+
+    async def resize(self, rows: int, cols: int) -> None:
+        await self._channel.send(
+            p.Msg(self._channel.id, {"type": "resize", "rows": rows, "cols": cols})
+        )
+
+    async def signal(self, sig: int) -> None:
+        await self._channel.send(p.Msg(self._channel.id, {"type": "signal", "signal": int(sig)}))
+
+    async def read(self, timeout: float | None = None) -> bytes:
+        """The next output chunk; ``b""`` once the program exited and output ended."""
+        while (frame := await self._channel.next(timeout)) is not None:
+            if isinstance(frame, p.Data) and frame.data:
+                return frame.data
+            if isinstance(frame, p.Msg):
+                self._channel.raise_if_error(frame.body)
+                if frame.body.get("type") == "exit":
+                    self.exit = _exit_from(frame.body)
+        await self._channel.close()
+        return b""
+
+    async def wait(self, timeout: float | None = None) -> int:
+        """Wait for the program to exit (discarding unread output); return its exit code."""
+        while self.exit is None:
+            if not await self.read(timeout):
+                break
+        if self.exit is None:
+            raise AgentUnavailableError("terminal ended without an exit status")
+        return self.exit.exit_code
+
+    async def close(self) -> None:
+        """End the session (the agent hangs up the terminal)."""
+        await self._channel.close()

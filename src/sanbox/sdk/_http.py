@@ -1,0 +1,131 @@
+"""The one place the SDK speaks HTTP: auth, error mapping, connection failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from .errors import ConnectionFailedError, RequestTimeoutError, SanboxError, error_from_response
+
+Params = Mapping[str, str | int | float | bool | None] | list[tuple[str, str]]
+
+
+class HttpCore:
+    """An `httpx.AsyncClient` that raises `SanboxError`s and decodes JSON."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        timeout: float,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        self.url = url
+        self.api_key = api_key
+        self.timeout = timeout
+        headers = {"User-Agent": "sanbox-sdk"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self.headers = headers
+        self.client = httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        json_body: Any = None,
+        content: bytes | AsyncIterator[bytes] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        with self._translated():
+            response = await self.client.request(
+                method,
+                path,
+                params=_clean(params),
+                json=json_body,
+                content=content,
+                headers=headers,
+                timeout=self.timeout if timeout is None else timeout,
+            )
+        if response.is_error:
+            raise error_from_response(response.status_code, response.content)
+        return response
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self.request(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    @asynccontextmanager
+    async def stream(
+        self, method: str, path: str, *, params: Params | None = None, timeout: float | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """A streamed response, already checked for errors."""
+        wait = self.timeout if timeout is None else timeout
+        request = self.client.build_request(method, path, params=_clean(params), timeout=wait)
+        with self._translated():
+            response = await self.client.send(request, stream=True)
+        try:
+            if response.is_error:
+                await response.aread()
+                raise error_from_response(response.status_code, response.content)
+            with self._translated():
+                yield response
+        finally:
+            await response.aclose()
+
+    def _translated(self) -> _Translate:
+        return _Translate(self.url)
+
+
+class _Translate:
+    """Turn httpx transport failures into `SanboxError`s (a context manager for `with`)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is None or isinstance(exc, SanboxError | asyncio.CancelledError):
+            return
+        if isinstance(exc, httpx.TimeoutException):
+            raise RequestTimeoutError(
+                f"request to {self.url} timed out", code="timeout", status=None
+            ) from exc
+        if isinstance(exc, httpx.TransportError):
+            raise ConnectionFailedError(
+                f"cannot reach {self.url}: is `sanbox server` running? ({exc})",
+                code="connection_failed",
+            ) from exc
+
+
+def _clean(params: Params | None) -> httpx.QueryParams | None:
+    """Drop None values and write booleans as the API expects (`true`/`false`)."""
+    if params is None:
+        return None
+    pairs = params.items() if isinstance(params, Mapping) else params
+    items: Iterator[tuple[str, Any]] = iter(pairs)
+    out: list[tuple[str, str | int | float | bool | None]] = []
+    for key, value in items:
+        if value is None:
+            continue
+        out.append((key, json.dumps(value) if isinstance(value, bool) else str(value)))
+    return httpx.QueryParams(out)

@@ -1,0 +1,148 @@
+"""WebSocket connections behind one small Protocol, so tests and ASGI apps can stand in.
+
+`websockets_connector` is the real one. `asgi_connector(app)` drives an ASGI app in-process
+(the WebSocket twin of `httpx.ASGITransport`), which `AsyncSanbox` picks by itself when it is
+given an `httpx.ASGITransport`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from .errors import ConnectionFailedError, SanboxError, error_from_code, error_from_response
+
+
+class WebSocketClosedError(SanboxError):
+    """The peer closed the WebSocket."""
+
+
+class WebSocketLike(Protocol):
+    async def send(self, message: str) -> None: ...
+
+    async def recv(self) -> str: ...
+
+
+WebSocketConnector = Callable[[str, dict[str, str]], AbstractAsyncContextManager[WebSocketLike]]
+
+
+class _Websockets:
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    async def send(self, message: str) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await self._connection.send(message)
+        except ConnectionClosed as exc:
+            raise WebSocketClosedError("websocket closed", code="closed") from exc
+
+    async def recv(self) -> str:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            message = await self._connection.recv()
+        except ConnectionClosed as exc:
+            raise WebSocketClosedError("websocket closed", code="closed") from exc
+        return message if isinstance(message, str) else message.decode("utf-8", "replace")
+
+
+@asynccontextmanager
+async def websockets_connector(url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
+    """Connect with the `websockets` library, mapping handshake failures to `SanboxError`s."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus, WebSocketException
+
+    try:
+        connection = await connect(url, additional_headers=headers, max_size=None)
+    except InvalidStatus as exc:
+        response = exc.response
+        raise error_from_response(response.status_code, bytes(response.body or b"")) from exc
+    except (OSError, WebSocketException) as exc:
+        raise ConnectionFailedError(
+            f"cannot reach {url}: is `sanbox server` running? ({exc})", code="connection_failed"
+        ) from exc
+    try:
+        yield _Websockets(connection)
+    finally:
+        await connection.close()
+
+
+class _AsgiWebSocket:
+    """One WebSocket session with an ASGI app run as a task on the current loop."""
+
+    def __init__(self, app: Any, url: str, headers: dict[str, str]) -> None:
+        parts = urlsplit(url)
+        self._scope = {
+            "type": "websocket",
+            "asgi": {"version": "3.0"},
+            "scheme": "wss" if parts.scheme == "wss" else "ws",
+            "path": parts.path,
+            "raw_path": parts.path.encode(),
+            "root_path": "",
+            "query_string": parts.query.encode(),
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+            + [(b"host", (parts.netloc or "testserver").encode())],
+            "client": ("127.0.0.1", 50000),
+            "server": (parts.hostname or "testserver", parts.port or 80),
+            "subprotocols": [],
+            "extensions": {},
+        }
+        self._app = app
+        self._to_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._from_app: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self._to_app.put_nowait({"type": "websocket.connect"})
+        self._task = asyncio.create_task(self._run())
+        first = await self._from_app.get()
+        if first["type"] != "websocket.accept":
+            raise error_from_code("forbidden", "websocket rejected by the server", 403)
+
+    async def _run(self) -> None:
+        try:
+            await self._app(self._scope, self._to_app.get, self._from_app.put)
+        finally:
+            self._from_app.put_nowait({"type": "websocket.close", "code": 1006})
+
+    async def send(self, message: str) -> None:
+        self._to_app.put_nowait({"type": "websocket.receive", "text": message})
+
+    async def recv(self) -> str:
+        message = await self._from_app.get()
+        if message["type"] == "websocket.send":
+            text = message.get("text")
+            return text if text is not None else bytes(message.get("bytes") or b"").decode()
+        self._from_app.put_nowait(message)  # stay closed for later calls
+        raise WebSocketClosedError("websocket closed", code="closed")
+
+    async def close(self) -> None:
+        self._to_app.put_nowait({"type": "websocket.disconnect", "code": 1000})
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 5)
+            except (TimeoutError, Exception):
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+
+
+def asgi_connector(app: Any) -> WebSocketConnector:
+    """A connector that talks to `app` in-process instead of over a socket."""
+
+    @asynccontextmanager
+    async def connect(url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
+        session = _AsgiWebSocket(app, url, headers)
+        try:
+            await session.open()
+            yield session
+        finally:
+            await session.close()
+
+    return connect

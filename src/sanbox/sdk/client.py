@@ -1,0 +1,162 @@
+"""`AsyncSanbox`: the async client, and the resource groups hung on it."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ._http import HttpCore
+from ._websocket import WebSocketConnector, asgi_connector, websockets_connector
+from .computer import AsyncComputer
+from .config import resolve_config
+from .exec_stream import AsyncExecStream
+from .types import ApiKey, ComputerRecord, Event, HostInfo, Org
+
+DEFAULT_TIMEOUT = 60.0
+
+
+class AsyncSanbox:
+    """The async client. `url`/`api_key` default to env, then the config file.
+
+    `transport` replaces httpx's network transport (e.g. `httpx.ASGITransport(app)` or
+    `httpx.MockTransport`); `ws_connector` replaces the WebSocket connection, and is derived
+    from an `httpx.ASGITransport` by itself.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        ws_connector: WebSocketConnector | None = None,
+    ) -> None:
+        config = resolve_config(url, api_key)
+        self.url = config.url
+        self.http = HttpCore(config.url, config.api_key, timeout, transport)
+        if ws_connector is None and isinstance(transport, httpx.ASGITransport):
+            ws_connector = asgi_connector(transport.app)
+        self._ws_connector = ws_connector or websockets_connector
+        self.computers = AsyncComputers(self)
+        self.orgs = AsyncOrgs(self)
+        self.keys = AsyncKeys(self)
+
+    async def __aenter__(self) -> AsyncSanbox:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def host(self) -> HostInfo:
+        return HostInfo.from_json(await self.http.json("GET", "/v1/host"))
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Follow the org's events (Server-Sent Events) until the caller stops."""
+        async with self.http.stream("GET", "/v1/events", timeout=None) as response:
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line and data:
+                    payload = json.loads("\n".join(data))
+                    data = []
+                    if isinstance(payload, dict):
+                        yield Event.from_json(payload)
+
+    def open_websocket(self, path: str, request: dict[str, Any]) -> AsyncExecStream:
+        base = self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
+        headers = {k: v for k, v in self.http.headers.items() if k == "Authorization"}
+        return AsyncExecStream(self._ws_connector, base + path, headers, request)
+
+
+class AsyncComputers:
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def create(
+        self,
+        template: str = "base",
+        name: str | None = None,
+        vcpus: int = 1,
+        memory_mib: int = 512,
+        disk_gib: int | None = None,
+        env: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        wait: bool = True,
+    ) -> AsyncComputer:
+        """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`)."""
+        body = {
+            "template": template,
+            "name": name,
+            "vcpus": vcpus,
+            "memory_mib": memory_mib,
+            "disk_gib": disk_gib,
+            "env": env or {},
+            "labels": labels or {},
+        }
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        data = await self._client.http.json(
+            "POST",
+            "/v1/computers",
+            params={"wait": wait},
+            json_body=body,
+            headers=headers,
+            timeout=600.0 if wait else None,
+        )
+        return AsyncComputer(self._client, ComputerRecord.from_json(data))
+
+    async def list(
+        self, state: str | None = None, labels: dict[str, str] | None = None
+    ) -> builtins.list[AsyncComputer]:
+        params: builtins.list[tuple[str, str]] = [("state", state)] if state else []
+        params += [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        data = await self._client.http.json("GET", "/v1/computers", params=params)
+        return [
+            AsyncComputer(self._client, ComputerRecord.from_json(c))
+            for c in data.get("computers", [])
+        ]
+
+    async def get(self, id_or_name: str) -> AsyncComputer:
+        data = await self._client.http.json("GET", f"/v1/computers/{quote(id_or_name, safe='')}")
+        return AsyncComputer(self._client, ComputerRecord.from_json(data))
+
+
+class AsyncOrgs:
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def create(self, name: str) -> Org:
+        data = await self._client.http.json("POST", "/v1/orgs", json_body={"name": name})
+        return Org.from_json(data)
+
+    async def list(self) -> builtins.list[Org]:
+        data = await self._client.http.json("GET", "/v1/orgs")
+        return [Org.from_json(o) for o in data.get("orgs", [])]
+
+
+class AsyncKeys:
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def create(self, org: str, name: str | None = None, admin: bool = False) -> ApiKey:
+        body = {"org": org, "name": name, "admin": admin}
+        return ApiKey.from_json(await self._client.http.json("POST", "/v1/keys", json_body=body))
+
+
+__all__ = ["AsyncComputers", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]

@@ -1,0 +1,237 @@
+"""`AsyncComputer`: a handle on one computer, with its record's fields as attributes."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from ._http import HttpCore
+from .exec_stream import AsyncExecStream
+from .types import ComputerRecord, Event, ExecResult, FileEntry
+
+if TYPE_CHECKING:
+    from .client import AsyncSanbox
+
+CHUNK = 1 << 20
+Progress = Callable[[int, int | None], None]
+"""Called with (bytes done, total bytes or None) as a transfer advances."""
+
+
+class ComputerFields:
+    """The record's fields as read-only attributes; shared by the async and sync handles."""
+
+    @property
+    def record(self) -> ComputerRecord:
+        raise NotImplementedError
+
+    id = property(lambda self: self.record.id)
+    name = property(lambda self: self.record.name)
+    state = property(lambda self: self.record.state)
+    org = property(lambda self: self.record.org)
+    template = property(lambda self: self.record.template)
+    vcpus = property(lambda self: self.record.vcpus)
+    memory_mib = property(lambda self: self.record.memory_mib)
+    disk_gib = property(lambda self: self.record.disk_gib)
+    env = property(lambda self: self.record.env)
+    labels = property(lambda self: self.record.labels)
+    hypervisor = property(lambda self: self.record.hypervisor)
+    isolation = property(lambda self: self.record.isolation)
+    created_at = property(lambda self: self.record.created_at)
+    updated_at = property(lambda self: self.record.updated_at)
+    last_error = property(lambda self: self.record.last_error)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.record.name} {self.record.id} {self.record.state}>"
+
+
+class AsyncComputer(ComputerFields):
+    def __init__(self, client: AsyncSanbox, record: ComputerRecord) -> None:
+        self._client = client
+        self._record = record
+        self.files = AsyncFiles(self)
+
+    @property
+    def record(self) -> ComputerRecord:
+        return self._record
+
+    @property
+    def path(self) -> str:
+        return f"/v1/computers/{quote(self._record.id, safe='')}"
+
+    async def _update(self, method: str, suffix: str = "") -> AsyncComputer:
+        data = await self._client.http.json(method, self.path + suffix, timeout=_LONG)
+        self._record = ComputerRecord.from_json(data)
+        return self
+
+    async def refresh(self) -> AsyncComputer:
+        return await self._update("GET")
+
+    async def start(self) -> AsyncComputer:
+        return await self._update("POST", "/start")
+
+    async def stop(self) -> AsyncComputer:
+        return await self._update("POST", "/stop")
+
+    async def restart(self) -> AsyncComputer:
+        return await self._update("POST", "/restart")
+
+    async def delete(self) -> AsyncComputer:
+        return await self._update("DELETE")
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run `cmd` to completion (a list is argv, a string runs in the shell)."""
+        body = {
+            "cmd": cmd,
+            "env": env or {},
+            "cwd": cwd,
+            "user": user,
+            "stdin": stdin.decode() if isinstance(stdin, bytes) else stdin,
+            "timeout": timeout,
+        }
+        wait = None if timeout is None else timeout + self._client.http.timeout
+        http = self._client.http
+        data = await http.json("POST", self.path + "/exec", json_body=body, timeout=wait)
+        return ExecResult.from_json(data)
+
+    def exec_stream(
+        self,
+        cmd: str | list[str] | None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        pty: bool = False,
+        rows: int = 24,
+        cols: int = 80,
+    ) -> AsyncExecStream:
+        """Stream a command over a WebSocket; `cmd=None` with `pty=True` is a login shell."""
+        request = {
+            "cmd": cmd,
+            "env": env or {},
+            "cwd": cwd,
+            "user": user,
+            "pty": pty,
+            "rows": rows,
+            "cols": cols,
+        }
+        return self._client.open_websocket(self.path + "/exec/stream", request)
+
+    async def events(self) -> list[Event]:
+        data = await self._client.http.json("GET", self.path + "/events")
+        return [Event.from_json(e) for e in data.get("events", [])]
+
+    async def console(self, lines: int = 100) -> list[str]:
+        data = await self._client.http.json("GET", self.path + "/console", params={"lines": lines})
+        return [str(line) for line in data.get("lines", [])]
+
+
+class AsyncFiles:
+    """Files in the computer's guest, addressed by absolute paths."""
+
+    def __init__(self, computer: AsyncComputer) -> None:
+        self._computer = computer
+
+    @property
+    def _http(self) -> HttpCore:
+        return self._computer._client.http
+
+    @property
+    def _base(self) -> str:
+        return self._computer.path + "/files"
+
+    async def read(self, path: str) -> bytes:
+        response = await self._http.request("GET", self._base, params={"path": path}, timeout=_LONG)
+        content: bytes = response.content
+        return content
+
+    async def write(
+        self, path: str, data: bytes | str | os.PathLike[str], mode: str | int | None = None
+    ) -> int:
+        """Write bytes, text (utf-8) or a local file (a Path) to `path`; return the size."""
+        if isinstance(data, os.PathLike):
+            return await self.upload(data, path, mode=mode)
+        raw = data.encode() if isinstance(data, str) else data
+        return await self._put(path, raw, mode)
+
+    async def upload(
+        self,
+        local: str | os.PathLike[str],
+        path: str,
+        mode: str | int | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Stream a local file into the guest."""
+        source = Path(local)
+        total = source.stat().st_size
+
+        async def chunks() -> AsyncIterator[bytes]:
+            done = 0
+            with source.open("rb") as file:
+                while chunk := file.read(CHUNK):
+                    done += len(chunk)
+                    yield chunk
+                    if progress is not None:
+                        progress(done, total)
+
+        return await self._put(path, chunks(), mode)
+
+    async def _put(self, path: str, content: bytes | AsyncIterator[bytes], mode: Any) -> int:
+        mode_text = format(mode, "04o") if isinstance(mode, int) else mode
+        data = await self._http.json(
+            "PUT",
+            self._base,
+            params={"path": path, "mode": mode_text},
+            content=content,
+            headers={"Content-Type": "application/octet-stream"},
+            timeout=_LONG,
+        )
+        return int(data.get("size", 0)) if isinstance(data, dict) else 0
+
+    async def download(
+        self, path: str, local: str | os.PathLike[str], progress: Progress | None = None
+    ) -> int:
+        """Stream a guest file into a local file; return the bytes written."""
+        target = Path(local)
+        done = 0
+        async with self._http.stream("GET", self._base, params={"path": path}, timeout=_LONG) as r:
+            length = r.headers.get("content-length")
+            total = int(length) if length and length.isdigit() else None
+            with target.open("wb") as file:
+                async for chunk in r.aiter_bytes(CHUNK):
+                    file.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+        return done
+
+    async def list(self, path: str = "/") -> builtins.list[FileEntry]:
+        data = await self._http.json("GET", self._base + "/list", params={"path": path})
+        return [FileEntry.from_json(e) for e in data.get("entries", [])]
+
+    async def stat(self, path: str) -> FileEntry:
+        return FileEntry.from_json(
+            await self._http.json("GET", self._base + "/stat", params={"path": path})
+        )
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        await self._http.request(
+            "DELETE", self._base, params={"path": path, "recursive": recursive}
+        )
+
+    async def mkdir(self, path: str) -> None:
+        await self._http.request("POST", self._base + "/mkdir", json_body={"path": path})
+
+
+_LONG = 600.0
+"""Seconds to allow for lifecycle calls and transfers, which take longer than a lookup."""

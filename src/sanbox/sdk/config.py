@@ -1,0 +1,82 @@
+"""Where the SDK finds its server and key: arguments, then env, then the config file.
+
+The file is TOML at `$SANBOX_CONFIG`, else `~/.config/sanbox/config.toml`::
+
+    url = "http://127.0.0.1:7070"
+    api_key = "sbk_..."
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SanboxError
+
+DEFAULT_URL = "http://127.0.0.1:7070"
+URL_ENV = "SANBOX_URL"
+API_KEY_ENV = "SANBOX_API_KEY"
+CONFIG_ENV = "SANBOX_CONFIG"
+
+
+class ConfigError(SanboxError):
+    """The config file exists but cannot be read as TOML."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    url: str
+    api_key: str | None
+
+
+def config_path() -> Path:
+    override = os.environ.get(CONFIG_ENV)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "sanbox" / "config.toml"
+
+
+def read_config_file(path: Path | None = None) -> dict[str, str]:
+    """The file's string settings; an absent file is an empty config."""
+    path = path or config_path()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", code="invalid_config") from exc
+    return {k: v for k, v in data.items() if isinstance(v, str)}
+
+
+def write_config_file(settings: dict[str, str], path: Path | None = None) -> Path:
+    """Write string settings as TOML (owner-only: it holds a key)."""
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"{key} = {_toml_string(value)}" for key, value in sorted(settings.items())]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write("\n".join(lines) + "\n")
+    return path
+
+
+def resolve_config(url: str | None = None, api_key: str | None = None) -> ClientConfig:
+    """Arguments win, then `SANBOX_URL`/`SANBOX_API_KEY`, then the file, then the default URL."""
+    file: dict[str, str] | None = None
+
+    def from_file(key: str) -> str | None:
+        nonlocal file
+        if file is None:
+            file = read_config_file()
+        return file.get(key)
+
+    resolved_url = url or os.environ.get(URL_ENV) or from_file("url") or DEFAULT_URL
+    resolved_key = api_key or os.environ.get(API_KEY_ENV) or from_file("api_key")
+    return ClientConfig(url=resolved_url.rstrip("/"), api_key=resolved_key)
+
+
+def _toml_string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

@@ -1,0 +1,192 @@
+"""Errors the SDK raises: the API's error codes mapped back to classes by one table.
+
+Hierarchy::
+
+    SanboxError                      .code .status .message
+    +-- ConnectionFailedError        the server cannot be reached (no status)
+    +-- AuthenticationError          401 unauthorized
+    +-- PermissionDeniedError        403 forbidden
+    +-- NotFoundError                404 not_found (a file in the guest)
+    |   +-- ComputerNotFoundError    404 computer_not_found
+    |   +-- TemplateNotFoundError    404 template_not_found
+    +-- ConflictError                409
+    |   +-- NameTakenError           409 name_taken
+    |   +-- ComputerNotRunningError  409 computer_not_running
+    |   +-- InvalidTransitionError   409 invalid_transition
+    |   +-- IdempotencyConflictError 409 idempotency_conflict
+    +-- InvalidRequestError          422 validation_error
+    |   +-- InvalidNameError         422 invalid_name
+    |   +-- InvalidPathError         422 invalid_path
+    |   +-- InsufficientResourcesError 422 insufficient_resources
+    |   +-- DiskTooSmallError        422 disk_too_small
+    +-- ServerError                  500 internal (and any unknown 5xx)
+    +-- UnavailableError             503 agent_unavailable
+    +-- RequestTimeoutError          504 timeout (also a client-side timeout, no status)
+
+`error_from_response` picks the class by code (`_CODE_TO_ERROR`); an unknown code falls back
+on the status, through the `default_status` each direct subclass of `SanboxError` declares.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+
+class SanboxError(Exception):
+    """Base of every SDK error; `code` is the API's stable error code."""
+
+    default_status: ClassVar[int | None] = None
+
+    def __init__(self, message: str, *, code: str = "error", status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status if status is not None else self.default_status
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, status={self.status}, {self.message!r})"
+
+
+class ConnectionFailedError(SanboxError):
+    """The server could not be reached."""
+
+
+class AuthenticationError(SanboxError):
+    default_status = 401
+
+
+class PermissionDeniedError(SanboxError):
+    default_status = 403
+
+
+class NotFoundError(SanboxError):
+    default_status = 404
+
+
+class ComputerNotFoundError(NotFoundError):
+    pass
+
+
+class TemplateNotFoundError(NotFoundError):
+    pass
+
+
+class ConflictError(SanboxError):
+    default_status = 409
+
+
+class NameTakenError(ConflictError):
+    pass
+
+
+class ComputerNotRunningError(ConflictError):
+    pass
+
+
+class InvalidTransitionError(ConflictError):
+    pass
+
+
+class IdempotencyConflictError(ConflictError):
+    pass
+
+
+class InvalidRequestError(SanboxError):
+    default_status = 422
+
+
+class InvalidNameError(InvalidRequestError):
+    pass
+
+
+class InvalidPathError(InvalidRequestError):
+    pass
+
+
+class InsufficientResourcesError(InvalidRequestError):
+    pass
+
+
+class DiskTooSmallError(InvalidRequestError):
+    pass
+
+
+class ServerError(SanboxError):
+    default_status = 500
+
+
+class UnavailableError(SanboxError):
+    default_status = 503
+
+
+class RequestTimeoutError(SanboxError):
+    default_status = 504
+
+
+_CODE_TO_ERROR: dict[str, type[SanboxError]] = {
+    "unauthorized": AuthenticationError,
+    "forbidden": PermissionDeniedError,
+    "not_found": NotFoundError,
+    "computer_not_found": ComputerNotFoundError,
+    "template_not_found": TemplateNotFoundError,
+    "name_taken": NameTakenError,
+    "computer_not_running": ComputerNotRunningError,
+    "invalid_transition": InvalidTransitionError,
+    "idempotency_conflict": IdempotencyConflictError,
+    "validation_error": InvalidRequestError,
+    "invalid_name": InvalidNameError,
+    "invalid_path": InvalidPathError,
+    "insufficient_resources": InsufficientResourcesError,
+    "disk_too_small": DiskTooSmallError,
+    "internal": ServerError,
+    "agent_unavailable": UnavailableError,
+    "timeout": RequestTimeoutError,
+    "connection_failed": ConnectionFailedError,
+}
+
+_STATUS_TO_ERROR: dict[int, type[SanboxError]] = {
+    cls.default_status: cls
+    for cls in set(_CODE_TO_ERROR.values())
+    if cls.default_status is not None and cls.__base__ is SanboxError
+}
+
+
+def error_class(code: str | None, status: int | None) -> type[SanboxError]:
+    """The class for an API error: by code, else by status, else `ServerError`/`SanboxError`."""
+    if code is not None and code in _CODE_TO_ERROR:
+        return _CODE_TO_ERROR[code]
+    if status is not None and status in _STATUS_TO_ERROR:
+        return _STATUS_TO_ERROR[status]
+    if status is not None and status >= 500:
+        return ServerError
+    return SanboxError
+
+
+def error_from_response(status: int, body: bytes) -> SanboxError:
+    """Build the error for a non-2xx response whose body may or may not be the API's JSON."""
+    code: str | None = None
+    message = ""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        code = _as_str(payload["error"].get("code"))
+        message = _as_str(payload["error"].get("message")) or ""
+    elif isinstance(payload, dict) and "detail" in payload:
+        message = str(payload["detail"])
+    if not message:
+        text = body.decode("utf-8", "replace").strip()
+        message = text[:500] if text else f"HTTP {status}"
+    return error_from_code(code, message, status)
+
+
+def error_from_code(code: str | None, message: str, status: int | None = None) -> SanboxError:
+    cls = error_class(code, status)
+    fallback = f"http_{status}" if status is not None else "error"
+    return cls(message, code=code or fallback, status=status)
+
+
+def _as_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

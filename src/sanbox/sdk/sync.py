@@ -1,0 +1,163 @@
+"""The sync client: `Sanbox`, `Computer`, `Files`, `ExecStream` as facades over the async core.
+
+Each method is the async one run on a private event loop thread (`_portal.Portal`), so the
+sync and async clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ._portal import Facade, Portal, SyncTransportAdapter, blocking, blocking_iter, converting
+from ._websocket import WebSocketConnector
+from .client import DEFAULT_TIMEOUT, AsyncComputers, AsyncKeys, AsyncOrgs, AsyncSanbox
+from .computer import AsyncComputer, AsyncFiles, ComputerFields
+from .exec_stream import AsyncExecStream
+from .types import ComputerRecord, ExecEvent
+
+
+class ExecStream(Facade[AsyncExecStream]):
+    """Use as `with computer.exec_stream(cmd) as stream: for event in stream: ...`."""
+
+    def __enter__(self) -> ExecStream:
+        self._portal.call(self._async.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._portal.call(self._async.__aexit__(exc_type, exc, tb))
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        return self.events()
+
+    @property
+    def exit(self) -> Any:
+        return self._async.exit
+
+    events = blocking_iter(AsyncExecStream.events)
+    wait = blocking(AsyncExecStream.wait)
+    send_stdin = blocking(AsyncExecStream.send_stdin)
+    send_eof = blocking(AsyncExecStream.send_eof)
+    signal = blocking(AsyncExecStream.signal)
+    resize = blocking(AsyncExecStream.resize)
+
+
+class Files(Facade[AsyncFiles]):
+    read = blocking(AsyncFiles.read)
+    write = blocking(AsyncFiles.write)
+    upload = blocking(AsyncFiles.upload)
+    download = blocking(AsyncFiles.download)
+    list = blocking(AsyncFiles.list)
+    stat = blocking(AsyncFiles.stat)
+    remove = blocking(AsyncFiles.remove)
+    mkdir = blocking(AsyncFiles.mkdir)
+
+
+def _same(owner: Facade[AsyncComputer], _result: AsyncComputer) -> Computer:
+    assert isinstance(owner, Computer)
+    return owner
+
+
+class Computer(Facade[AsyncComputer], ComputerFields):
+    def __init__(self, inner: AsyncComputer, portal: Portal) -> None:
+        super().__init__(inner, portal)
+        self.files = Files(inner.files, portal)
+
+    @property
+    def record(self) -> ComputerRecord:
+        return self._async.record
+
+    refresh = converting(AsyncComputer.refresh, _same)
+    start = converting(AsyncComputer.start, _same)
+    stop = converting(AsyncComputer.stop, _same)
+    restart = converting(AsyncComputer.restart, _same)
+    delete = converting(AsyncComputer.delete, _same)
+    exec = blocking(AsyncComputer.exec)
+    events = blocking(AsyncComputer.events)
+    console = blocking(AsyncComputer.console)
+
+    def exec_stream(
+        self,
+        cmd: str | builtins.list[str] | None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        pty: bool = False,
+        rows: int = 24,
+        cols: int = 80,
+    ) -> ExecStream:
+        stream = self._async.exec_stream(cmd, env, cwd, user, pty, rows, cols)
+        return ExecStream(stream, self._portal)
+
+
+def _computer(owner: Facade[Any], inner: AsyncComputer) -> Computer:
+    return Computer(inner, owner._portal)
+
+
+def _computers(owner: Facade[Any], inner: list[AsyncComputer]) -> list[Computer]:
+    return [Computer(c, owner._portal) for c in inner]
+
+
+class Computers(Facade[AsyncComputers]):
+    create = converting(AsyncComputers.create, _computer)
+    list = converting(AsyncComputers.list, _computers)
+    get = converting(AsyncComputers.get, _computer)
+
+
+class Orgs(Facade[AsyncOrgs]):
+    create = blocking(AsyncOrgs.create)
+    list = blocking(AsyncOrgs.list)
+
+
+class Keys(Facade[AsyncKeys]):
+    create = blocking(AsyncKeys.create)
+
+
+class Sanbox(Facade[AsyncSanbox]):
+    """The sync client. Same arguments as `AsyncSanbox`; `transport` may be sync or async.
+
+    An async transport (e.g. `httpx.ASGITransport(app)`) runs on the client's private loop
+    thread; a sync `httpx.BaseTransport` is called from a worker thread.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+        ws_connector: WebSocketConnector | None = None,
+    ) -> None:
+        if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
+            transport = SyncTransportAdapter(transport)
+        inner = AsyncSanbox(url, api_key, timeout, transport=transport, ws_connector=ws_connector)
+        super().__init__(inner, Portal.shared())
+        self.url = inner.url
+        self.computers = Computers(inner.computers, self._portal)
+        self.orgs = Orgs(inner.orgs, self._portal)
+        self.keys = Keys(inner.keys, self._portal)
+
+    def __enter__(self) -> Sanbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    close = blocking(AsyncSanbox.aclose)
+    host = blocking(AsyncSanbox.host)
+    events = blocking_iter(AsyncSanbox.events)

@@ -1,0 +1,148 @@
+"""The API's records as frozen dataclasses, each built from its JSON by `from_json`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ComputerRecord:
+    id: str
+    name: str
+    state: str
+    org: str = "default"
+    template: str = "base"
+    vcpus: int = 1
+    memory_mib: int = 512
+    disk_gib: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    hypervisor: str | None = None
+    isolation: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    last_error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ComputerRecord:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: str | None = None
+    timed_out: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExecResult:
+        return cls(**_known(cls, data))
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    name: str
+    path: str
+    type: str
+    size: int = 0
+    mode: int | str | None = None
+    mtime: float | str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileEntry:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    type: str
+    computer_id: str | None = None
+    message: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Org:
+    id: str
+    name: str
+    created_at: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Org:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    org: str
+    name: str | None = None
+    admin: bool = False
+    key: str | None = None
+    created_at: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ApiKey:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hypervisor: str
+    isolation: str
+    cpus: int
+    memory_mib: int
+    data_dir: str | None = None
+    reflink: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostInfo:
+        return cls(**_known(cls, data))
+
+
+# Events of a streamed exec.
+
+
+@dataclass(frozen=True)
+class Stdout:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Stderr:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Exit:
+    exit_code: int
+    signal: str | None = None
+    timed_out: bool = False
+
+
+ExecEvent = Stdout | Stderr | Exit
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """Keep the fields this SDK knows, so a newer server's extra fields do not break it."""
+    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    return {k: v for k, v in data.items() if k in names}

@@ -1,0 +1,7 @@
+"""State: SQLAlchemy 2 models, repositories and alembic migrations. SQLite (WAL) under the data dir
+by default, PostgreSQL by URL."""
+
+from .db import Database
+from .models import ApiKey, Base, ComputerRow, EventRow, Org
+
+__all__ = ["ApiKey", "Base", "ComputerRow", "Database", "EventRow", "Org"]

@@ -1,0 +1,140 @@
+"""Repositories: the queries the control plane makes, one function each, over a Session."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .models import ApiKey, ComputerRow, EventRow, Org
+
+KEY_PREFIX = "sbk_"
+
+
+def new_id(prefix: str) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(12))
+
+
+def hash_key(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+# orgs ---------------------------------------------------------------------------------------
+
+
+def create_org(s: Session, name: str) -> Org:
+    org = Org(id=new_id("org_"), name=name)
+    s.add(org)
+    s.flush()
+    return org
+
+
+def org_by_name(s: Session, name: str) -> Org | None:
+    return s.scalars(select(Org).where(Org.name == name)).first()
+
+
+def org_by_id(s: Session, org_id: str) -> Org | None:
+    return s.get(Org, org_id)
+
+
+def list_orgs(s: Session) -> Sequence[Org]:
+    return s.scalars(select(Org).order_by(Org.created_at)).all()
+
+
+# API keys -----------------------------------------------------------------------------------
+
+
+def create_key(s: Session, org: Org, name: str = "", admin: bool = False) -> tuple[ApiKey, str]:
+    """A new key; the plaintext is returned once and only its hash is stored."""
+    plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        id=new_id("key_"),
+        org_id=org.id,
+        name=name,
+        prefix=plaintext[:10],
+        hash=hash_key(plaintext),
+        admin=admin,
+    )
+    s.add(key)
+    s.flush()
+    return key, plaintext
+
+
+def key_by_plaintext(s: Session, plaintext: str) -> ApiKey | None:
+    return s.scalars(select(ApiKey).where(ApiKey.hash == hash_key(plaintext))).first()
+
+
+def count_keys(s: Session) -> int:
+    return len(s.scalars(select(ApiKey.id)).all())
+
+
+# computers ----------------------------------------------------------------------------------
+
+
+def computer(s: Session, org_id: str, ref: str) -> ComputerRow | None:
+    """By id or by name, within an org."""
+    q = select(ComputerRow).where(ComputerRow.org_id == org_id)
+    found = s.scalars(q.where(ComputerRow.id == ref)).first()
+    return found or s.scalars(q.where(ComputerRow.name == ref)).first()
+
+
+def computer_by_id(s: Session, computer_id: str) -> ComputerRow | None:
+    return s.get(ComputerRow, computer_id)
+
+
+def computer_by_idempotency_key(s: Session, org_id: str, key: str) -> ComputerRow | None:
+    q = select(ComputerRow).where(ComputerRow.org_id == org_id)
+    return s.scalars(q.where(ComputerRow.idempotency_key == key)).first()
+
+
+def list_computers(
+    s: Session, org_id: str | None, state: str | None = None, labels: dict[str, str] | None = None
+) -> list[ComputerRow]:
+    q = select(ComputerRow).order_by(ComputerRow.created_at, ComputerRow.id)
+    if org_id is not None:
+        q = q.where(ComputerRow.org_id == org_id)
+    if state is not None:
+        q = q.where(ComputerRow.state == state)
+    rows = list(s.scalars(q).all())
+    if labels:
+        rows = [r for r in rows if all(r.labels.get(k) == v for k, v in labels.items())]
+    return rows
+
+
+def name_taken(s: Session, org_id: str, name: str) -> bool:
+    q = select(ComputerRow.id).where(ComputerRow.org_id == org_id, ComputerRow.name == name)
+    return s.scalars(q).first() is not None
+
+
+# events -------------------------------------------------------------------------------------
+
+
+def add_event(
+    s: Session,
+    org_id: str,
+    computer_id: str | None,
+    type_: str,
+    message: str,
+    data: dict[str, Any] | None = None,
+) -> EventRow:
+    ev = EventRow(
+        org_id=org_id, computer_id=computer_id, type=type_, message=message, data=data or {}
+    )
+    s.add(ev)
+    s.flush()
+    return ev
+
+
+def list_events(s: Session, org_id: str, computer_id: str, limit: int = 500) -> Sequence[EventRow]:
+    q = select(EventRow).where(EventRow.org_id == org_id, EventRow.computer_id == computer_id)
+    return s.scalars(q.order_by(EventRow.id.desc()).limit(limit)).all()[::-1]
+
+
+def events_after(s: Session, org_id: str, after_id: int, limit: int = 500) -> Sequence[EventRow]:
+    q = select(EventRow).where(EventRow.org_id == org_id, EventRow.id > after_id)
+    return s.scalars(q.order_by(EventRow.id).limit(limit)).all()

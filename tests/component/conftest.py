@@ -1,0 +1,111 @@
+"""The component tier runs the API, the control plane and the real store in-process, with the real
+guest agent running as a local process in place of a VM (a test double for the hypervisor only:
+disks, run dirs, sockets, the agent protocol and the store are all real)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sanbox.api import ServerSettings, create_app
+from sanbox.host.image import recipe_for
+from sanbox.host.layout import DataDir
+from sanbox.host.runtime import HostRuntime
+from sanbox.host.vmm import QemuVm, VmSpec
+from sanbox.host.vmm.qemu import _pid_alive
+
+SRC = Path(__file__).parents[2] / "src"
+
+
+class LocalProcessHypervisor:
+    """Boots a 'VM' that is the real agent listening on the run dir's agent socket."""
+
+    name = "local"
+    accel = "process"
+    isolation = "local-process"
+
+    async def boot(self, spec: VmSpec) -> QemuVm:
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        spec.console_log.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(SRC))
+        # detach like QEMU's -daemonize: the shell exits, the agent is re-parented to init
+        argv = [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(spec.agent_socket)]
+        script = 'exec setsid "$@" </dev/null >>"$LOG" 2>&1 &\necho $!'
+        out = subprocess.run(
+            ["sh", "-c", script, "sh", *argv], env={**env, "LOG": str(spec.console_log)},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        pid = int(out.stdout.strip())
+        spec.pidfile.write_text(str(pid))
+        return QemuVm(pid, spec.run_dir, self.isolation)
+
+    def attach(self, run_dir: Path) -> QemuVm | None:
+        try:
+            pid = int((run_dir / "vm.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        return QemuVm(pid, run_dir, self.isolation) if _pid_alive(pid, run_dir) else None
+
+
+def fake_image(dd: DataDir, size: int = 1024**3) -> None:
+    build_id = recipe_for("base").build_id()
+    path = dd.images / "base" / build_id
+    path.mkdir(parents=True)
+    for name in ("vmlinuz", "initrd.img"):
+        (path / name).write_bytes(b"")
+    with open(path / "rootfs.raw", "wb") as f:
+        f.truncate(size)
+    manifest = {"template": "base", "build_id": build_id, "kernel_release": "test",
+                "disk_size_gib": 1}  # fmt: skip
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@dataclass
+class Server:
+    client: TestClient
+    key: str
+    data_dir: DataDir
+    settings: ServerSettings
+
+    def headers(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key}"}
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sbc", dir="/tmp"))  # Unix socket paths must stay short
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_server(root: Path) -> tuple[TestClient, ServerSettings, DataDir]:
+    dd = DataDir(root / "data")
+    settings = ServerSettings(data_dir=dd.root, client_config=root / "config.toml",
+                              watch_interval=0.2)  # fmt: skip
+    runtime = HostRuntime(dd, LocalProcessHypervisor())
+    return TestClient(create_app(settings, runtime)), settings, dd
+
+
+@pytest.fixture
+def server(short_tmp: Path) -> Iterator[Server]:
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    client, settings, dd = start_server(short_tmp)
+    with client:
+        key = client.app.state.first_key  # type: ignore[attr-defined]
+        yield Server(client, key, dd, settings)
+        for row in client.get("/v1/computers", headers={"Authorization": f"Bearer {key}"}).json()[
+            "computers"
+        ]:
+            client.delete(f"/v1/computers/{row['id']}", headers={"Authorization": f"Bearer {key}"})
