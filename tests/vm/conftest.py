@@ -35,6 +35,7 @@ class Loop:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+        self.loop.close()
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +66,12 @@ def qemu_pids(data_dir: DataDir) -> list[int]:
 def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
     rt = HostRuntime(data_dir)
     created: list[str] = []
+    machines: list[Machine] = []
     rt.created = created  # type: ignore[attr-defined]
+    rt.machines = machines  # type: ignore[attr-defined]
     yield rt
+    for m in machines:
+        loop.run(m.agent.close())
     for computer_id in created:
         loop.run(rt.destroy(computer_id))
     leftover = [c for c in created if (data_dir.computers / c).exists()]
@@ -86,6 +91,7 @@ def make_machine(runtime: HostRuntime, image: Image, loop: Loop) -> MakeMachine:
         runtime.created.append(computer_id)  # type: ignore[attr-defined]
         spec = MachineSpec(computer_id=computer_id, hostname=computer_id, **kw)
         machine, _disk = loop.run(runtime.create(spec, image))
+        runtime.machines.append(machine)  # type: ignore[attr-defined]
         return machine
 
     return make

@@ -26,8 +26,10 @@ def test_disk_survives_shutdown_and_boot(
     with pytest.raises(VmNotRunningError, match="start it"):
         run(machine.client())
     again = run(runtime.start(MachineSpec(computer_id=machine.computer_id), image))
+    runtime.machines.append(again)  # type: ignore[attr-defined]
     assert run(again.agent.files.read("/root/keep.txt")) == b"still here\n"
-    # a new caller re-attaches to the running VM by its run dir
+    # a new caller (say, a restarted server) re-attaches to the running VM by its run dir
+    run(again.agent.close())
     fresh = HostRuntime(runtime.data_dir)
     attached = run(fresh.attach(machine.computer_id))
     assert attached is not None and attached.vm.pid == again.vm.pid

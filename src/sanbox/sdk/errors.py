@@ -147,8 +147,8 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
 
 _STATUS_TO_ERROR: dict[int, type[SanboxError]] = {
     cls.default_status: cls
-    for cls in set(_CODE_TO_ERROR.values())
-    if cls.default_status is not None and cls.__base__ is SanboxError
+    for cls in SanboxError.__subclasses__()
+    if cls.default_status is not None
 }
 
 
