@@ -37,9 +37,10 @@ def test_create_exec_stop_start_delete(server: Server) -> None:
     assert (r.json()["stdout"], r.json()["exit_code"]) == ("x", 3)
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": ["no-such-prog"]}, headers=h)
     assert r.json()["exit_code"] == 127 and "no-such-prog" in r.json()["stderr"]
-    assert server.client.get("/v1/computers?label=team=a", headers=h).json()["computers"][0][
-        "name"
-    ] == "demo"
+    assert (
+        server.client.get("/v1/computers?label=team=a", headers=h).json()["computers"][0]["name"]
+        == "demo"
+    )
     assert server.client.get("/v1/computers?label=team=b", headers=h).json()["computers"] == []
     assert server.client.post("/v1/computers/demo/stop", headers=h).json()["state"] == "stopped"
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": ["true"]}, headers=h)
@@ -97,7 +98,9 @@ def test_duplicate_name_and_malformed_json(server: Server) -> None:
                                                         "Content-Type": "application/json"},
     )  # fmt: skip
     assert error(r) == (422, "validation_error")
-    assert len(server.client.get("/v1/computers", headers=server.headers()).json()["computers"]) == 1
+    assert (
+        len(server.client.get("/v1/computers", headers=server.headers()).json()["computers"]) == 1
+    )
 
 
 def test_keys_and_orgs(server: Server) -> None:

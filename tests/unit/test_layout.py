@@ -25,16 +25,21 @@ def test_paths_outside_the_data_dir_are_refused(tmp_path: Path) -> None:
     dd = DataDir(tmp_path / "data")
     (tmp_path / "data").mkdir()
     assert dd.require_inside(tmp_path / "data" / "x.raw") == tmp_path / "data" / "x.raw"
-    for outside in (tmp_path / "other.raw", tmp_path / "data" / ".." / "x.raw", Path("/etc/passwd")):
+    for outside in (
+        tmp_path / "other.raw",
+        tmp_path / "data" / ".." / "x.raw",
+        Path("/etc/passwd"),
+    ):
         with pytest.raises(LayoutError, match="outside the data dir"):
             dd.require_inside(outside)
 
 
 def test_build_id_is_stable_and_follows_the_recipe() -> None:
     assert Recipe(name="base").build_id() == Recipe(name="base").build_id()
-    assert Recipe(name="base", mirror="http://elsewhere/debian").build_id() == Recipe(
-        name="base"
-    ).build_id()
+    assert (
+        Recipe(name="base", mirror="http://elsewhere/debian").build_id()
+        == Recipe(name="base").build_id()
+    )
     assert Recipe(name="base", packages=("python3",)).build_id() != Recipe(name="base").build_id()
 
 

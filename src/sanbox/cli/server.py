@@ -28,7 +28,9 @@ def server(
 
     from ..api import create_app
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     settings = ServerSettings.from_env(
         host=host, port=port, data_dir=data_dir, database_url=database_url
     )

@@ -78,7 +78,7 @@ class Reconciler:
                 row = repo.computer_by_id(s, computer_id)
                 if row is not None:
                     ev = repo.add_event(s, row.org_id, row.id, "computer.deleted",
-                                        f"removed: the server stopped while it was {state}")  # fmt: skip
+                                        f"removed: the server stopped while {state}")  # fmt: skip
                     s.delete(row)
             svc.bus.publish(ev)
             report.removed.append(computer_id)
@@ -107,7 +107,8 @@ class Reconciler:
         stray = []
         for pid in (int(p) for p in out.stdout.split()):
             try:
-                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().decode(errors="replace")
             except OSError:
                 continue
             if "qemu-system" not in cmdline:

@@ -17,8 +17,7 @@ from ..host.disk import GIB
 from ..host.errors import HostError
 from ..host.image import Image, ImageError, UnknownTemplateError, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
-from ..store import Database
-from ..store import repo
+from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from .capacity import Capacity
 from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
@@ -221,8 +220,10 @@ class ComputerService:
                 log.warning("create of %s failed: %s", row.id, exc)
                 self.record(row.id, State.ERROR, "computer.error", f"create failed: {exc}",
                             last_error=str(exc))  # fmt: skip
-                raise translate_host_error(exc) if isinstance(exc, HostError) else ControlError(
-                    str(exc)
+                raise (
+                    translate_host_error(exc)
+                    if isinstance(exc, HostError)
+                    else ControlError(str(exc))
                 ) from exc
             self.machines[row.id] = machine
             return self.record(
@@ -317,7 +318,7 @@ class ComputerService:
     # the guest ------------------------------------------------------------------------------
 
     async def machine(self, org: Org, ref: str) -> Machine:
-        """The running machine of a computer, re-attached if needed; a typed error if not running."""
+        """The running machine of a computer, re-attached if needed; typed error if not running."""
         row = self.get(org, ref)
         check_action("use", State(row.state), row.name)
         self.on_activity(row.id)
@@ -335,7 +336,9 @@ class ComputerService:
             except Exception as exc:  # agent unreachable on a live VM
                 from .errors import UnavailableError
 
-                raise UnavailableError(f"computer {row.name}'s agent does not answer: {exc}") from exc
+                raise UnavailableError(
+                    f"computer {row.name}'s agent does not answer: {exc}"
+                ) from exc
             if machine is None:
                 await self.vm_exited(row.id, "its VM process is gone")
                 check_action("use", State.STOPPED, row.name)
@@ -363,7 +366,7 @@ class ComputerService:
 
     @contextlib.asynccontextmanager
     async def activity(self, computer_id: str) -> AsyncIterator[None]:
-        """Marks a long operation (exec, shell, transfer) on a computer; used by the idle watcher."""
+        """Marks a long operation (exec, shell, transfer) on a computer, for the idle watcher."""
         self.on_activity(computer_id)
         try:
             yield

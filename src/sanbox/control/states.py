@@ -56,4 +56,6 @@ def check_action(action: str, state: State, name: str) -> None:
             f"computer {name} is {state}, not running: run `sanbox start {name}` first",
             "computer_not_running",
         )
-    raise ConflictError(f"cannot {action} computer {name} while it is {state}", "invalid_transition")
+    raise ConflictError(
+        f"cannot {action} computer {name} while it is {state}", "invalid_transition"
+    )

@@ -1,15 +1,15 @@
 """Errors raised by the host runtime.
 
-    HostError
-    ├── LayoutError            a path outside the data dir, a malformed computer id
-    ├── image.ImageError       image builds and lookups
-    ├── disk.DiskError         disk clones, growth, deletion
-    └── vmm.VmmError           hypervisor processes
+HostError
+├── LayoutError            a path outside the data dir, a malformed computer id
+├── image.ImageError       image builds and lookups
+├── disk.DiskError         disk clones, growth, deletion
+└── vmm.VmmError           hypervisor processes
 """
 
 
 class HostError(Exception):
-    """Base of every error the host runtime raises. `code` is stable; the message says what to do."""
+    """Base of the host runtime's errors. `code` is stable; the message says what to do."""
 
     code = "host_error"
 
@@ -24,6 +24,8 @@ class MissingToolError(HostError):
     code = "missing_tool"
 
     def __init__(self, tool: str, package: str) -> None:
-        super().__init__(f"{tool} is not installed: run `apt-get install {package}` (or `sanbox doctor`)")
+        super().__init__(
+            f"{tool} is not installed: run `apt-get install {package}` (or `sanbox doctor`)"
+        )
         self.tool = tool
         self.package = package

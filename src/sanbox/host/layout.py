@@ -1,12 +1,12 @@
 """Where Sanbox keeps things on this host: one data dir, with images, computers and host facts.
 
-    <data dir>/images/<template>/<build>/     read-only images (kernel, initrd, rootfs.raw)
-    <data dir>/computers/<id>/disk.raw        the computer's persistent root disk
-    <data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
-    <data dir>/computers/<id>/state/          saved memory and device state
-    <data dir>/computers/<id>/logs/           console log
-    <data dir>/host/                          facts about this host (acceleration probe)
-    <data dir>/tmp/                           builds in progress (same filesystem: renames are atomic)
+<data dir>/images/<template>/<build>/     read-only images (kernel, initrd, rootfs.raw)
+<data dir>/computers/<id>/disk.raw        the computer's persistent root disk
+<data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
+<data dir>/computers/<id>/state/          saved memory and device state
+<data dir>/computers/<id>/logs/           console log
+<data dir>/host/                          facts about this host (acceleration probe)
+<data dir>/tmp/                           builds in progress (same filesystem: renames are atomic)
 """
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ class DataDir:
 
     def computer(self, computer_id: str) -> ComputerDir:
         if not _COMPUTER_ID.match(computer_id):
-            raise LayoutError(f"invalid computer id {computer_id!r}: use lowercase letters and digits")
+            raise LayoutError(
+                f"invalid computer id {computer_id!r}: use lowercase letters and digits"
+            )
         return ComputerDir(self.computers / computer_id)
 
     def computer_ids(self) -> list[str]:

@@ -41,7 +41,9 @@ async def create_key(body: KeyCreate, _a: Admin, db: DB) -> KeyOut:
     with db.session() as s:
         org = repo.org_by_name(s, body.org)
         if org is None:
-            raise NotFoundError(f"no org named {body.org!r}: `sanbox org create` it", "org_not_found")
+            raise NotFoundError(
+                f"no org named {body.org!r}: `sanbox org create` it", "org_not_found"
+            )
         key, plaintext = repo.create_key(s, org, body.name, body.admin)
     return KeyOut(id=key.id, org=org.name, name=key.name, admin=key.admin, key=plaintext,
                   created_at=key.created_at)  # fmt: skip

@@ -95,4 +95,6 @@ async def computer_console(
     ref: str, auth: Auth, svc: Service, lines: Annotated[int, Query(ge=1, le=5000)] = 100
 ) -> ConsoleTail:
     row = svc.get(auth.org, ref)
-    return ConsoleTail(lines=console_lines(svc.runtime.data_dir.computer(row.id).console_log, lines))
+    return ConsoleTail(
+        lines=console_lines(svc.runtime.data_dir.computer(row.id).console_log, lines)
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -15,6 +16,10 @@ from ._deps import DB, Auth, Service
 
 router = APIRouter(prefix="/v1", tags=["events"])
 KEEPALIVE = 15.0
+
+
+def sse(item: dict[str, Any]) -> str:
+    return f"id: {item['id']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
 
 
 @router.get("/events", response_class=StreamingResponse)
@@ -30,7 +35,7 @@ async def event_stream(
                 with db.session() as s:
                     for ev in repo.events_after(s, auth.org.id, after):
                         last = ev.id
-                        yield f"id: {ev.id}\nevent: {ev.type}\ndata: {json.dumps(event_dict(ev))}\n\n"
+                        yield sse(event_dict(ev))
             while not await request.is_disconnected():
                 try:
                     item = await asyncio.wait_for(queue.get(), KEEPALIVE)
@@ -39,6 +44,6 @@ async def event_stream(
                     continue
                 if item["id"] <= last:
                     continue
-                yield f"id: {item['id']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n"
+                yield sse(item)
 
     return StreamingResponse(stream(), media_type="text/event-stream")

@@ -72,12 +72,16 @@ async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> dict[str
     """Guest -> client: output, then the exit status."""
     if isinstance(proc, PtySession):
         while chunk := await proc.read():
-            await ws.send_text(json.dumps({"type": "stdout", "data": base64.b64encode(chunk).decode()}))
+            await ws.send_text(
+                json.dumps({"type": "stdout", "data": base64.b64encode(chunk).decode()})
+            )
         return {"type": "exit", "exit_code": await proc.wait(), "signal": None, "timed_out": False}
     async for ev in proc.events():
         if isinstance(ev, Stdout | Stderr):
             kind = "stdout" if isinstance(ev, Stdout) else "stderr"
-            await ws.send_text(json.dumps({"type": kind, "data": base64.b64encode(ev.data).decode()}))
+            await ws.send_text(
+                json.dumps({"type": kind, "data": base64.b64encode(ev.data).decode()})
+            )
         elif isinstance(ev, Exit):
             return {"type": "exit", "exit_code": ev.exit_code, "signal": ev.signal,
                     "timed_out": ev.timed_out}  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat as statmod
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -21,7 +21,10 @@ PathQuery = Annotated[str, Query(min_length=1, max_length=4096, description="abs
 
 
 def entry(info: FileInfo) -> FileEntry:
-    kind = info.type if info.type in ("file", "dir", "symlink") else "other"
+    kinds: dict[str, Literal["file", "dir", "symlink", "other"]] = {
+        "file": "file", "dir": "dir", "symlink": "symlink",
+    }  # fmt: skip
+    kind = kinds.get(info.type, "other")
     return FileEntry(
         name=info.name, path=info.path, type=kind, size=info.size,
         mode=statmod.S_IMODE(info.mode), mtime=info.mtime,

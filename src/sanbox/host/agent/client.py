@@ -29,7 +29,7 @@ from .tcp import TcpStream
 
 log = logging.getLogger("sanbox.host.agent")
 
-HANDSHAKE_RETRY = 2.0
+HANDSHAKE_RETRY = 0.5  # seconds between HELLOs while the agent boots (they queue, cheaply)
 READ_SIZE = 256 * 1024
 CALL_TIMEOUT = 30.0
 

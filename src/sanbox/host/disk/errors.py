@@ -1,9 +1,9 @@
 """Errors of disk clones.
 
-    HostError
-    └── DiskError
-        ├── DiskTooSmallError    a requested size below the image's
-        └── DiskExistsError      a clone onto an existing disk (it would be lost)
+HostError
+└── DiskError
+    ├── DiskTooSmallError    a requested size below the image's
+    └── DiskExistsError      a clone onto an existing disk (it would be lost)
 """
 
 from __future__ import annotations

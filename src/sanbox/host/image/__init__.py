@@ -1,4 +1,4 @@
-"""Images: kernel, initramfs and root disk built from a template's recipe, cached by content hash."""
+"""Images: kernel, initramfs and root disk built from a template's recipe, cached by hash."""
 
 from .builder import STEPS, BuildProgress, ImageBuilder
 from .errors import BuildStepError, ImageError, ImageNotFoundError, UnknownTemplateError

@@ -18,6 +18,7 @@ TOOLS = {
     "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
     "depmod": "kmod",
+    "chroot": "coreutils",
 }
 
 

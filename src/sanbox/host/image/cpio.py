@@ -1,4 +1,4 @@
-"""A writer for the cpio `newc` format the kernel unpacks as an initramfs. Pure, no I/O but the sink."""
+"""A writer for the cpio `newc` format the kernel unpacks as an initramfs (pure: writes a sink)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Errors of image builds and lookups.
 
-    HostError
-    └── ImageError
-        ├── ImageNotFoundError     no built image for a template
-        └── BuildStepError         a step of the build failed (which step, and why)
-    MissingToolError (host.errors) a program the build needs is not installed
+HostError
+└── ImageError
+    ├── ImageNotFoundError     no built image for a template
+    └── BuildStepError         a step of the build failed (which step, and why)
+MissingToolError (host.errors) a program the build needs is not installed
 """
 
 from __future__ import annotations

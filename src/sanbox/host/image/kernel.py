@@ -1,4 +1,4 @@
-"""The guest kernel: Debian's cloud kernel package, downloaded with apt and unpacked with dpkg-deb."""
+"""The guest kernel: Debian's cloud kernel package, fetched with apt, unpacked with dpkg-deb."""
 
 from __future__ import annotations
 

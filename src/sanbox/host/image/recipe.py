@@ -72,4 +72,6 @@ def recipe_for(template: str) -> Recipe:
         return RECIPES[template]
     except KeyError:
         known = ", ".join(sorted(RECIPES))
-        raise UnknownTemplateError(f"unknown template {template!r}: known templates are {known}") from None
+        raise UnknownTemplateError(
+            f"unknown template {template!r}: known templates are {known}"
+        ) from None

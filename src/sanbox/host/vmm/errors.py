@@ -1,10 +1,10 @@
 """Errors of hypervisor drivers.
 
-    HostError
-    └── VmmError
-        ├── VmStartError         the hypervisor process did not start (with its own words)
-        ├── VmNotRunningError    the VM process is gone
-        └── QmpError             the QEMU monitor refused a command or did not answer
+HostError
+└── VmmError
+    ├── VmStartError         the hypervisor process did not start (with its own words)
+    ├── VmNotRunningError    the VM process is gone
+    └── QmpError             the QEMU monitor refused a command or did not answer
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
     return " ".join(args)
 
 
-def qemu_argv(spec: VmSpec, accel: str, mhz: float, binary: str = "qemu-system-x86_64") -> list[str]:
+def qemu_argv(
+    spec: VmSpec, accel: str, mhz: float, binary: str = "qemu-system-x86_64"
+) -> list[str]:
     """The full command line for a spec. Pure: unit-tested."""
     cpu = "host" if accel == "kvm" else "max"
     run = spec.run_dir

@@ -12,6 +12,14 @@ mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 echo "SANBOX-INIT $(cut -d' ' -f1 /proc/uptime)" > /dev/ttyS0
+# the agent first: it is what the host waits for (it restarts if it dies)
+(
+  while :; do
+    PYTHONPATH=/opt/sanbox python3 -u -m sanbox_guest.agent > /dev/ttyS0 2>&1
+    echo "SANBOX: agent exited ($?), restarting" > /dev/ttyS0
+    sleep 0.2
+  done
+) &
 HOST=sanbox; IP=; GW=; DNS=
 for a in $(cat /proc/cmdline); do case $a in
   sanbox.hostname=*) HOST=${a#sanbox.hostname=};; sanbox.ip=*) IP=${a#sanbox.ip=};;
@@ -29,13 +37,5 @@ fi
 [ -d /proc/sys/net/ipv6 ] && echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
 # the disk may have been grown on the host: grow the filesystem to match (online)
 resize2fs /dev/vda > /run/resize2fs.log 2>&1 &
-( [ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A ) > /dev/null 2>&1 &
-(
-  while :; do
-    PYTHONPATH=/opt/sanbox python3 -u -m sanbox_guest.agent > /dev/ttyS0 2>&1
-    echo "SANBOX: agent exited ($?), restarting" > /dev/ttyS0
-    sleep 0.2
-  done
-) &
 trap '' TERM INT HUP
 while :; do wait; sleep 1; done
