@@ -38,9 +38,8 @@ async def main(n: int, mib: int) -> None:
             execs.append(time.perf_counter() - t0)
         print(summary("channel round trip (ping)", pings))
         print(summary("exec `true` round trip", execs))
-        print(
-            f"{'ratio exec / ping (median)':<44} {statistics.median(execs) / statistics.median(pings):.1f}x"
-        )
+        ratio = statistics.median(execs) / statistics.median(pings)
+        print(f"{'ratio exec / ping (median)':<44} {ratio:.1f}x")
         with tempfile.NamedTemporaryFile() as src, tempfile.TemporaryDirectory() as out:
             for _ in range(mib):
                 src.write(os.urandom(MIB))

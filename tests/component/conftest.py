@@ -109,3 +109,41 @@ def server(short_tmp: Path) -> Iterator[Server]:
             "computers"
         ]:
             client.delete(f"/v1/computers/{row['id']}", headers={"Authorization": f"Bearer {key}"})
+
+
+@dataclass
+class LiveServer:
+    url: str
+    key: str
+    data_dir: DataDir
+
+
+@pytest.fixture
+def live_server(short_tmp: Path) -> Iterator[LiveServer]:
+    """The real app served by uvicorn on a free port in a thread (for the sync SDK and the CLI)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor()))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, port=port, log_level="error", ws="websockets-sansio")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    yield LiveServer(f"http://127.0.0.1:{port}", app.state.first_key, dd)
+    server.should_exit = True
+    thread.join(10)

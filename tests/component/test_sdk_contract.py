@@ -665,10 +665,14 @@ def served_app() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="error", ws="websockets"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, port=port, log_level="error", ws="websockets-sansio")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    deadline = time.monotonic() + 10
     while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True

@@ -18,7 +18,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
-from ..sdk import AsyncExecStream, Computer, ComputerNotFoundError, Exit, Stderr, Stdout
+from ..sdk import AsyncExecStream, ComputerNotFoundError, Exit, Stderr, Stdout
 from . import config
 from ._output import console, err_console, fail
 
@@ -361,4 +361,4 @@ def register(app: typer.Typer) -> None:
     app.command("logs")(logs)
 
 
-__all__ = ["Computer", "register"]
+__all__ = ["register"]

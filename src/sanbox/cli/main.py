@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from ..host.errors import HostError
-from . import doctor, image, server
+from ..sdk.errors import SanboxError
+from . import admin, computer, config, doctor, image, server
 from ._output import fail
 
 app = typer.Typer(
@@ -18,6 +19,9 @@ app = typer.Typer(
 app.add_typer(image.app, name="image")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
+computer.register(app)
+admin.register(app)
+config.register(app)
 
 
 def main() -> None:
@@ -25,5 +29,7 @@ def main() -> None:
         app()
     except HostError as exc:
         fail(exc.code, str(exc))
+    except SanboxError as exc:
+        fail(exc.code, exc.message)
     except KeyboardInterrupt:
         fail("interrupted", "interrupted", 130)

@@ -34,4 +34,5 @@ def server(
     settings = ServerSettings.from_env(
         host=host, port=port, data_dir=data_dir, database_url=database_url
     )
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, ws="websockets")
+    app = create_app(settings)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, ws="websockets-sansio")

@@ -141,6 +141,8 @@ async def serve_port(session: Session, name: str, path: str | None = None) -> No
         await asyncio.sleep(1.0)
     fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     log.info("listening on %s (%s)", path, name)
+    with contextlib.suppress(OSError):  # no host connected: nobody to tell
+        os.write(fd, session.announcement())
     link: PortLink | None = None
     try:
         while True:

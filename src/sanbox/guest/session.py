@@ -56,6 +56,13 @@ class Session:
             self._greeted = False
             log.info("host detached")
 
+    @staticmethod
+    def announcement() -> bytes:
+        """What a (re)started agent says first: an unsolicited HELLO_ACK with no nonce. A host
+        connected to the previous agent fails its pending calls at once instead of waiting."""
+        body = {"nonce": None, "restarted": True, "protocol": p.PROTOCOL_VERSION, **identity()}
+        return p.SYNC + p.encode(p.HelloAck(body))
+
     def send(self, frame: p.Frame) -> None:
         if self.link is not None:
             self.link.write(p.encode(frame))
@@ -87,6 +94,9 @@ class Session:
             log.info("handshake %s", nonce)
             return
         if not self._greeted:
+            if isinstance(frame, p.Open):  # a host from before an agent restart: tell it so
+                self._refuse(frame.stream, "handshake_required",
+                             "the agent restarted: reconnect and handshake again")  # fmt: skip
             return
         if isinstance(frame, p.Open):
             self._open(frame)
@@ -106,11 +116,14 @@ class Session:
             del self.streams[frame.stream]
             stream.abort()
 
+    def _refuse(self, stream: int, code: str, message: str, *, close: bool = True) -> None:
+        self.send(p.Msg(stream, {"type": "error", "code": code, "message": message}))
+        if close:
+            self.send(p.Close(stream))
+
     def _open(self, frame: p.Open) -> None:
         def refuse(code: str, message: str, *, close: bool = True) -> None:
-            self.send(p.Msg(frame.stream, {"type": "error", "code": code, "message": message}))
-            if close:
-                self.send(p.Close(frame.stream))
+            self._refuse(frame.stream, code, message, close=close)
 
         if frame.stream in self.streams:
             refuse("stream_in_use", f"stream {frame.stream} is already open", close=False)

@@ -30,7 +30,7 @@ from .vmm import (
 )
 from .vmm.accel import choose_accel
 
-BOOT_TIMEOUT = 60.0
+BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
 
 

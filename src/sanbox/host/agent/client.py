@@ -219,8 +219,14 @@ class AgentClient:
             self._fail(AgentUnavailableError(f"connection to agent lost: {exc}"))
 
     def _dispatch(self, frame: p.Frame) -> None:
+        restarted = isinstance(frame, p.HelloAck) or (  # unsolicited: a new agent is there
+            isinstance(frame, p.Msg) and frame.body.get("code") == "handshake_required"
+        )
+        if restarted:
+            self._fail(AgentUnavailableError("the guest agent restarted; reconnect"))
+            return
         channel = self._channels.get(frame.stream)
-        if channel is None or isinstance(frame, p.Hello | p.HelloAck | p.Open):
+        if channel is None or isinstance(frame, p.Hello | p.Open):
             return
         channel.deliver(frame)
         if isinstance(frame, p.Close):

@@ -1,0 +1,96 @@
+"""The SDK and the CLI against the real app (store, control plane, API), over real HTTP."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sanbox import AsyncSanbox, Sanbox
+from sanbox.cli.main import app
+from sanbox.sdk.errors import (
+    AuthenticationError,
+    ComputerNotFoundError,
+    ComputerNotRunningError,
+    InvalidNameError,
+    InvalidPathError,
+    NameTakenError,
+)
+
+from .conftest import LiveServer
+
+pytestmark = pytest.mark.component
+
+
+def test_sync_sdk_lifecycle(live_server: LiveServer, short_tmp: Path) -> None:
+    with Sanbox(live_server.url, live_server.key) as client:
+        c = client.computers.create(name="sdk-one", labels={"k": "v"})
+        assert c.state == "running" and c.name == "sdk-one"
+        result = c.exec(["sh", "-c", "echo out; echo err >&2; exit 4"])
+        assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 4)
+        path = f"{short_tmp}/sdk/file.bin"
+        assert c.files.write(path, b"\x00\x01data") == 6
+        assert c.files.read(path) == b"\x00\x01data"
+        assert [e.name for e in c.files.list(f"{short_tmp}/sdk")] == ["file.bin"]
+        with pytest.raises(InvalidPathError):
+            c.files.read(f"{short_tmp}/../etc/passwd")
+        with c.exec_stream(["sh", "-c", "read x; echo got $x"]) as stream:
+            stream.send_stdin(b"hello\n")
+            stream.send_eof()
+            events = list(stream)
+        assert b"".join(getattr(e, "data", b"") for e in events) == b"got hello\n"
+        assert [c.name for c in client.computers.list(labels={"k": "v"})] == ["sdk-one"]
+        with pytest.raises(NameTakenError):
+            client.computers.create(name="sdk-one")
+        with pytest.raises(InvalidNameError):
+            client.computers.create(name="NO")
+        c.stop()
+        with pytest.raises(ComputerNotRunningError):
+            c.exec("true")
+        c.start()
+        assert c.exec("true").exit_code == 0
+        c.delete()
+        with pytest.raises(ComputerNotFoundError):
+            client.computers.get("sdk-one")
+    with Sanbox(live_server.url, "sbk_wrong") as client, pytest.raises(AuthenticationError):
+        client.computers.list()
+
+
+def test_async_sdk(live_server: LiveServer) -> None:
+    async def scenario() -> tuple[str, int]:
+        async with AsyncSanbox(live_server.url, live_server.key) as client:
+            c = await client.computers.create(name="async-one")
+            results = await asyncio.gather(*(c.exec(f"echo {i}") for i in range(10)))
+            await c.delete()
+            return "".join(r.stdout for r in results), len(results)
+
+    out, n = asyncio.run(scenario())
+    assert n == 10 and sorted(out.split()) == sorted(str(i) for i in range(10))
+
+
+def test_cli(live_server: LiveServer, short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANBOX_URL", live_server.url)
+    monkeypatch.setenv("SANBOX_API_KEY", live_server.key)
+    monkeypatch.setattr("sanbox.cli.computer.POLL_INTERVAL", 0.05)
+    runner = CliRunner()
+    r = runner.invoke(app, ["create", "--name", "cli-one"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["exec", "cli-one", "--", "sh", "-c", "echo hi; exit 3"])
+    assert r.exit_code == 3 and "hi" in r.output
+    local = short_tmp / "local.txt"
+    local.write_text("payload\n")
+    remote = f"{short_tmp}/remote/copied.txt"
+    assert runner.invoke(app, ["cp", str(local), f"cli-one:{remote}"]).exit_code == 0
+    back = short_tmp / "back.txt"
+    assert runner.invoke(app, ["cp", f"cli-one:{remote}", str(back)]).exit_code == 0
+    assert back.read_text() == "payload\n"
+    r = runner.invoke(app, ["ls", "--json"])
+    assert [c["name"] for c in json.loads(r.output)] == ["cli-one"] or "cli-one" in r.output
+    r = runner.invoke(app, ["get", "nope"])
+    assert r.exit_code == 1 and "computer_not_found" in r.output and "Traceback" not in r.output
+    assert runner.invoke(app, ["stop", "cli-one"]).exit_code == 0
+    r = runner.invoke(app, ["exec", "cli-one", "--", "true"])
+    assert r.exit_code == 1 and "computer_not_running" in r.output
+    assert runner.invoke(app, ["rm", "cli-one"]).exit_code == 0
+    assert live_server.data_dir.computer_ids() == []
