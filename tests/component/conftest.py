@@ -88,20 +88,26 @@ def short_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def start_server(root: Path) -> tuple[TestClient, ServerSettings, DataDir]:
+def start_server(
+    root: Path, database_url: str | None = None
+) -> tuple[TestClient, ServerSettings, DataDir]:
     dd = DataDir(root / "data")
     settings = ServerSettings(data_dir=dd.root, client_config=root / "config.toml",
-                              watch_interval=0.2)  # fmt: skip
+                              watch_interval=0.2, database_url=database_url)  # fmt: skip
     runtime = HostRuntime(dd, LocalProcessHypervisor())
     return TestClient(create_app(settings, runtime)), settings, dd
 
 
 @pytest.fixture
 def server(short_tmp: Path) -> Iterator[Server]:
+    yield from serve(short_tmp)
+
+
+def serve(short_tmp: Path, database_url: str | None = None) -> Iterator[Server]:
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
-    client, settings, dd = start_server(short_tmp)
+    client, settings, dd = start_server(short_tmp, database_url)
     with client:
         key = client.app.state.first_key  # type: ignore[attr-defined]
         yield Server(client, key, dd, settings)
