@@ -94,3 +94,40 @@ def test_cli(live_server: LiveServer, short_tmp: Path, monkeypatch: pytest.Monke
     assert r.exit_code == 1 and "computer_not_running" in r.output
     assert runner.invoke(app, ["rm", "cli-one"]).exit_code == 0
     assert live_server.data_dir.computer_ids() == []
+
+
+def test_websocket_pty_resize_signals_and_sse_events(live_server: LiveServer) -> None:
+    async def scenario() -> tuple[bytes, int, int | None, list[str]]:
+        async with AsyncSanbox(live_server.url, live_server.key) as client:
+            seen: list[str] = []
+
+            async def follow() -> None:
+                async for ev in client.events():
+                    seen.append(ev.type)
+
+            follower = asyncio.ensure_future(follow())
+            await asyncio.sleep(0.3)
+            c = await client.computers.create(name="ws-one")
+            out = b""
+            async with c.exec_stream(["/bin/sh"], pty=True, rows=24, cols=80) as pty:
+                await pty.send_stdin(b"stty size\n")
+                await asyncio.sleep(0.5)
+                await pty.resize(33, 99)
+                await pty.send_stdin(b"stty size; exit 6\n")
+                async for ev in pty:
+                    out += getattr(ev, "data", b"")
+                pty_exit = pty.exit
+            async with c.exec_stream(["sleep", "60"]) as proc:
+                await asyncio.sleep(0.3)
+                await proc.signal("SIGTERM")
+                term = await proc.wait()
+            await c.delete()
+            await asyncio.sleep(0.3)
+            follower.cancel()
+            assert pty_exit is not None
+            return out, pty_exit.exit_code, term.exit_code, seen
+
+    out, pty_code, term_code, seen = asyncio.run(scenario())
+    assert b"24 80" in out and b"33 99" in out and pty_code == 6
+    assert term_code == 128 + 15
+    assert seen[:2] == ["computer.creating", "computer.running"] and "computer.deleted" in seen

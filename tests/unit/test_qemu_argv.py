@@ -55,10 +55,14 @@ def test_tap_in_netns_and_incoming_state() -> None:
         tap="tap0", mac="52:54:00:00:00:02", guest_cidr="10.0.0.2/30", gateway="10.0.0.1",
         dns="10.0.0.1", netns="sb-cmp_a",
     )  # fmt: skip
-    argv = qemu_argv(spec(net=net, incoming=Path("/s/state")), "tcg", 2000.0)
+    argv = qemu_argv(
+        spec(net=net, memory_file=Path("/dev/shm/sb.ram"), restore=True), "tcg", 2000.0
+    )
     assert argv[:4] == ["ip", "netns", "exec", "sb-cmp_a"]
     assert "tap,id=net0,ifname=tap0,script=no,downscript=no" in argv
-    assert argv[argv.index("-incoming") + 1] == "exec:cat /s/state"
+    assert argv[argv.index("-incoming") + 1] == "defer"
+    assert argv[argv.index("-M") + 1] == "microvm,rtc=on,memory-backend=ram"
+    assert "memory-backend-file,id=ram,size=768M,mem-path=/dev/shm/sb.ram,share=on" in argv
     cmdline = kernel_cmdline(spec(net=net), "tcg", 2000.0)
     assert "sanbox.ip=10.0.0.2/30 sanbox.gw=10.0.0.1 sanbox.dns=10.0.0.1" in cmdline
     assert "sanbox.hostname=demo" in cmdline

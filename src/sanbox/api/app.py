@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..control.events import EventBus
+from ..control.idle import IdleWatcher
 from ..control.reconciler import Reconciler
 from ..control.service import ComputerService
 from ..host.runtime import HostRuntime
@@ -36,13 +37,17 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
         app.state.db, app.state.service, app.state.reconcile_report = db, service, report
-        watcher = asyncio.ensure_future(reconciler.watch(settings.watch_interval))
+        watchers = [
+            asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
+            asyncio.ensure_future(IdleWatcher(service).watch(settings.watch_interval)),
+        ]
         try:
             yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for watcher in watchers:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             await service.close()
             db.close()
 

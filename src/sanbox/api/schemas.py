@@ -28,6 +28,16 @@ class ComputerCreate(BaseModel):
     disk_gib: int | None = Field(None, ge=1, le=16 * 1024)
     env: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    idle_timeout: int | None = Field(
+        None, ge=0, le=365 * 86400,
+        description="seconds without activity before it is suspended; 0 = never; "
+        "default: the template's",
+    )  # fmt: skip
+
+
+class ComputerUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    idle_timeout: int | None = Field(None, ge=0, le=365 * 86400)
 
 
 class Computer(BaseModel):
@@ -46,6 +56,11 @@ class Computer(BaseModel):
     created_at: datetime
     updated_at: datetime
     last_error: str | None
+    idle_timeout: int
+    memory: Literal["restored", "lost"] | None = Field(
+        None, description="what the last start or resume did with memory"
+    )
+    memory_reason: str | None = None
 
     @classmethod
     def of(cls, row: ComputerRow, org_name: str) -> Computer:
@@ -54,6 +69,8 @@ class Computer(BaseModel):
             vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=row.env,
             labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
+            idle_timeout=row.idle_timeout, memory=row.memory,  # type: ignore[arg-type]
+            memory_reason=row.memory_reason,
         )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
-from ..sdk import AsyncExecStream, ComputerNotFoundError, Exit, Stderr, Stdout
+from ..sdk import AsyncExecStream, Computer, ComputerNotFoundError, Exit, Stderr, Stdout
 from . import config
 from ._output import console, err_console, fail
 
@@ -47,6 +47,12 @@ def create(
     template: str = typer.Option("base", "--template", "-t", help="Template to boot."),
     name: str | None = typer.Option(None, "--name", "-n", help="Name (default: generated)."),
     cpus: int = typer.Option(1, "--cpus", help="vCPUs."),
+    idle_timeout: int | None = typer.Option(
+        None,
+        "--idle-timeout",
+        min=0,
+        help="Seconds without activity before it is suspended (0 = never; default: template's).",
+    ),  # fmt: skip
     memory: int = typer.Option(512, "--memory", help="Memory in MiB."),
     disk: int | None = typer.Option(None, "--disk", help="Disk in GiB (default: template's)."),
     env: EnvOption = None,
@@ -59,7 +65,7 @@ def create(
     with config.reported(), config.client() as client, creating as status:
         computer = client.computers.create(
             template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
-            env=envs, labels=labels, wait=False,
+            env=envs, labels=labels, wait=False, idle_timeout=idle_timeout,
         )  # fmt: skip
         while computer.state not in SETTLED:
             status.update(f"{computer.name}: {computer.state}…")
@@ -113,16 +119,41 @@ def get(
     console.print(table)
 
 
+def outcome(verb: str, computer: Computer) -> str:
+    """What a lifecycle command did with memory, said plainly."""
+    if verb in ("stop", "pause") or computer.state != "running" or not computer.memory:
+        return {
+            "stop": "; memory dropped on purpose, disk kept",
+            "pause": "; memory and processes saved, no process runs",
+        }.get(verb, "")
+    if computer.memory == "restored":
+        return "; memory: restored"
+    return f"; memory: lost ({computer.memory_reason}), booted fresh on its disk"
+
+
 def _lifecycle(verb: str, done: str) -> Callable[[str], None]:
     def command(name: str = typer.Argument(..., help="Computer name or id.")) -> None:
         with config.reported(), config.client() as client:
             computer = client.computers.get(name)
             with err_console.status(f"{verb} {computer.name}…"):
                 getattr(computer, verb)()
-        console.print(f"{done} {computer.name} [dim]({computer.state})[/]", highlight=False)
+        console.print(f"{done} {computer.name} [dim]({computer.state})[/]{outcome(verb, computer)}",
+                      highlight=False)  # fmt: skip
 
     command.__doc__ = f"{verb.capitalize()} a computer."
     return command
+
+
+def update(
+    name: str = typer.Argument(..., help="Computer name or id."),
+    idle_timeout: int = typer.Option(
+        ..., "--idle-timeout", min=0, help="Seconds without activity before suspending; 0 = never."
+    ),
+) -> None:
+    """Change a computer's settings (its idle timeout)."""
+    with config.reported(), config.client() as client:
+        computer = client.computers.get(name).update(idle_timeout=idle_timeout)
+    console.print(f"{computer.name}: idle timeout {computer.idle_timeout}s", highlight=False)
 
 
 def rm(
@@ -357,6 +388,9 @@ def register(app: typer.Typer) -> None:
     app.command("stop")(_lifecycle("stop", "stopped"))
     app.command("start")(_lifecycle("start", "started"))
     app.command("restart")(_lifecycle("restart", "restarted"))
+    app.command("pause")(_lifecycle("pause", "paused"))
+    app.command("resume")(_lifecycle("resume", "resumed"))
+    app.command("update")(update)
     app.command("rm")(rm)
     app.command("logs")(logs)
 

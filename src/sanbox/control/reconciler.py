@@ -13,6 +13,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 
+from ..host import memory
 from ..store import repo
 from .service import ComputerService
 from .states import State
@@ -97,8 +98,35 @@ class Reconciler:
             svc.record(computer_id, State.STOPPED, "computer.stopped",
                        "stopped (the server restarted during its shutdown); disk kept")  # fmt: skip
             report.stopped.append(computer_id)
-        else:  # stopped, error: no VM may run
+        elif state in (State.PAUSING, State.RESUMING):
+            await self._interrupted_rest(computer_id, state, report)
+        else:  # stopped, error, paused, suspended: no VM may run (saved memory stays on disk)
             await self.runtime.kill(computer_id)
+
+    async def _interrupted_rest(
+        self, computer_id: str, state: State, report: ReconcileReport
+    ) -> None:
+        """A pause or resume the server did not finish: run on if the VM lives, else keep the
+        saved memory if it is complete, else the computer is stopped (disk kept)."""
+        svc = self.service
+        vm = self.runtime.attach_vm(computer_id)
+        if vm is not None:
+            with contextlib.suppress(Exception):
+                await vm.continue_running()
+            if await self._attach(computer_id):
+                svc.record(computer_id, State.RUNNING, "computer.running",
+                           f"running: the server restarted while it was {state}")  # fmt: skip
+                report.reattached.append(computer_id)
+                return
+        await self.runtime.kill(computer_id)
+        if memory.exists(self.runtime.data_dir.computer(computer_id).state):
+            why = f"paused: the server restarted while it was {state}; memory is saved"
+            svc.record(computer_id, State.PAUSED, "computer.paused", why)
+        else:
+            svc.record(computer_id, State.STOPPED, "computer.stopped",
+                       f"stopped: the server restarted while it was {state}; memory lost, "
+                       "disk kept")  # fmt: skip
+        report.stopped.append(computer_id)
 
     def _stray_processes(self, known: set[str]) -> list[int]:
         """VM processes under the data dir whose computer has no record."""

@@ -9,18 +9,25 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..host.disk import GIB
 from ..host.errors import HostError
-from ..host.image import Image, ImageError, UnknownTemplateError, find_image
+from ..host.image import Image, ImageError, UnknownTemplateError, find_image, recipe_for
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from .capacity import Capacity
-from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
+from .errors import (
+    ConflictError,
+    ControlError,
+    InvalidRequestError,
+    NotFoundError,
+    UnavailableError,
+)
 from .events import EventBus
 from .names import check_name, generate_name
 from .states import State, check_action, check_transition
@@ -37,6 +44,7 @@ class CreateRequest:
     disk_gib: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -63,7 +71,8 @@ class ComputerService:
         self.machines: dict[str, Machine] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.on_activity: Callable[[str], None] = lambda _id: None
+        self.busy: dict[str, int] = {}  # computer id -> operations in progress
+        self.last_activity: dict[str, float] = {}  # computer id -> monotonic time
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -145,6 +154,8 @@ class ComputerService:
             check_name(req.name)
         if req.vcpus < 1 or req.memory_mib < 128:
             raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
+        if req.idle_timeout is not None and req.idle_timeout < 0:
+            raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
         self.capacity.check(req.vcpus, req.memory_mib)
         image = self.image_for(req.template)
         image_gib = -(-image.disk_size_bytes // GIB)
@@ -186,6 +197,11 @@ class ComputerService:
                 memory_mib=req.memory_mib,
                 disk_gib=disk_gib,
                 env=req.env,
+                idle_timeout=(
+                    req.idle_timeout
+                    if req.idle_timeout is not None
+                    else recipe_for(req.template).idle_timeout
+                ),
                 labels=req.labels,
                 hypervisor="qemu",
                 isolation="",
@@ -226,6 +242,7 @@ class ComputerService:
                     else ControlError(str(exc))
                 ) from exc
             self.machines[row.id] = machine
+            self.touch(row.id)
             return self.record(
                 row.id,
                 State.RUNNING,
@@ -243,9 +260,13 @@ class ComputerService:
         async with self.lock(row.id):
             row = self.get(org, row.id)
             check_action("start", State(row.state), row.name)
-            return await self._boot(row)
+            if row.state in (State.PAUSED, State.SUSPENDED):
+                from .pausing import resume_locked
 
-    async def _boot(self, row: ComputerRow) -> ComputerRow:
+                return await resume_locked(self, row)
+            return await self._boot(row, "it was stopped: stop drops memory on purpose")
+
+    async def _boot(self, row: ComputerRow, why_fresh: str) -> ComputerRow:
         image = self.image_for(row.template)
         self.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
         try:
@@ -255,10 +276,12 @@ class ComputerService:
                         last_error=str(exc))  # fmt: skip
             raise translate_host_error(exc) from exc
         self.machines[row.id] = machine
+        self.touch(row.id)
         return self.record(
-            row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}), booted "
-            "fresh on its disk", {"isolation": machine.isolation}, isolation=machine.isolation,
-            last_error=None,
+            row.id, State.RUNNING, "computer.running",
+            f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
+            {"isolation": machine.isolation, "memory": "lost", "memory_reason": why_fresh},
+            isolation=machine.isolation, last_error=None, memory="lost", memory_reason=why_fresh,
         )  # fmt: skip
 
     async def stop(self, org: Org, ref: str) -> ComputerRow:
@@ -266,6 +289,12 @@ class ComputerService:
         async with self.lock(row.id):
             row = self.get(org, row.id)
             check_action("stop", State(row.state), row.name)
+            if row.state in (State.PAUSED, State.SUSPENDED):
+                from ..host import memory
+
+                memory.discard(self.runtime.data_dir.computer(row.id).state)
+                why = "stopped: its saved memory was dropped on purpose; disk kept"
+                return self.record(row.id, State.STOPPED, "computer.stopped", why)
             return await self._shutdown(row)
 
     async def _shutdown(self, row: ComputerRow) -> ComputerRow:
@@ -292,7 +321,17 @@ class ComputerService:
             check_action("restart", State(row.state), row.name)
             if row.state == State.RUNNING:
                 row = await self._shutdown(row)
-            return await self._boot(row)
+            return await self._boot(row, "restarted: a restart boots fresh")
+
+    async def update(self, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
+        row = self.get(org, ref)
+        if idle_timeout is None:
+            return row
+        if idle_timeout < 0:
+            raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+        self.touch(row.id)
+        return self.record(row.id, None, "computer.updated", f"idle timeout {idle_timeout}s",
+                           {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
 
     async def delete(self, org: Org, ref: str) -> ComputerRow:
         row = self.get(org, ref)
@@ -318,33 +357,44 @@ class ComputerService:
     # the guest ------------------------------------------------------------------------------
 
     async def machine(self, org: Org, ref: str) -> Machine:
-        """The running machine of a computer, re-attached if needed; typed error if not running."""
+        """The running machine of a computer (a suspended one is woken first), re-attached if
+        needed; a typed error if it is not running."""
         row = self.get(org, ref)
+        if row.state == State.SUSPENDED:
+            from .pausing import wake
+
+            await wake(self, row)
+            row = self.get(org, ref)
         check_action("use", State(row.state), row.name)
-        self.on_activity(row.id)
+        self.touch(row.id)
         machine = self.machines.get(row.id)
         if machine is not None and machine.vm.alive():
             return machine
         async with self.lock(row.id):
-            machine = self.machines.get(row.id)
-            if machine is not None and machine.vm.alive():
-                return machine
-            try:
-                machine = await self.runtime.attach(row.id)
-            except HostError:
-                machine = None
-            except Exception as exc:  # agent unreachable on a live VM
-                from .errors import UnavailableError
+            return await self.machine_locked(self.get(org, row.id))
 
-                raise UnavailableError(
-                    f"computer {row.name}'s agent does not answer: {exc}"
-                ) from exc
-            if machine is None:
-                await self.vm_exited(row.id, "its VM process is gone")
-                check_action("use", State.STOPPED, row.name)
-            assert machine is not None
-            self.machines[row.id] = machine
+    async def machine_locked(self, row: ComputerRow) -> Machine:
+        """The running machine of `row`, whose lock the caller holds."""
+        check_action("use", State(row.state), row.name)
+        machine = self.machines.get(row.id)
+        if machine is not None and machine.vm.alive():
             return machine
+        try:
+            machine = await self.runtime.attach(row.id)
+        except HostError:
+            machine = None
+        except Exception as exc:  # agent unreachable on a live VM
+            raise UnavailableError(f"computer {row.name}'s agent does not answer: {exc}") from exc
+        if machine is None:
+            await self.vm_exited(row.id, "its VM process is gone")
+            check_action("use", State.STOPPED, row.name)
+        assert machine is not None
+        self.machines[row.id] = machine
+        return machine
+
+    def by_id(self, computer_id: str) -> ComputerRow | None:
+        with self.db.session() as s:
+            return repo.computer_by_id(s, computer_id)
 
     async def vm_exited(self, computer_id: str, why: str) -> None:
         """The VM of a running computer died: record it as stopped, disk kept."""
@@ -364,11 +414,22 @@ class ComputerService:
             {"console": tail},
         )  # fmt: skip
 
+    def touch(self, computer_id: str) -> None:
+        self.last_activity[computer_id] = time.monotonic()
+
+    def idle_for(self, computer_id: str) -> float:
+        """Seconds since the last activity; 0 while an operation is in progress."""
+        if self.busy.get(computer_id):
+            return 0.0
+        return time.monotonic() - self.last_activity.setdefault(computer_id, time.monotonic())
+
     @contextlib.asynccontextmanager
     async def activity(self, computer_id: str) -> AsyncIterator[None]:
-        """Marks a long operation (exec, shell, transfer) on a computer, for the idle watcher."""
-        self.on_activity(computer_id)
+        """Marks an operation (exec, shell, transfer, port) on a computer, for the idle watcher."""
+        self.touch(computer_id)
+        self.busy[computer_id] = self.busy.get(computer_id, 0) + 1
         try:
             yield
         finally:
-            self.on_activity(computer_id)
+            self.busy[computer_id] -= 1
+            self.touch(computer_id)

@@ -13,6 +13,10 @@ class State(StrEnum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
+    PAUSING = "pausing"
+    PAUSED = "paused"  # memory saved, no process: by the user
+    SUSPENDED = "suspended"  # memory saved, no process: by the idle watcher; woken on use
+    RESUMING = "resuming"
     DELETING = "deleting"
     DELETED = "deleted"
     ERROR = "error"
@@ -21,9 +25,19 @@ class State(StrEnum):
 TRANSITIONS: dict[State, frozenset[State]] = {
     State.CREATING: frozenset({State.RUNNING, State.ERROR, State.DELETING}),
     State.STARTING: frozenset({State.RUNNING, State.STOPPED, State.ERROR, State.DELETING}),
-    State.RUNNING: frozenset({State.STOPPING, State.STOPPED, State.ERROR, State.DELETING}),
+    State.RUNNING: frozenset(
+        {State.STOPPING, State.STOPPED, State.PAUSING, State.ERROR, State.DELETING}
+    ),
     State.STOPPING: frozenset({State.STOPPED, State.ERROR, State.DELETING}),
     State.STOPPED: frozenset({State.STARTING, State.DELETING, State.ERROR}),
+    State.PAUSING: frozenset(
+        {State.PAUSED, State.SUSPENDED, State.RUNNING, State.STOPPED, State.ERROR}
+    ),
+    State.PAUSED: frozenset({State.RESUMING, State.STOPPED, State.DELETING}),
+    State.SUSPENDED: frozenset({State.RESUMING, State.STOPPED, State.DELETING}),
+    State.RESUMING: frozenset(
+        {State.RUNNING, State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR, State.DELETING}
+    ),  # fmt: skip
     State.ERROR: frozenset({State.STARTING, State.STOPPED, State.DELETING}),
     State.DELETING: frozenset({State.DELETED}),
     State.DELETED: frozenset(),
@@ -31,9 +45,11 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 # what a user may ask for, from which states
 ACTIONS: dict[str, frozenset[State]] = {
-    "start": frozenset({State.STOPPED, State.ERROR}),
-    "stop": frozenset({State.RUNNING}),
+    "start": frozenset({State.STOPPED, State.ERROR, State.PAUSED, State.SUSPENDED}),
+    "stop": frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED}),
     "restart": frozenset({State.RUNNING, State.STOPPED, State.ERROR}),
+    "pause": frozenset({State.RUNNING}),
+    "resume": frozenset({State.PAUSED, State.SUSPENDED}),
     "delete": frozenset(set(State) - {State.DELETED}),
     "use": frozenset({State.RUNNING}),
 }
@@ -52,9 +68,20 @@ def check_action(action: str, state: State, name: str) -> None:
     if state in ACTIONS[action]:
         return
     if action == "use":
+        verb = "resume" if state == State.PAUSED else "start"
         raise ConflictError(
-            f"computer {name} is {state}, not running: run `sanbox start {name}` first",
+            f"computer {name} is {state}, not running: run `sanbox {verb} {name}` first",
             "computer_not_running",
+        )
+    if action == "pause":
+        raise ConflictError(
+            f"cannot pause computer {name}: it is {state}, and only a running computer can be "
+            "paused", "invalid_transition",
+        )  # fmt: skip
+    if action == "resume":
+        raise ConflictError(
+            f"cannot resume computer {name}: it is {state}, not paused or suspended",
+            "invalid_transition",
         )
     raise ConflictError(
         f"cannot {action} computer {name} while it is {state}", "invalid_transition"

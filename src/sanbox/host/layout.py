@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -20,6 +21,11 @@ from .errors import LayoutError
 
 DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
 _COMPUTER_ID = re.compile(r"^[a-z][a-z0-9_-]{2,62}$")
+
+
+def default_ram_dir() -> Path:
+    """Where running guests' RAM files live: a tmpfs, so memory is not written back to disk."""
+    return Path(os.environ.get("SANBOX_RAM_DIR") or "/dev/shm")
 
 
 def default_data_dir() -> Path:
@@ -74,6 +80,11 @@ class DataDir:
     @property
     def tmp(self) -> Path:
         return self.root / "tmp"
+
+    def ram_file(self, computer_id: str) -> Path:
+        """A running computer's RAM file; named after the data dir so two data dirs never mix."""
+        tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
+        return default_ram_dir() / f"sanbox-{tag}-{computer_id}.ram"
 
     def computer(self, computer_id: str) -> ComputerDir:
         if not _COMPUTER_ID.match(computer_id):

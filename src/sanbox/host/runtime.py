@@ -14,11 +14,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import memory
 from .agent import AgentClient, AgentError
 from .disk import GIB, Disk, DiskManager
+from .disk.clone import sparse_copy_path
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
+from .memory import MemoryOutcome, PauseError, SavedState, StateError
 from .vmm import (
     Hypervisor,
     NetAttachment,
@@ -28,7 +31,7 @@ from .vmm import (
     VmSpec,
     VmStartError,
 )
-from .vmm.accel import choose_accel
+from .vmm.accel import choose_accel, host_key
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
@@ -103,7 +106,9 @@ class HostRuntime:
             self._hypervisor = QemuHypervisor(choice.accel)
         return self._hypervisor
 
-    def _vm_spec(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> VmSpec:
+    def _vm_spec(
+        self, spec: MachineSpec, image: Image, cdir: ComputerDir, restore: bool = False
+    ) -> VmSpec:
         return VmSpec(
             name=spec.computer_id,
             kernel=image.kernel,
@@ -115,6 +120,8 @@ class HostRuntime:
             memory_mib=spec.memory_mib,
             hostname=spec.hostname,
             net=spec.net,
+            memory_file=self.data_dir.ram_file(spec.computer_id),
+            restore=restore,
         )
 
     async def create(self, spec: MachineSpec, image: Image) -> tuple[Machine, Disk]:
@@ -153,6 +160,7 @@ class HostRuntime:
         hv = await self.hypervisor(image)
         cdir.logs.mkdir(parents=True, exist_ok=True)
         cdir.state.mkdir(parents=True, exist_ok=True)
+        self.data_dir.ram_file(spec.computer_id).unlink(missing_ok=True)  # a fresh boot
         vm = await hv.boot(self._vm_spec(spec, image, cdir))
         undo.push_async_callback(self._kill_and_clean, vm)
         agent = await self.wait_ready(vm, cdir)
@@ -211,15 +219,86 @@ class HostRuntime:
             await self._kill_and_clean(machine.vm)
         return clean
 
+    # memory: pause and resume --------------------------------------------------------------
+
+    def compat(self, spec: MachineSpec, image: Image, isolation: str) -> dict[str, object]:
+        """What a saved state must match to be loaded."""
+        return {"isolation": isolation, "hypervisor_build": host_key(), "vcpus": spec.vcpus,
+                "memory_mib": spec.memory_mib, "image": image.build_id}  # fmt: skip
+
+    async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
+        """Save memory and devices to the state dir, durably, and end the VM process. If that
+        cannot complete, the VM runs on as it was and PauseError says why."""
+        started = time.monotonic()
+        cdir, vm = machine.dir, machine.vm
+        tmp = cdir.state / f"{memory.VMSTATE}.tmp"
+        try:
+            cdir.state.mkdir(parents=True, exist_ok=True)
+            await vm.save_state(tmp)  # on failure the vCPUs run again
+        except (HostError, OSError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise PauseError(f"could not save the VM state: {exc}") from exc
+        ram = self.data_dir.ram_file(spec.computer_id)
+        compat = self.compat(spec, image, vm.isolation)
+        try:
+            saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, compat, started)
+        except OSError as exc:
+            await vm.continue_running()
+            raise PauseError(f"could not write the saved state: {exc.strerror or exc}") from exc
+        with contextlib.suppress(AgentError):
+            await machine.agent.close()
+        await vm.quit()
+        await self._kill_and_clean(vm)
+        return saved
+
+    async def resume(self, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
+        """Start from the saved state if it is usable; otherwise boot fresh on the disk. Either
+        way the outcome says what happened to memory, and the disk is never lost."""
+        cdir = self.data_dir.computer(spec.computer_id)
+        hv = await self.hypervisor(image)
+        try:
+            saved = await asyncio.to_thread(
+                memory.load, cdir.state, self.compat(spec, image, hv.isolation)
+            )
+        except StateError as exc:
+            memory.discard(cdir.state)
+            return await self.start(spec, image), MemoryOutcome(False, f"state {exc.reason}")
+        try:
+            machine = await self._restore(spec, image, cdir)
+        except (HostError, AgentError, OSError) as exc:
+            memory.discard(cdir.state)
+            outcome = MemoryOutcome(False, f"restore failed: {exc}")
+            return await self.start(spec, image), outcome
+        memory.discard(cdir.state)  # consumed: the guest has moved on from it
+        del saved
+        return machine, MemoryOutcome(True)
+
+    async def _restore(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> Machine:
+        hv = await self.hypervisor(image)
+        ram = self.data_dir.ram_file(spec.computer_id)
+        await asyncio.to_thread(sparse_copy_path, cdir.state / memory.MEMORY, ram)
+        async with contextlib.AsyncExitStack() as undo:
+            vm = await hv.boot(self._vm_spec(spec, image, cdir, restore=True))
+            undo.push_async_callback(self._kill_and_clean, vm)
+            await vm.load_state(cdir.state / memory.VMSTATE)
+            agent = await self.wait_ready(vm, cdir, timeout=30.0)
+            with contextlib.suppress(AgentError):
+                await agent.set_clock(time.time())  # the guest slept: its clock is behind
+            undo.pop_all()
+            return Machine(spec.computer_id, cdir, vm, agent)
+        raise AssertionError("unreachable")
+
     async def _kill_and_clean(self, vm: VmHandle) -> None:
         await vm.kill()
         for name in ("agent.sock", "qmp.sock", "vm.pid"):
             (vm.run_dir / name).unlink(missing_ok=True)
+        self.data_dir.ram_file(vm.run_dir.parent.name).unlink(missing_ok=True)
 
     async def kill(self, computer_id: str) -> None:
         vm = self.attach_vm(computer_id)
         if vm is not None:
             await self._kill_and_clean(vm)
+        self.data_dir.ram_file(computer_id).unlink(missing_ok=True)
 
     async def destroy(self, computer_id: str) -> None:
         """Kill the VM if it runs and remove everything the computer had on this host."""

@@ -99,6 +99,7 @@ class AsyncComputers:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         wait: bool = True,
+        idle_timeout: int | None = None,
     ) -> AsyncComputer:
         """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`)."""
         body = {
@@ -110,6 +111,8 @@ class AsyncComputers:
             "env": env or {},
             "labels": labels or {},
         }
+        if idle_timeout is not None:
+            body["idle_timeout"] = idle_timeout
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._client.http.json(
             "POST",

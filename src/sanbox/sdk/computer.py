@@ -43,6 +43,9 @@ class ComputerFields:
     created_at = property(lambda self: self.record.created_at)
     updated_at = property(lambda self: self.record.updated_at)
     last_error = property(lambda self: self.record.last_error)
+    idle_timeout = property(lambda self: self.record.idle_timeout)
+    memory = property(lambda self: self.record.memory)
+    memory_reason = property(lambda self: self.record.memory_reason)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.record.name} {self.record.id} {self.record.state}>"
@@ -75,6 +78,21 @@ class AsyncComputer(ComputerFields):
 
     async def stop(self) -> AsyncComputer:
         return await self._update("POST", "/stop")
+
+    async def pause(self) -> AsyncComputer:
+        """Save memory and processes and end the VM process (no CPU, no memory on the host)."""
+        return await self._update("POST", "/pause")
+
+    async def resume(self) -> AsyncComputer:
+        """Restore a paused or suspended computer; `memory` says whether memory was restored."""
+        return await self._update("POST", "/resume")
+
+    async def update(self, idle_timeout: int | None = None) -> AsyncComputer:
+        data = await self._client.http.json(
+            "PATCH", self.path, json_body={"idle_timeout": idle_timeout}, timeout=_LONG
+        )
+        self._record = ComputerRecord.from_json(data)
+        return self
 
     async def restart(self) -> AsyncComputer:
         return await self._update("POST", "/restart")

@@ -23,6 +23,9 @@ class ComputerRecord:
     created_at: str | None = None
     updated_at: str | None = None
     last_error: str | None = None
+    idle_timeout: int | None = None
+    memory: str | None = None  # what the last start or resume did: restored | lost
+    memory_reason: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:

@@ -54,6 +54,9 @@ class ComputerRow(Base):
     hypervisor: Mapped[str] = mapped_column(String(32), default="qemu")
     isolation: Mapped[str] = mapped_column(String(32), default="")
     last_error: Mapped[str | None] = mapped_column(Text, default=None)
+    idle_timeout: Mapped[int] = mapped_column(Integer, default=0)  # seconds; 0 = never
+    memory: Mapped[str | None] = mapped_column(String(16), default=None)  # restored | lost
+    memory_reason: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

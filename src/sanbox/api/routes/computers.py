@@ -6,12 +6,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
+from ...control import pausing
 from ...control.errors import InvalidRequestError
 from ...control.events import event_dict
 from ...control.service import CreateRequest
 from ...host.runtime import console_lines
 from ...store import repo
-from ..schemas import Computer, ComputerCreate, ComputerList, ConsoleTail, ErrorBody, EventList
+from ..schemas import (
+    Computer,
+    ComputerCreate,
+    ComputerList,
+    ComputerUpdate,
+    ConsoleTail,
+    ErrorBody,
+    EventList,
+)
 from ._deps import DB, Auth, Service
 
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -80,6 +89,23 @@ async def stop_computer(ref: str, auth: Auth, svc: Service) -> Computer:
 @router.post("/{ref}/restart", response_model=Computer)
 async def restart_computer(ref: str, auth: Auth, svc: Service) -> Computer:
     return Computer.of(await svc.restart(auth.org, ref), auth.org.name)
+
+
+@router.post("/{ref}/pause", response_model=Computer)
+async def pause_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    """Save memory and processes to disk and end the VM process; `resume` picks up there."""
+    return Computer.of(await pausing.pause(svc, auth.org, ref), auth.org.name)
+
+
+@router.post("/{ref}/resume", response_model=Computer)
+async def resume_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+    """Restore a paused or suspended computer; `memory` says whether memory was restored."""
+    return Computer.of(await pausing.resume(svc, auth.org, ref), auth.org.name)
+
+
+@router.patch("/{ref}", response_model=Computer)
+async def update_computer(ref: str, body: ComputerUpdate, auth: Auth, svc: Service) -> Computer:
+    return Computer.of(await svc.update(auth.org, ref, body.idle_timeout), auth.org.name)
 
 
 @router.get("/{ref}/events", response_model=EventList)

@@ -35,13 +35,36 @@ def _sparse_copy(src_fd: int, dst_fd: int, size: int) -> None:
                 break
             raise
         end = os.lseek(src_fd, start, os.SEEK_HOLE)
-        pos = start
-        while pos < end:
-            n = os.copy_file_range(src_fd, dst_fd, end - pos, pos, pos)
-            if n == 0:
-                break
-            pos += n
+        _copy_range(src_fd, dst_fd, start, end)
         offset = end
+
+
+def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
+    """copy_file_range in the kernel; plain reads and writes across filesystems (EXDEV)."""
+    pos = start
+    while pos < end:
+        try:
+            n = os.copy_file_range(src_fd, dst_fd, end - pos, pos, pos)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            n = os.pwrite(dst_fd, os.pread(src_fd, min(end - pos, 4 * 1024**2), pos), pos)
+        if n == 0:
+            break
+        pos += n
+
+
+def sparse_copy_path(src: Path, dst: Path) -> None:
+    """Copy src to dst (created or truncated) keeping holes; works across filesystems."""
+    src_fd = os.open(src, os.O_RDONLY)
+    try:
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _sparse_copy(src_fd, dst_fd, os.fstat(src_fd).st_size)
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
 
 
 def clone_file(src: Path, dst: Path) -> CloneMethod:

@@ -41,6 +41,8 @@ class Recipe:
     disk_size_gib: int = 8
     kernel_package: str = "linux-image-cloud-amd64"
     mirror: str = field(default_factory=default_mirror)
+    # template settings, not image inputs (left out of the build id):
+    idle_timeout: int = 1800  # seconds without activity before a computer is suspended
 
     def sources(self) -> list[str]:
         security = self.mirror.rstrip("/").removesuffix("/debian") + "/debian-security"
@@ -55,6 +57,7 @@ class Recipe:
         h = hashlib.sha256()
         recipe = asdict(self)
         recipe.pop("mirror")  # where packages come from does not change what the image is
+        recipe.pop("idle_timeout")
         h.update(json.dumps(recipe, sort_keys=True).encode())
         for root in (ASSETS, GUEST_PACKAGE):
             for path in sorted(root.rglob("*")):

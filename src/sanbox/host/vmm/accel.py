@@ -8,6 +8,7 @@ hangs, so the result is cached per host (QEMU version, host kernel, /dev/kvm) an
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -41,6 +42,7 @@ def qemu_binary() -> str:
     return path
 
 
+@functools.cache
 def host_key() -> str:
     version = subprocess.run(
         [qemu_binary(), "--version"], capture_output=True, text=True, check=False

@@ -32,7 +32,8 @@ class VmSpec:
     memory_mib: int = 512
     hostname: str = "sanbox"
     net: NetAttachment | None = None
-    incoming: Path | None = None  # restore from a saved state file
+    memory_file: Path | None = None  # guest RAM as a shared file (tmpfs): fast pause/resume
+    restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -63,6 +64,17 @@ class VmHandle(Protocol):
     async def wait_exit(self, timeout: float) -> bool: ...
 
     async def kill(self, timeout: float = 5.0) -> None: ...
+
+    async def save_state(self, vmstate: Path) -> None:
+        """Stop the vCPUs and write the device state (RAM is in the shared RAM file)."""
+
+    async def load_state(self, vmstate: Path) -> None:
+        """Load a saved device state into a VM booted with `restore=True`; it runs."""
+
+    async def continue_running(self) -> None:
+        """Let the vCPUs run again after a save that is not followed by a quit."""
+
+    async def quit(self) -> None: ...
 
 
 class Hypervisor(Protocol):

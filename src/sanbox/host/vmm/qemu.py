@@ -63,8 +63,15 @@ def qemu_argv(
             "-netdev", f"tap,id=net0,ifname={spec.net.tap},script=no,downscript=no",
             "-device", f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
         ]  # fmt: skip
-    if spec.incoming is not None:
-        argv += ["-incoming", f"exec:cat {spec.incoming}"]
+    if spec.memory_file is not None:
+        argv[argv.index("-M") + 1] += ",memory-backend=ram"
+        argv += [
+            "-object",
+            f"memory-backend-file,id=ram,size={spec.memory_mib}M,mem-path={spec.memory_file},"
+            "share=on",
+        ]
+    if spec.restore:
+        argv += ["-incoming", "defer"]
     if spec.net is not None and spec.net.netns:
         argv = ["ip", "netns", "exec", spec.net.netns, *argv]
     return argv
@@ -125,6 +132,26 @@ class QemuVm:
             if await self.wait_exit(wait):
                 return
         raise VmNotRunningError(f"VM process {self.pid} did not die after SIGKILL")
+
+    async def save_state(self, vmstate: Path) -> None:
+        from .qemu_state import save_state
+
+        await save_state(self, vmstate)
+
+    async def load_state(self, vmstate: Path) -> None:
+        from .qemu_state import load_state
+
+        await load_state(self, vmstate)
+
+    async def continue_running(self) -> None:
+        from .qemu_state import resume_vcpus
+
+        await resume_vcpus(self)
+
+    async def quit(self) -> None:
+        from .qemu_state import quit_vm
+
+        await quit_vm(self)
 
 
 class QemuHypervisor:

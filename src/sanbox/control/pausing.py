@@ -1,0 +1,100 @@
+"""Rest with memory kept: pause (by the user), suspend (by the idle watcher), resume and wake.
+Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
+cannot complete leaves the computer running as it was and says why."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..host.errors import HostError
+from ..host.memory import PauseError
+from ..store.models import ComputerRow, Org
+from .errors import ConflictError
+from .service import ComputerService, translate_host_error
+from .states import State, check_action
+
+log = logging.getLogger(__name__)
+
+
+async def pause(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
+    row = svc.get(org, ref)
+    async with svc.lock(row.id):
+        row = svc.get(org, row.id)
+        check_action("pause", State(row.state), row.name)
+        return await _pause_locked(svc, row, State.PAUSED)
+
+
+async def suspend(svc: ComputerService, computer_id: str, idle: float) -> ComputerRow | None:
+    """Pause a computer the idle watcher found idle; None if it changed meanwhile."""
+    async with svc.lock(computer_id):
+        row = svc.by_id(computer_id)
+        if row is None or row.state != State.RUNNING or svc.idle_for(computer_id) < idle * 0.99:
+            return None
+        return await _pause_locked(svc, row, State.SUSPENDED, idle)
+
+
+async def _pause_locked(
+    svc: ComputerService, row: ComputerRow, dst: State, idle: float | None = None
+) -> ComputerRow:
+    machine = await svc.machine_locked(row)
+    svc.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
+    try:
+        saved = await svc.runtime.pause(machine, svc.spec(row), svc.image_for(row.template))
+    except PauseError as exc:
+        log.warning("pause of %s failed: %s", row.id, exc)
+        if machine.vm.alive():
+            return svc.record(row.id, State.RUNNING, "computer.pause_failed",
+                              f"pause failed, still running as it was: {exc}")  # fmt: skip
+        await svc.vm_exited(row.id, f"its VM died during a pause ({exc})")
+        raise ConflictError(f"pause failed and the VM died: {exc}", "pause_failed") from exc
+    svc.machines.pop(row.id, None)
+    kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
+    return svc.record(
+        row.id, dst, f"computer.{dst}",
+        f"{kind}: memory and processes saved ({saved.size / 2**20:.0f} MiB in "
+        f"{saved.seconds:.2f}s); no process runs",
+        {"state_bytes": saved.size, "seconds": round(saved.seconds, 3)},
+    )  # fmt: skip
+
+
+async def resume(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
+    row = svc.get(org, ref)
+    async with svc.lock(row.id):
+        row = svc.get(org, row.id)
+        check_action("resume", State(row.state), row.name)
+        return await resume_locked(svc, row)
+
+
+async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = False) -> ComputerRow:
+    t0 = time.monotonic()
+    svc.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
+    try:
+        machine, outcome = await svc.runtime.resume(svc.spec(row), svc.image_for(row.template))
+    except HostError as exc:
+        svc.record(row.id, State.ERROR, "computer.error", f"resume failed: {exc}",
+                   last_error=str(exc))  # fmt: skip
+        raise translate_host_error(exc) from exc
+    svc.machines[row.id] = machine
+    svc.touch(row.id)
+    took = time.monotonic() - t0
+    how = "woken" if woken else "resumed"
+    if outcome.restored:
+        message = f"{how} in {took:.2f}s; memory: restored"
+    else:
+        message = f"{how} in {took:.2f}s; memory: {outcome}, booted fresh on its disk"
+    return svc.record(
+        row.id, State.RUNNING, "computer.woken" if woken else "computer.resumed", message,
+        {"memory": "restored" if outcome.restored else "lost", "memory_reason": outcome.reason,
+         "seconds": round(took, 3)},
+        memory="restored" if outcome.restored else "lost", memory_reason=outcome.reason,
+        isolation=machine.isolation,
+    )  # fmt: skip
+
+
+async def wake(svc: ComputerService, row: ComputerRow) -> None:
+    """A command or request reached a suspended computer: resume it first."""
+    async with svc.lock(row.id):
+        current = svc.by_id(row.id)
+        if current is not None and current.state == State.SUSPENDED:
+            await resume_locked(svc, current, woken=True)

@@ -1,0 +1,102 @@
+"""Saving and loading a QEMU VM's state over QMP. Guest RAM lives in a shared file, so with
+`x-ignore-shared` the migration stream carries only the device state (kilobytes); the RAM file is
+kept beside it by the caller. The migration bandwidth limit is raised (the default is 32 MiB/s)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from pathlib import Path
+from typing import Any
+
+from .errors import QmpError, VmNotRunningError
+from .qemu import QemuVm
+from .qmp import QmpClient
+
+MAX_BANDWIDTH = 100 * 1024**3  # bytes/s: effectively unlimited
+IGNORE_SHARED = [{"capability": "x-ignore-shared", "state": True}]
+
+
+async def _migration_done(qmp: QmpClient, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        info: dict[str, Any] = await qmp.execute("query-migrate") or {}
+        status = info.get("status")
+        if status == "completed":
+            return
+        if status in ("failed", "cancelled"):
+            raise QmpError(f"saving the VM state failed: {info.get('error-desc', status)}")
+        if loop.time() > deadline:
+            with contextlib.suppress(QmpError):
+                await qmp.execute("migrate_cancel")
+            raise QmpError(f"saving the VM state took longer than {timeout:.0f}s")
+        await asyncio.sleep(0.005)
+
+
+async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> None:
+    """Stop the vCPUs and write the device state to `vmstate`. On failure the VM runs again."""
+    qmp = await vm.qmp()
+    stopped = False
+    try:
+        await qmp.execute("migrate-set-parameters", **{"max-bandwidth": MAX_BANDWIDTH})
+        await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
+        await qmp.execute("stop")
+        stopped = True
+        await qmp.execute("migrate", uri=f"exec:cat > {shlex.quote(str(vmstate))}")
+        await _migration_done(qmp, timeout)
+    except BaseException:
+        if stopped:
+            with contextlib.suppress(QmpError, OSError):
+                await qmp.execute("cont")
+        raise
+    finally:
+        await qmp.close()
+
+
+async def resume_vcpus(vm: QemuVm) -> None:
+    """Let a VM whose state was saved (or is half-saved) run on: its vCPUs continue."""
+    qmp = await vm.qmp()
+    try:
+        status = (await qmp.execute("query-status") or {}).get("status")
+        if status != "running":
+            await qmp.execute("cont")
+    finally:
+        await qmp.close()
+
+
+async def quit_vm(vm: QemuVm) -> None:
+    with contextlib.suppress(QmpError, VmNotRunningError):
+        qmp = await vm.qmp()
+        with contextlib.suppress(QmpError):
+            await qmp.execute("quit")
+        await qmp.close()
+    await vm.kill()
+
+
+async def load_state(vm: QemuVm, vmstate: Path, timeout: float = 60.0) -> None:
+    """Load `vmstate` into a VM started with `restore=True` and let it run."""
+    qmp = await vm.qmp()
+    try:
+        await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
+        await qmp.execute("migrate-incoming", uri=f"exec:cat {shlex.quote(str(vmstate))}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                status = (await qmp.execute("query-status") or {}).get("status")
+            except QmpError as exc:
+                raise QmpError("QEMU exited while loading the saved state") from exc
+            if status == "running":
+                return
+            if status in ("paused", "postmigrate", "prelaunch"):
+                await qmp.execute("cont")
+                return
+            if not vm.alive():
+                raise QmpError("QEMU exited while loading the saved state")
+            if loop.time() > deadline:
+                raise QmpError(f"loading the saved state took longer than {timeout:.0f}s")
+            await asyncio.sleep(0.005)
+    finally:
+        await qmp.close()
