@@ -94,7 +94,7 @@ def start_server(
     dd = DataDir(root / "data")
     settings = ServerSettings(data_dir=dd.root, client_config=root / "config.toml",
                               watch_interval=0.2, database_url=database_url)  # fmt: skip
-    runtime = HostRuntime(dd, LocalProcessHypervisor())
+    runtime = HostRuntime(dd, LocalProcessHypervisor(), networking=False)
     return TestClient(create_app(settings, runtime)), settings, dd
 
 
@@ -137,7 +137,7 @@ def live_server(short_tmp: Path) -> Iterator[LiveServer]:
     dd.ensure()
     fake_image(dd)
     settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor()))
+    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

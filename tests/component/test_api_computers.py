@@ -163,3 +163,29 @@ def test_a_dead_vm_is_recorded_as_stopped(server: Server) -> None:
     assert state == "stopped"
     events = server.client.get("/v1/computers/victim/events", headers=server.headers()).json()
     assert events["events"][-1]["type"] == "computer.vm_exited"
+
+
+def test_pause_resume_and_idle_timeout_bad_input(server: Server) -> None:
+    h = server.headers()
+    create(server, name="rest", idle_timeout=0)
+    r = server.client.post("/v1/computers/rest/resume", headers=h)
+    assert error(r) == (409, "invalid_transition") and "not paused" in r.json()["error"]["message"]
+    for bad in (-1, "soon", 1.5):
+        r = server.client.patch("/v1/computers/rest", json={"idle_timeout": bad}, headers=h)
+        assert error(r) == (422, "validation_error"), bad
+        r = server.client.post("/v1/computers", json={"idle_timeout": bad}, headers=h)
+        assert error(r) == (422, "validation_error"), bad
+    got = server.client.get("/v1/computers/rest", headers=h).json()
+    assert (got["state"], got["idle_timeout"]) == ("running", 0)
+    r = server.client.patch("/v1/computers/rest", json={"idle_timeout": 60}, headers=h)
+    assert r.json()["idle_timeout"] == 60
+    server.client.post("/v1/computers/rest/stop", headers=h)
+    r = server.client.post("/v1/computers/rest/pause", headers=h)
+    assert (
+        error(r) == (409, "invalid_transition") and "only a running" in r.json()["error"]["message"]
+    )
+    assert server.client.get("/v1/computers/rest", headers=h).json()["state"] == "stopped"
+
+
+def test_default_idle_timeout_comes_from_the_template(server: Server) -> None:
+    assert create(server, name="default-idle")["idle_timeout"] == 1800

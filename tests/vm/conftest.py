@@ -4,7 +4,9 @@ and the tier checks that no VM process and no run socket is left behind."""
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import shutil
 import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -12,11 +14,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from sanbox import Sanbox
 from sanbox.host.image import Image, find_image
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
 from ..conftest import vm_data_dir
+from .server import BIN, ServerProcess
 
 T = TypeVar("T")
 
@@ -112,3 +116,27 @@ def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
         return loop.run(wrap(), timeout)
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: DataDir) -> Iterator[ServerProcess]:
+    srv = ServerProcess(data_dir, "server-tests")
+    srv.start()
+    yield srv
+    with Sanbox(srv.url, srv.key, timeout=300) as client:
+        for c in client.computers.list():
+            c.delete()
+    srv.stop()
+    assert not list(srv.data_dir.computers.glob("*")), "computer folders left behind"
+    shutil.rmtree(srv.data_dir.root, ignore_errors=True)
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[Sanbox]:
+    with Sanbox(server.url, server.key, timeout=600) as c:
+        yield c
+
+
+def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
+    return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=600)

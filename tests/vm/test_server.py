@@ -16,36 +16,10 @@ import pytest
 from sanbox import Sanbox
 from sanbox.sdk.errors import ComputerNotRunningError
 
-from .conftest import qemu_pids
-from .server import BIN, ServerProcess
+from .conftest import cli, qemu_pids
+from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
-
-
-@pytest.fixture(scope="module")
-def server(data_dir: object) -> Iterator[ServerProcess]:
-    srv = ServerProcess(data_dir, "server-tests")  # type: ignore[arg-type]
-    srv.start()
-    yield srv
-    with Sanbox(srv.url, srv.key, timeout=300) as client:
-        for c in client.computers.list():
-            c.delete()
-    srv.stop()
-    assert not list(srv.data_dir.computers.glob("*")), "computer folders left behind"
-    import shutil
-
-    shutil.rmtree(srv.data_dir.root, ignore_errors=True)
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Sanbox]:
-    with Sanbox(server.url, server.key, timeout=600) as c:
-        yield c
-
-
-def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def wait_state(client: Sanbox, name: str, state: str, timeout: float = 30) -> None:

@@ -48,6 +48,12 @@ class Reconciler:
             if computer_id not in known:
                 await self.runtime.destroy(computer_id)
                 report.orphans.append(computer_id)
+        network = self.runtime.network
+        for netns in network.namespaces() if network is not None else []:
+            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
+            if computer_id not in known:
+                await network.remove(computer_id)  # type: ignore[union-attr]
+                report.orphans.append(netns)
         for pid in self._stray_processes(known):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

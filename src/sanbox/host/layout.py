@@ -83,8 +83,12 @@ class DataDir:
 
     def ram_file(self, computer_id: str) -> Path:
         """A running computer's RAM file; named after the data dir so two data dirs never mix."""
-        tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
-        return default_ram_dir() / f"sanbox-{tag}-{computer_id}.ram"
+        return default_ram_dir() / f"sanbox-{self.tag}-{computer_id}.ram"
+
+    @property
+    def tag(self) -> str:
+        """A short name for this data dir, for host-wide names (RAM files, namespaces)."""
+        return hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:6]
 
     def computer(self, computer_id: str) -> ComputerDir:
         if not _COMPUTER_ID.match(computer_id):

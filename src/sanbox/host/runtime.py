@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import memory
@@ -22,6 +22,7 @@ from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
 from .memory import MemoryOutcome, PauseError, SavedState, StateError
+from .net import Network
 from .vmm import (
     Hypervisor,
     NetAttachment,
@@ -31,7 +32,7 @@ from .vmm import (
     VmSpec,
     VmStartError,
 )
-from .vmm.accel import choose_accel, host_key
+from .vmm.accel import choose_accel, qemu_version
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
@@ -92,10 +93,19 @@ def console_tail(path: Path, lines: int = 8) -> str:
 
 
 class HostRuntime:
-    def __init__(self, data_dir: DataDir, hypervisor: Hypervisor | None = None) -> None:
+    def __init__(
+        self, data_dir: DataDir, hypervisor: Hypervisor | None = None, networking: bool = True
+    ) -> None:
         self.data_dir = data_dir
         self.disks = DiskManager(data_dir)
         self._hypervisor = hypervisor
+        # every computer gets its own network namespace (needs root: CAP_NET_ADMIN)
+        self.network = Network(data_dir.computers, data_dir.tag) if networking else None
+
+    async def _with_network(self, spec: MachineSpec) -> MachineSpec:
+        if self.network is None or spec.net is not None:
+            return spec
+        return replace(spec, net=await self.network.ensure(spec.computer_id))
 
     async def hypervisor(self, image: Image) -> Hypervisor:
         """The driver for this host, choosing acceleration once (probe cached per host)."""
@@ -160,6 +170,9 @@ class HostRuntime:
         hv = await self.hypervisor(image)
         cdir.logs.mkdir(parents=True, exist_ok=True)
         cdir.state.mkdir(parents=True, exist_ok=True)
+        spec = await self._with_network(spec)
+        if self.network is not None:
+            undo.push_async_callback(self.network.remove, spec.computer_id)
         self.data_dir.ram_file(spec.computer_id).unlink(missing_ok=True)  # a fresh boot
         vm = await hv.boot(self._vm_spec(spec, image, cdir))
         undo.push_async_callback(self._kill_and_clean, vm)
@@ -223,7 +236,7 @@ class HostRuntime:
 
     def compat(self, spec: MachineSpec, image: Image, isolation: str) -> dict[str, object]:
         """What a saved state must match to be loaded."""
-        return {"isolation": isolation, "hypervisor_build": host_key(), "vcpus": spec.vcpus,
+        return {"isolation": isolation, "hypervisor_build": qemu_version(), "vcpus": spec.vcpus,
                 "memory_mib": spec.memory_mib, "image": image.build_id}  # fmt: skip
 
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
@@ -275,6 +288,7 @@ class HostRuntime:
 
     async def _restore(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> Machine:
         hv = await self.hypervisor(image)
+        spec = await self._with_network(spec)
         ram = self.data_dir.ram_file(spec.computer_id)
         await asyncio.to_thread(sparse_copy_path, cdir.state / memory.MEMORY, ram)
         async with contextlib.AsyncExitStack() as undo:
@@ -303,5 +317,7 @@ class HostRuntime:
     async def destroy(self, computer_id: str) -> None:
         """Kill the VM if it runs and remove everything the computer had on this host."""
         await self.kill(computer_id)
+        if self.network is not None:
+            await self.network.remove(computer_id)
         cdir = self.data_dir.computer(computer_id)
         await asyncio.to_thread(shutil.rmtree, cdir.root, True)

@@ -43,6 +43,12 @@ def qemu_binary() -> str:
 
 
 @functools.cache
+def qemu_version() -> str:
+    out = subprocess.run([qemu_binary(), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.splitlines()[0] if out.stdout else "unknown"
+
+
+@functools.cache
 def host_key() -> str:
     version = subprocess.run(
         [qemu_binary(), "--version"], capture_output=True, text=True, check=False

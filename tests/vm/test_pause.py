@@ -1,0 +1,122 @@
+"""Pause and resume with memory kept, at the host runtime: processes, tmpfs and open TCP
+connections survive; a corrupt state is said and the computer boots fresh with its disk; a pause
+that cannot complete leaves the computer running."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sanbox.host.image import Image
+from sanbox.host.memory import PauseError
+from sanbox.host.net import GUEST_IP
+from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+
+from .conftest import MakeMachine
+
+pytestmark = pytest.mark.vm
+Run = Callable[..., Any]
+
+ECHO_SERVER = textwrap.dedent("""
+    import socket
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 9000)); s.listen()
+    c, _ = s.accept()
+    while data := c.recv(1024):
+        c.sendall(b"echo:" + data)
+""")
+CLIENT = textwrap.dedent("""
+    import socket, sys
+    c = socket.create_connection((sys.argv[1], 9000), timeout=60)
+    for line in sys.stdin:
+        c.sendall(line.encode()); print(c.recv(1024).decode().strip(), flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def pausable(make_machine: MakeMachine) -> Iterator[Machine]:
+    yield make_machine(memory_mib=512)
+
+
+def spec_of(machine: Machine) -> MachineSpec:
+    return MachineSpec(computer_id=machine.computer_id, memory_mib=512)
+
+
+def test_processes_tmpfs_and_tcp_survive(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    agent = pausable.agent
+    run(agent.exec("nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' "
+                   ">/dev/null 2>&1 & echo $! > /tmp/counter.pid"))  # fmt: skip
+    run(agent.files.put("/tmp/note.txt", b"kept in tmpfs\n"))
+    run(agent.files.put("/root/echo.py", ECHO_SERVER.encode()))
+    run(agent.exec("nohup python3 /root/echo.py >/dev/null 2>&1 &"))
+    netns = runtime.network.netns(pausable.computer_id)  # type: ignore[union-attr]
+    run(agent.exec("for i in $(seq 50); do ss -ltn | grep -q :9000 && break; sleep 0.2; done"))
+    client = subprocess.Popen(
+        ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, GUEST_IP],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert client.stdin and client.stdout
+    try:
+        client.stdin.write("before\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "echo:before"
+        pid_before = run(agent.files.read("/tmp/counter.pid")).strip()
+        saved = run(runtime.pause(pausable, spec_of(pausable), image))
+        assert saved.size > 0 and not pausable.vm.alive()
+        resumed, outcome = run(runtime.resume(spec_of(pausable), image))
+        assert str(outcome) == "restored"
+        pausable.vm, pausable.agent = resumed.vm, resumed.agent
+        client.stdin.write("after\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "echo:after"  # the same TCP connection
+    finally:
+        client.kill()
+        client.communicate()
+    agent = pausable.agent
+    assert run(agent.files.read("/tmp/note.txt")) == b"kept in tmpfs\n"
+    assert run(agent.files.read("/tmp/counter.pid")).strip() == pid_before
+    assert run(agent.exec(["kill", "-0", pid_before.decode()])).exit_code == 0
+    ticks = len(run(agent.files.read("/tmp/ticks")).split())
+    run(asyncio.sleep(1.0))
+    assert len(run(agent.files.read("/tmp/ticks")).split()) > ticks  # it goes on counting
+
+
+def test_corrupt_state_boots_fresh_and_keeps_the_disk(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    run(pausable.agent.files.put("/root/on-disk.txt", b"disk survives\n"))
+    run(pausable.agent.exec("sync"))
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    vmstate = pausable.dir.state / "vmstate"
+    data = bytearray(vmstate.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    vmstate.write_bytes(bytes(data))
+    resumed, outcome = run(runtime.resume(spec_of(pausable), image))
+    pausable.vm, pausable.agent = resumed.vm, resumed.agent
+    assert not outcome.restored and outcome.reason == "state corrupt"
+    assert str(outcome) == "lost (state corrupt)"
+    assert run(resumed.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+    assert run(resumed.agent.exec("test -e /tmp/note.txt")).exit_code == 1  # a fresh boot
+
+
+def test_a_pause_that_cannot_complete_leaves_it_running(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    state = pausable.dir.state
+    subprocess.run(["chattr", "+i", str(state)], check=True)  # even root cannot write there
+    try:
+        with pytest.raises(PauseError, match="could not"):
+            run(runtime.pause(pausable, spec_of(pausable), image))
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], check=True)
+    assert pausable.vm.alive()
+    assert run(pausable.agent.exec(["echo", "still here"])).stdout == b"still here\n"
+    assert not list(state.glob("*.tmp"))
