@@ -44,6 +44,6 @@ def test_api_on_postgresql(pg_server: Server) -> None:
     assert client.delete("/v1/computers/pg-one", headers=h).json()["state"] == "deleted"
     db = Database(PG_URL or "")
     with db.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
         assert conn.execute(text("select count(*) from computers")).scalar() == 0
     db.close()

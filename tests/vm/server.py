@@ -25,7 +25,8 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, shared: DataDir, name: str) -> None:
+    def __init__(self, shared: DataDir, name: str, env: dict[str, str] | None = None) -> None:
+        self.env = env or {}
         self.data_dir = DataDir(shared.root / name)
         self.data_dir.root.mkdir(parents=True, exist_ok=True)
         for link in ("images", "host"):
@@ -46,7 +47,7 @@ class ServerProcess:
         raise AssertionError("no api_key in the client config")
 
     def start(self) -> None:
-        env = {**os.environ, "SANBOX_CONFIG": str(self.config)}
+        env = {**os.environ, **self.env, "SANBOX_CONFIG": str(self.config)}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(BIN), "server", "--port", str(self.port), "--data-dir",

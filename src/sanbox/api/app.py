@@ -13,13 +13,17 @@ from fastapi import FastAPI
 from .. import __version__
 from ..control.events import EventBus
 from ..control.idle import IdleWatcher
+from ..control.network import NetworkService
 from ..control.reconciler import Reconciler
 from ..control.service import ComputerService
+from ..host.egress.gateway import EgressGateway
+from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
 from ..store import Database
 from . import errors
 from .bootstrap import bootstrap
-from .routes import admin, computers, events, exec, files, host
+from .published import PublishedPorts
+from .routes import admin, computers, events, exec, files, host, network
 from .settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -32,7 +36,13 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         db = Database(settings.db_url)
         await asyncio.to_thread(db.migrate)
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
-        service = ComputerService(db, runtime or HostRuntime(settings.layout), EventBus())
+        host_runtime = runtime or HostRuntime(settings.layout)
+        service = ComputerService(db, host_runtime, EventBus())
+        network = NetworkService(service)
+        if host_runtime.network is not None:
+            resolver = Resolver(settings.upstream or system_upstream())
+            service.egress = EgressGateway(resolver, network.denied)
+        app.state.settings, app.state.network = settings, network
         reconciler = Reconciler(service)
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
@@ -48,6 +58,8 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
+            if service.egress is not None:
+                await service.egress.close()
             await service.close()
             db.close()
 
@@ -58,6 +70,7 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (computers, exec, files, events, admin, host):
+    for module in (computers, exec, files, network, events, admin, host):
         app.include_router(module.router)
+    app.add_middleware(PublishedPorts)
     return app

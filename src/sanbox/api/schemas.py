@@ -33,6 +33,11 @@ class ComputerCreate(BaseModel):
         description="seconds without activity before it is suspended; 0 = never; "
         "default: the template's",
     )  # fmt: skip
+    allow: list[str] | None = Field(
+        None, max_length=1000,
+        description="hosts (api.github.com), wildcards (*.pypi.org) and cidr:port rules it may "
+        "reach; empty: nothing goes out; default: the template's",
+    )  # fmt: skip
 
 
 class ComputerUpdate(BaseModel):
@@ -61,6 +66,8 @@ class Computer(BaseModel):
         None, description="what the last start or resume did with memory"
     )
     memory_reason: str | None = None
+    allow: list[str] = Field(default_factory=list)
+    ports: list[dict[str, Any]] = Field(default_factory=list)
 
     @classmethod
     def of(cls, row: ComputerRow, org_name: str) -> Computer:
@@ -70,7 +77,7 @@ class Computer(BaseModel):
             labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
             idle_timeout=row.idle_timeout, memory=row.memory,  # type: ignore[arg-type]
-            memory_reason=row.memory_reason,
+            memory_reason=row.memory_reason, allow=row.allow, ports=row.ports,
         )  # fmt: skip
 
 
@@ -171,3 +178,29 @@ class HostInfo(BaseModel):
     memory_mib: int
     data_dir: str
     reflink: bool
+
+
+class NetworkPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(max_length=1000)
+
+
+class NetworkOut(BaseModel):
+    allow: list[str]
+    closed_flows: int = 0  # open connections the change closed
+
+
+class PortPublish(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    port: int = Field(ge=1, le=65535)
+    public: bool = False
+
+
+class PortOut(BaseModel):
+    port: int
+    public: bool
+    url: str
+
+
+class PortList(BaseModel):
+    ports: list[PortOut]

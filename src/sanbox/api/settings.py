@@ -28,6 +28,9 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     client_config: Path | None = None  # written on first start (None: don't write)
     watch_interval: float = 2.0
+    upstream_dns: str | None = None  # host[:port] the DNS filter and proxy resolve with
+    ca_bundle: Path | None = None  # CAs trusted for upstream TLS (the secret proxy's)
+    port_domain: str = "localhost"  # published ports: http://PORT-NAME.<domain>:<port>/
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -35,6 +38,10 @@ class ServerSettings:
             "data_dir": default_data_dir(),
             "database_url": os.environ.get("SANBOX_DATABASE_URL") or None,
             "client_config": default_client_config(),
+            "upstream_dns": os.environ.get("SANBOX_UPSTREAM_DNS") or None,
+            "ca_bundle": Path(os.environ["SANBOX_CA_BUNDLE"])
+            if os.environ.get("SANBOX_CA_BUNDLE")
+            else None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -46,6 +53,16 @@ class ServerSettings:
     @property
     def db_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir / "sanbox.db")
+
+    @property
+    def upstream(self) -> tuple[str, int] | None:
+        if not self.upstream_dns:
+            return None
+        host, _, port = self.upstream_dns.partition(":")
+        return host, int(port or 53)
+
+    def port_url(self, port: int, name: str) -> str:
+        return f"http://{port}-{name}.{self.port_domain}:{self.port}/"
 
     @property
     def url(self) -> str:

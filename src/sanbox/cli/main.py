@@ -6,7 +6,7 @@ import typer
 
 from ..host.errors import HostError
 from ..sdk.errors import SanboxError
-from . import admin, computer, config, doctor, image, server
+from . import admin, computer, config, doctor, image, network, server
 from ._output import fail
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app.command("server")(server.server)
 computer.register(app)
 admin.register(app)
 config.register(app)
+network.register(app)
 
 
 def main() -> None:

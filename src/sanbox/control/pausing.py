@@ -49,6 +49,7 @@ async def _pause_locked(
         await svc.vm_exited(row.id, f"its VM died during a pause ({exc})")
         raise ConflictError(f"pause failed and the VM died: {exc}", "pause_failed") from exc
     svc.machines.pop(row.id, None)
+    await svc.network_down(row.id)
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
     return svc.record(
         row.id, dst, f"computer.{dst}",
@@ -77,6 +78,7 @@ async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = Fa
         raise translate_host_error(exc) from exc
     svc.machines[row.id] = machine
     svc.touch(row.id)
+    await svc.network_up(row.id)
     took = time.monotonic() - t0
     how = "woken" if woken else "resumed"
     if outcome.restored:

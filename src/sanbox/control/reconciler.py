@@ -68,6 +68,7 @@ class Reconciler:
         if machine is None:
             return False
         self.service.machines[computer_id] = machine
+        await self.service.network_up(computer_id)
         return True
 
     async def _one(self, computer_id: str, state: State, report: ReconcileReport) -> None:

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..host.disk import GIB
+from ..host.egress.gateway import EgressGateway
+from ..host.egress.policy import Policy, PolicyError
 from ..host.errors import HostError
 from ..host.image import Image, ImageError, UnknownTemplateError, find_image, recipe_for
 from ..host.runtime import HostRuntime, Machine, MachineSpec
@@ -45,6 +47,7 @@ class CreateRequest:
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
+    allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -62,8 +65,14 @@ def translate_host_error(exc: HostError) -> ControlError:
 
 class ComputerService:
     def __init__(
-        self, db: Database, runtime: HostRuntime, bus: EventBus, capacity: Capacity | None = None
+        self,
+        db: Database,
+        runtime: HostRuntime,
+        bus: EventBus,
+        capacity: Capacity | None = None,
+        egress: EgressGateway | None = None,
     ) -> None:
+        self.egress = egress
         self.db = db
         self.runtime = runtime
         self.bus = bus
@@ -75,6 +84,22 @@ class ComputerService:
         self.last_activity: dict[str, float] = {}  # computer id -> monotonic time
 
     # plumbing -------------------------------------------------------------------------------
+
+    async def network_up(self, computer_id: str) -> None:
+        """Firewall, DNS filter and egress proxy for a computer that now runs."""
+        network = self.runtime.network
+        row = self.by_id(computer_id)
+        if self.egress is None or network is None or row is None:
+            return
+        try:
+            await self.egress.start(computer_id, network.netns(computer_id), Policy.of(row.allow))
+        except (HostError, OSError, PolicyError) as exc:  # fails closed: no listener, no egress
+            log.error("egress for %s could not start: %s", computer_id, exc)
+            self.record(computer_id, None, "network.error", f"egress is off: {exc}")
+
+    async def network_down(self, computer_id: str) -> None:
+        if self.egress is not None:
+            await self.egress.stop(computer_id)
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
@@ -154,6 +179,11 @@ class ComputerService:
             check_name(req.name)
         if req.vcpus < 1 or req.memory_mib < 128:
             raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
+        if req.allow is not None:
+            try:
+                Policy.of(list(req.allow))
+            except PolicyError as exc:
+                raise InvalidRequestError(str(exc), "invalid_rule") from exc
         if req.idle_timeout is not None and req.idle_timeout < 0:
             raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
         self.capacity.check(req.vcpus, req.memory_mib)
@@ -197,6 +227,8 @@ class ComputerService:
                 memory_mib=req.memory_mib,
                 disk_gib=disk_gib,
                 env=req.env,
+                allow=list(req.allow if req.allow is not None else recipe_for(req.template).allow),
+                ports=[],
                 idle_timeout=(
                     req.idle_timeout
                     if req.idle_timeout is not None
@@ -243,6 +275,7 @@ class ComputerService:
                 ) from exc
             self.machines[row.id] = machine
             self.touch(row.id)
+            await self.network_up(row.id)
             return self.record(
                 row.id,
                 State.RUNNING,
@@ -277,6 +310,7 @@ class ComputerService:
             raise translate_host_error(exc) from exc
         self.machines[row.id] = machine
         self.touch(row.id)
+        await self.network_up(row.id)
         return self.record(
             row.id, State.RUNNING, "computer.running",
             f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
@@ -299,6 +333,7 @@ class ComputerService:
 
     async def _shutdown(self, row: ComputerRow) -> ComputerRow:
         self.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
+        await self.network_down(row.id)
         machine = self.machines.pop(row.id, None)
         clean = False
         if machine is None:
@@ -339,6 +374,7 @@ class ComputerService:
             row = self.get(org, row.id)
             check_action("delete", State(row.state), row.name)
             row = self.record(row.id, State.DELETING, "computer.deleting", "deleting")
+            await self.network_down(row.id)
             machine = self.machines.pop(row.id, None)
             if machine is not None:
                 with contextlib.suppress(Exception):
@@ -401,6 +437,7 @@ class ComputerService:
         from ..host.runtime import console_tail
 
         self.machines.pop(computer_id, None)
+        await self.network_down(computer_id)
         await self.runtime.kill(computer_id)
         with self.db.session() as s:
             row = repo.computer_by_id(s, computer_id)

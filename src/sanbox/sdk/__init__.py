@@ -45,6 +45,7 @@ from .types import (
     FileEntry,
     HostInfo,
     Org,
+    PublishedPort,
     Stderr,
     Stdout,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "ExecStream",
     "Exit",
     "FileEntry",
+    "PublishedPort",
     "Files",
     "HostInfo",
     "IdempotencyConflictError",

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from ._http import HttpCore
 from .exec_stream import AsyncExecStream
-from .types import ComputerRecord, Event, ExecResult, FileEntry
+from .types import ComputerRecord, Event, ExecResult, FileEntry, PublishedPort
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -152,6 +152,32 @@ class AsyncComputer(ComputerFields):
     async def console(self, lines: int = 100) -> list[str]:
         data = await self._client.http.json("GET", self.path + "/console", params={"lines": lines})
         return [str(line) for line in data.get("lines", [])]
+
+    async def allowlist(self) -> list[str]:
+        """The hosts, wildcards and cidr:port rules the computer may reach (empty: nothing)."""
+        data = await self._client.http.json("GET", self.path + "/network")
+        return [str(r) for r in data.get("allow", [])]
+
+    async def set_allowlist(self, allow: list[str]) -> int:
+        """Replace the allowlist (applied at once); returns how many open flows it closed."""
+        data = await self._client.http.json(
+            "PUT", self.path + "/network", json_body={"allow": list(allow)}
+        )
+        return int(data.get("closed_flows", 0))
+
+    async def ports(self) -> list[PublishedPort]:
+        data = await self._client.http.json("GET", self.path + "/ports")
+        return [PublishedPort.from_json(p) for p in data.get("ports", [])]
+
+    async def publish(self, port: int, public: bool = False) -> PublishedPort:
+        """Publish a guest port as a private URL (public=True: no API key needed)."""
+        data = await self._client.http.json(
+            "POST", self.path + "/ports", json_body={"port": port, "public": public}
+        )
+        return PublishedPort.from_json(data)
+
+    async def unpublish(self, port: int) -> None:
+        await self._client.http.request("DELETE", f"{self.path}/ports/{port}")
 
 
 class AsyncFiles:

@@ -87,6 +87,11 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     exec = blocking(AsyncComputer.exec)
     events = blocking(AsyncComputer.events)
     console = blocking(AsyncComputer.console)
+    allowlist = blocking(AsyncComputer.allowlist)
+    set_allowlist = blocking(AsyncComputer.set_allowlist)
+    ports = blocking(AsyncComputer.ports)
+    publish = blocking(AsyncComputer.publish)
+    unpublish = blocking(AsyncComputer.unpublish)
 
     def exec_stream(
         self,

@@ -149,3 +149,14 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """Keep the fields this SDK knows, so a newer server's extra fields do not break it."""
     names = cls.__dataclass_fields__  # type: ignore[attr-defined]
     return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class PublishedPort:
+    port: int
+    public: bool
+    url: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PublishedPort:
+        return cls(**_known(cls, data))

@@ -43,6 +43,7 @@ class Recipe:
     mirror: str = field(default_factory=default_mirror)
     # template settings, not image inputs (left out of the build id):
     idle_timeout: int = 1800  # seconds without activity before a computer is suspended
+    allow: tuple[str, ...] = ()  # hosts its computers may reach; empty: nothing goes out
 
     def sources(self) -> list[str]:
         security = self.mirror.rstrip("/").removesuffix("/debian") + "/debian-security"
@@ -58,6 +59,7 @@ class Recipe:
         recipe = asdict(self)
         recipe.pop("mirror")  # where packages come from does not change what the image is
         recipe.pop("idle_timeout")
+        recipe.pop("allow")
         h.update(json.dumps(recipe, sort_keys=True).encode())
         for root in (ASSETS, GUEST_PACKAGE):
             for path in sorted(root.rglob("*")):

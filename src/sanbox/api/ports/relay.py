@@ -1,0 +1,421 @@
+"""Relay one HTTP request or one WebSocket from the ASGI server to a port inside a computer.
+
+There is no network path to the guest: each relayed connection is one ``ByteStream`` that the
+guest agent dialled to ``127.0.0.1:<port>`` inside the guest. The caller opens that stream and
+closes it after the relay returns.
+
+- ``relay_http`` writes one HTTP/1.1 request (``Connection: close``) and parses the answer with
+  h11, streaming both bodies. A guest that answers garbage or nothing gets the client a 502
+  (``bad_gateway``), one too slow to answer a 504 (``gateway_timeout``).
+- ``relay_websocket`` is a WebSocket client toward the guest (websockets' sans-IO
+  ``ClientProtocol``) and the server toward the ASGI peer, accepted only once the guest accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Coroutine, Iterable
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import h11
+from starlette.types import Receive, Scope, Send
+from websockets.client import ClientProtocol
+from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode, Frame, Opcode
+from websockets.protocol import Event, State
+from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
+
+log = logging.getLogger(__name__)
+
+Headers = list[tuple[bytes, bytes]]
+
+HOP_BY_HOP = frozenset(
+    b"connection keep-alive proxy-authenticate proxy-authorization proxy-connection te trailer "
+    b"trailers transfer-encoding upgrade".split()
+)
+_NOT_FORWARDED = frozenset(b"host expect x-forwarded-host x-forwarded-proto".split())
+_WS_HANDSHAKE = frozenset(
+    b"sec-websocket-key sec-websocket-version sec-websocket-extensions sec-websocket-protocol "
+    b"sec-websocket-accept".split()
+)
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_PORT_LABEL = re.compile(
+    r"(?P<port>[1-9][0-9]{0,4})-(?P<name>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+)
+
+
+class ByteStream(Protocol):
+    """A byte stream to a port inside the guest (``sanbox.host.agent.tcp.TcpStream``)."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def read(self, n: int = 65536, *, timeout: float | None = None) -> bytes:
+        """Up to ``n`` bytes; ``b""`` at end of stream; TimeoutError once ``timeout`` ran out."""
+        ...
+
+    async def close_write(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def parse_port_host(host: str, base_domain: str = "localhost") -> tuple[int, str] | None:
+    """``8080-demo.localhost[:7070]`` -> ``(8080, "demo")``; None when the host is not one."""
+    host = host.strip().lower()
+    head, colon, server_port = host.rpartition(":")
+    if colon:
+        if not server_port.isascii() or not server_port.isdigit():
+            return None
+        host = head
+    suffix = "." + base_domain.strip(".").lower()
+    host = host.rstrip(".")
+    if not host.endswith(suffix):
+        return None
+    match = _PORT_LABEL.fullmatch(host[: -len(suffix)])
+    if match is None or len(match[0]) > 63 or int(match["port"]) > 65535:
+        return None
+    return int(match["port"]), match["name"]
+
+
+def _target(scope: Scope) -> bytes:
+    raw_path = scope.get("raw_path") or quote(scope.get("path") or "/").encode("ascii")
+    query = scope.get("query_string") or b""
+    return raw_path + b"?" + query if query else raw_path
+
+
+def _without_hop_by_hop(headers: Iterable[tuple[bytes, bytes]], also: frozenset[bytes]) -> Headers:
+    headers = list(headers)
+    drop = set(HOP_BY_HOP | also)
+    for name, value in headers:
+        if name.lower() == b"connection":
+            drop.update(token.strip().lower() for token in value.split(b","))
+    return [(name, value) for name, value in headers if name.lower() not in drop]
+
+
+def _request_headers(scope: Scope, host_header: str, also: frozenset[bytes]) -> Headers:
+    """The client's headers for the guest: Host replaced, hop-by-hop dropped, X-Forwarded-*."""
+    raw: Headers = list(scope.get("headers") or [])
+    original_host = next((value for name, value in raw if name.lower() == b"host"), None)
+    headers = [(b"host", host_header.encode("latin-1"))]
+    headers += _without_hop_by_hop(raw, _NOT_FORWARDED | also)
+    if original_host is not None:
+        headers.append((b"x-forwarded-host", original_host))
+    secure = scope.get("scheme") in ("https", "wss")
+    headers.append((b"x-forwarded-proto", b"https" if secure else b"http"))
+    return headers
+
+
+def _error_body(code: str, message: str) -> tuple[Headers, bytes]:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return headers, body
+
+
+async def _run_until_first(*coros: Coroutine[Any, Any, Any]) -> None:
+    """Run ``coros`` as tasks until the first one ends, then cancel the others."""
+    tasks = [asyncio.create_task(coro) for coro in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+
+async def relay_http(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    stream: ByteStream,
+    *,
+    host_header: str,
+    head_timeout: float = 30.0,
+    read_timeout: float = 300.0,
+) -> None:
+    """Relay one HTTP request to ``stream`` and the guest's response back to the ASGI peer.
+
+    ``host_header`` is what the guest sees as Host (``127.0.0.1:8080``). ``head_timeout`` bounds
+    the wait for the response head, ``read_timeout`` each wait for more of the response body. A
+    response that breaks off after its head is left incomplete, so the server aborts it.
+    """
+    first = await receive()
+    if first["type"] == "http.disconnect":
+        return
+    body: bytes = first.get("body", b"")
+    more: bool = first.get("more_body", False)
+    headers = _request_headers(scope, host_header, frozenset())
+    if not any(name.lower() == b"content-length" for name, _ in headers):
+        if more:
+            headers.append((b"transfer-encoding", b"chunked"))
+        elif body or scope["method"] in _BODY_METHODS:
+            headers.append((b"content-length", str(len(body)).encode()))
+    headers.append((b"connection", b"close"))
+    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=64 * 1024)
+    try:
+        head = conn.send(
+            h11.Request(method=scope["method"], target=_target(scope), headers=headers)
+        )
+        await stream.write(head + _encode_body(conn, body, more))
+    except Exception as exc:
+        log.info("relay to %s: request not sent: %r", host_header, exc)
+        await _send_error(send, 502, "bad_gateway", f"cannot send the request to the port: {exc}")
+        return
+    await _run_until_first(
+        _http_upload(conn, receive, stream, more),
+        _http_download(conn, send, stream, host_header, head_timeout, read_timeout),
+    )
+
+
+def _encode_body(conn: h11.Connection, data: bytes, more: bool) -> bytes:
+    out = (conn.send(h11.Data(data=data)) or b"") if data else b""
+    return out if more else out + (conn.send(h11.EndOfMessage()) or b"")
+
+
+async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+    headers, body = _error_body(code, message)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _http_upload(
+    conn: h11.Connection, receive: Receive, stream: ByteStream, more: bool
+) -> None:
+    """Stream the rest of the request body, then return once the client disconnects."""
+    try:
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            more = message.get("more_body", False)
+            await stream.write(_encode_body(conn, message.get("body", b""), more))
+    except Exception as exc:  # the guest may answer without reading it all: keep listening
+        log.debug("request body not fully sent: %r", exc)
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _next_event(conn: h11.Connection, stream: ByteStream, deadline: float) -> Any:
+    loop = asyncio.get_running_loop()
+    while (event := conn.next_event()) is h11.NEED_DATA:
+        if (remaining := deadline - loop.time()) <= 0:
+            raise TimeoutError
+        conn.receive_data(await stream.read(timeout=remaining))
+    return event
+
+
+async def _http_download(
+    conn: h11.Connection,
+    send: Send,
+    stream: ByteStream,
+    host_header: str,
+    head_timeout: float,
+    read_timeout: float,
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + head_timeout
+    try:
+        event = await _next_event(conn, stream, deadline)
+        while isinstance(event, h11.InformationalResponse):
+            event = await _next_event(conn, stream, deadline)
+        if not isinstance(event, h11.Response):
+            raise h11.RemoteProtocolError("closed the connection without answering")
+    except TimeoutError:
+        message = f"the port did not answer within {head_timeout:g} s"
+        await _send_error(send, 504, "gateway_timeout", message)
+        return
+    except Exception as exc:
+        log.info("relay to %s: bad response head: %r", host_header, exc)
+        await _send_error(send, 502, "bad_gateway", f"bad response from the port: {exc}")
+        return
+    headers = _without_hop_by_hop(event.headers, frozenset())
+    await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
+    try:
+        while True:
+            event = await _next_event(conn, stream, loop.time() + read_timeout)
+            if isinstance(event, h11.EndOfMessage):
+                break
+            if not isinstance(event, h11.Data):
+                raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
+            await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    except Exception as exc:
+        log.info("relay to %s: response broke off: %r", host_header, exc)
+
+
+# --- WebSocket ----------------------------------------------------------------------------------
+
+
+async def relay_websocket(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    stream: ByteStream,
+    *,
+    host_header: str,
+    handshake_timeout: float = 30.0,
+    close_timeout: float = 10.0,
+    max_message_size: int = 16 * 2**20,
+) -> None:
+    """Relay one WebSocket between the ASGI peer and ``stream``.
+
+    The ASGI side is accepted, with the guest's subprotocol, only once the guest accepted; a guest
+    that refuses gets the client a 502 (or, without the ``websocket.http.response`` extension, a
+    close before accept, which servers answer with 403). Messages and close codes then flow both
+    ways; each side answers its own pings. The relay ends when either side closes; after the
+    client left it waits up to ``close_timeout`` for the guest to answer the close.
+    """
+    if (await receive())["type"] != "websocket.connect":
+        return
+    offered = [Subprotocol(s) for s in scope.get("subprotocols") or ()]
+    guest = ClientProtocol(
+        parse_uri(f"ws://{host_header}/"), subprotocols=offered or None, max_size=max_message_size
+    )
+    request = guest.connect()
+    request.path = _target(scope).decode("latin-1")
+    for name, value in _request_headers(scope, host_header, _WS_HANDSHAKE)[1:]:
+        request.headers[name.decode("latin-1")] = value.decode("latin-1")
+    guest.send_request(request)
+    relay = _WebSocketRelay(guest, receive, send, stream)
+    try:
+        await relay.flush()
+        await relay.handshake(handshake_timeout)
+    except Exception as exc:
+        guest.handshake_exc = guest.handshake_exc or exc
+    if guest.handshake_exc is not None or guest.state is not State.OPEN:
+        log.info("relay to %s: websocket refused: %r", host_header, guest.handshake_exc)
+        await _refuse_websocket(
+            scope, send, f"the port refused the websocket: {guest.handshake_exc}"
+        )
+        return
+    await send({"type": "websocket.accept", "subprotocol": guest.subprotocol})
+    await _run_until_first(relay.to_guest(close_timeout), relay.to_client())
+
+
+async def _refuse_websocket(scope: Scope, send: Send, message: str) -> None:
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1011})
+        return
+    headers, body = _error_body("bad_gateway", message)
+    await send({"type": "websocket.http.response.start", "status": 502, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
+def _sendable(code: int | None) -> int | None:
+    """``code`` if it may go in a close frame; None for 1005 (no status), 1006 (abnormal), ..."""
+    if code is not None and (code in EXTERNAL_CLOSE_CODES or 3000 <= code < 5000):
+        return code
+    return None
+
+
+class _WebSocketRelay:
+    def __init__(self, guest: ClientProtocol, receive: Receive, send: Send, stream: ByteStream):
+        self.guest = guest
+        self.receive = receive
+        self.send = send
+        self.stream = stream
+        self.client_gone = False
+        self.guest_done = asyncio.Event()
+        self.pending: list[Event] = []
+        self.parts: list[bytes] = []
+        self.opcode = Opcode.BINARY
+
+    async def flush(self) -> None:
+        for data in self.guest.data_to_send():
+            if data:
+                await self.stream.write(data)
+            else:
+                await self.stream.close_write()
+
+    async def feed(self, timeout: float | None) -> None:
+        """Read from the guest once and feed the protocol; it answers pings and closes itself."""
+        data = await self.stream.read(timeout=timeout)
+        if data:
+            self.guest.receive_data(data)
+        else:
+            self.guest.receive_eof()
+        self.pending += self.guest.events_received()
+        await self.flush()
+
+    async def handshake(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.guest.state is State.CONNECTING and self.guest.handshake_exc is None:
+            if (remaining := deadline - loop.time()) <= 0:
+                raise TimeoutError(f"no handshake answer within {timeout:g} s")
+            await self.feed(remaining)
+
+    async def to_guest(self, close_timeout: float) -> None:
+        """Client messages to the guest until the client leaves; then close toward the guest."""
+        while (message := await self.receive())["type"] == "websocket.receive":
+            if (text := message.get("text")) is not None:
+                self.guest.send_text(text.encode())
+            else:
+                self.guest.send_binary(message.get("bytes") or b"")
+            await self.flush()
+        self.client_gone = True
+        if self.guest.state is State.OPEN:
+            code = _sendable(message.get("code"))
+            if code is None:
+                self.guest.send_close()
+            else:
+                self.guest.send_close(code, message.get("reason") or "")
+            await self.flush()
+        # to_client reads the guest's answer; give it close_timeout to arrive.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.guest_done.wait(), close_timeout)
+
+    def _guest_open(self) -> bool:
+        if self.guest.state is State.OPEN:
+            return True
+        # After the client left, read on until the guest answers our close frame.
+        return (
+            self.client_gone and self.guest.close_rcvd is None and self.guest.state is State.CLOSING
+        )
+
+    async def to_client(self) -> None:
+        """Guest messages to the client until the guest closes; then close toward the client."""
+        try:
+            while True:
+                for event in self.pending:
+                    if isinstance(event, Frame):
+                        await self._forward(event)
+                self.pending.clear()
+                if not self._guest_open():
+                    break
+                await self.feed(None)
+        except Exception as exc:
+            log.info("websocket relay ended: %r", exc)
+        finally:
+            self.guest_done.set()
+        if self.client_gone:
+            return
+        close = self.guest.close_rcvd or self.guest.close_sent
+        code = _sendable(close.code if close else None)
+        if code is None:
+            code = 1000 if close and close.code == CloseCode.NO_STATUS_RCVD else 1011
+        reason = close.reason if close and code == close.code else ""
+        with contextlib.suppress(OSError):
+            await self.send({"type": "websocket.close", "code": code, "reason": reason})
+
+    async def _forward(self, frame: Frame) -> None:
+        if frame.opcode in (Opcode.TEXT, Opcode.BINARY):
+            self.opcode, self.parts = frame.opcode, []
+        elif frame.opcode is not Opcode.CONT:
+            return
+        self.parts.append(bytes(frame.data))
+        if not frame.fin or self.client_gone:
+            return
+        data, self.parts = b"".join(self.parts), []
+        if self.opcode is Opcode.TEXT:
+            await self.send({"type": "websocket.send", "text": data.decode()})
+        else:
+            await self.send({"type": "websocket.send", "bytes": data})

@@ -1,0 +1,57 @@
+"""/v1/computers/{ref}/network and /ports: the egress allowlist (live) and published ports."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from ...control.network import NetworkService
+from ..schemas import NetworkOut, NetworkPolicy, PortList, PortOut, PortPublish
+from ._deps import Auth, Service
+from .computers import ERRORS
+
+router = APIRouter(prefix="/v1/computers", tags=["network"], responses=ERRORS)
+
+
+def network(request: Request) -> NetworkService:
+    svc: NetworkService = request.app.state.network
+    return svc
+
+
+@router.get("/{ref}/network", response_model=NetworkOut)
+async def get_network(ref: str, auth: Auth, svc: Service) -> NetworkOut:
+    return NetworkOut(allow=svc.get(auth.org, ref).allow)
+
+
+@router.put("/{ref}/network", response_model=NetworkOut)
+async def set_network(ref: str, body: NetworkPolicy, auth: Auth, request: Request) -> NetworkOut:
+    """Replace the egress allowlist. It applies at once and closes flows it no longer allows."""
+    row, closed = await network(request).set_allow(auth.org, ref, body.allow)
+    return NetworkOut(allow=row.allow, closed_flows=closed)
+
+
+def _ports(request: Request, name: str, ports: list[dict[str, object]]) -> PortList:
+    settings = request.app.state.settings
+    return PortList(ports=[
+        PortOut(port=int(str(p["port"])), public=bool(p["public"]),
+                url=settings.port_url(int(str(p["port"])), name))
+        for p in ports
+    ])  # fmt: skip
+
+
+@router.get("/{ref}/ports", response_model=PortList)
+async def list_ports(ref: str, auth: Auth, svc: Service, request: Request) -> PortList:
+    row = svc.get(auth.org, ref)
+    return _ports(request, row.name, row.ports)
+
+
+@router.post("/{ref}/ports", response_model=PortOut, status_code=201)
+async def publish_port(ref: str, body: PortPublish, auth: Auth, request: Request) -> PortOut:
+    """Publish a guest port as `http://PORT-NAME.localhost:7070/` (API key needed unless public)."""
+    row = network(request).publish(auth.org, ref, body.port, body.public)
+    return next(p for p in _ports(request, row.name, row.ports).ports if p.port == body.port)
+
+
+@router.delete("/{ref}/ports/{port}", status_code=204)
+async def unpublish_port(ref: str, port: int, auth: Auth, request: Request) -> Response:
+    network(request).unpublish(auth.org, ref, port)
+    return Response(status_code=204)

@@ -1,0 +1,92 @@
+"""A computer's network as the user sees it: its egress allowlist (changed live, closing flows it
+no longer allows), the attempts it denied (events, without payloads), and its published ports."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..host.egress.policy import Policy, PolicyError
+from ..store.models import ComputerRow, Org
+from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .service import ComputerService
+
+DENIAL_QUIET = 5.0  # seconds between two events for the same denied (name, port, reason)
+
+
+class NetworkService:
+    def __init__(self, service: ComputerService) -> None:
+        self.service = service
+        self._last_denial: dict[tuple[str, str, int, str], float] = {}
+
+    def denied(self, computer_id: str, name: str, port: int, reason: str) -> None:
+        """Record a denied attempt as an event (rate-limited per name, port and reason)."""
+        key = (computer_id, name, port, reason)
+        now = time.monotonic()
+        if now - self._last_denial.get(key, -DENIAL_QUIET) < DENIAL_QUIET:
+            return
+        self._last_denial[key] = now
+        try:
+            self.service.record(computer_id, None, "network.denied",
+                                f"denied {name}:{port}: {reason}",
+                                {"name": name, "port": port, "reason": reason})  # fmt: skip
+        except NotFoundError:
+            pass
+
+    async def set_allow(self, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
+        """Replace the allowlist; applied at once. Returns the record and the flows closed."""
+        try:
+            policy = Policy.of(rules)
+        except PolicyError as exc:
+            raise InvalidRequestError(str(exc), "invalid_rule") from exc
+        row = self.service.get(org, ref)
+        async with self.service.lock(row.id):
+            row = self.service.record(
+                row.id, None, "network.policy", f"egress allowlist: {', '.join(policy.rules()) or 'nothing'}",
+                {"allow": policy.rules()}, allow=policy.rules(),
+            )  # fmt: skip
+            closed = 0
+            if self.service.egress is not None:
+                closed = await self.service.egress.update(row.id, policy)
+            if closed:
+                self.service.record(row.id, None, "network.flows_closed",
+                                    f"{closed} open connection(s) no longer allowed were closed")  # fmt: skip
+        return row, closed
+
+    # published ports ------------------------------------------------------------------------
+
+    def publish(self, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
+        if not 1 <= port <= 65535:
+            raise InvalidRequestError(f"port {port} is not 1-65535")
+        row = self.service.get(org, ref)
+        ports = [p for p in row.ports if p["port"] != port] + [{"port": port, "public": public}]
+        ports.sort(key=lambda p: int(p["port"]))
+        how = "public" if public else "private (API key required)"
+        return self.service.record(row.id, None, "port.published", f"port {port} published, {how}",
+                                   {"port": port, "public": public}, ports=ports)  # fmt: skip
+
+    def unpublish(self, org: Org, ref: str, port: int) -> ComputerRow:
+        row = self.service.get(org, ref)
+        if not any(p["port"] == port for p in row.ports):
+            raise NotFoundError(f"port {port} of {row.name} is not published", "port_not_found")
+        ports = [p for p in row.ports if p["port"] != port]
+        return self.service.record(row.id, None, "port.unpublished", f"port {port} unpublished",
+                                   {"port": port}, ports=ports)  # fmt: skip
+
+    def find_published(self, org: Org | None, name: str, port: int) -> ComputerRow:
+        """The computer serving `port` under `name`: in the key's org, or (no key) a public one."""
+        from ..store import repo
+
+        with self.service.db.session() as s:
+            rows = [r for r in repo.list_computers(s, org.id if org else None) if r.name == name]
+        published: list[tuple[ComputerRow, dict[str, Any]]] = [
+            (r, p) for r in rows for p in r.ports if p["port"] == port
+        ]
+        if org is None:
+            published = [(r, p) for r, p in published if p["public"]]
+        if not published:
+            raise NotFoundError(f"no published port {port} on a computer named {name!r}",
+                                "port_not_found")  # fmt: skip
+        if len(published) > 1:
+            raise ConflictError(f"{port}-{name} is ambiguous: send an API key", "ambiguous_port")
+        return published[0][0]

@@ -1,0 +1,36 @@
+"""Egress for computers: the DNS filter (a computer's only resolver, answering allowed names
+only), the stub resolver it and the egress proxy use, the DNS message codec, and the sniffers
+that read the host a connection asks for (TLS SNI, HTTP Host)."""
+
+from .dns_filter import DnsFilter
+from .dnsmsg import DnsFormatError, Query, Rcode, Response
+from .resolver import ResolveError, Resolver, system_upstream
+from .sniff import (
+    INCOMPLETE,
+    NOT_HTTP,
+    NOT_TLS,
+    Incomplete,
+    NotHttp,
+    NotTls,
+    http_host,
+    tls_server_name,
+)
+
+__all__ = [
+    "INCOMPLETE",
+    "NOT_HTTP",
+    "NOT_TLS",
+    "DnsFilter",
+    "DnsFormatError",
+    "Incomplete",
+    "NotHttp",
+    "NotTls",
+    "Query",
+    "Rcode",
+    "ResolveError",
+    "Resolver",
+    "Response",
+    "http_host",
+    "system_upstream",
+    "tls_server_name",
+]

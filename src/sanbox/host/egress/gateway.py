@@ -1,0 +1,91 @@
+"""The egress gateway: for each running computer, the DNS filter and the egress proxy listening
+inside its namespace, and its firewall, all following one live policy."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..net import firewall
+from ..net.listen import Endpoint, bind_in_netns
+from .dns_filter import DnsFilter
+from .policy import Policy
+from .proxy import EgressProxy
+from .resolver import Resolver
+
+OnDenied = Callable[[str, str, int, str], None]  # (computer id, name, port, reason)
+
+
+@dataclass
+class Egress:
+    computer_id: str
+    netns: str
+    policy: Policy
+    proxy: EgressProxy
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+
+class EgressGateway:
+    def __init__(self, resolver: Resolver, on_denied: OnDenied | None = None) -> None:
+        self.resolver = resolver
+        self.on_denied: OnDenied = on_denied or (lambda *_a: None)
+        self._egress: dict[str, Egress] = {}
+
+    def policy(self, computer_id: str) -> Policy | None:
+        egress = self._egress.get(computer_id)
+        return egress.policy if egress else None
+
+    async def start(self, computer_id: str, netns: str, policy: Policy) -> None:
+        """Firewall, DNS filter and proxy for a computer (replacing any it had)."""
+        await self.stop(computer_id)
+        await firewall.apply(netns, policy.cidrs)
+        endpoints = [
+            Endpoint(firewall.DNS_PORT, socket.SOCK_DGRAM),
+            Endpoint(firewall.DNS_PORT, socket.SOCK_STREAM),
+            Endpoint(firewall.HTTP_PORT, socket.SOCK_STREAM),
+            Endpoint(firewall.TLS_PORT, socket.SOCK_STREAM),
+            Endpoint(firewall.DIRECT_PORT, socket.SOCK_STREAM),
+        ]
+        udp, tcp, http, tls, direct = await asyncio.to_thread(bind_in_netns, netns, endpoints)
+
+        def denied(name: str, port: int, reason: str) -> None:
+            self.on_denied(computer_id, name, port, reason)
+
+        egress = Egress(computer_id, netns, policy, proxy=None)  # type: ignore[arg-type]
+        egress.proxy = EgressProxy(lambda: egress.policy, self.resolver, denied)
+        dns = DnsFilter(
+            lambda name: egress.policy.allows_host(name),
+            self.resolver,
+            lambda name, reason: denied(name, 53, reason),
+        )
+        egress.tasks.append(asyncio.ensure_future(dns.serve(udp, tcp)))
+        await egress.proxy.serve(http, tls, direct)
+        self._egress[computer_id] = egress
+
+    async def update(self, computer_id: str, policy: Policy) -> int:
+        """Apply a new policy at once; returns how many open flows it closed."""
+        egress = self._egress.get(computer_id)
+        if egress is None:
+            return 0
+        if policy.cidrs != egress.policy.cidrs:
+            await firewall.apply(egress.netns, policy.cidrs)
+        egress.policy = policy
+        return len(egress.proxy.revalidate())
+
+    async def stop(self, computer_id: str) -> None:
+        egress = self._egress.pop(computer_id, None)
+        if egress is None:
+            return
+        await egress.proxy.close()
+        for task in egress.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def close(self) -> None:
+        for computer_id in list(self._egress):
+            await self.stop(computer_id)

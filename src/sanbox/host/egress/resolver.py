@@ -1,0 +1,164 @@
+"""A stub resolver for the DNS filter and the egress proxy: asks one upstream recursive
+resolver over UDP (one retry, on a fresh socket so a fresh source port), over TCP when the
+answer is truncated. Every exchange is bounded by `timeout` in all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import socket
+import struct
+from pathlib import Path
+
+from ..errors import HostError
+from .dnsmsg import (
+    FLAG_TC,
+    HEADER,
+    DnsFormatError,
+    Rcode,
+    build_query,
+    parse_query,
+    parse_response,
+    tcp_frame,
+    with_id,
+)
+
+DEFAULT_UPSTREAM = ("127.0.0.1", 53)
+_UDP_ATTEMPTS = 2
+
+
+class ResolveError(HostError):
+    """The upstream resolver said NXDOMAIN or failed (SERVFAIL, refused, timed out, malformed
+    answer). `rcode` is what to tell a client: NXDOMAIN, or SERVFAIL for any failure."""
+
+    code = "resolve_error"
+
+    def __init__(self, message: str, rcode: int = Rcode.SERVFAIL) -> None:
+        super().__init__(message)
+        self.rcode = rcode
+
+
+def system_upstream(resolv_conf: Path = Path("/etc/resolv.conf")) -> tuple[str, int]:
+    """The first `nameserver` of resolv.conf, port 53 (127.0.0.1:53 if there is none)."""
+    try:
+        lines = resolv_conf.read_text(errors="replace").splitlines()
+    except OSError:
+        return DEFAULT_UPSTREAM
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "nameserver":
+            return fields[1], 53
+    return DEFAULT_UPSTREAM
+
+
+class Resolver:
+    def __init__(self, upstream: tuple[str, int], timeout: float = 3.0) -> None:
+        self.upstream = upstream
+        self.timeout = timeout
+        self._family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
+
+    def __repr__(self) -> str:
+        return f"Resolver(upstream={self.upstream!r}, timeout={self.timeout!r})"
+
+    async def resolve_a(self, name: str) -> list[str]:
+        """The IPv4 addresses of `name` (following CNAMEs); [] if it has none."""
+        name = name.lower().rstrip(".")
+        try:
+            query = build_query(name, "A")
+        except DnsFormatError as exc:
+            raise ResolveError(f"cannot resolve {name!r}: {exc}", Rcode.NXDOMAIN) from None
+        raw = await self._exchange(query, f"A {name}")
+        try:
+            response = parse_response(raw)
+        except DnsFormatError as exc:
+            raise ResolveError(f"malformed answer for {name} from {self._where}: {exc}") from None
+        if response.rcode == Rcode.NXDOMAIN:
+            raise ResolveError(f"NXDOMAIN for {name}", Rcode.NXDOMAIN)
+        if response.rcode != Rcode.NOERROR:
+            raise ResolveError(f"{_rcode_name(response.rcode)} for {name} from {self._where}")
+        return response.addresses
+
+    async def forward(self, query: bytes) -> bytes:
+        """Relays a raw query upstream (under a fresh id) and returns the raw answer, with the
+        query's id put back."""
+        parsed = parse_query(query)  # DnsFormatError for a malformed query
+        fresh = with_id(query, _random_id())
+        answer = await self._exchange(fresh, f"{parsed.qtype} {parsed.name}")
+        return with_id(answer, parsed.id)
+
+    @property
+    def _where(self) -> str:
+        return f"{self.upstream[0]}:{self.upstream[1]}"
+
+    async def _exchange(self, query: bytes, what: str) -> bytes:
+        try:
+            async with asyncio.timeout(self.timeout):
+                answer = None
+                for attempt in range(_UDP_ATTEMPTS):
+                    budget = self.timeout / _UDP_ATTEMPTS
+                    try:
+                        answer = await asyncio.wait_for(self._udp(query), budget)
+                        break
+                    except (TimeoutError, OSError):
+                        if attempt + 1 == _UDP_ATTEMPTS:
+                            raise
+                assert answer is not None
+                if struct.unpack_from("!H", answer, 2)[0] & FLAG_TC:
+                    answer = await self._tcp(query)
+                return answer
+        except TimeoutError:
+            raise ResolveError(f"no answer for {what} from {self._where} in time") from None
+        except OSError as exc:
+            raise ResolveError(f"cannot ask {self._where} for {what}: {exc}") from None
+
+    async def _udp(self, query: bytes) -> bytes:
+        loop = asyncio.get_running_loop()
+        with socket.socket(self._family, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, self.upstream)
+            await loop.sock_sendall(sock, query)
+            while True:  # ignore datagrams that do not answer this query
+                answer = await loop.sock_recv(sock, 65535)
+                if _answers(query, answer):
+                    return answer
+
+    async def _tcp(self, query: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection(self.upstream[0], self.upstream[1])
+        try:
+            writer.write(tcp_frame(query))
+            await writer.drain()
+            while True:
+                (size,) = struct.unpack("!H", await reader.readexactly(2))
+                answer = await reader.readexactly(size)
+                if _answers(query, answer):
+                    return answer
+        except asyncio.IncompleteReadError as exc:
+            raise ConnectionResetError("connection closed mid-answer") from exc
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
+def _answers(query: bytes, answer: bytes) -> bool:
+    """Whether `answer` is a response to `query`: same id, same question."""
+    if len(answer) < HEADER.size or answer[:2] != query[:2]:
+        return False
+    try:
+        response = parse_response(answer)
+        asked = parse_query(query)
+    except DnsFormatError:
+        return False
+    return response.name in (None, asked.name) and response.qtype in (None, asked.qtype)
+
+
+def _random_id() -> int:
+    return secrets.randbelow(0x10000)
+
+
+def _rcode_name(rcode: int) -> str:
+    try:
+        return Rcode(rcode).name
+    except ValueError:
+        return f"rcode {rcode}"

@@ -1,0 +1,93 @@
+"""A test internet in network namespaces of its own: a namespace with a veth to this host
+(198.51.100.1/24 on the host side), holding a DNS server (198.51.100.53) for the test zone and
+HTTP/HTTPS servers for allowed.test (198.51.100.10) and blocked.test (198.51.100.20) with
+certificates from a test CA, plus private.test resolving to a private address. Nothing leaves the
+machine: only these addresses, on this host, are ever dialled."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).parent
+HOST_SIDE = "198.51.100.1"
+ALLOWED, BLOCKED, DNS = "198.51.100.10", "198.51.100.20", "198.51.100.53"
+ZONE = {"allowed.test": ALLOWED, "blocked.test": BLOCKED, "private.test": "10.9.9.9",
+        "metadata.test": "169.254.169.254"}  # fmt: skip
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def make_ca(folder: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a certificate for allowed.test and blocked.test signed by it."""
+    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "srv.key", "srv.csr",
+                                                       "srv.pem"))  # fmt: skip
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
+       "-out", str(ca), "-days", "2", "-subj", "/CN=Sanbox test CA")  # fmt: skip
+    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+       "-subj", "/CN=allowed.test")  # fmt: skip
+    ext = folder / "san.ext"
+    ext.write_text("subjectAltName=DNS:allowed.test,DNS:blocked.test\n")
+    sh("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+       "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return ca, cert, key
+
+
+@dataclass
+class Internet:
+    netns: str
+    veth: str
+    folder: Path
+    ca: Path
+    proc: subprocess.Popen[bytes]
+
+    upstream_dns = f"{DNS}:53"
+
+    @classmethod
+    def start(cls) -> Internet:
+        tag = secrets.token_hex(2)
+        netns, veth = f"sbtest-net-{tag}", f"sbtn{tag}"
+        folder = Path(tempfile.mkdtemp(prefix="sbnet"))
+        ca, cert, key = make_ca(folder)
+        sh("ip", "netns", "add", netns)
+        try:
+            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+            sh("ip", "addr", "add", f"{HOST_SIDE}/24", "dev", veth)
+            sh("ip", "link", "set", veth, "up")
+            for cmd in (["link", "set", "lo", "up"], ["link", "set", "eth0", "up"]):
+                sh("ip", "-n", netns, *cmd)
+            for ip in ("198.51.100.2", ALLOWED, BLOCKED, DNS):
+                sh("ip", "-n", netns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            config = folder / "config.json"
+            config.write_text(json.dumps({
+                "zone": ZONE, "dns": DNS, "cert": str(cert), "key": str(key),
+                "hosts": {"allowed.test": ALLOWED, "blocked.test": BLOCKED},
+            }))  # fmt: skip
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", netns, sys.executable, str(HERE / "internet_server.py"),
+                 str(config)], stdout=subprocess.PIPE,
+            )  # fmt: skip
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.strip() == b"ready", "the test internet did not start"
+        except BaseException:
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+            subprocess.run(["ip", "link", "del", veth], capture_output=True)
+            raise
+        return cls(netns, veth, folder, ca, proc)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+        for f in self.folder.iterdir():
+            f.unlink()
+        self.folder.rmdir()

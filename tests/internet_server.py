@@ -1,0 +1,85 @@
+"""The test "internet", run inside its own network namespace by tests/internet.py: a DNS server
+for the test zone, and HTTP/HTTPS servers for allowed.test and blocked.test (certificates from a
+test CA). Usage: python internet_server.py CONFIG.json. Nothing here leaves the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
+
+from sanbox.host.egress import dnsmsg  # noqa: E402
+
+
+class Dns(asyncio.DatagramProtocol):
+    def __init__(self, zone: dict[str, str]) -> None:
+        self.zone = zone
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        try:
+            q = dnsmsg.parse_query(data)
+        except dnsmsg.DnsFormatError:
+            return
+        ip = self.zone.get(q.name)
+        if ip is None:
+            reply = dnsmsg.nxdomain(q)
+        elif q.qtype == dnsmsg.TYPE_A:
+            reply = dnsmsg.answer_a(q, [ip], 5)
+        else:
+            reply = dnsmsg.empty(q)
+        assert self.transport is not None
+        self.transport.sendto(reply, addr)
+
+
+def http_handler(name: str) -> Any:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            path = head.split(b" ")[1].decode()
+            if path.startswith("/slow"):  # a long download, one line a second
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                for i in range(600):
+                    writer.write(f"{name} {i}\n".encode())
+                    await writer.drain()
+                    await asyncio.sleep(0.5)
+            body = f"hello from {name}\n".encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    return handle
+
+
+async def main(config: dict[str, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    await loop.create_datagram_endpoint(lambda: Dns(config["zone"]), local_addr=(config["dns"], 53))
+    servers = []
+    for name, ip in config["hosts"].items():
+        servers.append(await asyncio.start_server(http_handler(name), ip, 80))
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(config["cert"], config["key"])
+        servers.append(await asyncio.start_server(http_handler(name), ip, 443, ssl=ctx))
+        echo = await asyncio.start_server(http_handler(name), ip, 7777)
+        servers.append(echo)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((next(iter(config["hosts"].values())), 5005))
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(Path(sys.argv[1]).read_text())))
