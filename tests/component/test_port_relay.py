@@ -78,13 +78,28 @@ def _response(status: str, body: bytes, *headers: str) -> bytes:
     return "\r\n".join(head).encode() + body
 
 
-async def _guest_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _guest_http(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: queue.Queue[str]
+) -> None:
     try:
         lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ")
         headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
         body = await _read_body(reader, headers)
         if target == "/close":
+            return
+        if target == "/silent":
+            await asyncio.wait_for(reader.read(), 10)  # until the relay gives up and closes
+            events.put("silent: relay closed")
+            return
+        if target == "/forever":
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+            with contextlib.suppress(ConnectionError):
+                for _ in range(500):
+                    writer.write(b"data: tick\n\n")
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+            events.put("forever: relay closed")
             return
         if target == "/garbage":
             writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
@@ -153,9 +168,12 @@ class _PortEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = TcpByteStream(*await asyncio.open_connection("127.0.0.1", self.port))
-        relay = relay_websocket if scope["type"] == "websocket" else relay_http
         try:
-            await relay(scope, receive, send, stream, host_header=f"127.0.0.1:{self.port}")
+            host = f"127.0.0.1:{self.port}"
+            if scope["type"] == "websocket":
+                await relay_websocket(scope, receive, send, stream, host_header=host)
+            else:
+                await relay_http(scope, receive, send, stream, host_header=host, head_timeout=1)
         finally:
             await stream.close()
 
@@ -174,6 +192,7 @@ class Relay:
     url: str
     ws_url: str
     ws_closes: queue.Queue[tuple[int, str]]
+    http_events: queue.Queue[str]
 
 
 def _free_port() -> int:
@@ -184,13 +203,15 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def _servers(closes: queue.Queue[tuple[int, str]], port: int) -> AsyncIterator[None]:
-    guest_http = await asyncio.start_server(_guest_http, "127.0.0.1", 0)
+async def _servers(relay: Relay, port: int) -> AsyncIterator[None]:
+    guest_http = await asyncio.start_server(
+        lambda r, w: _guest_http(r, w, relay.http_events), "127.0.0.1", 0
+    )
     http_port = guest_http.sockets[0].getsockname()[1]
     async with (
         guest_http,
         serve(
-            lambda ws: _guest_ws(ws, closes),
+            lambda ws: _guest_ws(ws, relay.ws_closes),
             "127.0.0.1",
             0,
             process_request=_refuse,
@@ -222,8 +243,10 @@ async def _servers(closes: queue.Queue[tuple[int, str]], port: int) -> AsyncIter
 
 @pytest.fixture(scope="module")
 def relay() -> Iterator[Relay]:
-    closes: queue.Queue[tuple[int, str]] = queue.Queue()
     port = _free_port()
+    relay = Relay(
+        f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", queue.Queue(), queue.Queue()
+    )
     ready = threading.Event()
     stop: asyncio.Event | None = None
     loop: asyncio.AbstractEventLoop | None = None
@@ -232,7 +255,7 @@ def relay() -> Iterator[Relay]:
     async def main() -> None:
         nonlocal stop, loop
         stop, loop = asyncio.Event(), asyncio.get_running_loop()
-        async with _servers(closes, port):
+        async with _servers(relay, port):
             ready.set()
             await stop.wait()
 
@@ -249,7 +272,7 @@ def relay() -> Iterator[Relay]:
     assert ready.wait(10)
     assert not errors, errors
     try:
-        yield Relay(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", closes)
+        yield relay
     finally:
         assert loop is not None and stop is not None
         loop.call_soon_threadsafe(stop.set)
@@ -276,8 +299,8 @@ def test_get_with_content_length(client: httpx.Client) -> None:
     assert seen["method"] == "GET"
     assert seen["target"] == "/some/p%61th?x=1&y=%20"
     headers = seen["headers"]
-    assert headers["host"] == headers["host"].split(":")[0] + ":" + headers["host"].split(":")[1]
     assert headers["host"].startswith("127.0.0.1:")
+    assert headers["host"] != client.base_url.netloc.decode()
     assert headers["connection"] == "close"
     assert headers["x-token"] == "t"
     assert "x-drop" not in headers
@@ -322,11 +345,36 @@ def test_post_form_body_is_relayed(client: httpx.Client) -> None:
     assert seen["headers"]["content-length"] == "3"
 
 
-@pytest.mark.parametrize("path", ["/close", "/garbage"])
-def test_bad_gateway_when_the_guest_does_not_answer_http(client: httpx.Client, path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/close", "the port closed the connection without answering"),
+        ("/garbage", "the port did not answer with HTTP"),
+    ],
+)
+def test_bad_gateway_when_the_guest_does_not_answer_http(
+    client: httpx.Client, path: str, message: str
+) -> None:
     r = client.get(path)
     assert r.status_code == 502
-    assert r.json()["error"]["code"] == "bad_gateway"
+    assert r.json() == {"error": {"code": "bad_gateway", "message": message}}
+
+
+def test_gateway_timeout_when_the_guest_is_silent(relay: Relay, client: httpx.Client) -> None:
+    r = client.get("/silent")
+    assert r.status_code == 504
+    assert r.json()["error"]["code"] == "gateway_timeout"
+    assert relay.http_events.get(timeout=5) == "silent: relay closed"
+
+
+def test_client_leaving_an_endless_response_closes_the_guest_stream(
+    relay: Relay, client: httpx.Client
+) -> None:
+    with client.stream("GET", "/forever") as r:
+        assert r.headers["content-type"] == "text/event-stream"
+        chunks = r.iter_bytes()
+        assert next(chunks).startswith(b"data: tick")
+    assert relay.http_events.get(timeout=5) == "forever: relay closed"
 
 
 # --- WebSocket ------------------------------------------------------------------------------------
@@ -366,6 +414,17 @@ def test_websocket_close_code_from_the_guest(relay: Relay) -> None:
     assert closed.value.rcvd is not None
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "bye")
     assert relay.ws_closes.get(timeout=5) == (4001, "bye")
+
+
+def test_websocket_guest_failure_reaches_the_client(relay: Relay) -> None:
+    with connect(f"{relay.ws_url}/x", max_size=None, open_timeout=5) as ws:
+        ws.recv(timeout=5)
+        ws.send(b"x" * (5 * MIB))  # over the guest's max_size: it fails the connection
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    # The guest drops TCP right after its close frame, so it never sees the relay's answer.
+    assert relay.ws_closes.get(timeout=5)[0] in (1006, 1009)
 
 
 def test_websocket_refused_by_the_guest(relay: Relay) -> None:

@@ -1,7 +1,9 @@
+import ipaddress
+
 import pytest
 
 from sanbox.host.egress.policy import CidrRule, Policy, PolicyError, blocked_address
-from sanbox.host.net import Slot
+from sanbox.host.net import GATEWAY_IP, GUEST_IP, netns_name
 from sanbox.host.net.firewall import DIRECT_PORT, HTTP_PORT, TLS_PORT, ruleset
 
 pytestmark = pytest.mark.unit
@@ -19,8 +21,10 @@ def test_hosts_and_wildcards() -> None:
 
 def test_cidr_rules() -> None:
     p = Policy.of(["198.51.100.0/24:5432", "203.0.113.7:22"])
-    assert p.cidrs == (CidrRule(__import__("ipaddress").IPv4Network("198.51.100.0/24"), 5432),
-                       CidrRule(__import__("ipaddress").IPv4Network("203.0.113.7/32"), 22))  # fmt: skip
+    assert p.cidrs == (
+        CidrRule(ipaddress.IPv4Network("198.51.100.0/24"), 5432),
+        CidrRule(ipaddress.IPv4Network("203.0.113.7/32"), 22),
+    )
     assert p.allows_direct("198.51.100.9", 5432) and not p.allows_direct("198.51.100.9", 5433)
     assert p.allows_direct("203.0.113.7", 22) and not p.allows_direct("203.0.113.8", 22)
     assert p.rules() == ["198.51.100.0/24:5432", "203.0.113.7/32:22"]
@@ -44,15 +48,9 @@ def test_blocked_addresses(ip: str, blocked: bool) -> None:
     assert blocked_address("169.254.169.254") == "the metadata address"
 
 
-def test_slots_are_address_arithmetic() -> None:
-    assert (Slot(0).host_ip, Slot(0).ns_ip, Slot(0).host_veth) == (
-        "10.200.0.1",
-        "10.200.0.2",
-        "sbv0",
-    )
-    assert (Slot(64).host_ip, Slot(64).ns_ip) == ("10.200.1.1", "10.200.1.2")
-    with pytest.raises(ValueError):
-        Slot(16384)
+def test_every_namespace_looks_the_same() -> None:
+    assert netns_name("abc123", "cmp_x") == "sbabc123-cmp_x"
+    assert (GUEST_IP, GATEWAY_IP) == ("10.0.0.2", "10.0.0.1")
 
 
 def test_ruleset_fails_closed_and_redirects_to_the_proxy() -> None:

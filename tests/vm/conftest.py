@@ -20,6 +20,7 @@ from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
 from ..conftest import vm_data_dir
+from ..internet import Internet
 from .server import BIN, ServerProcess
 
 T = TypeVar("T")
@@ -119,8 +120,17 @@ def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
 
 
 @pytest.fixture(scope="session")
-def server(data_dir: DataDir) -> Iterator[ServerProcess]:
-    srv = ServerProcess(data_dir, "server-tests")
+def internet() -> Iterator[Internet]:
+    """The test internet (DNS, HTTP, HTTPS test hosts in a namespace of their own)."""
+    net = Internet.start()
+    yield net
+    net.stop()
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
+    env = {"SANBOX_UPSTREAM_DNS": internet.upstream_dns}
+    srv = ServerProcess(data_dir, "server-tests", env)
     srv.start()
     yield srv
     with Sanbox(srv.url, srv.key, timeout=300) as client:
@@ -131,7 +141,7 @@ def server(data_dir: DataDir) -> Iterator[ServerProcess]:
     shutil.rmtree(srv.data_dir.root, ignore_errors=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def client(server: ServerProcess) -> Iterator[Sanbox]:
     with Sanbox(server.url, server.key, timeout=600) as c:
         yield c

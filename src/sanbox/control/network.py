@@ -3,6 +3,7 @@ no longer allows), the attempts it denied (events, without payloads), and its pu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -26,12 +27,11 @@ class NetworkService:
         if now - self._last_denial.get(key, -DENIAL_QUIET) < DENIAL_QUIET:
             return
         self._last_denial[key] = now
-        try:
-            self.service.record(computer_id, None, "network.denied",
-                                f"denied {name}:{port}: {reason}",
-                                {"name": name, "port": port, "reason": reason})  # fmt: skip
-        except NotFoundError:
-            pass
+        with contextlib.suppress(NotFoundError):  # deleted meanwhile
+            data = {"name": name, "port": port, "reason": reason}
+            self.service.record(
+                computer_id, None, "network.denied", f"denied {name}:{port}: {reason}", data
+            )
 
     async def set_allow(self, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
         """Replace the allowlist; applied at once. Returns the record and the flows closed."""
@@ -41,16 +41,17 @@ class NetworkService:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
         row = self.service.get(org, ref)
         async with self.service.lock(row.id):
+            listed = ", ".join(policy.rules()) or "nothing"
             row = self.service.record(
-                row.id, None, "network.policy", f"egress allowlist: {', '.join(policy.rules()) or 'nothing'}",
+                row.id, None, "network.policy", f"egress allowlist: {listed}",
                 {"allow": policy.rules()}, allow=policy.rules(),
             )  # fmt: skip
             closed = 0
             if self.service.egress is not None:
                 closed = await self.service.egress.update(row.id, policy)
             if closed:
-                self.service.record(row.id, None, "network.flows_closed",
-                                    f"{closed} open connection(s) no longer allowed were closed")  # fmt: skip
+                why = f"{closed} open connection(s) no longer allowed were closed"
+                self.service.record(row.id, None, "network.flows_closed", why)
         return row, closed
 
     # published ports ------------------------------------------------------------------------

@@ -100,9 +100,10 @@ class AsyncComputers:
         idempotency_key: str | None = None,
         wait: bool = True,
         idle_timeout: int | None = None,
+        allow: list[str] | None = None,
     ) -> AsyncComputer:
         """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`)."""
-        body = {
+        body: dict[str, Any] = {
             "template": template,
             "name": name,
             "vcpus": vcpus,
@@ -113,6 +114,8 @@ class AsyncComputers:
         }
         if idle_timeout is not None:
             body["idle_timeout"] = idle_timeout
+        if allow is not None:
+            body["allow"] = list(allow)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._client.http.json(
             "POST",

@@ -1,14 +1,9 @@
 """Relay one HTTP request or one WebSocket from the ASGI server to a port inside a computer.
 
 There is no network path to the guest: each relayed connection is one ``ByteStream`` that the
-guest agent dialled to ``127.0.0.1:<port>`` inside the guest. The caller opens that stream and
-closes it after the relay returns.
-
-- ``relay_http`` writes one HTTP/1.1 request (``Connection: close``) and parses the answer with
-  h11, streaming both bodies. A guest that answers garbage or nothing gets the client a 502
-  (``bad_gateway``), one too slow to answer a 504 (``gateway_timeout``).
-- ``relay_websocket`` is a WebSocket client toward the guest (websockets' sans-IO
-  ``ClientProtocol``) and the server toward the ASGI peer, accepted only once the guest accepted.
+guest agent dialled to ``127.0.0.1:<port>`` inside the guest; the caller opens it and closes it
+after the relay returns. HTTP goes out as one HTTP/1.1 request (``Connection: close``) and comes
+back through h11; a WebSocket is a websockets sans-IO ``ClientProtocol`` toward the guest.
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -39,24 +35,16 @@ HOP_BY_HOP = frozenset(
     b"trailers transfer-encoding upgrade".split()
 )
 _NOT_FORWARDED = frozenset(b"host expect x-forwarded-host x-forwarded-proto".split())
-_WS_HANDSHAKE = frozenset(
-    b"sec-websocket-key sec-websocket-version sec-websocket-extensions sec-websocket-protocol "
-    b"sec-websocket-accept".split()
-)
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_PORT_LABEL = re.compile(
-    r"(?P<port>[1-9][0-9]{0,4})-(?P<name>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)"
-)
+_PORT_LABEL = re.compile(r"([1-9][0-9]{0,4})-([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)")
 
 
 class ByteStream(Protocol):
-    """A byte stream to a port inside the guest (``sanbox.host.agent.tcp.TcpStream``)."""
+    """A byte stream to a port inside the guest (``sanbox.host.agent.tcp.TcpStream``): ``read``
+    gives up to ``n`` bytes, ``b""`` at end of stream, TimeoutError once ``timeout`` ran out."""
 
     async def write(self, data: bytes) -> None: ...
 
-    async def read(self, n: int = 65536, *, timeout: float | None = None) -> bytes:
-        """Up to ``n`` bytes; ``b""`` at end of stream; TimeoutError once ``timeout`` ran out."""
-        ...
+    async def read(self, n: int = 65536, *, timeout: float | None = None) -> bytes: ...
 
     async def close_write(self) -> None: ...
 
@@ -67,18 +55,17 @@ def parse_port_host(host: str, base_domain: str = "localhost") -> tuple[int, str
     """``8080-demo.localhost[:7070]`` -> ``(8080, "demo")``; None when the host is not one."""
     host = host.strip().lower()
     head, colon, server_port = host.rpartition(":")
-    if colon:
-        if not server_port.isascii() or not server_port.isdigit():
-            return None
-        host = head
+    if colon and not (server_port.isascii() and server_port.isdigit()):
+        return None
+    host = head if colon else host
     suffix = "." + base_domain.strip(".").lower()
     host = host.rstrip(".")
     if not host.endswith(suffix):
         return None
     match = _PORT_LABEL.fullmatch(host[: -len(suffix)])
-    if match is None or len(match[0]) > 63 or int(match["port"]) > 65535:
+    if match is None or len(match[0]) > 63 or int(match[1]) > 65535:
         return None
-    return int(match["port"]), match["name"]
+    return int(match[1]), match[2]
 
 
 def _target(scope: Scope) -> bytes:
@@ -88,31 +75,27 @@ def _target(scope: Scope) -> bytes:
 
 
 def _without_hop_by_hop(headers: Iterable[tuple[bytes, bytes]], also: frozenset[bytes]) -> Headers:
+    """Without hop-by-hop headers (those named in Connection too), ``also`` and Sec-WebSocket-*."""
     headers = list(headers)
     drop = set(HOP_BY_HOP | also)
     for name, value in headers:
         if name.lower() == b"connection":
             drop.update(token.strip().lower() for token in value.split(b","))
-    return [(name, value) for name, value in headers if name.lower() not in drop]
+    kept = [(name, value) for name, value in headers if name.lower() not in drop]
+    return [(name, value) for name, value in kept if not name.startswith(b"sec-websocket-")]
 
 
-def _request_headers(scope: Scope, host_header: str, also: frozenset[bytes]) -> Headers:
+def _request_headers(scope: Scope, host_header: str) -> Headers:
     """The client's headers for the guest: Host replaced, hop-by-hop dropped, X-Forwarded-*."""
     raw: Headers = list(scope.get("headers") or [])
     original_host = next((value for name, value in raw if name.lower() == b"host"), None)
     headers = [(b"host", host_header.encode("latin-1"))]
-    headers += _without_hop_by_hop(raw, _NOT_FORWARDED | also)
+    headers += _without_hop_by_hop(raw, _NOT_FORWARDED)
     if original_host is not None:
         headers.append((b"x-forwarded-host", original_host))
     secure = scope.get("scheme") in ("https", "wss")
     headers.append((b"x-forwarded-proto", b"https" if secure else b"http"))
     return headers
-
-
-def _error_body(code: str, message: str) -> tuple[Headers, bytes]:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    return headers, body
 
 
 async def _run_until_first(*coros: Coroutine[Any, Any, Any]) -> None:
@@ -126,9 +109,6 @@ async def _run_until_first(*coros: Coroutine[Any, Any, Any]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
     for task in done:
         task.result()
-
-
-# --- HTTP ---------------------------------------------------------------------------------------
 
 
 async def relay_http(
@@ -152,11 +132,11 @@ async def relay_http(
         return
     body: bytes = first.get("body", b"")
     more: bool = first.get("more_body", False)
-    headers = _request_headers(scope, host_header, frozenset())
+    headers = _request_headers(scope, host_header)
     if not any(name.lower() == b"content-length" for name, _ in headers):
         if more:
             headers.append((b"transfer-encoding", b"chunked"))
-        elif body or scope["method"] in _BODY_METHODS:
+        elif body or scope["method"] in ("POST", "PUT", "PATCH"):
             headers.append((b"content-length", str(len(body)).encode()))
     headers.append((b"connection", b"close"))
     conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=64 * 1024)
@@ -167,7 +147,7 @@ async def relay_http(
         await stream.write(head + _encode_body(conn, body, more))
     except Exception as exc:
         log.info("relay to %s: request not sent: %r", host_header, exc)
-        await _send_error(send, 502, "bad_gateway", f"cannot send the request to the port: {exc}")
+        await _send_error(send, 502, "bad_gateway", "cannot send the request to the port")
         return
     await _run_until_first(
         _http_upload(conn, receive, stream, more),
@@ -180,10 +160,12 @@ def _encode_body(conn: h11.Connection, data: bytes, more: bool) -> bytes:
     return out if more else out + (conn.send(h11.EndOfMessage()) or b"")
 
 
-async def _send_error(send: Send, status: int, code: str, message: str) -> None:
-    headers, body = _error_body(code, message)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _send_error(send: Send, status: int, code: str, message: str, kind: str = "http") -> None:
+    """A JSON error response; ``kind`` "websocket.http" for the WebSocket denial extension."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": f"{kind}.response.start", "status": status, "headers": headers})
+    await send({"type": f"{kind}.response.body", "body": body})
 
 
 async def _http_upload(
@@ -208,7 +190,10 @@ async def _next_event(conn: h11.Connection, stream: ByteStream, deadline: float)
     while (event := conn.next_event()) is h11.NEED_DATA:
         if (remaining := deadline - loop.time()) <= 0:
             raise TimeoutError
-        conn.receive_data(await stream.read(timeout=remaining))
+        data = await stream.read(timeout=remaining)
+        if not data and conn.their_state is h11.SEND_RESPONSE and not conn.trailing_data[0]:
+            raise EOFError("the port closed the connection without answering")
+        conn.receive_data(data)
     return event
 
 
@@ -226,15 +211,14 @@ async def _http_download(
         event = await _next_event(conn, stream, deadline)
         while isinstance(event, h11.InformationalResponse):
             event = await _next_event(conn, stream, deadline)
-        if not isinstance(event, h11.Response):
-            raise h11.RemoteProtocolError("closed the connection without answering")
     except TimeoutError:
         message = f"the port did not answer within {head_timeout:g} s"
         await _send_error(send, 504, "gateway_timeout", message)
         return
     except Exception as exc:
-        log.info("relay to %s: bad response head: %r", host_header, exc)
-        await _send_error(send, 502, "bad_gateway", f"bad response from the port: {exc}")
+        log.info("relay to %s: no response: %r", host_header, exc)
+        message = str(exc) if isinstance(exc, EOFError) else "the port did not answer with HTTP"
+        await _send_error(send, 502, "bad_gateway", message)
         return
     headers = _without_hop_by_hop(event.headers, frozenset())
     await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
@@ -249,9 +233,6 @@ async def _http_download(
         await send({"type": "http.response.body", "body": b""})
     except Exception as exc:
         log.info("relay to %s: response broke off: %r", host_header, exc)
-
-
-# --- WebSocket ----------------------------------------------------------------------------------
 
 
 async def relay_websocket(
@@ -276,12 +257,11 @@ async def relay_websocket(
     if (await receive())["type"] != "websocket.connect":
         return
     offered = [Subprotocol(s) for s in scope.get("subprotocols") or ()]
-    guest = ClientProtocol(
-        parse_uri(f"ws://{host_header}/"), subprotocols=offered or None, max_size=max_message_size
-    )
+    uri = parse_uri(f"ws://{host_header}/")
+    guest = ClientProtocol(uri, subprotocols=offered or None, max_size=max_message_size)
     request = guest.connect()
     request.path = _target(scope).decode("latin-1")
-    for name, value in _request_headers(scope, host_header, _WS_HANDSHAKE)[1:]:
+    for name, value in _request_headers(scope, host_header)[1:]:
         request.headers[name.decode("latin-1")] = value.decode("latin-1")
     guest.send_request(request)
     relay = _WebSocketRelay(guest, receive, send, stream)
@@ -292,9 +272,7 @@ async def relay_websocket(
         guest.handshake_exc = guest.handshake_exc or exc
     if guest.handshake_exc is not None or guest.state is not State.OPEN:
         log.info("relay to %s: websocket refused: %r", host_header, guest.handshake_exc)
-        await _refuse_websocket(
-            scope, send, f"the port refused the websocket: {guest.handshake_exc}"
-        )
+        await _refuse_websocket(scope, send, f"the port refused: {guest.handshake_exc}")
         return
     await send({"type": "websocket.accept", "subprotocol": guest.subprotocol})
     await _run_until_first(relay.to_guest(close_timeout), relay.to_client())
@@ -304,9 +282,7 @@ async def _refuse_websocket(scope: Scope, send: Send, message: str) -> None:
     if "websocket.http.response" not in (scope.get("extensions") or {}):
         await send({"type": "websocket.close", "code": 1011})
         return
-    headers, body = _error_body("bad_gateway", message)
-    await send({"type": "websocket.http.response.start", "status": 502, "headers": headers})
-    await send({"type": "websocket.http.response.body", "body": body})
+    await _send_error(send, 502, "bad_gateway", message, "websocket.http")
 
 
 def _sendable(code: int | None) -> int | None:
@@ -316,17 +292,17 @@ def _sendable(code: int | None) -> int | None:
     return None
 
 
+@dataclass
 class _WebSocketRelay:
-    def __init__(self, guest: ClientProtocol, receive: Receive, send: Send, stream: ByteStream):
-        self.guest = guest
-        self.receive = receive
-        self.send = send
-        self.stream = stream
-        self.client_gone = False
-        self.guest_done = asyncio.Event()
-        self.pending: list[Event] = []
-        self.parts: list[bytes] = []
-        self.opcode = Opcode.BINARY
+    guest: ClientProtocol
+    receive: Receive
+    send: Send
+    stream: ByteStream
+    client_gone: bool = False
+    guest_done: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: list[Event] = field(default_factory=list)
+    parts: list[bytes] = field(default_factory=list)
+    opcode: Opcode = Opcode.BINARY
 
     async def flush(self) -> None:
         for data in self.guest.data_to_send():
@@ -355,31 +331,31 @@ class _WebSocketRelay:
 
     async def to_guest(self, close_timeout: float) -> None:
         """Client messages to the guest until the client leaves; then close toward the guest."""
-        while (message := await self.receive())["type"] == "websocket.receive":
-            if (text := message.get("text")) is not None:
-                self.guest.send_text(text.encode())
-            else:
-                self.guest.send_binary(message.get("bytes") or b"")
-            await self.flush()
-        self.client_gone = True
-        if self.guest.state is State.OPEN:
-            code = _sendable(message.get("code"))
-            if code is None:
-                self.guest.send_close()
-            else:
-                self.guest.send_close(code, message.get("reason") or "")
-            await self.flush()
+        try:
+            while (message := await self.receive())["type"] == "websocket.receive":
+                if self.guest.state is not State.OPEN:
+                    continue  # the guest is closing; to_client closes the client
+                if (text := message.get("text")) is not None:
+                    self.guest.send_text(text.encode())
+                else:
+                    self.guest.send_binary(message.get("bytes") or b"")
+                await self.flush()
+            self.client_gone = True
+            if self.guest.state is State.OPEN:
+                code = _sendable(message.get("code"))
+                self.guest.send_close(code, (message.get("reason") or "") if code else "")
+                await self.flush()
+        except Exception as exc:  # the guest side broke: to_client sees it too
+            log.info("websocket relay to the guest ended: %r", exc)
         # to_client reads the guest's answer; give it close_timeout to arrive.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.guest_done.wait(), close_timeout)
 
-    def _guest_open(self) -> bool:
-        if self.guest.state is State.OPEN:
-            return True
-        # After the client left, read on until the guest answers our close frame.
-        return (
-            self.client_gone and self.guest.close_rcvd is None and self.guest.state is State.CLOSING
-        )
+    def _reading(self) -> bool:
+        """While open; once the client left, until the guest answers our close frame."""
+        if self.client_gone and self.guest.close_rcvd is None:
+            return self.guest.state in (State.OPEN, State.CLOSING)
+        return self.guest.state is State.OPEN
 
     async def to_client(self) -> None:
         """Guest messages to the client until the guest closes; then close toward the client."""
@@ -389,11 +365,11 @@ class _WebSocketRelay:
                     if isinstance(event, Frame):
                         await self._forward(event)
                 self.pending.clear()
-                if not self._guest_open():
+                if not self._reading():
                     break
                 await self.feed(None)
         except Exception as exc:
-            log.info("websocket relay ended: %r", exc)
+            log.info("websocket relay to the client ended: %r", exc)
         finally:
             self.guest_done.set()
         if self.client_gone:

@@ -84,13 +84,16 @@ class EgressProxy:
     def revalidate(self) -> list[Flow]:
         """Close the open flows the current policy no longer allows; return them."""
         policy = self.policy()
-        cut = [
-            f for f in self.flows
-            if not (policy.allows_host(f.name) if f.name else policy.allows_direct(f.address, f.port))
-        ]  # fmt: skip
+        cut = [f for f in self.flows if not self._still_allowed(policy, f)]
         for flow in cut:
             flow.close()
         return cut
+
+    @staticmethod
+    def _still_allowed(policy: Policy, flow: Flow) -> bool:
+        if flow.name is not None:
+            return policy.allows_host(flow.name)
+        return policy.allows_direct(flow.address, flow.port)
 
     # one connection ---------------------------------------------------------------------------
 

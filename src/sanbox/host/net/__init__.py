@@ -1,6 +1,7 @@
-"""Per-computer networking: slots (address math), namespaces with taps and uplinks."""
+"""Per-computer networking: namespaces with a tap, a fail-closed firewall, and sockets inside
+them for the server's DNS filter and egress proxy."""
 
+from .addresses import GATEWAY_IP, GUEST_IP, netns_name
 from .netns import Network, NetworkError, netns_exists
-from .slot import GUEST_IP, Slot, netns_name
 
-__all__ = ["GUEST_IP", "Network", "NetworkError", "Slot", "netns_exists", "netns_name"]
+__all__ = ["GATEWAY_IP", "GUEST_IP", "Network", "NetworkError", "netns_exists", "netns_name"]

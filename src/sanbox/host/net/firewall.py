@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from ..egress.policy import CidrRule
+from .addresses import GATEWAY_IP, GUEST_IP, TAP
 from .netns import NetworkError
-from .slot import GATEWAY_IP, GUEST_IP, TAP
 
 DNS_PORT = 53
 HTTP_PORT = 8080  # where guest TCP 80 is redirected

@@ -10,8 +10,8 @@ import socket
 import threading
 from dataclasses import dataclass
 
+from .addresses import GATEWAY_IP
 from .netns import NetworkError
-from .slot import GATEWAY_IP
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -1,27 +1,15 @@
-"""A computer's network namespace with its tap device (and the veth uplink): created
-idempotently before each boot (namespaces do not survive a host reboot), removed with the
-computer."""
+"""A computer's network namespace with its tap device: created idempotently before each boot
+(namespaces do not survive a host reboot), removed with the computer."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 
 from ..errors import HostError, MissingToolError
 from ..vmm import NetAttachment
-from .slot import (
-    GATEWAY_CIDR,
-    GATEWAY_IP,
-    GATEWAY_MAC,
-    GUEST_CIDR,
-    GUEST_MAC,
-    MAX_SLOTS,
-    TAP,
-    Slot,
-    netns_name,
-)
+from .addresses import GATEWAY_CIDR, GATEWAY_IP, GATEWAY_MAC, GUEST_CIDR, GUEST_MAC, TAP, netns_name
 
 
 class NetworkError(HostError):
@@ -46,48 +34,17 @@ def netns_exists(name: str) -> bool:
 
 
 class Network:
-    """Per-computer namespaces under one data dir. Slots are recorded in each computer's
-    folder (`net.json`), so they are stable across restarts."""
+    """Per-computer namespaces of one data dir."""
 
     def __init__(self, computers_dir: Path, tag: str) -> None:
         self.computers_dir = computers_dir
         self.tag = tag
-        self._lock = asyncio.Lock()
 
     def netns(self, computer_id: str) -> str:
         return netns_name(self.tag, computer_id)
 
-    def _slot_file(self, computer_id: str) -> Path:
-        return self.computers_dir / computer_id / "net.json"
-
-    def _slots_in_use(self) -> set[int]:
-        used = set()
-        for f in self.computers_dir.glob("*/net.json"):
-            try:
-                used.add(int(json.loads(f.read_text())["slot"]))
-            except (OSError, ValueError, KeyError):
-                continue
-        return used
-
-    async def slot(self, computer_id: str) -> Slot:
-        async with self._lock:
-            f = self._slot_file(computer_id)
-            try:
-                return Slot(int(json.loads(f.read_text())["slot"]))
-            except (OSError, ValueError, KeyError):
-                pass
-            used = self._slots_in_use()
-            index = next((i for i in range(MAX_SLOTS) if i not in used), None)
-            if index is None:
-                raise NetworkError("no free network slot on this host")
-            tmp = f.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"slot": index}))
-            os.replace(tmp, f)
-            return Slot(index)
-
     async def ensure(self, computer_id: str) -> NetAttachment:
         """The computer's namespace and tap, created if missing (idempotent)."""
-        slot = await self.slot(computer_id)
         ns = self.netns(computer_id)
         if not netns_exists(ns):
             await ip("netns", "add", ns)
@@ -107,7 +64,6 @@ class Network:
         ns = self.netns(computer_id)
         if netns_exists(ns):
             await ip("netns", "del", ns, check=False)
-        self._slot_file(computer_id).unlink(missing_ok=True)
 
     def namespaces(self) -> list[str]:
         """This data dir's namespaces on this host (for the reconciler's orphan sweep)."""
