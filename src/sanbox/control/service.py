@@ -6,51 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..host.disk import GIB
 from ..host.egress.gateway import EgressGateway
 from ..host.egress.policy import Policy, PolicyError
 from ..host.errors import HostError
-from ..host.image import Image, ImageError, UnknownTemplateError, find_image, recipe_for
+from ..host.image import Image, ImageError, UnknownTemplateError, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from .capacity import Capacity
 from .errors import (
-    ConflictError,
     ControlError,
     InvalidRequestError,
     NotFoundError,
     UnavailableError,
 )
 from .events import EventBus
-from .names import check_name, generate_name
 from .states import State, check_action, check_transition
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CreateRequest:
-    template: str = "base"
-    name: str | None = None
-    vcpus: int = 1
-    memory_mib: int = 512
-    disk_gib: int | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
-    allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
 def translate_host_error(exc: HostError) -> ControlError:
@@ -171,120 +149,6 @@ class ComputerService:
             disk_gib=disk_gib,
             hostname=row.name,
         )
-
-    # create ---------------------------------------------------------------------------------
-
-    def _validate(self, req: CreateRequest) -> tuple[Image, int]:
-        if req.name is not None:
-            check_name(req.name)
-        if req.vcpus < 1 or req.memory_mib < 128:
-            raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
-        if req.allow is not None:
-            try:
-                Policy.of(list(req.allow))
-            except PolicyError as exc:
-                raise InvalidRequestError(str(exc), "invalid_rule") from exc
-        if req.idle_timeout is not None and req.idle_timeout < 0:
-            raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-        self.capacity.check(req.vcpus, req.memory_mib)
-        image = self.image_for(req.template)
-        image_gib = -(-image.disk_size_bytes // GIB)
-        disk_gib = req.disk_gib if req.disk_gib is not None else image_gib
-        if disk_gib < image_gib:
-            raise InvalidRequestError(
-                f"a {disk_gib} GiB disk is smaller than the {req.template} image "
-                f"({image_gib} GiB): ask for at least {image_gib} GiB",
-                "disk_too_small",
-            )
-        return image, disk_gib
-
-    def _insert(
-        self, org: Org, req: CreateRequest, disk_gib: int, idempotency_key: str | None
-    ) -> tuple[ComputerRow, bool]:
-        """Insert the record in `creating`; or return the one this idempotency key made."""
-        with self.db.session() as s:
-            if idempotency_key:
-                prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
-                if prior is not None:
-                    if prior.request_hash != req.digest():
-                        raise ConflictError(
-                            "this Idempotency-Key was used for a different request",
-                            "idempotency_conflict",
-                        )
-                    return prior, False
-            name = req.name or generate_name()
-            if repo.name_taken(s, org.id, name):
-                raise ConflictError(
-                    f"a computer named {name!r} already exists: pick another name", "name_taken"
-                )
-            row = ComputerRow(
-                id=repo.new_id("cmp_"),
-                org_id=org.id,
-                name=name,
-                template=req.template,
-                state=State.CREATING,
-                vcpus=req.vcpus,
-                memory_mib=req.memory_mib,
-                disk_gib=disk_gib,
-                env=req.env,
-                allow=list(req.allow if req.allow is not None else recipe_for(req.template).allow),
-                ports=[],
-                idle_timeout=(
-                    req.idle_timeout
-                    if req.idle_timeout is not None
-                    else recipe_for(req.template).idle_timeout
-                ),
-                labels=req.labels,
-                hypervisor="qemu",
-                isolation="",
-                idempotency_key=idempotency_key,
-                request_hash=req.digest(),
-            )
-            s.add(row)
-            s.flush()
-            ev = repo.add_event(
-                s, org.id, row.id, "computer.creating", f"creating from template {req.template}"
-            )
-        self.bus.publish(ev)
-        return row, True
-
-    async def create(
-        self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
-    ) -> ComputerRow:
-        image, disk_gib = self._validate(req)
-        row, new = self._insert(org, req, disk_gib, idempotency_key)
-        if not new:
-            return row
-        task = self.spawn(self._provision(row, image, disk_gib))
-        if not wait:
-            return row
-        return await asyncio.shield(task)
-
-    async def _provision(self, row: ComputerRow, image: Image, disk_gib: int) -> ComputerRow:
-        async with self.lock(row.id):
-            try:
-                machine, disk = await self.runtime.create(self.spec(row, disk_gib), image)
-            except (HostError, OSError) as exc:
-                log.warning("create of %s failed: %s", row.id, exc)
-                self.record(row.id, State.ERROR, "computer.error", f"create failed: {exc}",
-                            last_error=str(exc))  # fmt: skip
-                raise (
-                    translate_host_error(exc)
-                    if isinstance(exc, HostError)
-                    else ControlError(str(exc))
-                ) from exc
-            self.machines[row.id] = machine
-            self.touch(row.id)
-            await self.network_up(row.id)
-            return self.record(
-                row.id,
-                State.RUNNING,
-                "computer.running",
-                f"running ({machine.isolation}, disk {disk.method})",
-                {"isolation": machine.isolation, "disk_clone": disk.method},
-                isolation=machine.isolation,
-                last_error=None,
-            )
 
     # start / stop / restart / delete ---------------------------------------------------------
 

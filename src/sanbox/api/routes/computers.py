@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
+from ...control import create as creating
 from ...control import pausing
+from ...control.create import CreateRequest
 from ...control.errors import InvalidRequestError
 from ...control.events import event_dict
-from ...control.service import CreateRequest
 from ...host.runtime import console_lines
 from ...store import repo
 from ..schemas import (
@@ -49,7 +50,7 @@ async def create_computer(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Computer:
     req = CreateRequest(**body.model_dump())
-    row = await svc.create(auth.org, req, idempotency_key, wait)
+    row = await creating.create(svc, auth.org, req, idempotency_key, wait)
     if not wait:
         response.status_code = 202
     return Computer.of(row, auth.org.name)

@@ -1,0 +1,160 @@
+"""Creating a computer: validate the request (nothing is written for bad input), insert the
+record in `creating` (or return the one an idempotency key made), then provision it on the host in
+a task the request may wait for. A failed provision leaves no VM, no disk, no folder."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+
+from ..host.disk import GIB
+from ..host.egress.policy import Policy, PolicyError
+from ..host.errors import HostError
+from ..host.image import Image, recipe_for
+from ..store import repo
+from ..store.models import ComputerRow, Org
+from .errors import ConflictError, ControlError, InvalidRequestError
+from .names import check_name, generate_name
+from .service import ComputerService, translate_host_error
+from .states import State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    template: str = "base"
+    name: str | None = None
+    vcpus: int = 1
+    memory_mib: int = 512
+    disk_gib: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
+    allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
+    if req.name is not None:
+        check_name(req.name)
+    if req.vcpus < 1 or req.memory_mib < 128:
+        raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
+    if req.allow is not None:
+        try:
+            Policy.of(list(req.allow))
+        except PolicyError as exc:
+            raise InvalidRequestError(str(exc), "invalid_rule") from exc
+    if req.idle_timeout is not None and req.idle_timeout < 0:
+        raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+    svc.capacity.check(req.vcpus, req.memory_mib)
+    image = svc.image_for(req.template)
+    image_gib = -(-image.disk_size_bytes // GIB)
+    disk_gib = req.disk_gib if req.disk_gib is not None else image_gib
+    if disk_gib < image_gib:
+        raise InvalidRequestError(
+            f"a {disk_gib} GiB disk is smaller than the {req.template} image "
+            f"({image_gib} GiB): ask for at least {image_gib} GiB",
+            "disk_too_small",
+        )
+    return image, disk_gib
+
+
+def insert(
+    svc: ComputerService, org: Org, req: CreateRequest, disk_gib: int, idempotency_key: str | None
+) -> tuple[ComputerRow, bool]:
+    """Insert the record in `creating`; or return the one this idempotency key made."""
+    with svc.db.session() as s:
+        if idempotency_key:
+            prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
+            if prior is not None:
+                if prior.request_hash != req.digest():
+                    raise ConflictError(
+                        "this Idempotency-Key was used for a different request",
+                        "idempotency_conflict",
+                    )
+                return prior, False
+        name = req.name or generate_name()
+        if repo.name_taken(s, org.id, name):
+            raise ConflictError(
+                f"a computer named {name!r} already exists: pick another name", "name_taken"
+            )
+        row = ComputerRow(
+            id=repo.new_id("cmp_"),
+            org_id=org.id,
+            name=name,
+            template=req.template,
+            state=State.CREATING,
+            vcpus=req.vcpus,
+            memory_mib=req.memory_mib,
+            disk_gib=disk_gib,
+            env=req.env,
+            allow=list(req.allow if req.allow is not None else recipe_for(req.template).allow),
+            ports=[],
+            idle_timeout=(
+                req.idle_timeout
+                if req.idle_timeout is not None
+                else recipe_for(req.template).idle_timeout
+            ),
+            labels=req.labels,
+            hypervisor="qemu",
+            isolation="",
+            idempotency_key=idempotency_key,
+            request_hash=req.digest(),
+        )
+        s.add(row)
+        s.flush()
+        ev = repo.add_event(
+            s, org.id, row.id, "computer.creating", f"creating from template {req.template}"
+        )
+    svc.bus.publish(ev)
+    return row, True
+
+
+async def create(
+    svc: ComputerService,
+    org: Org,
+    req: CreateRequest,
+    idempotency_key: str | None = None,
+    wait: bool = True,
+) -> ComputerRow:
+    image, disk_gib = validate(svc, req)
+    row, new = insert(svc, org, req, disk_gib, idempotency_key)
+    if not new:
+        return row
+    task = svc.spawn(provision(svc, row, image, disk_gib))
+    if not wait:
+        return row
+    return await asyncio.shield(task)
+
+
+async def provision(
+    svc: ComputerService, row: ComputerRow, image: Image, disk_gib: int
+) -> ComputerRow:
+    async with svc.lock(row.id):
+        try:
+            machine, disk = await svc.runtime.create(svc.spec(row, disk_gib), image)
+        except (HostError, OSError) as exc:
+            log.warning("create of %s failed: %s", row.id, exc)
+            svc.record(row.id, State.ERROR, "computer.error", f"create failed: {exc}",
+                        last_error=str(exc))  # fmt: skip
+            raise (
+                translate_host_error(exc) if isinstance(exc, HostError) else ControlError(str(exc))
+            ) from exc
+        svc.machines[row.id] = machine
+        svc.touch(row.id)
+        await svc.network_up(row.id)
+        return svc.record(
+            row.id,
+            State.RUNNING,
+            "computer.running",
+            f"running ({machine.isolation}, disk {disk.method})",
+            {"isolation": machine.isolation, "disk_clone": disk.method},
+            isolation=machine.isolation,
+            last_error=None,
+        )
