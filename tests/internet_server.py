@@ -46,6 +46,15 @@ def http_handler(name: str) -> Any:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ")[1].decode()
+            if path.startswith("/big"):  # 64 MiB, for throughput
+                chunk = b"x" * (1 << 20)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                             % (64 << 20))  # fmt: skip
+                for _ in range(64):
+                    writer.write(chunk)
+                    await writer.drain()
+                writer.close()
+                return
             if path.startswith("/slow"):  # a long download, one line a second
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
                 for i in range(600):
