@@ -60,9 +60,8 @@ async def main(n: int) -> None:
         assert isinstance(p, list) and isinstance(d, list)
         print(summary(f"{label}, through Sanbox", p))
         print(summary(f"{label}, direct", d))
-        print(
-            f"{'ratio through / direct (median)':<44} {statistics.median(p) / statistics.median(d):.2f}x"
-        )
+        ratio = statistics.median(p) / statistics.median(d)
+        print(f"{'ratio through / direct (median)':<44} {ratio:.2f}x")
     tp, td = float(str(proxied["throughput"])), float(str(direct["throughput"]))
     print(f"{'64 MiB download, through Sanbox':<44} {tp:9.1f} MiB/s")
     print(f"{'64 MiB download, direct':<44} {td:9.1f} MiB/s")

@@ -196,7 +196,7 @@ class EgressProxy:
 
 async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
     try:
-        while data := await src.read(65536):
+        while data := await src.read(256 * 1024):
             dst.write(data)
             await dst.drain()
         if dst.can_write_eof():
