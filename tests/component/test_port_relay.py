@@ -94,11 +94,15 @@ async def _guest_http(
             return
         if target == "/forever":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
-            with contextlib.suppress(ConnectionError):
-                for _ in range(500):
+            import time, sys
+            try:
+                for i in range(500):
+                    if i % 20 == 0: print("tick", i, time.monotonic(), file=sys.stderr)
                     writer.write(b"data: tick\n\n")
                     await writer.drain()
                     await asyncio.sleep(0.01)
+            except ConnectionError as e:
+                print("guest err", repr(e), time.monotonic(), file=sys.stderr)
             events.put("forever: relay closed")
             return
         if target == "/garbage":
@@ -175,6 +179,7 @@ class _PortEndpoint:
             else:
                 await relay_http(scope, receive, send, stream, host_header=host, head_timeout=1)
         finally:
+            import time, sys; print("relay returned", scope["path"], time.monotonic(), file=sys.stderr)
             await stream.close()
 
 
