@@ -181,8 +181,10 @@ async def _http_upload(
             await stream.write(_encode_body(conn, message.get("body", b""), more))
     except Exception as exc:  # the guest may answer without reading it all: keep listening
         log.debug("request body not fully sent: %r", exc)
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    import sys, time; print("upload waiting", time.monotonic(), file=sys.stderr)
+    while (m := await receive())["type"] != "http.disconnect":
+        print("upload got", m, file=sys.stderr)
+    print("upload disconnect", time.monotonic(), file=sys.stderr)
 
 
 async def _next_event(conn: h11.Connection, stream: ByteStream, deadline: float) -> Any:
@@ -229,6 +231,7 @@ async def _http_download(
                 break
             if not isinstance(event, h11.Data):
                 raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
+            import sys, time; print("fwd", len(event.data), time.monotonic(), file=sys.stderr)
             await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except Exception as exc:
