@@ -48,8 +48,7 @@ async def _pause_locked(
                               f"pause failed, still running as it was: {exc}")  # fmt: skip
         await svc.vm_exited(row.id, f"its VM died during a pause ({exc})")
         raise ConflictError(f"pause failed and the VM died: {exc}", "pause_failed") from exc
-    svc.machines.pop(row.id, None)
-    await svc.network_down(row.id)
+    svc.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
     return svc.record(
         row.id, dst, f"computer.{dst}",

@@ -191,6 +191,7 @@ class ComputerService:
                 from ..host import memory
 
                 memory.discard(self.runtime.data_dir.computer(row.id).state)
+                await self.network_down(row.id)
                 why = "stopped: its saved memory was dropped on purpose; disk kept"
                 return self.record(row.id, State.STOPPED, "computer.stopped", why)
             return await self._shutdown(row)

@@ -40,7 +40,13 @@ class EgressGateway:
         return egress.policy if egress else None
 
     async def start(self, computer_id: str, netns: str, policy: Policy) -> None:
-        """Firewall, DNS filter and proxy for a computer (replacing any it had)."""
+        """Firewall, DNS filter and proxy for a computer. Idempotent: if they run already (say,
+        across a pause, where the guest's open connections are kept), only the policy is set."""
+        current = self._egress.get(computer_id)
+        if current is not None and current.netns == netns:
+            await firewall.apply(netns, policy.cidrs)  # the namespace may have been recreated
+            await self.update(computer_id, policy)
+            return
         await self.stop(computer_id)
         await firewall.apply(netns, policy.cidrs)
         endpoints = [
