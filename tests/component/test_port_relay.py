@@ -94,15 +94,11 @@ async def _guest_http(
             return
         if target == "/forever":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
-            import time, sys
-            try:
-                for i in range(500):
-                    if i % 20 == 0: print("tick", i, time.monotonic(), file=sys.stderr)
+            with contextlib.suppress(ConnectionError):
+                for _ in range(500):
                     writer.write(b"data: tick\n\n")
                     await writer.drain()
                     await asyncio.sleep(0.01)
-            except ConnectionError as e:
-                print("guest err", repr(e), time.monotonic(), file=sys.stderr)
             events.put("forever: relay closed")
             return
         if target == "/garbage":
@@ -179,7 +175,6 @@ class _PortEndpoint:
             else:
                 await relay_http(scope, receive, send, stream, host_header=host, head_timeout=1)
         finally:
-            import time, sys; print("relay returned", scope["path"], time.monotonic(), file=sys.stderr)
             await stream.close()
 
 
@@ -472,3 +467,14 @@ def test_parse_port_host(host: str, expected: tuple[int, str] | None) -> None:
 def test_parse_port_host_with_a_base_domain() -> None:
     assert parse_port_host("3000-box.sanbox.example.com:443", "sanbox.example.com") == (3000, "box")
     assert parse_port_host("3000-box.localhost", "sanbox.example.com") is None
+
+
+def test_public_surface() -> None:
+    import sanbox.api.ports as ports
+
+    assert sorted(ports.__all__) == [
+        "ByteStream",
+        "parse_port_host",
+        "relay_http",
+        "relay_websocket",
+    ]

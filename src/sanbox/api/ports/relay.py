@@ -104,9 +104,11 @@ async def _run_until_first(*coros: Coroutine[Any, Any, Any]) -> None:
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        while not all(task.done() for task in tasks):
+            for task in tasks:  # again and again: 3.11's wait_for can swallow a cancellation
+                task.cancel()
+            await asyncio.wait(tasks, timeout=0.1)
+        await asyncio.gather(*tasks, return_exceptions=True)  # retrieved: none left unobserved
     for task in done:
         task.result()
 
@@ -181,10 +183,8 @@ async def _http_upload(
             await stream.write(_encode_body(conn, message.get("body", b""), more))
     except Exception as exc:  # the guest may answer without reading it all: keep listening
         log.debug("request body not fully sent: %r", exc)
-    import sys, time; print("upload waiting", time.monotonic(), file=sys.stderr)
-    while (m := await receive())["type"] != "http.disconnect":
-        print("upload got", m, file=sys.stderr)
-    print("upload disconnect", time.monotonic(), file=sys.stderr)
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _next_event(conn: h11.Connection, stream: ByteStream, deadline: float) -> Any:
@@ -231,7 +231,6 @@ async def _http_download(
                 break
             if not isinstance(event, h11.Data):
                 raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
-            import sys, time; print("fwd", len(event.data), time.monotonic(), file=sys.stderr)
             await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except Exception as exc:
