@@ -4,6 +4,7 @@ disks, run dirs, sockets, the agent protocol and the store are all real)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -124,20 +126,15 @@ class LiveServer:
     data_dir: DataDir
 
 
-@pytest.fixture
-def live_server(short_tmp: Path) -> Iterator[LiveServer]:
-    """The real app served by uvicorn on a free port in a thread (for the sync SDK and the CLI)."""
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """An ASGI app served by a real uvicorn on a free port, in a thread; yields its URL."""
     import socket
     import threading
     import time
 
     import uvicorn
 
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -150,6 +147,20 @@ def live_server(short_tmp: Path) -> Iterator[LiveServer]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
-    yield LiveServer(f"http://127.0.0.1:{port}", app.state.first_key, dd)
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def live_server(short_tmp: Path) -> Iterator[LiveServer]:
+    """The real app served by uvicorn on a free port in a thread (for the sync SDK and the CLI)."""
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    with served(app) as url:
+        yield LiveServer(url, app.state.first_key, dd)

@@ -42,6 +42,8 @@ from sanbox.sdk import (
 from sanbox.sdk._websocket import WebSocketClosedError
 from sanbox.sdk.config import DEFAULT_URL, resolve_config
 
+from .conftest import served
+
 pytestmark = pytest.mark.component
 
 KEY = "sbk_test"
@@ -637,12 +639,6 @@ def test_cli_config_set_and_show(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
 @pytest.fixture
 def served_app() -> Iterator[str]:
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
     app = FastAPI()
 
     @app.get("/v1/computers/{ref}")
@@ -662,21 +658,8 @@ def served_app() -> Iterator[str]:
         await ws.send_json({"type": "exit", "exit_code": len(first["cmd"]), "signal": None})
         await ws.close()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, port=port, log_level="error", ws="websockets-sansio")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    with served(app) as url:
+        yield url
 
 
 def test_sync_client_over_real_http_and_websocket(served_app: str) -> None:
