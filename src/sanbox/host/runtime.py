@@ -32,7 +32,7 @@ from .vmm import (
     VmSpec,
     VmStartError,
 )
-from .vmm.accel import choose_accel, qemu_version
+from .vmm.accel import cached_accel, choose_accel, qemu_version
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
@@ -205,7 +205,10 @@ class HostRuntime:
 
     def attach_vm(self, computer_id: str) -> VmHandle | None:
         cdir = self.data_dir.computer(computer_id)
-        hv = self._hypervisor or QemuHypervisor("tcg")  # attach reads the pidfile only
+        hv = self._hypervisor
+        if hv is None:  # not booted anything yet: the host's cached choice names the isolation
+            choice = cached_accel(self.data_dir.host)
+            hv = QemuHypervisor(choice.accel if choice else "tcg")
         return hv.attach(cdir.run)
 
     async def attach(self, computer_id: str, timeout: float = 10.0) -> Machine | None:
