@@ -24,7 +24,7 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
-from sanbox.cli import admin, computer, config
+from sanbox.cli import admin, computer, config, files, shell
 from sanbox.sdk import (
     AsyncSanbox,
     AuthenticationError,
@@ -499,9 +499,8 @@ def cli(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 def sanbox_app() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
-    computer.register(app)
-    admin.register(app)
-    config.register(app)
+    for module in (computer, shell, files, admin, config):
+        module.register(app)
     return app
 
 
@@ -587,9 +586,9 @@ def test_cli_cp_both_ways(cli: CliRunner, api: FakeApi, tmp_path: Path) -> None:
 def test_cli_cp_big_file_shows_progress(cli: CliRunner, api: FakeApi, tmp_path: Path) -> None:
     run(cli, "create", "--name", "box")
     big = tmp_path / "big"
-    big.write_bytes(b"z" * (computer.BIG_FILE * 2))
+    big.write_bytes(b"z" * (files.BIG_FILE * 2))
     result = run(cli, "cp", str(big), "box:/big")
-    assert result.exit_code == 0 and f"copied {computer.BIG_FILE * 2} bytes" in result.stderr
+    assert result.exit_code == 0 and f"copied {files.BIG_FILE * 2} bytes" in result.stderr
 
 
 def test_cli_lifecycle_rm_and_logs(cli: CliRunner, api: FakeApi) -> None:

@@ -6,7 +6,7 @@ import typer
 
 from ..host.errors import HostError
 from ..sdk.errors import SanboxError
-from . import admin, computer, config, doctor, image, network, server
+from . import admin, computer, config, doctor, files, image, network, server, shell
 from ._output import fail
 
 app = typer.Typer(
@@ -20,6 +20,8 @@ app.add_typer(image.app, name="image")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 computer.register(app)
+shell.register(app)
+files.register(app)
 admin.register(app)
 config.register(app)
 network.register(app)

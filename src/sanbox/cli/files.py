@@ -1,0 +1,80 @@
+"""`sanbox cp SRC DST`: copy files between this machine and a computer (NAME:PATH)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from . import config
+from ._output import err_console, fail
+
+BIG_FILE = 1 << 20
+
+
+def _remote(spec: str) -> tuple[str, str] | None:
+    """`NAME:PATH` names a computer's file; anything with a `/` before the `:` is local."""
+    head, sep, tail = spec.partition(":")
+    if not sep or not head or "/" in head:
+        return None
+    return head, tail
+
+
+def cp(
+    src: str = typer.Argument(..., help="Source: LOCAL or NAME:PATH."),
+    dst: str = typer.Argument(..., help="Destination: LOCAL or NAME:PATH."),
+) -> None:
+    """Copy a file between this machine and a computer (one side must be NAME:PATH)."""
+    remote_src, remote_dst = _remote(src), _remote(dst)
+    if (remote_src is None) == (remote_dst is None):
+        fail("invalid_argument", "exactly one of SRC and DST must be NAME:PATH")
+    with config.reported(), config.client() as client:
+        if remote_dst is not None:
+            local = Path(src)
+            if not local.is_file():
+                fail("invalid_argument", f"{src} is not a file")
+            name, path = remote_dst
+            if not path or path.endswith("/"):
+                path = f"{path or '/root/'}{local.name}"
+            files = client.computers.get(name).files
+            with _progress(local.stat().st_size) as advance:
+                size = files.upload(local, path, progress=advance)
+        else:
+            assert remote_src is not None
+            name, path = remote_src
+            target = Path(dst)
+            if target.is_dir():
+                target = target / Path(path).name
+            files = client.computers.get(name).files
+            total = files.stat(path).size
+            with _progress(total) as advance:
+                size = files.download(path, target, progress=advance)
+    err_console.print(f"copied {size} bytes", highlight=False)
+
+
+class _progress:
+    """A transfer bar for big files, nothing for small ones; yields the SDK's callback."""
+
+    def __init__(self, total: int | None) -> None:
+        self._bar: Progress | None = None
+        if total is not None and total >= BIG_FILE:
+            columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn())
+            self._bar = Progress(*columns, console=err_console, transient=True)
+            self._task = self._bar.add_task("copy", total=total)
+
+    def __enter__(self) -> Callable[[int, int | None], None] | None:
+        if self._bar is None:
+            return None
+        self._bar.start()
+        bar, task = self._bar, self._task
+        return lambda done, total: bar.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cp")(cp)
