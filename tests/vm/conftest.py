@@ -17,6 +17,7 @@ import pytest
 from sanbox import Sanbox
 from sanbox.host.image import Image, find_image
 from sanbox.host.layout import DataDir
+from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
 from ..conftest import vm_data_dir
@@ -84,6 +85,8 @@ def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
     assert not leftover, f"computer folders left behind: {leftover}"
     assert not sockets, f"run sockets left behind: {sockets}"
     assert not qemu_pids(data_dir), "qemu processes left behind"
+    assert not list(data_dir.ram_file("x").parent.glob(f"sanbox-{data_dir.tag}-*")), "RAM files"
+    assert rt.network is None or not rt.network.namespaces(), "namespaces left behind"
 
 
 MakeMachine = Callable[..., Machine]
@@ -138,6 +141,7 @@ def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
             c.delete()
     srv.stop()
     assert not list(srv.data_dir.computers.glob("*")), "computer folders left behind"
+    assert not Network(srv.data_dir.computers, srv.data_dir.tag).namespaces(), "namespaces left"
     shutil.rmtree(srv.data_dir.root, ignore_errors=True)
 
 
