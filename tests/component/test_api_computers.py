@@ -189,3 +189,10 @@ def test_pause_resume_and_idle_timeout_bad_input(server: Server) -> None:
 
 def test_default_idle_timeout_comes_from_the_template(server: Server) -> None:
     assert create(server, name="default-idle")["idle_timeout"] == 1800
+
+
+def test_timestamps_are_utc(server: Server) -> None:
+    c = create(server, name="clock")
+    assert str(c["created_at"]).endswith(("Z", "+00:00"))
+    events = server.client.get("/v1/computers/clock/events", headers=server.headers()).json()
+    assert events["events"][0]["created_at"].endswith(("Z", "+00:00"))
