@@ -139,3 +139,19 @@ def test_namespaces_go_with_their_computers(client: Sanbox) -> None:
     c.delete()
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert c.id not in names
+
+
+def test_a_lost_namespace_is_restored_at_the_next_start(client: Sanbox, internet: Internet) -> None:
+    """As after a host reboot: the namespace is gone; starting the computer makes it again."""
+    c = client.computers.create(name="netreboot", allow=["allowed.test"], idle_timeout=0)
+    try:
+        c.stop()
+        netns = next(
+            n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                      text=True).stdout.split() if n.endswith(c.id)
+        )  # fmt: skip
+        subprocess.run(["ip", "netns", "del", netns], check=True)
+        c.start()
+        assert curl(c, "http://allowed.test/") == (0, "hello from allowed.test\n")
+    finally:
+        c.delete()
