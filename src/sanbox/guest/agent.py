@@ -28,7 +28,8 @@ class Options:
 
 
 USAGE = (
-    "usage: sanbox-agent [--port-name NAME | --unix PATH | --vsock PORT | --port-path DEV] [-v]"
+    "usage: sanbox-agent [--port-name NAME | --unix PATH | --vsock PORT"
+    " | --port-path DEV] [-v]"
 )
 
 
