@@ -27,10 +27,7 @@ class Options:
     verbose: bool = False
 
 
-USAGE = (
-    "usage: sanbox-agent [--port-name NAME | --unix PATH | --vsock PORT"
-    " | --port-path DEV] [-v]"
-)
+USAGE = "usage: sanbox-agent [--port-name N | --unix PATH | --vsock PORT | --port-path DEV] [-v]"
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
