@@ -16,7 +16,7 @@ import pytest
 
 from sanbox import Sanbox
 from sanbox.host.image import Image, find_image
-from sanbox.host.layout import DataDir
+from sanbox.host.layout import DataDir, default_ram_dir
 from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
@@ -85,7 +85,7 @@ def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
     assert not leftover, f"computer folders left behind: {leftover}"
     assert not sockets, f"run sockets left behind: {sockets}"
     assert not qemu_pids(data_dir), "qemu processes left behind"
-    assert not list(data_dir.ram_file("x").parent.glob(f"sanbox-{data_dir.tag}-*")), "RAM files"
+    assert not list(default_ram_dir().glob(f"sanbox-{data_dir.tag}-*")), "RAM files left behind"
     assert rt.network is None or not rt.network.namespaces(), "namespaces left behind"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
+from sanbox.host.layout import DataDir
 from sanbox.sdk.errors import ComputerNotRunningError
 
 from .conftest import cli, qemu_pids
@@ -118,8 +119,8 @@ def test_kill9_during_create_leaves_a_working_computer_or_nothing(
     assert not qemu_pids_of("")
 
 
-def test_load_ten_computers_and_a_hundred_execs(client: Sanbox, data_dir: object) -> None:
-    before = set(qemu_pids(data_dir))  # type: ignore[arg-type]
+def test_load_ten_computers_and_a_hundred_execs(client: Sanbox, data_dir: DataDir) -> None:
+    before = set(qemu_pids(data_dir))
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         computers = list(pool.map(
             lambda i: client.computers.create(name=f"load-{i}", memory_mib=256), range(10)

@@ -272,10 +272,8 @@ class HostRuntime:
         way the outcome says what happened to memory, and the disk is never lost."""
         cdir = self.data_dir.computer(spec.computer_id)
         hv = await self.hypervisor(image)
-        try:
-            saved = await asyncio.to_thread(
-                memory.load, cdir.state, self.compat(spec, image, hv.isolation)
-            )
+        try:  # usable at all? (missing, corrupt, incompatible)
+            await asyncio.to_thread(memory.load, cdir.state, self.compat(spec, image, hv.isolation))
         except StateError as exc:
             memory.discard(cdir.state)
             return await self.start(spec, image), MemoryOutcome(False, f"state {exc.reason}")
@@ -286,7 +284,6 @@ class HostRuntime:
             outcome = MemoryOutcome(False, f"restore failed: {exc}")
             return await self.start(spec, image), outcome
         memory.discard(cdir.state)  # consumed: the guest has moved on from it
-        del saved
         return machine, MemoryOutcome(True)
 
     async def _restore(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> Machine:

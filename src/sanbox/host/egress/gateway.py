@@ -61,16 +61,20 @@ class EgressGateway:
         def denied(name: str, port: int, reason: str) -> None:
             self.on_denied(computer_id, name, port, reason)
 
-        egress = Egress(computer_id, netns, policy, proxy=None)  # type: ignore[arg-type]
-        egress.proxy = EgressProxy(lambda: egress.policy, self.resolver, denied)
+        def live() -> Policy:  # the live policy; nothing once the computer's egress stops
+            egress = self._egress.get(computer_id)
+            return egress.policy if egress is not None else Policy()
+
+        proxy = EgressProxy(live, self.resolver, denied)
+        egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(
-            lambda name: egress.policy.allows_host(name),
+            lambda name: live().allows_host(name),
             self.resolver,
             lambda name, reason: denied(name, 53, reason),
         )
-        egress.tasks.append(asyncio.ensure_future(dns.serve(udp, tcp)))
-        await egress.proxy.serve(http, tls, direct)
         self._egress[computer_id] = egress
+        egress.tasks.append(asyncio.ensure_future(dns.serve(udp, tcp)))
+        await proxy.serve(http, tls, direct)
 
     async def update(self, computer_id: str, policy: Policy) -> int:
         """Apply a new policy at once; returns how many open flows it closed."""
