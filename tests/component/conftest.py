@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ class LocalProcessHypervisor:
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         pid = int(out.stdout.strip())
+        _wait_exec(pid, sys.executable)
         spec.pidfile.write_text(str(pid))
         return QemuVm(pid, spec.run_dir, self.isolation)
 
@@ -57,6 +59,22 @@ class LocalProcessHypervisor:
         except (OSError, ValueError):
             return None
         return QemuVm(pid, run_dir, self.isolation) if _pid_alive(pid, run_dir) else None
+
+
+def _wait_exec(pid: int, executable: str, timeout: float = 10.0) -> None:
+    """Wait until `pid` has exec'd `executable`: mid-exec, /proc/PID/cmdline reads empty and the
+    runtime's liveness check would take the agent for dead (QEMU writes its own pidfile, after)."""
+    want = os.path.realpath(executable)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            exe = os.path.realpath(f"/proc/{pid}/exe")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if exe == want and cmdline:  # exe switches before the new argv is set up
+                return
+        except OSError:
+            return  # gone already: the runtime reports the exit with the console's words
+        time.sleep(0.01)
 
 
 def fake_image(dd: DataDir, size: int = 1024**3) -> None:
