@@ -99,19 +99,22 @@ def test_cli(live_server: LiveServer, short_tmp: Path, monkeypatch: pytest.Monke
 def test_websocket_pty_resize_signals_and_sse_events(live_server: LiveServer) -> None:
     async def scenario() -> tuple[bytes, int, int | None, list[str]]:
         async with AsyncSanbox(live_server.url, live_server.key) as client:
-            seen: list[str] = []
+            events: list[tuple[str | None, str]] = []
 
             async def follow() -> None:
-                async for ev in client.events():
-                    seen.append(ev.type)
+                async for ev in client.events(after=0):
+                    events.append((ev.computer_id, ev.type))
 
             follower = asyncio.ensure_future(follow())
-            await asyncio.sleep(0.3)
             c = await client.computers.create(name="ws-one")
+            seen = [kind for cid, kind in events if cid == c.id]
             out = b""
             async with c.exec_stream(["/bin/sh"], pty=True, rows=24, cols=80) as pty:
                 await pty.send_stdin(b"stty size\n")
-                await asyncio.sleep(0.5)
+                async for ev in pty:  # the first answer before the resize, however slow
+                    out += getattr(ev, "data", b"")
+                    if b"24 80" in out:
+                        break
                 await pty.resize(33, 99)
                 await pty.send_stdin(b"stty size; exit 6\n")
                 async for ev in pty:
@@ -122,7 +125,11 @@ def test_websocket_pty_resize_signals_and_sse_events(live_server: LiveServer) ->
                 await proc.signal("SIGTERM")
                 term = await proc.wait()
             await c.delete()
-            await asyncio.sleep(0.3)
+            for _ in range(100):
+                seen = [kind for cid, kind in events if cid == c.id]
+                if "computer.deleted" in seen:
+                    break
+                await asyncio.sleep(0.1)
             follower.cancel()
             assert pty_exit is not None
             return out, pty_exit.exit_code, term.exit_code, seen

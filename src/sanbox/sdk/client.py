@@ -65,9 +65,13 @@ class AsyncSanbox:
     async def host(self) -> HostInfo:
         return HostInfo.from_json(await self.http.json("GET", "/v1/host"))
 
-    async def events(self) -> AsyncIterator[Event]:
-        """Follow the org's events (Server-Sent Events) until the caller stops."""
-        async with self.http.stream("GET", "/v1/events", timeout=None) as response:
+    async def events(self, after: int | None = None) -> AsyncIterator[Event]:
+        """Follow the org's events (Server-Sent Events) until the caller stops.
+
+        `after=ID` first replays the stored events after that id (0: all), so a follower that
+        reconnects misses none."""
+        params = {"after": after} if after is not None else None
+        async with self.http.stream("GET", "/v1/events", params=params, timeout=None) as response:
             data: list[str] = []
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
