@@ -61,6 +61,8 @@ def upstream_answer(data: bytes, over_udp: bool) -> bytes | None:
         struct.pack_into("!H", resp, 6, 2)
         extra = encode_name("evil.test") + struct.pack("!HHIH", TYPE_A, CLASS_IN, 300, 4)
         return bytes(resp) + extra + bytes([6, 6, 6, 6])
+    if query.name == "fleeting.test":  # TTL 0: use once, never keep
+        return answer_a(query, ["192.0.2.40"], ttl=0)
     if query.name in RECORDS:
         if query.qtype != TYPE_A:
             return empty(query)
@@ -292,5 +294,52 @@ def test_resolver_directly() -> None:
             raw = await resolver.forward(build_query("other.test", id=999))
             resp = parse_response(raw)
             assert (resp.id, resp.addresses) == (999, RECORDS["other.test"])
+
+    run(body)
+
+
+def test_resolver_caches_answers_for_their_ttl_and_shares_one_query() -> None:
+    async def body() -> None:
+        now = [1000.0]
+        async with upstream_server() as (upstream, addr):
+            resolver = Resolver(addr, timeout=TIMEOUT, cache_names=2, clock=lambda: now[0])
+            together = await asyncio.gather(*(resolver.resolve_a("allowed.test") for _ in range(5)))
+            assert together == [RECORDS["allowed.test"]] * 5
+            assert await resolver.resolve_a("Allowed.TEST.") == RECORDS["allowed.test"]
+            assert upstream.asked == ["allowed.test"]  # one query for six lookups
+
+            now[0] += 301  # past the TTL (300): asked again
+            await resolver.resolve_a("allowed.test")
+            assert upstream.asked == ["allowed.test"] * 2
+
+            for _ in range(2):  # TTL 0, NXDOMAIN and SERVFAIL are never kept
+                await resolver.resolve_a("fleeting.test")
+                with pytest.raises(ResolveError):
+                    await resolver.resolve_a("nope.test")
+                with pytest.raises(ResolveError):
+                    await resolver.resolve_a("fail.test")
+            assert upstream.asked.count("fleeting.test") == 2
+            assert upstream.asked.count("nope.test") == upstream.asked.count("fail.test") == 2
+
+            await resolver.resolve_a("other.test")
+            await resolver.resolve_a("many.test")  # two names kept: allowed.test is dropped
+            upstream.asked.clear()
+            await resolver.resolve_a("other.test")
+            await resolver.resolve_a("allowed.test")
+            assert upstream.asked == ["allowed.test"]
+
+    run(body)
+
+
+def test_a_waiter_that_gives_up_does_not_cancel_the_shared_query() -> None:
+    async def body() -> None:
+        async with upstream_server() as (upstream, addr):
+            resolver = Resolver(addr, timeout=TIMEOUT)
+            impatient = asyncio.ensure_future(resolver.resolve_a("other.test"))
+            patient = asyncio.ensure_future(resolver.resolve_a("other.test"))
+            await asyncio.sleep(0)
+            impatient.cancel()
+            assert await patient == RECORDS["other.test"]
+            assert impatient.cancelled() and upstream.asked == ["other.test"]
 
     run(body)

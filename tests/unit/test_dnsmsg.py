@@ -105,6 +105,22 @@ def test_cname_chain_is_followed_and_strangers_ignored() -> None:
     assert parse_a_records(resp) == (0, ["192.0.2.9"])
 
 
+def test_ttl_is_the_least_along_the_chain() -> None:
+    question = encode_name("www.a.test") + struct.pack("!HH", TYPE_A, CLASS_IN)
+    resp = (
+        header(FLAG_QR | FLAG_RD, an=4)
+        + question
+        + rr(b"\xc0\x0c", TYPE_CNAME, encode_name("edge.cdn.test"), ttl=40)
+        + rr(encode_name("edge.cdn.test"), TYPE_A, bytes([192, 0, 2, 9]), ttl=90)
+        + rr(encode_name("edge.cdn.test"), TYPE_A, bytes([192, 0, 2, 8]), ttl=70)
+        + rr(encode_name("evil.test"), TYPE_A, bytes([6, 6, 6, 6]), ttl=1)
+    )
+    assert parse_response(resp).ttl == 40
+    no_cname = header(FLAG_QR, an=1) + question + rr(b"\xc0\x0c", TYPE_A, bytes(4), ttl=7)
+    assert parse_response(no_cname).ttl == 7
+    assert parse_response(header(FLAG_QR, an=0) + question).ttl == 0
+
+
 def test_compressed_names_in_answers() -> None:
     question = encode_name("b.test") + struct.pack("!HH", TYPE_A, CLASS_IN)
     # owner: label "x" then a pointer to "b.test" -> "x.b.test"; a CNAME from b.test to it

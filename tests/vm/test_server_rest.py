@@ -66,8 +66,10 @@ def test_idle_computer_is_suspended_and_woken_by_exec(
 def test_suspended_computer_survives_a_server_kill(server: ServerProcess, client: Sanbox) -> None:
     c = client.computers.create(name="sturdy", idle_timeout=0)
     c.exec("nohup sh -c 'echo $$ > /tmp/loop.pid; while :; do sleep 1; done' >/dev/null 2>&1 &")
-    time.sleep(0.5)
-    pid = c.exec("cat /tmp/loop.pid").stdout.strip()
+    deadline = time.monotonic() + 30
+    while not (pid := c.exec("cat /tmp/loop.pid 2>/dev/null").stdout.strip()):
+        assert time.monotonic() < deadline, "the loop never started"
+        time.sleep(0.3)
     c.update(idle_timeout=2)
     deadline = time.monotonic() + 60
     while c.refresh().state != "suspended":

@@ -90,6 +90,7 @@ class Response:
     name: str | None
     qtype: int | None
     addresses: list[str]
+    ttl: int = 0  # the least TTL of the records that gave `addresses` (0 if there are none)
 
     @property
     def truncated(self) -> bool:
@@ -253,29 +254,36 @@ def parse_response(buf: bytes) -> Response:
         if i == 0:
             qname, qtype = name, struct.unpack_from("!H", buf, pos)[0]
         pos += 4
-    cnames: dict[str, str] = {}
-    a_records: list[tuple[str, str]] = []
+    cnames: dict[str, tuple[str, int]] = {}
+    a_records: list[tuple[str, str, int]] = []
     for _ in range(ancount):
         owner, pos = read_name(buf, pos)
         if pos + 10 > len(buf):
             raise DnsFormatError("truncated record")
-        rtype, rclass, _ttl, rdlength = struct.unpack_from("!HHIH", buf, pos)
+        rtype, rclass, ttl, rdlength = struct.unpack_from("!HHIH", buf, pos)
         pos += 10
         if pos + rdlength > len(buf):
             raise DnsFormatError("truncated record data")
         if rclass == CLASS_IN and rtype == TYPE_A and rdlength == 4:
-            a_records.append((owner, str(ipaddress.IPv4Address(buf[pos : pos + 4]))))
+            a_records.append((owner, str(ipaddress.IPv4Address(buf[pos : pos + 4])), ttl))
         elif rclass == CLASS_IN and rtype == TYPE_CNAME:
             target, _ = read_name(buf, pos)
-            cnames.setdefault(owner, target)
+            cnames.setdefault(owner, (target, ttl))
         pos += rdlength
     chain: set[str] = set()
+    ttls: list[int] = []
     current = qname
     while current is not None and current not in chain and len(chain) <= _MAX_CHAIN:
         chain.add(current)
-        current = cnames.get(current)
-    addresses = [ip for owner, ip in a_records if owner in chain]
-    return Response(ident, flags, flags & 0xF, qname, qtype, addresses)
+        link = cnames.get(current)
+        if link is None:
+            break
+        current, ttl = link
+        ttls.append(ttl)
+    found = [(ip, ttl) for owner, ip, ttl in a_records if owner in chain]
+    addresses = [ip for ip, _ in found]
+    least = min(ttls + [ttl for _, ttl in found]) if found else 0
+    return Response(ident, flags, flags & 0xF, qname, qtype, addresses, least)
 
 
 def parse_a_records(resp: bytes) -> tuple[int, list[str]]:

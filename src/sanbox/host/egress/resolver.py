@@ -1,6 +1,9 @@
 """A stub resolver for the DNS filter and the egress proxy: asks one upstream recursive
 resolver over UDP (one retry, on a fresh socket so a fresh source port), over TCP when the
-answer is truncated. Every exchange is bounded by `timeout` in all."""
+answer is truncated. Every exchange is bounded by `timeout` in all.
+
+A records are cached for their TTL (at most `MAX_CACHE_TTL`), and concurrent lookups of one name
+share a single query. Failures are not cached: the next request asks again."""
 
 from __future__ import annotations
 
@@ -9,6 +12,9 @@ import contextlib
 import secrets
 import socket
 import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import HostError
@@ -25,6 +31,8 @@ from .dnsmsg import (
 )
 
 DEFAULT_UPSTREAM = ("127.0.0.1", 53)
+MAX_CACHE_TTL = 300
+CACHE_NAMES = 4096
 _UDP_ATTEMPTS = 2
 
 
@@ -53,10 +61,20 @@ def system_upstream(resolv_conf: Path = Path("/etc/resolv.conf")) -> tuple[str, 
 
 
 class Resolver:
-    def __init__(self, upstream: tuple[str, int], timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        timeout: float = 3.0,
+        cache_names: int = CACHE_NAMES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.upstream = upstream
         self.timeout = timeout
         self._family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
+        self._cache: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()  # name: expiry
+        self._cache_names = cache_names
+        self._clock = clock
+        self._lookups: dict[str, asyncio.Future[list[str]]] = {}
 
     def __repr__(self) -> str:
         return f"Resolver(upstream={self.upstream!r}, timeout={self.timeout!r})"
@@ -64,6 +82,27 @@ class Resolver:
     async def resolve_a(self, name: str) -> list[str]:
         """The IPv4 addresses of `name` (following CNAMEs); [] if it has none."""
         name = name.lower().rstrip(".")
+        cached = self._cache.get(name)
+        if cached is not None:
+            if cached[0] > self._clock():
+                self._cache.move_to_end(name)
+                return list(cached[1])
+            del self._cache[name]
+        lookup = self._lookups.get(name)
+        if lookup is None:
+            lookup = asyncio.ensure_future(self._lookup_a(name))
+            self._lookups[name] = lookup
+            lookup.add_done_callback(lambda done: self._lookup_done(name, done))
+        # shielded: a waiter that gives up does not cancel the query the others wait for
+        return list(await asyncio.shield(lookup))
+
+    def _lookup_done(self, name: str, lookup: asyncio.Future[list[str]]) -> None:
+        if self._lookups.get(name) is lookup:
+            del self._lookups[name]
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved: every waiter may have given up
+
+    async def _lookup_a(self, name: str) -> list[str]:
         try:
             query = build_query(name, "A")
         except DnsFormatError as exc:
@@ -77,6 +116,12 @@ class Resolver:
             raise ResolveError(f"NXDOMAIN for {name}", Rcode.NXDOMAIN)
         if response.rcode != Rcode.NOERROR:
             raise ResolveError(f"{_rcode_name(response.rcode)} for {name} from {self._where}")
+        ttl = min(response.ttl, MAX_CACHE_TTL) if response.ttl < 2**31 else 0  # RFC 2181 8
+        if response.addresses and ttl > 0:
+            self._cache[name] = (self._clock() + ttl, response.addresses)
+            self._cache.move_to_end(name)
+            while len(self._cache) > self._cache_names:
+                self._cache.popitem(last=False)
         return response.addresses
 
     async def forward(self, query: bytes) -> bytes:
