@@ -196,3 +196,45 @@ def test_timestamps_are_utc(server: Server) -> None:
     assert str(c["created_at"]).endswith(("Z", "+00:00"))
     events = server.client.get("/v1/computers/clock/events", headers=server.headers()).json()
     assert events["events"][0]["created_at"].endswith(("Z", "+00:00"))
+
+
+def test_a_computer_keeps_the_image_build_its_disk_came_from(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from sanbox.host.image import Recipe, recipe_for
+    from sanbox.host.vmm import VmSpec
+
+    from .conftest import LocalProcessHypervisor
+
+    kernels: list[str] = []
+    boot = LocalProcessHypervisor.boot
+
+    async def spying(self: LocalProcessHypervisor, spec: VmSpec) -> object:
+        kernels.append(spec.kernel.parent.name)
+        return await boot(self, spec)
+
+    monkeypatch.setattr(LocalProcessHypervisor, "boot", spying)
+    first = recipe_for("base").build_id()
+    c = create(server, name="old-timer")
+    assert c["image"] == first and kernels == [first]
+    h = server.headers()
+    assert server.client.post("/v1/computers/old-timer/stop", headers=h).status_code == 200
+
+    # the image is rebuilt (a new agent, say): new computers get the new build...
+    images = server.data_dir.images / "base"
+    shutil.copytree(images / first, images / "rebuilt")
+    manifest = images / "rebuilt" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace(first, "rebuilt"))
+    monkeypatch.setattr(Recipe, "build_id", lambda self: "rebuilt")
+    assert create(server, name="newcomer")["image"] == "rebuilt"
+    # ...and the old computer still boots the kernel and initramfs its disk was made with
+    assert server.client.post("/v1/computers/old-timer/start", headers=h).status_code == 200
+    assert kernels == [first, "rebuilt", first]
+
+    # its build removed by hand: it falls back to the template's current build
+    server.client.post("/v1/computers/old-timer/stop", headers=h)
+    shutil.rmtree(images / first)
+    assert server.client.post("/v1/computers/old-timer/start", headers=h).status_code == 200
+    assert kernels[-1] == "rebuilt"

@@ -50,6 +50,7 @@ class Computer(BaseModel):
     name: str
     org: str
     template: str
+    image: str | None = Field(None, description="the image build its disk was cloned from")
     state: str
     vcpus: int
     memory_mib: int
@@ -72,7 +73,8 @@ class Computer(BaseModel):
     @classmethod
     def of(cls, row: ComputerRow, org_name: str) -> Computer:
         return cls(
-            id=row.id, name=row.name, org=org_name, template=row.template, state=row.state,
+            id=row.id, name=row.name, org=org_name, template=row.template, image=row.image,
+            state=row.state,
             vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=row.env,
             labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,

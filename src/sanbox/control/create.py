@@ -66,7 +66,12 @@ def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
 
 
 def insert(
-    svc: ComputerService, org: Org, req: CreateRequest, disk_gib: int, idempotency_key: str | None
+    svc: ComputerService,
+    org: Org,
+    req: CreateRequest,
+    image: Image,
+    disk_gib: int,
+    idempotency_key: str | None,
 ) -> tuple[ComputerRow, bool]:
     """Insert the record in `creating`; or return the one this idempotency key made."""
     with svc.db.session() as s:
@@ -89,6 +94,7 @@ def insert(
             org_id=org.id,
             name=name,
             template=req.template,
+            image=image.build_id,
             state=State.CREATING,
             vcpus=req.vcpus,
             memory_mib=req.memory_mib,
@@ -124,7 +130,7 @@ async def create(
     wait: bool = True,
 ) -> ComputerRow:
     image, disk_gib = validate(svc, req)
-    row, new = insert(svc, org, req, disk_gib, idempotency_key)
+    row, new = insert(svc, org, req, image, disk_gib, idempotency_key)
     if not new:
         return row
     task = svc.spawn(provision(svc, row, image, disk_gib))

@@ -40,7 +40,7 @@ async def _pause_locked(
     machine = await svc.machine_locked(row)
     svc.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
     try:
-        saved = await svc.runtime.pause(machine, svc.spec(row), svc.image_for(row.template))
+        saved = await svc.runtime.pause(machine, svc.spec(row), svc.image_of(row))
     except PauseError as exc:
         log.warning("pause of %s failed: %s", row.id, exc)
         if machine.vm.alive():
@@ -70,7 +70,7 @@ async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = Fa
     t0 = time.monotonic()
     svc.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
     try:
-        machine, outcome = await svc.runtime.resume(svc.spec(row), svc.image_for(row.template))
+        machine, outcome = await svc.runtime.resume(svc.spec(row), svc.image_of(row))
     except HostError as exc:
         svc.record(row.id, State.ERROR, "computer.error", f"resume failed: {exc}",
                    last_error=str(exc))  # fmt: skip

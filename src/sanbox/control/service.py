@@ -135,11 +135,17 @@ class ComputerService:
         with self.db.session() as s:
             return repo.list_computers(s, org.id, state, labels)
 
-    def image_for(self, template: str) -> Image:
+    def image_for(self, template: str, build_id: str | None = None) -> Image:
+        """The template's current build (for a new computer), or `build_id` while it is there."""
         try:
-            return find_image(self.runtime.data_dir, template)
+            return find_image(self.runtime.data_dir, template, build_id)
         except HostError as exc:
             raise translate_host_error(exc) from exc
+
+    def image_of(self, row: ComputerRow) -> Image:
+        """The build a computer's disk came from: it boots that kernel and initramfs (their
+        modules and agent match its disk) and its saved memory stays compatible after a rebuild."""
+        return self.image_for(row.template, row.image)
 
     def spec(self, row: ComputerRow, disk_gib: int | None = None) -> MachineSpec:
         return MachineSpec(
@@ -164,7 +170,7 @@ class ComputerService:
             return await self._boot(row, "it was stopped: stop drops memory on purpose")
 
     async def _boot(self, row: ComputerRow, why_fresh: str) -> ComputerRow:
-        image = self.image_for(row.template)
+        image = self.image_of(row)
         self.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
         try:
             machine = await self.runtime.start(self.spec(row), image)

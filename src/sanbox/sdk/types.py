@@ -13,6 +13,7 @@ class ComputerRecord:
     state: str
     org: str = "default"
     template: str = "base"
+    image: str | None = None  # the image build its disk was cloned from
     vcpus: int = 1
     memory_mib: int = 512
     disk_gib: int | None = None

@@ -75,6 +75,7 @@ class ComputerRow(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     hypervisor: Mapped[str] = mapped_column(String(32), default="qemu")
     isolation: Mapped[str] = mapped_column(String(32), default="")
+    image: Mapped[str | None] = mapped_column(String(64), default=None)  # its disk's image build
     last_error: Mapped[str | None] = mapped_column(Text, default=None)
     idle_timeout: Mapped[int] = mapped_column(Integer, default=0)  # seconds; 0 = never
     memory: Mapped[str | None] = mapped_column(String(16), default=None)  # restored | lost

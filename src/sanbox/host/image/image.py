@@ -61,8 +61,14 @@ def image_dir(data_dir: DataDir, template: str, build_id: str) -> Path:
     return data_dir.images / template / build_id
 
 
-def find_image(data_dir: DataDir, template: str) -> Image:
-    """The image for a template: the build of its current recipe, else the newest complete build."""
+def find_image(data_dir: DataDir, template: str, build_id: str | None = None) -> Image:
+    """The image for a template: build `build_id` when given and still there (a computer boots
+    the build its disk came from), else the build of the current recipe, else the newest
+    complete build."""
+    if build_id is not None:
+        pinned = image_dir(data_dir, template, build_id)
+        if (pinned / MANIFEST).is_file():
+            return Image.load(pinned)
     current = image_dir(data_dir, template, recipe_for(template).build_id())
     if (current / MANIFEST).is_file():
         return Image.load(current)
