@@ -194,9 +194,7 @@ class ComputerService:
             row = self.get(org, row.id)
             check_action("stop", State(row.state), row.name)
             if row.state in (State.PAUSED, State.SUSPENDED):
-                from ..host import memory
-
-                memory.discard(self.runtime.data_dir.computer(row.id).state)
+                await self.runtime.drop_saved_memory(row.id)
                 await self.network_down(row.id)
                 why = "stopped: its saved memory was dropped on purpose; disk kept"
                 return self.record(row.id, State.STOPPED, "computer.stopped", why)

@@ -139,6 +139,14 @@ def load(state_dir: Path, compat: dict[str, Any]) -> SavedState:
     return saved
 
 
+def forget(state_dir: Path) -> None:
+    """Make a saved state unusable at once (its manifest goes, durably): done before a restored
+    guest runs, since from then on its disk moves ahead of the saved memory."""
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / MANIFEST).unlink()
+        _fsync(state_dir)
+
+
 def discard(state_dir: Path) -> None:
     """Forget a saved state: the manifest first, so a half-removed state is never used."""
     for name in (MANIFEST, VMSTATE, MEMORY):

@@ -275,15 +275,15 @@ class HostRuntime:
         try:  # usable at all? (missing, corrupt, incompatible)
             await asyncio.to_thread(memory.load, cdir.state, self.compat(spec, image, hv.isolation))
         except StateError as exc:
-            memory.discard(cdir.state)
+            await asyncio.to_thread(memory.discard, cdir.state)
             return await self.start(spec, image), MemoryOutcome(False, f"state {exc.reason}")
         try:
             machine = await self._restore(spec, image, cdir)
         except (HostError, AgentError, OSError) as exc:
-            memory.discard(cdir.state)
+            await asyncio.to_thread(memory.discard, cdir.state)
             outcome = MemoryOutcome(False, f"restore failed: {exc}")
             return await self.start(spec, image), outcome
-        memory.discard(cdir.state)  # consumed: the guest has moved on from it
+        await asyncio.to_thread(memory.discard, cdir.state)  # consumed: the guest moved on
         return machine, MemoryOutcome(True)
 
     async def _restore(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> Machine:
@@ -294,6 +294,8 @@ class HostRuntime:
         async with contextlib.AsyncExitStack() as undo:
             vm = await hv.boot(self._vm_spec(spec, image, cdir, restore=True))
             undo.push_async_callback(self._kill_and_clean, vm)
+            # used once: were the host to crash from here on, the disk would be ahead of it
+            await asyncio.to_thread(memory.forget, cdir.state)
             await vm.load_state(cdir.state / memory.VMSTATE)
             agent = await self.wait_ready(vm, cdir, timeout=30.0)
             with contextlib.suppress(AgentError):
@@ -301,6 +303,10 @@ class HostRuntime:
             undo.pop_all()
             return Machine(spec.computer_id, cdir, vm, agent)
         raise AssertionError("unreachable")
+
+    async def drop_saved_memory(self, computer_id: str) -> None:
+        """Remove a paused computer's saved state (a stop of a paused computer)."""
+        await asyncio.to_thread(memory.discard, self.data_dir.computer(computer_id).state)
 
     async def _kill_and_clean(self, vm: VmHandle) -> None:
         await vm.kill()
