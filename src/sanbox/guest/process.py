@@ -128,7 +128,8 @@ def kill_group(pid: int, sig: int) -> None:
 async def _hangup(proc: subprocess.Popen[bytes]) -> None:
     kill_group(proc.pid, signal.SIGHUP)
     try:
-        await asyncio.wait_for(wait_exit(proc), DRAIN_IDLE)
+        async with asyncio.timeout(DRAIN_IDLE):
+            await wait_exit(proc)
     except TimeoutError:
         kill_group(proc.pid, signal.SIGKILL)
         await wait_exit(proc)
@@ -172,7 +173,8 @@ class ProcessStream(Stream):
         pumps = [(self.task(self._pump(fd, ch)), ch) for fd, ch in outputs]
         timed_out = False
         try:
-            code = await asyncio.wait_for(wait_exit(self.proc), timeout)
+            async with asyncio.timeout(timeout):
+                code = await wait_exit(self.proc)
         except TimeoutError:
             timed_out = True
             kill_group(self.proc.pid, signal.SIGKILL)

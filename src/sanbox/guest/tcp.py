@@ -25,9 +25,8 @@ class TcpStream(Stream):
         if not 0 < port < 65536:
             raise AgentRequestError("bad_request", f"bad port {port}")
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), CONNECT_TIMEOUT
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                reader, writer = await asyncio.open_connection(host, port)
         except ConnectionRefusedError:
             raise AgentRequestError("connection_refused", f"{host}:{port} refused") from None
         except TimeoutError:

@@ -126,7 +126,8 @@ class _AsgiWebSocket:
         self._to_app.put_nowait({"type": "websocket.disconnect", "code": 1000})
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), 5)
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._task)
             except (TimeoutError, Exception):
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -105,7 +105,7 @@ async def _run_until_first(*coros: Coroutine[Any, Any, Any]) -> None:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         while not all(task.done() for task in tasks):
-            for task in tasks:  # again and again: 3.11's wait_for can swallow a cancellation
+            for task in tasks:  # again and again: a task may swallow one (3.11 wait_for did)
                 task.cancel()
             await asyncio.wait(tasks, timeout=0.1)
         await asyncio.gather(*tasks, return_exceptions=True)  # retrieved: none left unobserved
@@ -351,7 +351,8 @@ class _WebSocketRelay:
             log.info("websocket relay to the guest ended: %r", exc)
         # to_client reads the guest's answer; give it close_timeout to arrive.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.guest_done.wait(), close_timeout)
+            async with asyncio.timeout(close_timeout):
+                await self.guest_done.wait()
 
     def _reading(self) -> bool:
         """While open; once the client left, until the guest answers our close frame."""

@@ -38,7 +38,8 @@ async def event_stream(
                         yield sse(event_dict(ev))
             while not await request.is_disconnected():
                 try:
-                    item = await asyncio.wait_for(queue.get(), KEEPALIVE)
+                    async with asyncio.timeout(KEEPALIVE):
+                        item = await queue.get()
                 except TimeoutError:
                     yield ": keepalive\n\n"
                     continue

@@ -71,7 +71,8 @@ class Channel:
             self._wake.clear()
             remaining = None if deadline is None else deadline - loop.time()
             try:
-                await asyncio.wait_for(self._wake.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._wake.wait()
             except TimeoutError:
                 raise AgentTimeoutError(f"stream {self.id}: no answer in {timeout} s") from None
         frame = self._inbox.popleft()

@@ -70,7 +70,8 @@ async def _handshake(
         attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
         while (remaining := attempt_end - loop.time()) > 0:
             try:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), remaining)
+                async with asyncio.timeout(remaining):
+                    data = await reader.read(READ_SIZE)
             except TimeoutError:
                 break
             except ConnectionError as exc:
@@ -142,9 +143,8 @@ class AgentClient:
         reached = False
         while (remaining := deadline - loop.time()) > 0:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_unix_connection(path, limit=4 * READ_SIZE), remaining
-                )
+                async with asyncio.timeout(remaining):
+                    reader, writer = await asyncio.open_unix_connection(path, limit=4 * READ_SIZE)
             except TimeoutError:
                 break
             except OSError as exc:

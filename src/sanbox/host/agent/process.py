@@ -143,7 +143,8 @@ class ExecProcess:
 
         if self.exit is None:
             try:
-                await asyncio.wait_for(collect(), timeout)
+                async with asyncio.timeout(timeout):
+                    await collect()
             except TimeoutError:
                 await self._channel.close()
                 raise AgentTimeoutError(f"command did not finish in {timeout} s") from None

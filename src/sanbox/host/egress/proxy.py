@@ -126,7 +126,8 @@ class EgressProxy:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SNIFF_TIMEOUT
         while name is INCOMPLETE and len(head) < SNIFF_LIMIT:
-            chunk = await asyncio.wait_for(reader.read(16384), max(0.01, deadline - loop.time()))
+            async with asyncio.timeout_at(max(deadline, loop.time() + 0.01)):
+                chunk = await reader.read(16384)
             if not chunk:
                 return
             head += chunk
@@ -177,9 +178,8 @@ class EgressProxy:
         self, flow: Flow, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         try:
-            up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(flow.address, flow.port), CONNECT_TIMEOUT
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                up_reader, up_writer = await asyncio.open_connection(flow.address, flow.port)
         except (OSError, TimeoutError) as exc:
             self.on_denied(flow.name or flow.address, flow.port, f"cannot connect: {exc}")
             return

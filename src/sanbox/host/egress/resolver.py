@@ -143,7 +143,8 @@ class Resolver:
                 for attempt in range(_UDP_ATTEMPTS):
                     budget = self.timeout / _UDP_ATTEMPTS
                     try:
-                        answer = await asyncio.wait_for(self._udp(query), budget)
+                        async with asyncio.timeout(budget):
+                            answer = await self._udp(query)
                         break
                     except (TimeoutError, OSError):
                         if attempt + 1 == _UDP_ATTEMPTS:
