@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sanbox.host.image import ImageError, find_image
 from sanbox.host.layout import DataDir
+
+from .internet import Internet
 
 
 def vm_data_dir() -> DataDir:
@@ -34,3 +37,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=vm_reason))
         if ("integration" in item.keywords or "vm" in item.keywords) and root_reason:
             item.add_marker(pytest.mark.skip(reason=root_reason))
+
+
+@pytest.fixture(scope="session")
+def internet() -> Iterator[Internet]:
+    """The test internet (DNS, HTTP, HTTPS test hosts in a namespace of their own), one per
+    session: two at once would both route 198.51.100.0/24 from the host."""
+    if shutil.which("nft") is None:
+        pytest.skip("the test internet needs nftables (apt-get install nftables)")
+    net = Internet.start()
+    yield net
+    net.stop()

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +29,6 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
 s.sendto(dnsmsg.build_query(sys.argv[1]), ("10.0.0.1", 53))
 rcode, ips = dnsmsg.parse_a_records(s.recv(512)); print(rcode, *ips)
 """
-
-
-@pytest.fixture(scope="module")
-def internet() -> Iterator[Internet]:
-    if shutil.which("nft") is None:
-        pytest.skip("integration tier needs nftables (apt-get install nftables)")
-    net = Internet.start()
-    yield net
-    net.stop()
 
 
 def in_netns(netns: str, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -123,14 +123,6 @@ def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
 
 
 @pytest.fixture(scope="session")
-def internet() -> Iterator[Internet]:
-    """The test internet (DNS, HTTP, HTTPS test hosts in a namespace of their own)."""
-    net = Internet.start()
-    yield net
-    net.stop()
-
-
-@pytest.fixture(scope="session")
 def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     env = {"SANBOX_UPSTREAM_DNS": internet.upstream_dns}
     srv = ServerProcess(data_dir, "server-tests", env)
