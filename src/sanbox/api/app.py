@@ -23,7 +23,7 @@ from ..store import Database
 from . import errors
 from .bootstrap import bootstrap
 from .published import PublishedPorts
-from .routes import admin, computers, events, exec, files, host, network
+from .routes import admin, computers, events, exec, files, host, images, network
 from .settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (computers, exec, files, network, events, admin, host):
+    for module in (computers, exec, files, network, events, admin, images, host):
         app.include_router(module.router)
     app.add_middleware(PublishedPorts)
     return app

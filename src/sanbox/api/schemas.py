@@ -173,6 +173,25 @@ class KeyOut(BaseModel):
     created_at: datetime
 
 
+class ImageBuildOut(BaseModel):
+    template: str
+    build_id: str
+    kernel_release: str
+    current: bool = Field(description="the build new computers of this template get")
+    computers: int = Field(description="computers whose disk came from this build (all orgs)")
+    bytes: int = Field(description="space it takes on disk")
+    needed: bool = Field(description="kept by a prune")
+
+
+class ImageBuildList(BaseModel):
+    images: list[ImageBuildOut]
+
+
+class PruneResult(BaseModel):
+    removed: list[ImageBuildOut]
+    freed_bytes: int
+
+
 class HostInfo(BaseModel):
     hypervisor: str
     isolation: str

@@ -1,15 +1,20 @@
-"""`sanbox image build TEMPLATE`: build a template's image, with a progress bar."""
+"""`sanbox image build TEMPLATE` (on this host, with a progress bar); `sanbox image ls|prune`
+(through the server, which knows which computers use which build; admin key)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ..host.image import STEPS, BuildProgress, ImageBuilder
 from ..host.layout import DataDir, default_data_dir
+from . import config
 from ._output import console
 
 app = typer.Typer(help="Build and inspect images.", no_args_is_help=True)
@@ -46,3 +51,33 @@ def build(
         image = builder.build(template, report, force=force)
         progress.update(task, completed=len(STEPS))
     console.print(f"image [bold]{template}[/] build {image.build_id} at {image.path}")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+@app.command("ls")
+def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the host's image builds: current or not, used by how many computers, size."""
+    with config.reported(), config.client() as client:
+        builds = client.images.list()
+    if as_json:
+        console.print_json(json.dumps([asdict(b) for b in builds]))
+        return
+    table = Table("TEMPLATE", "BUILD", "KERNEL", "CURRENT", "COMPUTERS", "SIZE", "PRUNE", box=None)
+    for b in builds:
+        table.add_row(b.template, b.build_id, b.kernel_release, "yes" if b.current else "",
+                      str(b.computers), _mib(b.bytes), "" if b.needed else "yes")  # fmt: skip
+    console.print(table)
+
+
+@app.command("prune")
+def prune() -> None:
+    """Remove the builds no computer came from and no new computer would get."""
+    with config.reported(), config.client() as client:
+        removed = client.images.prune()
+    for b in removed:
+        console.print(f"removed {b.template} build {b.build_id} ({_mib(b.bytes)})", highlight=False)
+    freed = sum(b.bytes for b in removed)
+    console.print(f"{len(removed)} build(s) removed, {_mib(freed)} freed", highlight=False)

@@ -9,7 +9,7 @@ with Sanbox() as client:
 from __future__ import annotations
 
 from ._websocket import WebSocketConnector, WebSocketLike, asgi_connector, websockets_connector
-from .client import AsyncComputers, AsyncKeys, AsyncOrgs, AsyncSanbox
+from .client import AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
 from .computer import AsyncComputer, AsyncFiles
 from .errors import (
     AuthenticationError,
@@ -34,7 +34,7 @@ from .errors import (
     UnavailableError,
 )
 from .exec_stream import AsyncExecStream
-from .sync import Computer, Computers, ExecStream, Files, Keys, Orgs, Sanbox
+from .sync import Computer, Computers, ExecStream, Files, Images, Keys, Orgs, Sanbox
 from .types import (
     ApiKey,
     ComputerRecord,
@@ -44,6 +44,7 @@ from .types import (
     Exit,
     FileEntry,
     HostInfo,
+    ImageBuild,
     Org,
     PublishedPort,
     Stderr,
@@ -56,6 +57,7 @@ __all__ = [
     "AsyncComputers",
     "AsyncExecStream",
     "AsyncFiles",
+    "AsyncImages",
     "AsyncKeys",
     "AsyncOrgs",
     "AsyncSanbox",
@@ -78,6 +80,8 @@ __all__ = [
     "Files",
     "HostInfo",
     "IdempotencyConflictError",
+    "ImageBuild",
+    "Images",
     "InsufficientResourcesError",
     "InvalidNameError",
     "InvalidPathError",

@@ -16,7 +16,7 @@ from ._websocket import WebSocketConnector, asgi_connector, websockets_connector
 from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_stream import AsyncExecStream
-from .types import ApiKey, ComputerRecord, Event, HostInfo, Org
+from .types import ApiKey, ComputerRecord, Event, HostInfo, ImageBuild, Org
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -47,6 +47,7 @@ class AsyncSanbox:
         self.computers = AsyncComputers(self)
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
+        self.images = AsyncImages(self)
 
     async def __aenter__(self) -> AsyncSanbox:
         return self
@@ -160,6 +161,22 @@ class AsyncOrgs:
         return [Org.from_json(o) for o in data.get("orgs", [])]
 
 
+class AsyncImages:
+    """The host's image builds (admin key)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def list(self) -> builtins.list[ImageBuild]:
+        data = await self._client.http.json("GET", "/v1/images")
+        return [ImageBuild.from_json(i) for i in data.get("images", [])]
+
+    async def prune(self) -> builtins.list[ImageBuild]:
+        """Remove the builds no computer came from and no new computer would get."""
+        data = await self._client.http.json("POST", "/v1/images/prune")
+        return [ImageBuild.from_json(i) for i in data.get("removed", [])]
+
+
 class AsyncKeys:
     def __init__(self, client: AsyncSanbox) -> None:
         self._client = client
@@ -169,4 +186,4 @@ class AsyncKeys:
         return ApiKey.from_json(await self._client.http.json("POST", "/v1/keys", json_body=body))
 
 
-__all__ = ["AsyncComputers", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]
+__all__ = ["AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]

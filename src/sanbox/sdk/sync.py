@@ -15,7 +15,14 @@ import httpx
 
 from ._portal import Facade, Portal, SyncTransportAdapter, blocking, blocking_iter, converting
 from ._websocket import WebSocketConnector
-from .client import DEFAULT_TIMEOUT, AsyncComputers, AsyncKeys, AsyncOrgs, AsyncSanbox
+from .client import (
+    DEFAULT_TIMEOUT,
+    AsyncComputers,
+    AsyncImages,
+    AsyncKeys,
+    AsyncOrgs,
+    AsyncSanbox,
+)
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
 from .types import ComputerRecord, ExecEvent
@@ -130,6 +137,11 @@ class Keys(Facade[AsyncKeys]):
     create = blocking(AsyncKeys.create)
 
 
+class Images(Facade[AsyncImages]):
+    list = blocking(AsyncImages.list)
+    prune = blocking(AsyncImages.prune)
+
+
 class Sanbox(Facade[AsyncSanbox]):
     """The sync client. Same arguments as `AsyncSanbox`; `transport` may be sync or async.
 
@@ -154,6 +166,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.computers = Computers(inner.computers, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
+        self.images = Images(inner.images, self._portal)
 
     def __enter__(self) -> Sanbox:
         return self

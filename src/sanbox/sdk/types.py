@@ -85,6 +85,21 @@ class Event:
 
 
 @dataclass(frozen=True)
+class ImageBuild:
+    template: str
+    build_id: str
+    kernel_release: str = ""
+    current: bool = False  # what new computers of the template get
+    computers: int = 0  # computers whose disk came from it (all orgs)
+    bytes: int = 0  # on disk
+    needed: bool = True  # kept by a prune
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImageBuild:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class Org:
     id: str
     name: str

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .models import ApiKey, ComputerRow, EventRow, Org
@@ -104,6 +104,14 @@ def list_computers(
     if labels:
         rows = [r for r in rows if all(r.labels.get(k) == v for k, v in labels.items())]
     return rows
+
+
+def image_builds_in_use(s: Session) -> dict[tuple[str, str | None], int]:
+    """How many computers (all orgs) use each (template, image build); None: not recorded."""
+    q = select(ComputerRow.template, ComputerRow.image, func.count()).group_by(
+        ComputerRow.template, ComputerRow.image
+    )
+    return {(template, image): count for template, image, count in s.execute(q).all()}
 
 
 def name_taken(s: Session, org_id: str, name: str) -> bool:

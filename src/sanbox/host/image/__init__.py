@@ -2,7 +2,7 @@
 
 from .builder import STEPS, BuildProgress, ImageBuilder
 from .errors import BuildStepError, ImageError, ImageNotFoundError, UnknownTemplateError
-from .image import Image, find_image
+from .image import Image, allocated_bytes, find_image, is_current, list_builds, remove_build
 from .recipe import RECIPES, Recipe, recipe_for
 
 __all__ = [
@@ -16,6 +16,10 @@ __all__ = [
     "ImageNotFoundError",
     "Recipe",
     "UnknownTemplateError",
+    "allocated_bytes",
     "find_image",
+    "is_current",
+    "list_builds",
     "recipe_for",
+    "remove_build",
 ]

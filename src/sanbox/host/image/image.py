@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..layout import DataDir
-from .errors import ImageNotFoundError
+from .errors import ImageError, ImageNotFoundError
 from .recipe import recipe_for
 
 MANIFEST = "manifest.json"
@@ -79,3 +81,32 @@ def find_image(data_dir: DataDir, template: str, build_id: str | None = None) ->
     if builds:
         return Image.load(builds[-1])
     raise ImageNotFoundError(template)
+
+
+def list_builds(data_dir: DataDir) -> list[Image]:
+    """Every complete build on this host, by template then age (oldest first)."""
+    builds = [p for p in data_dir.images.glob("*/*") if (p / MANIFEST).is_file()]
+    builds.sort(key=lambda p: (p.parent.name, (p / MANIFEST).stat().st_mtime))
+    return [Image.load(p) for p in builds]
+
+
+def is_current(image: Image) -> bool:
+    """Whether `image` is the build of its template's recipe as it is now (what a new computer
+    gets). A template that is no longer known has no current build."""
+    try:
+        return recipe_for(image.template).build_id() == image.build_id
+    except ImageError:
+        return False
+
+
+def allocated_bytes(image: Image) -> int:
+    """Bytes the build takes on disk (its root disk is sparse)."""
+    return sum(p.stat().st_blocks * 512 for p in image.path.iterdir() if p.is_file())
+
+
+def remove_build(data_dir: DataDir, image: Image) -> None:
+    """Remove a build: renamed out of `images/` first (atomic), so a half-removed build is never
+    found, then deleted."""
+    doomed = data_dir.tmp / f"removed-{image.template}-{image.build_id}-{os.getpid()}"
+    os.rename(image.path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
