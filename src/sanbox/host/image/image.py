@@ -104,9 +104,13 @@ def allocated_bytes(image: Image) -> int:
     return sum(p.stat().st_blocks * 512 for p in image.path.iterdir() if p.is_file())
 
 
+REMOVED_PREFIX = "removed-"
+
+
 def remove_build(data_dir: DataDir, image: Image) -> None:
     """Remove a build: renamed out of `images/` first (atomic), so a half-removed build is never
-    found, then deleted."""
-    doomed = data_dir.tmp / f"removed-{image.template}-{image.build_id}-{os.getpid()}"
+    found, then deleted. Leftovers of a removal that was cut short go too."""
+    doomed = data_dir.tmp / f"{REMOVED_PREFIX}{image.template}-{image.build_id}-{os.getpid()}"
     os.rename(image.path, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    for leftover in data_dir.tmp.glob(f"{REMOVED_PREFIX}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
