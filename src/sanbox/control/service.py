@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..host.image import Image, ImageError, UnknownTemplateError, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
+from .activity import ActivityClocks
 from .capacity import Capacity
 from .errors import (
     ControlError,
@@ -59,7 +59,7 @@ class ComputerService:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.busy: dict[str, int] = {}  # computer id -> operations in progress
-        self.last_activity: dict[str, float] = {}  # computer id -> monotonic time
+        self.clocks = ActivityClocks(db)  # last activity, for the idle watcher
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -256,6 +256,7 @@ class ComputerService:
                 ev = repo.add_event(s, row.org_id, row.id, "computer.deleted", "deleted")
             self.bus.publish(ev)
         self._locks.pop(row.id, None)
+        self.clocks.forget(row.id)
         row.state = State.DELETED
         return row
 
@@ -321,13 +322,13 @@ class ComputerService:
         )  # fmt: skip
 
     def touch(self, computer_id: str) -> None:
-        self.last_activity[computer_id] = time.monotonic()
+        self.clocks.touch(computer_id)
 
     def idle_for(self, computer_id: str) -> float:
         """Seconds since the last activity; 0 while an operation is in progress."""
         if self.busy.get(computer_id):
             return 0.0
-        return time.monotonic() - self.last_activity.setdefault(computer_id, time.monotonic())
+        return self.clocks.idle_for(computer_id)
 
     @contextlib.asynccontextmanager
     async def activity(self, computer_id: str) -> AsyncIterator[None]:

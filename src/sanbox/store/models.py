@@ -80,6 +80,7 @@ class ComputerRow(Base):
     idle_timeout: Mapped[int] = mapped_column(Integer, default=0)  # seconds; 0 = never
     memory: Mapped[str | None] = mapped_column(String(16), default=None)  # restored | lost
     memory_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    last_active_at: Mapped[datetime | None] = mapped_column(default=None)  # for the idle watcher
     allow: Mapped[list[str]] = mapped_column(JSON, default=list)  # egress allowlist
     ports: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # published ports
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)

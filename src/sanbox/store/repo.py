@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .models import ApiKey, ComputerRow, EventRow, Org
@@ -112,6 +113,12 @@ def image_builds_in_use(s: Session) -> dict[tuple[str, str | None], int]:
         ComputerRow.template, ComputerRow.image
     )
     return {(template, image): count for template, image, count in s.execute(q).all()}
+
+
+def set_last_active(s: Session, computer_id: str, when: datetime) -> None:
+    s.execute(
+        update(ComputerRow).where(ComputerRow.id == computer_id).values(last_active_at=when)
+    )
 
 
 def name_taken(s: Session, org_id: str, name: str) -> bool:
