@@ -116,9 +116,7 @@ def image_builds_in_use(s: Session) -> dict[tuple[str, str | None], int]:
 
 
 def set_last_active(s: Session, computer_id: str, when: datetime) -> None:
-    s.execute(
-        update(ComputerRow).where(ComputerRow.id == computer_id).values(last_active_at=when)
-    )
+    s.execute(update(ComputerRow).where(ComputerRow.id == computer_id).values(last_active_at=when))
 
 
 def name_taken(s: Session, org_id: str, name: str) -> bool:
