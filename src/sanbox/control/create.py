@@ -152,9 +152,7 @@ async def provision(
             raise (
                 translate_host_error(exc) if isinstance(exc, HostError) else ControlError(str(exc))
             ) from exc
-        svc.machines[row.id] = machine
-        svc.touch(row.id)
-        await svc.network_up(row.id)
+        await svc.came_up(row.id, machine)
         return svc.record(
             row.id,
             State.RUNNING,

@@ -12,16 +12,13 @@ from ..host.memory import PauseError
 from ..store.models import ComputerRow, Org
 from .errors import ConflictError
 from .service import ComputerService, translate_host_error
-from .states import State, check_action
+from .states import State
 
 log = logging.getLogger(__name__)
 
 
 async def pause(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
-    row = svc.get(org, ref)
-    async with svc.lock(row.id):
-        row = svc.get(org, row.id)
-        check_action("pause", State(row.state), row.name)
+    async with svc.acting(org, ref, "pause") as row:
         return await _pause_locked(svc, row, State.PAUSED)
 
 
@@ -59,10 +56,7 @@ async def _pause_locked(
 
 
 async def resume(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
-    row = svc.get(org, ref)
-    async with svc.lock(row.id):
-        row = svc.get(org, row.id)
-        check_action("resume", State(row.state), row.name)
+    async with svc.acting(org, ref, "resume") as row:
         return await resume_locked(svc, row)
 
 
@@ -75,9 +69,7 @@ async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = Fa
         svc.record(row.id, State.ERROR, "computer.error", f"resume failed: {exc}",
                    last_error=str(exc))  # fmt: skip
         raise translate_host_error(exc) from exc
-    svc.machines[row.id] = machine
-    svc.touch(row.id)
-    await svc.network_up(row.id)
+    await svc.came_up(row.id, machine)
     took = time.monotonic() - t0
     how = "woken" if woken else "resumed"
     if outcome.restored:

@@ -156,13 +156,26 @@ class ComputerService:
             hostname=row.name,
         )
 
-    # start / stop / restart / delete ---------------------------------------------------------
-
-    async def start(self, org: Org, ref: str) -> ComputerRow:
+    @contextlib.asynccontextmanager
+    async def acting(self, org: Org, ref: str, action: str) -> AsyncIterator[ComputerRow]:
+        """The computer under its lock, read afresh there, with `action` allowed in its state."""
         row = self.get(org, ref)
         async with self.lock(row.id):
             row = self.get(org, row.id)
-            check_action("start", State(row.state), row.name)
+            check_action(action, State(row.state), row.name)
+            yield row
+
+    async def came_up(self, computer_id: str, machine: Machine) -> None:
+        """A computer's VM now runs (created, booted or resumed): keep it, start its idle clock
+        and its network."""
+        self.machines[computer_id] = machine
+        self.touch(computer_id)
+        await self.network_up(computer_id)
+
+    # start / stop / restart / delete ---------------------------------------------------------
+
+    async def start(self, org: Org, ref: str) -> ComputerRow:
+        async with self.acting(org, ref, "start") as row:
             if row.state in (State.PAUSED, State.SUSPENDED):
                 from .pausing import resume_locked
 
@@ -178,9 +191,7 @@ class ComputerService:
             self.record(row.id, State.ERROR, "computer.error", f"start failed: {exc}",
                         last_error=str(exc))  # fmt: skip
             raise translate_host_error(exc) from exc
-        self.machines[row.id] = machine
-        self.touch(row.id)
-        await self.network_up(row.id)
+        await self.came_up(row.id, machine)
         return self.record(
             row.id, State.RUNNING, "computer.running",
             f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
@@ -189,10 +200,7 @@ class ComputerService:
         )  # fmt: skip
 
     async def stop(self, org: Org, ref: str) -> ComputerRow:
-        row = self.get(org, ref)
-        async with self.lock(row.id):
-            row = self.get(org, row.id)
-            check_action("stop", State(row.state), row.name)
+        async with self.acting(org, ref, "stop") as row:
             if row.state in (State.PAUSED, State.SUSPENDED):
                 await self.runtime.drop_saved_memory(row.id)
                 await self.network_down(row.id)
@@ -219,10 +227,7 @@ class ComputerService:
         )  # fmt: skip
 
     async def restart(self, org: Org, ref: str) -> ComputerRow:
-        row = self.get(org, ref)
-        async with self.lock(row.id):
-            row = self.get(org, row.id)
-            check_action("restart", State(row.state), row.name)
+        async with self.acting(org, ref, "restart") as row:
             if row.state == State.RUNNING:
                 row = await self._shutdown(row)
             return await self._boot(row, "restarted: a restart boots fresh")
@@ -238,10 +243,7 @@ class ComputerService:
                            {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
 
     async def delete(self, org: Org, ref: str) -> ComputerRow:
-        row = self.get(org, ref)
-        async with self.lock(row.id):
-            row = self.get(org, row.id)
-            check_action("delete", State(row.state), row.name)
+        async with self.acting(org, ref, "delete") as row:
             row = self.record(row.id, State.DELETING, "computer.deleting", "deleting")
             await self.network_down(row.id)
             machine = self.machines.pop(row.id, None)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .disk.clone import sparse_copy_path
+from .durable import fsync_path
 from .errors import HostError
 
 MANIFEST = "manifest.json"
@@ -62,14 +63,6 @@ class SavedState:
         return self.vmstate_bytes + self.memory_allocated
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -84,7 +77,7 @@ def write(
     try:
         sparse_copy_path(ram_file, memory_tmp)
         for path in (vmstate_tmp, memory_tmp):
-            _fsync(path)
+            fsync_path(path)
         saved = SavedState(
             compat=compat,
             vmstate_sha256=_sha256(vmstate_tmp),
@@ -99,9 +92,9 @@ def write(
         os.rename(memory_tmp, state_dir / MEMORY)
         manifest_tmp = state_dir / f"{MANIFEST}.tmp"
         manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
-        _fsync(manifest_tmp)
+        fsync_path(manifest_tmp)
         os.rename(manifest_tmp, state_dir / MANIFEST)
-        _fsync(state_dir)
+        fsync_path(state_dir)
         return saved
     finally:
         for tmp in (vmstate_tmp, memory_tmp, state_dir / f"{MANIFEST}.tmp"):
@@ -144,7 +137,7 @@ def forget(state_dir: Path) -> None:
     guest runs, since from then on its disk moves ahead of the saved memory."""
     with contextlib.suppress(FileNotFoundError):
         (state_dir / MANIFEST).unlink()
-        _fsync(state_dir)
+        fsync_path(state_dir)
 
 
 def discard(state_dir: Path) -> None:

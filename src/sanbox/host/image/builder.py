@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..durable import fsync_path
 from ..layout import DataDir
 from . import initramfs, kernel, rootfs
 from ._command import require_tool
@@ -29,14 +30,6 @@ class BuildProgress:
 
 
 ProgressCallback = Callable[[BuildProgress], None]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ImageBuilder:
@@ -106,4 +99,4 @@ class ImageBuilder:
         if target.exists():
             shutil.rmtree(target)
         os.rename(staged, target)
-        _fsync_dir(target.parent)
+        fsync_path(target.parent)
