@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from sanbox.api.ports import parse_port_host, relay_http, relay_websocket
+from sanbox.api.ports import PortHost, parse_port_host, relay_http, relay_websocket
 
 pytestmark = pytest.mark.component
 
@@ -440,11 +440,13 @@ def test_websocket_refused_by_the_guest(relay: Relay) -> None:
 @pytest.mark.parametrize(
     ("host", "expected"),
     [
-        ("8080-demo.localhost:7070", (8080, "demo")),
-        ("8080-demo.localhost", (8080, "demo")),
-        ("8080-DEMO.LocalHost.", (8080, "demo")),
-        ("1-my-app-2.localhost:7070", (1, "my-app-2")),
-        ("65535-x.localhost", (65535, "x")),
+        ("8080-demo.localhost:7070", PortHost(8080, "demo")),
+        ("8080-demo.localhost", PortHost(8080, "demo")),
+        ("8080-DEMO.LocalHost.", PortHost(8080, "demo")),
+        ("1-my-app-2.localhost:7070", PortHost(1, "my-app-2")),
+        ("65535-x.localhost", PortHost(65535, "x")),
+        ("8080-demo.acme.localhost:7070", PortHost(8080, "demo", "acme")),
+        ("8080-my-app.my-org.localhost", PortHost(8080, "my-app", "my-org")),
         ("65536-x.localhost", None),
         ("0-x.localhost", None),
         ("080-x.localhost", None),
@@ -453,19 +455,27 @@ def test_websocket_refused_by_the_guest(relay: Relay) -> None:
         ("8080-demo-.localhost", None),
         ("8080-de_mo.localhost", None),
         ("8080-" + "a" * 64 + ".localhost", None),
-        ("8080-a.b.localhost", None),
+        ("8080-a.b-.localhost", None),
+        ("8080-a.b.c.localhost", None),
+        ("8080-a..localhost", None),
+        ("8080-a.org\n.localhost", None),
         ("demo.localhost", None),
         ("localhost:7070", None),
         ("8080-demo.localhost:http", None),
         ("8080-demo.example.com", None),
     ],
 )
-def test_parse_port_host(host: str, expected: tuple[int, str] | None) -> None:
+def test_parse_port_host(host: str, expected: PortHost | None) -> None:
     assert parse_port_host(host) == expected
 
 
 def test_parse_port_host_with_a_base_domain() -> None:
-    assert parse_port_host("3000-box.sanbox.example.com:443", "sanbox.example.com") == (3000, "box")
+    assert parse_port_host("3000-box.sanbox.example.com:443", "sanbox.example.com") == PortHost(
+        3000, "box"
+    )
+    assert parse_port_host("3000-box.o.sanbox.example.com", "sanbox.example.com") == PortHost(
+        3000, "box", "o"
+    )
     assert parse_port_host("3000-box.localhost", "sanbox.example.com") is None
 
 
@@ -474,6 +484,7 @@ def test_public_surface() -> None:
 
     assert sorted(ports.__all__) == [
         "ByteStream",
+        "PortHost",
         "parse_port_host",
         "relay_http",
         "relay_websocket",

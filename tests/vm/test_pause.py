@@ -5,6 +5,8 @@ that cannot complete leaves the computer running."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -101,10 +103,46 @@ def test_corrupt_state_boots_fresh_and_keeps_the_disk(
     vmstate.write_bytes(bytes(data))
     resumed, outcome = run(runtime.resume(spec_of(pausable), image))
     pausable.vm, pausable.agent = resumed.vm, resumed.agent
-    assert not outcome.restored and outcome.reason == "state corrupt"
-    assert str(outcome) == "lost (state corrupt)"
+    assert not outcome.restored and outcome.reason == "corrupt"
+    assert str(outcome) == "lost (corrupt)"
     assert run(resumed.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
     assert run(resumed.agent.exec("test -e /tmp/note.txt")).exit_code == 1  # a fresh boot
+
+
+def test_corrupt_memory_is_never_restored(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """4 MiB of random bytes written into the middle of the saved memory, same size: the resume
+    says so and boots fresh on the disk, instead of running a guest on changed memory."""
+    run(pausable.agent.files.put("/root/on-disk.txt", b"disk survives\n"))
+    run(pausable.agent.files.put("/tmp/held-in-tmpfs.txt", b"x" * 100_000))
+    run(pausable.agent.exec("sync"))
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    saved = pausable.dir.state / "memory"
+    size = saved.stat().st_size
+    with open(saved, "r+b") as f:
+        f.seek(size // 2)
+        f.write(os.urandom(4 << 20))
+    assert saved.stat().st_size == size
+    resumed, outcome = run(runtime.resume(spec_of(pausable), image))
+    pausable.vm, pausable.agent = resumed.vm, resumed.agent
+    assert str(outcome) == "lost (corrupt)"
+    assert run(resumed.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+    assert run(resumed.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1  # fresh
+
+
+def test_a_manifest_from_elsewhere_is_refused(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """A manifest edited to claim another shape (or copied from another host) fails its MAC."""
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    manifest = pausable.dir.state / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["memory_chunks"] = data["memory_chunks"][:-1]
+    manifest.write_text(json.dumps(data))
+    resumed, outcome = run(runtime.resume(spec_of(pausable), image))
+    pausable.vm, pausable.agent = resumed.vm, resumed.agent
+    assert str(outcome) == "lost (corrupt)"
 
 
 def test_a_pause_that_cannot_complete_leaves_it_running(

@@ -135,3 +135,65 @@ def test_a_request_wakes_a_suspended_computer(server: ServerProcess, client: San
     assert c.refresh().state == "running"
     c.update(idle_timeout=0)
     c.delete()
+
+
+DUMP = r"""
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open("/root/seen.log", "a") as f:
+            f.write(json.dumps([self.path, dict(self.headers.items())]) + "\n")
+        body = open("/root/page.txt", "rb").read()
+        self.send_response(200); self.send_header("content-length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+http.server.ThreadingHTTPServer(("0.0.0.0", 8001), H).serve_forever()
+"""
+
+
+def _serve_page(c: Computer, page: str) -> None:
+    c.files.write("/root/page.txt", page.encode())
+    c.files.write("/root/dump.py", DUMP.encode())
+    c.exec("nohup python3 /root/dump.py >/dev/null 2>&1 &")
+    c.exec("for i in $(seq 100); do ss -ltn | grep -q :8001 && break; sleep 0.2; done")
+
+
+def test_two_orgs_same_name_same_port_each_get_their_own_page(
+    server: ServerProcess, client: Sanbox
+) -> None:
+    """The attack of the report: org B's computer of the same name publishing the same port,
+    publicly, must never answer org A's private URL; and no key reaches either guest."""
+    admin = {"Authorization": f"Bearer {server.key}"}
+    assert httpx.post(f"{server.url}/v1/orgs", json={"name": "orgb"}, headers=admin).is_success
+    r = httpx.post(f"{server.url}/v1/keys", json={"org": "orgb"}, headers=admin)
+    b_key = r.json()["key"]
+    a = client.computers.create(name="ho-port", idle_timeout=0)
+    b = Sanbox(server.url, b_key, timeout=600).computers.create(name="ho-port", idle_timeout=0)
+    try:
+        _serve_page(a, "page of A\n")
+        _serve_page(b, "page of B\n")
+        a_url = a.publish(8001).url  # private, default org: the short form
+        b_url = b.publish(8001, public=True).url
+        assert a_url == f"http://8001-ho-port.localhost:{server.port}/"
+        assert b_url == f"http://8001-ho-port.orgb.localhost:{server.port}/"
+        a_host, b_host = f"8001-ho-port.localhost:{server.port}", "8001-ho-port.orgb.localhost"
+        assert get(server, a_host).status_code == 401  # never B's public page
+        assert get(server, a_host, server.key).text == "page of A\n"
+        assert get(server, b_host).text == "page of B\n"
+        assert get(server, b_host, b_key).text == "page of B\n"
+        assert get(server, a_host, b_key).status_code == 403
+        # a browser's ?token= ends as a cookie: the guest sees neither
+        r = httpx.get(f"http://127.0.0.1:{server.port}/index.html?token={server.key}",
+                      headers={"Host": a_host}, timeout=60)  # fmt: skip
+        assert r.status_code == 303
+        cookie = r.headers["set-cookie"].split(";")[0]
+        r = httpx.get(f"http://127.0.0.1:{server.port}/index.html",
+                      headers={"Host": a_host, "Cookie": cookie}, timeout=60)  # fmt: skip
+        assert r.text == "page of A\n"
+        seen = a.files.read("/root/seen.log").decode() + b.files.read("/root/seen.log").decode()
+        assert server.key not in seen and b_key not in seen
+        assert "token" not in seen and "sanbox_port" not in seen and "Authorization" not in seen
+        # nor does the server's log hold the key that came in the URL
+        assert server.key not in server.log.read_text()
+    finally:
+        a.delete()
+        b.delete()

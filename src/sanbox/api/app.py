@@ -20,7 +20,7 @@ from ..host.egress.gateway import EgressGateway
 from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
 from ..store import Database
-from . import errors
+from . import errors, redact
 from .bootstrap import bootstrap
 from .published import PublishedPorts
 from .routes import admin, computers, events, exec, files, host, images, network
@@ -70,6 +70,7 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         lifespan=lifespan,
     )
     errors.install(app)
+    redact.install()
     for module in (computers, exec, files, network, events, admin, images, host):
         app.include_router(module.router)
     app.add_middleware(PublishedPorts)

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from ..store import Database, repo
+from .settings import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
-DEFAULT_ORG = "default"
 
 
 def write_client_config(path: Path, url: str, api_key: str) -> None:

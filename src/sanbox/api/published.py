@@ -1,7 +1,9 @@
-"""Published ports: requests to `http://PORT-NAME.<domain>:<server port>/` (HTTP or WebSocket)
-are relayed to PORT inside the computer through the agent's `tcp` stream. The org's API key is
-required (Bearer header or `?token=`) unless the port was published as public. A request to a
-suspended computer wakes it."""
+"""Published ports: requests to ``http://PORT-NAME.ORG.<domain>:<server port>/`` (HTTP or
+WebSocket) are relayed to PORT inside the computer NAME of the org ORG through the agent's `tcp`
+stream; ``PORT-NAME.<domain>`` is the short form for the default org, and only for it, so a URL
+names one computer of one org whatever other orgs call theirs. A private port needs a key of that
+org (or the port's cookie, see `ports.access`); nothing of the caller's credentials reaches the
+guest. A request to a suspended computer wakes it."""
 
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..control.errors import AuthError, ControlError
+from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
 from ..control.guest import guest_call
+from ..host.secret import derived_key
 from ..store import repo
-from .auth import authenticate, bearer_token
-from .ports import parse_port_host, relay_http, relay_websocket
+from ..store.models import ComputerRow, Org
+from .auth import authenticate
+from .ports import PortHost, parse_port_host, relay_http, relay_websocket
+from .ports.access import CookieSigner, credentials, query_without_token, stripped
+from .settings import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,7 @@ async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str
 class PublishedPorts:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._signer: CookieSigner | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -43,36 +50,90 @@ class PublishedPorts:
             target = parse_port_host(host, state.settings.port_domain)
             if target is not None:
                 try:
-                    await self._relay(scope, receive, send, state, *target)
+                    await self._relay(scope, receive, send, state, target)
                 except ControlError as exc:
                     await _refuse(scope, send, exc.status, exc.code, exc.message)
                 return
         await self.app(scope, receive, send)
 
-    async def _relay(
-        self, scope: Scope, receive: Receive, send: Send, state: Any, port: int, name: str
-    ) -> None:
-        token = bearer_token(HTTPConnection(scope)) or HTTPConnection(scope).query_params.get(
-            "token"
-        )
-        org = authenticate(state.db, token).org if token else None
+    def signer(self, state: Any) -> CookieSigner:
+        if self._signer is None:
+            self._signer = CookieSigner(
+                derived_key(state.settings.layout.secret_key, "port-cookie")
+            )
+        return self._signer
+
+    def _find(self, state: Any, target: PortHost) -> tuple[ComputerRow, Org, bool]:
         try:
-            row = state.network.find_published(org, name, port)
-        except ControlError:
-            if org is None:
-                raise AuthError(
-                    f"port {port} of {name} is private: send the org's API key "
-                    "(Authorization: Bearer, or ?token=)", "unauthorized",
-                ) from None  # fmt: skip
+            return state.network.find_published(target.org or DEFAULT_ORG, target.name, target.port)  # type: ignore[no-any-return]
+        except NotFoundError:
+            if target.org is None:
+                raise NotFoundError(
+                    f"no published port {target.port} on a computer named {target.name!r} in "
+                    f"the default org; a computer of another org is reached at "
+                    f"PORT-NAME.ORG.{state.settings.port_domain}",
+                    "port_not_found",
+                ) from None
             raise
-        with state.db.session() as s:
-            owner = repo.org_by_id(s, row.org_id)
-        assert owner is not None
+
+    def _authorize(self, state: Any, scope: Scope, row: ComputerRow, owner: Org, port: int) -> str:
+        """The id of the key that may open this private port, or AuthError/ForbiddenError."""
+        creds = credentials(scope)
+        if creds.key is not None:
+            principal = authenticate(state.db, creds.key)
+            if principal.org.id != owner.id:
+                raise ForbiddenError("this key belongs to another org", "forbidden")
+            return principal.key.id
+        if creds.cookie is not None:
+            key_id = self.signer(state).verify(creds.cookie, row.id, port)
+            with state.db.session() as s:
+                key = repo.key_by_id(s, key_id) if key_id else None
+            if key is not None and key.org_id == owner.id:
+                return key.id
+        raise AuthError(
+            f"port {port} of {row.name} is private: send a key of its org "
+            "(Authorization: Bearer, or ?token= once from a browser)",
+            "unauthorized",
+        )
+
+    async def _relay(
+        self, scope: Scope, receive: Receive, send: Send, state: Any, target: PortHost
+    ) -> None:
+        row, owner, public = self._find(state, target)
+        if not public:
+            key_id = self._authorize(state, scope, row, owner, target.port)
+            creds = credentials(scope)
+            if creds.from_query and scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+                await self._send_to_cookie(scope, send, state, row.id, target.port, key_id)
+                return
         async with guest_call(state.service, owner, row.id) as machine:
             client = await machine.client()
-            stream = await client.tcp(port)
+            stream = await client.tcp(target.port)
             try:
                 relay = relay_websocket if scope["type"] == "websocket" else relay_http
-                await relay(scope, receive, send, stream, host_header=f"127.0.0.1:{port}")
+                guest_scope = stripped(scope)
+                await relay(
+                    guest_scope, receive, send, stream, host_header=f"127.0.0.1:{target.port}"
+                )
             finally:
                 await stream.close()
+
+    async def _send_to_cookie(
+        self, scope: Scope, send: Send, state: Any, computer_id: str, port: int, key_id: str
+    ) -> None:
+        """A browser that came with ?token=: back to the same URL without it, with the cookie."""
+        signer = self.signer(state)
+        query = query_without_token(scope.get("query_string") or b"")
+        location = (scope.get("raw_path") or scope["path"].encode()) + (
+            b"?" + query if query else b""
+        )
+        secure = scope.get("scheme") == "https"
+        headers = [
+            (b"location", location),
+            signer.set_cookie_header(signer.mint(computer_id, port, key_id), secure),
+            (b"cache-control", b"no-store"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"content-length", b"0"),
+        ]
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})

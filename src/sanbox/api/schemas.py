@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ..control.names import check_env, check_labels, check_name, check_text
 from ..store.models import ComputerRow
+
+_NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
+Name = Annotated[str, AfterValidator(check_name), Field(description=_NAME_DOC)]
+Text = Annotated[
+    str, AfterValidator(lambda v: check_text(v, "name")),
+    Field(description="at most 128 printable characters on one line"),
+]  # fmt: skip
+Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
+Env = Annotated[dict[str, str], AfterValidator(check_env)]
 
 
 class ErrorDetail(BaseModel):
@@ -21,13 +31,13 @@ class ErrorBody(BaseModel):
 
 class ComputerCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    template: str = "base"
-    name: str | None = None
+    template: Name = "base"
+    name: Name | None = None
     vcpus: int = Field(1, ge=1, le=256)
     memory_mib: int = Field(512, ge=128, le=1024 * 1024)
     disk_gib: int | None = Field(None, ge=1, le=16 * 1024)
-    env: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
     idle_timeout: int | None = Field(
         None, ge=0, le=365 * 86400,
         description="seconds without activity before it is suspended; 0 = never; "
@@ -90,7 +100,7 @@ class ComputerList(BaseModel):
 class ExecRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cmd: list[str] | str
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
     cwd: str | None = None
     user: str | None = None
     stdin: str | None = None
@@ -145,7 +155,7 @@ class ConsoleTail(BaseModel):
 
 
 class OrgCreate(BaseModel):
-    name: str
+    name: Name
 
 
 class OrgOut(BaseModel):
@@ -159,8 +169,8 @@ class OrgList(BaseModel):
 
 
 class KeyCreate(BaseModel):
-    org: str
-    name: str = ""
+    org: Name
+    name: Text = ""
     admin: bool = False
 
 

@@ -10,6 +10,7 @@ from ..host.layout import DataDir, default_data_dir
 from ..store.db import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
+DEFAULT_ORG = "default"  # made by the first start; the short published-port URLs are its
 DEFAULT_PORT = 7070
 
 
@@ -30,7 +31,7 @@ class ServerSettings:
     watch_interval: float = 2.0
     upstream_dns: str | None = None  # host[:port] the DNS filter and proxy resolve with
     ca_bundle: Path | None = None  # CAs trusted for upstream TLS (the secret proxy's)
-    port_domain: str = "localhost"  # published ports: http://PORT-NAME.<domain>:<port>/
+    port_domain: str = "localhost"  # published ports: http://PORT-NAME.ORG.<domain>:<port>/
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -61,8 +62,11 @@ class ServerSettings:
         host, _, port = self.upstream_dns.partition(":")
         return host, int(port or 53)
 
-    def port_url(self, port: int, name: str) -> str:
-        return f"http://{port}-{name}.{self.port_domain}:{self.port}/"
+    def port_url(self, port: int, name: str, org: str) -> str:
+        """The URL of a published port: `PORT-NAME.ORG.<domain>`, or `PORT-NAME.<domain>` for the
+        default org (the short form means the default org only, so it never becomes ambiguous)."""
+        host = f"{port}-{name}" if org == DEFAULT_ORG else f"{port}-{name}.{org}"
+        return f"http://{host}.{self.port_domain}:{self.port}/"
 
     @property
     def url(self) -> str:

@@ -63,10 +63,11 @@ def publish(
     port: Annotated[int, typer.Argument(min=1, max=65535, help="Port inside the computer.")],
     public: bool = typer.Option(False, "--public", help="Reachable without an API key."),
 ) -> None:
-    """Publish PORT as http://PORT-NAME.localhost:7070/ (API key required unless --public)."""
+    """Publish PORT as http://PORT-NAME.ORG.localhost:7070/ (PORT-NAME.localhost in the default
+    org); an API key of the org is required unless --public. Prints the URL."""
     with config.reported(), config.client() as client:
         published = client.computers.get(name).publish(port, public)
-    how = "public" if published.public else "private: send the API key"
+    how = "public" if published.public else "private: a key of its org, or ?token=KEY once"
     console.print(f"{published.url}  ({how})", highlight=False)
 
 

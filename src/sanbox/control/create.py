@@ -17,7 +17,7 @@ from ..host.image import Image, recipe_for
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import ConflictError, ControlError, InvalidRequestError
-from .names import check_name, generate_name
+from .names import check_env, check_labels, check_name, generate_name
 from .service import ComputerService, translate_host_error
 from .states import State
 
@@ -43,6 +43,9 @@ class CreateRequest:
 def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
     if req.name is not None:
         check_name(req.name)
+    check_name(req.template, "template")
+    check_labels(req.labels)
+    check_env(req.env)
     if req.vcpus < 1 or req.memory_mib < 128:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
     if req.allow is not None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
 
 from ..host.egress.policy import Policy, PolicyError
+from ..store import repo
 from ..store.models import ComputerRow, Org
-from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .errors import InvalidRequestError, NotFoundError
+from .names import check_port
 from .service import ComputerService
 
 DENIAL_QUIET = 5.0  # seconds between two events for the same denied (name, port, reason)
@@ -57,8 +58,7 @@ class NetworkService:
     # published ports ------------------------------------------------------------------------
 
     def publish(self, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
-        if not 1 <= port <= 65535:
-            raise InvalidRequestError(f"port {port} is not 1-65535")
+        check_port(port)
         row = self.service.get(org, ref)
         ports = [p for p in row.ports if p["port"] != port] + [{"port": port, "public": public}]
         ports.sort(key=lambda p: int(p["port"]))
@@ -74,20 +74,17 @@ class NetworkService:
         return self.service.record(row.id, None, "port.unpublished", f"port {port} unpublished",
                                    {"port": port}, ports=ports)  # fmt: skip
 
-    def find_published(self, org: Org | None, name: str, port: int) -> ComputerRow:
-        """The computer serving `port` under `name`: in the key's org, or (no key) a public one."""
-        from ..store import repo
-
+    def find_published(self, org_name: str, name: str, port: int) -> tuple[ComputerRow, Org, bool]:
+        """The computer called `name` in the org called `org_name` that publishes `port`, its org,
+        and whether the port is public. Only that org is looked in: another org's computer of the
+        same name is never the answer, whatever it publishes."""
         with self.service.db.session() as s:
-            rows = [r for r in repo.list_computers(s, org.id if org else None) if r.name == name]
-        published: list[tuple[ComputerRow, dict[str, Any]]] = [
-            (r, p) for r in rows for p in r.ports if p["port"] == port
-        ]
-        if org is None:
-            published = [(r, p) for r, p in published if p["public"]]
-        if not published:
-            raise NotFoundError(f"no published port {port} on a computer named {name!r}",
-                                "port_not_found")  # fmt: skip
-        if len(published) > 1:
-            raise ConflictError(f"{port}-{name} is ambiguous: send an API key", "ambiguous_port")
-        return published[0][0]
+            org = repo.org_by_name(s, org_name)
+            row = repo.computer(s, org.id, name) if org is not None else None
+        published = [p for p in row.ports if p["port"] == port] if row is not None else []
+        if org is None or row is None or row.name != name or not published:
+            raise NotFoundError(
+                f"no published port {port} on a computer named {name!r} in org {org_name!r}",
+                "port_not_found",
+            )
+        return row, org, bool(published[0]["public"])

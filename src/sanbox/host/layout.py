@@ -5,7 +5,8 @@
 <data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
 <data dir>/computers/<id>/state/          saved memory and device state
 <data dir>/computers/<id>/logs/           console log
-<data dir>/host/                          facts about this host (acceleration probe)
+<data dir>/host/                          facts about this host (acceleration probe), its secret
+                                          key (host/secret.key, 0600: MACs and signed cookies)
 <data dir>/tmp/                           builds in progress (same filesystem: renames are atomic)
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from .errors import LayoutError
 
 DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
-_COMPUTER_ID = re.compile(r"^[a-z][a-z0-9_-]{2,62}$")
+_COMPUTER_ID = re.compile(r"[a-z][a-z0-9_-]{2,62}")
 
 
 def default_ram_dir() -> Path:
@@ -78,6 +79,10 @@ class DataDir:
         return self.root / "host"
 
     @property
+    def secret_key(self) -> Path:
+        return self.host / "secret.key"
+
+    @property
     def tmp(self) -> Path:
         return self.root / "tmp"
 
@@ -91,7 +96,7 @@ class DataDir:
         return hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:6]
 
     def computer(self, computer_id: str) -> ComputerDir:
-        if not _COMPUTER_ID.match(computer_id):
+        if not isinstance(computer_id, str) or not _COMPUTER_ID.fullmatch(computer_id):
             raise LayoutError(
                 f"invalid computer id {computer_id!r}: use lowercase letters and digits"
             )

@@ -1,7 +1,10 @@
 """A computer's saved memory: the VM's device state and its RAM file, written under temporary
-names, fsynced, renamed, and recorded last in a manifest. A state is used only if its manifest is
-there, its files match it and it was made by a compatible hypervisor; otherwise the reason is
-said (`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk."""
+names, fsynced, renamed, and recorded last in a manifest. The manifest holds a digest of every
+chunk of memory (keyed BLAKE3, `memfile`) and is itself MACed under the host's key, so a changed
+byte of memory, a changed manifest or a state made on another host is refused. A state is used
+only if its manifest is there and genuine, its files match it (memory checked chunk by chunk as it
+is copied back, before the guest runs) and it was made by a compatible hypervisor; otherwise the
+reason is said (`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk."""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .disk.clone import sparse_copy_path
+import blake3
+
+from . import memfile
 from .durable import fsync_path
 from .errors import HostError
 
@@ -55,8 +60,16 @@ class SavedState:
     vmstate_bytes: int
     memory_bytes: int  # apparent size of the RAM file
     memory_allocated: int  # bytes actually written
+    memory_chunks: list[list[int | str]]  # [offset, length, keyed BLAKE3] of each chunk saved
     saved_at: float
     seconds: float
+    mac: str = ""  # keyed BLAKE3 of the rest of the manifest
+
+    def chunks(self) -> list[memfile.Chunk]:
+        try:
+            return [memfile.Chunk.of(raw) for raw in self.memory_chunks]
+        except ValueError as exc:
+            raise StateError("corrupt", str(exc)) from exc
 
     @property
     def size(self) -> int:
@@ -68,25 +81,37 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def _mac(fields: dict[str, Any], key: bytes) -> str:
+    body = json.dumps({k: v for k, v in fields.items() if k != "mac"}, sort_keys=True)
+    return blake3.blake3(body.encode(), key=key).hexdigest()
+
+
 def write(
-    state_dir: Path, vmstate_tmp: Path, ram_file: Path, compat: dict[str, Any], started: float
+    state_dir: Path,
+    vmstate_tmp: Path,
+    ram_file: Path,
+    compat: dict[str, Any],
+    started: float,
+    key: bytes,
 ) -> SavedState:
-    """Make the saved state durable: RAM copied beside the device state, both fsynced and
-    renamed, the manifest written last."""
+    """Make the saved state durable: RAM copied (and digested) beside the device state, both
+    fsynced and renamed, the MACed manifest written last. `key` is the host's memory key."""
     memory_tmp = state_dir / f"{MEMORY}.tmp"
     try:
-        sparse_copy_path(ram_file, memory_tmp)
+        chunks = memfile.save(ram_file, memory_tmp, key)
         for path in (vmstate_tmp, memory_tmp):
             fsync_path(path)
-        saved = SavedState(
+        fields = asdict(SavedState(
             compat=compat,
             vmstate_sha256=_sha256(vmstate_tmp),
             vmstate_bytes=vmstate_tmp.stat().st_size,
             memory_bytes=memory_tmp.stat().st_size,
             memory_allocated=memory_tmp.stat().st_blocks * 512,
+            memory_chunks=[c.as_list() for c in chunks],
             saved_at=time.time(),
             seconds=time.monotonic() - started,
-        )
+        ))  # fmt: skip
+        saved = SavedState(**{**fields, "mac": _mac(fields, key)})
         discard(state_dir)  # an older state goes first: its manifest, then its files
         os.rename(vmstate_tmp, state_dir / VMSTATE)
         os.rename(memory_tmp, state_dir / MEMORY)
@@ -106,18 +131,24 @@ def exists(state_dir: Path) -> bool:
     return (state_dir / MANIFEST).is_file()
 
 
-def load(state_dir: Path, compat: dict[str, Any]) -> SavedState:
-    """The saved state, checked; StateError(missing | corrupt | incompatible) if unusable."""
+def load(state_dir: Path, compat: dict[str, Any], key: bytes) -> SavedState:
+    """The saved state, checked but for its memory (see `restore_memory`); StateError(missing |
+    corrupt | incompatible) if unusable."""
     try:
         data = json.loads((state_dir / MANIFEST).read_text())
     except FileNotFoundError:
         raise StateError("missing", "no complete saved state") from None
     except (OSError, ValueError) as exc:
         raise StateError("corrupt", f"unreadable manifest: {exc}") from exc
+    if not isinstance(data, dict) or "mac" not in data:
+        raise StateError("incompatible", "saved by an earlier Sanbox, without digests")
+    if not isinstance(data["mac"], str) or data["mac"] != _mac(data, key):
+        raise StateError("corrupt", "the manifest was changed, or made on another host")
     try:
         saved = SavedState(**data)
     except TypeError as exc:
         raise StateError("corrupt", f"malformed manifest: {exc}") from exc
+    saved.chunks()
     vmstate, memory = state_dir / VMSTATE, state_dir / MEMORY
     if not vmstate.is_file() or not memory.is_file():
         raise StateError("missing", "state files are gone")
@@ -130,6 +161,15 @@ def load(state_dir: Path, compat: dict[str, Any]) -> SavedState:
         what = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items())
         raise StateError("incompatible", f"saved by another hypervisor build or shape ({what})")
     return saved
+
+
+def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: bytes) -> None:
+    """Copy the saved RAM into `ram_file`, every chunk checked against its digest first;
+    StateError(corrupt) on a mismatch, and no RAM file is left."""
+    try:
+        memfile.restore(state_dir / MEMORY, ram_file, saved.memory_bytes, saved.chunks(), key)
+    except memfile.MemoryCorruptError as exc:
+        raise StateError("corrupt", str(exc)) from exc
 
 
 def forget(state_dir: Path) -> None:

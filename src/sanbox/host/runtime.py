@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -17,12 +18,12 @@ from pathlib import Path
 from . import memory
 from .agent import AgentClient, AgentError
 from .disk import GIB, Disk, DiskManager
-from .disk.clone import sparse_copy_path
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
 from .memory import MemoryOutcome, PauseError, SavedState, StateError
 from .net import Network
+from .secret import derived_key
 from .vmm import (
     Hypervisor,
     NetAttachment,
@@ -40,6 +41,9 @@ SHUTDOWN_TIMEOUT = 15.0
 
 class MachineNotFoundError(HostError):
     code = "computer_not_found"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,14 @@ class HostRuntime:
         self._hypervisor = hypervisor
         # every computer gets its own network namespace (needs root: CAP_NET_ADMIN)
         self.network = Network(data_dir.computers, data_dir.tag) if networking else None
+        self._memory_key: bytes | None = None
+
+    @property
+    def memory_key(self) -> bytes:
+        """The key that digests and MACs saved memory (derived from the host's secret key)."""
+        if self._memory_key is None:
+            self._memory_key = derived_key(self.data_dir.secret_key, "memory-mac")
+        return self._memory_key
 
     async def _with_network(self, spec: MachineSpec) -> MachineSpec:
         if self.network is None or spec.net is not None:
@@ -257,7 +269,9 @@ class HostRuntime:
         ram = self.data_dir.ram_file(spec.computer_id)
         compat = self.compat(spec, image, vm.isolation)
         try:
-            saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, compat, started)
+            saved = await asyncio.to_thread(
+                memory.write, cdir.state, tmp, ram, compat, started, self.memory_key
+            )
         except OSError as exc:
             await vm.continue_running()
             raise PauseError(f"could not write the saved state: {exc.strerror or exc}") from exc
@@ -272,13 +286,14 @@ class HostRuntime:
         way the outcome says what happened to memory, and the disk is never lost."""
         cdir = self.data_dir.computer(spec.computer_id)
         hv = await self.hypervisor(image)
-        try:  # usable at all? (missing, corrupt, incompatible)
-            await asyncio.to_thread(memory.load, cdir.state, self.compat(spec, image, hv.isolation))
+        compat = self.compat(spec, image, hv.isolation)
+        try:  # usable at all? (missing, corrupt, incompatible); memory checked as copied back
+            saved = await asyncio.to_thread(memory.load, cdir.state, compat, self.memory_key)
+            machine = await self._restore(spec, image, cdir, saved)
         except StateError as exc:
+            log.warning("%s: saved memory not used: %s", spec.computer_id, exc)
             await asyncio.to_thread(memory.discard, cdir.state)
-            return await self.start(spec, image), MemoryOutcome(False, f"state {exc.reason}")
-        try:
-            machine = await self._restore(spec, image, cdir)
+            return await self.start(spec, image), MemoryOutcome(False, exc.reason)
         except (HostError, AgentError, OSError) as exc:
             await asyncio.to_thread(memory.discard, cdir.state)
             outcome = MemoryOutcome(False, f"restore failed: {exc}")
@@ -286,11 +301,13 @@ class HostRuntime:
         await asyncio.to_thread(memory.discard, cdir.state)  # consumed: the guest moved on
         return machine, MemoryOutcome(True)
 
-    async def _restore(self, spec: MachineSpec, image: Image, cdir: ComputerDir) -> Machine:
+    async def _restore(
+        self, spec: MachineSpec, image: Image, cdir: ComputerDir, saved: SavedState
+    ) -> Machine:
         hv = await self.hypervisor(image)
         spec = await self._with_network(spec)
         ram = self.data_dir.ram_file(spec.computer_id)
-        await asyncio.to_thread(sparse_copy_path, cdir.state / memory.MEMORY, ram)
+        await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, self.memory_key)
         async with contextlib.AsyncExitStack() as undo:
             vm = await hv.boot(self._vm_spec(spec, image, cdir, restore=True))
             undo.push_async_callback(self._kill_and_clean, vm)

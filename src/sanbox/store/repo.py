@@ -70,6 +70,10 @@ def key_by_plaintext(s: Session, plaintext: str) -> ApiKey | None:
     return s.scalars(select(ApiKey).where(ApiKey.hash == hash_key(plaintext))).first()
 
 
+def key_by_id(s: Session, key_id: str) -> ApiKey | None:
+    return s.get(ApiKey, key_id)
+
+
 def count_keys(s: Session) -> int:
     return len(s.scalars(select(ApiKey.id)).all())
 

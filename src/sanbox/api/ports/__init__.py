@@ -1,5 +1,6 @@
-"""Published ports: ``http://8080-NAME.localhost:7070/`` relayed to port 8080 inside NAME."""
+"""Published ports: ``http://8080-NAME.ORG.localhost:7070/`` relayed to port 8080 inside NAME of ORG
+(``8080-NAME.localhost``: the default org)."""
 
-from .relay import ByteStream, parse_port_host, relay_http, relay_websocket
+from .relay import ByteStream, PortHost, parse_port_host, relay_http, relay_websocket
 
-__all__ = ["ByteStream", "parse_port_host", "relay_http", "relay_websocket"]
+__all__ = ["ByteStream", "PortHost", "parse_port_host", "relay_http", "relay_websocket"]

@@ -29,11 +29,11 @@ async def set_network(ref: str, body: NetworkPolicy, auth: Auth, request: Reques
     return NetworkOut(allow=row.allow, closed_flows=closed)
 
 
-def _ports(request: Request, name: str, ports: list[dict[str, object]]) -> PortList:
+def _ports(request: Request, org: str, name: str, ports: list[dict[str, object]]) -> PortList:
     settings = request.app.state.settings
     return PortList(ports=[
         PortOut(port=int(str(p["port"])), public=bool(p["public"]),
-                url=settings.port_url(int(str(p["port"])), name))
+                url=settings.port_url(int(str(p["port"])), name, org))
         for p in ports
     ])  # fmt: skip
 
@@ -41,14 +41,16 @@ def _ports(request: Request, name: str, ports: list[dict[str, object]]) -> PortL
 @router.get("/{ref}/ports", response_model=PortList)
 async def list_ports(ref: str, auth: Auth, svc: Service, request: Request) -> PortList:
     row = svc.get(auth.org, ref)
-    return _ports(request, row.name, row.ports)
+    return _ports(request, auth.org.name, row.name, row.ports)
 
 
 @router.post("/{ref}/ports", response_model=PortOut, status_code=201)
 async def publish_port(ref: str, body: PortPublish, auth: Auth, request: Request) -> PortOut:
-    """Publish a guest port as `http://PORT-NAME.localhost:7070/` (API key needed unless public)."""
+    """Publish a guest port as `http://PORT-NAME.ORG.localhost:7070/` (`PORT-NAME.localhost` in the
+    default org); a key of the org is needed unless it is public. The answer has the URL."""
     row = network(request).publish(auth.org, ref, body.port, body.public)
-    return next(p for p in _ports(request, row.name, row.ports).ports if p.port == body.port)
+    ports = _ports(request, auth.org.name, row.name, row.ports).ports
+    return next(p for p in ports if p.port == body.port)
 
 
 @router.delete("/{ref}/ports/{port}", status_code=204)

@@ -1,0 +1,169 @@
+"""Guest RAM files copied with a digest, and checked when copied back.
+
+A save copies only the RAM file's allocated extents, in chunks of at most `CHUNK` bytes on a
+fixed grid, and records each chunk's keyed BLAKE3 digest (`Chunk`). A restore copies the same
+chunks back and checks each one before the guest can run on it (BLAKE3 runs at ~4 GB/s here, so
+checking is about as cheap as the copy itself); any data the saved file holds outside the recorded
+chunks must be zeros. A mismatch raises `MemoryCorruptError`: the saved memory is not used.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+
+CHUNK = 4 * 1024 * 1024
+
+
+class MemoryCorruptError(Exception):
+    """The saved memory does not match what was recorded when it was saved."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    offset: int
+    length: int
+    digest: str  # hex keyed BLAKE3
+
+    def as_list(self) -> list[int | str]:
+        return [self.offset, self.length, self.digest]
+
+    @classmethod
+    def of(cls, raw: object) -> Chunk:
+        if not (isinstance(raw, list) and len(raw) == 3):
+            raise ValueError(f"malformed chunk record {raw!r}")
+        offset, length, digest = raw
+        if not (isinstance(offset, int) and isinstance(length, int) and isinstance(digest, str)):
+            raise ValueError(f"malformed chunk record {raw!r}")
+        if offset < 0 or not 0 < length <= CHUNK:
+            raise ValueError(f"chunk record out of range {raw!r}")
+        return cls(offset, length, digest)
+
+
+def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """The allocated (start, end) ranges of a file, by SEEK_DATA/SEEK_HOLE."""
+    extents: list[tuple[int, int]] = []
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole remains
+                break
+            raise
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        extents.append((start, end))
+        offset = end
+    return extents
+
+
+def _pieces(extents: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The extents cut on the CHUNK grid: (offset, length), each within one grid cell."""
+    pieces = []
+    for start, end in extents:
+        pos = start
+        while pos < end:
+            stop = min(end, (pos // CHUNK + 1) * CHUNK)
+            pieces.append((pos, stop - pos))
+            pos = stop
+    return pieces
+
+
+def _read_exactly(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            raise MemoryCorruptError(f"the saved memory ends early, at {offset + done}")
+        done += n
+
+
+def _write_all(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
+def _digest(key: bytes, data: memoryview) -> str:
+    return blake3.blake3(data, key=key).hexdigest()
+
+
+def save(src: Path, dst: Path, key: bytes) -> list[Chunk]:
+    """Copy the allocated parts of `src` to a new `dst` (0600, holes kept) and digest them."""
+    buf = bytearray(CHUNK)
+    chunks: list[Chunk] = []
+    src_fd = os.open(src, os.O_RDONLY)
+    try:
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            size = os.fstat(src_fd).st_size
+            os.ftruncate(dst_fd, size)
+            for offset, length in _pieces(data_extents(src_fd, size)):
+                view = memoryview(buf)[:length]
+                _read_exactly(src_fd, view, offset)
+                _write_all(dst_fd, view, offset)
+                chunks.append(Chunk(offset, length, _digest(key, view)))
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    return chunks
+
+
+def _check_unrecorded_zero(fd: int, size: int, chunks: list[Chunk], buf: bytearray) -> None:
+    """Data in the saved file outside every recorded chunk must be zeros (never written)."""
+    recorded = sorted((c.offset, c.offset + c.length) for c in chunks)
+    for start, end in data_extents(fd, size):
+        pos = start
+        for c_start, c_end in recorded:
+            if c_end <= pos or c_start >= end:
+                continue
+            if c_start > pos:
+                _check_zero(fd, pos, c_start, buf)
+            pos = max(pos, c_end)
+        if pos < end:
+            _check_zero(fd, pos, end, buf)
+
+
+def _check_zero(fd: int, start: int, end: int, buf: bytearray) -> None:
+    pos = start
+    while pos < end:
+        view = memoryview(buf)[: min(CHUNK, end - pos)]
+        _read_exactly(fd, view, pos)
+        if view.tobytes().count(0) != len(view):
+            raise MemoryCorruptError(f"the saved memory was changed at {pos}: not what was saved")
+        pos += len(view)
+
+
+def restore(src: Path, dst: Path, size: int, chunks: list[Chunk], key: bytes) -> None:
+    """Copy the recorded chunks of `src` into a new `dst` of `size` bytes, checking each."""
+    buf = bytearray(CHUNK)
+    src_fd = os.open(src, os.O_RDONLY)
+    try:
+        if os.fstat(src_fd).st_size != size:
+            raise MemoryCorruptError("the saved memory has the wrong size")
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(dst_fd, size)
+            for chunk in chunks:
+                if chunk.offset + chunk.length > size:
+                    raise MemoryCorruptError(f"a chunk at {chunk.offset} lies past the end")
+                view = memoryview(buf)[: chunk.length]
+                _read_exactly(src_fd, view, chunk.offset)
+                if _digest(key, view) != chunk.digest:
+                    raise MemoryCorruptError(
+                        f"the saved memory at {chunk.offset} does not match its digest"
+                    )
+                _write_all(dst_fd, view, chunk.offset)
+            _check_unrecorded_zero(src_fd, size, chunks, buf)
+        finally:
+            os.close(dst_fd)
+    except BaseException:
+        dst.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(src_fd)

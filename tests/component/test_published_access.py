@@ -1,0 +1,154 @@
+"""Published ports as an attacker sees them: a URL names one computer of one org whatever other
+orgs call theirs, and nothing of the caller's credentials reaches the server inside the computer.
+
+The "guest" here is an HTTP server on the host that records every request it receives (the
+component tier's agent dials the host's loopback for the computer's `tcp` stream)."""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from sanbox.api.redact import RedactCredentials, redact
+
+from .conftest import Server
+
+pytestmark = pytest.mark.component
+
+
+@dataclass
+class Seen:
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+    def everything(self) -> str:
+        return repr(self.requests)
+
+
+@pytest.fixture
+def guest() -> Iterator[tuple[int, Seen]]:
+    seen = Seen()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+            body = b"guest page\n"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def make_org(server: Server, name: str) -> str:
+    r = server.client.post("/v1/orgs", json={"name": name}, headers=server.headers())
+    assert r.status_code == 201, r.text
+    r = server.client.post("/v1/keys", json={"org": name, "name": "t"}, headers=server.headers())
+    assert r.status_code == 201, r.text
+    key: str = r.json()["key"]
+    return key
+
+
+def publish(server: Server, key: str, name: str, port: int, public: bool) -> str:
+    h = server.headers(key)
+    r = server.client.post("/v1/computers", json={"name": name}, headers=h)
+    assert r.status_code == 201, r.text
+    r = server.client.post(f"/v1/computers/{name}/ports", json={"port": port, "public": public},
+                           headers=h)  # fmt: skip
+    assert r.status_code == 201, r.text
+    url: str = r.json()["url"]
+    return url
+
+
+def get(server: Server, host: str, path: str = "/", **headers: str) -> object:
+    return server.client.get(path, headers={"host": host, **headers}, follow_redirects=False)
+
+
+def test_same_name_in_two_orgs_each_url_reaches_its_own(
+    server: Server, guest: tuple[int, Seen]
+) -> None:
+    port, _seen = guest
+    acme = make_org(server, "acme")
+    # the default org publishes publicly; acme's computer of the same name privately
+    assert publish(server, server.key, "ho-port", port, public=True) == (
+        f"http://{port}-ho-port.localhost:7070/"
+    )
+    assert publish(server, acme, "ho-port", port, public=False) == (
+        f"http://{port}-ho-port.acme.localhost:7070/"
+    )
+    # a keyless visitor to acme's URL is not served by the default org's public port
+    r = get(server, f"{port}-ho-port.acme.localhost:7070")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"  # type: ignore[attr-defined]
+    assert get(server, f"{port}-ho-port.localhost:7070").status_code == 200  # type: ignore[attr-defined]
+    # acme's key opens acme's URL; the default org's key does not
+    auth = {"authorization": f"Bearer {acme}"}
+    assert get(server, f"{port}-ho-port.acme.localhost", **auth).status_code == 200  # type: ignore[attr-defined]
+    r = get(server, f"{port}-ho-port.acme.localhost", authorization=f"Bearer {server.key}")
+    assert r.status_code == 403  # type: ignore[attr-defined]
+    # an org cannot take over the short URL by choosing the same name and port
+    other = make_org(server, "other")
+    publish(server, other, "ho-port", port, public=True)
+    r = get(server, f"{port}-ho-port.acme.localhost")
+    assert r.status_code == 401  # type: ignore[attr-defined]
+    # a name another org does not have is not found there, whatever the default org has
+    r = get(server, f"{port}-nothing.acme.localhost")
+    assert r.json()["error"]["code"] == "port_not_found"  # type: ignore[attr-defined]
+
+
+def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
+    server: Server, guest: tuple[int, Seen]
+) -> None:
+    port, seen = guest
+    publish(server, server.key, "private", port, public=False)
+    host = f"{port}-private.localhost:7070"
+    # a bearer key: relayed without it; the guest's own cookies and auth pass
+    r = get(server, host, "/a", authorization=f"Bearer {server.key}", cookie="theirs=1")
+    assert r.status_code == 200  # type: ignore[attr-defined]
+    # a browser with ?token=: sent back without it, holding the port cookie
+    r = get(server, host, f"/b?x=1&token={server.key}")
+    assert r.status_code == 303  # type: ignore[attr-defined]
+    assert r.headers["location"] == "/b?x=1"  # type: ignore[attr-defined]
+    cookie = r.headers["set-cookie"]  # type: ignore[attr-defined]
+    assert "HttpOnly" in cookie and server.key not in cookie
+    value = cookie.split(";")[0]
+    server.client.cookies.clear()
+    r = get(server, host, "/b?x=1", cookie=f"theirs=2; {value}")
+    assert r.status_code == 200  # type: ignore[attr-defined]
+    # a WebSocket-style token on a non-GET or a token on a public port is still stripped
+    assert [path for path, _ in seen.requests] == ["/a", "/b?x=1"]
+    assert server.key not in seen.everything() and "token" not in seen.everything()
+    assert "sanbox_port" not in seen.everything()
+    assert seen.requests[0][1].get("cookie") == "theirs=1"
+    assert seen.requests[1][1].get("cookie") == "theirs=2"
+    assert "authorization" not in seen.requests[0][1]
+    # the cookie is for this computer and port only: forged or moved, it opens nothing
+    r = get(server, host, "/c", cookie=value[:-2] + "00")
+    assert r.status_code == 401  # type: ignore[attr-defined]
+    # another key scheme is the guest's own business and passes untouched
+    r = get(server, host, "/d", authorization="Basic dXNlcjpwdw==")
+    assert r.status_code == 401  # type: ignore[attr-defined]
+
+
+def test_the_access_log_never_holds_a_key() -> None:
+    key = "sbk_" + "A" * 43
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", f"/x?a=1&token={key}&b=2", "1.1", 303), None,
+    )  # fmt: skip
+    assert RedactCredentials().filter(record)
+    line = record.getMessage()
+    assert key not in line and "token=[redacted]&b=2" in line
+    assert redact(f"Bearer {key}") == "Bearer sbk_[redacted]"

@@ -1,0 +1,81 @@
+"""Saved memory: copied with a keyed digest per chunk, checked chunk by chunk when copied back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sanbox.host import memfile
+from sanbox.host.memfile import CHUNK, MemoryCorruptError
+
+pytestmark = pytest.mark.unit
+KEY = bytes(range(32))
+
+
+def sparse_ram(path: Path, size: int = 16 * CHUNK) -> dict[int, bytes]:
+    """A sparse 'RAM file' with data at a few places, some across chunk boundaries."""
+    written = {
+        0: os.urandom(8192),
+        3 * CHUNK - 4096: os.urandom(3 * 4096),
+        9 * CHUNK: b"\x07" * CHUNK,
+    }
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in written.items():
+            f.seek(offset)
+            f.write(data)
+    return written
+
+
+def test_round_trip_keeps_data_and_holes(tmp_path: Path) -> None:
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    sparse_ram(ram)
+    chunks = memfile.save(ram, saved, KEY)
+    assert all(c.length <= CHUNK and c.offset // CHUNK == (c.offset + c.length - 1) // CHUNK
+               for c in chunks)  # fmt: skip
+    assert saved.stat().st_blocks * 512 < 8 * CHUNK  # holes stay holes
+    assert os.stat(saved).st_mode & 0o777 == 0o600
+    memfile.restore(saved, back, ram.stat().st_size, chunks, KEY)
+    assert back.read_bytes() == ram.read_bytes()
+
+
+@pytest.mark.parametrize("where", ["in a chunk", "in a hole", "at the end"])
+def test_a_changed_byte_is_refused_and_nothing_is_left(tmp_path: Path, where: str) -> None:
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    size = 16 * CHUNK
+    sparse_ram(ram, size)
+    chunks = memfile.save(ram, saved, KEY)
+    offset = {"in a chunk": 9 * CHUNK + 100, "in a hole": 6 * CHUNK, "at the end": size - 1}[where]
+    with open(saved, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\x01")
+    with pytest.raises(MemoryCorruptError):
+        memfile.restore(saved, back, size, chunks, KEY)
+    assert not back.exists()
+
+
+def test_another_key_is_refused(tmp_path: Path) -> None:
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    sparse_ram(ram)
+    chunks = memfile.save(ram, saved, KEY)
+    with pytest.raises(MemoryCorruptError, match="digest"):
+        memfile.restore(saved, back, ram.stat().st_size, chunks, bytes(32))
+
+
+def test_a_truncated_file_is_refused(tmp_path: Path) -> None:
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    sparse_ram(ram)
+    chunks = memfile.save(ram, saved, KEY)
+    os.truncate(saved, 5 * CHUNK)
+    with pytest.raises(MemoryCorruptError, match="size"):
+        memfile.restore(saved, back, ram.stat().st_size, chunks, KEY)
+
+
+@pytest.mark.parametrize(
+    "raw", [[0, 0, "x"], [-1, 5, "x"], [0, CHUNK + 1, "x"], ["0", 1, "x"], [0, 1]]
+)
+def test_malformed_chunk_records(raw: object) -> None:
+    with pytest.raises(ValueError):
+        memfile.Chunk.of(raw)
