@@ -167,33 +167,39 @@ def test_two_orgs_same_name_same_port_each_get_their_own_page(
     r = httpx.post(f"{server.url}/v1/keys", json={"org": "orgb"}, headers=admin)
     b_key = r.json()["key"]
     a = client.computers.create(name="ho-port", idle_timeout=0)
-    b = Sanbox(server.url, b_key, timeout=600).computers.create(name="ho-port", idle_timeout=0)
-    try:
-        _serve_page(a, "page of A\n")
-        _serve_page(b, "page of B\n")
-        a_url = a.publish(8001).url  # private, default org: the short form
-        b_url = b.publish(8001, public=True).url
-        assert a_url == f"http://8001-ho-port.localhost:{server.port}/"
-        assert b_url == f"http://8001-ho-port.orgb.localhost:{server.port}/"
-        a_host, b_host = f"8001-ho-port.localhost:{server.port}", "8001-ho-port.orgb.localhost"
-        assert get(server, a_host).status_code == 401  # never B's public page
-        assert get(server, a_host, server.key).text == "page of A\n"
-        assert get(server, b_host).text == "page of B\n"
-        assert get(server, b_host, b_key).text == "page of B\n"
-        assert get(server, a_host, b_key).status_code == 403
-        # a browser's ?token= ends as a cookie: the guest sees neither
-        r = httpx.get(f"http://127.0.0.1:{server.port}/index.html?token={server.key}",
-                      headers={"Host": a_host}, timeout=60)  # fmt: skip
-        assert r.status_code == 303
-        cookie = r.headers["set-cookie"].split(";")[0]
-        r = httpx.get(f"http://127.0.0.1:{server.port}/index.html",
-                      headers={"Host": a_host, "Cookie": cookie}, timeout=60)  # fmt: skip
-        assert r.text == "page of A\n"
-        seen = a.files.read("/root/seen.log").decode() + b.files.read("/root/seen.log").decode()
-        assert server.key not in seen and b_key not in seen
-        assert "token" not in seen and "sanbox_port" not in seen and "Authorization" not in seen
-        # nor does the server's log hold the key that came in the URL
-        assert server.key not in server.log.read_text()
-    finally:
-        a.delete()
-        b.delete()
+    with Sanbox(server.url, b_key, timeout=600) as b_client:
+        b = b_client.computers.create(name="ho-port", idle_timeout=0)
+        try:
+            _two_orgs(server, a, b, b_key)
+        finally:
+            b.delete()
+            a.delete()
+
+
+def _two_orgs(server: ServerProcess, a: Computer, b: Computer, b_key: str) -> None:
+    """Each URL reaches its own page, with and without keys; nothing of a key reaches a guest."""
+    _serve_page(a, "page of A\n")
+    _serve_page(b, "page of B\n")
+    a_url = a.publish(8001).url  # private, default org: the short form
+    b_url = b.publish(8001, public=True).url
+    assert a_url == f"http://8001-ho-port.localhost:{server.port}/"
+    assert b_url == f"http://8001-ho-port.orgb.localhost:{server.port}/"
+    a_host, b_host = f"8001-ho-port.localhost:{server.port}", "8001-ho-port.orgb.localhost"
+    assert get(server, a_host).status_code == 401  # never B's public page
+    assert get(server, a_host, server.key).text == "page of A\n"
+    assert get(server, b_host).text == "page of B\n"
+    assert get(server, b_host, b_key).text == "page of B\n"
+    assert get(server, a_host, b_key).status_code == 403
+    # a browser's ?token= ends as a cookie: the guest sees neither
+    r = httpx.get(f"http://127.0.0.1:{server.port}/index.html?token={server.key}",
+                  headers={"Host": a_host}, timeout=60)  # fmt: skip
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"].split(";")[0]
+    r = httpx.get(f"http://127.0.0.1:{server.port}/index.html",
+                  headers={"Host": a_host, "Cookie": cookie}, timeout=60)  # fmt: skip
+    assert r.text == "page of A\n"
+    seen = a.files.read("/root/seen.log").decode() + b.files.read("/root/seen.log").decode()
+    assert server.key not in seen and b_key not in seen
+    assert "token" not in seen and "sanbox_port" not in seen and "Authorization" not in seen
+    # nor does the server's log hold the key that came in the URL
+    assert server.key not in server.log.read_text()
