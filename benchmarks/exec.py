@@ -1,27 +1,53 @@
-"""Exec round trip of `true` (p50, p90 over 200) against the raw channel round trip (ping) in the
-same run, and file put/get throughput. Usage: python benchmarks/exec.py [N] [MiB]"""
+"""Where an exec's time goes, in one run: the raw channel round trip (ping), the same spawn timed
+inside the guest itself (`true`, and `sh -c true`), exec `true` through the agent client, through
+the HTTP API of a real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall
+time of the whole CLI process), with the ratios; then file put/get throughput.
+Usage: python benchmarks/exec.py [N] [MiB]"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+import httpx
 from _common import computer, data_dir, image, summary
 
-from sanbox.host.runtime import HostRuntime
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tests.vm.server import BIN, ServerProcess  # noqa: E402
+
+from sanbox.host.runtime import HostRuntime  # noqa: E402
 
 MIB = 1024**2
+# runs inside the guest: the spawn the agent makes for `exec true`, timed by the guest's clock
+IN_GUEST = r"""
+import json, statistics, subprocess, sys, time
+def median_ms(argv, n):
+    xs = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.Popen(argv, start_new_session=True, close_fds=True, cwd="/root").wait()
+        xs.append(time.perf_counter() - t)
+    return statistics.median(xs) * 1000
+n = int(sys.argv[1])
+print(json.dumps({"true": median_ms(["true"], n), "sh": median_ms(["sh", "-c", "true"], n)}))
+"""
 
 
-async def main(n: int, mib: int) -> None:
+def med_ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
+async def agent_side(n: int, mib: int) -> dict[str, float]:
     dd = data_dir()
-    img = image(dd)
     rt = HostRuntime(dd)
-    async with computer(rt, img) as machine:
+    async with computer(rt, image(dd)) as machine:
         agent = machine.agent
         print(f"{machine.isolation}, {n} round trips each, {mib} MiB transfers")
         for _ in range(10):  # warm up
@@ -36,10 +62,11 @@ async def main(n: int, mib: int) -> None:
             t0 = time.perf_counter()
             await agent.exec(["true"])
             execs.append(time.perf_counter() - t0)
+        inside = json.loads((await agent.exec(["python3", "-c", IN_GUEST, str(n)])).stdout)
         print(summary("channel round trip (ping)", pings))
-        print(summary("exec `true` round trip", execs))
-        ratio = statistics.median(execs) / statistics.median(pings)
-        print(f"{'ratio exec / ping (median)':<44} {ratio:.1f}x")
+        print(f"{'spawn of `true`, timed inside the guest':<44} median {inside['true']:9.3f} ms")
+        print(f"{'spawn of `sh -c true`, inside the guest':<44} median {inside['sh']:9.3f} ms")
+        print(summary("exec `true`, agent client", execs))
         with tempfile.NamedTemporaryFile() as src, tempfile.TemporaryDirectory() as out:
             for _ in range(mib):
                 src.write(os.urandom(MIB))
@@ -52,8 +79,48 @@ async def main(n: int, mib: int) -> None:
             get = time.perf_counter() - t0
         print(f"{'file put':<44} {mib / put:9.1f} MiB/s  ({put:.2f} s)")
         print(f"{'file get':<44} {mib / get:9.1f} MiB/s  ({get:.2f} s)")
+        return {"ping": med_ms(pings), "agent": med_ms(execs), "inside": inside["true"]}
+
+
+def server_side(n: int) -> dict[str, float]:
+    server = ServerProcess(data_dir(), "bench-exec-server")
+    server.start()
+    try:
+        headers = {"Authorization": f"Bearer {server.key}"}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=300) as client:
+            client.post("/v1/computers", json={"name": "bench"}).raise_for_status()
+            api = []
+            for _ in range(10 + n):
+                t0 = time.perf_counter()
+                client.post("/v1/computers/bench/exec", json={"cmd": ["true"]}).raise_for_status()
+                api.append(time.perf_counter() - t0)
+            api = api[10:]
+            env = {**os.environ, "SANBOX_CONFIG": str(server.config)}
+            cli = []
+            for _ in range(min(n, 30)):
+                t0 = time.perf_counter()
+                subprocess.run([str(BIN), "exec", "bench", "--", "true"], env=env, check=True)
+                cli.append(time.perf_counter() - t0)
+            client.delete("/v1/computers/bench").raise_for_status()
+        print(summary("exec `true`, HTTP API (POST /exec)", api))
+        print(summary("`sanbox exec bench -- true`, wall time", cli))
+        return {"api": med_ms(api), "cli": med_ms(cli)}
+    finally:
+        server.stop()
+        import shutil
+
+        shutil.rmtree(server.data_dir.root, ignore_errors=True)
+
+
+def main(n: int, mib: int) -> None:
+    a = asyncio.run(agent_side(n, mib))
+    s = server_side(n)
+    print(f"{'ratio agent exec / ping':<44} {a['agent'] / a['ping']:.2f}x")
+    print(f"{'ratio API exec / spawn inside the guest':<44} {s['api'] / a['inside']:.2f}x")
+    print(f"{'ratio API exec / agent exec':<44} {s['api'] / a['agent']:.2f}x")
+    print(f"{'CLI wall time - API exec':<44} {(s['cli'] - s['api']) / 1000:.3f} s")
 
 
 if __name__ == "__main__":
     args = [int(a) for a in sys.argv[1:]]
-    asyncio.run(main(args[0] if args else 200, args[1] if len(args) > 1 else 100))
+    main(args[0] if args else 200, args[1] if len(args) > 1 else 100)
