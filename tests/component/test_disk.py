@@ -1,14 +1,18 @@
+"""Computers' disks: qcow2 overlays on the image (or reflink clones where the filesystem has
+them), checked with the real qemu-img: contents, holes, constant cost, growth, bad paths."""
+
 import os
 from pathlib import Path
 
 import pytest
 
-from sanbox.host.disk import DiskExistsError, DiskManager, DiskTooSmallError, clone_file
+from sanbox.host.disk import DiskExistsError, DiskManager, DiskTooSmallError, clone_file, qcow2
 from sanbox.host.errors import LayoutError
 from sanbox.host.layout import DataDir
 
 pytestmark = pytest.mark.component
 MIB = 1024**2
+GIB = 1024**3
 
 
 @pytest.fixture
@@ -16,6 +20,13 @@ def data_dir(tmp_path: Path) -> DataDir:
     dd = DataDir(tmp_path / "data")
     dd.ensure()
     return dd
+
+
+@pytest.fixture(params=["overlay", "clone"])
+def disks(request: pytest.FixtureRequest, data_dir: DataDir) -> DiskManager:
+    manager = DiskManager(data_dir)
+    manager._reflink = request.param == "clone"  # a reflink filesystem takes the clone path
+    return manager
 
 
 def sparse_image(path: Path, size: int) -> bytes:
@@ -29,44 +40,66 @@ def sparse_image(path: Path, size: int) -> bytes:
     return chunk
 
 
-def test_clone_keeps_content_and_holes(data_dir: DataDir) -> None:
+def read_guest_view(path: Path, offset: int, size: int, tmp: Path) -> bytes:
+    """What a VM would read at `offset`, whatever the disk's format (qemu-img converts)."""
+    flat = tmp / "flat.raw"
+    flat.unlink(missing_ok=True)
+    if qcow2.format_of(path) == "qcow2":
+        qcow2._run("convert", "-O", "raw", str(path), str(flat))
+        path = flat
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+def test_disk_keeps_content_and_costs_little(
+    data_dir: DataDir, disks: DiskManager, tmp_path: Path
+) -> None:
     image = data_dir.images / "img.raw"
     chunk = sparse_image(image, 256 * MIB)
-    disk = DiskManager(data_dir).create(image, data_dir.computers / "c1" / "disk.raw")
-    assert disk.method in ("reflink", "copy")
-    with open(disk.path, "rb") as f:
-        assert f.read(MIB) == chunk
-        f.seek(128 * MIB)
-        assert f.read(MIB) == chunk
-        f.seek(64 * MIB)
-        assert f.read(MIB) == b"\0" * MIB
-    assert disk.path.stat().st_blocks * 512 < 16 * MIB  # holes stayed holes
+    disk = disks.create(image, data_dir.computer("cmp_c1"))
+    assert disk.path == data_dir.computer("cmp_c1").disk
+    assert read_guest_view(disk.path, 0, MIB, tmp_path) == chunk
+    assert read_guest_view(disk.path, 128 * MIB, MIB, tmp_path) == chunk
+    assert read_guest_view(disk.path, 64 * MIB, MIB, tmp_path) == b"\0" * MIB
+    assert disk.path.stat().st_blocks * 512 < 16 * MIB  # holes stayed holes / nothing copied
+    assert disks.size(disk.path) == 256 * MIB
 
 
-def test_grow_and_refuse_to_shrink(data_dir: DataDir) -> None:
+def test_an_overlay_costs_the_same_for_any_image_size(data_dir: DataDir) -> None:
+    disks = DiskManager(data_dir)
+    disks._reflink = False
+    for gib in (1, 20):
+        image = data_dir.images / f"img{gib}.raw"
+        sparse_image(image, gib * GIB)
+        disk = disks.create(image, data_dir.computer(f"cmp_s{gib}"))
+        assert disk.method == "overlay" and disk.format == "qcow2"
+        assert disk.path.stat().st_size < 4 * MIB  # metadata only
+        assert [layer.path for layer in qcow2.chain(disk.path)] == [disk.path, image.resolve()]
+
+
+def test_grow_and_refuse_to_shrink(data_dir: DataDir, disks: DiskManager) -> None:
     image = data_dir.images / "img.raw"
     sparse_image(image, 64 * MIB)
-    disks = DiskManager(data_dir)
-    disk = disks.create(image, data_dir.computers / "c1" / "disk.raw", 128 * MIB)
-    assert disk.path.stat().st_size == 128 * MIB
+    disk = disks.create(image, data_dir.computer("cmp_c1"), 128 * MIB)
+    assert disks.size(disk.path) == 128 * MIB
+    disks.grow(disk.path, 256 * MIB)
+    assert disks.size(disk.path) == 256 * MIB
     with pytest.raises(DiskTooSmallError, match="only grow"):
         disks.grow(disk.path, 64 * MIB)
     with pytest.raises(DiskTooSmallError, match="smaller than the image"):
-        disks.create(image, data_dir.computers / "c2" / "disk.raw", 32 * MIB)
-    assert not (data_dir.computers / "c2" / "disk.raw").exists()
+        disks.create(image, data_dir.computer("cmp_c2"), 32 * MIB)
+    assert not data_dir.computer("cmp_c2").disk.exists()
 
 
-def test_bad_paths_lose_nothing(data_dir: DataDir, tmp_path: Path) -> None:
+def test_bad_paths_lose_nothing(data_dir: DataDir, disks: DiskManager) -> None:
     image = data_dir.images / "img.raw"
     sparse_image(image, 8 * MIB)
-    disks = DiskManager(data_dir)
-    with pytest.raises(LayoutError, match="outside the data dir"):
-        disks.create(image, tmp_path / "elsewhere.raw")
-    assert not (tmp_path / "elsewhere.raw").exists()
-    disk = disks.create(image, data_dir.computers / "c1" / "disk.raw")
+    cdir = data_dir.computer("cmp_c1")
+    disk = disks.create(image, cdir)
     disk.path.write_bytes(b"precious")
     with pytest.raises(DiskExistsError):
-        disks.create(image, disk.path)
+        disks.create(image, cdir)
     assert disk.path.read_bytes() == b"precious"
     with pytest.raises(LayoutError):
         disks.delete(Path("/etc/hostname"))

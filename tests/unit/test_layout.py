@@ -11,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 def test_computer_paths(tmp_path: Path) -> None:
     cdir = DataDir(tmp_path).computer("cmp_abc123")
-    assert cdir.disk == tmp_path / "computers" / "cmp_abc123" / "disk.raw"
+    assert cdir.disk == tmp_path / "computers" / "cmp_abc123" / "disk.qcow2"  # a new one
     assert cdir.run.name == "run" and cdir.console_log.parent.name == "logs"
 
 

@@ -66,3 +66,9 @@ def test_tap_in_netns_and_incoming_state() -> None:
     cmdline = kernel_cmdline(spec(net=net), "tcg", 2000.0)
     assert "sanbox.ip=10.0.0.2/30 sanbox.gw=10.0.0.1 sanbox.dns=10.0.0.1" in cmdline
     assert "sanbox.hostname=demo" in cmdline
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("disk.qcow2", "qcow2"), ("disk.raw", "raw")])
+def test_the_disk_format_follows_the_file(name: str, fmt: str) -> None:
+    argv = qemu_argv(spec(disk=Path("/d/computers/cmp_a") / name), "tcg", 2445.4)
+    assert f"format={fmt}," in argv[argv.index("-drive") + 1]

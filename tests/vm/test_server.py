@@ -103,7 +103,7 @@ def test_kill9_during_create_leaves_a_working_computer_or_nothing(
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(lambda: cli(server, "create", "--name", "interrupted"))
         deadline = time.monotonic() + 60
-        while not list(server.data_dir.computers.glob("*/disk.raw")):
+        while not list(server.data_dir.computers.glob("*/disk.*")):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(1.0)  # in the middle of the boot

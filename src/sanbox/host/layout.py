@@ -1,7 +1,8 @@
 """Where Sanbox keeps things on this host: one data dir, with images, computers and host facts.
 
 <data dir>/images/<template>/<build>/     read-only images (kernel, initrd, rootfs.raw)
-<data dir>/computers/<id>/disk.raw        the computer's persistent root disk
+<data dir>/computers/<id>/disk.qcow2      the computer's persistent root disk: a qcow2 overlay on
+                                          its image (or disk.raw: a reflink clone, or older)
 <data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
 <data dir>/computers/<id>/state/          saved memory and device state
 <data dir>/computers/<id>/logs/           console log
@@ -39,6 +40,16 @@ class ComputerDir:
 
     @property
     def disk(self) -> Path:
+        """The computer's disk: a qcow2 overlay, or (reflink clones, computers made before
+        overlays) a raw file."""
+        return self.raw_disk if self.raw_disk.exists() else self.overlay_disk
+
+    @property
+    def overlay_disk(self) -> Path:
+        return self.root / "disk.qcow2"
+
+    @property
+    def raw_disk(self) -> Path:
         return self.root / "disk.raw"
 
     @property

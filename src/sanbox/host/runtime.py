@@ -155,7 +155,7 @@ class HostRuntime:
             cdir.root.mkdir(parents=True)
             undo.callback(shutil.rmtree, cdir.root, True)
             size = None if spec.disk_gib is None else spec.disk_gib * GIB
-            disk = await asyncio.to_thread(self.disks.create, image.rootfs, cdir.disk, size)
+            disk = await asyncio.to_thread(self.disks.create, image.rootfs, cdir, size)
             machine = await self._boot(spec, image, cdir, undo)
             undo.pop_all()
             return machine, disk

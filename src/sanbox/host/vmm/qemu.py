@@ -10,6 +10,7 @@ import os
 import signal
 from pathlib import Path
 
+from ..disk.qcow2 import format_of
 from .accel import host_mhz, qemu_binary
 from .errors import VmNotRunningError, VmStartError
 from .hypervisor import VmSpec
@@ -49,7 +50,8 @@ def qemu_argv(
         "-serial", "chardev:console",
         "-kernel", str(spec.kernel), "-initrd", str(spec.initrd),
         "-append", kernel_cmdline(spec, accel, mhz),
-        "-drive", f"id=root,file={spec.disk},format=raw,if=none,cache=writeback,discard=unmap",
+        "-drive", f"id=root,file={spec.disk},format={format_of(spec.disk)},if=none,"
+                  "cache=writeback,discard=unmap",
         "-device", "virtio-blk-device,drive=root",
         "-device", "virtio-serial-device",
         "-chardev", f"socket,id=agent,path={run / 'agent.sock'},server=on,wait=off",
