@@ -69,6 +69,7 @@ class Internet:
             config.write_text(json.dumps({
                 "zone": ZONE, "dns": DNS, "cert": str(cert), "key": str(key),
                 "hosts": {"allowed.test": ALLOWED, "blocked.test": BLOCKED},
+                "requests_log": str(folder / "requests.log"),
             }))  # fmt: skip
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", netns, sys.executable, str(HERE / "internet_server.py"),
@@ -82,6 +83,11 @@ class Internet:
             subprocess.run(["ip", "link", "del", veth], capture_output=True)
             raise
         return cls(netns, veth, folder, ca, proc)
+
+    def requests(self) -> list[str]:
+        """Every request head the test hosts read so far: `SERVER HOST METHOD PATH` lines."""
+        log = self.folder / "requests.log"
+        return log.read_text().splitlines() if log.exists() else []
 
     def stop(self) -> None:
         self.proc.kill()

@@ -41,11 +41,28 @@ class Dns(asyncio.DatagramProtocol):
         self.transport.sendto(reply, addr)
 
 
-def http_handler(name: str) -> Any:
+def log_request(log: Path, name: str, head: bytes) -> None:
+    """One line per request head this server reads: `SERVER HOST METHOD PATH`."""
+    lines = head.decode("latin-1").split("\r\n")
+    host = next((v.strip() for k, _, v in (h.partition(":") for h in lines[1:])
+                 if k.lower() == "host"), "-")  # fmt: skip
+    method, path = (lines[0].split(" ") + ["", ""])[:2]
+    with log.open("a") as f:
+        f.write(f"{name} {host} {method} {path}\n")
+
+
+def http_handler(name: str, log: Path) -> Any:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
+            log_request(log, name, head)
             path = head.split(b" ")[1].decode()
+            while path.startswith("/keep") and b"connection: close" not in head.lower():
+                body = f"kept by {name}\n".encode()  # keep-alive: the next request on it is read
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                head = await reader.readuntil(b"\r\n\r\n")
+                log_request(log, name, head)
+                path = head.split(b" ")[1].decode()
             if path.startswith("/big"):  # 64 MiB, for throughput
                 chunk = b"x" * (1 << 20)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
@@ -77,12 +94,13 @@ async def main(config: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     await loop.create_datagram_endpoint(lambda: Dns(config["zone"]), local_addr=(config["dns"], 53))
     servers = []
+    log = Path(config["requests_log"])
     for name, ip in config["hosts"].items():
-        servers.append(await asyncio.start_server(http_handler(name), ip, 80))
+        servers.append(await asyncio.start_server(http_handler(name, log), ip, 80))
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(config["cert"], config["key"])
-        servers.append(await asyncio.start_server(http_handler(name), ip, 443, ssl=ctx))
-        echo = await asyncio.start_server(http_handler(name), ip, 7777)
+        servers.append(await asyncio.start_server(http_handler(name, log), ip, 443, ssl=ctx))
+        echo = await asyncio.start_server(http_handler(name, log), ip, 7777)
         servers.append(echo)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((next(iter(config["hosts"].values())), 5005))

@@ -31,7 +31,8 @@ def test_create_exec_stop_start_delete(server: Server) -> None:
     h = server.headers()
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": ["echo", "hi"]}, headers=h)
     assert r.json() == {"exit_code": 0, "stdout": "hi\n", "stderr": "", "signal": None,
-                        "timed_out": False}  # fmt: skip
+                        "timed_out": False, "stdout_truncated": False,
+                        "stderr_truncated": False}  # fmt: skip
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": "cat; exit 3", "stdin": "x"},
                            headers=h)  # fmt: skip
     assert (r.json()["stdout"], r.json()["exit_code"]) == ("x", 3)

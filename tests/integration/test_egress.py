@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.egress.denials import Denial
 from sanbox.host.egress.gateway import EgressGateway
 from sanbox.host.egress.policy import Policy
 from sanbox.host.egress.resolver import Resolver
@@ -39,7 +40,7 @@ def in_netns(netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_gateway_in_a_real_namespace(internet: Internet) -> None:
     folder = Path(tempfile.mkdtemp(prefix="sbi"))
     (folder / "c1").mkdir()
-    denied: list[tuple[str, str, int, str]] = []
+    denied: list[tuple[str, Denial]] = []
     src = str(Path(__file__).parents[2] / "src")
 
     async def scenario() -> None:
@@ -85,4 +86,6 @@ def test_gateway_in_a_real_namespace(internet: Internet) -> None:
         asyncio.run(scenario())
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    assert ("c1", "blocked.test", 53, "not in the allowlist") in denied
+    assert ("c1", "denied blocked.test:53: not in the allowlist") in [
+        (c, d.message()) for c, d in denied
+    ]

@@ -3,7 +3,9 @@ from pathlib import Path
 import pytest
 
 from sanbox.host.vmm import NetAttachment, VmSpec, qemu_argv
-from sanbox.host.vmm.qemu import AGENT_PORT_NAME, kernel_cmdline
+from sanbox.host.vmm.confine import FIRST_VM_UID, VM_UIDS, computer_uid
+from sanbox.host.vmm.hypervisor import VmUser
+from sanbox.host.vmm.qemu import AGENT_PORT_NAME, kernel_cmdline, launcher_argv
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +46,7 @@ def test_microvm_devices_control_port_and_detach() -> None:
     assert f"virtserialport,chardev=agent,name={AGENT_PORT_NAME}" in joined
     assert "path=/d/computers/cmp_a/run/agent.sock,server=on,wait=off" in joined
     assert "virtio-rng-device" in argv
-    assert "-daemonize" in argv
+    assert "-daemonize" not in argv  # the sandbox forbids QEMU's fork: the launcher detaches it
     assert argv[argv.index("-pidfile") + 1] == "/d/computers/cmp_a/run/vm.pid"
     assert argv[argv.index("-m") + 1] == "768"
     assert "-netdev" not in argv and "-incoming" not in argv
@@ -72,3 +74,49 @@ def test_tap_in_netns_and_incoming_state() -> None:
 def test_the_disk_format_follows_the_file(name: str, fmt: str) -> None:
     argv = qemu_argv(spec(disk=Path("/d/computers/cmp_a") / name), "tcg", 2445.4)
     assert f"format={fmt}," in argv[argv.index("-drive") + 1]
+
+
+def test_a_guest_gets_seccomp_with_every_group_denied() -> None:
+    argv = qemu_argv(spec(), "tcg", 2000.0)
+    assert argv[argv.index("-sandbox") + 1] == (
+        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+    )
+
+
+def test_a_full_disk_stops_the_guest_instead_of_reaching_it() -> None:
+    drive = qemu_argv(spec(), "tcg", 2000.0)
+    assert "werror=stop,rerror=stop" in drive[drive.index("-drive") + 1]
+
+
+def test_qemu_never_starts_as_root_it_drops_first_inside_the_namespace() -> None:
+    net = NetAttachment(tap="tap0", mac="52:54:00:00:00:02", guest_cidr="10.0.0.2/30",
+                        gateway="10.0.0.1", netns="sb-cmp_a")  # fmt: skip
+    user = VmUser("sanbox-vm", 999, 995, (104,))
+    argv = qemu_argv(spec(net=net, run_as=user), "kvm", 2000.0, "/usr/bin/qemu-system-x86_64")
+    assert argv[:4] == ["ip", "netns", "exec", "sb-cmp_a"]  # the namespace needs root: first
+    drop = argv[4 : argv.index("/usr/bin/qemu-system-x86_64")]
+    assert drop[0] == "setpriv"
+    assert {"--reuid=999", "--regid=995", "--groups=104", "--bounding-set=-all"} <= set(drop)
+    assert "-runas" not in argv  # QEMU's own drop needs setuid, which its sandbox forbids
+    no_groups = qemu_argv(spec(run_as=VmUser("sanbox-vm", 999, 995)), "tcg", 2000.0)
+    assert "--clear-groups" in no_groups
+
+
+def test_the_launcher_joins_the_cgroups_before_qemu_runs() -> None:
+    procs = (Path("/sys/fs/cgroup/sanbox.slice/ab12cd-cmp_a/cgroup.procs"),)
+    argv = launcher_argv(["qemu", "-m", "512"], procs, Path("/d/logs/hypervisor.log"))
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sanbox-launch", "qemu", "-m", "512"]
+    script = argv[2]
+    join = script.index("echo $$ > /sys/fs/cgroup/sanbox.slice/ab12cd-cmp_a/cgroup.procs")
+    assert join < script.index('"$@"')  # the shell joins first, so QEMU starts inside
+    assert '"$@" </dev/null >/d/logs/hypervisor.log 2>&1 &' in script
+    assert script.rstrip().endswith("echo $!")
+
+
+def test_each_computer_gets_a_uid_of_its_own_from_the_vm_range() -> None:
+    a = computer_uid("ab12cd-cmp_a", set())
+    assert a == computer_uid("ab12cd-cmp_a", set())  # stable
+    assert FIRST_VM_UID <= a < FIRST_VM_UID + VM_UIDS  # never root, never a login user's
+    assert computer_uid("ab12cd-cmp_a", {a}) != a  # another computer holds it: the next one
+    taken = {computer_uid(f"ab12cd-cmp_{i}", set()) for i in range(50)}
+    assert len(taken) > 45  # spread over the range

@@ -14,13 +14,16 @@ from sanbox.sdk.errors import (
     ConflictError,
     DiskTooSmallError,
     IdempotencyConflictError,
+    InsufficientMemoryError,
     InsufficientResourcesError,
+    InsufficientStorageError,
     InvalidNameError,
     InvalidPathError,
     InvalidRequestError,
     InvalidTransitionError,
     NameTakenError,
     NotFoundError,
+    PayloadTooLargeError,
     PermissionDeniedError,
     RequestTimeoutError,
     SanboxError,
@@ -48,8 +51,11 @@ CONTRACT = [
     ("invalid_transition", 409, InvalidTransitionError),
     ("idempotency_conflict", 409, IdempotencyConflictError),
     ("agent_unavailable", 503, UnavailableError),
+    ("payload_too_large", 413, PayloadTooLargeError),
     ("timeout", 504, RequestTimeoutError),
     ("internal", 500, ServerError),
+    ("insufficient_storage", 507, InsufficientStorageError),
+    ("insufficient_memory", 507, InsufficientMemoryError),
 ]
 
 

@@ -1,47 +1,78 @@
 """The FastAPI application: store, host runtime, computer service, reconciler and watcher, wired
-in the lifespan; routers under /v1; errors in one shape."""
+in the lifespan; routers under /v1; MCP at /mcp; errors in one shape."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
 from .. import __version__
+from ..control.audit import AuditLog
 from ..control.events import EventBus
 from ..control.idle import IdleWatcher
+from ..control.keys import Keys
 from ..control.network import NetworkService
 from ..control.reconciler import Reconciler
 from ..control.service import ComputerService
+from ..host import console
 from ..host.egress.gateway import EgressGateway
+from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
+from ..mcp.http import McpEndpoint
 from ..store import Database
 from . import errors, redact
+from .auditing import AuditTrail
 from .bootstrap import bootstrap
+from .limits import BodyLimit
 from .published import PublishedPorts
-from .routes import admin, computers, events, exec, files, host, images, network
+from .routes import (
+    admin,
+    audit,
+    computers,
+    events,
+    exec,
+    files,
+    host,
+    images,
+    keys,
+    network,
+    ssh,
+)
 from .settings import ServerSettings
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings,
+    runtime: HostRuntime | None = None,
+    *,
+    clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
+) -> FastAPI:
+    mcp = McpEndpoint()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.layout.ensure()
         db = Database(settings.db_url)
         await asyncio.to_thread(db.migrate)
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
+        app.state.keys, app.state.audit = Keys(db, clock), AuditLog(db)
         host_runtime = runtime or HostRuntime(settings.layout)
-        service = ComputerService(db, host_runtime, EventBus())
+        reach = Reach.of(settings.tenant_private_ranges)
+        service = ComputerService(db, host_runtime, EventBus(), reach=reach)
         network = NetworkService(service)
         if host_runtime.network is not None:
             resolver = Resolver(settings.upstream or system_upstream())
-            service.egress = EgressGateway(resolver, network.denied)
+            service.egress = EgressGateway(
+                resolver, network.denied, reach, settings.egress_max_connections
+            )
         app.state.settings, app.state.network = settings, network
         reconciler = Reconciler(service)
         report = await reconciler.reconcile()
@@ -50,9 +81,11 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
         watchers = [
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
             asyncio.ensure_future(IdleWatcher(service).watch(settings.watch_interval)),
+            asyncio.ensure_future(console.keep_bounded(settings.layout)),
         ]
         try:
-            yield
+            async with mcp.serving(app):  # its tools call this app, in-process
+                yield
         finally:
             for watcher in watchers:
                 watcher.cancel()
@@ -71,7 +104,11 @@ def create_app(settings: ServerSettings, runtime: HostRuntime | None = None) -> 
     )
     errors.install(app)
     redact.install()
-    for module in (computers, exec, files, network, events, admin, images, host):
+    routers = (computers, exec, files, network, ssh, events, admin, keys, audit, images, host)
+    for module in routers:
         app.include_router(module.router)
-    app.add_middleware(PublishedPorts)
+    app.router.routes.append(mcp.route())
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
+    app.add_middleware(PublishedPorts)  # outermost: published ports are relayed before the limit
     return app

@@ -1,26 +1,27 @@
-"""API keys: `Authorization: Bearer <key>` (or `?token=` on WebSockets); every key sees only its
-org's computers; admin keys may create orgs and keys."""
+"""API keys: `Authorization: Bearer <key>` (or `?token=` on WebSockets), resolved by the control
+plane (`control.keys`) on every request: every key sees only its org's computers; admin keys
+manage their org's keys, host-admin keys every org. The key that made a request is noted for the
+audit record and, as the actor, on the events the request causes."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
-from ..control.errors import AuthError, ForbiddenError
-from ..store import Database, repo
-from ..store.models import ApiKey, Org
+from ..control.errors import KeyRefusedError
+from ..control.keys import Keys, Principal, require_admin, require_host_admin
+from ..store.repo import ACTOR
+from .auditing import note_actor
 
-
-@dataclass(frozen=True)
-class Principal:
-    org: Org
-    key: ApiKey
-
-    @property
-    def admin(self) -> bool:
-        return self.key.admin
+__all__ = [
+    "Principal",
+    "admin",
+    "authenticate",
+    "bearer_token",
+    "client_address",
+    "host_admin",
+    "principal",
+]
 
 
 def bearer_token(conn: HTTPConnection) -> str | None:
@@ -31,22 +32,34 @@ def bearer_token(conn: HTTPConnection) -> str | None:
     return conn.query_params.get("token") if conn.scope["type"] == "websocket" else None
 
 
-def authenticate(db: Database, token: str | None) -> Principal:
-    if not token:
-        raise AuthError("missing API key: send `Authorization: Bearer <key>`", "unauthorized")
-    with db.session() as s:
-        key = repo.key_by_plaintext(s, token)
-        org = repo.org_by_id(s, key.org_id) if key else None
-    if key is None or org is None:
-        raise AuthError("invalid API key", "unauthorized")
-    return Principal(org=org, key=key)
+def client_address(conn: HTTPConnection) -> str:
+    return conn.client.host if conn.client is not None else "unknown"
 
 
-def principal(request: Request) -> Principal:
-    return authenticate(request.app.state.db, bearer_token(request))
+def authenticate(conn: HTTPConnection) -> Principal:
+    """The principal of the connection's key (AuthError, or TooManyFailuresError for an address
+    past its failures), noted for the audit and the events."""
+    keys: Keys = conn.app.state.keys
+    try:
+        p = keys.authenticate(bearer_token(conn), client_address(conn))
+    except KeyRefusedError as exc:
+        note_actor(conn.scope, exc.key_id, exc.key_prefix, exc.org_id)
+        raise
+    note_actor(conn.scope, p.key.id, p.key.prefix, p.org.id)
+    ACTOR.set(p.key.prefix)
+    return p
 
 
-def admin(p: Principal = Depends(principal)) -> Principal:  # noqa: B008
-    if not p.admin:
-        raise ForbiddenError("this needs an admin API key", "forbidden")
+async def principal(request: Request) -> Principal:
+    # async: it runs in the request's own task, so the actor it sets reaches the route
+    return authenticate(request)
+
+
+async def admin(p: Principal = Depends(principal)) -> Principal:  # noqa: B008
+    require_admin(p)
+    return p
+
+
+async def host_admin(p: Principal = Depends(principal)) -> Principal:  # noqa: B008
+    require_host_admin(p, "this")
     return p

@@ -1,5 +1,6 @@
-"""First start: an org named `default`, an admin API key, and a client config so the CLI works
-with no flags. The key is shown once (written to the client config, mode 0600) and stored hashed."""
+"""First start: an org named `default`, a host-admin API key (it manages every org: creates orgs
+and their keys), and a client config so the CLI works with no flags. The key is shown once
+(written to the client config, mode 0600) and stored hashed."""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ def write_client_config(path: Path, url: str, api_key: str) -> None:
 
 
 def bootstrap(db: Database, url: str, client_config: Path | None) -> str | None:
-    """Create the default org and an admin key if there are no keys yet. Returns the new key."""
+    """Create the default org and a host-admin key if there are no keys yet. Returns the key."""
     with db.session() as s:
         if repo.count_keys(s) > 0:
             return None
         org = repo.org_by_name(s, DEFAULT_ORG) or repo.create_org(s, DEFAULT_ORG)
-        _key, plaintext = repo.create_key(s, org, "admin (first start)", admin=True)
+        _key, plaintext = repo.create_key(s, org, "admin (first start)", host_admin=True)
     if client_config is not None:
         write_client_config(client_config, url, plaintext)
-        log.warning("created org %r and an admin key; client config written to %s",
+        log.warning("created org %r and a host-admin key; client config written to %s",
                     DEFAULT_ORG, client_config)  # fmt: skip
     return plaintext

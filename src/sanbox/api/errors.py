@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..control.errors import ControlError
+from ..control.errors import ControlError, TooManyFailuresError
 from ..host.errors import HostError
 
 log = logging.getLogger(__name__)
@@ -18,8 +18,19 @@ log = logging.getLogger(__name__)
 _HTTP_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def error_headers(exc: ControlError) -> dict[str, str] | None:
+    """`Retry-After` for a refusal that ends in time (too many failed authentications)."""
+    if isinstance(exc, TooManyFailuresError):
+        return {"Retry-After": str(exc.retry_after)}
+    return None
 
 
 def install(app: FastAPI) -> None:
@@ -27,7 +38,7 @@ def install(app: FastAPI) -> None:
     async def control_error(_r: Request, exc: ControlError) -> JSONResponse:
         if exc.status >= 500:
             log.error("%s: %s", exc.code, exc)
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, error_headers(exc))
 
     @app.exception_handler(HostError)
     async def host_error(_r: Request, exc: HostError) -> JSONResponse:

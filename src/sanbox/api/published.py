@@ -16,10 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
 from ..control.guest import guest_call
+from ..control.keys import Keys
 from ..host.secret import derived_key
-from ..store import repo
 from ..store.models import ComputerRow, Org
-from .auth import authenticate
+from ..store.repo import ACTOR
+from .auth import client_address
+from .errors import error_headers
 from .ports import PortHost, parse_port_host, relay_http, relay_websocket
 from .ports.access import CookieSigner, credentials, query_without_token, stripped
 from .settings import DEFAULT_ORG
@@ -27,14 +29,14 @@ from .settings import DEFAULT_ORG
 log = logging.getLogger(__name__)
 
 
-async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
+async def _refuse(scope: Scope, send: Send, exc: ControlError) -> None:
     if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        await send({"type": "websocket.close", "code": 1008, "reason": exc.message[:120]})
         return
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})  # fmt: skip
+    body = json.dumps({"error": {"code": exc.code, "message": exc.message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (error_headers(exc) or {}).items()]
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -52,7 +54,7 @@ class PublishedPorts:
                 try:
                     await self._relay(scope, receive, send, state, target)
                 except ControlError as exc:
-                    await _refuse(scope, send, exc.status, exc.code, exc.message)
+                    await _refuse(scope, send, exc)
                 return
         await self.app(scope, receive, send)
 
@@ -79,16 +81,18 @@ class PublishedPorts:
     def _authorize(self, state: Any, scope: Scope, row: ComputerRow, owner: Org, port: int) -> str:
         """The id of the key that may open this private port, or AuthError/ForbiddenError."""
         creds = credentials(scope)
+        keys: Keys = state.keys
         if creds.key is not None:
-            principal = authenticate(state.db, creds.key)
+            principal = keys.authenticate(creds.key, client_address(HTTPConnection(scope)))
             if principal.org.id != owner.id:
                 raise ForbiddenError("this key belongs to another org", "forbidden")
+            ACTOR.set(principal.key.prefix)  # a computer this request wakes names the key
             return principal.key.id
         if creds.cookie is not None:
             key_id = self.signer(state).verify(creds.cookie, row.id, port)
-            with state.db.session() as s:
-                key = repo.key_by_id(s, key_id) if key_id else None
+            key = keys.usable_key(key_id) if key_id else None  # not revoked, not expired
             if key is not None and key.org_id == owner.id:
+                ACTOR.set(key.prefix)
                 return key.id
         raise AuthError(
             f"port {port} of {row.name} is private: send a key of its org "

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..control.names import check_env, check_labels, check_name, check_text
-from ..store.models import ComputerRow
+from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
+from ..store.models import ApiKey, AuditRow, ComputerRow
 
 _NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
 Name = Annotated[str, AfterValidator(check_name), Field(description=_NAME_DOC)]
@@ -105,6 +105,12 @@ class ExecRequest(BaseModel):
     user: str | None = None
     stdin: str | None = None
     timeout: float | None = Field(None, gt=0, le=24 * 3600)
+    max_output_bytes: int | None = Field(
+        None, ge=0,
+        description="Output kept per stream (stdout, stderr); at most, and by default, the "
+        "server's limit (10 MiB unless configured). The first bytes are kept; the command's "
+        "further output is read and dropped, and `stdout_truncated`/`stderr_truncated` say so.",
+    )  # fmt: skip
 
 
 class ExecResponse(BaseModel):
@@ -113,6 +119,8 @@ class ExecResponse(BaseModel):
     stderr: str
     signal: int | None = None
     timed_out: bool = False
+    stdout_truncated: bool = Field(default=False, description="stdout is only its first bytes")
+    stderr_truncated: bool = Field(default=False, description="stderr is only its first bytes")
 
 
 class FileEntry(BaseModel):
@@ -144,6 +152,7 @@ class Event(BaseModel):
     message: str
     data: dict[str, Any]
     created_at: str
+    actor: str | None = Field(None, description="prefix of the key whose request caused it")
 
 
 class EventList(BaseModel):
@@ -169,18 +178,72 @@ class OrgList(BaseModel):
 
 
 class KeyCreate(BaseModel):
-    org: Name
+    org: Name | None = Field(None, description="the org the key acts for; default: the caller's")
     name: Text = ""
-    admin: bool = False
+    admin: bool = Field(False, description="may manage its org's keys and read its audit")
+    host_admin: bool = Field(
+        False, description="may manage every org (a host admin's key only may make one)"
+    )
+    expires_in: int | None = Field(
+        None, ge=1, le=10 * 365 * 86400, description="seconds from now until it stops working"
+    )
+    expires_at: datetime | None = Field(None, description="when it stops working (with a zone)")
 
 
-class KeyOut(BaseModel):
+class KeyInfo(BaseModel):
+    """A key as listed: never the key itself, only its first characters (`prefix`)."""
+
     id: str
     org: str
     name: str
+    prefix: str
     admin: bool
-    key: str
+    host_admin: bool
     created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = Field(None, description="to the minute")
+
+    @classmethod
+    def of(cls, key: ApiKey, org_name: str) -> KeyInfo:
+        return cls(
+            id=key.id, org=org_name, name=key.name, prefix=key.prefix, admin=key.admin,
+            host_admin=key.host_admin, created_at=key.created_at, expires_at=key.expires_at,
+            revoked_at=key.revoked_at, last_used_at=key.last_used_at,
+        )  # fmt: skip
+
+
+class KeyOut(KeyInfo):
+    key: str = Field(description="the key: shown this once, stored only as a hash")
+
+
+class KeyList(BaseModel):
+    keys: list[KeyInfo]
+
+
+class AuditRecordOut(BaseModel):
+    id: int
+    time: datetime = Field(description="when the request came in")
+    org: str | None = Field(None, description="the actor's org")
+    key_id: str | None = None
+    key_prefix: str | None = Field(None, description="the actor; none: no known key")
+    action: str = Field(description="method and route, e.g. `POST /v1/computers/{ref}/stop`")
+    target: dict[str, str] = Field(description="the route's parameters, e.g. `{ref: box}`")
+    status: int = Field(description="HTTP status; 101: a WebSocket session")
+    code: str | None = Field(None, description="the error's code, if it failed")
+    client: str | None = Field(None, description="the client's address")
+
+    @classmethod
+    def of(cls, row: AuditRow, org_name: str | None) -> AuditRecordOut:
+        return cls(
+            id=row.id, time=row.created_at, org=org_name, key_id=row.key_id,
+            key_prefix=row.key_prefix, action=row.action, target=row.target, status=row.status,
+            code=row.code, client=row.client,
+        )  # fmt: skip
+
+
+class AuditList(BaseModel):
+    records: list[AuditRecordOut]
 
 
 class ImageBuildOut(BaseModel):
@@ -202,6 +265,15 @@ class PruneResult(BaseModel):
     freed_bytes: int
 
 
+class Confinement(BaseModel):
+    """What confines each VM process on this host."""
+
+    seccomp: str | None  # QEMU's -sandbox options; None: no seccomp filter
+    user: str | None  # the unprivileged user VMs run as; None: the server's own user
+    cgroups: dict[str, str]  # controller -> "cgroup v2", "cgroup v1" or "missing: why"
+    disk_errors: str  # what a disk error does to a guest
+
+
 class HostInfo(BaseModel):
     hypervisor: str
     isolation: str
@@ -209,6 +281,7 @@ class HostInfo(BaseModel):
     memory_mib: int
     data_dir: str
     reflink: bool
+    confinement: Confinement
 
 
 class NetworkPolicy(BaseModel):
@@ -235,3 +308,17 @@ class PortOut(BaseModel):
 
 class PortList(BaseModel):
     ports: list[PortOut]
+
+
+class SshKeyAdd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    public_key: Annotated[
+        str, AfterValidator(check_public_key),
+        Field(description="one OpenSSH public key line, `TYPE BASE64 [COMMENT]`, without options"),
+    ]  # fmt: skip
+
+
+class SshAccess(BaseModel):
+    user: str = Field(description="the user the key logs in as")
+    host_key: str = Field(description="the computer's SSH host key, for known_hosts")
+    added: bool = Field(description="false when the key could log in already")

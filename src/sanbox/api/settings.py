@@ -12,6 +12,7 @@ from ..store.db import sqlite_url
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_ORG = "default"  # made by the first start; the short published-port URLs are its
 DEFAULT_PORT = 7070
+MIB = 1024 * 1024
 
 
 def default_client_config() -> Path:
@@ -32,6 +33,10 @@ class ServerSettings:
     upstream_dns: str | None = None  # host[:port] the DNS filter and proxy resolve with
     ca_bundle: Path | None = None  # CAs trusted for upstream TLS (the secret proxy's)
     port_domain: str = "localhost"  # published ports: http://PORT-NAME.ORG.<domain>:<port>/
+    tenant_private_ranges: str | None = None  # allow rules may open these: "10.20.0.0/16,..."
+    egress_max_connections: int = 512  # open egress proxy connections, per computer
+    exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
+    max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -43,7 +48,13 @@ class ServerSettings:
             "ca_bundle": Path(os.environ["SANBOX_CA_BUNDLE"])
             if os.environ.get("SANBOX_CA_BUNDLE")
             else None,
+            "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
+            "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
         }
+        for name, env in (("exec_max_output", "SANBOX_EXEC_MAX_OUTPUT"),
+                          ("max_body_bytes", "SANBOX_MAX_BODY_BYTES")):  # fmt: skip
+            if os.environ.get(env):
+                values[name] = int(os.environ[env])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 

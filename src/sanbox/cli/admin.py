@@ -1,23 +1,59 @@
-"""`sanbox org create|ls` and `sanbox key create`: admin-key commands."""
+"""`sanbox org create|ls` and `sanbox key create|ls|revoke`: admin-key commands (an admin key
+manages its own org's keys; a host-admin key every org, and makes orgs)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
+from datetime import UTC, datetime
 
 import typer
 from rich.table import Table
 
+from ..sdk import ApiKey
 from . import config
-from ._output import console, err_console
+from ._output import console, err_console, fail
 
 org_app = typer.Typer(help="Organisations (admin key).", no_args_is_help=True)
 key_app = typer.Typer(help="API keys (admin key).", no_args_is_help=True)
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+)([smhdw]?)")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in `90`, `90s`, `15m`, `12h`, `30d`, `2w` (or sums: `1d12h`); ValueError else."""
+    parts = _DURATION.findall(text.strip().lower())
+    if not parts or "".join(n + u for n, u in parts) != text.strip().lower():
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h, 30d or 2w")
+    seconds = sum(int(n) * _UNITS[u or "s"] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError("a duration must be longer than 0 seconds")
+    return seconds
+
+
+def key_status(key: ApiKey, now: datetime | None = None) -> str:
+    """`revoked`, `expired` or `active`."""
+    if key.revoked_at:
+        return "revoked"
+    when = datetime.fromisoformat(key.expires_at) if key.expires_at else None
+    if when is not None and when <= (now or datetime.now(UTC)):
+        return "expired"
+    return "active"
+
+
+def _role(key: ApiKey) -> str:
+    return "host-admin" if key.host_admin else "admin" if key.admin else "-"
+
+
+def _when(value: str | None) -> str:
+    return value[:16].replace("T", " ") if value else "-"
+
 
 @org_app.command("create")
 def org_create(name: str = typer.Argument(..., help="Org name.")) -> None:
-    """Create an organisation."""
+    """Create an organisation (host-admin key)."""
     with config.reported(), config.client() as client:
         org = client.orgs.create(name)
     console.print(f"created org {org.name} ({org.id})", highlight=False)
@@ -25,7 +61,7 @@ def org_create(name: str = typer.Argument(..., help="Org name.")) -> None:
 
 @org_app.command("ls")
 def org_ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List organisations."""
+    """List organisations (a host-admin key sees all, an admin key its own)."""
     with config.reported(), config.client() as client:
         orgs = client.orgs.list()
     if as_json:
@@ -39,19 +75,71 @@ def org_ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
 
 @key_app.command("create")
 def key_create(
-    org: str = typer.Option(..., "--org", help="The org the key acts for."),
+    org: str | None = typer.Option(None, "--org", help="The org the key acts for [your own]."),
     name: str | None = typer.Option(None, "--name", help="A label for the key."),
-    admin: bool = typer.Option(False, "--admin", help="Allow admin routes."),
+    admin: bool = typer.Option(False, "--admin", help="Manage the org's keys, read its audit."),
+    host_admin: bool = typer.Option(
+        False, "--host-admin", help="Manage every org (host-admin key only)."
+    ),
+    expires_in: str | None = typer.Option(
+        None, "--expires-in", help="Stop working after this long: 90s, 15m, 12h, 30d, 2w."
+    ),
+    expires_at: str | None = typer.Option(
+        None, "--expires-at", help="Stop working at this time (ISO 8601, e.g. 2027-01-31T12:00Z)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Create an API key; the key itself is shown once."""
+    seconds = None
+    if expires_in is not None:
+        try:
+            seconds = parse_duration(expires_in)
+        except ValueError as exc:
+            fail("invalid_argument", str(exc))
     with config.reported(), config.client() as client:
-        key = client.keys.create(org, name=name, admin=admin)
+        key = client.keys.create(
+            org, name=name, admin=admin, host_admin=host_admin, expires_in=seconds,
+            expires_at=expires_at,
+        )  # fmt: skip
     if as_json:
-        console.print_json(json.dumps(asdict(key)))
+        console.print_json(json.dumps(key.to_json()))
         return
-    err_console.print(f"created key {key.id} for org {key.org} (shown once):", highlight=False)
+    until = f", expires {_when(key.expires_at)} UTC" if key.expires_at else ""
+    err_console.print(f"created key {key.id} for org {key.org}{until} (shown once):",
+                      highlight=False)  # fmt: skip
     console.print(key.key or "", highlight=False, soft_wrap=True)
+
+
+@key_app.command("ls")
+def key_ls(
+    org: str | None = typer.Option(None, "--org", help="Another org's keys (host-admin key)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List API keys (never the keys themselves: their first characters tell them apart)."""
+    with config.reported(), config.client() as client:
+        keys = client.keys.list(org)
+    if as_json:
+        console.print_json(json.dumps([k.to_json() for k in keys]))
+        return
+    table = Table(box=None)
+    for column in ("ID", "PREFIX"):
+        table.add_column(column, no_wrap=True)
+    for column in ("ORG", "NAME", "ROLE", "STATUS", "EXPIRES", "LAST USED"):
+        table.add_column(column)
+    for key in keys:
+        table.add_row(
+            key.id, f"{key.prefix}…" if key.prefix else "-", key.org, key.name or "", _role(key),
+            key_status(key), _when(key.expires_at), _when(key.last_used_at),
+        )  # fmt: skip
+    console.print(table)
+
+
+@key_app.command("revoke")
+def key_revoke(key_id: str = typer.Argument(..., help="The key's id (key_…).")) -> None:
+    """Revoke an API key: from its next request on it is refused."""
+    with config.reported(), config.client() as client:
+        key = client.keys.revoke(key_id)
+    console.print(f"revoked key {key.id} ({key.prefix}…) of org {key.org}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,11 +9,6 @@ from typing import Annotated
 
 import typer
 
-from ..host.disk import can_reflink
-from ..host.image import ImageError, find_image
-from ..host.image._command import missing_tools
-from ..host.layout import DataDir, default_data_dir
-from ..host.vmm import cached_accel, choose_accel
 from ._output import console
 
 RUNTIME_TOOLS = {
@@ -29,6 +24,12 @@ def doctor(
 ) -> None:
     """Say which hypervisor and acceleration this host gets, whether the data dir can reflink,
     and which tools are missing with how to install them."""
+    from ..host.disk import can_reflink
+    from ..host.image import ImageError, find_image
+    from ..host.image._command import missing_tools
+    from ..host.layout import DataDir, default_data_dir
+    from ..host.vmm import cached_accel, choose_accel
+
     dd = DataDir(data_dir or default_data_dir())
     ok = True
     console.print(f"data dir      {dd.root}")
@@ -43,6 +44,7 @@ def doctor(
             console.print(f"hypervisor    qemu, acceleration unknown: {exc}")
     if accel is not None:
         console.print(f"hypervisor    qemu-{accel.accel}  [dim]({accel.reason})[/]")
+    _confinement(accel.accel if accel is not None else None)
     try:
         dd.ensure()
         reflink = can_reflink(dd.tmp)
@@ -67,3 +69,42 @@ def doctor(
         console.print(f"image base    [yellow]{exc}[/]")
     if not ok:
         raise typer.Exit(1)
+
+
+def _confinement(accel: str | None) -> None:
+    """What will confine this host's VMs: seccomp, the VM user, cgroup controllers, disk errors."""
+    import pwd
+
+    from ..host.cgroup import Cgroups
+    from ..host.vmm.confine import (
+        FIRST_VM_UID,
+        SANDBOX,
+        VM_UIDS,
+        VM_USER,
+        kvm_group,
+        kvm_usable_by,
+    )
+    from ..host.vmm.hypervisor import VmUser
+
+    denied = ", ".join(o.split("=")[0] for o in SANDBOX.split(",")[1:])
+    console.print(f"seccomp       on, denied: {denied}")
+    if os.geteuid() != 0:
+        console.print("vm user       [yellow]none: the server is not root, so VMs run as its "
+                      "user, without cgroups[/]")  # fmt: skip
+        return
+    try:
+        pw = pwd.getpwnam(VM_USER)
+        kvm = kvm_group()
+        user = VmUser(VM_USER, pw.pw_uid, pw.pw_gid, (kvm,) if kvm is not None else ())
+        last = FIRST_VM_UID + VM_UIDS - 1
+        console.print(f"vm user       group {VM_USER}, a uid per computer ({FIRST_VM_UID}-{last})")
+        if accel == "kvm" and not kvm_usable_by(user):
+            console.print(f"[yellow]kvm           {VM_USER} cannot open /dev/kvm: VMs fall back to "
+                          "TCG; give /dev/kvm to group kvm, mode 0660[/]")  # fmt: skip
+    except KeyError:
+        console.print(f"vm user       {VM_USER} (missing: the server creates it; or run "
+                      "scripts/install)")  # fmt: skip
+    for controller, where in Cgroups.detect().describe().items():
+        colour = "yellow" if where.startswith("missing") else "default"
+        console.print(f"cgroup {controller:<7}[{colour}]{where}[/]")
+    console.print("disk errors   stop that guest (werror=stop,rerror=stop); it goes to error")

@@ -12,8 +12,6 @@ import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..host.image import STEPS, BuildProgress, ImageBuilder
-from ..host.layout import DataDir, default_data_dir
 from . import config
 from ._output import console
 
@@ -32,6 +30,9 @@ def build(
     force: Annotated[bool, typer.Option(help="Rebuild even if cached.")] = False,
 ) -> None:
     """Build TEMPLATE's image (kernel, initramfs, root disk), cached by content hash."""
+    from ..host.image import STEPS, BuildProgress, ImageBuilder
+    from ..host.layout import DataDir, default_data_dir
+
     builder = ImageBuilder(DataDir(data_dir or default_data_dir()))
     with Progress(
         SpinnerColumn(),

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..api.settings import DEFAULT_HOST, DEFAULT_PORT, ServerSettings
-
 
 def server(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 7070).")] = None,
     data_dir: Annotated[
         Path | None, typer.Option("--data-dir", help="Default $SANBOX_DATA_DIR or /var/lib/sanbox.")
     ] = None,
@@ -26,7 +27,7 @@ def server(
     """Serve the Sanbox API (on 127.0.0.1:7070 by default) and run this host's computers."""
     import uvicorn
 
-    from ..api import create_app
+    from ..api import ServerSettings, create_app
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -34,5 +35,20 @@ def server(
     settings = ServerSettings.from_env(
         host=host, port=port, data_dir=data_dir, database_url=database_url
     )
+    _raise_open_file_limit()
     app = create_app(settings)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, ws="websockets-sansio")
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=log_level, ws="websockets-sansio"
+    )
+
+
+def _raise_open_file_limit() -> None:
+    """Every computer may hold hundreds of egress connections (512 each at most): the soft limit
+    on open files (often 1,024) goes up to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

@@ -11,7 +11,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 from ..host.disk import GIB
-from ..host.egress.policy import Policy, PolicyError
+from ..host.egress.policy import PolicyError
 from ..host.errors import HostError
 from ..host.image import Image, recipe_for
 from ..store import repo
@@ -50,7 +50,7 @@ def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
     if req.allow is not None:
         try:
-            Policy.of(list(req.allow))
+            svc.reach.policy(list(req.allow))
         except PolicyError as exc:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
@@ -65,6 +65,8 @@ def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
             f"({image_gib} GiB): ask for at least {image_gib} GiB",
             "disk_too_small",
         )
+    # before anything is made: refused here leaves no record and no folder
+    svc.capacity.admit_here(svc.runtime.data_dir, req.memory_mib, disk_gib)
     return image, disk_gib
 
 

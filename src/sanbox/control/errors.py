@@ -1,12 +1,19 @@
 """Errors of the control plane, each with a stable code and the HTTP status the API answers with.
 
     ControlError
-    ├── NotFoundError              computer_not_found, template_not_found, not_found (404)
+    ├── NotFoundError              computer_not_found, template_not_found, org_not_found,
+    │                              key_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
-    │                              idempotency_conflict (409)
+    │                              idempotency_conflict, last_host_admin_key,
+    │                              ssh_unavailable (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
-    │                              invalid_path, validation_error (422)
+    │                              invalid_path, invalid_public_key, validation_error (422)
     ├── AuthError                  unauthorized (401), forbidden (403)
+    │   └── KeyRefusedError        unauthorized (401): a revoked or expired key, with the key
+    ├── TooManyFailuresError       too_many_failures (429), with `retry_after` seconds
+    ├── InsufficientStorageError   insufficient_memory (guest RAM does not fit in the RAM dir),
+    │                              insufficient_storage (a disk does not fit on the data
+    │                              filesystem) (507)
     ├── UnavailableError           agent_unavailable (503)
     └── OperationTimeoutError      timeout (504)
 Host errors are translated at the service boundary (`raise ... from exc`).
@@ -47,6 +54,31 @@ class InvalidRequestError(ControlError):
 class AuthError(ControlError):
     status = 401
     code = "unauthorized"
+
+
+class KeyRefusedError(AuthError):
+    """A key that exists but no longer opens anything (revoked, expired): the API records who
+    tried it."""
+
+    def __init__(self, message: str, key_id: str, key_prefix: str, org_id: str) -> None:
+        super().__init__(message, "unauthorized")
+        self.key_id, self.key_prefix, self.org_id = key_id, key_prefix, org_id
+
+
+class TooManyFailuresError(ControlError):
+    status = 429
+    code = "too_many_failures"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class InsufficientStorageError(ControlError):
+    """This host has no room for it now (not the caller's fault, not a rate limit): 507."""
+
+    status = 507
+    code = "insufficient_storage"
 
 
 class ForbiddenError(ControlError):

@@ -20,6 +20,7 @@ def event_dict(ev: EventRow) -> dict[str, Any]:
         "data": ev.data,
         "created_at": ev.created_at.isoformat(),
         "org_id": ev.org_id,
+        "actor": ev.actor,  # prefix of the key whose request caused it, if one did
     }
 
 

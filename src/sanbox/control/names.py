@@ -13,6 +13,7 @@ import re
 import secrets
 from collections.abc import Mapping
 
+from ..guest.ssh import public_key_problem
 from .errors import InvalidRequestError
 
 NAME_MAX = 63
@@ -101,6 +102,16 @@ def check_port(port: object) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise InvalidRequestError(f"invalid port {repr(port)[:20]}: use 1-65535", "invalid_port")
     return port
+
+
+def check_public_key(key: object) -> str:
+    """An OpenSSH public key line `TYPE BASE64 [COMMENT]`: one line, no options (the guest checks
+    it again before it writes authorized_keys)."""
+    problem = public_key_problem(key)
+    if problem is not None:
+        raise InvalidRequestError(f"invalid public key: {problem}", "invalid_public_key")
+    assert isinstance(key, str)
+    return key
 
 
 def generate_name() -> str:

@@ -4,40 +4,32 @@ no longer allows), the attempts it denied (events, without payloads), and its pu
 from __future__ import annotations
 
 import contextlib
-import time
 
-from ..host.egress.policy import Policy, PolicyError
+from ..host.egress.denials import Denial
+from ..host.egress.policy import PolicyError
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError, NotFoundError
 from .names import check_port
 from .service import ComputerService
 
-DENIAL_QUIET = 5.0  # seconds between two events for the same denied (name, port, reason)
-
 
 class NetworkService:
     def __init__(self, service: ComputerService) -> None:
         self.service = service
-        self._last_denial: dict[tuple[str, str, int, str], float] = {}
 
-    def denied(self, computer_id: str, name: str, port: int, reason: str) -> None:
-        """Record a denied attempt as an event (rate-limited per name, port and reason)."""
-        key = (computer_id, name, port, reason)
-        now = time.monotonic()
-        if now - self._last_denial.get(key, -DENIAL_QUIET) < DENIAL_QUIET:
-            return
-        self._last_denial[key] = now
+    def denied(self, computer_id: str, denial: Denial) -> None:
+        """Record a denied attempt as an event. The egress gateway rate-limits them per computer
+        (`host.egress.denials`); a denial carries the count of those it held back."""
         with contextlib.suppress(NotFoundError):  # deleted meanwhile
-            data = {"name": name, "port": port, "reason": reason}
             self.service.record(
-                computer_id, None, "network.denied", f"denied {name}:{port}: {reason}", data
+                computer_id, None, "network.denied", denial.message(), denial.data()
             )
 
     async def set_allow(self, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
         """Replace the allowlist; applied at once. Returns the record and the flows closed."""
         try:
-            policy = Policy.of(rules)
+            policy = self.service.reach.policy(rules)
         except PolicyError as exc:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
         row = self.service.get(org, ref)

@@ -62,6 +62,7 @@ async def resume(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
+    svc.capacity.admit_here(svc.runtime.data_dir, row.memory_mib, 0, row.id)
     svc.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
     try:
         machine, outcome = await svc.runtime.resume(svc.spec(row), svc.image_of(row))

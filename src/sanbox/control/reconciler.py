@@ -1,7 +1,9 @@
 """The reconciler: VM processes outlive the server. On start it re-attaches to computers that
 still run, records the ones whose VM died as stopped (disk kept), finishes or undoes transitions a
 crash interrupted (a create interrupted by `kill -9` ends as a working computer or as nothing), and
-removes orphans. While the server runs, it watches running computers for VMs that die."""
+removes orphans. While the server runs, it watches running computers for VMs that die, and for
+VMs a disk error stopped (a full data filesystem): those go to `error` with the reason, never left
+`running`, while the other computers run on."""
 
 from __future__ import annotations
 
@@ -14,11 +16,20 @@ import subprocess
 from dataclasses import dataclass, field
 
 from ..host import memory
+from ..host.errors import HostError
+from ..host.vmm import VmHandle
 from ..store import repo
 from .service import ComputerService
 from .states import State
 
 log = logging.getLogger(__name__)
+
+DISK_ERRORS = {
+    "nospace": "disk write failed: no space left on the data filesystem; free space on the "
+    "host, then start it again (its disk keeps what was written before)",
+    "failed": "disk I/O failed: the host's data filesystem returned an error; check the host, "
+    "then start it again",
+}
 
 
 @dataclass
@@ -54,6 +65,11 @@ class Reconciler:
             if computer_id not in known:
                 await network.remove(computer_id)  # type: ignore[union-attr]
                 report.orphans.append(netns)
+        cgroups = self.runtime.cgroups
+        for name in cgroups.names(f"{self.runtime.data_dir.tag}-"):
+            if name.removeprefix(f"{self.runtime.data_dir.tag}-") not in known:
+                await asyncio.to_thread(cgroups.remove, name)
+                report.orphans.append(f"cgroup {name}")
         for pid in self._stray_processes(known):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -91,7 +107,11 @@ class Reconciler:
             svc.bus.publish(ev)
             report.removed.append(computer_id)
         elif state in (State.RUNNING, State.STARTING):
-            if await self._attach(computer_id):
+            vm = self.runtime.attach_vm(computer_id)
+            if vm is not None and (error := await self._disk_error(vm)) is not None:
+                await self.disk_failed(computer_id, error)  # stopped on a disk error meanwhile
+                report.stopped.append(computer_id)
+            elif await self._attach(computer_id):
                 machine = svc.machines[computer_id]
                 svc.record(computer_id, State.RUNNING, "computer.reattached",
                            "re-attached to its running VM after a server restart",
@@ -153,13 +173,41 @@ class Reconciler:
         return stray
 
     async def watch(self, interval: float = 2.0) -> None:
-        """Record computers whose VM died while the server ran."""
+        """Record computers whose VM died, or stopped on a disk error, while the server ran."""
         while True:
             await asyncio.sleep(interval)
             for computer_id, machine in list(self.service.machines.items()):
-                if self.service.lock(computer_id).locked() or machine.vm.alive():
+                if self.service.lock(computer_id).locked():
                     continue
                 try:
-                    await self.service.vm_exited(computer_id, "its VM process exited unexpectedly")
+                    if not machine.vm.alive():
+                        await self.service.vm_exited(
+                            computer_id, "its VM process exited unexpectedly"
+                        )
+                    elif (error := await self._disk_error(machine.vm)) is not None:
+                        await self.disk_failed(computer_id, error)
                 except Exception:
-                    log.exception("recording the exit of %s failed", computer_id)
+                    log.exception("recording the end of %s failed", computer_id)
+
+    @staticmethod
+    async def _disk_error(vm: VmHandle) -> str | None:
+        try:
+            return await vm.disk_error()
+        except HostError:  # the monitor is busy or the VM just went: the next round sees it
+            return None
+
+    async def disk_failed(self, computer_id: str, error: str) -> None:
+        """A disk error stopped the guest: the computer goes to `error` with the reason, its VM
+        ends (a start boots it fresh on its disk once the host has room again)."""
+        svc = self.service
+        async with svc.lock(computer_id):
+            row = svc.by_id(computer_id)
+            if row is None or row.state not in (State.RUNNING, State.STARTING):
+                return
+            why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
+            log.warning("%s stopped on a disk error (%s)", computer_id, error)
+            svc.machines.pop(computer_id, None)
+            await svc.network_down(computer_id)
+            await self.runtime.kill(computer_id)
+            svc.record(computer_id, State.ERROR, "computer.error", why, {"disk_error": error},
+                       last_error=why)  # fmt: skip

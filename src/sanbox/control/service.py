@@ -10,8 +10,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..host import console
 from ..host.egress.gateway import EgressGateway
 from ..host.egress.policy import Policy, PolicyError
+from ..host.egress.reach import Reach
 from ..host.errors import HostError
 from ..host.image import Image, ImageError, UnknownTemplateError, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
@@ -49,8 +51,10 @@ class ComputerService:
         bus: EventBus,
         capacity: Capacity | None = None,
         egress: EgressGateway | None = None,
+        reach: Reach | None = None,
     ) -> None:
         self.egress = egress
+        self.reach = reach or Reach()  # where allow rules may point (the operator's ranges)
         self.db = db
         self.runtime = runtime
         self.bus = bus
@@ -184,6 +188,7 @@ class ComputerService:
 
     async def _boot(self, row: ComputerRow, why_fresh: str) -> ComputerRow:
         image = self.image_of(row)
+        self.capacity.admit_here(self.runtime.data_dir, row.memory_mib, 0, row.id)
         self.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
         try:
             machine = await self.runtime.start(self.spec(row), image)
@@ -306,8 +311,6 @@ class ComputerService:
 
     async def vm_exited(self, computer_id: str, why: str) -> None:
         """The VM of a running computer died: record it as stopped, disk kept."""
-        from ..host.runtime import console_tail
-
         self.machines.pop(computer_id, None)
         await self.network_down(computer_id)
         await self.runtime.kill(computer_id)
@@ -316,7 +319,7 @@ class ComputerService:
             state = row.state if row else None
         if state not in (State.RUNNING, State.STARTING, State.STOPPING):
             return
-        tail = console_tail(self.runtime.data_dir.computer(computer_id).console_log, 4)
+        tail = console.tail(self.runtime.data_dir.computer(computer_id).console_log, 4)
         self.record(
             computer_id, State.STOPPED, "computer.vm_exited",
             f"stopped: {why}; disk kept, `sanbox start` boots it again",

@@ -1,4 +1,5 @@
-"""``control`` streams: ping, set_clock, set_hostname, metrics."""
+"""``control`` streams: ping, set_clock, set_hostname, metrics, and SSH: ssh_host_key (made on
+first use), ssh_new_host_key (a new SSH identity), ssh_authorize (a key root may log in with)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from typing import Any
 
 from . import protocol as p
+from . import ssh
 from .errors import AgentRequestError
 from .stream import Stream, param_str
 
@@ -128,5 +130,11 @@ class ControlStream(Stream):
             self.send_msg("result")
         elif op == "metrics":
             self.send_msg("result", **metrics())
+        elif op == "ssh_host_key":
+            self.send_msg("result", public_key=await ssh.host_key())
+        elif op == "ssh_new_host_key":
+            self.send_msg("result", public_key=await ssh.new_host_key())
+        elif op == "ssh_authorize":
+            self.send_msg("result", added=ssh.authorize(param_str(self.params, "public_key")))
         else:
             raise AgentRequestError("bad_request", f"unknown control op {op!r}")

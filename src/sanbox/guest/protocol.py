@@ -12,7 +12,7 @@ it hunts at startup, after ``reset()`` and, in lenient mode, after malformed inp
 
 Payloads by type:
 
-- HELLO / HELLO_ACK / OPEN / MSG: a UTF-8 JSON object.
+- HELLO / HELLO_ACK / OPEN / MSG: a UTF-8 JSON object, nested at most ``MAX_JSON_DEPTH`` deep.
 - DATA: one channel byte (0 stdin, 1 stdout, 2 stderr) then the bytes.
 - EOF: one channel byte.
 - WINDOW: a u32 credit increment (bytes of DATA the receiver may send more).
@@ -20,6 +20,8 @@ Payloads by type:
 
 Flow control is SSH-style: each side may send at most ``INITIAL_WINDOW`` bytes of
 DATA on a stream, plus what the peer granted with WINDOW frames since.
+
+Every payload is at most ``MAX_PAYLOAD`` bytes, checked from the header before it is buffered.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import enum
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +40,7 @@ HEADER = struct.Struct(">2sBBII")
 MAX_PAYLOAD = 256 * 1024
 CHUNK = 64 * 1024
 INITIAL_WINDOW = 1024 * 1024
+MAX_JSON_DEPTH = 32
 PROTOCOL_VERSION = 1
 AGENT_VERSION = "0.1.0"
 
@@ -153,13 +157,39 @@ def encode(frame: Frame) -> bytes:
     return HEADER.pack(MAGIC, ftype, 0, frame.stream, len(payload)) + payload
 
 
+def _too_deep(value: object, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative: no recursion)."""
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _load_json(payload: bytes) -> JsonDict:
+    """A JSON object from a peer that may be hostile: nesting deeper than ``MAX_JSON_DEPTH`` is a
+    ``ProtocolError`` (``json.loads`` alone would raise ``RecursionError`` on deep input)."""
     try:
         body = json.loads(payload)
+    except RecursionError:
+        raise ProtocolError(f"JSON payload nested deeper than {MAX_JSON_DEPTH}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"bad JSON payload: {exc}") from exc
     if not isinstance(body, dict):
         raise ProtocolError("JSON payload is not an object")
+    # fewer brackets than the limit cannot nest deeper: skip the walk for ordinary messages
+    if payload.count(b"[") + payload.count(b"{") > MAX_JSON_DEPTH and _too_deep(
+        body, MAX_JSON_DEPTH
+    ):
+        raise ProtocolError(f"JSON payload nested deeper than {MAX_JSON_DEPTH}")
     return body
 
 

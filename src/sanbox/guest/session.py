@@ -9,13 +9,15 @@ from . import protocol as p
 from .control import ControlStream, identity
 from .files import FileStream
 from .process import ExecStream, PtyStream
+from .ssh import SshStream
 from .stream import Stream
 from .tcp import TcpStream
 
 log = logging.getLogger("sanbox.agent")
 
 KINDS: dict[str, type[Stream]] = {
-    cls.kind: cls for cls in (ExecStream, PtyStream, FileStream, TcpStream, ControlStream)
+    cls.kind: cls
+    for cls in (ExecStream, PtyStream, FileStream, TcpStream, SshStream, ControlStream)
 }
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import time
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
-from . import memory
+from . import console, memory
 from .agent import AgentClient, AgentError
+from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
 from .errors import HostError
 from .image import Image
@@ -32,8 +33,10 @@ from .vmm import (
     VmNotRunningError,
     VmSpec,
     VmStartError,
+    VmUser,
 )
 from .vmm.accel import cached_accel, choose_accel, qemu_version
+from .vmm.confine import computer_user, describe, kvm_usable_by, vm_user
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
@@ -64,36 +67,27 @@ class Machine:
     dir: ComputerDir
     vm: VmHandle
     agent: AgentClient
+    _dialing: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
 
     @property
     def isolation(self) -> str:
         return self.vm.isolation
 
     async def client(self, timeout: float = 10.0) -> AgentClient:
-        """The agent connection, reconnected if it was closed (say, after an agent restart)."""
+        """The agent connection, dialled again if it was closed (an agent restart, a protocol
+        violation): a closed client is never handed out. One dial at a time: the agent serves
+        the newest connection, so two would end each other."""
         if not self.vm.alive():
             raise VmNotRunningError(
                 f"computer {self.computer_id} is not running: start it, then try again"
             )
         if self.agent.closed:
-            self.agent = await AgentClient.connect(str(self.vm.agent_socket), timeout=timeout)
+            async with self._dialing:
+                if self.agent.closed:
+                    self.agent = await AgentClient.connect(
+                        str(self.vm.agent_socket), timeout=timeout
+                    )
         return self.agent
-
-
-def console_lines(path: Path, lines: int = 100) -> list[str]:
-    """The last lines of a computer's console log."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 200 * lines))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
-
-
-def console_tail(path: Path, lines: int = 8) -> str:
-    return " | ".join(line.strip() for line in console_lines(path, lines))
 
 
 class HostRuntime:
@@ -106,6 +100,40 @@ class HostRuntime:
         # every computer gets its own network namespace (needs root: CAP_NET_ADMIN)
         self.network = Network(data_dir.computers, data_dir.tag) if networking else None
         self._memory_key: bytes | None = None
+        # QEMU confined (seccomp, the VM user, cgroups) when this runtime picks it (needs root)
+        self.confined = hypervisor is None and os.geteuid() == 0
+        self.cgroups = Cgroups.detect() if self.confined else Cgroups({})
+        self._vm_user: VmUser | None = None
+
+    def vm_user(self) -> VmUser | None:
+        """The user VMs run as (created on first use), or None when they are not confined."""
+        if self.confined and self._vm_user is None:
+            self._vm_user = vm_user()
+        return self._vm_user
+
+    def confinement(self) -> dict[str, object]:
+        """What confines this host's VMs (seccomp, user, cgroup controllers, disk errors)."""
+        qemu = self._hypervisor is None or isinstance(self._hypervisor, QemuHypervisor)
+        cgroups = self.cgroups.describe() if self.confined else {}
+        return describe(qemu, self.vm_user(), cgroups)
+
+    def cgroup_name(self, computer_id: str) -> str:
+        return f"{self.data_dir.tag}-{computer_id}"
+
+    async def _launch(self, hv: Hypervisor, spec: VmSpec) -> VmHandle:
+        """Boot `spec`, confined: as the VM user, inside the computer's own cgroups."""
+        base = await asyncio.to_thread(self.vm_user)
+        if base is None:
+            return await hv.boot(spec)
+        name = self.cgroup_name(spec.name)
+        user = await asyncio.to_thread(computer_user, base, name, spec.run_dir)
+        limits = limits_for(spec.vcpus, spec.memory_mib)
+        procs = await asyncio.to_thread(self.cgroups.create, name, limits)
+        try:
+            return await hv.boot(replace(spec, run_as=user, cgroup_procs=procs))
+        except BaseException:
+            await asyncio.to_thread(self.cgroups.remove, name)
+            raise
 
     @property
     def memory_key(self) -> bytes:
@@ -125,7 +153,13 @@ class HostRuntime:
             choice = await asyncio.to_thread(
                 choose_accel, self.data_dir.host, image.kernel, image.initrd
             )
-            self._hypervisor = QemuHypervisor(choice.accel)
+            accel = choice.accel
+            user = await asyncio.to_thread(self.vm_user)
+            if accel == "kvm" and user is not None and not kvm_usable_by(user):
+                log.warning("KVM works, but the VM user %s cannot open /dev/kvm: using TCG; give "
+                            "/dev/kvm to group kvm (mode 0660)", user.name)  # fmt: skip
+                accel = "tcg"
+            self._hypervisor = QemuHypervisor(accel)
         return self._hypervisor
 
     def _vm_spec(
@@ -186,7 +220,7 @@ class HostRuntime:
         if self.network is not None:
             undo.push_async_callback(self.network.remove, spec.computer_id)
         self.data_dir.ram_file(spec.computer_id).unlink(missing_ok=True)  # a fresh boot
-        vm = await hv.boot(self._vm_spec(spec, image, cdir))
+        vm = await self._launch(hv, self._vm_spec(spec, image, cdir))
         undo.push_async_callback(self._kill_and_clean, vm)
         agent = await self.wait_ready(vm, cdir)
         undo.push_async_callback(agent.close)
@@ -202,12 +236,12 @@ class HostRuntime:
         try:
             while not connect.done():
                 if not vm.alive():
-                    tail = console_tail(cdir.console_log)
+                    tail = console.tail(cdir.console_log)
                     raise VmStartError(f"the VM exited during boot: {tail or 'no console output'}")
                 await asyncio.wait({connect}, timeout=0.1)
             return connect.result()
         except AgentError as exc:
-            tail = console_tail(cdir.console_log)
+            tail = console.tail(cdir.console_log)
             raise VmStartError(f"the guest agent did not answer: {exc}. Console: {tail}") from exc
         finally:
             if not connect.done():
@@ -309,7 +343,7 @@ class HostRuntime:
         ram = self.data_dir.ram_file(spec.computer_id)
         await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, self.memory_key)
         async with contextlib.AsyncExitStack() as undo:
-            vm = await hv.boot(self._vm_spec(spec, image, cdir, restore=True))
+            vm = await self._launch(hv, self._vm_spec(spec, image, cdir, restore=True))
             undo.push_async_callback(self._kill_and_clean, vm)
             # used once: were the host to crash from here on, the disk would be ahead of it
             await asyncio.to_thread(memory.forget, cdir.state)
@@ -330,12 +364,14 @@ class HostRuntime:
         for name in ("agent.sock", "qmp.sock", "vm.pid"):
             (vm.run_dir / name).unlink(missing_ok=True)
         self.data_dir.ram_file(vm.run_dir.parent.name).unlink(missing_ok=True)
+        await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(vm.run_dir.parent.name))
 
     async def kill(self, computer_id: str) -> None:
         vm = self.attach_vm(computer_id)
         if vm is not None:
             await self._kill_and_clean(vm)
         self.data_dir.ram_file(computer_id).unlink(missing_ok=True)
+        await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(computer_id))
 
     async def destroy(self, computer_id: str) -> None:
         """Kill the VM if it runs and remove everything the computer had on this host."""

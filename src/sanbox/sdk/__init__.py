@@ -9,7 +9,7 @@ with Sanbox() as client:
 from __future__ import annotations
 
 from ._websocket import WebSocketConnector, WebSocketLike, asgi_connector, websockets_connector
-from .client import AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
+from .client import AsyncAudit, AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
 from .computer import AsyncComputer, AsyncFiles
 from .errors import (
     AuthenticationError,
@@ -19,14 +19,18 @@ from .errors import (
     ConnectionFailedError,
     DiskTooSmallError,
     IdempotencyConflictError,
+    InsufficientMemoryError,
     InsufficientResourcesError,
+    InsufficientStorageError,
     InvalidNameError,
     InvalidPathError,
     InvalidRequestError,
     InvalidTransitionError,
     NameTakenError,
     NotFoundError,
+    PayloadTooLargeError,
     PermissionDeniedError,
+    RateLimitedError,
     RequestTimeoutError,
     SanboxError,
     ServerError,
@@ -34,9 +38,22 @@ from .errors import (
     UnavailableError,
 )
 from .exec_stream import AsyncExecStream
-from .sync import Computer, Computers, ExecStream, Files, Images, Keys, Orgs, Sanbox
+from .ssh_stream import AsyncSshStream
+from .sync import (
+    Audit,
+    Computer,
+    Computers,
+    ExecStream,
+    Files,
+    Images,
+    Keys,
+    Orgs,
+    Sanbox,
+    SshStream,
+)
 from .types import (
     ApiKey,
+    AuditRecord,
     ComputerRecord,
     Event,
     ExecEvent,
@@ -47,12 +64,14 @@ from .types import (
     ImageBuild,
     Org,
     PublishedPort,
+    SshAccess,
     Stderr,
     Stdout,
 )
 
 __all__ = [
     "ApiKey",
+    "AsyncAudit",
     "AsyncComputer",
     "AsyncComputers",
     "AsyncExecStream",
@@ -61,6 +80,9 @@ __all__ = [
     "AsyncKeys",
     "AsyncOrgs",
     "AsyncSanbox",
+    "AsyncSshStream",
+    "Audit",
+    "AuditRecord",
     "AuthenticationError",
     "Computer",
     "ComputerNotFoundError",
@@ -82,7 +104,9 @@ __all__ = [
     "IdempotencyConflictError",
     "ImageBuild",
     "Images",
+    "InsufficientMemoryError",
     "InsufficientResourcesError",
+    "InsufficientStorageError",
     "InvalidNameError",
     "InvalidPathError",
     "InvalidRequestError",
@@ -92,11 +116,15 @@ __all__ = [
     "NotFoundError",
     "Org",
     "Orgs",
+    "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RateLimitedError",
     "RequestTimeoutError",
     "Sanbox",
     "SanboxError",
     "ServerError",
+    "SshAccess",
+    "SshStream",
     "Stderr",
     "Stdout",
     "TemplateNotFoundError",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,8 +33,13 @@ class HttpCore:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.headers = headers
+        # a plain-http server needs no CA store: loading one costs ~50 ms per CLI command. The
+        # bare context still verifies (and so refuses) any https it would meet, e.g. a redirect.
+        verify: ssl.SSLContext | bool = True
+        if url.startswith("http://"):
+            verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         self.client = httpx.AsyncClient(
-            base_url=url, headers=headers, timeout=timeout, transport=transport
+            base_url=url, headers=headers, timeout=timeout, transport=transport, verify=verify
         )
 
     async def aclose(self) -> None:

@@ -18,13 +18,30 @@ from .errors import ConnectionFailedError, SanboxError, error_from_code, error_f
 
 
 class WebSocketClosedError(SanboxError):
-    """The peer closed the WebSocket."""
+    """The peer closed the WebSocket; `close_code` says how (1000: normally, 1006: the connection
+    dropped without a close)."""
+
+    def __init__(self, message: str, *, close_code: int = 1006) -> None:
+        super().__init__(message, code="closed")
+        self.close_code = close_code
+
+
+def _closed(exc: Exception) -> WebSocketClosedError:
+    received = getattr(exc, "rcvd", None)
+    code = received.code if received is not None else 1006
+    return WebSocketClosedError(f"websocket closed ({code})", close_code=code)
 
 
 class WebSocketLike(Protocol):
     async def send(self, message: str) -> None: ...
 
     async def recv(self) -> str: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+    async def recv_message(self) -> str | bytes:
+        """The next message as it came: text as `str`, binary as `bytes`."""
+        ...
 
 
 WebSocketConnector = Callable[[str, dict[str, str]], AbstractAsyncContextManager[WebSocketLike]]
@@ -40,16 +57,28 @@ class _Websockets:
         try:
             await self._connection.send(message)
         except ConnectionClosed as exc:
-            raise WebSocketClosedError("websocket closed", code="closed") from exc
+            raise _closed(exc) from exc
 
     async def recv(self) -> str:
+        message = await self.recv_message()
+        return message if isinstance(message, str) else message.decode("utf-8", "replace")
+
+    async def send_bytes(self, data: bytes) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
-            message = await self._connection.recv()
+            await self._connection.send(data)
         except ConnectionClosed as exc:
-            raise WebSocketClosedError("websocket closed", code="closed") from exc
-        return message if isinstance(message, str) else message.decode("utf-8", "replace")
+            raise _closed(exc) from exc
+
+    async def recv_message(self) -> str | bytes:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            message: str | bytes = await self._connection.recv()
+        except ConnectionClosed as exc:
+            raise _closed(exc) from exc
+        return message
 
 
 @asynccontextmanager
@@ -115,12 +144,20 @@ class _AsgiWebSocket:
         self._to_app.put_nowait({"type": "websocket.receive", "text": message})
 
     async def recv(self) -> str:
+        message = await self.recv_message()
+        return message if isinstance(message, str) else message.decode("utf-8", "replace")
+
+    async def send_bytes(self, data: bytes) -> None:
+        self._to_app.put_nowait({"type": "websocket.receive", "bytes": bytes(data)})
+
+    async def recv_message(self) -> str | bytes:
         message = await self._from_app.get()
         if message["type"] == "websocket.send":
             text = message.get("text")
-            return text if text is not None else bytes(message.get("bytes") or b"").decode()
+            return text if text is not None else bytes(message.get("bytes") or b"")
         self._from_app.put_nowait(message)  # stay closed for later calls
-        raise WebSocketClosedError("websocket closed", code="closed")
+        code = int(message.get("code", 1000))
+        raise WebSocketClosedError(f"websocket closed ({code})", close_code=code)
 
     async def close(self) -> None:
         self._to_app.put_nowait({"type": "websocket.disconnect", "code": 1000})

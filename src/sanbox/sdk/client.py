@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -16,7 +17,7 @@ from ._websocket import WebSocketConnector, asgi_connector, websockets_connector
 from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_stream import AsyncExecStream
-from .types import ApiKey, ComputerRecord, Event, HostInfo, ImageBuild, Org
+from .types import ApiKey, AuditRecord, ComputerRecord, Event, HostInfo, ImageBuild, Org
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -48,6 +49,7 @@ class AsyncSanbox:
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)
+        self.audit = AsyncAudit(self)
 
     async def __aenter__(self) -> AsyncSanbox:
         return self
@@ -84,9 +86,13 @@ class AsyncSanbox:
                         yield Event.from_json(payload)
 
     def open_websocket(self, path: str, request: dict[str, Any]) -> AsyncExecStream:
+        return AsyncExecStream(*self.websocket_target(path), request)
+
+    def websocket_target(self, path: str) -> tuple[WebSocketConnector, str, dict[str, str]]:
+        """The connector, URL and headers (the key) of the API's WebSocket at `path`."""
         base = self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
         headers = {k: v for k, v in self.http.headers.items() if k == "Authorization"}
-        return AsyncExecStream(self._ws_connector, base + path, headers, request)
+        return self._ws_connector, base + path, headers
 
 
 class AsyncComputers:
@@ -178,12 +184,53 @@ class AsyncImages:
 
 
 class AsyncKeys:
+    """API keys (admin key: its org's; host-admin key: every org's)."""
+
     def __init__(self, client: AsyncSanbox) -> None:
         self._client = client
 
-    async def create(self, org: str, name: str | None = None, admin: bool = False) -> ApiKey:
-        body = {"org": org, "name": name, "admin": admin}
+    async def create(
+        self,
+        org: str | None = None,
+        name: str | None = None,
+        admin: bool = False,
+        host_admin: bool = False,
+        expires_in: int | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> ApiKey:
+        """A new key of `org` (default: the caller's); `.key` holds it, this once. It stops
+        working `expires_in` seconds from now or at `expires_at` (aware datetime or ISO 8601)."""
+        if isinstance(expires_at, datetime):
+            expires_at = expires_at.isoformat()
+        body = {"org": org, "name": name, "admin": admin, "host_admin": host_admin,
+                "expires_in": expires_in, "expires_at": expires_at}  # fmt: skip
+        body = {k: v for k, v in body.items() if v is not None}
         return ApiKey.from_json(await self._client.http.json("POST", "/v1/keys", json_body=body))
 
+    async def list(self, org: str | None = None) -> builtins.list[ApiKey]:
+        """Keys without the key itself (`prefix` tells them apart), revoked ones included."""
+        data = await self._client.http.json("GET", "/v1/keys", params={"org": org})
+        return [ApiKey.from_json(k) for k in data.get("keys", [])]
 
-__all__ = ["AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]
+    async def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key: from its next request on it gets `AuthenticationError`."""
+        path = f"/v1/keys/{quote(key_id, safe='')}"
+        return ApiKey.from_json(await self._client.http.json("DELETE", path))
+
+
+class AsyncAudit:
+    """The audit log (admin key: its org's records; host-admin key: every org's)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def list(
+        self, after: int | None = None, limit: int = 100, org: str | None = None
+    ) -> builtins.list[AuditRecord]:
+        """Records after the id `after` in order, else the latest `limit`."""
+        params = {"after": after, "limit": limit, "org": org}
+        data = await self._client.http.json("GET", "/v1/audit", params=params)
+        return [AuditRecord.from_json(r) for r in data.get("records", [])]
+
+
+__all__ = ["AsyncAudit", "AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]

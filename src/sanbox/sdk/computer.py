@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 from ._http import HttpCore
 from .exec_stream import AsyncExecStream
-from .types import ComputerRecord, Event, ExecResult, FileEntry, PublishedPort
+from .ssh_stream import AsyncSshStream
+from .types import ComputerRecord, Event, ExecResult, FileEntry, PublishedPort, SshAccess
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -108,8 +109,11 @@ class AsyncComputer(ComputerFields):
         user: str | None = None,
         stdin: str | bytes | None = None,
         timeout: float | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult:
-        """Run `cmd` to completion (a list is argv, a string runs in the shell)."""
+        """Run `cmd` to completion (a list is argv, a string runs in the shell). Each output
+        stream keeps its first `max_output_bytes` (at most, and by default, the server's limit:
+        10 MiB unless configured); `stdout_truncated`/`stderr_truncated` say when more came."""
         body = {
             "cmd": cmd,
             "env": env or {},
@@ -117,6 +121,7 @@ class AsyncComputer(ComputerFields):
             "user": user,
             "stdin": stdin.decode() if isinstance(stdin, bytes) else stdin,
             "timeout": timeout,
+            "max_output_bytes": max_output_bytes,
         }
         wait = None if timeout is None else timeout + self._client.http.timeout
         http = self._client.http
@@ -144,6 +149,18 @@ class AsyncComputer(ComputerFields):
             "cols": cols,
         }
         return self._client.open_websocket(self.path + "/exec/stream", request)
+
+    async def authorize_ssh_key(self, public_key: str) -> SshAccess:
+        """Let an OpenSSH public key line log in as root over SSH; the answer has the computer's
+        host key (for known_hosts). `sanbox ssh-config` does this with the CLI's own key."""
+        data = await self._client.http.json(
+            "POST", self.path + "/ssh-keys", json_body={"public_key": public_key}, timeout=_LONG
+        )
+        return SshAccess.from_json(data)
+
+    def ssh_stream(self) -> AsyncSshStream:
+        """One SSH connection to a fresh sshd in the guest, as bytes (see `AsyncSshStream`)."""
+        return AsyncSshStream(*self._client.websocket_target(self.path + "/ssh"))
 
     async def events(self) -> list[Event]:
         data = await self._client.http.json("GET", self.path + "/events")

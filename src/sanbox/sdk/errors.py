@@ -6,21 +6,27 @@ Hierarchy::
     +-- ConnectionFailedError        the server cannot be reached (no status)
     +-- AuthenticationError          401 unauthorized
     +-- PermissionDeniedError        403 forbidden
-    +-- NotFoundError                404 not_found (a file in the guest)
+    +-- NotFoundError                404 not_found (a file in the guest), key_not_found,
+    |                                org_not_found
     |   +-- ComputerNotFoundError    404 computer_not_found
     |   +-- TemplateNotFoundError    404 template_not_found
-    +-- ConflictError                409
+    +-- ConflictError                409 (also ssh_unavailable: the computer's image has no sshd)
     |   +-- NameTakenError           409 name_taken
     |   +-- ComputerNotRunningError  409 computer_not_running
     |   +-- InvalidTransitionError   409 invalid_transition
     |   +-- IdempotencyConflictError 409 idempotency_conflict
-    +-- InvalidRequestError          422 validation_error
+    +-- InvalidRequestError          422 validation_error, invalid_public_key
     |   +-- InvalidNameError         422 invalid_name
     |   +-- InvalidPathError         422 invalid_path
     |   +-- InsufficientResourcesError 422 insufficient_resources
     |   +-- DiskTooSmallError        422 disk_too_small
+    +-- PayloadTooLargeError         413 payload_too_large (a request body over the server's limit)
+    +-- RateLimitedError             429 too_many_failures (too many failed authentications
+    |                                from this address; the message says when to try again)
     +-- ServerError                  500 internal (and any unknown 5xx)
     +-- UnavailableError             503 agent_unavailable
+    +-- InsufficientStorageError     507 insufficient_storage (a disk does not fit on the host)
+    |   +-- InsufficientMemoryError  507 insufficient_memory (guest RAM does not fit on the host)
     +-- RequestTimeoutError          504 timeout (also a client-side timeout, no status)
 
 `error_from_response` picks the class by code (`_CODE_TO_ERROR`); an unknown code falls back
@@ -112,12 +118,28 @@ class DiskTooSmallError(InvalidRequestError):
     pass
 
 
+class PayloadTooLargeError(SanboxError):
+    default_status = 413
+
+
+class RateLimitedError(SanboxError):
+    default_status = 429
+
+
 class ServerError(SanboxError):
     default_status = 500
 
 
 class UnavailableError(SanboxError):
     default_status = 503
+
+
+class InsufficientStorageError(SanboxError):
+    default_status = 507
+
+
+class InsufficientMemoryError(InsufficientStorageError):
+    pass
 
 
 class RequestTimeoutError(SanboxError):
@@ -128,19 +150,27 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "unauthorized": AuthenticationError,
     "forbidden": PermissionDeniedError,
     "not_found": NotFoundError,
+    "key_not_found": NotFoundError,
+    "org_not_found": NotFoundError,
     "computer_not_found": ComputerNotFoundError,
     "template_not_found": TemplateNotFoundError,
     "name_taken": NameTakenError,
     "computer_not_running": ComputerNotRunningError,
     "invalid_transition": InvalidTransitionError,
     "idempotency_conflict": IdempotencyConflictError,
+    "ssh_unavailable": ConflictError,
     "validation_error": InvalidRequestError,
+    "invalid_public_key": InvalidRequestError,
     "invalid_name": InvalidNameError,
     "invalid_path": InvalidPathError,
     "insufficient_resources": InsufficientResourcesError,
     "disk_too_small": DiskTooSmallError,
+    "payload_too_large": PayloadTooLargeError,
+    "too_many_failures": RateLimitedError,
     "internal": ServerError,
     "agent_unavailable": UnavailableError,
+    "insufficient_storage": InsufficientStorageError,
+    "insufficient_memory": InsufficientMemoryError,
     "timeout": RequestTimeoutError,
     "connection_failed": ConnectionFailedError,
 }

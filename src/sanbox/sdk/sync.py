@@ -1,4 +1,5 @@
-"""The sync client: `Sanbox`, `Computer`, `Files`, `ExecStream` as facades over the async core.
+"""The sync client: `Sanbox`, `Computer`, `Files`, `ExecStream`, `SshStream` as facades over the
+async core.
 
 Each method is the async one run on a private event loop thread (`_portal.Portal`), so the
 sync and async clients cannot drift apart.
@@ -17,6 +18,7 @@ from ._portal import Facade, Portal, SyncTransportAdapter, blocking, blocking_it
 from ._websocket import WebSocketConnector
 from .client import (
     DEFAULT_TIMEOUT,
+    AsyncAudit,
     AsyncComputers,
     AsyncImages,
     AsyncKeys,
@@ -25,6 +27,7 @@ from .client import (
 )
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
+from .ssh_stream import AsyncSshStream
 from .types import ComputerRecord, ExecEvent
 
 
@@ -56,6 +59,26 @@ class ExecStream(Facade[AsyncExecStream]):
     send_eof = blocking(AsyncExecStream.send_eof)
     signal = blocking(AsyncExecStream.signal)
     resize = blocking(AsyncExecStream.resize)
+
+
+class SshStream(Facade[AsyncSshStream]):
+    """Use as `with computer.ssh_stream() as stream: stream.send(...); stream.recv()`."""
+
+    def __enter__(self) -> SshStream:
+        self._portal.call(self._async.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._portal.call(self._async.__aexit__(exc_type, exc, tb))
+
+    send = blocking(AsyncSshStream.send)
+    send_eof = blocking(AsyncSshStream.send_eof)
+    recv = blocking(AsyncSshStream.recv)
 
 
 class Files(Facade[AsyncFiles]):
@@ -99,6 +122,10 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     ports = blocking(AsyncComputer.ports)
     publish = blocking(AsyncComputer.publish)
     unpublish = blocking(AsyncComputer.unpublish)
+    authorize_ssh_key = blocking(AsyncComputer.authorize_ssh_key)
+
+    def ssh_stream(self) -> SshStream:
+        return SshStream(self._async.ssh_stream(), self._portal)
 
     def exec_stream(
         self,
@@ -135,6 +162,12 @@ class Orgs(Facade[AsyncOrgs]):
 
 class Keys(Facade[AsyncKeys]):
     create = blocking(AsyncKeys.create)
+    list = blocking(AsyncKeys.list)
+    revoke = blocking(AsyncKeys.revoke)
+
+
+class Audit(Facade[AsyncAudit]):
+    list = blocking(AsyncAudit.list)
 
 
 class Images(Facade[AsyncImages]):
@@ -167,6 +200,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)
+        self.audit = Audit(inner.audit, self._portal)
 
     def __enter__(self) -> Sanbox:
         return self

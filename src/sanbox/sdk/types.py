@@ -43,6 +43,8 @@ class ExecResult:
     stderr: str
     signal: str | None = None
     timed_out: bool = False
+    stdout_truncated: bool = False  # the output went past `max_output_bytes`: its first bytes
+    stderr_truncated: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExecResult:
@@ -75,6 +77,7 @@ class Event:
     message: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     created_at: str | None = None
+    actor: str | None = None  # prefix of the key whose request caused it
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Event:
@@ -115,13 +118,44 @@ class ApiKey:
     id: str
     org: str
     name: str | None = None
-    admin: bool = False
-    key: str | None = None
+    admin: bool = False  # manages its org's keys, reads its org's audit
+    key: str | None = None  # the key itself: only in the answer to its creation
     created_at: str | None = None
+    prefix: str | None = None  # its first characters, to tell keys apart
+    host_admin: bool = False  # manages every org
+    expires_at: str | None = None
+    revoked_at: str | None = None
+    last_used_at: str | None = None  # to the minute
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ApiKey:
         return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """A request that meant to change something: who, what, on what, how it ended."""
+
+    id: int
+    action: str  # `POST /v1/computers/{ref}/stop`
+    status: int  # HTTP status; 101: a WebSocket session
+    time: str | None = None
+    org: str | None = None  # the actor's org
+    key_id: str | None = None
+    key_prefix: str | None = None  # the actor; None: no known key
+    target: dict[str, str] = field(default_factory=dict)  # the route's parameters
+    code: str | None = None  # the error's code, if it failed
+    client: str | None = None  # the client's address
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AuditRecord:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -132,6 +166,7 @@ class HostInfo:
     memory_mib: int
     data_dir: str | None = None
     reflink: bool = False
+    confinement: dict[str, Any] | None = None  # seccomp, user, cgroups, disk_errors
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HostInfo:
@@ -165,6 +200,19 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """Keep the fields this SDK knows, so a newer server's extra fields do not break it."""
     names = cls.__dataclass_fields__  # type: ignore[attr-defined]
     return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class SshAccess:
+    """What adding an SSH key gave: the user it logs in as and the computer's host key line."""
+
+    user: str
+    host_key: str
+    added: bool = True  # False when the key could log in already
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SshAccess:
+        return cls(**_known(cls, data))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,6 @@
 by default, PostgreSQL by URL."""
 
 from .db import Database
-from .models import ApiKey, Base, ComputerRow, EventRow, Org
+from .models import ApiKey, AuditRow, Base, ComputerRow, EventRow, Org
 
-__all__ = ["ApiKey", "Base", "ComputerRow", "Database", "EventRow", "Org"]
+__all__ = ["ApiKey", "AuditRow", "Base", "ComputerRow", "Database", "EventRow", "Org"]

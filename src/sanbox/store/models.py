@@ -1,4 +1,5 @@
-"""The tables. Computers are deleted outright; their events stay, keyed by the computer's id."""
+"""The tables. Computers are deleted outright; their events stay, keyed by the computer's id.
+Keys are never deleted either: a revoked key keeps its row (and its audit records their meaning)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,14 @@ class ApiKey(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
     name: Mapped[str] = mapped_column(String(100), default="")
-    prefix: Mapped[str] = mapped_column(String(16))
-    hash: Mapped[str] = mapped_column(String(64), unique=True)
-    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    prefix: Mapped[str] = mapped_column(String(16))  # shown to tell keys apart; not a secret
+    hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the key
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)  # manages its org's keys
+    host_admin: Mapped[bool] = mapped_column(Boolean, default=False)  # every org, the host
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)  # to the minute
 
 
 class ComputerRow(Base):
@@ -97,4 +102,22 @@ class EventRow(Base):
     type: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text, default="")
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    actor: Mapped[str | None] = mapped_column(String(16), default=None)  # key prefix of a request
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AuditRow(Base):
+    """One request that meant to change something (anything but GET/HEAD/OPTIONS under /v1), and
+    what came of it. Never a body, a query string or a key: who, what, on what, how it ended."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)  # when the request came in
+    org_id: Mapped[str | None] = mapped_column(String(32), index=True)  # the actor's org
+    key_id: Mapped[str | None] = mapped_column(String(32), index=True)  # None: no known key
+    key_prefix: Mapped[str | None] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(200))  # `POST /v1/computers/{ref}/stop`
+    target: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the path's parameters
+    status: Mapped[int] = mapped_column(Integer)  # HTTP status (101: a WebSocket session)
+    code: Mapped[str | None] = mapped_column(String(64))  # the error's code, if any
+    client: Mapped[str | None] = mapped_column(String(64))  # the client's address

@@ -5,15 +5,21 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from .models import ApiKey, ComputerRow, EventRow, Org
+from .models import ApiKey, AuditRow, ComputerRow, EventRow, Org
 
 KEY_PREFIX = "sbk_"
+SHOWN = len(KEY_PREFIX) + 8  # the start of a key kept in clear, to tell keys apart
+
+ACTOR: ContextVar[str | None] = ContextVar("sanbox_actor", default=None)
+"""The key prefix of the request being served (the API sets it once the key is known); the events
+written while it is set, in that request or in the tasks it starts, carry it as their actor."""
 
 
 def new_id(prefix: str) -> str:
@@ -50,16 +56,25 @@ def list_orgs(s: Session) -> Sequence[Org]:
 # API keys -----------------------------------------------------------------------------------
 
 
-def create_key(s: Session, org: Org, name: str = "", admin: bool = False) -> tuple[ApiKey, str]:
+def create_key(
+    s: Session,
+    org: Org,
+    name: str = "",
+    admin: bool = False,
+    host_admin: bool = False,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
     """A new key; the plaintext is returned once and only its hash is stored."""
     plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey(
         id=new_id("key_"),
         org_id=org.id,
         name=name,
-        prefix=plaintext[:10],
+        prefix=plaintext[:SHOWN],
         hash=hash_key(plaintext),
-        admin=admin,
+        admin=admin or host_admin,
+        host_admin=host_admin,
+        expires_at=expires_at,
     )
     s.add(key)
     s.flush()
@@ -76,6 +91,18 @@ def key_by_id(s: Session, key_id: str) -> ApiKey | None:
 
 def count_keys(s: Session) -> int:
     return len(s.scalars(select(ApiKey.id)).all())
+
+
+def list_keys(s: Session, org_id: str | None) -> Sequence[ApiKey]:
+    """Every key (revoked and expired ones too) of an org, or of all orgs."""
+    q = select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)
+    return s.scalars(q if org_id is None else q.where(ApiKey.org_id == org_id)).all()
+
+
+def active_host_admins(s: Session, now: datetime) -> Sequence[ApiKey]:
+    """The host-admin keys that are neither revoked nor expired."""
+    q = select(ApiKey).where(ApiKey.host_admin.is_(True), ApiKey.revoked_at.is_(None))
+    return s.scalars(q.where(or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > now))).all()
 
 
 # computers ----------------------------------------------------------------------------------
@@ -140,8 +167,9 @@ def add_event(
     data: dict[str, Any] | None = None,
 ) -> EventRow:
     ev = EventRow(
-        org_id=org_id, computer_id=computer_id, type=type_, message=message, data=data or {}
-    )
+        org_id=org_id, computer_id=computer_id, type=type_, message=message, data=data or {},
+        actor=ACTOR.get(),
+    )  # fmt: skip
     s.add(ev)
     s.flush()
     return ev
@@ -155,3 +183,35 @@ def list_events(s: Session, org_id: str, computer_id: str, limit: int = 500) -> 
 def events_after(s: Session, org_id: str, after_id: int, limit: int = 500) -> Sequence[EventRow]:
     q = select(EventRow).where(EventRow.org_id == org_id, EventRow.id > after_id)
     return s.scalars(q.order_by(EventRow.id).limit(limit)).all()
+
+
+# audit --------------------------------------------------------------------------------------
+
+
+def add_audit(s: Session, record: AuditRow) -> AuditRow:
+    s.add(record)
+    s.flush()
+    return record
+
+
+def audit_records(
+    s: Session, org_id: str | None, after: int | None, limit: int
+) -> Sequence[AuditRow]:
+    """Records of an org (None: all), after an id in order, or else the latest `limit`."""
+    q = select(AuditRow)
+    if org_id is not None:
+        q = q.where(AuditRow.org_id == org_id)
+    if after is not None:
+        return s.scalars(q.where(AuditRow.id > after).order_by(AuditRow.id).limit(limit)).all()
+    return s.scalars(q.order_by(AuditRow.id.desc()).limit(limit)).all()[::-1]
+
+
+def prune_anonymous_audit(s: Session, keep: int) -> int:
+    """Keep the latest `keep` records of requests that came with no known key; returns how many
+    went. Records of known keys are never pruned, so no anonymous flood pushes them out."""
+    anonymous = select(AuditRow.id).where(AuditRow.key_id.is_(None)).order_by(AuditRow.id.desc())
+    oldest_kept = s.scalars(anonymous.offset(keep - 1).limit(1)).first()
+    if oldest_kept is None:
+        return 0
+    result = s.execute(delete(AuditRow).where(AuditRow.key_id.is_(None), AuditRow.id < oldest_kept))
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,49 +1,39 @@
-"""/v1/orgs and /v1/keys: tenancy, for admin keys only."""
+"""/v1/orgs: tenancy. Only a host-admin key creates orgs; an admin key lists its own."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
-from ...control.errors import ConflictError, NotFoundError
-from ...control.names import check_name
-from ...store import repo
-from ..auth import Principal, admin
-from ..schemas import ErrorBody, KeyCreate, KeyOut, OrgCreate, OrgList, OrgOut
-from ._deps import DB
+from ...control.keys import Keys
+from ..auth import Principal, admin, host_admin
+from ..schemas import ErrorBody, OrgCreate, OrgList, OrgOut
 
 router = APIRouter(
     prefix="/v1", tags=["admin"], responses={c: {"model": ErrorBody} for c in (401, 403, 409)}
 )
 Admin = Annotated[Principal, Depends(admin)]
+HostAdmin = Annotated[Principal, Depends(host_admin)]
+
+
+def keys(request: Request) -> Keys:
+    found: Keys = request.app.state.keys
+    return found
+
+
+KeysDep = Annotated[Keys, Depends(keys)]
 
 
 @router.post("/orgs", status_code=201, response_model=OrgOut)
-async def create_org(body: OrgCreate, _a: Admin, db: DB) -> OrgOut:
-    check_name(body.name)
-    with db.session() as s:
-        if repo.org_by_name(s, body.name) is not None:
-            raise ConflictError(f"an org named {body.name!r} already exists", "name_taken")
-        org = repo.create_org(s, body.name)
+async def create_org(body: OrgCreate, actor: Admin, k: KeysDep) -> OrgOut:
+    """Create an org (host-admin key)."""
+    org = k.create_org(actor, body.name)
     return OrgOut(id=org.id, name=org.name, created_at=org.created_at)
 
 
 @router.get("/orgs", response_model=OrgList)
-async def list_orgs(_a: Admin, db: DB) -> OrgList:
-    with db.session() as s:
-        orgs = repo.list_orgs(s)
+async def list_orgs(actor: Admin, k: KeysDep) -> OrgList:
+    """Every org for a host-admin key; an admin key sees its own."""
+    orgs = k.list_orgs(actor)
     return OrgList(orgs=[OrgOut(id=o.id, name=o.name, created_at=o.created_at) for o in orgs])
-
-
-@router.post("/keys", status_code=201, response_model=KeyOut)
-async def create_key(body: KeyCreate, _a: Admin, db: DB) -> KeyOut:
-    with db.session() as s:
-        org = repo.org_by_name(s, body.org)
-        if org is None:
-            raise NotFoundError(
-                f"no org named {body.org!r}: `sanbox org create` it", "org_not_found"
-            )
-        key, plaintext = repo.create_key(s, org, body.name, body.admin)
-    return KeyOut(id=key.id, org=org.name, name=key.name, admin=key.admin, key=plaintext,
-                  created_at=key.created_at)  # fmt: skip

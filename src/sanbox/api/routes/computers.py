@@ -11,7 +11,7 @@ from ...control import pausing
 from ...control.create import CreateRequest
 from ...control.errors import InvalidRequestError
 from ...control.events import event_dict
-from ...host.runtime import console_lines
+from ...host import console
 from ...store import repo
 from ..schemas import (
     Computer,
@@ -25,7 +25,7 @@ from ..schemas import (
 from ._deps import DB, Auth, Service
 
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 422, 503)
+    code: {"model": ErrorBody} for code in (401, 404, 409, 422, 503, 507)
 }
 router = APIRouter(prefix="/v1/computers", tags=["computers"], responses=ERRORS)
 
@@ -123,5 +123,5 @@ async def computer_console(
 ) -> ConsoleTail:
     row = svc.get(auth.org, ref)
     return ConsoleTail(
-        lines=console_lines(svc.runtime.data_dir.computer(row.id).console_log, lines)
+        lines=console.lines(svc.runtime.data_dir.computer(row.id).console_log, lines)
     )

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import codecs
 import contextlib
 import json
 import signal
+from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
 
 from ...control.errors import ControlError
 from ...control.guest import guest_call
-from ...host.agent import CommandNotFoundError, Exit, PtySession, Stderr, Stdout
+from ...host.agent import CommandNotFoundError, ExecResult, Exit, PtySession, Stderr, Stdout
 from ...host.agent.process import ExecProcess
-from ..auth import authenticate, bearer_token
+from ..auth import authenticate
 from ..schemas import ExecRequest, ExecResponse
+from ..settings import ServerSettings
 from ._deps import Auth, Service
 from .computers import ERRORS
 
@@ -27,24 +31,54 @@ SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal
 
 
 @router.post("/{ref}/exec", response_model=ExecResponse)
-async def exec_command(ref: str, body: ExecRequest, auth: Auth, svc: Service) -> ExecResponse:
+async def exec_command(
+    ref: str, body: ExecRequest, request: Request, auth: Auth, svc: Service
+) -> ExecResponse | Response:
+    """Run a command to completion. Each output stream keeps its first bytes up to
+    `max_output_bytes` (at most the server's limit); the command's further output is drained
+    and dropped, and `stdout_truncated`/`stderr_truncated` say so."""
+    settings: ServerSettings = request.app.state.settings
+    limit = settings.exec_max_output
+    if body.max_output_bytes is not None:
+        limit = min(limit, body.max_output_bytes)
     async with guest_call(svc, auth.org, ref) as machine:
         client = await machine.client()
         stdin = body.stdin.encode() if body.stdin is not None else None
         try:
             result = await client.exec(
                 body.cmd, env=body.env or None, cwd=body.cwd, user=body.user, stdin=stdin,
-                timeout=body.timeout,
+                timeout=body.timeout, max_output=limit,
             )  # fmt: skip
         except CommandNotFoundError as exc:
             return ExecResponse(exit_code=127, stdout="", stderr=exc.message + "\n")
-    return ExecResponse(
-        exit_code=result.exit_code,
-        stdout=result.stdout.decode(errors="replace"),
-        stderr=result.stderr.decode(errors="replace"),
-        signal=result.signal,
-        timed_out=result.timed_out,
-    )
+    return StreamingResponse(json_chunks(result), media_type="application/json")
+
+
+def json_chunks(result: ExecResult, piece: int = 64 * 1024) -> Iterator[bytes]:
+    """`ExecResponse` as JSON, rendered a piece at a time. The output is held once, as the bytes
+    the agent sent, never as a whole decoded and escaped copy (a NUL byte is 6 bytes of JSON)."""
+    head = ExecResponse(
+        exit_code=result.exit_code, stdout="", stderr="", signal=result.signal,
+        timed_out=result.timed_out, stdout_truncated=result.stdout_truncated,
+        stderr_truncated=result.stderr_truncated,
+    ).model_dump(exclude={"stdout", "stderr"})  # fmt: skip
+    yield json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"stdout":"'
+    yield from _json_string_body(result.stdout, piece)
+    yield b'","stderr":"'
+    yield from _json_string_body(result.stderr, piece)
+    yield b'"}'
+
+
+def _json_string_body(data: bytes, piece: int) -> Iterator[bytes]:
+    """`data` decoded as UTF-8 (errors replaced, as `bytes.decode` does) and escaped as the
+    inside of a JSON string, a piece at a time."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    view = memoryview(data)
+    for start in range(0, len(data), piece):
+        if text := decoder.decode(view[start : start + piece]):
+            yield json.dumps(text, ensure_ascii=False)[1:-1].encode()
+    if text := decoder.decode(b"", final=True):
+        yield json.dumps(text, ensure_ascii=False)[1:-1].encode()
 
 
 async def _pump_client(ws: WebSocket, proc: ExecProcess | PtySession) -> None:
@@ -93,7 +127,7 @@ async def exec_stream(ws: WebSocket, ref: str) -> None:
     await ws.accept()
     svc = ws.app.state.service
     try:
-        auth = authenticate(ws.app.state.db, bearer_token(ws))
+        auth = authenticate(ws)
         req: dict[str, Any] = json.loads(await ws.receive_text())
         async with guest_call(svc, auth.org, ref) as machine:
             client = await machine.client()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 
 from ...host.disk import can_reflink
 from ...host.vmm import cached_accel
-from ..schemas import HostInfo
+from ..schemas import Confinement, HostInfo
 from ._deps import Auth, Service
 
 router = APIRouter(prefix="/v1", tags=["host"])
@@ -23,4 +25,5 @@ async def host_info(_auth: Auth, svc: Service) -> HostInfo:
         memory_mib=svc.capacity.memory_mib,
         data_dir=str(data_dir.root),
         reflink=can_reflink(data_dir.tmp),
+        confinement=Confinement.model_validate(await asyncio.to_thread(svc.runtime.confinement)),
     )

@@ -1,4 +1,5 @@
-"""/v1/images: the host's image builds, and pruning the ones nothing needs (admin keys)."""
+"""/v1/images: the host's image builds, and pruning the ones nothing needs (host-admin keys:
+the builds serve every org)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fastapi import APIRouter
 from ...control import images
 from ..schemas import ErrorBody, ImageBuildList, ImageBuildOut, PruneResult
 from ._deps import Service
-from .admin import Admin
+from .admin import HostAdmin
 
 router = APIRouter(
     prefix="/v1", tags=["admin"], responses={c: {"model": ErrorBody} for c in (401, 403)}
@@ -27,12 +28,12 @@ def build_out(build: images.Build) -> ImageBuildOut:
 
 
 @router.get("/images", response_model=ImageBuildList)
-async def list_images(_a: Admin, svc: Service) -> ImageBuildList:
+async def list_images(_a: HostAdmin, svc: Service) -> ImageBuildList:
     return ImageBuildList(images=[build_out(b) for b in images.inventory(svc)])
 
 
 @router.post("/images/prune", response_model=PruneResult)
-async def prune_images(_a: Admin, svc: Service) -> PruneResult:
+async def prune_images(_a: HostAdmin, svc: Service) -> PruneResult:
     """Remove the builds no computer came from and no new computer would get."""
     removed = await images.prune(svc)
     return PruneResult(removed=[build_out(b) for b in removed],

@@ -15,6 +15,7 @@ from .errors import (
 )
 from .files import FileInfo, Files
 from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
+from .ssh import Ssh
 from .tcp import TcpStream
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ProtocolError",
     "PtySession",
     "RemoteError",
+    "Ssh",
     "Stderr",
     "Stdout",
     "TcpStream",

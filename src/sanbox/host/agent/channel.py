@@ -1,16 +1,16 @@
-"""One multiplexed stream as the host client sees it: a frame inbox plus flow control."""
+"""One multiplexed stream as the host client sees it: a bounded frame inbox plus flow control."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from typing import Any, Protocol
 
 from sanbox.guest import protocol as p
 from sanbox.guest.flow import ReceiveWindow, SendWindow
 
 from .errors import AgentError, AgentTimeoutError, AgentUnavailableError, remote_error
+from .inbox import Inbox
 
 _UNLIMITED = 1 << 62
 
@@ -24,13 +24,17 @@ class Connection(Protocol):
 
 
 class Channel:
-    """Frames for one stream id. ``next()`` yields them in order, ``None`` after CLOSE."""
+    """Frames for one stream id. ``next()`` yields them in order, ``None`` after CLOSE.
+
+    What waits unread is bounded by the receive window granted to the agent (see ``Inbox``):
+    ``deliver`` raises ``ProtocolError`` for a frame beyond it, and the connection drops.
+    """
 
     def __init__(self, conn: Connection, stream_id: int, *, exec_stream: bool = False) -> None:
         self.id = stream_id
         self._conn = conn
         self._exec = exec_stream
-        self._inbox: deque[p.Frame] = deque()
+        self._inbox = Inbox()
         self._wake = asyncio.Event()
         self._send_window = SendWindow()
         self._recv_window = ReceiveWindow()
@@ -48,7 +52,7 @@ class Channel:
             self.remote_closed = True
             self._send_window.grant(_UNLIMITED)  # wake writers; they stop sending
         else:
-            self._inbox.append(frame)
+            self._inbox.put(frame)
         self._wake.set()
 
     def fail(self, error: AgentError) -> None:
@@ -75,11 +79,12 @@ class Channel:
                     await self._wake.wait()
             except TimeoutError:
                 raise AgentTimeoutError(f"stream {self.id}: no answer in {timeout} s") from None
-        frame = self._inbox.popleft()
+        frame = self._inbox.pop()
         if isinstance(frame, p.Data):
             credit = self._recv_window.consumed(len(frame.data))
             if credit and not self.local_closed and not self.remote_closed:
                 self._conn.write(p.encode(p.Window(self.id, credit)))
+                self._inbox.allow(credit)
         return frame
 
     async def next_msg(self, timeout: float | None = None) -> dict[str, Any] | None:

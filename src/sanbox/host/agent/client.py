@@ -25,6 +25,7 @@ from .errors import (
     RemoteError,
 )
 from .files import Files
+from .ssh import Ssh
 from .tcp import TcpStream
 
 log = logging.getLogger("sanbox.host.agent")
@@ -78,7 +79,9 @@ async def _handshake(
                 raise _HandshakeLostError(str(exc)) from exc
             if not data:
                 raise _HandshakeLostError("connection closed")
-            for frame in decoder.feed(data):
+            frames = decoder.feed(data)
+            decoder.errors.clear()  # lenient until the answer: garbage is skipped, not kept
+            for frame in frames:
                 if isinstance(frame, p.HelloAck) and frame.body.get("nonce") == nonce:
                     decoder.lenient = False
                     decoder.errors.clear()
@@ -127,6 +130,7 @@ class AgentClient:
         self._error: AgentError | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.files = Files(self)
+        self.ssh = Ssh(self)
 
     # -- connection ---------------------------------------------------------------
 
@@ -171,7 +175,8 @@ class AgentClient:
 
     @property
     def closed(self) -> bool:
-        return self._error is not None
+        """True once the connection failed or was closed: never hand a closed client out."""
+        return self._error is not None or self._reader_task.done()
 
     async def close(self) -> None:
         if self._error is None:
@@ -201,6 +206,9 @@ class AgentClient:
         self._writer.close()
 
     async def _read_loop(self) -> None:
+        """Decode and route frames until the connection ends. However it ends (EOF, a broken
+        frame, a stream overrunning its window, a bug) the client is failed: pending calls raise,
+        ``closed`` is true and ``Machine.client()`` dials again."""
         try:
             # bytes after the HELLO_ACK that arrived with it are already in the decoder
             frames = self._decoder.feed(b"")
@@ -211,12 +219,19 @@ class AgentClient:
                 if not data:
                     raise AgentUnavailableError("agent closed the connection")
                 frames = self._decoder.feed(data)
-        except p.ProtocolError as exc:
-            self._fail(ProtocolError(f"malformed frame from agent: {exc}"))
+        except (p.ProtocolError, ProtocolError) as exc:
+            log.warning("dropping the agent connection: %s", exc)
+            error = exc if isinstance(exc, ProtocolError) else ProtocolError(f"malformed: {exc}")
+            self._fail(error)
         except AgentError as exc:
             self._fail(exc)
-        except ConnectionError as exc:
+        except (ConnectionError, OSError) as exc:
             self._fail(AgentUnavailableError(f"connection to agent lost: {exc}"))
+        except Exception as exc:  # never leave a dead reader behind an open-looking client
+            log.exception("agent connection reader failed")
+            self._fail(ProtocolError(f"agent connection failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self._fail(AgentUnavailableError("agent connection closed"))  # no-op if failed
 
     def _dispatch(self, frame: p.Frame) -> None:
         restarted = isinstance(frame, p.HelloAck) or (  # unsolicited: a new agent is there
@@ -316,10 +331,13 @@ class AgentClient:
         user: str | int | None = None,
         stdin: bytes | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> process.ExecResult:
-        """Run a command to completion and collect its output."""
+        """Run a command to completion and collect its output: the first ``max_output`` bytes of
+        each stream (all of it if ``None``); the rest is read and dropped, and the result's
+        ``stdout_truncated``/``stderr_truncated`` say so."""
         proc = await self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout)
-        return await proc.communicate(stdin, timeout)
+        return await proc.communicate(stdin, timeout, max_output)
 
     async def exec_stream(
         self,

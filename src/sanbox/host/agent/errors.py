@@ -5,7 +5,9 @@ Hierarchy::
     AgentError                          base of everything raised by sanbox.host.agent
     ├── AgentUnavailableError           cannot connect; channel dead or disconnected
     ├── AgentTimeoutError               a wait ran out (also a TimeoutError)
-    ├── ProtocolError                   the guest sent malformed frames; connection closed
+    ├── ProtocolError                   the guest broke the protocol (malformed frames, JSON
+    │                                   nested too deep, DATA beyond its window); connection
+    │                                   closed, the next ``Machine.client()`` dials again
     └── RemoteError                     the agent answered with an error (.code, .message)
         ├── ExecError                   a command could not be started
         │   └── CommandNotFoundError    code command_not_found (.exit_code == 127)
@@ -32,7 +34,7 @@ class AgentTimeoutError(AgentError, TimeoutError):
 
 
 class ProtocolError(AgentError):
-    """The guest sent bytes that are not valid frames."""
+    """The guest sent bytes that are not valid frames, or frames the protocol does not allow."""
 
 
 class RemoteError(AgentError):

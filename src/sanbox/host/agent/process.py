@@ -24,6 +24,30 @@ class ExecResult:
     stderr: bytes
     signal: int | None
     timed_out: bool
+    stdout_truncated: bool = False  # more output came than was kept (the first bytes are)
+    stderr_truncated: bool = False
+
+
+class Capture:
+    """The first ``limit`` bytes of one output stream (all if ``None``); the rest is counted."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.total = 0
+        self._kept = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = len(data) if self.limit is None else self.limit - len(self._kept)
+        if room > 0:
+            self._kept += data[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self._kept)
+
+    def value(self) -> bytes:
+        return bytes(self._kept)
 
 
 @dataclass(frozen=True)
@@ -129,17 +153,18 @@ class ExecProcess:
         finally:
             await self._channel.close()
 
-    async def wait(self, timeout: float | None = None) -> ExecResult:
-        """Wait for exit, collecting the output that ``events()`` did not consume."""
-        out: list[bytes] = []
-        err: list[bytes] = []
+    async def wait(self, timeout: float | None = None, max_output: int | None = None) -> ExecResult:
+        """Wait for exit, collecting the output that ``events()`` did not consume: the first
+        ``max_output`` bytes of each stream; the rest is drained (the command never blocks on a
+        full pipe) and dropped."""
+        out, err = Capture(max_output), Capture(max_output)
 
         async def collect() -> None:
             async for event in self.events():
                 if isinstance(event, Stdout):
-                    out.append(event.data)
+                    out.add(event.data)
                 elif isinstance(event, Stderr):
-                    err.append(event.data)
+                    err.add(event.data)
 
         if self.exit is None:
             try:
@@ -150,9 +175,14 @@ class ExecProcess:
                 raise AgentTimeoutError(f"command did not finish in {timeout} s") from None
         assert self.exit is not None
         e = self.exit
-        return ExecResult(e.exit_code, b"".join(out), b"".join(err), e.signal, e.timed_out)
+        return ExecResult(
+            e.exit_code, out.value(), err.value(), e.signal, e.timed_out,
+            stdout_truncated=out.truncated, stderr_truncated=err.truncated,
+        )  # fmt: skip
 
-    async def communicate(self, stdin: bytes | None, timeout: float | None) -> ExecResult:
+    async def communicate(
+        self, stdin: bytes | None, timeout: float | None, max_output: int | None = None
+    ) -> ExecResult:
         """Feed ``stdin`` (then EOF) while collecting output; used by ``AgentClient.exec``."""
 
         async def feed() -> None:
@@ -163,7 +193,7 @@ class ExecProcess:
         feeder = asyncio.get_running_loop().create_task(feed())
         try:
             wait_limit = None if timeout is None else timeout + EXIT_GRACE
-            return await self.wait(wait_limit)
+            return await self.wait(wait_limit, max_output)
         finally:
             if not feeder.done():
                 feeder.cancel()

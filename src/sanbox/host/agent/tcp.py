@@ -18,11 +18,12 @@ class TcpStream:
         self._write_closed = False
 
     @classmethod
-    async def connected(cls, channel: Channel) -> TcpStream:
+    async def connected(cls, channel: Channel, *, ready: str = "connected") -> TcpStream:
+        """Wait for the agent's ``ready`` message (an ``ssh`` stream says ``started``)."""
         try:
             body = await channel.next_msg(CONNECT_TIMEOUT)
-            if body is None or body.get("type") != "connected":
-                raise RemoteError("bad_reply", f"unexpected reply to tcp: {body!r}")
+            if body is None or body.get("type") != ready:
+                raise RemoteError("bad_reply", f"unexpected reply to open: {body!r}")
         except BaseException:
             await channel.close()
             raise

@@ -1,23 +1,30 @@
 """The egress gateway: for each running computer, the DNS filter and the egress proxy listening
-inside its namespace, and its firewall, all following one live policy."""
+inside its namespace, and its firewall, all following one live policy. What they deny is logged
+and reported through `on_denied` as far as the computer's `DenialLimiter` lets it: one report per
+(name, port, reason) a minute and 60 a minute in all, the rest counted into the next report."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..net import firewall
 from ..net.listen import Endpoint, bind_in_netns
+from .denials import Denial, DenialLimiter
 from .dns_filter import DnsFilter
 from .policy import Policy
-from .proxy import EgressProxy
+from .proxy import MAX_CONNECTIONS, EgressProxy
+from .reach import Reach
 from .resolver import Resolver
 
-OnDenied = Callable[[str, str, int, str], None]  # (computer id, name, port, reason)
+log = logging.getLogger(__name__)
+OnDenied = Callable[[str, Denial], None]  # (computer id, the denial to record)
 
 
 @dataclass
@@ -30,14 +37,29 @@ class Egress:
 
 
 class EgressGateway:
-    def __init__(self, resolver: Resolver, on_denied: OnDenied | None = None) -> None:
+    def __init__(
+        self,
+        resolver: Resolver,
+        on_denied: OnDenied | None = None,
+        reach: Reach | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.resolver = resolver
         self.on_denied: OnDenied = on_denied or (lambda *_a: None)
+        self.reach = reach or Reach()
+        self.max_connections = max_connections  # per computer
+        self.clock = clock
         self._egress: dict[str, Egress] = {}
 
     def policy(self, computer_id: str) -> Policy | None:
         egress = self._egress.get(computer_id)
         return egress.policy if egress else None
+
+    def open_connections(self, computer_id: str) -> int:
+        """How many connections of the computer the proxy is handling now."""
+        egress = self._egress.get(computer_id)
+        return egress.proxy.active if egress else 0
 
     async def start(self, computer_id: str, netns: str, policy: Policy) -> None:
         """Firewall, DNS filter and proxy for a computer. Idempotent: if they run already (say,
@@ -58,14 +80,23 @@ class EgressGateway:
         ]
         udp, tcp, http, tls, direct = await asyncio.to_thread(bind_in_netns, netns, endpoints)
 
+        limiter = DenialLimiter()
+
         def denied(name: str, port: int, reason: str) -> None:
-            self.on_denied(computer_id, name, port, reason)
+            denial = limiter.admit(name, port, reason, self.clock())
+            if denial is None:
+                return
+            log.info("egress of %s %s", computer_id, denial.message())
+            try:
+                self.on_denied(computer_id, denial)
+            except Exception:
+                log.exception("egress: recording a denial of %s failed", computer_id)
 
         def live() -> Policy:  # the live policy; nothing once the computer's egress stops
             egress = self._egress.get(computer_id)
             return egress.policy if egress is not None else Policy()
 
-        proxy = EgressProxy(live, self.resolver, denied)
+        proxy = EgressProxy(live, self.resolver, denied, self.reach, self.max_connections)
         egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(
             lambda name: live().allows_host(name),

@@ -1,6 +1,7 @@
 """A computer's egress policy: the host names (and wildcards) it may reach through the egress
 proxy, plus optional direct `cidr:port` rules. Pure data and matching; empty means nothing goes
-out. The addresses a name resolves to are checked separately against `BLOCKED_NETWORKS`."""
+out. Where computers may never go (this host, private ranges, metadata) is `reach.py`'s
+business: it checks `cidr:port` rules when they are set and every address before it is dialled."""
 
 from __future__ import annotations
 
@@ -11,36 +12,10 @@ from dataclasses import dataclass, field
 _LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"^(\*\.)?({_LABEL}\.)*{_LABEL}$")
 
-# never reachable through the proxy, whatever a name resolves to: private, shared (CGNAT),
-# loopback, link-local (cloud metadata lives at 169.254.169.254), unspecified, multicast, reserved
-BLOCKED_NETWORKS = tuple(
-    ipaddress.ip_network(n)
-    for n in (
-        "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-        "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4",
-        "240.0.0.0/4", "255.255.255.255/32",
-    )
-)  # fmt: skip
-
 
 class PolicyError(ValueError):
-    """An allow rule that is not a host name, a wildcard or a cidr:port."""
-
-
-def blocked_address(ip: str) -> str | None:
-    """Why `ip` may not be dialled (None if it may)."""
-    try:
-        addr = ipaddress.ip_address(ip)
-    except ValueError:
-        return "not an IP address"
-    if addr.version == 6:
-        return "IPv6 is off"
-    for net in BLOCKED_NETWORKS:
-        if addr in net:
-            if str(addr) == "169.254.169.254":
-                return "the metadata address"
-            return f"a private or reserved address ({net})"
-    return None
+    """An allow rule that is not a host name, a wildcard or a cidr:port, or (`reach.py`) a
+    cidr:port rule that reaches where computers may not go."""
 
 
 @dataclass(frozen=True)

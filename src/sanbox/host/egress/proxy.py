@@ -1,9 +1,15 @@
 """The egress proxy of one computer. The guest's TCP 80 and 443 arrive here (redirected inside its
 namespace); the proxy reads the HTTP Host or the TLS SNI, checks it against the allowlist,
-resolves the name itself and dials that (never the address the guest chose), refuses private,
-loopback, link-local and metadata addresses after resolution, then relays bytes. TLS is passed
-through untouched. Allowed `cidr:port` flows arrive on their own socket and go to their original
-destination. A live policy change closes the flows it no longer allows."""
+resolves the name itself and dials that (never the address the guest chose), refuses addresses
+computers may never reach (`reach.py`: this host, private ranges the operator did not open,
+loopback, link-local, metadata), then relays. TLS is passed through untouched. Plain HTTP carries
+one checked request per connection (`http_request.py`): a second request on it is never relayed,
+smuggling shapes are refused before anything goes out. Allowed `cidr:port` flows arrive on their
+own socket and go to their original destination, after the same address check.
+
+Bounds: at most `max_connections` connections at once (more are closed on accept and reported as
+one rate-limited denial), a deadline to name the destination, and an idle timeout on every relay.
+A live policy change closes the flows it no longer allows."""
 
 from __future__ import annotations
 
@@ -12,26 +18,31 @@ import contextlib
 import logging
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .policy import Policy, blocked_address
+from .http_request import Accepted, GuestEvent, GuestRequest, Refusal, refusal_bytes
+from .policy import Policy
+from .reach import Reach
+from .relay import IDLE_TIMEOUT, Exchange, raw
 from .resolver import ResolveError, Resolver
-from .sniff import INCOMPLETE, NOT_HTTP, NOT_TLS, http_host, tls_server_name
+from .sniff import INCOMPLETE, NOT_TLS, tls_server_name
 
 log = logging.getLogger(__name__)
 SO_ORIGINAL_DST = 80
 SNIFF_LIMIT = 64 * 1024
 SNIFF_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 10.0
+MAX_CONNECTIONS = 512  # per computer
 Denied = Callable[[str, int, str], None]  # (name or address, port, reason)
+_PORTS = {"http": 80, "tls": 443}
 
 
 def original_destination(sock: socket.socket) -> tuple[str, int]:
-    raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
-    port = struct.unpack_from("!H", raw, 2)[0]
-    return socket.inet_ntoa(raw[4:8]), port
+    raw_addr = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    port = struct.unpack_from("!H", raw_addr, 2)[0]
+    return socket.inet_ntoa(raw_addr[4:8]), port
 
 
 @dataclass(eq=False)  # hashed by identity: each flow is one connection
@@ -46,19 +57,41 @@ class Flow:
             w.close()
 
 
+class RefusedError(Exception):
+    """This connection may not go where it asks (`status` for a plain-HTTP answer)."""
+
+    def __init__(self, name: str, reason: str, status: int = 403) -> None:
+        super().__init__(reason)
+        self.name, self.reason, self.status = name, reason, status
+
+    def answer(self) -> str:
+        if self.status == 403:
+            return f"{self.name} is blocked ({self.reason})"
+        return f"{self.name}: {self.reason}" if self.name != "?" else self.reason
+
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
 class EgressProxy:
     def __init__(
         self,
         policy: Callable[[], Policy],
         resolver: Resolver,
         on_denied: Denied | None = None,
+        reach: Reach | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.policy = policy
         self.resolver = resolver
         self.on_denied: Denied = on_denied or (lambda _n, _p, _r: None)
+        self.reach = reach or Reach()
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.active = 0  # connections being handled now
         self.flows: set[Flow] = set()
         self._servers: list[asyncio.Server] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     async def serve(self, http: socket.socket, tls: socket.socket, direct: socket.socket) -> None:
         """Start accepting on the three (namespace-bound, listening) sockets."""
@@ -67,7 +100,16 @@ class EgressProxy:
             async def handle(
                 r: asyncio.StreamReader, w: asyncio.StreamWriter, k: str = kind
             ) -> None:
-                await self._handle(k, r, w)
+                if self.active >= self.max_connections:
+                    w.transport.abort()
+                    why = f"over the cap of {self.max_connections} open connections"
+                    self.on_denied("*", _PORTS.get(k, 0), why)
+                    return
+                self.active += 1
+                try:
+                    await self._handle(k, r, w)
+                finally:
+                    self.active -= 1
 
             self._servers.append(await asyncio.start_server(handle, sock=sock))
 
@@ -100,16 +142,22 @@ class EgressProxy:
     async def _handle(
         self, kind: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        port = _PORTS.get(kind, 0)
         try:
-            sock = writer.get_extra_info("socket")
-            orig_ip, orig_port = original_destination(sock)
-            policy = self.policy()
-            if policy.allows_direct(orig_ip, orig_port):
-                await self._direct(orig_ip, orig_port, b"", reader, writer)
+            orig_ip, port = original_destination(writer.get_extra_info("socket"))
+            if self.policy().allows_direct(orig_ip, port):
+                await self._direct(orig_ip, port, (reader, writer))
             elif kind == "direct":
-                self._deny(writer, orig_ip, orig_port, "no cidr:port rule allows it")
-            else:  # the guest may only have dialled 80 or 443 to get here
-                await self._by_name(kind, 443 if kind == "tls" else 80, reader, writer)
+                raise RefusedError(orig_ip, "no cidr:port rule allows it")
+            elif kind == "tls":
+                await self._tls((reader, writer))
+            else:
+                await self._http((reader, writer))
+        except RefusedError as exc:
+            self.on_denied(exc.name, port, exc.reason)
+            if kind == "http":
+                with contextlib.suppress(Exception):
+                    writer.write(refusal_bytes(exc.status, exc.answer()))
         except (ConnectionError, OSError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except Exception:
@@ -117,89 +165,76 @@ class EgressProxy:
         finally:
             writer.close()
 
-    async def _by_name(
-        self, kind: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _tls(self, guest: Streams) -> None:
         head = b""
-        sniff = tls_server_name if kind == "tls" else http_host
         name: Any = INCOMPLETE
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SNIFF_TIMEOUT
-        while name is INCOMPLETE and len(head) < SNIFF_LIMIT:
-            async with asyncio.timeout_at(max(deadline, loop.time() + 0.01)):
-                chunk = await reader.read(16384)
-            if not chunk:
-                return
-            head += chunk
-            name = sniff(head)
-        if name is INCOMPLETE or name is NOT_TLS or name is NOT_HTTP or not name:
-            what = "TLS without SNI" if kind == "tls" else "HTTP without a Host header"
-            self._deny(writer, "?", port, f"{what}: the destination cannot be named")
-            return
+        async with asyncio.timeout(SNIFF_TIMEOUT):
+            while name is INCOMPLETE and len(head) < SNIFF_LIMIT:
+                chunk = await guest[0].read(16384)
+                if not chunk:
+                    return
+                head += chunk
+                name = tls_server_name(head)
+        if name is INCOMPLETE or name is NOT_TLS or not name:
+            raise RefusedError("?", "TLS without SNI: the destination cannot be named")
+        flow = Flow(name, await self._address(name), 443)
+        async with self._dialled(flow, guest[1]) as upstream:
+            upstream[1].write(head)
+            await raw(guest, upstream, self.idle_timeout)
+
+    async def _http(self, guest: Streams) -> None:
+        request = GuestRequest()
+        events: list[GuestEvent] = []
+        async with asyncio.timeout(SNIFF_TIMEOUT):
+            while not events:
+                chunk = await guest[0].read(16384)
+                if not chunk:
+                    return  # gone before naming anything
+                events = request.feed(chunk)
+        first = events[0]
+        if isinstance(first, Refusal):
+            raise RefusedError(request.head.name if request.head else "?", first.reason,
+                               first.status)  # fmt: skip
+        assert isinstance(first, Accepted)
+        flow = Flow(first.head.name, await self._address(first.head.name), 80)
+        async with self._dialled(flow, guest[1]) as upstream:
+            await Exchange(request, guest, upstream).run(first, events[1:], self.idle_timeout)
+
+    async def _direct(self, ip: str, port: int, guest: Streams) -> None:
+        why = self.reach.refusal(ip)
+        if why is not None:
+            raise RefusedError(ip, f"{why}: not for computers")
+        async with self._dialled(Flow(None, ip, port), guest[1]) as upstream:
+            await raw(guest, upstream, self.idle_timeout)
+
+    async def _address(self, name: str) -> str:
+        """The address to dial for an allowed `name`: resolved here, checked."""
         if not self.policy().allows_host(name):
-            self._deny(writer, name, port, "not in the allowlist", http=kind == "http")
-            return
+            raise RefusedError(name, "not in the allowlist")
         try:
             addresses = await self.resolver.resolve_a(name)
         except ResolveError as exc:
-            self._deny(writer, name, port, f"does not resolve: {exc}", http=kind == "http")
-            return
-        usable = [a for a in addresses if blocked_address(a) is None]
+            raise RefusedError(name, f"does not resolve: {exc}", 502) from None
+        usable = [a for a in addresses if self.reach.refusal(a) is None]
         if not usable:
-            why = blocked_address(addresses[0]) if addresses else "no address"
-            self._deny(writer, name, port, f"resolves to {why}", http=kind == "http")
-            return
-        await self._relay(Flow(name, usable[0], port), head, reader, writer)
+            why = self.reach.refusal(addresses[0]) if addresses else "no address"
+            raise RefusedError(name, f"resolves to {why}")
+        return usable[0]
 
-    async def _direct(
-        self, ip: str, port: int, head: bytes, reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:  # fmt: skip
-        why = blocked_address(ip)
-        if why is not None and ip.startswith(("127.", "169.254.", "0.")):
-            self._deny(writer, ip, port, f"{why} is never reachable")
-            return
-        await self._relay(Flow(None, ip, port), head, reader, writer)
-
-    def _deny(
-        self, writer: asyncio.StreamWriter, name: str, port: int, reason: str, http: bool = False
-    ) -> None:
-        log.info("egress denied: %s:%d (%s)", name, port, reason)
-        self.on_denied(name, port, reason)
-        if http:
-            body = f"Sanbox egress: {name} is blocked ({reason})\n".encode()
-            writer.write(
-                b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                + f"Content-Length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
-
-    async def _relay(
-        self, flow: Flow, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    @contextlib.asynccontextmanager
+    async def _dialled(
+        self, flow: Flow, guest_writer: asyncio.StreamWriter
+    ) -> AsyncIterator[Streams]:
+        """The open upstream connection of `flow`, listed in `flows` while it is open."""
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                up_reader, up_writer = await asyncio.open_connection(flow.address, flow.port)
+                upstream = await asyncio.open_connection(flow.address, flow.port)
         except (OSError, TimeoutError) as exc:
-            self.on_denied(flow.name or flow.address, flow.port, f"cannot connect: {exc}")
-            return
-        flow.writers = [writer, up_writer]
+            raise RefusedError(flow.name or flow.address, f"cannot connect: {exc}", 502) from None
+        flow.writers = [guest_writer, upstream[1]]
         self.flows.add(flow)
         try:
-            if head:
-                up_writer.write(head)
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            yield upstream
         finally:
             self.flows.discard(flow)
-            up_writer.close()
-
-
-async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    try:
-        while data := await src.read(256 * 1024):
-            dst.write(data)
-            await dst.drain()
-        if dst.can_write_eof():
-            dst.write_eof()
-    except (ConnectionError, OSError):
-        dst.close()
+            upstream[1].close()

@@ -39,9 +39,9 @@ MAX_CLIENT_HELLO = 65536
 MAX_HTTP_HEAD = 65536
 
 _HOSTNAME = re.compile(r"[a-z0-9_][a-z0-9_-]{0,62}(\.[a-z0-9_][a-z0-9_-]{0,62})*")
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
-_ABSOLUTE = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
+TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+ABSOLUTE_TARGET = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 _MAX_METHOD = 32
 
 
@@ -173,16 +173,16 @@ def tls_server_name(buf: bytes) -> str | None | Incomplete | NotTls:
         return NOT_TLS
 
 
-def _looks_like_request_start(buf: bytes) -> bool:
+def looks_like_request_start(buf: bytes) -> bool:
     """Whether `buf`, a head without its end yet, can still become an HTTP/1.x request."""
     first_line = buf.split(b"\r\n", 1)[0]
     method, space, _ = first_line.partition(b" ")
     if not space:
-        return (not method or bool(_TOKEN.fullmatch(method))) and len(method) <= _MAX_METHOD
-    return bool(_TOKEN.fullmatch(method)) and len(method) <= _MAX_METHOD
+        return (not method or bool(TOKEN.fullmatch(method))) and len(method) <= _MAX_METHOD
+    return bool(TOKEN.fullmatch(method)) and len(method) <= _MAX_METHOD
 
 
-def _split_authority(authority: str) -> str | None | NotHttp:
+def split_authority(authority: str) -> str | None | NotHttp:
     """The host of `host[:port]` / `[v6][:port]` (None if empty), or NOT_HTTP."""
     if "@" in authority:
         return NOT_HTTP
@@ -208,17 +208,17 @@ def http_host(buf: bytes) -> str | None | Incomplete | NotHttp:
     none: no Host header and an origin-form target)."""
     end = buf.find(b"\r\n\r\n", 0, MAX_HTTP_HEAD)
     if end < 0:
-        if len(buf) >= MAX_HTTP_HEAD or not _looks_like_request_start(buf):
+        if len(buf) >= MAX_HTTP_HEAD or not looks_like_request_start(buf):
             return NOT_HTTP
         return INCOMPLETE
     request_line, *header_lines = buf[:end].split(b"\r\n")
-    match = _REQUEST_LINE.fullmatch(request_line)
+    match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
         return NOT_HTTP
     hosts: list[bytes] = []
     for line in header_lines:
         name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name) or b"\n" in value or b"\r" in value:
+        if not colon or not TOKEN.fullmatch(name) or b"\n" in value or b"\r" in value:
             return NOT_HTTP  # also rejects obsolete line folding (a leading space)
         if name.lower() == b"host":
             hosts.append(value.strip(b" \t"))
@@ -226,11 +226,11 @@ def http_host(buf: bytes) -> str | None | Incomplete | NotHttp:
         return NOT_HTTP
     host: str | None | NotHttp = None
     if hosts:
-        host = _split_authority(hosts[0].decode("latin-1"))
-    absolute = _ABSOLUTE.match(match.group(2))
+        host = split_authority(hosts[0].decode("latin-1"))
+    absolute = ABSOLUTE_TARGET.match(match.group(2))
     if absolute is None:
         return host
-    target_host = _split_authority(absolute.group(1).decode("latin-1"))
+    target_host = split_authority(absolute.group(1).decode("latin-1"))
     if isinstance(host, NotHttp) or target_host is None:
         return NOT_HTTP
     if hosts and host != target_host:

@@ -19,7 +19,9 @@ BASE_PACKAGES = (
     "curl",
     "git",
     "procps",
-    "openssh-server",
+    "openssh-server",  # `sanbox ssh`: sshd -i per connection, started by the agent
+    "openssh-sftp-server",  # sftp, and scp (which speaks SFTP since OpenSSH 9.0)
+    "rsync",
     "e2fsprogs",
     "kmod",
     "less",

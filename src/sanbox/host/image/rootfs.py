@@ -49,10 +49,13 @@ def install_sanbox(tree: Path, kernel: Kernel) -> None:
     run("rootfs", ["depmod", "-b", str(tree), kernel.release])
     # compiled once here, not at every first boot of every computer (slow under TCG)
     run("rootfs", ["chroot", str(tree), "python3", "-m", "compileall", "-q", "/opt/sanbox"])
-    # every computer gets its own identity at first boot
+    # every computer gets its own identity at first boot (SSH host key: at first use)
     (tree / "etc" / "machine-id").write_text("")
     for key in (tree / "etc" / "ssh").glob("ssh_host_*"):
         key.unlink()
+    sshd_dropins = tree / "etc" / "ssh" / "sshd_config.d"
+    sshd_dropins.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ASSETS / "sshd_config", sshd_dropins / "sanbox.conf")
     (tree / "etc" / "hostname").write_text("sanbox\n")
     (tree / "etc" / "resolv.conf").unlink(missing_ok=True)
     (tree / "etc" / "resolv.conf").write_text("")

@@ -2,7 +2,7 @@
 
 from .accel import AccelChoice, cached_accel, choose_accel
 from .errors import QmpError, VmmError, VmNotRunningError, VmStartError
-from .hypervisor import Hypervisor, NetAttachment, VmHandle, VmSpec
+from .hypervisor import Hypervisor, NetAttachment, VmHandle, VmSpec, VmUser
 from .qemu import QemuHypervisor, QemuVm, qemu_argv
 from .qmp import QmpClient
 
@@ -18,6 +18,7 @@ __all__ = [
     "VmNotRunningError",
     "VmSpec",
     "VmStartError",
+    "VmUser",
     "VmmError",
     "cached_accel",
     "choose_accel",

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .confine import SANDBOX
 from .errors import VmmError
 
 PROBE_MARKER = b"SANBOX-PROBE-OK"
@@ -71,7 +72,7 @@ def probe_kvm(kernel: Path, initrd: Path, timeout: float = PROBE_TIMEOUT) -> tup
     argv = [
         qemu_binary(), "-accel", "kvm", "-cpu", "host", "-M", "microvm", "-m", "128",
         "-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-serial", "stdio",
-        "-kernel", str(kernel), "-initrd", str(initrd),
+        "-sandbox", SANDBOX, "-kernel", str(kernel), "-initrd", str(initrd),
         "-append", "console=ttyS0 panic=-1 reboot=t sanbox.probe",
     ]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -21,6 +21,16 @@ class NetAttachment:
 
 
 @dataclass(frozen=True)
+class VmUser:
+    """The unprivileged identity a VM process runs as (never root)."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()  # supplementary groups, e.g. the group that owns /dev/kvm
+
+
+@dataclass(frozen=True)
 class VmSpec:
     name: str
     kernel: Path
@@ -35,6 +45,8 @@ class VmSpec:
     memory_file: Path | None = None  # guest RAM as a shared file (tmpfs): fast pause/resume
     restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
+    run_as: VmUser | None = None  # drop to this user before the hypervisor starts
+    cgroup_procs: tuple[Path, ...] = ()  # join these cgroups (cgroup.procs files) first
 
     @property
     def agent_socket(self) -> Path:
@@ -47,6 +59,11 @@ class VmSpec:
     @property
     def pidfile(self) -> Path:
         return self.run_dir / "vm.pid"
+
+    @property
+    def hypervisor_log(self) -> Path:
+        """What the hypervisor process itself says (its stderr), beside the console log."""
+        return self.console_log.with_name("hypervisor.log")
 
 
 class VmHandle(Protocol):
@@ -64,6 +81,9 @@ class VmHandle(Protocol):
     async def wait_exit(self, timeout: float) -> bool: ...
 
     async def kill(self, timeout: float = 5.0) -> None: ...
+
+    async def disk_error(self) -> str | None:
+        """None if it runs; `nospace` or `failed` if a disk error stopped the guest."""
 
     async def save_state(self, vmstate: Path) -> None:
         """Stop the vCPUs and write the device state (RAM is in the shared RAM file)."""

@@ -1,18 +1,25 @@
 """QEMU driver: `-M microvm` with virtio-mmio devices, a virtio-serial control port for the agent,
-virtio-rng, and an optional tap. QEMU daemonizes itself, so the VM survives its caller; a new caller
-re-attaches by the run dir (pidfile, QMP socket, agent socket)."""
+virtio-rng, and an optional tap. A small launcher detaches QEMU (a shell that joins the VM's
+cgroups, starts QEMU in the background and exits), so the VM survives its caller and is nobody's
+child; a new caller re-attaches by the run dir (pidfile, QMP socket, agent socket).
+
+QEMU is confined (confine.py): seccomp (`-sandbox`), the VM user instead of root, the computer's
+cgroups from its first instruction. A disk error stops the guest (`werror=stop,rerror=stop`)
+instead of being handed to it or freezing it unnoticed: `run_state()` then says `io-error`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 from pathlib import Path
 
 from ..disk.qcow2 import format_of
 from .accel import host_mhz, qemu_binary
-from .errors import VmNotRunningError, VmStartError
+from .confine import SANDBOX, open_tap, prepare, setpriv_argv
+from .errors import QmpError, VmNotRunningError, VmStartError
 from .hypervisor import VmSpec
 from .qmp import QmpClient
 
@@ -37,9 +44,14 @@ def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
 
 
 def qemu_argv(
-    spec: VmSpec, accel: str, mhz: float, binary: str = "qemu-system-x86_64"
+    spec: VmSpec,
+    accel: str,
+    mhz: float,
+    binary: str = "qemu-system-x86_64",
+    tap_fd: int | None = None,
 ) -> list[str]:
-    """The full command line for a spec. Pure: unit-tested."""
+    """The full command line for a spec (the tap by name, or as an inherited descriptor for an
+    unprivileged QEMU). Pure: unit-tested."""
     cpu = "host" if accel == "kvm" else "max"
     run = spec.run_dir
     argv = [
@@ -50,19 +62,21 @@ def qemu_argv(
         "-serial", "chardev:console",
         "-kernel", str(spec.kernel), "-initrd", str(spec.initrd),
         "-append", kernel_cmdline(spec, accel, mhz),
+        "-sandbox", SANDBOX,
         "-drive", f"id=root,file={spec.disk},format={format_of(spec.disk)},if=none,"
-                  "cache=writeback,discard=unmap",
+                  "cache=writeback,discard=unmap,werror=stop,rerror=stop",
         "-device", "virtio-blk-device,drive=root",
         "-device", "virtio-serial-device",
         "-chardev", f"socket,id=agent,path={run / 'agent.sock'},server=on,wait=off",
         "-device", f"virtserialport,chardev=agent,name={AGENT_PORT_NAME}",
         "-device", "virtio-rng-device",
         "-qmp", f"unix:{run / 'qmp.sock'},server=on,wait=off",
-        "-pidfile", str(run / "vm.pid"), "-daemonize",
+        "-pidfile", str(run / "vm.pid"),
     ]  # fmt: skip
     if spec.net is not None:
         argv += [
-            "-netdev", f"tap,id=net0,ifname={spec.net.tap},script=no,downscript=no",
+            "-netdev", f"tap,id=net0,fd={tap_fd}" if tap_fd is not None
+                       else f"tap,id=net0,ifname={spec.net.tap},script=no,downscript=no",
             "-device", f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
         ]  # fmt: skip
     if spec.memory_file is not None:
@@ -74,9 +88,19 @@ def qemu_argv(
         ]
     if spec.restore:
         argv += ["-incoming", "defer"]
+    if spec.run_as is not None:
+        argv = [*setpriv_argv(spec.run_as), *argv]
     if spec.net is not None and spec.net.netns:
         argv = ["ip", "netns", "exec", spec.net.netns, *argv]
     return argv
+
+
+def launcher_argv(argv: list[str], cgroup_procs: tuple[Path, ...], log: Path) -> list[str]:
+    """A shell that joins the cgroups (so QEMU and all it allocates are in them from the start),
+    starts `argv` in the background with its output in `log`, prints its pid and exits. Pure."""
+    joins = "".join(f"echo $$ > {shlex.quote(str(f))} || exit 1\n" for f in cgroup_procs)
+    script = f'cd / || exit 1\n{joins}"$@" </dev/null >{shlex.quote(str(log))} 2>&1 &\necho $!\n'
+    return ["sh", "-c", script, "sanbox-launch", *argv]
 
 
 def _pid_alive(pid: int, run_dir: Path) -> bool:
@@ -89,6 +113,45 @@ def _pid_alive(pid: int, run_dir: Path) -> bool:
     except OSError:
         return False
     return state != "Z" and str(run_dir).encode() in cmdline
+
+
+def _said(log: Path) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())[-2000:]
+
+
+def _running(pid: int) -> bool:
+    """`pid` exists and is not a zombie (its cmdline may read empty while it execs)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def _wait_started(vm: QemuVm, log: Path) -> None:
+    """Until QEMU's monitor answers (its devices are made, the guest starts), or it exits: then
+    its own words say why. A QEMU that does neither in time is killed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_TIMEOUT
+    while loop.time() < deadline:
+        if not _running(vm.pid):  # the launcher's child: ip, setpriv, then QEMU, one pid
+            raise VmStartError(f"QEMU failed to start: {_said(log) or 'no words'}")
+        if vm.qmp_socket.exists() and vm.alive():
+            with contextlib.suppress(QmpError, VmNotRunningError):
+                qmp = await vm.qmp(timeout=1.0)
+                try:
+                    await qmp.execute("query-status", timeout=5.0)
+                    return
+                finally:
+                    await qmp.close()
+        await asyncio.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(vm.pid, signal.SIGKILL)
+    raise VmStartError(f"QEMU did not start within {START_TIMEOUT:.0f}s: {_said(log)}")
 
 
 class QemuVm:
@@ -135,6 +198,20 @@ class QemuVm:
                 return
         raise VmNotRunningError(f"VM process {self.pid} did not die after SIGKILL")
 
+    async def disk_error(self) -> str | None:
+        """None while the VM runs as it should; `nospace` or `failed` when a disk error stopped
+        it (`werror=stop`: QEMU's run state is `io-error`, the disk's io-status says why)."""
+        qmp = await self.qmp(timeout=5.0)
+        try:
+            status = await qmp.execute("query-status", timeout=5.0) or {}
+            if status.get("status") != "io-error":
+                return None
+            blocks = await qmp.execute("query-block", timeout=5.0) or []
+        finally:
+            await qmp.close()
+        io = [b.get("io-status") for b in blocks if b.get("io-status") not in (None, "ok")]
+        return "nospace" if "nospace" in io else "failed"
+
     async def save_state(self, vmstate: Path) -> None:
         from .qemu_state import save_state
 
@@ -171,27 +248,30 @@ class QemuHypervisor:
         spec.console_log.parent.mkdir(parents=True, exist_ok=True)
         for stale in ("agent.sock", "qmp.sock", "vm.pid"):
             (spec.run_dir / stale).unlink(missing_ok=True)
-        argv = qemu_argv(spec, self.accel, host_mhz(), qemu_binary())
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        tap_fd = None
+        if spec.run_as is not None:
+            await asyncio.to_thread(prepare, spec, spec.run_as)
+            if spec.net is not None and spec.net.netns:
+                tap_fd = await asyncio.to_thread(open_tap, spec.net.netns, spec.net.tap)
         try:
-            async with asyncio.timeout(START_TIMEOUT):
-                out, err = await proc.communicate()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise VmStartError(f"QEMU did not daemonize within {START_TIMEOUT:.0f}s") from None
+            argv = qemu_argv(spec, self.accel, host_mhz(), qemu_binary(), tap_fd)
+            proc = await asyncio.create_subprocess_exec(
+                *launcher_argv(argv, spec.cgroup_procs, spec.hypervisor_log),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=() if tap_fd is None else (tap_fd,),
+            )
+            out, err = await proc.communicate()  # the shell only starts QEMU: it returns at once
+        finally:
+            if tap_fd is not None:
+                os.close(tap_fd)
         if proc.returncode != 0:
-            words = (err or out).decode(errors="replace").strip()
-            raise VmStartError(f"QEMU failed to start: {words or f'exit {proc.returncode}'}")
-        vm = self.attach(spec.run_dir)
-        if vm is None:
-            raise VmStartError("QEMU started but left no live process behind its pidfile")
+            words = err.decode(errors="replace").strip()
+            raise VmStartError(f"QEMU could not be launched: {words or f'exit {proc.returncode}'}")
+        vm = QemuVm(int(out.split()[-1]), spec.run_dir, self.isolation)
+        await _wait_started(vm, spec.hypervisor_log)
         return vm
 
     def attach(self, run_dir: Path) -> QemuVm | None:

@@ -1,12 +1,16 @@
 """Saving and loading a QEMU VM's state over QMP. Guest RAM lives in a shared file, so with
 `x-ignore-shared` the migration stream carries only the device state (kilobytes); the RAM file is
-kept beside it by the caller. The migration bandwidth limit is raised (the default is 32 MiB/s)."""
+kept beside it by the caller. The migration bandwidth limit is raised (the default is 32 MiB/s).
+
+QEMU runs sandboxed (`-sandbox ...,spawn=deny`): it may not start `exec:cat`. The host opens the
+state file itself and hands QEMU the descriptor over QMP (`getfd`), then migrates to or from
+`fd:NAME`; QEMU never opens a path for it, so the state files stay the host's (root, 0600)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import shlex
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from .qmp import QmpClient
 
 MAX_BANDWIDTH = 100 * 1024**3  # bytes/s: effectively unlimited
 IGNORE_SHARED = [{"capability": "x-ignore-shared", "state": True}]
+STATE_FD = "sanbox-vmstate"
 
 
 async def _migration_done(qmp: QmpClient, timeout: float) -> None:
@@ -42,9 +47,14 @@ async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> None:
     try:
         await qmp.execute("migrate-set-parameters", **{"max-bandwidth": MAX_BANDWIDTH})
         await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
+        fd = os.open(vmstate, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            await qmp.pass_fd(STATE_FD, fd)
+        finally:
+            os.close(fd)
         await qmp.execute("stop")
         stopped = True
-        await qmp.execute("migrate", uri=f"exec:cat > {shlex.quote(str(vmstate))}")
+        await qmp.execute("migrate", uri=f"fd:{STATE_FD}")
         await _migration_done(qmp, timeout)
     except BaseException:
         if stopped:
@@ -80,7 +90,12 @@ async def load_state(vm: QemuVm, vmstate: Path, timeout: float = 60.0) -> None:
     qmp = await vm.qmp()
     try:
         await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
-        await qmp.execute("migrate-incoming", uri=f"exec:cat {shlex.quote(str(vmstate))}")
+        fd = os.open(vmstate, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            await qmp.pass_fd(STATE_FD, fd)
+        finally:
+            os.close(fd)
+        await qmp.execute("migrate-incoming", uri=f"fd:{STATE_FD}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

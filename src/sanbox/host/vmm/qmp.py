@@ -1,10 +1,14 @@
-"""A small asyncio client for QEMU's monitor protocol (QMP) on a Unix socket."""
+"""A small asyncio client for QEMU's monitor protocol (QMP) on a Unix socket. `pass_fd` hands
+QEMU an open file over the socket (SCM_RIGHTS + `getfd`), for migrations that need no `exec:`
+(QEMU's sandbox forbids spawning)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,27 @@ class QmpClient:
         if arguments:
             msg["arguments"] = arguments
         self._writer.write(json.dumps(msg).encode() + b"\n")
+        return await self._reply(command, timeout)
+
+    async def pass_fd(self, name: str, fd: int, timeout: float = 30.0) -> None:
+        """Give QEMU a duplicate of `fd` under `name` (then usable as `fd:NAME` in a URI)."""
+        msg = json.dumps({"execute": "getfd", "arguments": {"fdname": name}}).encode() + b"\n"
+        await self._writer.drain()  # nothing of ours may be queued behind the direct send
+        transport_sock = self._writer.get_extra_info("socket")
+        if transport_sock is None:
+            raise QmpError("the QEMU monitor connection has no socket to pass a file over")
+        # a duplicate of the transport's socket (same non-blocking mode): the buffer is empty, so
+        # the small message goes at once; whatever did not fit follows through the writer
+        with socket.socket(fileno=os.dup(transport_sock.fileno())) as sock:
+            try:
+                sent = socket.send_fds(sock, [msg], [fd])
+            except OSError as exc:
+                raise QmpError(f"passing a file to QEMU failed: {exc}") from exc
+        if sent < len(msg):
+            self._writer.write(msg[sent:])
+        await self._reply("getfd", timeout)
+
+    async def _reply(self, command: str, timeout: float) -> Any:
         try:
             async with asyncio.timeout(timeout):
                 await self._writer.drain()

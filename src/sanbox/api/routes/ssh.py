@@ -1,0 +1,115 @@
+"""/v1/computers/{ref}/ssh-keys and the /ssh WebSocket: standard SSH into a computer.
+
+The WebSocket carries one SSH connection to a fresh ``sshd -i`` in the guest (the agent's ``ssh``
+stream; no port listens in the guest). It is authenticated like the exec WebSocket (a Bearer
+header, or ``?token=``) and wakes a suspended computer. Binary messages are the connection's bytes,
+both ways. Text messages are JSON: the client may send ``{"type": "eof"}`` when it will send no
+more; the server sends ``{"type": "error", "code", "message"}`` and closes when it cannot connect.
+The server closes the WebSocket (1000) when sshd ends; the client closing it ends sshd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from ...control.errors import ConflictError, ControlError
+from ...control.guest import guest_call
+from ...host.agent import AgentClient, RemoteError, TcpStream
+from ..auth import authenticate
+from ..schemas import SshAccess, SshKeyAdd
+from ._deps import Auth, Service
+from .computers import ERRORS
+
+router = APIRouter(prefix="/v1/computers", tags=["ssh"], responses=ERRORS)
+
+
+@router.post("/{ref}/ssh-keys", response_model=SshAccess)
+async def authorize_ssh_key(ref: str, body: SshKeyAdd, auth: Auth, svc: Service) -> SshAccess:
+    """Let a public key log in as root over SSH (added to /root/.ssh/authorized_keys once). The
+    answer carries the computer's host key, so a client can check it strictly (known_hosts)."""
+    async with guest_call(svc, auth.org, ref) as machine:
+        client = await machine.client()
+        added = await client.ssh.authorize(body.public_key)
+        host_key = await client.ssh.host_key()
+    return SshAccess(user="root", host_key=host_key, added=added)
+
+
+async def _connect(client: AgentClient) -> TcpStream:
+    try:
+        return await client.ssh.connect()
+    except RemoteError as exc:
+        if exc.code == "ssh_unavailable":  # an image without sshd
+            raise ConflictError(exc.message, "ssh_unavailable") from exc
+        raise
+
+
+async def _to_guest(ws: WebSocket, stream: TcpStream) -> None:
+    """Client -> sshd, until the client goes away."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message.get("bytes") is not None:
+            await stream.write(message["bytes"])
+        elif message.get("text") is not None:
+            body = json.loads(message["text"])
+            if isinstance(body, dict) and body.get("type") == "eof":
+                await stream.close_write()
+
+
+async def _to_client(ws: WebSocket, stream: TcpStream) -> bool:
+    """sshd -> client, until sshd ends (True) or the client is gone (False)."""
+    while chunk := await stream.read():
+        try:
+            await ws.send_bytes(chunk)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return False
+    return True
+
+
+async def _relay(ws: WebSocket, stream: TcpStream) -> bool:
+    """Both directions at once; True when sshd ended first (the WebSocket is still open)."""
+    up = asyncio.ensure_future(_to_guest(ws, stream))
+    down = asyncio.ensure_future(_to_client(ws, stream))
+    try:
+        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        if down.done():
+            return down.result()
+        up.result()  # the client went away (or sent something broken: raise it)
+        return False
+    finally:
+        for task in (up, down):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+@router.websocket("/{ref}/ssh")
+async def ssh_connection(ws: WebSocket, ref: str) -> None:
+    await ws.accept()
+    svc = ws.app.state.service
+    try:
+        auth = authenticate(ws)
+        async with guest_call(svc, auth.org, ref) as machine:
+            stream = await _connect(await machine.client())
+            try:
+                open_ = await _relay(ws, stream)
+            finally:
+                await stream.close()
+        if open_:
+            await ws.close()
+    except WebSocketDisconnect:
+        return
+    except ControlError as exc:
+        with contextlib.suppress(Exception):
+            await ws.send_text(json.dumps({"type": "error", "code": exc.code, "message": str(exc)}))
+            await ws.close(code=1011 if exc.status >= 500 else 1008)
+    except ValueError as exc:  # a text message that is not JSON
+        with contextlib.suppress(Exception):
+            await ws.send_text(json.dumps({"type": "error", "code": "validation_error",
+                                           "message": f"bad message: {exc}"}))  # fmt: skip
+            await ws.close(code=1008)

@@ -1,0 +1,92 @@
+"""The audit log: one record per request that meant to change something, written by the API once
+its outcome is known, read by admins (their org's records; a host admin's, every org's).
+
+A record says who (key id and prefix, org, client address), what (the action: method and route
+template, and its target: the path's parameters) and how it ended (status and error code). It
+never holds a body, a query string or a key. Records of requests with no known key (wrong or
+missing keys, refused addresses) are kept to the latest `keep_anonymous`, so a flood of them can
+neither fill the disk nor push out the records of real keys, which are all kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ..store import Database, repo
+from ..store.models import AuditRow
+from .errors import NotFoundError
+from .keys import Principal, require_admin, require_host_admin
+
+KEEP_ANONYMOUS = 10_000
+PRUNE_EVERY = 100  # anonymous records written between two prunes
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    action: str  # `POST /v1/computers/{ref}/stop`
+    status: int
+    target: dict[str, str] = field(default_factory=dict)
+    code: str | None = None
+    client: str | None = None
+    key_id: str | None = None
+    key_prefix: str | None = None
+    org_id: str | None = None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    row: AuditRow
+    org: str | None  # the org's name
+
+
+class AuditLog:
+    def __init__(
+        self, db: Database, keep_anonymous: int = KEEP_ANONYMOUS, prune_every: int = PRUNE_EVERY
+    ) -> None:
+        self.db = db
+        self.keep_anonymous = keep_anonymous
+        self.prune_every = prune_every
+        self._anonymous = 0  # written since the last prune
+
+    def record(self, entry: AuditEntry) -> int:
+        """Write a record; returns its id."""
+        row = AuditRow(
+            created_at=entry.at, org_id=entry.org_id, key_id=entry.key_id,
+            key_prefix=entry.key_prefix, action=entry.action[:200], target=entry.target,
+            status=entry.status, code=entry.code, client=entry.client,
+        )  # fmt: skip
+        with self.db.session() as s:
+            repo.add_audit(s, row)
+            if entry.key_id is None:
+                self._anonymous += 1
+                if self._anonymous >= self.prune_every:
+                    self._anonymous = 0
+                    repo.prune_anonymous_audit(s, self.keep_anonymous)
+        return row.id
+
+    def list(
+        self,
+        actor: Principal,
+        org: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> Sequence[AuditRecord]:
+        """The actor's org's records, or for a host admin every org's (`org=None`, with the records
+        of requests no key was known for) or the named org's; after an id in order, else the
+        latest `limit`."""
+        require_admin(actor)
+        with self.db.session() as s:
+            if org is None or org == actor.org.name:
+                org_id: str | None = None if actor.host_admin and org is None else actor.org.id
+            else:
+                require_host_admin(actor, f"reading the audit of org {org!r}")
+                found = repo.org_by_name(s, org)
+                if found is None:
+                    raise NotFoundError(f"no org named {org!r}", "org_not_found")
+                org_id = found.id
+            rows = repo.audit_records(s, org_id, after, limit)
+            names = {o.id: o.name for o in repo.list_orgs(s)}
+        return [AuditRecord(r, names.get(r.org_id) if r.org_id else None) for r in rows]

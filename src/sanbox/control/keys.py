@@ -1,0 +1,244 @@
+"""Orgs and API keys: who a key is, and the admin verbs over orgs and keys, each in its scope.
+
+- `authenticate` runs on every request and reads the store each time (nothing is cached), so a
+  revoke or an expiry applies to the very next request, WebSocket connections included.
+  Failed attempts are counted per client address (`failures.FailureLimiter`): past the limit,
+  every attempt from that address is refused with `too_many_failures` until the window passes,
+  whatever key it brings (a right key must not tell itself apart from a wrong one).
+- An admin key manages its own org: its keys (list, create, revoke). A host-admin key (the first
+  start's, and those another host admin makes) manages every org: it alone creates orgs, keys of
+  other orgs and host-admin keys.
+- Keys are stored as sha256 hashes with a short prefix in clear to tell them apart; the plaintext
+  exists once, in the answer to its creation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ..store import Database, repo
+from ..store.models import ApiKey, Org
+from .errors import (
+    AuthError,
+    ConflictError,
+    ForbiddenError,
+    InvalidRequestError,
+    KeyRefusedError,
+    NotFoundError,
+    TooManyFailuresError,
+)
+from .failures import FailureLimiter
+from .names import check_name
+
+LAST_USED_STEP = timedelta(minutes=1)  # `last_used_at` is written at most this often per key
+MAX_LIFETIME = timedelta(days=10 * 365)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: a key and its org."""
+
+    org: Org
+    key: ApiKey
+
+    @property
+    def admin(self) -> bool:
+        return self.key.admin or self.key.host_admin
+
+    @property
+    def host_admin(self) -> bool:
+        return self.key.host_admin
+
+
+def refusal(key: ApiKey, now: datetime) -> str | None:
+    """Why a known key opens nothing any more, or None if it still does."""
+    if key.revoked_at is not None:
+        return (
+            f"this API key ({key.prefix}…) was revoked at {key.revoked_at:%Y-%m-%d %H:%M:%S} "
+            "UTC: ask an admin of your org for a new one (`sanbox key create`)"
+        )
+    if key.expires_at is not None and key.expires_at <= now:
+        return (
+            f"this API key ({key.prefix}…) expired at {key.expires_at:%Y-%m-%d %H:%M:%S} UTC: "
+            "create a new one (`sanbox key create`)"
+        )
+    return None
+
+
+def expiry(now: datetime, expires_in: float | None, expires_at: datetime | None) -> datetime | None:
+    """When a new key stops working: `expires_in` seconds from now, or at `expires_at`."""
+    if expires_in is not None and expires_at is not None:
+        raise InvalidRequestError("give expires_in or expires_at, not both")
+    if expires_in is not None:
+        if not 0 < expires_in <= MAX_LIFETIME.total_seconds():
+            raise InvalidRequestError("expires_in must be between 1 second and 10 years")
+        return now + timedelta(seconds=expires_in)
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise InvalidRequestError("expires_at needs a time zone (e.g. 2027-01-31T12:00:00Z)")
+        if expires_at <= now:
+            raise InvalidRequestError("expires_at is in the past")
+        if expires_at > now + MAX_LIFETIME:
+            raise InvalidRequestError("expires_at is more than 10 years away")
+        return expires_at.astimezone(UTC)
+    return None
+
+
+def require_admin(actor: Principal) -> None:
+    if not actor.admin:
+        raise ForbiddenError("this needs an admin API key", "forbidden")
+
+
+def require_host_admin(actor: Principal, what: str) -> None:
+    if not actor.host_admin:
+        raise ForbiddenError(
+            f"{what} needs a host-admin API key; an admin key manages its own org "
+            f"({actor.org.name}) only",
+            "forbidden",
+        )
+
+
+class Keys:
+    """The control plane's door for orgs and keys. `clock` is wall-clock seconds (time.time)."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Callable[[], float] = time.time,
+        failures: FailureLimiter | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.failures = failures or FailureLimiter()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    # who is calling ---------------------------------------------------------------------------
+
+    def authenticate(self, token: str | None, client: str) -> Principal:
+        """The principal of a presented key, or AuthError / KeyRefusedError (401) or
+        TooManyFailuresError (429) for an address with too many failures."""
+        if not token:
+            raise AuthError("missing API key: send `Authorization: Bearer <key>`", "unauthorized")
+        seconds = self.clock()
+        wait = self.failures.retry_after(client, seconds)
+        if wait is not None:
+            retry = math.ceil(wait)
+            raise TooManyFailuresError(
+                f"too many failed authentications from {client}: try again in {retry} s", retry
+            )
+        now = datetime.fromtimestamp(seconds, UTC)
+        with self.db.session() as s:
+            key = repo.key_by_plaintext(s, token)
+            org = repo.org_by_id(s, key.org_id) if key is not None else None
+            why = refusal(key, now) if key is not None else None
+            if key is not None and org is not None and why is None:
+                last = key.last_used_at
+                if last is None or now - last >= LAST_USED_STEP:
+                    key.last_used_at = now
+        if key is None or org is None:
+            self.failures.failed(client, seconds)
+            raise AuthError("invalid API key", "unauthorized")
+        if why is not None:
+            self.failures.failed(client, seconds)
+            raise KeyRefusedError(why, key.id, key.prefix, key.org_id)
+        return Principal(org=org, key=key)
+
+    def usable_key(self, key_id: str) -> ApiKey | None:
+        """A key by id if it still opens anything (a port cookie names the key it came from)."""
+        with self.db.session() as s:
+            key = repo.key_by_id(s, key_id)
+        return key if key is not None and refusal(key, self.now()) is None else None
+
+    # orgs -------------------------------------------------------------------------------------
+
+    def create_org(self, actor: Principal, name: str) -> Org:
+        require_host_admin(actor, "creating an org")
+        check_name(name)
+        with self.db.session() as s:
+            if repo.org_by_name(s, name) is not None:
+                raise ConflictError(f"an org named {name!r} already exists", "name_taken")
+            return repo.create_org(s, name)
+
+    def list_orgs(self, actor: Principal) -> Sequence[Org]:
+        """Every org for a host admin; an admin sees its own."""
+        require_admin(actor)
+        if not actor.host_admin:
+            return [actor.org]
+        with self.db.session() as s:
+            return repo.list_orgs(s)
+
+    # keys -------------------------------------------------------------------------------------
+
+    def _org(self, actor: Principal, name: str | None) -> Org:
+        """The org an admin verb acts on: the actor's own, or (host admins only) another."""
+        if name is None or name == actor.org.name:
+            return actor.org
+        require_host_admin(actor, f"managing the keys of org {name!r}")
+        with self.db.session() as s:
+            org = repo.org_by_name(s, name)
+        if org is None:
+            raise NotFoundError(f"no org named {name!r}: `sanbox org create` it", "org_not_found")
+        return org
+
+    def create_key(
+        self,
+        actor: Principal,
+        org: str | None = None,
+        name: str = "",
+        admin: bool = False,
+        host_admin: bool = False,
+        expires_in: float | None = None,
+        expires_at: datetime | None = None,
+    ) -> tuple[ApiKey, Org, str]:
+        """A new key of `org` (default: the actor's); returns it, its org and its plaintext."""
+        require_admin(actor)
+        if host_admin:
+            require_host_admin(actor, "creating a host-admin key")
+        target = self._org(actor, org)
+        ends = expiry(self.now(), expires_in, expires_at)
+        with self.db.session() as s:
+            key, plaintext = repo.create_key(s, target, name, admin, host_admin, ends)
+        return key, target, plaintext
+
+    def list_keys(self, actor: Principal, org: str | None = None) -> list[tuple[ApiKey, str]]:
+        """Keys (never their plaintext) with their org's name: the actor's org, or for a host
+        admin every org (`org=None`) or the one named."""
+        require_admin(actor)
+        with self.db.session() as s:
+            if org is None and actor.host_admin:
+                keys, names = repo.list_keys(s, None), {o.id: o.name for o in repo.list_orgs(s)}
+                return [(k, names.get(k.org_id, k.org_id)) for k in keys]
+        target = self._org(actor, org)
+        with self.db.session() as s:
+            return [(k, target.name) for k in repo.list_keys(s, target.id)]
+
+    def revoke(self, actor: Principal, key_id: str) -> tuple[ApiKey, str]:
+        """Revoke a key of the actor's org (any org for a host admin; a host-admin key only by a
+        host admin): it gets 401 from the next request on. Revoking a revoked key changes
+        nothing. The last usable host-admin key stays: without one no org could be made again."""
+        require_admin(actor)
+        now = self.now()
+        with self.db.session() as s:
+            key = repo.key_by_id(s, key_id)
+            if key is None or not (actor.host_admin or key.org_id == actor.org.id):
+                raise NotFoundError(f"no key {key_id!r} in your org: see `sanbox key ls`",
+                                    "key_not_found")  # fmt: skip
+            if key.host_admin:
+                require_host_admin(actor, "revoking a host-admin key")
+            org = repo.org_by_id(s, key.org_id)
+            if key.revoked_at is None:
+                others = [k for k in repo.active_host_admins(s, now) if k.id != key.id]
+                if key.host_admin and refusal(key, now) is None and not others:
+                    raise ConflictError(
+                        f"{key.id} is the last host-admin key: create another "
+                        "(`sanbox key create --host-admin`) before revoking it",
+                        "last_host_admin_key",
+                    )
+                key.revoked_at = now
+        return key, org.name if org is not None else key.org_id

@@ -1,0 +1,38 @@
+"""SSH into the guest through the agent (see ``sanbox.guest.ssh``): a byte stream to a fresh
+``sshd -i``, the host key, a new host key, and the keys root may log in with."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .tcp import TcpStream
+
+if TYPE_CHECKING:
+    from .client import AgentClient
+
+
+class Ssh:
+    def __init__(self, client: AgentClient) -> None:
+        self._client = client
+
+    async def connect(self) -> TcpStream:
+        """A new sshd in the guest, its stdin and stdout as a byte stream (the same shape as a
+        ``tcp`` stream): write what an SSH client sends, read what sshd answers."""
+        channel = await self._client.open("ssh", {})
+        return await TcpStream.connected(channel, ready="started")
+
+    async def host_key(self) -> str:
+        """The guest's public host key line (``ssh-ed25519 AAAA… sanbox``), made on first use."""
+        body = await self._client.call("control", {"op": "ssh_host_key"})
+        return str(body["public_key"])
+
+    async def new_host_key(self) -> str:
+        """Delete the guest's host keys and make a new one (a new SSH identity, for a computer
+        copied from another); returns the new public key line."""
+        body = await self._client.call("control", {"op": "ssh_new_host_key"})
+        return str(body["public_key"])
+
+    async def authorize(self, public_key: str) -> bool:
+        """Let ``public_key`` log in as root; False if it already could."""
+        body = await self._client.call("control", {"op": "ssh_authorize", "public_key": public_key})
+        return bool(body["added"])

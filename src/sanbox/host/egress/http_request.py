@@ -1,0 +1,226 @@
+"""The one request a computer's plain-HTTP connection may carry through the egress proxy, checked
+before anything is relayed (sans-IO: bytes in, events out).
+
+The head is read raw first and refused in every shape that lets two parsers disagree about where
+a request ends or where it goes (request smuggling): Transfer-Encoding with Content-Length, several
+or comma-joined Content-Length values, a Transfer-Encoding other than `chunked`, obsolete line
+folding, a bare CR or LF, several Host headers, a Host that differs from an absolute-form target's
+authority. CONNECT is refused (nothing is tunnelled by name here). Then h11 parses the same bytes,
+and the request goes upstream re-serialised by h11, so the upstream sees exactly one request,
+framed as it was checked.
+
+One request per connection: the bytes a guest sends after it (a keep-alive or pipelined second
+request, whatever its Host) are never relayed; the answer says `Connection: close`, and a client
+asks again on a new connection, which is checked on its own. An `Upgrade` request (WebSocket) that
+the upstream answers with 101 becomes a raw relay after that checked request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+
+import h11
+
+from .sniff import (
+    ABSOLUTE_TARGET,
+    INCOMPLETE,
+    REQUEST_LINE,
+    TOKEN,
+    Incomplete,
+    NotHttp,
+    looks_like_request_start,
+    split_authority,
+)
+
+MAX_HEAD = 64 * 1024  # request and response heads; bodies stream and are never held whole
+HOP_BY_HOP = {b"connection", b"keep-alive", b"proxy-connection"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Answer the guest with `status` (and `reason` in the body) and close."""
+
+    status: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestHead:
+    name: str  # the host the request asks for (lowercase, no port)
+    method: bytes
+    upgrade: bool  # it asks to switch protocols (WebSocket)
+
+
+def _bare(head: bytes, complete: bool = True) -> bool:
+    """Whether `head` has a CR or LF outside a CRLF (a trailing CR may still get its LF)."""
+    rest = head.replace(b"\r\n", b"")
+    return b"\n" in rest or b"\r" in (rest if complete else rest[:-1])
+
+
+def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
+    """The request head at the start of `buf`, checked (INCOMPLETE: read more)."""
+    end = buf.find(b"\r\n\r\n", 0, MAX_HEAD)
+    if end < 0:
+        if len(buf) >= MAX_HEAD:
+            return Refusal(431, f"the request head is over {MAX_HEAD // 1024} KiB")
+        if _bare(buf, complete=False):
+            return Refusal(400, "a bare CR or LF in the request head")
+        if not looks_like_request_start(buf):
+            return Refusal(400, "not an HTTP/1.x request")
+        return INCOMPLETE
+    head = buf[:end]
+    if _bare(head):
+        return Refusal(400, "a bare CR or LF in the request head")
+    request_line, *lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        return Refusal(400, "not an HTTP/1.x request")
+    method, target = match.group(1), match.group(2)
+    if method == b"CONNECT":
+        return Refusal(405, "CONNECT is not relayed: dial the host itself, through 443 or 80")
+    fields: dict[bytes, list[bytes]] = {}
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            return Refusal(400, "obsolete line folding in the request head")
+        name, colon, value = line.partition(b":")
+        if not colon or not TOKEN.fullmatch(name):
+            return Refusal(400, "a malformed header line")
+        fields.setdefault(name.lower(), []).append(value.strip(b" \t"))
+    framing = _framing_refusal(fields)
+    if framing is not None:
+        return framing
+    hosts = fields.get(b"host", [])
+    if len(hosts) > 1:
+        return Refusal(400, "several Host headers")
+    host = split_authority(hosts[0].decode("latin-1")) if hosts else None
+    absolute = ABSOLUTE_TARGET.match(target)
+    if absolute is not None:
+        target_host = split_authority(absolute.group(1).decode("latin-1"))
+        if hosts and target_host != host:
+            return Refusal(400, "the Host header and the request target name different hosts")
+        host = target_host
+    if isinstance(host, NotHttp):
+        return Refusal(400, "a malformed Host")
+    if not host:
+        return Refusal(400, "HTTP without a Host header: the destination cannot be named")
+    return RequestHead(host, method, b"upgrade" in fields)
+
+
+def _framing_refusal(fields: dict[bytes, list[bytes]]) -> Refusal | None:
+    lengths = fields.get(b"content-length", [])
+    codings = fields.get(b"transfer-encoding", [])
+    if lengths and codings:
+        return Refusal(400, "Transfer-Encoding together with Content-Length")
+    if len(lengths) > 1 or any(b"," in v for v in lengths):
+        return Refusal(400, "several Content-Length values")
+    if lengths and not lengths[0].isdigit():
+        return Refusal(400, "a malformed Content-Length")
+    if len(codings) > 1 or (codings and codings[0].lower() != b"chunked"):
+        return Refusal(501, "a Transfer-Encoding other than chunked")
+    return None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    head: RequestHead
+    request: h11.Request
+
+
+GuestEvent = Refusal | Accepted | h11.Data | h11.EndOfMessage | h11.ConnectionClosed
+
+
+class GuestRequest:
+    """Feed it what the guest sends (b"" at EOF); it answers with a `Refusal`, or `Accepted`
+    then the body as `h11.Data` and `h11.EndOfMessage`. `conn` is the h11 server side, for the
+    answer. After the end of the request it takes nothing more: `unrelayed` counts those bytes."""
+
+    def __init__(self) -> None:
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.head: RequestHead | None = None
+        self.complete = False  # the whole request has been read
+        self._buffer = b""
+        self._closed = False  # refused or broken: nothing more is read
+        self._after = 0
+
+    @property
+    def unrelayed(self) -> int:
+        """Bytes the guest sent after its request (a second request): never relayed, unless the
+        upstream switched protocols (then `conn.trailing_data` goes on raw)."""
+        return (len(self.conn.trailing_data[0]) if self.complete else 0) + self._after
+
+    def feed(self, data: bytes) -> list[GuestEvent]:
+        if self.complete or self._closed:
+            self._after += len(data)
+            return []
+        if self.head is None:
+            self._buffer += data
+            checked = check_head(self._buffer) if data else Refusal(400, "closed mid-head")
+            if checked is INCOMPLETE:
+                return []
+            if isinstance(checked, Refusal):
+                self._closed = True
+                return [checked]
+            self.head, data, self._buffer = checked, self._buffer, b""
+        self.conn.receive_data(data)
+        return self._events()
+
+    def _events(self) -> list[GuestEvent]:
+        out: list[GuestEvent] = []
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._closed = True
+                out.append(Refusal(exc.error_status_hint, f"a malformed request: {exc}"))
+                return out
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return out
+            if isinstance(event, h11.Request):
+                assert self.head is not None
+                if not _agrees(event, self.head):
+                    self._closed = True
+                    return [*out, Refusal(400, "the request parses two ways")]
+                out.append(Accepted(self.head, event))
+            elif isinstance(event, h11.Data | h11.EndOfMessage | h11.ConnectionClosed):
+                out.append(event)
+                if isinstance(event, h11.EndOfMessage):
+                    self.complete = True
+                    return out
+                if isinstance(event, h11.ConnectionClosed):
+                    self._closed = True
+                    return out
+
+
+def _agrees(request: h11.Request, head: RequestHead) -> bool:
+    """h11 read the head the raw check read (belt and braces: the same bytes, two parsers)."""
+    hosts = [v for n, v in request.headers if n == b"host"]
+    return request.method == head.method and len(hosts) <= 1
+
+
+def upstream_request(request: h11.Request, upgrade: bool) -> h11.Request:
+    """The request as it goes upstream: the guest's, with `Connection: close` (one request per
+    connection), unless it asks for an upgrade, whose Connection header must stay."""
+    if upgrade:
+        headers = list(request.headers.raw_items())
+    else:
+        headers = [(n, v) for n, v in request.headers.raw_items() if n.lower() not in HOP_BY_HOP]
+        headers.append((b"Connection", b"close"))
+    return h11.Request(method=request.method, target=request.target, headers=headers)
+
+
+def guest_response(response: h11.Response) -> h11.Response:
+    """The upstream's response as the guest gets it: with `Connection: close`."""
+    headers = [(n, v) for n, v in response.headers.raw_items() if n.lower() not in HOP_BY_HOP]
+    headers.append((b"Connection", b"close"))
+    return h11.Response(status_code=response.status_code, headers=headers, reason=response.reason)
+
+
+def refusal_bytes(status: int, text: str) -> bytes:
+    """A complete plain-text answer that closes the connection."""
+    body = f"Sanbox egress: {text}\n".encode()
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Refused"
+    return (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip

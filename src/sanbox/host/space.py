@@ -1,0 +1,77 @@
+"""How much room this host's filesystems have for computers: the shared-memory filesystem that
+holds running guests' RAM files, and the data filesystem that holds their disks.
+
+Both kinds of file are sparse and grow as guests use them, so free space alone overstates the
+room: a `Room` also counts what files already made may still grow by (a RAM file up to its size;
+a disk up to its virtual size). Admission (`control/capacity.py`) does the arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import LayoutError
+from .layout import DataDir
+
+QCOW2_MAGIC = b"QFI\xfb"
+
+
+@dataclass(frozen=True)
+class Room:
+    path: Path  # the filesystem's place, for messages
+    free: int  # bytes an unprivileged writer may still take (the VM user writes these files)
+    promised: int  # bytes existing sparse files may still grow by
+
+    @property
+    def spare(self) -> int:
+        return self.free - self.promised
+
+
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _allocated(st: os.stat_result) -> int:
+    return st.st_blocks * 512
+
+
+def virtual_size(path: Path) -> int:
+    """A disk's size as its guest sees it: a qcow2 file's header says it; raw is its length."""
+    with open(path, "rb") as f:
+        header = f.read(32)
+        if header[:4] == QCOW2_MAGIC and len(header) == 32:
+            return int(struct.unpack(">Q", header[24:32])[0])
+        return os.fstat(f.fileno()).st_size
+
+
+def ram_room(ram_dir: Path, exclude: str | None = None) -> Room:
+    """The RAM dir's room: running guests' RAM files (any data dir's) may grow to their size."""
+    promised = 0
+    for f in ram_dir.glob("sanbox-*.ram"):
+        if exclude is not None and f.name.endswith(f"-{exclude}.ram"):
+            continue
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        promised += max(0, st.st_size - _allocated(st))
+    return Room(ram_dir, _free(ram_dir), promised)
+
+
+def disk_room(data_dir: DataDir, exclude: str | None = None) -> Room:
+    """The data filesystem's room: every computer's disk may grow to its virtual size."""
+    promised = 0
+    for computer_id in data_dir.computer_ids():
+        if computer_id == exclude:
+            continue
+        try:
+            disk = data_dir.computer(computer_id).disk
+            size = virtual_size(disk)
+            promised += max(0, size - _allocated(disk.stat()))
+        except (OSError, LayoutError):
+            continue
+    return Room(data_dir.root, _free(data_dir.root), promised)

@@ -1,0 +1,254 @@
+"""What confines a QEMU process: a seccomp sandbox, an unprivileged user of its own, and files
+that only that user (and root) can reach.
+
+- `SANDBOX`: QEMU's seccomp filter with every optional group denied. `spawn=deny` forbids fork and
+  exec (so no `exec:` migration: see qemu_state.py) and `-daemonize` (the launcher detaches QEMU
+  instead); `elevateprivileges=deny` forbids set*uid, so QEMU's own `-runas` cannot be used: the
+  launcher drops to the user with `setpriv` before QEMU starts, and QEMU never holds root.
+- `vm_user()`: the system user `sanbox-vm` (created if missing), with the group that owns
+  /dev/kvm when that group may use it. Each computer's QEMU runs as a uid of its own
+  (`computer_uid()`: one of 65536 from FIRST_VM_UID, above what useradd hands out as subordinate
+  ids and systemd gives containers), in group `sanbox-vm`: one escaped QEMU can neither open
+  another computer's disk or RAM file (0600, another uid) nor signal or trace its process. The
+  uid is recorded as the owner of the computer's run dir, so it stays the same across boots.
+- `open_tap()`: the VM user may not open /dev/net/tun (nor attach to a tap it does not own), so
+  the host opens the computer's tap inside its namespace and QEMU inherits the descriptor.
+- `prepare()`: the files QEMU opens, owned by that user, mode 0600 (the disk, the RAM file in the
+  RAM dir, the console log, the run dir for its sockets and pidfile); the computer's folder is
+  root's and closed to other users; the saved state stays root's (QEMU gets it as a descriptor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import grp
+import hashlib
+import os
+import pwd
+import stat
+import struct
+import subprocess
+import threading
+from pathlib import Path
+
+from .errors import VmStartError
+from .hypervisor import VmSpec, VmUser
+
+SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+VM_USER = "sanbox-vm"
+FIRST_VM_UID = 0x7A000000  # 2046820352: past useradd's subordinate ids and systemd's containers
+VM_UIDS = 65536
+KVM_DEVICE = Path("/dev/kvm")
+
+
+CLONE_NEWNET = 0x40000000
+TUNSETIFF = 0x400454CA
+IFF_TAP, IFF_NO_PI, IFF_VNET_HDR = 0x0002, 0x1000, 0x4000
+
+
+class ConfinementError(VmStartError):
+    code = "confinement_failed"
+
+
+def _open_tap_here(netns: str, tap: str) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    ns = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(ns, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"cannot enter namespace {netns}")
+    finally:
+        os.close(ns)
+    fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+    try:
+        flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", tap.encode(), flags))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_tap(netns: str, tap: str) -> int:
+    """A descriptor attached to `tap` inside `netns` (opened by a thread that enters it)."""
+    result: list[int] = []
+    error: list[BaseException] = []
+
+    def work() -> None:  # this thread's namespace changes; it ends right after
+        try:
+            result.append(_open_tap_here(netns, tap))
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=work, name=f"tap-{netns}")
+    thread.start()
+    thread.join()
+    if error:
+        raise ConfinementError(f"cannot open {tap} in {netns}: {error[0]}") from error[0]
+    return result[0]
+
+
+def _useradd(name: str) -> None:
+    argv = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+            "--shell", "/usr/sbin/nologin", name]  # fmt: skip
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise ConfinementError("cannot create the VM user: useradd is missing (passwd)") from None
+    if out.returncode not in (0, 9):  # 9: the name exists (another process made it first)
+        raise ConfinementError(f"cannot create the VM user {name}: {out.stderr.strip()}")
+
+
+def kvm_group(device: Path = KVM_DEVICE) -> int | None:
+    """The group that may open /dev/kvm (read and write), if it is not root's."""
+    try:
+        st = device.stat()
+    except OSError:
+        return None
+    if st.st_gid == 0 or st.st_mode & 0o060 != 0o060:
+        return None
+    return st.st_gid
+
+
+def vm_user(name: str = VM_USER) -> VmUser:
+    """The VM user, created on demand (`useradd --system`); it gets /dev/kvm's group if any."""
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        _useradd(name)
+        pw = pwd.getpwnam(name)
+    if pw.pw_uid == 0 or pw.pw_gid == 0:
+        raise ConfinementError(f"the VM user {name} has uid or gid 0: it must be unprivileged")
+    kvm = kvm_group()
+    return VmUser(name, pw.pw_uid, pw.pw_gid, (kvm,) if kvm is not None else ())
+
+
+def computer_uid(scope: str, taken: set[int]) -> int:
+    """A uid for one computer (`scope`: data-dir tag and computer id): where its hash falls in
+    the range, else the next one no other computer of the data dir holds. Pure."""
+    start = int(hashlib.sha256(scope.encode()).hexdigest()[:8], 16) % VM_UIDS
+    for i in range(VM_UIDS):
+        uid = FIRST_VM_UID + (start + i) % VM_UIDS
+        if uid not in taken:
+            return uid
+    raise ConfinementError(f"all {VM_UIDS} VM uids are taken")
+
+
+def is_vm_uid(uid: int) -> bool:
+    return FIRST_VM_UID <= uid < FIRST_VM_UID + VM_UIDS
+
+
+def computer_user(base: VmUser, scope: str, run_dir: Path) -> VmUser:
+    """The identity of one computer's QEMU: the uid its run dir records, or a new one."""
+    try:
+        uid = run_dir.stat().st_uid
+    except FileNotFoundError:
+        uid = 0
+    if not is_vm_uid(uid):
+        taken = set()
+        for sibling in run_dir.parent.parent.glob("*/run"):
+            with contextlib.suppress(OSError):
+                taken.add(sibling.stat().st_uid)
+        uid = computer_uid(scope, taken)
+    return VmUser(f"{base.name}:{uid}", uid, base.gid, base.groups)
+
+
+def kvm_usable_by(user: VmUser, device: Path = KVM_DEVICE) -> bool:
+    try:
+        st = device.stat()
+    except OSError:
+        return False
+    if st.st_uid == user.uid:
+        return st.st_mode & 0o600 == 0o600
+    if st.st_gid in (user.gid, *user.groups):
+        return st.st_mode & 0o060 == 0o060
+    return st.st_mode & 0o006 == 0o006
+
+
+def group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def setpriv_argv(user: VmUser) -> list[str]:
+    """Drop to `user` for good: no supplementary groups but its own, no capabilities."""
+    groups = ",".join(str(g) for g in user.groups)
+    return [
+        "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+        f"--groups={groups}" if groups else "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+    ]  # fmt: skip
+
+
+def _reachable(path: Path, user: VmUser) -> Path | None:
+    """The first directory above `path` that `user` may not pass through, if any."""
+    for d in reversed(path.parents):
+        try:
+            st = d.stat()
+        except OSError:
+            return d
+        if st.st_uid == user.uid:
+            ok = st.st_mode & stat.S_IXUSR
+        elif st.st_gid in (user.gid, *user.groups):
+            ok = st.st_mode & stat.S_IXGRP
+        else:
+            ok = st.st_mode & stat.S_IXOTH
+        if not ok:
+            return d
+    return None
+
+
+def _own_file(path: Path, user: VmUser, create: bool) -> None:
+    """`path` owned by the user, mode 0600; created empty if asked. Never follows a symlink."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfinementError(f"{path} is not a regular file")
+        os.fchown(fd, user.uid, user.gid)
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def prepare(spec: VmSpec, user: VmUser) -> None:
+    """Make what QEMU opens the user's, and the rest closed to it and to everyone else."""
+    computer = spec.run_dir.parent
+    for path in (spec.disk, spec.kernel, spec.initrd, spec.run_dir, spec.console_log):
+        blocked = _reachable(path, user)
+        if blocked is not None and not blocked.is_relative_to(computer):  # those are set below
+            raise ConfinementError(
+                f"QEMU runs as {user.name}, which cannot pass through {blocked}: "
+                f"give it search permission (chmod o+x {blocked}) or move the data dir"
+            )
+    os.chown(computer, 0, 0)
+    os.chmod(computer, 0o711)  # its QEMU passes through; nobody lists it (VMs share a group)
+    spec.run_dir.mkdir(exist_ok=True)
+    os.chown(spec.run_dir, user.uid, user.gid)
+    os.chmod(spec.run_dir, 0o700)
+    logs = spec.console_log.parent
+    logs.mkdir(exist_ok=True)
+    os.chown(logs, 0, 0)
+    os.chmod(logs, 0o711)
+    _own_file(spec.console_log, user, create=True)
+    _own_file(spec.disk, user, create=False)
+    if spec.memory_file is not None:
+        _own_file(spec.memory_file, user, create=True)
+
+
+def describe(qemu: bool, user: VmUser | None, cgroups: dict[str, str]) -> dict[str, object]:
+    """The confinement in force, for `sanbox doctor` and GET /v1/host."""
+    return {
+        "seccomp": SANDBOX if qemu else None,
+        "user": None
+        if user is None
+        else f"{user.name}: a uid of its own per computer "
+        f"({FIRST_VM_UID}-{FIRST_VM_UID + VM_UIDS - 1}), group {group_name(user.gid)}",
+        "cgroups": cgroups,
+        "disk_errors": "stop the guest (werror=stop,rerror=stop); the computer goes to error"
+        if qemu
+        else "passed to the guest",
+    }

@@ -1,0 +1,7 @@
+"""Sanbox's MCP server: the tools (`tools.py`, written once against the async SDK) and two doors,
+`sanbox mcp` over stdio (`stdio.py`) and streamable HTTP at `/mcp` on the API server (`http.py`).
+"""
+
+from .tools import Clients, build_server
+
+__all__ = ["Clients", "build_server"]

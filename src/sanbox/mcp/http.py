@@ -1,0 +1,105 @@
+"""`/mcp` on the API server: MCP over streamable HTTP, behind the API's own key check.
+
+`McpEndpoint` is an ASGI app routed at `/mcp`. Before any MCP session exists it authenticates
+`Authorization: Bearer <key>` with `api.auth.authenticate` (the same check, failure count and
+rate limit as every API request) and answers a refusal in the API's shape
+(`{"error": {"code": "unauthorized", ...}}`, 401; 429 past too many failures). The key's id is
+the MCP principal, so a session answers only the key that opened it (the SDK's session manager
+compares them). Each tool call then goes through the API itself: an `AsyncSanbox` over
+`httpx.ASGITransport(api)` with the caller's key and address, so it meets the same routes,
+checks, errors and audit records as any other request.
+
+The SDK's DNS-rebinding check (a Host allowlist for unauthenticated local servers) is off: a page
+that rebinds a name to this server still has no key, and the server answers at whatever name it
+is deployed under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import HTTPConnection, Request
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..api.auth import authenticate, bearer_token
+from ..api.errors import error_headers, error_response
+from ..control.errors import ControlError
+from ..sdk import AsyncSanbox, AuthenticationError
+from .tools import Clients, build_server
+
+PATH = "/mcp"
+_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class McpEndpoint:
+    """The `/mcp` route's app; `serving()` (entered from the API's lifespan) runs its sessions."""
+
+    def __init__(self) -> None:
+        self._app: ASGIApp | None = None
+
+    def route(self) -> Route:
+        return Route(PATH, endpoint=self, include_in_schema=False)
+
+    @asynccontextmanager
+    async def serving(self, api: ASGIApp) -> AsyncIterator[None]:
+        """Serve MCP sessions whose tools call `api` (the app this endpoint is part of)."""
+        server = build_server(through_api(api))
+        app = server.streamable_http_app(streamable_http_path=PATH, transport_security=_SECURITY)
+        async with server.session_manager.run():
+            self._app = app
+            try:
+                yield
+            finally:
+                self._app = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self._app
+        if app is None:
+            refusal = error_response(503, "unavailable", "the MCP endpoint is not running")
+            await refusal(scope, receive, send)
+            return
+        conn = HTTPConnection(scope)
+        try:
+            principal = authenticate(conn)
+        except ControlError as exc:
+            refusal = error_response(exc.status, exc.code, exc.message, error_headers(exc))
+            await refusal(scope, receive, send)
+            return
+        token = AccessToken(
+            token=bearer_token(conn) or "", client_id=principal.key.id, scopes=[],
+            subject=principal.org.id,
+        )  # fmt: skip
+        scope["user"] = AuthenticatedUser(token)
+        await app(scope, receive, send)
+
+
+def through_api(api: ASGIApp) -> Clients:
+    """Per tool call: a client of `api` in-process, with the key, address and base URL of the HTTP
+    request that carried the call (the endpoint authenticated it; its Host is not a published
+    port's, or `PublishedPorts` would have relayed it)."""
+
+    @asynccontextmanager
+    async def clients(ctx: Context[Any, Any]) -> AsyncIterator[AsyncSanbox]:
+        request = ctx.request_context.request
+        user = request.scope.get("user") if isinstance(request, Request) else None
+        if not isinstance(request, Request) or not isinstance(user, AuthenticatedUser):
+            raise AuthenticationError("no API key came with this call", code="unauthorized")
+        peer = request.client
+        transport = httpx.ASGITransport(
+            app=api,
+            raise_app_exceptions=False,  # a 500 answers the call as it would answer anyone
+            client=(peer.host, peer.port) if peer is not None else ("unknown", 0),
+        )
+        url = str(request.base_url).rstrip("/")
+        async with AsyncSanbox(url, user.access_token.token, transport=transport) as sanbox:
+            yield sanbox
+
+    return clients

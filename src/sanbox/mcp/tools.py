@@ -1,0 +1,261 @@
+"""Sanbox's MCP tools, written once against the async SDK (`AsyncSanbox`).
+
+Each door (stdio: `stdio.py`; HTTP on the server: `http.py`) says where a tool call's client
+comes from (`Clients`); the tools do the rest through the SDK, so a tool means exactly what the
+API means, with the API's checks, audit and errors. A `SanboxError` becomes the tool's error
+result (`is_error`, with the API's code and message).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from .. import __version__
+from ..sdk import AsyncSanbox, InvalidRequestError, SanboxError
+from . import results
+from .results import FILE_CAP, OUTPUT_CAP
+
+Clients = Callable[[Context[Any, Any]], AbstractAsyncContextManager[AsyncSanbox]]
+"""The client a tool call acts through (the caller's key), for the time of the call."""
+Tool = Callable[..., Awaitable[CallToolResult]]
+
+EXEC_TIMEOUT = 60.0
+"""Seconds an `exec` may run unless the call says otherwise (at most `EXEC_MAX_TIMEOUT`)."""
+EXEC_MAX_TIMEOUT = 3600.0
+
+INSTRUCTIONS = """\
+Sanbox runs agent computers: persistent, isolated Linux microVMs. Create one (create_computer),
+run commands in it (exec), read and write its files, publish a port as a URL, and stop, pause,
+resume or delete it. A computer is named by its id (cmp_...) or its name. Outbound network access
+is denied unless its allow list names the hosts."""
+
+Ref = Annotated[str, Field(description="the computer's id (cmp_...) or name")]
+GuestPath = Annotated[str, Field(description="absolute path inside the computer")]
+
+
+def hints(
+    *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
+    open_world: bool = False,
+) -> ToolAnnotations:  # fmt: skip
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
+
+
+READ = hints(read_only=True, idempotent=True)
+
+
+def too_big(path: str, size: int) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"{path} is {size} bytes, over read_file's {FILE_CAP}: read part of it with exec "
+        "(head -c, tail -c, sed -n) or copy it with `sanbox cp`",
+        code="file_too_large",
+    )
+
+
+def build_server(clients: Clients) -> MCPServer[Any]:
+    """An MCP server with every Sanbox tool, each call acting through `clients(ctx)`."""
+    server: MCPServer[Any] = MCPServer(
+        "sanbox", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    def tool(name: str, annotations: ToolAnnotations) -> Callable[[Tool], Tool]:
+        def register(fn: Tool) -> Tool:
+            @functools.wraps(fn)
+            async def answered(*args: Any, **kwargs: Any) -> CallToolResult:
+                try:
+                    return await fn(*args, **kwargs)
+                except SanboxError as exc:
+                    return results.error_result(exc)
+
+            doc = inspect.cleandoc(fn.__doc__ or "")
+            server.add_tool(answered, name=name, description=doc, annotations=annotations)
+            return fn
+
+        return register
+
+    @tool("list_computers", READ)
+    async def list_computers(
+        ctx: Context[Any, Any],
+        state: Annotated[str | None, Field(description="only computers in this state")] = None,
+        labels: Annotated[
+            dict[str, str] | None, Field(description="only computers with all these labels")
+        ] = None,
+    ) -> CallToolResult:
+        """List the computers of your org, one line each."""
+        async with clients(ctx) as sanbox:
+            found = await sanbox.computers.list(state=state, labels=labels)
+        return results.computers_result([c.record for c in found])
+
+    @tool("get_computer", READ)
+    async def get_computer(computer: Ref, ctx: Context[Any, Any]) -> CallToolResult:
+        """One computer: state, template, resources, last error."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+        return results.computer_result(c.record)
+
+    @tool("create_computer", hints())
+    async def create_computer(
+        ctx: Context[Any, Any],
+        template: Annotated[str, Field(description="template to boot")] = "base",
+        name: Annotated[str | None, Field(description="DNS label; default: generated")] = None,
+        vcpus: Annotated[int, Field(ge=1, description="virtual CPUs")] = 1,
+        memory_mib: Annotated[int, Field(ge=128, description="memory in MiB")] = 512,
+        disk_gib: Annotated[
+            int | None, Field(ge=1, description="disk; default: template's")
+        ] = None,
+        allow: Annotated[
+            list[str] | None,
+            Field(
+                description="hosts (api.github.com), wildcards (*.pypi.org) and cidr:port "
+                "rules it may reach; empty: nothing goes out; default: the template's"
+            ),
+        ] = None,
+        idle_timeout: Annotated[
+            int | None,
+            Field(
+                ge=0,
+                description="seconds without activity before it is suspended "
+                "(0: never; default: the template's); the next command wakes it",
+            ),
+        ] = None,
+        env: Annotated[dict[str, str] | None, Field(description="environment variables")] = None,
+        labels: Annotated[dict[str, str] | None, Field(description="labels")] = None,
+    ) -> CallToolResult:
+        """Create a computer and wait until it runs."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.create(
+                template=template, name=name, vcpus=vcpus, memory_mib=memory_mib,
+                disk_gib=disk_gib, allow=allow, idle_timeout=idle_timeout, env=env, labels=labels,
+            )  # fmt: skip
+        return results.computer_result(c.record)
+
+    def lifecycle(verb: str, annotations: ToolAnnotations, doc: str) -> None:
+        async def act(computer: Ref, ctx: Context[Any, Any]) -> CallToolResult:
+            async with clients(ctx) as sanbox:
+                c = await sanbox.computers.get(computer)
+                await getattr(c, verb)()
+            return results.computer_result(c.record)
+
+        act.__doc__ = doc
+        tool(f"{verb}_computer", annotations)(act)
+
+    lifecycle("start", hints(idempotent=True), "Boot a stopped computer again on its disk.")
+    lifecycle(
+        "stop", hints(destructive=True, idempotent=True),
+        "Stop a computer: its processes and memory end, its disk is kept.",
+    )  # fmt: skip
+    lifecycle(
+        "pause", hints(idempotent=True),
+        "Pause a computer: memory and processes are saved and its VM ends; resume brings it back.",
+    )  # fmt: skip
+    lifecycle(
+        "resume", hints(idempotent=True),
+        "Resume a paused or suspended computer; says whether its memory was restored.",
+    )  # fmt: skip
+    lifecycle(
+        "delete", hints(destructive=True, idempotent=True),
+        "Delete a computer with its disk. This cannot be undone.",
+    )  # fmt: skip
+
+    @tool("exec", hints(destructive=True, open_world=True))
+    async def exec_(
+        computer: Ref,
+        cmd: Annotated[
+            str | list[str],
+            Field(description="a shell command line (runs in sh -c) or an argv list"),
+        ],
+        ctx: Context[Any, Any],
+        cwd: Annotated[str | None, Field(description="working directory")] = None,
+        env: Annotated[dict[str, str] | None, Field(description="environment variables")] = None,
+        stdin: Annotated[str | None, Field(description="text fed to its standard input")] = None,
+        timeout: Annotated[
+            float, Field(gt=0, le=EXEC_MAX_TIMEOUT, description="seconds before it is killed")
+        ] = EXEC_TIMEOUT,
+    ) -> CallToolResult:
+        """Run a command in a computer to completion: exit code, stdout and stderr (each cut to
+        its first 64 KiB; the result says when)."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            r = await c.exec(
+                cmd, env=env, cwd=cwd, stdin=stdin, timeout=timeout, max_output_bytes=OUTPUT_CAP
+            )
+        return results.exec_result(c.name, r)
+
+    @tool("read_file", READ)
+    async def read_file(computer: Ref, path: GuestPath, ctx: Context[Any, Any]) -> CallToolResult:
+        """Read a file (up to 1 MiB): its text, or base64 when it is not UTF-8."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            info = await c.files.stat(path)  # so a big file is not read into memory at all
+            if info.type == "file" and info.size > FILE_CAP:
+                raise too_big(path, info.size)
+            data = await c.files.read(path)
+        if len(data) > FILE_CAP:  # it grew in the meantime
+            raise too_big(path, len(data))
+        return results.file_result(path, data)
+
+    @tool("write_file", hints(destructive=True, idempotent=True))
+    async def write_file(
+        computer: Ref,
+        path: GuestPath,
+        content: Annotated[str, Field(description="the file's content (up to 1 MiB)")],
+        ctx: Context[Any, Any],
+        encoding: Annotated[
+            Literal["utf-8", "base64"], Field(description="how `content` is written")
+        ] = "utf-8",
+        mode: Annotated[str | None, Field(description="octal mode, like 0755")] = None,
+    ) -> CallToolResult:
+        """Write a file (created with its parent folders, or replaced)."""
+        try:
+            data = results.decoded(content, encoding)
+        except ValueError:
+            raise InvalidRequestError(
+                "content is not valid base64", code="validation_error"
+            ) from None
+        if len(data) > FILE_CAP:
+            raise InvalidRequestError(
+                f"{len(data)} bytes is over write_file's {FILE_CAP}: copy it with `sanbox cp`",
+                code="file_too_large",
+            )
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            size = await c.files.write(path, data, mode=mode)
+        text = f"wrote {size} bytes to {path} on {c.name}"
+        return results.result(text, {"computer": c.name, "path": path, "size": size})
+
+    @tool("list_files", READ)
+    async def list_files(computer: Ref, path: GuestPath, ctx: Context[Any, Any]) -> CallToolResult:
+        """List a folder: type, size and name of each entry."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            entries = await c.files.list(path)
+        return results.entries_result(path, entries)
+
+    @tool("publish_port", hints(idempotent=True, open_world=True))
+    async def publish_port(
+        computer: Ref,
+        port: Annotated[int, Field(ge=1, le=65535, description="TCP port inside the computer")],
+        ctx: Context[Any, Any],
+        public: Annotated[
+            bool, Field(description="reachable without an API key (default: key needed)")
+        ] = False,
+    ) -> CallToolResult:
+        """Publish a port of the computer as an HTTP URL (HTTP and WebSocket)."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            published = await c.publish(port, public=public)
+        return results.port_result(c.name, published)
+
+    return server

@@ -1,0 +1,205 @@
+"""The egress proxy's relays over real loopback sockets: one checked plain-HTTP request and its
+response streamed both ways (no body held whole), a WebSocket-style upgrade going raw after the
+101, a broken upstream answered with 502, and a silent connection closed by the idle timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import h11
+import pytest
+
+from sanbox.host.egress.http_request import Accepted, GuestEvent, GuestRequest
+from sanbox.host.egress.relay import Exchange, raw
+
+pytestmark = pytest.mark.component
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def proxied(upstream: Handler, idle: float = 30.0) -> AsyncIterator[int]:
+    """A loopback upstream and, in front of it, the proxy's HTTP path; yields the proxy's port."""
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request, events = GuestRequest(), list[GuestEvent]()
+        try:
+            while not events:
+                events = request.feed(await reader.read(65536))
+            assert isinstance(events[0], Accepted), events
+            up = await asyncio.open_connection("127.0.0.1", up_port)
+            try:
+                await Exchange(request, (reader, writer), up).run(events[0], events[1:], idle)
+            finally:
+                up[1].close()
+        except TimeoutError:
+            pass
+        finally:
+            writer.close()
+
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await upstream(reader, writer)
+        finally:
+            writer.close()
+
+    up_server = await asyncio.start_server(closing, "127.0.0.1", 0)
+    up_port = up_server.sockets[0].getsockname()[1]
+    proxy_server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    async with up_server, proxy_server:
+        yield proxy_server.sockets[0].getsockname()[1]
+
+
+async def exchange(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    answer = await asyncio.wait_for(reader.read(-1), 20)
+    writer.close()
+    return answer
+
+
+def test_bodies_stream_both_ways_and_the_answer_closes() -> None:
+    size = 8 << 20
+    seen: list[int] = []
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"Connection: close" in head and b"keep-alive" not in head
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        got = 0
+        while got < length:
+            got += len(await reader.read(65536))
+        seen.append(got)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(size // 65536):
+            writer.write(b"10000\r\n" + b"y" * 65536 + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def scenario() -> bytes:
+        async with proxied(upstream) as port:
+            head = b"POST /up HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\n"
+            return await exchange(port, head + b"Content-Length: %d\r\n\r\n" % size + b"x" * size)
+
+    answer = asyncio.run(scenario())
+    assert seen == [size]
+    response, body = parse(answer)
+    assert response.status_code == 200 and (b"connection", b"close") in list(response.headers)
+    assert body == b"y" * size
+
+
+def parse(answer: bytes) -> tuple[h11.Response, bytes]:
+    """The response in `answer` and its body, read as a client would."""
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method="GET", target="/", headers=[("Host", "a.test")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(answer)
+    client.receive_data(b"")
+    response, body = client.next_event(), b""
+    assert isinstance(response, h11.Response), response
+    while isinstance(event := client.next_event(), h11.Data):
+        body += event.data
+    assert isinstance(event, h11.EndOfMessage), event
+    return response, body
+
+
+def test_an_upgrade_goes_raw_after_the_101() -> None:
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"Upgrade: websocket" in head and b"Connection: Upgrade" in head
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\n\r\nserver-first|")  # fmt: skip
+        while data := await reader.read(65536):  # an echo, raw
+            writer.write(data.upper())
+            await writer.drain()
+        writer.close()
+
+    async def scenario() -> bytes:
+        async with proxied(upstream) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n"
+                         b"Connection: Upgrade\r\n\r\nframe-one|")  # fmt: skip
+            answer = b""
+            while b"FRAME-ONE|" not in answer:
+                answer += await asyncio.wait_for(reader.read(65536), 10)
+            writer.write(b"frame-two")
+            while not answer.endswith(b"FRAME-TWO"):
+                answer += await asyncio.wait_for(reader.read(65536), 10)
+            writer.close()
+            return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 101 ") and b"server-first|FRAME-ONE|FRAME-TWO" in answer
+
+
+def test_a_broken_upstream_gets_the_guest_a_502() -> None:
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SSH-2.0-not-http\r\n\r\n")
+        writer.close()
+
+    async def scenario() -> bytes:
+        async with proxied(upstream) as port:
+            return await exchange(port, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 502 ") and b"the upstream answer is broken" in answer
+
+
+def test_a_silent_exchange_is_closed_by_the_idle_timeout() -> None:
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nsome")  # then nothing
+        await asyncio.sleep(30)
+
+    async def scenario() -> tuple[bytes, float]:
+        async with proxied(upstream, idle=0.5) as port:
+            started = time.monotonic()
+            answer = await exchange(port, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            return answer, time.monotonic() - started
+
+    answer, took = asyncio.run(scenario())
+    assert answer.endswith(b"some") and took < 5
+
+
+def test_a_raw_relay_lives_while_bytes_move_and_ends_when_idle() -> None:
+    async def scenario() -> tuple[int, float]:
+        a_in, a_out = await _pair()
+        b_in, b_out = await _pair()
+        relay = asyncio.ensure_future(raw(a_in, b_in, idle_seconds=1.5))
+        started, echoed = time.monotonic(), 0
+        for _ in range(6):  # 3 s of traffic, one way only: never idle
+            a_out[1].write(b"tick")
+            echoed += len(await b_out[0].readexactly(4))
+            await asyncio.sleep(0.5)
+        alive = time.monotonic() - started
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(relay, 5)
+        assert time.monotonic() - started - alive < 3
+        for _reader, writer in (a_in, a_out, b_in, b_out):
+            writer.close()
+        return echoed, alive
+
+    echoed, alive = asyncio.run(scenario())
+    assert echoed == 24 and alive >= 3
+
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _pair() -> tuple[Streams, Streams]:
+    """Two ends of one loopback TCP connection."""
+    accepted: asyncio.Future[Streams] = asyncio.get_running_loop().create_future()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result((reader, writer))
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    near = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+    far = await accepted
+    server.close()
+    return far, near

@@ -1,0 +1,92 @@
+"""An install made before keys had a lifecycle upgrades in place (0005 -> head, on SQLite and, with
+SANBOX_TEST_PG_URL, PostgreSQL): its first
+start's admin key becomes a host admin and keeps working, other orgs' admin keys manage their own
+org only, old events have no actor, the audit table takes records; and the way back works."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+
+from sanbox.control.audit import AuditEntry, AuditLog
+from sanbox.control.keys import Keys
+from sanbox.store import Database, repo
+from sanbox.store.db import alembic_config, sqlite_url
+
+pytestmark = pytest.mark.component
+
+OLD_KEYS = [  # id, org, admin, the key
+    ("key_root", "org_default", True, "sbk_rootrootrootrootroot"),
+    ("key_user", "org_default", False, "sbk_useruseruseruseruser"),
+    ("key_tenant", "org_tenant", True, "sbk_tenanttenanttenant"),
+]
+
+
+def _to(db: Database, revision: str, down: bool = False) -> None:
+    with db.engine.begin() as conn:
+        cfg = alembic_config(db.url)
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        db = Database(sqlite_url(tmp_path / "old.db"))
+    else:
+        url = os.environ.get("SANBOX_TEST_PG_URL")
+        if not url:
+            pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
+        db = Database(url)
+        with db.engine.begin() as conn:
+            conn.execute(text("drop schema public cascade"))
+            conn.execute(text("create schema public"))
+    yield db
+    db.close()
+
+
+def test_upgrade_from_0005_keeps_existing_installs_working(empty_db: Database) -> None:
+    db = empty_db
+    _to(db, "0005")
+    with db.engine.begin() as conn:
+        for org_id, name in (("org_default", "default"), ("org_tenant", "tenant")):
+            conn.execute(text("insert into orgs values (:id, :name, '2026-01-01 00:00:00')"),
+                         {"id": org_id, "name": name})  # fmt: skip
+        for key_id, org_id, admin, plaintext in OLD_KEYS:
+            conn.execute(
+                text("insert into api_keys values (:id, :org, '', :prefix, :hash, :admin, "
+                     "'2026-01-01 00:00:00')"),
+                {"id": key_id, "org": org_id, "prefix": plaintext[:10],
+                 "hash": repo.hash_key(plaintext), "admin": admin},
+            )  # fmt: skip
+        conn.execute(text("insert into events (org_id, computer_id, type, message, data, "
+                          "created_at) values ('org_default', null, 'computer.created', '', "
+                          "'{}', '2026-01-01 00:00:00')"))  # fmt: skip
+
+    db.migrate()
+    head = ScriptDirectory.from_config(alembic_config(db.url)).get_current_head()
+    with db.engine.connect() as conn:
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == head
+        assert conn.execute(text("select actor from events")).scalar() is None
+    keys = Keys(db)
+    root, user, tenant = (keys.authenticate(k[3], "127.0.0.1") for k in OLD_KEYS)
+    assert (root.admin, root.host_admin) == (True, True)
+    assert (user.admin, user.host_admin) == (False, False)
+    assert (tenant.admin, tenant.host_admin) == (True, False)
+    assert root.key.expires_at is None and root.key.revoked_at is None
+    assert {o.name for o in keys.list_orgs(root)} == {"default", "tenant"}
+    assert [o.name for o in keys.list_orgs(tenant)] == ["tenant"]
+    AuditLog(db).record(AuditEntry("POST /v1/keys", 201, key_id="key_root", org_id="org_default"))
+    assert [r.row.action for r in AuditLog(db).list(root)] == ["POST /v1/keys"]
+
+    _to(db, "0005", down=True)
+    schema = inspect(db.engine)
+    assert "host_admin" not in {c["name"] for c in schema.get_columns("api_keys")}
+    assert "audit" not in schema.get_table_names()
+    db.migrate()
