@@ -93,6 +93,23 @@ def boxes(client: Sanbox, user: SshUser) -> Iterator[dict[str, Box]]:
         box.computer.delete()
 
 
+def test_no_image_carries_a_host_key_and_no_sshd_listens(boxes: dict[str, Box]) -> None:
+    for box in boxes.values():
+        assert "ssh_host_" not in box.etc_ssh_before and "sshd_config.d" in box.etc_ssh_before
+        assert box.listening_before.strip() == ""
+    keys = [box.computer.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").stdout for box in
+            boxes.values()]  # fmt: skip
+    assert keys[0] != keys[1]  # each computer its own identity
+    dump = boxes["ssh-a"].computer.exec("mkdir -p /run/sshd && /usr/sbin/sshd -T")
+    assert dump.exit_code == 0, dump.stderr
+    settings = dump.stdout.splitlines()
+    assert {"permitrootlogin without-password", "permitrootlogin prohibit-password"} & set(settings)
+    assert "passwordauthentication no" in settings and "kbdinteractiveauthentication no" in settings
+    assert [s for s in settings if s.startswith("hostkey ")] == [
+        "hostkey /etc/ssh/ssh_host_ed25519_key"
+    ]
+
+
 def test_ssh_runs_commands_with_their_exit_codes(user: SshUser, boxes: dict[str, Box]) -> None:
     box = boxes["ssh-a"]
     done = user.ssh(box.config, "ssh-a", "uname", "-a")
@@ -163,6 +180,35 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
             return result
         assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
         time.sleep(0.3)
+
+
+def test_local_port_forwarding_reaches_a_guest_port(user: SshUser, boxes: dict[str, Box]) -> None:
+    """What VS Code Remote-SSH does with its server in the guest: `ssh -L` through sshd."""
+    c = boxes["ssh-a"].computer
+    c.exec("mkdir -p /root/www && echo 'forwarded from the guest' > /root/www/hello.txt")
+    c.exec("cd /root/www && setsid nohup python3 -m http.server 8123 --bind 127.0.0.1 "
+           ">/dev/null 2>&1 &")  # fmt: skip
+    c.exec("for i in $(seq 150); do ss -ltn | grep -q :8123 && break; sleep 0.2; done")
+    port = free_port()
+    tunnel = subprocess.Popen(
+        ["ssh", "-F", str(boxes["ssh-a"].config), "-o", "BatchMode=yes", "-o",
+         "ExitOnForwardFailure=yes", "-N", "-L", f"127.0.0.1:{port}:127.0.0.1:8123",
+         "sanbox-ssh-a"], env=user.env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+
+        def fetch() -> str | None:
+            assert tunnel.poll() is None, tunnel.stderr.read() if tunnel.stderr else ""
+            r = httpx.get(f"http://127.0.0.1:{port}/hello.txt", timeout=30)
+            return r.text if r.status_code == 200 else None
+
+        assert wait_for(fetch, SSH_TIMEOUT, "the forwarded port answering") == (
+            "forwarded from the guest\n"
+        )
+        assert fetch() == "forwarded from the guest\n"  # a second connection on the same tunnel
+    finally:
+        tunnel.terminate()
+        tunnel.communicate(timeout=30)  # reaps it and closes its stderr pipe
 
 
 def test_another_key_pair_is_refused(user: SshUser, boxes: dict[str, Box], tmp_path: Path) -> None:
