@@ -9,12 +9,13 @@ chunks must be zeros. A mismatch raises `MemoryCorruptError`: the saved memory i
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
+
+from .disk.clone import data_extents
 
 CHUNK = 4 * 1024 * 1024
 
@@ -42,23 +43,6 @@ class Chunk:
         if offset < 0 or not 0 < length <= CHUNK:
             raise ValueError(f"chunk record out of range {raw!r}")
         return cls(offset, length, digest)
-
-
-def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
-    """The allocated (start, end) ranges of a file, by SEEK_DATA/SEEK_HOLE."""
-    extents: list[tuple[int, int]] = []
-    offset = 0
-    while offset < size:
-        try:
-            start = os.lseek(fd, offset, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # only a hole remains
-                break
-            raise
-        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        extents.append((start, end))
-        offset = end
-    return extents
 
 
 def _pieces(extents: list[tuple[int, int]]) -> list[tuple[int, int]]:

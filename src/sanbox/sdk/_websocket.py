@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 from urllib.parse import urlsplit
 
 from .errors import ConnectionFailedError, SanboxError, error_from_code, error_from_response
@@ -184,3 +185,46 @@ def asgi_connector(app: Any) -> WebSocketConnector:
             await session.close()
 
     return connect
+
+
+class WebSocketSession:
+    """One WebSocket to the API used with `async with` (an exec stream, an SSH connection):
+    connected on entry, then `opened()` (e.g. send the request), closed on exit."""
+
+    what = "the WebSocket"
+
+    def __init__(self, connector: WebSocketConnector, url: str, headers: dict[str, str]) -> None:
+        self._connector = connector
+        self._url = url
+        self._headers = headers
+        self._context: AbstractAsyncContextManager[WebSocketLike] | None = None
+        self._ws: WebSocketLike | None = None
+
+    async def opened(self, ws: WebSocketLike) -> None:
+        """What to do once connected; a failure here closes the connection again."""
+
+    async def __aenter__(self) -> Self:
+        self._context = self._connector(self._url, self._headers)
+        self._ws = await self._context.__aenter__()
+        try:
+            await self.opened(self._ws)
+        except BaseException as exc:
+            await self._context.__aexit__(type(exc), exc, exc.__traceback__)
+            self._context = self._ws = None
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._context is not None:
+            await self._context.__aexit__(exc_type, exc, tb)
+        self._context = self._ws = None
+
+    def _connected(self) -> WebSocketLike:
+        if self._ws is None:
+            raise RuntimeError(f"use {self.what} inside `async with` (or `with`)")
+        return self._ws

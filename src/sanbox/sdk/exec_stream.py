@@ -5,17 +5,22 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any
 
-from ._websocket import WebSocketClosedError, WebSocketConnector, WebSocketLike
+from ._websocket import (
+    WebSocketClosedError,
+    WebSocketConnector,
+    WebSocketLike,
+    WebSocketSession,
+)
 from .errors import SanboxError, error_from_code
 from .types import ExecEvent, Exit, Stderr, Stdout
 
 
-class AsyncExecStream:
+class AsyncExecStream(WebSocketSession):
     """Use as `async with computer.exec_stream(cmd) as stream: async for event in stream: ...`."""
+
+    what = "the exec stream"
 
     def __init__(
         self,
@@ -24,33 +29,12 @@ class AsyncExecStream:
         headers: dict[str, str],
         request: dict[str, Any],
     ) -> None:
-        self._connector = connector
-        self._url = url
-        self._headers = headers
+        super().__init__(connector, url, headers)
         self._request = request
-        self._context: AbstractAsyncContextManager[WebSocketLike] | None = None
-        self._ws: WebSocketLike | None = None
         self.exit: Exit | None = None
 
-    async def __aenter__(self) -> AsyncExecStream:
-        self._context = self._connector(self._url, self._headers)
-        self._ws = await self._context.__aenter__()
-        try:
-            await self._ws.send(json.dumps(self._request))
-        except BaseException as exc:
-            await self._context.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._context is not None:
-            await self._context.__aexit__(exc_type, exc, tb)
-        self._context = self._ws = None
+    async def opened(self, ws: WebSocketLike) -> None:
+        await ws.send(json.dumps(self._request))
 
     def __aiter__(self) -> AsyncIterator[ExecEvent]:
         return self.events()
@@ -103,8 +87,3 @@ class AsyncExecStream:
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self._connected().send(json.dumps(message))
-
-    def _connected(self) -> WebSocketLike:
-        if self._ws is None:
-            raise RuntimeError("use the exec stream inside `async with` (or `with`)")
-        return self._ws

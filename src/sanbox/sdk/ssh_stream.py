@@ -5,39 +5,17 @@ would send to the computer's sshd goes in with `send`, what sshd answers comes o
 from __future__ import annotations
 
 import json
-from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 
-from ._websocket import WebSocketClosedError, WebSocketConnector, WebSocketLike
+from ._websocket import WebSocketClosedError, WebSocketSession
 from .errors import SanboxError, error_from_code
 
 NORMAL_CLOSE = (1000, 1001)
 
 
-class AsyncSshStream:
+class AsyncSshStream(WebSocketSession):
     """Use as `async with computer.ssh_stream() as stream: await stream.send(...)`."""
 
-    def __init__(self, connector: WebSocketConnector, url: str, headers: dict[str, str]) -> None:
-        self._connector = connector
-        self._url = url
-        self._headers = headers
-        self._context: AbstractAsyncContextManager[WebSocketLike] | None = None
-        self._ws: WebSocketLike | None = None
-
-    async def __aenter__(self) -> AsyncSshStream:
-        self._context = self._connector(self._url, self._headers)
-        self._ws = await self._context.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._context is not None:
-            await self._context.__aexit__(exc_type, exc, tb)
-        self._context = self._ws = None
+    what = "the SSH stream"
 
     async def send(self, data: bytes) -> None:
         if data:
@@ -69,8 +47,3 @@ class AsyncSshStream:
             body = json.loads(message)
             if isinstance(body, dict) and body.get("type") == "error":
                 raise error_from_code(body.get("code"), str(body.get("message", "")))
-
-    def _connected(self) -> WebSocketLike:
-        if self._ws is None:
-            raise RuntimeError("use the SSH stream inside `async with` (or `with`)")
-        return self._ws

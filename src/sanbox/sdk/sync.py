@@ -10,12 +10,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from ._portal import Facade, Portal, SyncTransportAdapter, blocking, blocking_iter, converting
-from ._websocket import WebSocketConnector
+from ._websocket import WebSocketConnector, WebSocketSession
 from .client import (
     DEFAULT_TIMEOUT,
     AsyncAudit,
@@ -30,11 +30,13 @@ from .exec_stream import AsyncExecStream
 from .ssh_stream import AsyncSshStream
 from .types import ComputerRecord, ExecEvent
 
+S = TypeVar("S", bound=WebSocketSession)
 
-class ExecStream(Facade[AsyncExecStream]):
-    """Use as `with computer.exec_stream(cmd) as stream: for event in stream: ...`."""
 
-    def __enter__(self) -> ExecStream:
+class _Session(Facade[S]):
+    """A WebSocket session used with `with`: entered and left through the portal."""
+
+    def __enter__(self) -> Self:
         self._portal.call(self._async.__aenter__())
         return self
 
@@ -45,6 +47,10 @@ class ExecStream(Facade[AsyncExecStream]):
         tb: TracebackType | None,
     ) -> None:
         self._portal.call(self._async.__aexit__(exc_type, exc, tb))
+
+
+class ExecStream(_Session[AsyncExecStream]):
+    """Use as `with computer.exec_stream(cmd) as stream: for event in stream: ...`."""
 
     def __iter__(self) -> Iterator[ExecEvent]:
         return self.events()
@@ -61,20 +67,8 @@ class ExecStream(Facade[AsyncExecStream]):
     resize = blocking(AsyncExecStream.resize)
 
 
-class SshStream(Facade[AsyncSshStream]):
+class SshStream(_Session[AsyncSshStream]):
     """Use as `with computer.ssh_stream() as stream: stream.send(...); stream.recv()`."""
-
-    def __enter__(self) -> SshStream:
-        self._portal.call(self._async.__aenter__())
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._portal.call(self._async.__aexit__(exc_type, exc, tb))
 
     send = blocking(AsyncSshStream.send)
     send_eof = blocking(AsyncSshStream.send_eof)

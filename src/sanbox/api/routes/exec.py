@@ -23,6 +23,7 @@ from ..auth import authenticate
 from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
 from ._deps import Auth, Service
+from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["exec"], responses=ERRORS)
@@ -167,11 +168,6 @@ async def exec_stream(ws: WebSocket, ref: str) -> None:
     except WebSocketDisconnect:
         return
     except ControlError as exc:
-        with contextlib.suppress(Exception):
-            await ws.send_text(json.dumps({"type": "error", "code": exc.code, "message": str(exc)}))
-            await ws.close(code=1011 if exc.status >= 500 else 1008)
+        await close_with_control_error(ws, exc)
     except (ValueError, KeyError) as exc:
-        with contextlib.suppress(Exception):
-            await ws.send_text(json.dumps({"type": "error", "code": "validation_error",
-                                           "message": f"bad request: {exc}"}))  # fmt: skip
-            await ws.close(code=1008)
+        await close_with_error(ws, "validation_error", f"bad request: {exc}")

@@ -22,6 +22,7 @@ from ...host.agent import AgentClient, RemoteError, TcpStream
 from ..auth import authenticate
 from ..schemas import SshAccess, SshKeyAdd
 from ._deps import Auth, Service
+from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["ssh"], responses=ERRORS)
@@ -105,11 +106,6 @@ async def ssh_connection(ws: WebSocket, ref: str) -> None:
     except WebSocketDisconnect:
         return
     except ControlError as exc:
-        with contextlib.suppress(Exception):
-            await ws.send_text(json.dumps({"type": "error", "code": exc.code, "message": str(exc)}))
-            await ws.close(code=1011 if exc.status >= 500 else 1008)
+        await close_with_control_error(ws, exc)
     except ValueError as exc:  # a text message that is not JSON
-        with contextlib.suppress(Exception):
-            await ws.send_text(json.dumps({"type": "error", "code": "validation_error",
-                                           "message": f"bad message: {exc}"}))  # fmt: skip
-            await ws.close(code=1008)
+        await close_with_error(ws, "validation_error", f"bad message: {exc}")

@@ -24,19 +24,27 @@ def _reflink(src_fd: int, dst_fd: int) -> bool:
     return True
 
 
-def _sparse_copy(src_fd: int, dst_fd: int, size: int) -> None:
-    os.ftruncate(dst_fd, size)
+def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """The allocated (start, end) ranges of a file, by SEEK_DATA/SEEK_HOLE."""
+    extents: list[tuple[int, int]] = []
     offset = 0
     while offset < size:
         try:
-            start = os.lseek(src_fd, offset, os.SEEK_DATA)
+            start = os.lseek(fd, offset, os.SEEK_DATA)
         except OSError as exc:
             if exc.errno == errno.ENXIO:  # only a hole remains
                 break
             raise
-        end = os.lseek(src_fd, start, os.SEEK_HOLE)
-        _copy_range(src_fd, dst_fd, start, end)
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        extents.append((start, end))
         offset = end
+    return extents
+
+
+def _sparse_copy(src_fd: int, dst_fd: int, size: int) -> None:
+    os.ftruncate(dst_fd, size)
+    for start, end in data_extents(src_fd, size):
+        _copy_range(src_fd, dst_fd, start, end)
 
 
 def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
