@@ -48,6 +48,8 @@ def rotate(path: Path, rotate_at: int = ROTATE_AT) -> bool:
                 return False
             f.seek(size - rotate_at)
             tail = f.read()  # to the end as it is now, appends since the stat included
+            while more := f.read():  # appended while reading: keep the window to truncate short
+                tail += more
             f.truncate(0)
     except FileNotFoundError:
         return False
