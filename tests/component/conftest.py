@@ -36,6 +36,7 @@ class LocalProcessHypervisor:
     name = "local"
     accel = "process"
     isolation = "local-process"
+    memory_overhead_mib = 0
 
     async def boot(self, spec: VmSpec) -> QemuVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ def spec(**kw: object) -> VmSpec:
 
 def test_tcg_pins_tsc_and_uses_cpu_max() -> None:
     argv = qemu_argv(spec(), "tcg", 2445.4)
-    assert argv[argv.index("-accel") + 1] == "tcg"
+    assert argv[argv.index("-accel") + 1] == "tcg,tb-size=256"  # a bounded code cache
     assert argv[argv.index("-cpu") + 1] == "max"
     assert "tsc_early_khz=2445400" in argv[argv.index("-append") + 1]
 
@@ -120,3 +120,17 @@ def test_each_computer_gets_a_uid_of_its_own_from_the_vm_range() -> None:
     assert computer_uid("ab12cd-cmp_a", {a}) != a  # another computer holds it: the next one
     taken = {computer_uid(f"ab12cd-cmp_{i}", set()) for i in range(50)}
     assert len(taken) > 45  # spread over the range
+
+
+def test_the_tcg_code_cache_is_bounded_and_counted_in_the_cgroup() -> None:
+    """Unbounded (1 GiB by default in QEMU 7.2), TCG's code cache grew past `memory.max` and the
+    kernel OOM-killed QEMU mid-transfer; it is bounded and its size added to the limit."""
+    from sanbox.host.cgroup import limits_for
+    from sanbox.host.vmm.qemu import TCG_CODE_CACHE_MIB, QemuHypervisor
+
+    assert QemuHypervisor("tcg").memory_overhead_mib == TCG_CODE_CACHE_MIB
+    assert QemuHypervisor("kvm").memory_overhead_mib == 0
+    kvm = qemu_argv(spec(), "kvm", 2445.4)
+    assert kvm[kvm.index("-accel") + 1] == "kvm"
+    base = limits_for(1, 512).memory_bytes
+    assert limits_for(1, 512, TCG_CODE_CACHE_MIB).memory_bytes == base + (TCG_CODE_CACHE_MIB << 20)

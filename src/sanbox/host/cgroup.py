@@ -31,7 +31,7 @@ V1_NAME = {"cpu": "cpu", "memory": "memory", "pids": "pids", "io": "blkio"}
 SLICE = "sanbox.slice"
 PERIOD_US = 100_000
 PIDS_MAX = 256
-OVERHEAD_MIB = 256  # QEMU itself: its heap, device emulation, and TCG's translated code
+OVERHEAD_MIB = 256  # QEMU itself: its heap and device emulation
 MIB = 1024 * 1024
 
 
@@ -48,12 +48,13 @@ class Limits:
     io_weight: int  # 1..10000, 100 is the kernel's default
 
 
-def limits_for(vcpus: int, memory_mib: int) -> Limits:
-    """A VM's limits from its size: its vCPUs' worth of CPU time, its RAM + 256 MiB + 10%."""
+def limits_for(vcpus: int, memory_mib: int, extra_mib: int = 0) -> Limits:
+    """A VM's limits from its size: its vCPUs' worth of CPU time, its RAM + 256 MiB + 10%, plus
+    what its hypervisor says it holds beyond that (`extra_mib`: TCG's code cache)."""
     return Limits(
         cpu_quota_us=vcpus * PERIOD_US,
         cpu_period_us=PERIOD_US,
-        memory_bytes=(memory_mib + OVERHEAD_MIB + memory_mib // 10) * MIB,
+        memory_bytes=(memory_mib + OVERHEAD_MIB + memory_mib // 10 + extra_mib) * MIB,
         pids=PIDS_MAX,
         io_weight=max(1, min(10_000, 100 * vcpus)),
     )

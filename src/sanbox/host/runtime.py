@@ -127,7 +127,7 @@ class HostRuntime:
             return await hv.boot(spec)
         name = self.cgroup_name(spec.name)
         user = await asyncio.to_thread(computer_user, base, name, spec.run_dir)
-        limits = limits_for(spec.vcpus, spec.memory_mib)
+        limits = limits_for(spec.vcpus, spec.memory_mib, hv.memory_overhead_mib)
         procs = await asyncio.to_thread(self.cgroups.create, name, limits)
         try:
             return await hv.boot(replace(spec, run_as=user, cgroup_procs=procs))
