@@ -1,5 +1,6 @@
-"""The FastAPI application: store, host runtime, computer service, reconciler and watcher, wired
-in the lifespan; routers under /v1; MCP at /mcp; errors in one shape."""
+"""The FastAPI application: the store, the host runtime, the control plane (`Computers`), the
+reconciler and the watchers, wired in the lifespan; routers under /v1; MCP at /mcp; errors in one
+shape."""
 
 from __future__ import annotations
 
@@ -13,14 +14,11 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..control.audit import AuditLog
-from ..control.events import EventBus
+from ..control.computers import Computers
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
-from ..control.network import NetworkService
 from ..control.reconciler import Reconciler
-from ..control.service import ComputerService
 from ..host import console
-from ..host.egress.gateway import EgressGateway
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
@@ -66,21 +64,17 @@ def create_app(
         app.state.keys, app.state.audit = Keys(db, clock), AuditLog(db)
         host_runtime = runtime or HostRuntime(settings.layout)
         reach = Reach.of(settings.tenant_private_ranges)
-        service = ComputerService(db, host_runtime, EventBus(), reach=reach)
-        network = NetworkService(service)
-        if host_runtime.network is not None:
-            resolver = Resolver(settings.upstream or system_upstream())
-            service.egress = EgressGateway(
-                resolver, network.denied, reach, settings.egress_max_connections
-            )
-        app.state.settings, app.state.network = settings, network
-        reconciler = Reconciler(service)
+        resolver = Resolver(settings.upstream or system_upstream())
+        computers = Computers(db, host_runtime, reach=reach, resolver=resolver,
+                              egress_max_connections=settings.egress_max_connections)  # fmt: skip
+        app.state.settings, app.state.computers = settings, computers
+        reconciler = Reconciler(computers)
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
-        app.state.db, app.state.service, app.state.reconcile_report = db, service, report
+        app.state.db, app.state.reconcile_report = db, report
         watchers = [
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
-            asyncio.ensure_future(IdleWatcher(service).watch(settings.watch_interval)),
+            asyncio.ensure_future(IdleWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
         ]
         try:
@@ -91,9 +85,7 @@ def create_app(
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-            if service.egress is not None:
-                await service.egress.close()
-            await service.close()
+            await computers.close()
             db.close()
 
     app = FastAPI(

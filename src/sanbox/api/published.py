@@ -15,7 +15,6 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
-from ..control.guest import guest_call
 from ..control.keys import Keys
 from ..host.secret import derived_key
 from ..store.models import ComputerRow, Org
@@ -67,7 +66,9 @@ class PublishedPorts:
 
     def _find(self, state: Any, target: PortHost) -> tuple[ComputerRow, Org, bool]:
         try:
-            return state.network.find_published(target.org or DEFAULT_ORG, target.name, target.port)  # type: ignore[no-any-return]
+            return state.computers.find_published(  # type: ignore[no-any-return]
+                target.org or DEFAULT_ORG, target.name, target.port
+            )
         except NotFoundError:
             if target.org is None:
                 raise NotFoundError(
@@ -110,17 +111,11 @@ class PublishedPorts:
             if creds.from_query and scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
                 await self._send_to_cookie(scope, send, state, row.id, target.port, key_id)
                 return
-        async with guest_call(state.service, owner, row.id) as machine:
-            client = await machine.client()
-            stream = await client.tcp(target.port)
-            try:
-                relay = relay_websocket if scope["type"] == "websocket" else relay_http
-                guest_scope = stripped(scope)
-                await relay(
-                    guest_scope, receive, send, stream, host_header=f"127.0.0.1:{target.port}"
-                )
-            finally:
-                await stream.close()
+        async with state.computers.tcp(owner, row.id, target.port) as stream:
+            relay = relay_websocket if scope["type"] == "websocket" else relay_http
+            await relay(
+                stripped(scope), receive, send, stream, host_header=f"127.0.0.1:{target.port}"
+            )
 
     async def _send_to_cookie(
         self, scope: Scope, send: Send, state: Any, computer_id: str, port: int, key_id: str

@@ -17,8 +17,9 @@ from ..host.image import Image, recipe_for
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import ConflictError, ControlError, InvalidRequestError
+from .fleet import Fleet
+from .host_errors import from_host
 from .names import check_env, check_labels, check_name, generate_name
-from .service import ComputerService, translate_host_error
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class CreateRequest:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
-def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
+def validate(fleet: Fleet, req: CreateRequest) -> tuple[Image, int]:
     if req.name is not None:
         check_name(req.name)
     check_name(req.template, "template")
@@ -50,13 +51,13 @@ def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
     if req.allow is not None:
         try:
-            svc.reach.policy(list(req.allow))
+            fleet.reach.policy(list(req.allow))
         except PolicyError as exc:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-    svc.capacity.check(req.vcpus, req.memory_mib)
-    image = svc.image_for(req.template)
+    fleet.capacity.check(req.vcpus, req.memory_mib)
+    image = fleet.image_for(req.template)
     image_gib = -(-image.disk_size_bytes // GIB)
     disk_gib = req.disk_gib if req.disk_gib is not None else image_gib
     if disk_gib < image_gib:
@@ -66,12 +67,12 @@ def validate(svc: ComputerService, req: CreateRequest) -> tuple[Image, int]:
             "disk_too_small",
         )
     # before anything is made: refused here leaves no record and no folder
-    svc.capacity.admit_here(svc.runtime.data_dir, req.memory_mib, disk_gib)
+    fleet.capacity.admit_here(fleet.runtime.data_dir, req.memory_mib, disk_gib)
     return image, disk_gib
 
 
 def insert(
-    svc: ComputerService,
+    fleet: Fleet,
     org: Org,
     req: CreateRequest,
     image: Image,
@@ -79,7 +80,7 @@ def insert(
     idempotency_key: str | None,
 ) -> tuple[ComputerRow, bool]:
     """Insert the record in `creating`; or return the one this idempotency key made."""
-    with svc.db.session() as s:
+    with fleet.db.session() as s:
         if idempotency_key:
             prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
             if prior is not None:
@@ -123,42 +124,43 @@ def insert(
         ev = repo.add_event(
             s, org.id, row.id, "computer.creating", f"creating from template {req.template}"
         )
-    svc.bus.publish(ev)
+    fleet.bus.publish(ev)
     return row, True
 
 
 async def create(
-    svc: ComputerService,
+    fleet: Fleet,
     org: Org,
     req: CreateRequest,
     idempotency_key: str | None = None,
     wait: bool = True,
 ) -> ComputerRow:
-    image, disk_gib = validate(svc, req)
-    row, new = insert(svc, org, req, image, disk_gib, idempotency_key)
+    image, disk_gib = validate(fleet, req)
+    row, new = insert(fleet, org, req, image, disk_gib, idempotency_key)
     if not new:
         return row
-    task = svc.spawn(provision(svc, row, image, disk_gib))
+    task = fleet.spawn(provision(fleet, row, image, disk_gib))
     if not wait:
         return row
     return await asyncio.shield(task)
 
 
-async def provision(
-    svc: ComputerService, row: ComputerRow, image: Image, disk_gib: int
-) -> ComputerRow:
-    async with svc.lock(row.id):
+async def provision(fleet: Fleet, row: ComputerRow, image: Image, disk_gib: int) -> ComputerRow:
+    async with fleet.lock(row.id):
         try:
-            machine, disk = await svc.runtime.create(svc.spec(row, disk_gib), image)
+            machine, disk = await fleet.runtime.create(fleet.spec(row, disk_gib), image)
         except (HostError, OSError) as exc:
+            error = (
+                from_host(exc, "create", row.id)
+                if isinstance(exc, HostError)
+                else ControlError(f"create failed: {exc.strerror or exc}", "host_error")
+            )
             log.warning("create of %s failed: %s", row.id, exc)
-            svc.record(row.id, State.ERROR, "computer.error", f"create failed: {exc}",
-                        last_error=str(exc))  # fmt: skip
-            raise (
-                translate_host_error(exc) if isinstance(exc, HostError) else ControlError(str(exc))
-            ) from exc
-        await svc.came_up(row.id, machine)
-        return svc.record(
+            fleet.record(row.id, State.ERROR, "computer.error", error.message,
+                         last_error=error.message)  # fmt: skip
+            raise error from exc
+        await fleet.came_up(row.id, machine)
+        return fleet.record(
             row.id,
             State.RUNNING,
             "computer.running",

@@ -1,5 +1,10 @@
-"""Calls into a computer's guest: agent errors become control errors with stable codes, and a dead
-channel on a dead VM records the computer as stopped."""
+"""Work inside a computer's guest: commands, shells, files, TCP to a guest port, SSH.
+
+Each verb finds the computer's running machine (waking a suspended one first, re-attaching after
+a server restart), marks the computer busy for the idle watcher while it works, and turns the
+agent's errors into control errors with stable codes; a dead channel on a dead VM records the
+computer as stopped. Streaming verbs are async context managers: the computer stays busy, and
+errors are translated, until the caller leaves the block."""
 
 from __future__ import annotations
 
@@ -10,11 +15,21 @@ from ..host.agent import (
     AgentError,
     AgentTimeoutError,
     AgentUnavailableError,
+    CommandNotFoundError,
     ConnectionRefusedInGuestError,
+    ExecProcess,
+    ExecResult,
+    Exit,
+    FileInfo,
     FileNotFoundInGuestError,
     InvalidPathError,
+    PtySession,
     RemoteError,
+    Stderr,
+    Stdout,
+    TcpStream,
 )
+from ..host.agent.files import Source
 from ..host.runtime import Machine
 from ..host.vmm import VmNotRunningError
 from ..store.models import Org
@@ -25,14 +40,44 @@ from .errors import (
     OperationTimeoutError,
     UnavailableError,
 )
-from .service import ComputerService
+from .fleet import Fleet
+from .pausing import wake
+from .states import State, check_action
+
+__all__ = [  # what the API's routes need of the guest's types, through the control plane
+    "ExecProcess",
+    "ExecResult",
+    "Exit",
+    "FileInfo",
+    "PtySession",
+    "Stderr",
+    "Stdout",
+    "TcpStream",
+    "CommandNotFoundError",
+]
+
+
+async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
+    """The running machine of a computer (a suspended one is woken first), re-attached if
+    needed; a typed error if it is not running."""
+    row = fleet.get(org, ref)
+    if row.state == State.SUSPENDED:
+        await wake(fleet, row)
+        row = fleet.get(org, ref)
+    check_action("use", State(row.state), row.name)
+    fleet.touch(row.id)
+    machine = fleet.machines.get(row.id)
+    if machine is not None and machine.vm.alive():
+        return machine
+    async with fleet.lock(row.id):
+        return await fleet.machine_locked(fleet.get(org, row.id))
 
 
 @contextlib.asynccontextmanager
-async def guest_call(service: ComputerService, org: Org, ref: str) -> AsyncIterator[Machine]:
+async def guest_call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Machine]:
     """The running machine for `ref`, with agent errors translated on the way out."""
-    machine = await service.machine(org, ref)
-    async with service.activity(machine.computer_id):
+    machine = await running(fleet, org, ref)
+    async with fleet.activity(machine.computer_id):
         try:
             yield machine
         except InvalidPathError as exc:
@@ -41,15 +86,135 @@ async def guest_call(service: ComputerService, org: Org, ref: str) -> AsyncItera
             raise NotFoundError(exc.message, "not_found") from exc
         except ConnectionRefusedInGuestError as exc:
             raise ConflictError(exc.message, "connection_refused") from exc
+        except CommandNotFoundError:
+            raise  # the exec verbs answer it in their own shape (exit 127)
         except RemoteError as exc:
             raise InvalidRequestError(exc.message, exc.code) from exc
         except AgentTimeoutError as exc:
             raise OperationTimeoutError(f"the guest did not answer in time: {exc}") from exc
         except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
             if not machine.vm.alive():
-                await service.vm_exited(machine.computer_id, "its VM process exited")
+                await fleet.vm_exited(machine.computer_id, "its VM process exited")
                 raise ConflictError(
                     f"computer {machine.computer_id} stopped while in use: start it again",
                     "computer_not_running",
                 ) from exc
             raise UnavailableError(f"the guest agent is unavailable: {exc}") from exc
+
+
+# commands -----------------------------------------------------------------------------------
+
+
+async def exec_command(
+    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
+    cwd: str | None, user: str | int | None, stdin: bytes | None, timeout: float | None,
+    max_output: int,
+) -> ExecResult:  # fmt: skip
+    """Run to completion; a command that is not there exits 127 with the shell's words."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        try:
+            return await client.exec(
+                cmd, env=env or None, cwd=cwd, user=user, stdin=stdin, timeout=timeout,
+                max_output=max_output,
+            )  # fmt: skip
+        except CommandNotFoundError as exc:
+            return ExecResult(127, b"", (exc.message + "\n").encode(), signal=None, timed_out=False)
+
+
+@contextlib.asynccontextmanager
+async def exec_stream(
+    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
+    cwd: str | None, user: str | int | None, timeout: float | None,
+) -> AsyncIterator[ExecProcess]:  # fmt: skip
+    """A started command whose streams the caller drives (CommandNotFoundError if it is not
+    there: the caller says so in its own protocol)."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        yield await client.exec_stream(cmd, env=env or None, cwd=cwd, user=user, timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def pty(
+    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str | None, *, rows: int, cols: int,
+    env: dict[str, str] | None, cwd: str | None, user: str | int | None,
+) -> AsyncIterator[PtySession]:  # fmt: skip
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        yield await client.pty(cmd, rows=rows, cols=cols, env=env or None, cwd=cwd, user=user)
+
+
+# files --------------------------------------------------------------------------------------
+
+
+async def put_file(fleet: Fleet, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        return await client.files.put(path, source, mode=mode)
+
+
+async def stat_file(fleet: Fleet, org: Org, ref: str, path: str) -> FileInfo:
+    async with guest_call(fleet, org, ref) as machine:
+        return await (await machine.client()).files.stat(path)
+
+
+async def read_file(fleet: Fleet, org: Org, ref: str, path: str) -> AsyncIterator[bytes]:
+    """The file's bytes as they come (a stat first tells its size and that it is a file)."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        async for chunk in client.files.get(path):
+            yield chunk
+
+
+async def list_files(fleet: Fleet, org: Org, ref: str, path: str) -> list[FileInfo]:
+    async with guest_call(fleet, org, ref) as machine:
+        return await (await machine.client()).files.list(path)
+
+
+async def remove_file(fleet: Fleet, org: Org, ref: str, path: str, recursive: bool) -> None:
+    async with guest_call(fleet, org, ref) as machine:
+        await (await machine.client()).files.remove(path, recursive=recursive)
+
+
+async def make_dir(fleet: Fleet, org: Org, ref: str, path: str) -> None:
+    async with guest_call(fleet, org, ref) as machine:
+        await (await machine.client()).files.mkdir(path, parents=True)
+
+
+# connections --------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def tcp(fleet: Fleet, org: Org, ref: str, port: int) -> AsyncIterator[TcpStream]:
+    """A byte stream to `port` on the guest's loopback, closed when the block ends."""
+    async with guest_call(fleet, org, ref) as machine:
+        stream = await (await machine.client()).tcp(port)
+        try:
+            yield stream
+        finally:
+            await stream.close()
+
+
+@contextlib.asynccontextmanager
+async def ssh(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[TcpStream]:
+    """One SSH connection's bytes to a fresh `sshd -i` in the guest."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        try:
+            stream = await client.ssh.connect()
+        except RemoteError as exc:
+            if exc.code == "ssh_unavailable":  # an image without sshd
+                raise ConflictError(exc.message, "ssh_unavailable") from exc
+            raise
+        try:
+            yield stream
+        finally:
+            await stream.close()
+
+
+async def authorize_ssh_key(fleet: Fleet, org: Org, ref: str, public_key: str) -> tuple[bool, str]:
+    """Let `public_key` log in as root; (whether it was added now, the computer's host key)."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        added = await client.ssh.authorize(public_key)
+        return added, await client.ssh.host_key()

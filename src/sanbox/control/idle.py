@@ -1,6 +1,6 @@
 """The idle watcher: suspends running computers with no exec, file, shell or port activity (and
 nothing in progress) for their idle timeout. A suspended computer has no process on the host; the
-next command or request wakes it (ComputerService.machine)."""
+next command or request wakes it (`guest.running`)."""
 
 from __future__ import annotations
 
@@ -8,33 +8,33 @@ import asyncio
 import logging
 
 from ..store import repo
-from .pausing import suspend
-from .service import ComputerService
+from .computers import Computers
 from .states import State
 
 log = logging.getLogger(__name__)
 
 
 class IdleWatcher:
-    def __init__(self, service: ComputerService) -> None:
-        self.service = service
+    def __init__(self, computers: Computers) -> None:
+        self.computers = computers
+        self.fleet = computers.fleet
 
     def due(self) -> list[tuple[str, float]]:
         """Running computers idle past their timeout, with that timeout."""
-        with self.service.db.session() as s:
+        with self.fleet.db.session() as s:
             rows = repo.list_computers(s, None, State.RUNNING)
         return [
             (row.id, float(row.idle_timeout))
             for row in rows
-            if row.idle_timeout > 0 and self.service.idle_for(row.id) >= row.idle_timeout
+            if row.idle_timeout > 0 and self.fleet.idle_for(row.id) >= row.idle_timeout
         ]
 
     async def check(self) -> None:
         for computer_id, idle in self.due():
-            if self.service.lock(computer_id).locked():
+            if self.fleet.lock(computer_id).locked():
                 continue
             try:
-                await suspend(self.service, computer_id, idle)
+                await self.computers.suspend(computer_id, idle)
             except Exception:  # one computer's failure must not stop the watcher
                 log.exception("suspending idle computer %s failed", computer_id)
 

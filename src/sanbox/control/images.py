@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..host.image import Image, allocated_bytes, is_current, list_builds, remove_build
 from ..store import repo
-from .service import ComputerService
+from .fleet import Fleet
 
 
 @dataclass(frozen=True)
@@ -22,10 +22,10 @@ class Build:
     needed: bool  # kept by a prune
 
 
-def inventory(svc: ComputerService) -> list[Build]:
-    with svc.db.session() as s:
+def inventory(fleet: Fleet) -> list[Build]:
+    with fleet.db.session() as s:
         in_use = repo.image_builds_in_use(s)
-    images = list_builds(svc.runtime.data_dir)  # by template, oldest first
+    images = list_builds(fleet.runtime.data_dir)  # by template, oldest first
     by_template: dict[str, list[Image]] = {}
     for image in images:
         by_template.setdefault(image.template, []).append(image)
@@ -45,10 +45,10 @@ def inventory(svc: ComputerService) -> list[Build]:
     return builds
 
 
-async def prune(svc: ComputerService) -> list[Build]:
+async def prune(fleet: Fleet) -> list[Build]:
     """Remove every build nothing needs; returns what was removed. Decided in one step of the
     event loop, so no create or start in between can come to need a build it removes."""
-    doomed = [b for b in inventory(svc) if not b.needed]
+    doomed = [b for b in inventory(fleet) if not b.needed]
     for build in doomed:
-        await asyncio.to_thread(remove_build, svc.runtime.data_dir, build.image)
+        await asyncio.to_thread(remove_build, fleet.runtime.data_dir, build.image)
     return doomed

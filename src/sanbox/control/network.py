@@ -10,73 +10,74 @@ from ..host.egress.policy import PolicyError
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError, NotFoundError
+from .fleet import Fleet
 from .names import check_port
-from .service import ComputerService
 
 
-class NetworkService:
-    def __init__(self, service: ComputerService) -> None:
-        self.service = service
+def denied(fleet: Fleet, computer_id: str, denial: Denial) -> None:
+    """Record a denied attempt as an event. The egress gateway rate-limits them per computer
+    (`host.egress.denials`); a denial carries the count of those it held back."""
+    with contextlib.suppress(NotFoundError):  # deleted meanwhile
+        fleet.record(computer_id, None, "network.denied", denial.message(), denial.data())
 
-    def denied(self, computer_id: str, denial: Denial) -> None:
-        """Record a denied attempt as an event. The egress gateway rate-limits them per computer
-        (`host.egress.denials`); a denial carries the count of those it held back."""
-        with contextlib.suppress(NotFoundError):  # deleted meanwhile
-            self.service.record(
-                computer_id, None, "network.denied", denial.message(), denial.data()
-            )
 
-    async def set_allow(self, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
-        """Replace the allowlist; applied at once. Returns the record and the flows closed."""
-        try:
-            policy = self.service.reach.policy(rules)
-        except PolicyError as exc:
-            raise InvalidRequestError(str(exc), "invalid_rule") from exc
-        row = self.service.get(org, ref)
-        async with self.service.lock(row.id):
-            listed = ", ".join(policy.rules()) or "nothing"
-            row = self.service.record(
-                row.id, None, "network.policy", f"egress allowlist: {listed}",
-                {"allow": policy.rules()}, allow=policy.rules(),
-            )  # fmt: skip
-            closed = 0
-            if self.service.egress is not None:
-                closed = await self.service.egress.update(row.id, policy)
-            if closed:
-                why = f"{closed} open connection(s) no longer allowed were closed"
-                self.service.record(row.id, None, "network.flows_closed", why)
-        return row, closed
+async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
+    """Replace the allowlist; applied at once. Returns the record and the flows closed."""
+    try:
+        policy = fleet.reach.policy(rules)
+    except PolicyError as exc:
+        raise InvalidRequestError(str(exc), "invalid_rule") from exc
+    row = fleet.get(org, ref)
+    async with fleet.lock(row.id):
+        listed = ", ".join(policy.rules()) or "nothing"
+        row = fleet.record(
+            row.id, None, "network.policy", f"egress allowlist: {listed}",
+            {"allow": policy.rules()}, allow=policy.rules(),
+        )  # fmt: skip
+        closed = 0
+        if fleet.egress is not None:
+            closed = await fleet.egress.update(row.id, policy)
+        if closed:
+            why = f"{closed} open connection(s) no longer allowed were closed"
+            fleet.record(row.id, None, "network.flows_closed", why)
+    return row, closed
 
-    # published ports ------------------------------------------------------------------------
 
-    def publish(self, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
-        check_port(port)
-        row = self.service.get(org, ref)
-        ports = [p for p in row.ports if p["port"] != port] + [{"port": port, "public": public}]
-        ports.sort(key=lambda p: int(p["port"]))
-        how = "public" if public else "private (API key required)"
-        return self.service.record(row.id, None, "port.published", f"port {port} published, {how}",
-                                   {"port": port, "public": public}, ports=ports)  # fmt: skip
+# published ports ------------------------------------------------------------------------
 
-    def unpublish(self, org: Org, ref: str, port: int) -> ComputerRow:
-        row = self.service.get(org, ref)
-        if not any(p["port"] == port for p in row.ports):
-            raise NotFoundError(f"port {port} of {row.name} is not published", "port_not_found")
-        ports = [p for p in row.ports if p["port"] != port]
-        return self.service.record(row.id, None, "port.unpublished", f"port {port} unpublished",
-                                   {"port": port}, ports=ports)  # fmt: skip
 
-    def find_published(self, org_name: str, name: str, port: int) -> tuple[ComputerRow, Org, bool]:
-        """The computer called `name` in the org called `org_name` that publishes `port`, its org,
-        and whether the port is public. Only that org is looked in: another org's computer of the
-        same name is never the answer, whatever it publishes."""
-        with self.service.db.session() as s:
-            org = repo.org_by_name(s, org_name)
-            row = repo.computer(s, org.id, name) if org is not None else None
-        published = [p for p in row.ports if p["port"] == port] if row is not None else []
-        if org is None or row is None or row.name != name or not published:
-            raise NotFoundError(
-                f"no published port {port} on a computer named {name!r} in org {org_name!r}",
-                "port_not_found",
-            )
-        return row, org, bool(published[0]["public"])
+def publish(fleet: Fleet, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
+    check_port(port)
+    row = fleet.get(org, ref)
+    ports = [p for p in row.ports if p["port"] != port] + [{"port": port, "public": public}]
+    ports.sort(key=lambda p: int(p["port"]))
+    how = "public" if public else "private (API key required)"
+    return fleet.record(row.id, None, "port.published", f"port {port} published, {how}",
+                               {"port": port, "public": public}, ports=ports)  # fmt: skip
+
+
+def unpublish(fleet: Fleet, org: Org, ref: str, port: int) -> ComputerRow:
+    row = fleet.get(org, ref)
+    if not any(p["port"] == port for p in row.ports):
+        raise NotFoundError(f"port {port} of {row.name} is not published", "port_not_found")
+    ports = [p for p in row.ports if p["port"] != port]
+    return fleet.record(row.id, None, "port.unpublished", f"port {port} unpublished",
+                               {"port": port}, ports=ports)  # fmt: skip
+
+
+def find_published(
+    fleet: Fleet, org_name: str, name: str, port: int
+) -> tuple[ComputerRow, Org, bool]:
+    """The computer called `name` in the org called `org_name` that publishes `port`, its org,
+    and whether the port is public. Only that org is looked in: another org's computer of the
+    same name is never the answer, whatever it publishes."""
+    with fleet.db.session() as s:
+        org = repo.org_by_name(s, org_name)
+        row = repo.computer(s, org.id, name) if org is not None else None
+    published = [p for p in row.ports if p["port"] == port] if row is not None else []
+    if org is None or row is None or row.name != name or not published:
+        raise NotFoundError(
+            f"no published port {port} on a computer named {name!r} in org {org_name!r}",
+            "port_not_found",
+        )
+    return row, org, bool(published[0]["public"])

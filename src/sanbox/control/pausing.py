@@ -11,43 +11,44 @@ from ..host.errors import HostError
 from ..host.memory import PauseError
 from ..store.models import ComputerRow, Org
 from .errors import ConflictError
-from .service import ComputerService, translate_host_error
+from .fleet import Fleet
+from .host_errors import from_host
 from .states import State
 
 log = logging.getLogger(__name__)
 
 
-async def pause(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
-    async with svc.acting(org, ref, "pause") as row:
-        return await _pause_locked(svc, row, State.PAUSED)
+async def pause(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "pause") as row:
+        return await _pause_locked(fleet, row, State.PAUSED)
 
 
-async def suspend(svc: ComputerService, computer_id: str, idle: float) -> ComputerRow | None:
+async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
     """Pause a computer the idle watcher found idle; None if it changed meanwhile."""
-    async with svc.lock(computer_id):
-        row = svc.by_id(computer_id)
-        if row is None or row.state != State.RUNNING or svc.idle_for(computer_id) < idle * 0.99:
+    async with fleet.lock(computer_id):
+        row = fleet.by_id(computer_id)
+        if row is None or row.state != State.RUNNING or fleet.idle_for(computer_id) < idle * 0.99:
             return None
-        return await _pause_locked(svc, row, State.SUSPENDED, idle)
+        return await _pause_locked(fleet, row, State.SUSPENDED, idle)
 
 
 async def _pause_locked(
-    svc: ComputerService, row: ComputerRow, dst: State, idle: float | None = None
+    fleet: Fleet, row: ComputerRow, dst: State, idle: float | None = None
 ) -> ComputerRow:
-    machine = await svc.machine_locked(row)
-    svc.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
+    machine = await fleet.machine_locked(row)
+    fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
     try:
-        saved = await svc.runtime.pause(machine, svc.spec(row), svc.image_of(row))
+        saved = await fleet.runtime.pause(machine, fleet.spec(row), fleet.image_of(row))
     except PauseError as exc:
         log.warning("pause of %s failed: %s", row.id, exc)
         if machine.vm.alive():
-            return svc.record(row.id, State.RUNNING, "computer.pause_failed",
+            return fleet.record(row.id, State.RUNNING, "computer.pause_failed",
                               f"pause failed, still running as it was: {exc}")  # fmt: skip
-        await svc.vm_exited(row.id, f"its VM died during a pause ({exc})")
+        await fleet.vm_exited(row.id, f"its VM died during a pause ({exc})")
         raise ConflictError(f"pause failed and the VM died: {exc}", "pause_failed") from exc
-    svc.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
+    fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
-    return svc.record(
+    return fleet.record(
         row.id, dst, f"computer.{dst}",
         f"{kind}: memory and processes saved ({saved.size / 2**20:.0f} MiB in "
         f"{saved.seconds:.2f}s); no process runs",
@@ -55,29 +56,29 @@ async def _pause_locked(
     )  # fmt: skip
 
 
-async def resume(svc: ComputerService, org: Org, ref: str) -> ComputerRow:
-    async with svc.acting(org, ref, "resume") as row:
-        return await resume_locked(svc, row)
+async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "resume") as row:
+        return await resume_locked(fleet, row)
 
 
-async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = False) -> ComputerRow:
+async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
-    svc.capacity.admit_here(svc.runtime.data_dir, row.memory_mib, 0, row.id)
-    svc.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
+    fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id)
+    fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
     try:
-        machine, outcome = await svc.runtime.resume(svc.spec(row), svc.image_of(row))
+        machine, outcome = await fleet.runtime.resume(fleet.spec(row), fleet.image_of(row))
     except HostError as exc:
-        svc.record(row.id, State.ERROR, "computer.error", f"resume failed: {exc}",
-                   last_error=str(exc))  # fmt: skip
-        raise translate_host_error(exc) from exc
-    await svc.came_up(row.id, machine)
+        error = from_host(exc, "resume", row.id)
+        fleet.record(row.id, State.ERROR, "computer.error", error.message, last_error=error.message)
+        raise error from exc
+    await fleet.came_up(row.id, machine)
     took = time.monotonic() - t0
     how = "woken" if woken else "resumed"
     if outcome.restored:
         message = f"{how} in {took:.2f}s; memory: restored"
     else:
         message = f"{how} in {took:.2f}s; memory: {outcome}, booted fresh on its disk"
-    return svc.record(
+    return fleet.record(
         row.id, State.RUNNING, "computer.woken" if woken else "computer.resumed", message,
         {"memory": "restored" if outcome.restored else "lost", "memory_reason": outcome.reason,
          "seconds": round(took, 3)},
@@ -86,9 +87,9 @@ async def resume_locked(svc: ComputerService, row: ComputerRow, woken: bool = Fa
     )  # fmt: skip
 
 
-async def wake(svc: ComputerService, row: ComputerRow) -> None:
+async def wake(fleet: Fleet, row: ComputerRow) -> None:
     """A command or request reached a suspended computer: resume it first."""
-    async with svc.lock(row.id):
-        current = svc.by_id(row.id)
+    async with fleet.lock(row.id):
+        current = fleet.by_id(row.id)
         if current is not None and current.state == State.SUSPENDED:
-            await resume_locked(svc, current, woken=True)
+            await resume_locked(fleet, current, woken=True)

@@ -19,7 +19,7 @@ from ..host import memory
 from ..host.errors import HostError
 from ..host.vmm import VmHandle
 from ..store import repo
-from .service import ComputerService
+from .computers import Computers
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,13 @@ class ReconcileReport:
 
 
 class Reconciler:
-    def __init__(self, service: ComputerService) -> None:
-        self.service = service
-        self.runtime = service.runtime
+    def __init__(self, computers: Computers) -> None:
+        self.fleet = computers.fleet
+        self.runtime = computers.fleet.runtime
 
     async def reconcile(self) -> ReconcileReport:
         report = ReconcileReport()
-        with self.service.db.session() as s:
+        with self.fleet.db.session() as s:
             rows = repo.list_computers(s, None)
         known = {row.id for row in rows}
         for row in rows:
@@ -83,28 +83,28 @@ class Reconciler:
             machine = None
         if machine is None:
             return False
-        self.service.machines[computer_id] = machine
-        await self.service.network_up(computer_id)
+        self.fleet.machines[computer_id] = machine
+        await self.fleet.network_up(computer_id)
         return True
 
     async def _one(self, computer_id: str, state: State, report: ReconcileReport) -> None:
-        svc = self.service
+        fleet = self.fleet
         if state in (State.CREATING, State.DELETING):
             if state == State.CREATING and await self._attach(computer_id):
-                machine = svc.machines[computer_id]
-                svc.record(computer_id, State.RUNNING, "computer.running",
+                machine = fleet.machines[computer_id]
+                fleet.record(computer_id, State.RUNNING, "computer.running",
                            "running: its create completed across a server restart",
                            isolation=machine.isolation)  # fmt: skip
                 report.reattached.append(computer_id)
                 return
             await self.runtime.destroy(computer_id)
-            with svc.db.session() as s:
+            with fleet.db.session() as s:
                 row = repo.computer_by_id(s, computer_id)
                 if row is not None:
                     ev = repo.add_event(s, row.org_id, row.id, "computer.deleted",
                                         f"removed: the server stopped while {state}")  # fmt: skip
                     s.delete(row)
-            svc.bus.publish(ev)
+            fleet.bus.publish(ev)
             report.removed.append(computer_id)
         elif state in (State.RUNNING, State.STARTING):
             vm = self.runtime.attach_vm(computer_id)
@@ -112,17 +112,17 @@ class Reconciler:
                 await self.disk_failed(computer_id, error)  # stopped on a disk error meanwhile
                 report.stopped.append(computer_id)
             elif await self._attach(computer_id):
-                machine = svc.machines[computer_id]
-                svc.record(computer_id, State.RUNNING, "computer.reattached",
+                machine = fleet.machines[computer_id]
+                fleet.record(computer_id, State.RUNNING, "computer.reattached",
                            "re-attached to its running VM after a server restart",
                            isolation=machine.isolation)  # fmt: skip
                 report.reattached.append(computer_id)
             else:
-                await svc.vm_exited(computer_id, "its VM was gone when the server restarted")
+                await fleet.vm_exited(computer_id, "its VM was gone when the server restarted")
                 report.stopped.append(computer_id)
         elif state == State.STOPPING:
             await self.runtime.kill(computer_id)
-            svc.record(computer_id, State.STOPPED, "computer.stopped",
+            fleet.record(computer_id, State.STOPPED, "computer.stopped",
                        "stopped (the server restarted during its shutdown); disk kept")  # fmt: skip
             report.stopped.append(computer_id)
         elif state in (State.PAUSING, State.RESUMING):
@@ -135,22 +135,22 @@ class Reconciler:
     ) -> None:
         """A pause or resume the server did not finish: run on if the VM lives, else keep the
         saved memory if it is complete, else the computer is stopped (disk kept)."""
-        svc = self.service
+        fleet = self.fleet
         vm = self.runtime.attach_vm(computer_id)
         if vm is not None:
             with contextlib.suppress(Exception):
                 await vm.continue_running()
             if await self._attach(computer_id):
-                svc.record(computer_id, State.RUNNING, "computer.running",
+                fleet.record(computer_id, State.RUNNING, "computer.running",
                            f"running: the server restarted while it was {state}")  # fmt: skip
                 report.reattached.append(computer_id)
                 return
         await self.runtime.kill(computer_id)
         if memory.exists(self.runtime.data_dir.computer(computer_id).state):
             why = f"paused: the server restarted while it was {state}; memory is saved"
-            svc.record(computer_id, State.PAUSED, "computer.paused", why)
+            fleet.record(computer_id, State.PAUSED, "computer.paused", why)
         else:
-            svc.record(computer_id, State.STOPPED, "computer.stopped",
+            fleet.record(computer_id, State.STOPPED, "computer.stopped",
                        f"stopped: the server restarted while it was {state}; memory lost, "
                        "disk kept")  # fmt: skip
         report.stopped.append(computer_id)
@@ -176,12 +176,12 @@ class Reconciler:
         """Record computers whose VM died, or stopped on a disk error, while the server ran."""
         while True:
             await asyncio.sleep(interval)
-            for computer_id, machine in list(self.service.machines.items()):
-                if self.service.lock(computer_id).locked():
+            for computer_id, machine in list(self.fleet.machines.items()):
+                if self.fleet.lock(computer_id).locked():
                     continue
                 try:
                     if not machine.vm.alive():
-                        await self.service.vm_exited(
+                        await self.fleet.vm_exited(
                             computer_id, "its VM process exited unexpectedly"
                         )
                     elif (error := await self._disk_error(machine.vm)) is not None:
@@ -199,15 +199,15 @@ class Reconciler:
     async def disk_failed(self, computer_id: str, error: str) -> None:
         """A disk error stopped the guest: the computer goes to `error` with the reason, its VM
         ends (a start boots it fresh on its disk once the host has room again)."""
-        svc = self.service
-        async with svc.lock(computer_id):
-            row = svc.by_id(computer_id)
+        fleet = self.fleet
+        async with fleet.lock(computer_id):
+            row = fleet.by_id(computer_id)
             if row is None or row.state not in (State.RUNNING, State.STARTING):
                 return
             why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
             log.warning("%s stopped on a disk error (%s)", computer_id, error)
-            svc.machines.pop(computer_id, None)
-            await svc.network_down(computer_id)
+            fleet.machines.pop(computer_id, None)
+            await fleet.network_down(computer_id)
             await self.runtime.kill(computer_id)
-            svc.record(computer_id, State.ERROR, "computer.error", why, {"disk_error": error},
+            fleet.record(computer_id, State.ERROR, "computer.error", why, {"disk_error": error},
                        last_error=why)  # fmt: skip

@@ -6,21 +6,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ...control.service import ComputerService
-from ...store import Database
+from ...control.computers import Computers
 from ..auth import Principal, principal
 
 
-def service(request: Request) -> ComputerService:
-    svc: ComputerService = request.app.state.service
-    return svc
-
-
-def database(request: Request) -> Database:
-    db: Database = request.app.state.db
-    return db
+def computers(request: Request) -> Computers:
+    plane: Computers = request.app.state.computers
+    return plane
 
 
 Auth = Annotated[Principal, Depends(principal)]
-Service = Annotated[ComputerService, Depends(service)]
-DB = Annotated[Database, Depends(database)]
+Plane = Annotated[Computers, Depends(computers)]

@@ -6,13 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from ...control import create as creating
-from ...control import pausing
 from ...control.create import CreateRequest
 from ...control.errors import InvalidRequestError
-from ...control.events import event_dict
-from ...host import console
-from ...store import repo
 from ..schemas import (
     Computer,
     ComputerCreate,
@@ -22,7 +17,7 @@ from ..schemas import (
     ErrorBody,
     EventList,
 )
-from ._deps import DB, Auth, Service
+from ._deps import Auth, Plane
 
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (401, 404, 409, 422, 503, 507)
@@ -44,13 +39,13 @@ def parse_labels(labels: list[str]) -> dict[str, str]:
 async def create_computer(
     body: ComputerCreate,
     auth: Auth,
-    svc: Service,
+    plane: Plane,
     response: Response,
     wait: bool = True,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Computer:
     req = CreateRequest(**body.model_dump())
-    row = await creating.create(svc, auth.org, req, idempotency_key, wait)
+    row = await plane.create(auth.org, req, idempotency_key, wait)
     if not wait:
         response.status_code = 202
     return Computer.of(row, auth.org.name)
@@ -59,69 +54,63 @@ async def create_computer(
 @router.get("", response_model=ComputerList)
 async def list_computers(
     auth: Auth,
-    svc: Service,
+    plane: Plane,
     state: str | None = None,
     label: Annotated[list[str], Query()] = [],  # noqa: B006
 ) -> ComputerList:
-    rows = svc.list(auth.org, state, parse_labels(label))
+    rows = plane.find(auth.org, state, parse_labels(label))
     return ComputerList(computers=[Computer.of(r, auth.org.name) for r in rows])
 
 
 @router.get("/{ref}", response_model=Computer)
-async def get_computer(ref: str, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(svc.get(auth.org, ref), auth.org.name)
+async def get_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(plane.get(auth.org, ref), auth.org.name)
 
 
 @router.delete("/{ref}", response_model=Computer)
-async def delete_computer(ref: str, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(await svc.delete(auth.org, ref), auth.org.name)
+async def delete_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(await plane.delete(auth.org, ref), auth.org.name)
 
 
 @router.post("/{ref}/start", response_model=Computer)
-async def start_computer(ref: str, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(await svc.start(auth.org, ref), auth.org.name)
+async def start_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(await plane.start(auth.org, ref), auth.org.name)
 
 
 @router.post("/{ref}/stop", response_model=Computer)
-async def stop_computer(ref: str, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(await svc.stop(auth.org, ref), auth.org.name)
+async def stop_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(await plane.stop(auth.org, ref), auth.org.name)
 
 
 @router.post("/{ref}/restart", response_model=Computer)
-async def restart_computer(ref: str, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(await svc.restart(auth.org, ref), auth.org.name)
+async def restart_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(await plane.restart(auth.org, ref), auth.org.name)
 
 
 @router.post("/{ref}/pause", response_model=Computer)
-async def pause_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+async def pause_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
     """Save memory and processes to disk and end the VM process; `resume` picks up there."""
-    return Computer.of(await pausing.pause(svc, auth.org, ref), auth.org.name)
+    return Computer.of(await plane.pause(auth.org, ref), auth.org.name)
 
 
 @router.post("/{ref}/resume", response_model=Computer)
-async def resume_computer(ref: str, auth: Auth, svc: Service) -> Computer:
+async def resume_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
     """Restore a paused or suspended computer; `memory` says whether memory was restored."""
-    return Computer.of(await pausing.resume(svc, auth.org, ref), auth.org.name)
+    return Computer.of(await plane.resume(auth.org, ref), auth.org.name)
 
 
 @router.patch("/{ref}", response_model=Computer)
-async def update_computer(ref: str, body: ComputerUpdate, auth: Auth, svc: Service) -> Computer:
-    return Computer.of(await svc.update(auth.org, ref, body.idle_timeout), auth.org.name)
+async def update_computer(ref: str, body: ComputerUpdate, auth: Auth, plane: Plane) -> Computer:
+    return Computer.of(await plane.update(auth.org, ref, body.idle_timeout), auth.org.name)
 
 
 @router.get("/{ref}/events", response_model=EventList)
-async def computer_events(ref: str, auth: Auth, svc: Service, db: DB) -> EventList:
-    row = svc.get(auth.org, ref)
-    with db.session() as s:
-        events = [event_dict(e) for e in repo.list_events(s, auth.org.id, row.id)]
-    return EventList.model_validate({"events": events})
+async def computer_events(ref: str, auth: Auth, plane: Plane) -> EventList:
+    return EventList.model_validate({"events": plane.events(auth.org, ref)})
 
 
 @router.get("/{ref}/console", response_model=ConsoleTail)
 async def computer_console(
-    ref: str, auth: Auth, svc: Service, lines: Annotated[int, Query(ge=1, le=5000)] = 100
+    ref: str, auth: Auth, plane: Plane, lines: Annotated[int, Query(ge=1, le=5000)] = 100
 ) -> ConsoleTail:
-    row = svc.get(auth.org, ref)
-    return ConsoleTail(
-        lines=console.lines(svc.runtime.data_dir.computer(row.id).console_log, lines)
-    )
+    return ConsoleTail(lines=plane.console(auth.org, ref, lines))

@@ -10,9 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from ...control.events import event_dict
-from ...store import repo
-from ._deps import DB, Auth, Service
+from ._deps import Auth, Plane
 
 router = APIRouter(prefix="/v1", tags=["events"])
 KEEPALIVE = 15.0
@@ -24,18 +22,17 @@ def sse(item: dict[str, Any]) -> str:
 
 @router.get("/events", response_class=StreamingResponse)
 async def event_stream(
-    request: Request, auth: Auth, svc: Service, db: DB, after: int = -1
+    request: Request, auth: Auth, plane: Plane, after: int = -1
 ) -> StreamingResponse:
     """Events as they happen (`after=ID` first replays the stored ones after that id)."""
 
     async def stream() -> AsyncIterator[str]:
-        async with svc.bus.subscribe(auth.org.id) as queue:
+        async with plane.subscribe(auth.org) as queue:
             last = after
             if after >= 0:
-                with db.session() as s:
-                    for ev in repo.events_after(s, auth.org.id, after):
-                        last = ev.id
-                        yield sse(event_dict(ev))
+                for item in plane.events_after(auth.org, after):
+                    last = item["id"]
+                    yield sse(item)
             while not await request.is_disconnected():
                 try:
                     async with asyncio.timeout(KEEPALIVE):

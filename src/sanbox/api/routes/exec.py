@@ -15,14 +15,21 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
+from ...control.computers import Computers
 from ...control.errors import ControlError
-from ...control.guest import guest_call
-from ...host.agent import CommandNotFoundError, ExecResult, Exit, PtySession, Stderr, Stdout
-from ...host.agent.process import ExecProcess
+from ...control.guest import (
+    CommandNotFoundError,
+    ExecProcess,
+    ExecResult,
+    Exit,
+    PtySession,
+    Stderr,
+    Stdout,
+)
 from ..auth import authenticate
 from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
-from ._deps import Auth, Service
+from ._deps import Auth, Plane
 from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
@@ -33,8 +40,8 @@ SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal
 
 @router.post("/{ref}/exec", response_model=ExecResponse)
 async def exec_command(
-    ref: str, body: ExecRequest, request: Request, auth: Auth, svc: Service
-) -> ExecResponse | Response:
+    ref: str, body: ExecRequest, request: Request, auth: Auth, plane: Plane
+) -> Response:
     """Run a command to completion. Each output stream keeps its first bytes up to
     `max_output_bytes` (at most the server's limit); the command's further output is drained
     and dropped, and `stdout_truncated`/`stderr_truncated` say so."""
@@ -42,16 +49,11 @@ async def exec_command(
     limit = settings.exec_max_output
     if body.max_output_bytes is not None:
         limit = min(limit, body.max_output_bytes)
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        stdin = body.stdin.encode() if body.stdin is not None else None
-        try:
-            result = await client.exec(
-                body.cmd, env=body.env or None, cwd=body.cwd, user=body.user, stdin=stdin,
-                timeout=body.timeout, max_output=limit,
-            )  # fmt: skip
-        except CommandNotFoundError as exc:
-            return ExecResponse(exit_code=127, stdout="", stderr=exc.message + "\n")
+    result = await plane.exec(
+        auth.org, ref, body.cmd, env=body.env, cwd=body.cwd, user=body.user,
+        stdin=body.stdin.encode() if body.stdin is not None else None, timeout=body.timeout,
+        max_output=limit,
+    )  # fmt: skip
     return StreamingResponse(json_chunks(result), media_type="application/json")
 
 
@@ -126,24 +128,24 @@ async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> dict[str
 @router.websocket("/{ref}/exec/stream")
 async def exec_stream(ws: WebSocket, ref: str) -> None:
     await ws.accept()
-    svc = ws.app.state.service
+    plane: Computers = ws.app.state.computers
     try:
         auth = authenticate(ws)
         req: dict[str, Any] = json.loads(await ws.receive_text())
-        async with guest_call(svc, auth.org, ref) as machine:
-            client = await machine.client()
+        async with contextlib.AsyncExitStack() as stack:
             proc: ExecProcess | PtySession
             if req.get("pty"):
-                proc = await client.pty(
-                    req.get("cmd"), rows=int(req.get("rows", 24)), cols=int(req.get("cols", 80)),
-                    env=req.get("env") or None, cwd=req.get("cwd"), user=req.get("user"),
-                )  # fmt: skip
+                proc = await stack.enter_async_context(plane.pty(
+                    auth.org, ref, req.get("cmd"), rows=int(req.get("rows", 24)),
+                    cols=int(req.get("cols", 80)), env=req.get("env") or None,
+                    cwd=req.get("cwd"), user=req.get("user"),
+                ))  # fmt: skip
             else:
                 try:
-                    proc = await client.exec_stream(
-                        req["cmd"], env=req.get("env") or None, cwd=req.get("cwd"),
-                        user=req.get("user"), timeout=req.get("timeout"),
-                    )  # fmt: skip
+                    proc = await stack.enter_async_context(plane.exec_stream(
+                        auth.org, ref, req["cmd"], env=req.get("env") or None,
+                        cwd=req.get("cwd"), user=req.get("user"), timeout=req.get("timeout"),
+                    ))  # fmt: skip
                 except CommandNotFoundError as exc:
                     err = base64.b64encode((exc.message + "\n").encode()).decode()
                     await ws.send_text(json.dumps({"type": "stderr", "data": err}))

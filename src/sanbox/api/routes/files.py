@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import stat as statmod
-from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ...control.errors import InvalidRequestError
-from ...control.guest import guest_call
-from ...host.agent import FileInfo
+from ...control.guest import FileInfo
 from ..schemas import FileEntry, FileList, FileWritten, MkdirRequest
-from ._deps import Auth, Service
+from ._deps import Auth, Plane
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["files"], responses=ERRORS)
@@ -33,66 +31,47 @@ def entry(info: FileInfo) -> FileEntry:
 
 @router.put("/{ref}/files", response_model=FileWritten)
 async def upload(
-    ref: str, path: PathQuery, request: Request, auth: Auth, svc: Service, mode: str = "0644"
+    ref: str, path: PathQuery, request: Request, auth: Auth, plane: Plane, mode: str = "0644"
 ) -> FileWritten:
     try:
         file_mode = int(mode, 8)
     except ValueError:
         raise InvalidRequestError(f"mode {mode!r} is not octal (like 0644)") from None
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        size = await client.files.put(path, request.stream(), mode=file_mode)
+    size = await plane.put_file(auth.org, ref, path, request.stream(), file_mode)
     return FileWritten(path=path, size=size)
 
 
 @router.get("/{ref}/files", response_class=StreamingResponse)
-async def download(ref: str, path: PathQuery, auth: Auth, svc: Service) -> StreamingResponse:
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        info = await client.files.stat(path)
-        if info.type == "dir":
-            raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
-
-    async def body() -> AsyncIterator[bytes]:
-        async with guest_call(svc, auth.org, ref) as machine:
-            client = await machine.client()
-            async for chunk in client.files.get(path):
-                yield chunk
-
+async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> StreamingResponse:
+    info = await plane.stat_file(auth.org, ref, path)
+    if info.type == "dir":
+        raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
     return StreamingResponse(
-        body(), media_type="application/octet-stream",
+        plane.read_file(auth.org, ref, path), media_type="application/octet-stream",
         headers={"Content-Length": str(info.size)},
     )  # fmt: skip
 
 
 @router.get("/{ref}/files/list", response_model=FileList)
-async def list_dir(ref: str, path: PathQuery, auth: Auth, svc: Service) -> FileList:
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        infos = await client.files.list(path)
+async def list_dir(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> FileList:
+    infos = await plane.list_files(auth.org, ref, path)
     return FileList(entries=[entry(i) for i in infos])
 
 
 @router.get("/{ref}/files/stat", response_model=FileEntry)
-async def stat(ref: str, path: PathQuery, auth: Auth, svc: Service) -> FileEntry:
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        return entry(await client.files.stat(path))
+async def stat(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> FileEntry:
+    return entry(await plane.stat_file(auth.org, ref, path))
 
 
 @router.delete("/{ref}/files", status_code=204)
 async def remove(
-    ref: str, path: PathQuery, auth: Auth, svc: Service, recursive: bool = False
+    ref: str, path: PathQuery, auth: Auth, plane: Plane, recursive: bool = False
 ) -> Response:
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        await client.files.remove(path, recursive=recursive)
+    await plane.remove_file(auth.org, ref, path, recursive)
     return Response(status_code=204)
 
 
 @router.post("/{ref}/files/mkdir", status_code=204)
-async def mkdir(ref: str, body: MkdirRequest, auth: Auth, svc: Service) -> Response:
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        await client.files.mkdir(body.path, parents=True)
+async def mkdir(ref: str, body: MkdirRequest, auth: Auth, plane: Plane) -> Response:
+    await plane.make_dir(auth.org, ref, body.path)
     return Response(status_code=204)

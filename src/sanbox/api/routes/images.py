@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ...control import images
+from ...control.images import Build
 from ..schemas import ErrorBody, ImageBuildList, ImageBuildOut, PruneResult
-from ._deps import Service
+from ._deps import Plane
 from .admin import HostAdmin
 
 router = APIRouter(
@@ -15,7 +15,7 @@ router = APIRouter(
 )
 
 
-def build_out(build: images.Build) -> ImageBuildOut:
+def build_out(build: Build) -> ImageBuildOut:
     return ImageBuildOut(
         template=build.image.template,
         build_id=build.image.build_id,
@@ -28,13 +28,13 @@ def build_out(build: images.Build) -> ImageBuildOut:
 
 
 @router.get("/images", response_model=ImageBuildList)
-async def list_images(_a: HostAdmin, svc: Service) -> ImageBuildList:
-    return ImageBuildList(images=[build_out(b) for b in images.inventory(svc)])
+async def list_images(_a: HostAdmin, plane: Plane) -> ImageBuildList:
+    return ImageBuildList(images=[build_out(b) for b in plane.image_builds()])
 
 
 @router.post("/images/prune", response_model=PruneResult)
-async def prune_images(_a: HostAdmin, svc: Service) -> PruneResult:
+async def prune_images(_a: HostAdmin, plane: Plane) -> PruneResult:
     """Remove the builds no computer came from and no new computer would get."""
-    removed = await images.prune(svc)
+    removed = await plane.prune_image_builds()
     return PruneResult(removed=[build_out(b) for b in removed],
                        freed_bytes=sum(b.bytes for b in removed))  # fmt: skip

@@ -4,28 +4,22 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from ...control.network import NetworkService
 from ..schemas import NetworkOut, NetworkPolicy, PortList, PortOut, PortPublish
-from ._deps import Auth, Service
+from ._deps import Auth, Plane
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["network"], responses=ERRORS)
 
 
-def network(request: Request) -> NetworkService:
-    svc: NetworkService = request.app.state.network
-    return svc
-
-
 @router.get("/{ref}/network", response_model=NetworkOut)
-async def get_network(ref: str, auth: Auth, svc: Service) -> NetworkOut:
-    return NetworkOut(allow=svc.get(auth.org, ref).allow)
+async def get_network(ref: str, auth: Auth, plane: Plane) -> NetworkOut:
+    return NetworkOut(allow=plane.get(auth.org, ref).allow)
 
 
 @router.put("/{ref}/network", response_model=NetworkOut)
-async def set_network(ref: str, body: NetworkPolicy, auth: Auth, request: Request) -> NetworkOut:
+async def set_network(ref: str, body: NetworkPolicy, auth: Auth, plane: Plane) -> NetworkOut:
     """Replace the egress allowlist. It applies at once and closes flows it no longer allows."""
-    row, closed = await network(request).set_allow(auth.org, ref, body.allow)
+    row, closed = await plane.set_allow(auth.org, ref, body.allow)
     return NetworkOut(allow=row.allow, closed_flows=closed)
 
 
@@ -39,21 +33,23 @@ def _ports(request: Request, org: str, name: str, ports: list[dict[str, object]]
 
 
 @router.get("/{ref}/ports", response_model=PortList)
-async def list_ports(ref: str, auth: Auth, svc: Service, request: Request) -> PortList:
-    row = svc.get(auth.org, ref)
+async def list_ports(ref: str, auth: Auth, plane: Plane, request: Request) -> PortList:
+    row = plane.get(auth.org, ref)
     return _ports(request, auth.org.name, row.name, row.ports)
 
 
 @router.post("/{ref}/ports", response_model=PortOut, status_code=201)
-async def publish_port(ref: str, body: PortPublish, auth: Auth, request: Request) -> PortOut:
+async def publish_port(
+    ref: str, body: PortPublish, auth: Auth, plane: Plane, request: Request
+) -> PortOut:
     """Publish a guest port as `http://PORT-NAME.ORG.localhost:7070/` (`PORT-NAME.localhost` in the
     default org); a key of the org is needed unless it is public. The answer has the URL."""
-    row = network(request).publish(auth.org, ref, body.port, body.public)
+    row = plane.publish(auth.org, ref, body.port, body.public)
     ports = _ports(request, auth.org.name, row.name, row.ports).ports
     return next(p for p in ports if p.port == body.port)
 
 
 @router.delete("/{ref}/ports/{port}", status_code=204)
-async def unpublish_port(ref: str, port: int, auth: Auth, request: Request) -> Response:
-    network(request).unpublish(auth.org, ref, port)
+async def unpublish_port(ref: str, port: int, auth: Auth, plane: Plane) -> Response:
+    plane.unpublish(auth.org, ref, port)
     return Response(status_code=204)

@@ -16,12 +16,12 @@ import json
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from ...control.errors import ConflictError, ControlError
-from ...control.guest import guest_call
-from ...host.agent import AgentClient, RemoteError, TcpStream
+from ...control.computers import Computers
+from ...control.errors import ControlError
+from ...control.guest import TcpStream
 from ..auth import authenticate
 from ..schemas import SshAccess, SshKeyAdd
-from ._deps import Auth, Service
+from ._deps import Auth, Plane
 from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
@@ -29,23 +29,11 @@ router = APIRouter(prefix="/v1/computers", tags=["ssh"], responses=ERRORS)
 
 
 @router.post("/{ref}/ssh-keys", response_model=SshAccess)
-async def authorize_ssh_key(ref: str, body: SshKeyAdd, auth: Auth, svc: Service) -> SshAccess:
+async def authorize_ssh_key(ref: str, body: SshKeyAdd, auth: Auth, plane: Plane) -> SshAccess:
     """Let a public key log in as root over SSH (added to /root/.ssh/authorized_keys once). The
     answer carries the computer's host key, so a client can check it strictly (known_hosts)."""
-    async with guest_call(svc, auth.org, ref) as machine:
-        client = await machine.client()
-        added = await client.ssh.authorize(body.public_key)
-        host_key = await client.ssh.host_key()
+    added, host_key = await plane.authorize_ssh_key(auth.org, ref, body.public_key)
     return SshAccess(user="root", host_key=host_key, added=added)
-
-
-async def _connect(client: AgentClient) -> TcpStream:
-    try:
-        return await client.ssh.connect()
-    except RemoteError as exc:
-        if exc.code == "ssh_unavailable":  # an image without sshd
-            raise ConflictError(exc.message, "ssh_unavailable") from exc
-        raise
 
 
 async def _to_guest(ws: WebSocket, stream: TcpStream) -> None:
@@ -92,15 +80,11 @@ async def _relay(ws: WebSocket, stream: TcpStream) -> bool:
 @router.websocket("/{ref}/ssh")
 async def ssh_connection(ws: WebSocket, ref: str) -> None:
     await ws.accept()
-    svc = ws.app.state.service
+    plane: Computers = ws.app.state.computers
     try:
         auth = authenticate(ws)
-        async with guest_call(svc, auth.org, ref) as machine:
-            stream = await _connect(await machine.client())
-            try:
-                open_ = await _relay(ws, stream)
-            finally:
-                await stream.close()
+        async with plane.ssh(auth.org, ref) as stream:
+            open_ = await _relay(ws, stream)
         if open_:
             await ws.close()
     except WebSocketDisconnect:

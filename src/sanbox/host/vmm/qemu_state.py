@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import QmpError, VmNotRunningError
-from .qemu import QemuVm
 from .qmp import QmpClient
+
+if TYPE_CHECKING:  # qemu.py calls into this module
+    from .qemu import QemuVm
 
 MAX_BANDWIDTH = 100 * 1024**3  # bytes/s: effectively unlimited
 IGNORE_SHARED = [{"capability": "x-ignore-shared", "state": True}]

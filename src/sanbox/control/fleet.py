@@ -1,6 +1,8 @@
-"""The computer service: creates, starts, stops and deletes computers on this host, one transition
-at a time per computer (a lock each), many computers in parallel. The store is the record; the host
-runtime does the work; every transition writes its event."""
+"""The fleet on this host, as the verbs share it: the store's records and their events, one lock
+per computer (one transition at a time, many computers in parallel), the running machines, the
+idle clocks, and each computer's network coming up and down. The verbs (`create`, `lifecycle`,
+`pausing`, `guest`, `network`) act through it, and `Computers` is their one front door; this
+module imports no verb."""
 
 from __future__ import annotations
 
@@ -15,35 +17,21 @@ from ..host.egress.gateway import EgressGateway
 from ..host.egress.policy import Policy, PolicyError
 from ..host.egress.reach import Reach
 from ..host.errors import HostError
-from ..host.image import Image, ImageError, UnknownTemplateError, find_image
+from ..host.image import Image, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from .activity import ActivityClocks
 from .capacity import Capacity
-from .errors import (
-    ControlError,
-    InvalidRequestError,
-    NotFoundError,
-    UnavailableError,
-)
+from .errors import NotFoundError, UnavailableError
 from .events import EventBus
+from .host_errors import from_host
 from .states import State, check_action, check_transition
 
 log = logging.getLogger(__name__)
 
 
-def translate_host_error(exc: HostError) -> ControlError:
-    if isinstance(exc, UnknownTemplateError):
-        return NotFoundError(str(exc), "template_not_found")
-    if exc.code in ("disk_too_small", "invalid_path"):
-        return InvalidRequestError(str(exc), exc.code)
-    if isinstance(exc, ImageError):
-        return NotFoundError(str(exc), "template_not_found")
-    return ControlError(str(exc), exc.code)
-
-
-class ComputerService:
+class Fleet:
     def __init__(
         self,
         db: Database,
@@ -144,7 +132,7 @@ class ComputerService:
         try:
             return find_image(self.runtime.data_dir, template, build_id)
         except HostError as exc:
-            raise translate_host_error(exc) from exc
+            raise from_host(exc, "finding its image") from exc
 
     def image_of(self, row: ComputerRow) -> Image:
         """The build a computer's disk came from: it boots that kernel and initramfs (their
@@ -176,115 +164,7 @@ class ComputerService:
         self.touch(computer_id)
         await self.network_up(computer_id)
 
-    # start / stop / restart / delete ---------------------------------------------------------
-
-    async def start(self, org: Org, ref: str) -> ComputerRow:
-        async with self.acting(org, ref, "start") as row:
-            if row.state in (State.PAUSED, State.SUSPENDED):
-                from .pausing import resume_locked
-
-                return await resume_locked(self, row)
-            return await self._boot(row, "it was stopped: stop drops memory on purpose")
-
-    async def _boot(self, row: ComputerRow, why_fresh: str) -> ComputerRow:
-        image = self.image_of(row)
-        self.capacity.admit_here(self.runtime.data_dir, row.memory_mib, 0, row.id)
-        self.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
-        try:
-            machine = await self.runtime.start(self.spec(row), image)
-        except HostError as exc:
-            self.record(row.id, State.ERROR, "computer.error", f"start failed: {exc}",
-                        last_error=str(exc))  # fmt: skip
-            raise translate_host_error(exc) from exc
-        await self.came_up(row.id, machine)
-        return self.record(
-            row.id, State.RUNNING, "computer.running",
-            f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
-            {"isolation": machine.isolation, "memory": "lost", "memory_reason": why_fresh},
-            isolation=machine.isolation, last_error=None, memory="lost", memory_reason=why_fresh,
-        )  # fmt: skip
-
-    async def stop(self, org: Org, ref: str) -> ComputerRow:
-        async with self.acting(org, ref, "stop") as row:
-            if row.state in (State.PAUSED, State.SUSPENDED):
-                await self.runtime.drop_saved_memory(row.id)
-                await self.network_down(row.id)
-                why = "stopped: its saved memory was dropped on purpose; disk kept"
-                return self.record(row.id, State.STOPPED, "computer.stopped", why)
-            return await self._shutdown(row)
-
-    async def _shutdown(self, row: ComputerRow) -> ComputerRow:
-        self.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
-        await self.network_down(row.id)
-        machine = self.machines.pop(row.id, None)
-        clean = False
-        if machine is None:
-            with contextlib.suppress(HostError, OSError):
-                machine = await self.runtime.attach(row.id)
-        if machine is not None:
-            clean = await self.runtime.shutdown(machine)
-        else:
-            await self.runtime.kill(row.id)
-        how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
-        return self.record(
-            row.id, State.STOPPED, "computer.stopped",
-            f"stopped ({how}); memory dropped, disk kept", {"clean": clean},
-        )  # fmt: skip
-
-    async def restart(self, org: Org, ref: str) -> ComputerRow:
-        async with self.acting(org, ref, "restart") as row:
-            if row.state == State.RUNNING:
-                row = await self._shutdown(row)
-            return await self._boot(row, "restarted: a restart boots fresh")
-
-    async def update(self, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
-        row = self.get(org, ref)
-        if idle_timeout is None:
-            return row
-        if idle_timeout < 0:
-            raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-        self.touch(row.id)
-        return self.record(row.id, None, "computer.updated", f"idle timeout {idle_timeout}s",
-                           {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
-
-    async def delete(self, org: Org, ref: str) -> ComputerRow:
-        async with self.acting(org, ref, "delete") as row:
-            row = self.record(row.id, State.DELETING, "computer.deleting", "deleting")
-            await self.network_down(row.id)
-            machine = self.machines.pop(row.id, None)
-            if machine is not None:
-                with contextlib.suppress(Exception):
-                    await machine.agent.close()
-            await self.runtime.destroy(row.id)
-            with self.db.session() as s:
-                live = repo.computer_by_id(s, row.id)
-                if live is not None:
-                    s.delete(live)
-                ev = repo.add_event(s, row.org_id, row.id, "computer.deleted", "deleted")
-            self.bus.publish(ev)
-        self._locks.pop(row.id, None)
-        self.clocks.forget(row.id)
-        row.state = State.DELETED
-        return row
-
     # the guest ------------------------------------------------------------------------------
-
-    async def machine(self, org: Org, ref: str) -> Machine:
-        """The running machine of a computer (a suspended one is woken first), re-attached if
-        needed; a typed error if it is not running."""
-        row = self.get(org, ref)
-        if row.state == State.SUSPENDED:
-            from .pausing import wake
-
-            await wake(self, row)
-            row = self.get(org, ref)
-        check_action("use", State(row.state), row.name)
-        self.touch(row.id)
-        machine = self.machines.get(row.id)
-        if machine is not None and machine.vm.alive():
-            return machine
-        async with self.lock(row.id):
-            return await self.machine_locked(self.get(org, row.id))
 
     async def machine_locked(self, row: ComputerRow) -> Machine:
         """The running machine of `row`, whose lock the caller holds."""
@@ -325,6 +205,11 @@ class ComputerService:
             f"stopped: {why}; disk kept, `sanbox start` boots it again",
             {"console": tail},
         )  # fmt: skip
+
+    def forget(self, computer_id: str) -> None:
+        """A deleted computer: drop its lock and its idle clock."""
+        self._locks.pop(computer_id, None)
+        self.clocks.forget(computer_id)
 
     def touch(self, computer_id: str) -> None:
         self.clocks.touch(computer_id)

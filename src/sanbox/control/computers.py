@@ -1,0 +1,222 @@
+"""`Computers`: the control plane's one front door. The API, the MCP endpoint (through the API),
+the reconciler and the idle watcher hold this object; its methods are the verbs a user sees, each
+checked against the computer's state, run under its lock where it changes it, and recorded as
+events. The verbs live in their own modules (`create`, `lifecycle`, `pausing`, `guest`,
+`network`); the plumbing they share is the `Fleet` below them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..host import console
+from ..host.agent import ExecProcess, ExecResult, FileInfo, PtySession, TcpStream
+from ..host.agent.files import Source
+from ..host.disk import can_reflink
+from ..host.egress.denials import Denial
+from ..host.egress.gateway import EgressGateway
+from ..host.egress.reach import Reach
+from ..host.egress.resolver import Resolver
+from ..host.runtime import HostRuntime
+from ..host.vmm import cached_accel
+from ..store import Database, repo
+from ..store.models import ComputerRow, Org
+from . import create as creating
+from . import guest, images, lifecycle, network, pausing
+from .capacity import Capacity
+from .create import CreateRequest
+from .events import EventBus, event_dict
+from .fleet import Fleet
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    hypervisor: str
+    isolation: str
+    cpus: int
+    memory_mib: int
+    data_dir: str
+    reflink: bool
+    confinement: dict[str, Any]
+
+
+class Computers:
+    def __init__(
+        self,
+        db: Database,
+        runtime: HostRuntime,
+        *,
+        reach: Reach | None = None,
+        resolver: Resolver | None = None,
+        egress_max_connections: int = 512,
+        capacity: Capacity | None = None,
+    ) -> None:
+        self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
+        if runtime.network is not None and resolver is not None:
+            self.fleet.egress = EgressGateway(
+                resolver, self._denied, self.fleet.reach, egress_max_connections
+            )
+
+    def _denied(self, computer_id: str, denial: Denial) -> None:
+        network.denied(self.fleet, computer_id, denial)
+
+    async def close(self) -> None:
+        if self.fleet.egress is not None:
+            await self.fleet.egress.close()
+        await self.fleet.close()
+
+    # records ---------------------------------------------------------------------------------
+
+    def get(self, org: Org, ref: str) -> ComputerRow:
+        return self.fleet.get(org, ref)
+
+    def find(
+        self, org: Org, state: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[ComputerRow]:
+        """The org's computers, optionally in one state and with all of these labels."""
+        return self.fleet.list(org, state, labels)
+
+    def events(self, org: Org, ref: str) -> list[dict[str, Any]]:
+        row = self.fleet.get(org, ref)
+        with self.fleet.db.session() as s:
+            return [event_dict(e) for e in repo.list_events(s, org.id, row.id)]
+
+    def events_after(self, org: Org, after: int) -> list[dict[str, Any]]:
+        with self.fleet.db.session() as s:
+            return [event_dict(e) for e in repo.events_after(s, org.id, after)]
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, org: Org) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        """The org's events as they are written (a bounded queue: a slow reader misses some)."""
+        async with self.fleet.bus.subscribe(org.id) as queue:
+            yield queue
+
+    def console(self, org: Org, ref: str, lines: int) -> list[str]:
+        row = self.fleet.get(org, ref)
+        return console.lines(self.fleet.runtime.data_dir.computer(row.id).console_log, lines)
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    async def create(
+        self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
+    ) -> ComputerRow:
+        return await creating.create(self.fleet, org, req, idempotency_key, wait)
+
+    async def start(self, org: Org, ref: str) -> ComputerRow:
+        return await lifecycle.start(self.fleet, org, ref)
+
+    async def stop(self, org: Org, ref: str) -> ComputerRow:
+        return await lifecycle.stop(self.fleet, org, ref)
+
+    async def restart(self, org: Org, ref: str) -> ComputerRow:
+        return await lifecycle.restart(self.fleet, org, ref)
+
+    async def update(self, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
+        return await lifecycle.update(self.fleet, org, ref, idle_timeout)
+
+    async def delete(self, org: Org, ref: str) -> ComputerRow:
+        return await lifecycle.delete(self.fleet, org, ref)
+
+    async def pause(self, org: Org, ref: str) -> ComputerRow:
+        return await pausing.pause(self.fleet, org, ref)
+
+    async def resume(self, org: Org, ref: str) -> ComputerRow:
+        return await pausing.resume(self.fleet, org, ref)
+
+    async def suspend(self, computer_id: str, idle: float) -> ComputerRow | None:
+        """The idle watcher's pause; None if the computer changed meanwhile."""
+        return await pausing.suspend(self.fleet, computer_id, idle)
+
+    # inside the guest ------------------------------------------------------------------------
+
+    async def exec(
+        self, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None = None,
+        cwd: str | None = None, user: str | int | None = None, stdin: bytes | None = None,
+        timeout: float | None = None, max_output: int,
+    ) -> ExecResult:  # fmt: skip
+        return await guest.exec_command(
+            self.fleet, org, ref, cmd, env=env, cwd=cwd, user=user, stdin=stdin,
+            timeout=timeout, max_output=max_output,
+        )  # fmt: skip
+
+    def exec_stream(
+        self, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None = None,
+        cwd: str | None = None, user: str | int | None = None, timeout: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[ExecProcess]:  # fmt: skip
+        return guest.exec_stream(self.fleet, org, ref, cmd, env=env, cwd=cwd, user=user,
+                                 timeout=timeout)  # fmt: skip
+
+    def pty(
+        self, org: Org, ref: str, cmd: list[str] | str | None = None, *, rows: int = 24,
+        cols: int = 80, env: dict[str, str] | None = None, cwd: str | None = None,
+        user: str | int | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[PtySession]:  # fmt: skip
+        return guest.pty(self.fleet, org, ref, cmd, rows=rows, cols=cols, env=env, cwd=cwd,
+                         user=user)  # fmt: skip
+
+    async def put_file(self, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
+        return await guest.put_file(self.fleet, org, ref, path, source, mode)
+
+    async def stat_file(self, org: Org, ref: str, path: str) -> FileInfo:
+        return await guest.stat_file(self.fleet, org, ref, path)
+
+    def read_file(self, org: Org, ref: str, path: str) -> AsyncIterator[bytes]:
+        return guest.read_file(self.fleet, org, ref, path)
+
+    async def list_files(self, org: Org, ref: str, path: str) -> list[FileInfo]:
+        return await guest.list_files(self.fleet, org, ref, path)
+
+    async def remove_file(self, org: Org, ref: str, path: str, recursive: bool = False) -> None:
+        await guest.remove_file(self.fleet, org, ref, path, recursive)
+
+    async def make_dir(self, org: Org, ref: str, path: str) -> None:
+        await guest.make_dir(self.fleet, org, ref, path)
+
+    def tcp(
+        self, org: Org, ref: str, port: int
+    ) -> contextlib.AbstractAsyncContextManager[TcpStream]:
+        return guest.tcp(self.fleet, org, ref, port)
+
+    def ssh(self, org: Org, ref: str) -> contextlib.AbstractAsyncContextManager[TcpStream]:
+        return guest.ssh(self.fleet, org, ref)
+
+    async def authorize_ssh_key(self, org: Org, ref: str, public_key: str) -> tuple[bool, str]:
+        return await guest.authorize_ssh_key(self.fleet, org, ref, public_key)
+
+    # network ---------------------------------------------------------------------------------
+
+    async def set_allow(self, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
+        return await network.set_allow(self.fleet, org, ref, rules)
+
+    def publish(self, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
+        return network.publish(self.fleet, org, ref, port, public)
+
+    def unpublish(self, org: Org, ref: str, port: int) -> ComputerRow:
+        return network.unpublish(self.fleet, org, ref, port)
+
+    def find_published(self, org_name: str, name: str, port: int) -> tuple[ComputerRow, Org, bool]:
+        return network.find_published(self.fleet, org_name, name, port)
+
+    # the host --------------------------------------------------------------------------------
+
+    async def host_facts(self) -> HostFacts:
+        data_dir = self.fleet.runtime.data_dir
+        accel = cached_accel(data_dir.host)
+        return HostFacts(
+            hypervisor="qemu",
+            isolation=f"qemu-{accel.accel}" if accel else "unknown",
+            cpus=self.fleet.capacity.cpus,
+            memory_mib=self.fleet.capacity.memory_mib,
+            data_dir=str(data_dir.root),
+            reflink=can_reflink(data_dir.tmp),
+            confinement=await asyncio.to_thread(self.fleet.runtime.confinement),
+        )
+
+    def image_builds(self) -> list[images.Build]:
+        return images.inventory(self.fleet)
+
+    async def prune_image_builds(self) -> list[images.Build]:
+        return await images.prune(self.fleet)

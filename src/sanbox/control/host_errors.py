@@ -1,0 +1,57 @@
+"""Host errors as the API's callers see them: a stable code and a message safe to show a tenant.
+
+The host layer's messages carry what an operator needs (paths under the data dir, the hypervisor's
+own words, errno strings); they go to the server's log with the computer they concern. A caller
+gets the code and a message written for them. Errors about the caller's own request (an unknown
+template, a disk smaller than its image) keep their message: it says what to ask instead."""
+
+from __future__ import annotations
+
+import logging
+
+from ..host.errors import HostError
+from .errors import ControlError, InvalidRequestError, NotFoundError
+
+log = logging.getLogger(__name__)
+
+# the caller's own mistake: the message is about their request and says what to ask instead
+CALLER: dict[str, tuple[type[ControlError], str]] = {
+    "template_not_found": (NotFoundError, "template_not_found"),
+    "image_not_found": (NotFoundError, "template_not_found"),  # that template is not built here
+    "disk_too_small": (InvalidRequestError, "disk_too_small"),
+    "invalid_path": (InvalidRequestError, "invalid_path"),
+}
+
+# the host's failure: what happened, without the host's detail
+SAFE: dict[str, str] = {
+    "vm_start_failed": "its VM did not start",
+    "hypervisor_error": "the hypervisor failed",
+    "qmp_error": "the hypervisor did not do what was asked",
+    "computer_not_running": "its VM is not running",
+    "disk_error": "its disk could not be prepared",
+    "disk_exists": "its disk already exists",
+    "network_error": "its network could not be set up",
+    "cgroup_error": "its resource limits could not be set",
+    "confinement_failed": "its VM could not be confined",
+    "pause_failed": "its memory and devices could not be saved",
+    "state_unusable": "its saved memory could not be used",
+    "image_error": "its image could not be used",
+    "image_build_failed": "its image could not be built",
+    "missing_tool": "a program the host needs is missing",
+    "secret_key_unusable": "the host's secret key is unusable",
+    "resolve_error": "a name could not be resolved",
+}
+
+
+def from_host(exc: HostError, doing: str, computer_id: str | None = None) -> ControlError:
+    """`exc`, raised while `doing` (e.g. "start"), as a ControlError; the detail is logged."""
+    code = exc.code if isinstance(exc.code, str) else "host_error"
+    if code in CALLER:
+        kind, public = CALLER[code]
+        return kind(str(exc), public)
+    log.warning("%s of %s failed (%s): %s", doing, computer_id or "-", code, exc)
+    what = SAFE.get(code, "the host failed")
+    return ControlError(
+        f"{doing} failed: {what} (code {code}); an operator finds the detail in the server's log",
+        code,
+    )

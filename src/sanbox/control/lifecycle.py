@@ -1,0 +1,112 @@
+"""Start, stop, restart, update and delete: a computer's compute coming and going on its disk.
+
+A start boots fresh on the disk (a paused or suspended computer is resumed instead: its memory is
+kept); a stop ends the VM and keeps the disk, dropping any saved memory on purpose; a delete
+removes the VM, the disk and the record. Each runs under the computer's lock and writes its
+events."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..host.errors import HostError
+from ..store import repo
+from ..store.models import ComputerRow, Org
+from .errors import InvalidRequestError
+from .fleet import Fleet
+from .host_errors import from_host
+from .pausing import resume_locked
+from .states import State
+
+
+async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "start") as row:
+        if row.state in (State.PAUSED, State.SUSPENDED):
+            return await resume_locked(fleet, row)
+        return await boot(fleet, row, "it was stopped: stop drops memory on purpose")
+
+
+async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
+    image = fleet.image_of(row)
+    fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id)
+    fleet.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
+    try:
+        machine = await fleet.runtime.start(fleet.spec(row), image)
+    except HostError as exc:
+        error = from_host(exc, "start", row.id)
+        fleet.record(row.id, State.ERROR, "computer.error", error.message, last_error=error.message)
+        raise error from exc
+    await fleet.came_up(row.id, machine)
+    return fleet.record(
+        row.id, State.RUNNING, "computer.running",
+        f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
+        {"isolation": machine.isolation, "memory": "lost", "memory_reason": why_fresh},
+        isolation=machine.isolation, last_error=None, memory="lost", memory_reason=why_fresh,
+    )  # fmt: skip
+
+
+async def stop(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "stop") as row:
+        if row.state in (State.PAUSED, State.SUSPENDED):
+            await fleet.runtime.drop_saved_memory(row.id)
+            await fleet.network_down(row.id)
+            why = "stopped: its saved memory was dropped on purpose; disk kept"
+            return fleet.record(row.id, State.STOPPED, "computer.stopped", why)
+        return await shutdown(fleet, row)
+
+
+async def shutdown(fleet: Fleet, row: ComputerRow) -> ComputerRow:
+    fleet.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
+    await fleet.network_down(row.id)
+    machine = fleet.machines.pop(row.id, None)
+    clean = False
+    if machine is None:
+        with contextlib.suppress(HostError, OSError):
+            machine = await fleet.runtime.attach(row.id)
+    if machine is not None:
+        clean = await fleet.runtime.shutdown(machine)
+    else:
+        await fleet.runtime.kill(row.id)
+    how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
+    return fleet.record(
+        row.id, State.STOPPED, "computer.stopped",
+        f"stopped ({how}); memory dropped, disk kept", {"clean": clean},
+    )  # fmt: skip
+
+
+async def restart(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "restart") as row:
+        if row.state == State.RUNNING:
+            row = await shutdown(fleet, row)
+        return await boot(fleet, row, "restarted: a restart boots fresh")
+
+
+async def update(fleet: Fleet, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
+    row = fleet.get(org, ref)
+    if idle_timeout is None:
+        return row
+    if idle_timeout < 0:
+        raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+    fleet.touch(row.id)
+    return fleet.record(row.id, None, "computer.updated", f"idle timeout {idle_timeout}s",
+                        {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
+
+
+async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    async with fleet.acting(org, ref, "delete") as row:
+        row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
+        await fleet.network_down(row.id)
+        machine = fleet.machines.pop(row.id, None)
+        if machine is not None:
+            with contextlib.suppress(Exception):
+                await machine.agent.close()
+        await fleet.runtime.destroy(row.id)
+        with fleet.db.session() as s:
+            live = repo.computer_by_id(s, row.id)
+            if live is not None:
+                s.delete(live)
+            ev = repo.add_event(s, row.org_id, row.id, "computer.deleted", "deleted")
+        fleet.bus.publish(ev)
+    fleet.forget(row.id)
+    row.state = State.DELETED
+    return row
