@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from sanbox import AsyncSanbox, Sanbox
 from sanbox.cli.main import app
+from sanbox.sdk._websocket import WebSocketClosedError, websockets_connector
 from sanbox.sdk.errors import (
     AuthenticationError,
     ComputerNotFoundError,
@@ -18,6 +19,7 @@ from sanbox.sdk.errors import (
     NameTakenError,
 )
 
+from ..openapi_doc import check
 from .conftest import LiveServer
 
 pytestmark = pytest.mark.component
@@ -124,6 +126,7 @@ def test_websocket_pty_resize_signals_and_sse_events(live_server: LiveServer) ->
                 await asyncio.sleep(0.3)
                 await proc.signal("SIGTERM")
                 term = await proc.wait()
+            assert term.signal == 15  # a number end to end
             await c.delete()
             for _ in range(100):
                 seen = [kind for cid, kind in events if cid == c.id]
@@ -138,3 +141,36 @@ def test_websocket_pty_resize_signals_and_sse_events(live_server: LiveServer) ->
     assert b"24 80" in out and b"33 99" in out and pty_code == 6
     assert term_code == 128 + 15
     assert seen[:2] == ["computer.creating", "computer.running"] and "computer.deleted" in seen
+
+
+def test_exec_websocket_speaks_only_the_documented_messages(live_server: LiveServer) -> None:
+    """Every message the server sends is an `ExecServerMessage` of docs/openapi.json; a client
+    message that is not an `ExecClientMessage` (a signal by name, an unknown type) ends the
+    session with a `validation_error` instead of being ignored."""
+
+    async def session(*messages: dict[str, object]) -> list[dict[str, object]]:
+        url = live_server.url.replace("http://", "ws://") + "/v1/computers/wire-one/exec/stream"
+        headers = {"Authorization": f"Bearer {live_server.key}"}
+        received = []
+        async with websockets_connector(url, headers) as ws:
+            for message in messages:
+                await ws.send(json.dumps(message))
+            try:
+                while True:
+                    received.append(check("ExecServerMessage", await ws.recv()))
+            except WebSocketClosedError:
+                return received
+
+    with Sanbox(live_server.url, live_server.key) as client:
+        c = client.computers.create(name="wire-one")
+        start = {"type": "start", "cmd": ["sh", "-c", "kill -TERM $$"]}
+        assert asyncio.run(session(start))[-1] == {
+            "type": "exit", "exit_code": 143, "signal": 15, "timed_out": False
+        }  # fmt: skip
+        cat = {"type": "start", "cmd": ["cat"]}
+        for bad in ({"type": "signal", "signal": "SIGTERM"}, {"type": "shout"}, {"data": "eA=="}):
+            last = asyncio.run(session(cat, bad))[-1]
+            assert (last["type"], last["code"]) == ("error", "validation_error"), bad
+        missing = asyncio.run(session({"type": "start", "cmd": ["no-such-command"]}))
+        assert missing[-1] == {"type": "exit", "exit_code": 127, "signal": None, "timed_out": False}
+        c.delete()

@@ -42,6 +42,7 @@ from sanbox.sdk import (
 from sanbox.sdk._websocket import WebSocketClosedError
 from sanbox.sdk.config import DEFAULT_URL, resolve_config
 
+from ..openapi_doc import check
 from .conftest import served
 
 pytestmark = pytest.mark.component
@@ -142,17 +143,12 @@ class FakeApi:
             body = json.loads(request.content)
             if c["state"] != "running":
                 return error(409, "computer_not_running", f"{c['name']} is {c['state']}")
+            check("ExecRequest", body)
             out = " ".join(body["cmd"]) if isinstance(body["cmd"], list) else body["cmd"]
-            return httpx.Response(
-                200,
-                json={
-                    "exit_code": 0,
-                    "stdout": out + (body["stdin"] or ""),
-                    "stderr": "",
-                    "signal": None,
-                    "timed_out": False,
-                },
-            )
+            answer = {"exit_code": 0, "stdout": out + (body["stdin"] or ""), "stderr": "",
+                      "signal": None, "timed_out": False, "stdout_truncated": False,
+                      "stderr_truncated": False}  # fmt: skip
+            return httpx.Response(200, json=check("ExecResponse", answer))
         if rest == "/events":
             return httpx.Response(200, json={"events": [
                 {"id": 1, "computer_id": c["id"], "type": "computer.created", "message": "made",
@@ -209,7 +205,9 @@ class FakeApi:
 
 
 class FakeExec:
-    """The exec WebSocket: `echo` prints, `cat` echoes stdin until eof, `fail` exits 3."""
+    """The exec WebSocket: `echo` prints, `cat` echoes stdin until eof, `fail` exits 3. Every
+    message either way must be what docs/openapi.json describes (`ExecClientMessage`,
+    `ExecServerMessage`): the fake cannot drift from the real server unnoticed."""
 
     def __init__(self, api: FakeApi) -> None:
         self.api = api
@@ -217,28 +215,35 @@ class FakeExec:
         self.request: dict[str, Any] | None = None
 
     def emit(self, kind: str, data: bytes = b"", **fields: Any) -> None:
-        self.out.put_nowait({"type": kind, "data": base64.b64encode(data).decode(), **fields})
+        self.put({"type": kind, "data": base64.b64encode(data).decode(), **fields})
+
+    def exit(self, code: int, signal: int | None = None) -> None:
+        self.put({"type": "exit", "exit_code": code, "signal": signal, "timed_out": False})
+
+    def put(self, message: dict[str, Any]) -> None:
+        self.out.put_nowait(check("ExecServerMessage", message))
 
     async def send(self, message: str) -> None:
-        msg = json.loads(message)
+        msg = check("ExecClientMessage", message)
         if self.request is None:
+            assert msg["type"] == "start"
             self.request = msg
             self.api.stream_requests.append(msg)
             argv = msg["cmd"] or ["sh"]
             if argv[0] == "echo":
                 self.emit("stdout", (" ".join(argv[1:]) + "\n").encode())
-                self.emit("exit", exit_code=0, signal=None, timed_out=False)
+                self.exit(0)
             elif argv[0] == "fail":
                 self.emit("stderr", b"boom\n")
-                self.emit("exit", exit_code=3, signal=None, timed_out=False)
+                self.exit(3)
             elif argv[0] == "oops":
-                self.out.put_nowait({"type": "error", "code": "agent_unavailable", "message": "x"})
+                self.put({"type": "error", "code": "agent_unavailable", "message": "x"})
         elif msg["type"] == "stdin":
             self.emit("stdout", base64.b64decode(msg["data"]))
         elif msg["type"] == "eof":
-            self.emit("exit", exit_code=0, signal=None, timed_out=False)
+            self.exit(0)
         elif msg["type"] == "signal":
-            self.emit("exit", exit_code=-2, signal=msg["signal"], timed_out=False)
+            self.exit(128 + msg["signal"], msg["signal"])
 
     async def recv(self) -> str:
         item = await self.out.get()
@@ -345,13 +350,17 @@ def test_exec_stream_sync(client: Sanbox, api: FakeApi) -> None:
         stream.send_eof()
         events = list(stream)
     assert events == [Stdout(b"one "), Stdout(b"two"), Exit(0)]
-    assert api.stream_requests[-1] == {"cmd": ["cat"], "env": {"A": "1"}, "cwd": None,
-        "user": None, "pty": False, "rows": 24, "cols": 80}  # fmt: skip
+    assert api.stream_requests[-1] == {"type": "start", "cmd": ["cat"], "env": {"A": "1"},
+        "cwd": None, "user": None, "timeout": None, "pty": False, "rows": 24,
+        "cols": 80}  # fmt: skip
     with c.exec_stream(["fail"]) as stream:
         assert list(stream) == [Stderr(b"boom\n"), Exit(3)]
-    with c.exec_stream(["cat"]) as stream:
-        stream.signal("SIGTERM")
-        assert stream.wait() == Exit(-2, "SIGTERM")
+    for name in ("SIGTERM", "TERM", "term", 15, "15"):  # names become Linux's numbers
+        with c.exec_stream(["cat"]) as stream:
+            stream.signal(name)
+            assert stream.wait() == Exit(128 + 15, 15)
+    with c.exec_stream(["cat"]) as stream, pytest.raises(ValueError, match="unknown signal"):
+        stream.signal("SIGNOPE")
     with c.exec_stream(["oops"]) as stream, pytest.raises(Exception) as info:
         stream.wait()
     assert getattr(info.value, "code", None) == "agent_unavailable"
@@ -436,10 +445,11 @@ def test_async_client_over_asgi_http_and_websocket() -> None:
     async def stream(ws: WebSocket) -> None:
         assert ws.headers["authorization"] == f"Bearer {KEY}"
         await ws.accept()
-        first = await ws.receive_json()
+        first = check("ExecClientMessage", await ws.receive_json())
         data = base64.b64encode(" ".join(first["cmd"]).encode()).decode()
         await ws.send_json({"type": "stdout", "data": data})
-        await ws.send_json({"type": "exit", "exit_code": 7, "signal": None, "timed_out": False})
+        exit = {"type": "exit", "exit_code": 7, "signal": None, "timed_out": False}
+        await ws.send_json(check("ExecServerMessage", exit))
         await ws.close()
 
     async def scenario() -> None:
@@ -651,10 +661,11 @@ def served_app() -> Iterator[str]:
     @app.websocket("/v1/computers/{ref}/exec/stream")
     async def stream(ws: WebSocket) -> None:
         await ws.accept()
-        first = await ws.receive_json()
-        message = await ws.receive_json()  # one stdin message, echoed
+        first = check("ExecClientMessage", await ws.receive_json())
+        message = check("ExecClientMessage", await ws.receive_json())  # one stdin, echoed
         await ws.send_json({"type": "stdout", "data": message["data"]})
-        await ws.send_json({"type": "exit", "exit_code": len(first["cmd"]), "signal": None})
+        exit = {"type": "exit", "exit_code": len(first["cmd"]), "signal": None, "timed_out": False}
+        await ws.send_json(check("ExecServerMessage", exit))
         await ws.close()
 
     with served(app) as url:

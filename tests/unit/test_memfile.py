@@ -79,3 +79,28 @@ def test_a_truncated_file_is_refused(tmp_path: Path) -> None:
 def test_malformed_chunk_records(raw: object) -> None:
     with pytest.raises(ValueError):
         memfile.Chunk.of(raw)
+
+
+@pytest.mark.parametrize("where", ["in a chunk", "in a hole", "at the end"])
+def test_a_changed_byte_is_found_where_the_file_lies(tmp_path: Path, where: str) -> None:
+    """The check a mapped resume makes: in place, no copy; a changed byte anywhere is refused."""
+    ram, saved = tmp_path / "ram", tmp_path / "saved"
+    size = 16 * CHUNK
+    sparse_ram(ram, size)
+    chunks = memfile.save(ram, saved, KEY)
+    memfile.verify(saved, size, chunks, KEY)
+    offset = {"in a chunk": 3 * CHUNK - 1, "in a hole": 6 * CHUNK, "at the end": size - 1}[where]
+    with open(saved, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\x01")
+    with pytest.raises(MemoryCorruptError):
+        memfile.verify(saved, size, chunks, KEY)
+    with pytest.raises(MemoryCorruptError, match="size"):
+        memfile.verify(saved, size + CHUNK, chunks, KEY)
+
+
+def test_digest_in_place_records_what_save_records(tmp_path: Path) -> None:
+    """A memory file written another way (out of a migration stream) gets the same chunks."""
+    ram, saved = tmp_path / "ram", tmp_path / "saved"
+    sparse_ram(ram)
+    assert memfile.digest(ram, KEY) == memfile.save(ram, saved, KEY)

@@ -70,6 +70,15 @@ def test_tap_in_netns_and_incoming_state() -> None:
     assert "sanbox.hostname=demo" in cmdline
 
 
+def test_a_resume_maps_the_saved_memory_privately() -> None:
+    """Saved memory is mapped copy-on-write: the guest's writes never reach the saved file."""
+    saved = Path("/d/computers/cmp_a/run/memory.mapped")
+    argv = qemu_argv(spec(memory_file=saved, memory_private=True, restore=True), "tcg", 2000.0)
+    backend = f"memory-backend-file,id=ram,size=768M,mem-path={saved},share=off"
+    assert backend in argv and "share=on" not in " ".join(argv)
+    assert argv[argv.index("-incoming") + 1] == "defer"
+
+
 @pytest.mark.parametrize(("name", "fmt"), [("disk.qcow2", "qcow2"), ("disk.raw", "raw")])
 def test_the_disk_format_follows_the_file(name: str, fmt: str) -> None:
     argv = qemu_argv(spec(disk=Path("/d/computers/cmp_a") / name), "tcg", 2445.4)

@@ -24,7 +24,7 @@ from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
 from ..mcp.http import McpEndpoint
 from ..store import Database
-from . import errors, redact
+from . import errors, exec_protocol, redact
 from .auditing import AuditTrail
 from .bootstrap import bootstrap
 from .limits import BodyLimit
@@ -40,6 +40,7 @@ from .routes import (
     images,
     keys,
     network,
+    snapshots,
     ssh,
 )
 from .settings import ServerSettings
@@ -95,8 +96,11 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
+    exec_protocol.document(app)  # the exec WebSocket's messages
     redact.install()
-    routers = (computers, exec, files, network, ssh, events, admin, keys, audit, images, host)
+    routers = (
+        computers, snapshots, exec, files, network, ssh, events, admin, keys, audit, images, host
+    )  # fmt: skip
     for module in routers:
         app.include_router(module.router)
     app.router.routes.append(mcp.route())

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
-from ..store.models import ApiKey, AuditRow, ComputerRow
+from ..store.models import ApiKey, AuditRow, ComputerRow, SnapshotRow
 
 _NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
 Name = Annotated[str, AfterValidator(check_name), Field(description=_NAME_DOC)]
@@ -31,11 +31,20 @@ class ErrorBody(BaseModel):
 
 class ComputerCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    template: Name = "base"
+    template: Name | None = Field(None, description="default: base, or the snapshot's")
     name: Name | None = None
-    vcpus: int = Field(1, ge=1, le=256)
-    memory_mib: int = Field(512, ge=128, le=1024 * 1024)
-    disk_gib: int | None = Field(None, ge=1, le=16 * 1024)
+    vcpus: int | None = Field(None, ge=1, le=256, description="default: 1, or the snapshot's")
+    memory_mib: int | None = Field(
+        None, ge=128, le=1024 * 1024, description="default: 512, or the snapshot's"
+    )
+    disk_gib: int | None = Field(
+        None, ge=1, le=16 * 1024, description="default: the image's size, or the snapshot's"
+    )
+    from_snapshot: str | None = Field(
+        None, max_length=63,
+        description="a snapshot of the org (id or name): the new computer starts from its disk, "
+        "and resumes from its memory if it has memory",
+    )  # fmt: skip
     env: Env = Field(default_factory=dict)
     labels: Labels = Field(default_factory=dict)
     idle_timeout: int | None = Field(
@@ -322,3 +331,49 @@ class SshAccess(BaseModel):
     user: str = Field(description="the user the key logs in as")
     host_key: str = Field(description="the computer's SSH host key, for known_hosts")
     added: bool = Field(description="false when the key could log in already")
+
+
+class SnapshotCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    memory: bool = Field(
+        False, description="keep memory, devices and processes too (a running or paused computer)"
+    )
+    name: Name | None = Field(None, description="a label, unique in the org")
+
+
+class Snapshot(BaseModel):
+    id: str
+    name: str | None
+    org: str
+    computer_id: str = Field(description="the computer it was taken of (it may be gone)")
+    computer_name: str
+    template: str
+    image: str | None
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+    memory: bool = Field(description="whether it keeps memory and processes")
+    size_bytes: int = Field(description="what it holds of its own (not its template's image)")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: SnapshotRow, org_name: str) -> Snapshot:
+        return cls(
+            id=row.id, name=row.name, org=org_name, computer_id=row.computer_id,
+            computer_name=row.computer_name, template=row.template, image=row.image,
+            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib,
+            memory=row.memory, size_bytes=row.size_bytes, created_at=row.created_at,
+        )  # fmt: skip
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[Snapshot]
+
+
+class ForkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(1, ge=1, le=16)
+    name: Name | None = Field(
+        None, description="the fork's name (PREFIX-1..N for several); default: the source's "
+        "name with a random suffix",
+    )  # fmt: skip

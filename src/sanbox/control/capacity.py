@@ -83,6 +83,6 @@ class Capacity:
     ) -> None:
         """`admit` on this host's filesystems as they are now (`computer_id`'s own files are
         not counted against it)."""
-        ram = space.ram_room(ram_dir or default_ram_dir(), computer_id)
+        ram = space.ram_room(ram_dir or default_ram_dir(), computer_id, data_dir)
         data = space.disk_room(data_dir, computer_id) if disk_gib else None
         admit(memory_mib * MIB, ram, disk_gib * GIB, data)

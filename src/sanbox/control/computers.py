@@ -23,9 +23,9 @@ from ..host.egress.resolver import Resolver
 from ..host.runtime import HostRuntime
 from ..host.vmm import cached_accel
 from ..store import Database, repo
-from ..store.models import ComputerRow, Org
+from ..store.models import ComputerRow, Org, SnapshotRow
 from . import create as creating
-from . import guest, images, lifecycle, network, pausing
+from . import forks, guest, images, lifecycle, network, pausing, snapshots
 from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
@@ -129,6 +129,27 @@ class Computers:
     async def suspend(self, computer_id: str, idle: float) -> ComputerRow | None:
         """The idle watcher's pause; None if the computer changed meanwhile."""
         return await pausing.suspend(self.fleet, computer_id, idle)
+
+    # prepared state --------------------------------------------------------------------------
+
+    async def snapshot(
+        self, org: Org, ref: str, memory: bool = False, name: str | None = None
+    ) -> SnapshotRow:
+        return await snapshots.take(self.fleet, org, ref, memory, name)
+
+    def snapshots(self, org: Org) -> list[SnapshotRow]:
+        return snapshots.find(self.fleet, org)
+
+    def get_snapshot(self, org: Org, ref: str) -> SnapshotRow:
+        return snapshots.get(self.fleet, org, ref)
+
+    async def delete_snapshot(self, org: Org, ref: str) -> SnapshotRow:
+        return await snapshots.delete(self.fleet, org, ref)
+
+    async def fork(
+        self, org: Org, ref: str, count: int = 1, prefix: str | None = None
+    ) -> list[ComputerRow]:
+        return await forks.fork(self.fleet, org, ref, count, prefix)
 
     # inside the guest ------------------------------------------------------------------------
 

@@ -9,13 +9,16 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ..host.disk import GIB
 from ..host.egress.policy import PolicyError
 from ..host.errors import HostError
 from ..host.image import Image, recipe_for
+from ..host.memory import MemoryOutcome
 from ..store import repo
-from ..store.models import ComputerRow, Org
+from ..store.models import ComputerRow, Org, SnapshotRow
+from . import snapshots
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .host_errors import from_host
@@ -27,27 +30,74 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CreateRequest:
-    template: str = "base"
+    template: str | None = None  # None: base, or the snapshot's
     name: str | None = None
-    vcpus: int = 1
-    memory_mib: int = 512
-    disk_gib: int | None = None
+    vcpus: int | None = None  # None: 1, or the snapshot's
+    memory_mib: int | None = None  # None: 512, or the snapshot's
+    disk_gib: int | None = None  # None: the image's size, or the snapshot's
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
     allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
+    from_snapshot: str | None = None  # a snapshot of the org (id or name)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
-def validate(fleet: Fleet, req: CreateRequest) -> tuple[Image, int]:
+@dataclass(frozen=True)
+class Plan:
+    """What a valid request resolves to: the values the record and the host get."""
+
+    template: str
+    image: Image
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+    env: dict[str, str]
+    allow: list[str]
+    idle_timeout: int
+    snapshot: SnapshotRow | None = None
+
+
+def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
+    assert req.from_snapshot is not None
+    snap = snapshots.get(fleet, org, req.from_snapshot)
+    if req.template is not None and req.template != snap.template:
+        raise InvalidRequestError(
+            f"snapshot {snap.id} is of template {snap.template}: a computer made from it has "
+            "that template; leave template out"
+        )
+    if snap.memory and (
+        (req.vcpus is not None and req.vcpus != snap.vcpus)
+        or (req.memory_mib is not None and req.memory_mib != snap.memory_mib)
+    ):
+        raise InvalidRequestError(
+            f"snapshot {snap.id} keeps memory saved with {snap.vcpus} vCPU(s) and "
+            f"{snap.memory_mib} MiB: leave vcpus and memory_mib out (or take a disk-only "
+            "snapshot to change them)"
+        )
+    return snap
+
+
+def validate(
+    fleet: Fleet, org: Org, req: CreateRequest, snapshot: SnapshotRow | None = None
+) -> Plan:
+    """`snapshot`: one the caller already holds (a fork's own, never listed)."""
     if req.name is not None:
         check_name(req.name)
-    check_name(req.template, "template")
+    if req.template is not None:
+        check_name(req.template, "template")
     check_labels(req.labels)
     check_env(req.env)
-    if req.vcpus < 1 or req.memory_mib < 128:
+    snap = snapshot
+    if snap is None and req.from_snapshot is not None:
+        snap = _from_snapshot(fleet, org, req)
+    vcpus = req.vcpus if req.vcpus is not None else (snap.vcpus if snap else 1)
+    memory_mib = (
+        req.memory_mib if req.memory_mib is not None else (snap.memory_mib if snap else 512)
+    )
+    if vcpus < 1 or memory_mib < 128:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
     if req.allow is not None:
         try:
@@ -56,28 +106,33 @@ def validate(fleet: Fleet, req: CreateRequest) -> tuple[Image, int]:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-    fleet.capacity.check(req.vcpus, req.memory_mib)
-    image = fleet.image_for(req.template)
-    image_gib = -(-image.disk_size_bytes // GIB)
-    disk_gib = req.disk_gib if req.disk_gib is not None else image_gib
-    if disk_gib < image_gib:
+    fleet.capacity.check(vcpus, memory_mib)
+    template = snap.template if snap else (req.template or "base")
+    image = fleet.image_for(template, snap.image if snap else None)
+    floor_gib = snap.disk_gib if snap else -(-image.disk_size_bytes // GIB)
+    disk_gib = req.disk_gib if req.disk_gib is not None else floor_gib
+    if disk_gib < floor_gib:
+        what = f"snapshot {snap.id}" if snap else f"the {template} image"
         raise InvalidRequestError(
-            f"a {disk_gib} GiB disk is smaller than the {req.template} image "
-            f"({image_gib} GiB): ask for at least {image_gib} GiB",
+            f"a {disk_gib} GiB disk is smaller than {what} ({floor_gib} GiB): ask for at least "
+            f"{floor_gib} GiB",
             "disk_too_small",
         )
     # before anything is made: refused here leaves no record and no folder
-    fleet.capacity.admit_here(fleet.runtime.data_dir, req.memory_mib, disk_gib)
-    return image, disk_gib
+    fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
+    recipe = recipe_for(template)
+    return Plan(
+        template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
+        env={**(snap.env if snap else {}), **req.env},
+        allow=list(req.allow if req.allow is not None else (snap.allow if snap else recipe.allow)),
+        idle_timeout=(req.idle_timeout if req.idle_timeout is not None
+                      else (snap.idle_timeout if snap else recipe.idle_timeout)),
+        snapshot=snap,
+    )  # fmt: skip
 
 
 def insert(
-    fleet: Fleet,
-    org: Org,
-    req: CreateRequest,
-    image: Image,
-    disk_gib: int,
-    idempotency_key: str | None,
+    fleet: Fleet, org: Org, req: CreateRequest, plan: Plan, idempotency_key: str | None
 ) -> tuple[ComputerRow, bool]:
     """Insert the record in `creating`; or return the one this idempotency key made."""
     with fleet.db.session() as s:
@@ -96,34 +151,17 @@ def insert(
                 f"a computer named {name!r} already exists: pick another name", "name_taken"
             )
         row = ComputerRow(
-            id=repo.new_id("cmp_"),
-            org_id=org.id,
-            name=name,
-            template=req.template,
-            image=image.build_id,
-            state=State.CREATING,
-            vcpus=req.vcpus,
-            memory_mib=req.memory_mib,
-            disk_gib=disk_gib,
-            env=req.env,
-            allow=list(req.allow if req.allow is not None else recipe_for(req.template).allow),
-            ports=[],
-            idle_timeout=(
-                req.idle_timeout
-                if req.idle_timeout is not None
-                else recipe_for(req.template).idle_timeout
-            ),
-            labels=req.labels,
-            hypervisor="qemu",
-            isolation="",
-            idempotency_key=idempotency_key,
-            request_hash=req.digest(),
-        )
+            id=repo.new_id("cmp_"), org_id=org.id, name=name, template=plan.template,
+            image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
+            memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
+            ports=[], idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
+            isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
+            origin=plan.snapshot.id if plan.snapshot else None,
+        )  # fmt: skip
         s.add(row)
         s.flush()
-        ev = repo.add_event(
-            s, org.id, row.id, "computer.creating", f"creating from template {req.template}"
-        )
+        source = f"snapshot {plan.snapshot.id}" if plan.snapshot else f"template {plan.template}"
+        ev = repo.add_event(s, org.id, row.id, "computer.creating", f"creating from {source}")
     fleet.bus.publish(ev)
     return row, True
 
@@ -134,21 +172,30 @@ async def create(
     req: CreateRequest,
     idempotency_key: str | None = None,
     wait: bool = True,
+    snapshot: SnapshotRow | None = None,
 ) -> ComputerRow:
-    image, disk_gib = validate(fleet, req)
-    row, new = insert(fleet, org, req, image, disk_gib, idempotency_key)
+    plan = validate(fleet, org, req, snapshot)
+    row, new = insert(fleet, org, req, plan, idempotency_key)
     if not new:
         return row
-    task = fleet.spawn(provision(fleet, row, image, disk_gib))
+    task = fleet.spawn(provision(fleet, row, plan))
     if not wait:
         return row
     return await asyncio.shield(task)
 
 
-async def provision(fleet: Fleet, row: ComputerRow, image: Image, disk_gib: int) -> ComputerRow:
+async def provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
     async with fleet.lock(row.id):
+        spec = fleet.spec(row, plan.disk_gib)
         try:
-            machine, disk = await fleet.runtime.create(fleet.spec(row, disk_gib), image)
+            if plan.snapshot is None:
+                machine, disk = await fleet.runtime.create(spec, plan.image)
+                how, data = f"disk {disk.method}", {"disk_clone": disk.method}
+            else:
+                machine, outcome = await fleet.runtime.create_from_snapshot(
+                    spec, plan.image, plan.snapshot.id
+                )
+                how, data = _from_snapshot_said(plan.snapshot, outcome)
         except (HostError, OSError) as exc:
             error = (
                 from_host(exc, "create", row.id)
@@ -160,12 +207,24 @@ async def provision(fleet: Fleet, row: ComputerRow, image: Image, disk_gib: int)
                          last_error=error.message)  # fmt: skip
             raise error from exc
         await fleet.came_up(row.id, machine)
+        fields: dict[str, Any] = {}
+        if "memory" in data:
+            fields = {"memory": data["memory"], "memory_reason": data.get("memory_reason")}
         return fleet.record(
-            row.id,
-            State.RUNNING,
-            "computer.running",
-            f"running ({machine.isolation}, disk {disk.method})",
-            {"isolation": machine.isolation, "disk_clone": disk.method},
-            isolation=machine.isolation,
-            last_error=None,
-        )
+            row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}, {how})",
+            {"isolation": machine.isolation, **data}, isolation=machine.isolation,
+            last_error=None, **fields,
+        )  # fmt: skip
+
+
+def _from_snapshot_said(
+    snap: SnapshotRow, outcome: MemoryOutcome | None
+) -> tuple[str, dict[str, Any]]:
+    """What a create from a snapshot did with memory, as resume says it."""
+    data: dict[str, Any] = {"snapshot": snap.id}
+    if outcome is None:  # a disk-only snapshot: booted
+        return f"from snapshot {snap.id}, booted on its disk", data
+    if outcome.restored:
+        return f"from snapshot {snap.id}; memory: restored", {**data, "memory": "restored"}
+    data.update(memory="lost", memory_reason=outcome.reason)
+    return f"from snapshot {snap.id}; memory: {outcome}, booted fresh on its disk", data

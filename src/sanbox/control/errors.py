@@ -2,7 +2,7 @@
 
     ControlError
     ├── NotFoundError              computer_not_found, template_not_found, org_not_found,
-    │                              key_not_found, not_found (404)
+    │                              key_not_found, snapshot_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
     │                              idempotency_conflict, last_host_admin_key,
     │                              ssh_unavailable (409)
@@ -16,7 +16,8 @@
     │                              filesystem) (507)
     ├── UnavailableError           agent_unavailable (503)
     └── OperationTimeoutError      timeout (504)
-Host errors are translated at the service boundary (`raise ... from exc`).
+Host errors are translated where the verbs call the host (`host_errors.from_host`): the code
+stays, the message is one a tenant may read, the detail goes to the server's log.
 """
 
 from __future__ import annotations

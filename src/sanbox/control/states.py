@@ -52,6 +52,9 @@ ACTIONS: dict[str, frozenset[State]] = {
     "resume": frozenset({State.PAUSED, State.SUSPENDED}),
     "delete": frozenset(set(State) - {State.DELETED}),
     "use": frozenset({State.RUNNING}),
+    # a computer at rest or running; a memory snapshot also needs memory (running or saved)
+    "snapshot": frozenset({State.RUNNING, State.STOPPED, State.PAUSED, State.SUSPENDED}),
+    "fork": frozenset({State.RUNNING, State.STOPPED, State.PAUSED, State.SUSPENDED}),
 }
 
 

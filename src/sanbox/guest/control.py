@@ -1,5 +1,7 @@
 """``control`` streams: ping, set_clock, set_hostname, metrics, and SSH: ssh_host_key (made on
-first use), ssh_new_host_key (a new SSH identity), ssh_authorize (a key root may log in with)."""
+first use), ssh_new_host_key (a new SSH identity), ssh_authorize (a key root may log in with);
+for snapshots and forks: fs_freeze / fs_thaw (the root filesystem held still, thawed by itself
+after a timeout, freeze.py) and new_identity (identity.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import socket
 import time
 from typing import Any
 
+from . import freeze, ssh
 from . import protocol as p
-from . import ssh
 from .errors import AgentRequestError
+from .identity import new_identity
 from .stream import Stream, param_str
 
 CLOCK_REALTIME = 0
@@ -134,6 +137,19 @@ class ControlStream(Stream):
             self.send_msg("result", public_key=await ssh.host_key())
         elif op == "ssh_new_host_key":
             self.send_msg("result", public_key=await ssh.new_host_key())
+        elif op == "fs_freeze":
+            timeout = self.params.get("timeout", 10.0)
+            if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+                raise AgentRequestError("bad_request", "timeout must be a number")
+            if ssh.paths().root != "/":  # not in a VM: `/` would be the host's filesystem
+                raise AgentRequestError("not_supported", "fs_freeze runs inside a computer only")
+            freeze.ROOT.freeze(float(timeout))
+            self.send_msg("result", frozen=True)
+        elif op == "fs_thaw":
+            self.send_msg("result", thawed=freeze.ROOT.thaw())
+        elif op == "new_identity":
+            public_key = await new_identity(self.params, set_hostname, set_clock)
+            self.send_msg("result", public_key=public_key, hostname=socket.gethostname())
         elif op == "ssh_authorize":
             self.send_msg("result", added=ssh.authorize(param_str(self.params, "public_key")))
         else:

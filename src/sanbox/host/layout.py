@@ -3,11 +3,16 @@
 <data dir>/images/<template>/<build>/     read-only images (kernel, initrd, rootfs.raw)
 <data dir>/computers/<id>/disk.qcow2      the computer's persistent root disk: a qcow2 overlay on
                                           its image (or disk.raw: a reflink clone, or older)
+<data dir>/computers/<id>/disk             after a snapshot: a symlink to its overlay in layers/
 <data dir>/computers/<id>/run/            pidfile, QMP and agent sockets of the running VM
 <data dir>/computers/<id>/state/          saved memory and device state
 <data dir>/computers/<id>/logs/           console log
 <data dir>/host/                          facts about this host (acceleration probe), its secret
                                           key (host/secret.key, 0600: MACs and signed cookies)
+<data dir>/snapshots/<snp_id>/            a snapshot: its MACed manifest (written last) naming its
+                                          disk layer, and its saved memory (memory/) if it has one
+<data dir>/layers/<lyr_id>.{qcow2,raw,json} frozen read-only disk layers (a snapshot's disk, the
+                                          backing of computers' overlays) with their manifests
 <data dir>/tmp/                           builds in progress (same filesystem: renames are atomic)
 """
 
@@ -23,6 +28,7 @@ from .errors import LayoutError
 
 DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
 _COMPUTER_ID = re.compile(r"[a-z][a-z0-9_-]{2,62}")
+_SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
 
 
 def default_ram_dir() -> Path:
@@ -41,8 +47,16 @@ class ComputerDir:
     @property
     def disk(self) -> Path:
         """The computer's disk: a qcow2 overlay, or (reflink clones, computers made before
-        overlays) a raw file."""
+        overlays) a raw file; once it has been snapshotted, the overlay in the layer store its
+        `disk` link names (by its real path: the path QEMU opens never changes meaning)."""
+        if self.disk_link.is_symlink():
+            return Path(os.path.realpath(self.disk_link))
         return self.raw_disk if self.raw_disk.exists() else self.overlay_disk
+
+    @property
+    def disk_link(self) -> Path:
+        """A symlink to the computer's current overlay in the layer store, once it has one."""
+        return self.root / "disk"
 
     @property
     def overlay_disk(self) -> Path:
@@ -97,6 +111,20 @@ class DataDir:
     def tmp(self) -> Path:
         return self.root / "tmp"
 
+    @property
+    def snapshots(self) -> Path:
+        return self.root / "snapshots"
+
+    @property
+    def layers(self) -> Path:
+        return self.root / "layers"
+
+    def snapshot(self, snapshot_id: str) -> Path:
+        """A snapshot's folder (which exists only once the snapshot is complete)."""
+        if not isinstance(snapshot_id, str) or not _SNAPSHOT_ID.fullmatch(snapshot_id):
+            raise LayoutError(f"invalid snapshot id {snapshot_id!r}: snp_ and letters or digits")
+        return self.snapshots / snapshot_id
+
     def ram_file(self, computer_id: str) -> Path:
         """A running computer's RAM file; named after the data dir so two data dirs never mix."""
         return default_ram_dir() / f"sanbox-{self.tag}-{computer_id}.ram"
@@ -127,5 +155,5 @@ class DataDir:
         return resolved
 
     def ensure(self) -> None:
-        for d in (self.images, self.computers, self.host, self.tmp):
+        for d in (self.images, self.computers, self.host, self.tmp, self.snapshots, self.layers):
             d.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,12 @@
-"""Guest RAM files copied with a digest, and checked when copied back.
+"""Guest RAM files copied with a digest, and checked when copied back or mapped.
 
 A save copies only the RAM file's allocated extents, in chunks of at most `CHUNK` bytes on a
-fixed grid, and records each chunk's keyed BLAKE3 digest (`Chunk`). A restore copies the same
+fixed grid, and records each chunk's keyed BLAKE3 digest (`Chunk`); `digest` records the same for
+a memory file written another way (taken out of a migration stream). A restore copies the same
 chunks back and checks each one before the guest can run on it (BLAKE3 runs at ~4 GB/s here, so
-checking is about as cheap as the copy itself); any data the saved file holds outside the recorded
-chunks must be zeros. A mismatch raises `MemoryCorruptError`: the saved memory is not used.
+checking is about as cheap as the copy itself); `verify` checks a saved file in place, in one read
+pass, before QEMU maps it. Any data the saved file holds outside the recorded chunks must be
+zeros. A mismatch raises `MemoryCorruptError`: the saved memory is not used.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import blake3
 from .disk.clone import data_extents
 
 CHUNK = 4 * 1024 * 1024
+THREADS = blake3.blake3.AUTO  # a thread per core: 7.9 GB/s on a 4 MiB chunk here, 4.5 on one
 
 
 class MemoryCorruptError(Exception):
@@ -73,7 +76,7 @@ def _write_all(fd: int, view: memoryview, offset: int) -> None:
 
 
 def _digest(key: bytes, data: memoryview) -> str:
-    return blake3.blake3(data, key=key).hexdigest()
+    return blake3.blake3(data, key=key, max_threads=THREADS).hexdigest()
 
 
 def save(src: Path, dst: Path, key: bytes) -> list[Chunk]:
@@ -151,3 +154,40 @@ def restore(src: Path, dst: Path, size: int, chunks: list[Chunk], key: bytes) ->
         raise
     finally:
         os.close(src_fd)
+
+
+def digest(path: Path, key: bytes) -> list[Chunk]:
+    """The chunks of a sparse memory file's allocated extents, digested where it lies."""
+    buf = bytearray(CHUNK)
+    chunks: list[Chunk] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for offset, length in _pieces(data_extents(fd, os.fstat(fd).st_size)):
+            view = memoryview(buf)[:length]
+            _read_exactly(fd, view, offset)
+            chunks.append(Chunk(offset, length, _digest(key, view)))
+    finally:
+        os.close(fd)
+    return chunks
+
+
+def verify(path: Path, size: int, chunks: list[Chunk], key: bytes) -> None:
+    """Check a saved memory file where it lies (one read pass): every recorded chunk matches its
+    digest and everything else is zeros; MemoryCorruptError otherwise."""
+    buf = bytearray(CHUNK)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if os.fstat(fd).st_size != size:
+            raise MemoryCorruptError("the saved memory has the wrong size")
+        for chunk in chunks:
+            if chunk.offset + chunk.length > size:
+                raise MemoryCorruptError(f"a chunk at {chunk.offset} lies past the end")
+            view = memoryview(buf)[: chunk.length]
+            _read_exactly(fd, view, chunk.offset)
+            if _digest(key, view) != chunk.digest:
+                raise MemoryCorruptError(
+                    f"the saved memory at {chunk.offset} does not match its digest"
+                )
+        _check_unrecorded_zero(fd, size, chunks, buf)
+    finally:
+        os.close(fd)

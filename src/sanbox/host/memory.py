@@ -2,9 +2,15 @@
 names, fsynced, renamed, and recorded last in a manifest. The manifest holds a digest of every
 chunk of memory (keyed BLAKE3, `memfile`) and is itself MACed under the host's key, so a changed
 byte of memory, a changed manifest or a state made on another host is refused. A state is used
-only if its manifest is there and genuine, its files match it (memory checked chunk by chunk as it
-is copied back, before the guest runs) and it was made by a compatible hypervisor; otherwise the
-reason is said (`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk."""
+only if its manifest is there and genuine, its files match it (memory checked chunk by chunk
+before the guest runs: where it lies when it is mapped, `claim_memory`, or as it is copied back,
+`restore_memory`) and it was made by a compatible hypervisor; otherwise the reason is said
+(`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk.
+
+A resume maps the saved RAM privately (copy-on-write) instead of copying it: the file moves to the
+VM's run dir (`mapped_file`) and lives there until the VM process ends. Such a VM's RAM is not a
+shared file, so its migration stream carries the RAM; a pause takes it out of the stream into a
+new memory file (`write_from_stream`), and the saved state has the same form either way."""
 
 from __future__ import annotations
 
@@ -19,13 +25,14 @@ from typing import Any
 
 import blake3
 
-from . import memfile
+from . import memfile, memstream
 from .durable import fsync_path
 from .errors import HostError
 
 MANIFEST = "manifest.json"
 VMSTATE = "vmstate"
 MEMORY = "memory"
+MAPPED = "memory.mapped"
 
 
 class StateError(HostError):
@@ -99,32 +106,71 @@ def write(
     memory_tmp = state_dir / f"{MEMORY}.tmp"
     try:
         chunks = memfile.save(ram_file, memory_tmp, key)
-        for path in (vmstate_tmp, memory_tmp):
-            fsync_path(path)
-        fields = asdict(SavedState(
-            compat=compat,
-            vmstate_sha256=_sha256(vmstate_tmp),
-            vmstate_bytes=vmstate_tmp.stat().st_size,
-            memory_bytes=memory_tmp.stat().st_size,
-            memory_allocated=memory_tmp.stat().st_blocks * 512,
-            memory_chunks=[c.as_list() for c in chunks],
-            saved_at=time.time(),
-            seconds=time.monotonic() - started,
-        ))  # fmt: skip
-        saved = SavedState(**{**fields, "mac": _mac(fields, key)})
-        discard(state_dir)  # an older state goes first: its manifest, then its files
-        os.rename(vmstate_tmp, state_dir / VMSTATE)
-        os.rename(memory_tmp, state_dir / MEMORY)
-        manifest_tmp = state_dir / f"{MANIFEST}.tmp"
-        manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
-        fsync_path(manifest_tmp)
-        os.rename(manifest_tmp, state_dir / MANIFEST)
-        fsync_path(state_dir)
-        return saved
+        return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
     finally:
-        for tmp in (vmstate_tmp, memory_tmp, state_dir / f"{MANIFEST}.tmp"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        _remove_tmp(state_dir, vmstate_tmp)
+
+
+def write_from_stream(
+    state_dir: Path,
+    stream_tmp: Path,
+    memory_bytes: int,
+    compat: dict[str, Any],
+    started: float,
+    key: bytes,
+) -> SavedState:
+    """`write` for a VM whose RAM is a private mapping: its migration stream (`stream_tmp`)
+    carries the RAM, which goes into the memory file; the device state stays in the vmstate."""
+    memory_tmp = state_dir / f"{MEMORY}.tmp"
+    vmstate_tmp = state_dir / f"{VMSTATE}.devices.tmp"
+    try:
+        try:
+            memstream.split(stream_tmp, vmstate_tmp, memory_tmp, memory_bytes)
+        except memstream.StreamError as exc:
+            raise PauseError(f"could not read the VM's migration stream: {exc}") from exc
+        chunks = memfile.digest(memory_tmp, key)
+        return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
+    finally:
+        _remove_tmp(state_dir, vmstate_tmp, stream_tmp)
+
+
+def _commit(
+    state_dir: Path,
+    vmstate_tmp: Path,
+    memory_tmp: Path,
+    chunks: list[memfile.Chunk],
+    compat: dict[str, Any],
+    started: float,
+    key: bytes,
+) -> SavedState:
+    for path in (vmstate_tmp, memory_tmp):
+        fsync_path(path)
+    fields = asdict(SavedState(
+        compat=compat,
+        vmstate_sha256=_sha256(vmstate_tmp),
+        vmstate_bytes=vmstate_tmp.stat().st_size,
+        memory_bytes=memory_tmp.stat().st_size,
+        memory_allocated=memory_tmp.stat().st_blocks * 512,
+        memory_chunks=[c.as_list() for c in chunks],
+        saved_at=time.time(),
+        seconds=time.monotonic() - started,
+    ))  # fmt: skip
+    saved = SavedState(**{**fields, "mac": _mac(fields, key)})
+    discard(state_dir)  # an older state goes first: its manifest, then its files
+    os.rename(vmstate_tmp, state_dir / VMSTATE)
+    os.rename(memory_tmp, state_dir / MEMORY)
+    manifest_tmp = state_dir / f"{MANIFEST}.tmp"
+    manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
+    fsync_path(manifest_tmp)
+    os.rename(manifest_tmp, state_dir / MANIFEST)
+    fsync_path(state_dir)
+    return saved
+
+
+def _remove_tmp(state_dir: Path, *tmps: Path) -> None:
+    for tmp in (*tmps, state_dir / f"{MEMORY}.tmp", state_dir / f"{MANIFEST}.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def exists(state_dir: Path) -> bool:
@@ -170,6 +216,51 @@ def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: byte
         memfile.restore(state_dir / MEMORY, ram_file, saved.memory_bytes, saved.chunks(), key)
     except memfile.MemoryCorruptError as exc:
         raise StateError("corrupt", str(exc)) from exc
+
+
+def mapped_file(run_dir: Path) -> Path:
+    """Where the saved memory a running VM maps privately lives: in its run dir, so that a
+    stop, a new pause or a drop of the saved state never removes it under the VM. It goes when
+    the VM process does (`HostRuntime._kill_and_clean`)."""
+    return run_dir / MAPPED
+
+
+def claim_memory(state_dir: Path, saved: SavedState, mapped: Path, key: bytes) -> None:
+    """Move the saved RAM to `mapped` (no copy: a rename) and check it there, in one read
+    pass, before QEMU maps it; StateError(corrupt | missing) otherwise, and `mapped` is gone."""
+    mapped.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(state_dir / MEMORY, mapped)
+    except FileNotFoundError:
+        raise StateError("missing", "the memory file is gone") from None
+    try:
+        memfile.verify(mapped, saved.memory_bytes, saved.chunks(), key)
+    except memfile.MemoryCorruptError as exc:
+        mapped.unlink(missing_ok=True)
+        raise StateError("corrupt", str(exc)) from exc
+    except BaseException:
+        mapped.unlink(missing_ok=True)
+        raise
+
+
+def verify_memory(state_dir: Path, saved: SavedState, key: bytes) -> None:
+    """Check a saved state's memory file where it lies (one read pass), for states mapped by
+    many VMs (a snapshot's forks): check once, then map it N times; StateError(corrupt)."""
+    try:
+        memfile.verify(state_dir / MEMORY, saved.memory_bytes, saved.chunks(), key)
+    except memfile.MemoryCorruptError as exc:
+        raise StateError("corrupt", str(exc)) from exc
+
+
+def link_mapped(memory_file: Path, mapped: Path) -> None:
+    """Give a VM its own name for a memory file many VMs map (a hard link: no copy, the same
+    pages), so it is accounted and removed with the VM like a resumed VM's own."""
+    mapped.parent.mkdir(parents=True, exist_ok=True)
+    mapped.unlink(missing_ok=True)
+    try:
+        os.link(memory_file, mapped)
+    except FileNotFoundError:
+        raise StateError("missing", f"no memory file at {memory_file}") from None
 
 
 def forget(state_dir: Path) -> None:

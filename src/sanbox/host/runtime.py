@@ -9,33 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from pathlib import Path
 
-from . import console, memory
+from . import console, memory, suspend
 from .agent import AgentClient, AgentError
 from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
+from .disk.layers import LayerStore
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
-from .memory import MemoryOutcome, PauseError, SavedState, StateError
+from .machine import Machine as Machine
+from .machine import MachineSpec as MachineSpec
+from .memory import MemoryOutcome, SavedState
 from .net import Network
 from .secret import derived_key
+from .snapshot import SnapshotManifest, Snapshots
+from .snapshot import restore as snapshot_restore
+from .snapshot import take as snapshot_take
 from .vmm import (
     Hypervisor,
-    NetAttachment,
     QemuHypervisor,
     VmHandle,
-    VmNotRunningError,
     VmSpec,
     VmStartError,
     VmUser,
 )
-from .vmm.accel import cached_accel, choose_accel, qemu_version
+from .vmm.accel import cached_accel, choose_accel
 from .vmm.confine import computer_user, describe, kvm_usable_by, vm_user
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
@@ -47,47 +53,6 @@ class MachineNotFoundError(HostError):
 
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MachineSpec:
-    computer_id: str
-    vcpus: int = 1
-    memory_mib: int = 512
-    disk_gib: int | None = None  # default: the image's size
-    hostname: str = "sanbox"
-    net: NetAttachment | None = None
-
-
-@dataclass
-class Machine:
-    """One computer's running VM and the agent connection to it."""
-
-    computer_id: str
-    dir: ComputerDir
-    vm: VmHandle
-    agent: AgentClient
-    _dialing: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
-
-    @property
-    def isolation(self) -> str:
-        return self.vm.isolation
-
-    async def client(self, timeout: float = 10.0) -> AgentClient:
-        """The agent connection, dialled again if it was closed (an agent restart, a protocol
-        violation): a closed client is never handed out. One dial at a time: the agent serves
-        the newest connection, so two would end each other."""
-        if not self.vm.alive():
-            raise VmNotRunningError(
-                f"computer {self.computer_id} is not running: start it, then try again"
-            )
-        if self.agent.closed:
-            async with self._dialing:
-                if self.agent.closed:
-                    self.agent = await AgentClient.connect(
-                        str(self.vm.agent_socket), timeout=timeout
-                    )
-        return self.agent
 
 
 class HostRuntime:
@@ -220,6 +185,7 @@ class HostRuntime:
         if self.network is not None:
             undo.push_async_callback(self.network.remove, spec.computer_id)
         self.data_dir.ram_file(spec.computer_id).unlink(missing_ok=True)  # a fresh boot
+        memory.mapped_file(cdir.run).unlink(missing_ok=True)  # of a VM that ended by itself
         vm = await self._launch(hv, self._vm_spec(spec, image, cdir))
         undo.push_async_callback(self._kill_and_clean, vm)
         agent = await self.wait_ready(vm, cdir)
@@ -281,89 +247,90 @@ class HostRuntime:
             await self._kill_and_clean(machine.vm)
         return clean
 
-    # memory: pause and resume --------------------------------------------------------------
+    # memory: pause and resume (suspend.py) ------------------------------------------------
 
     def compat(self, spec: MachineSpec, image: Image, isolation: str) -> dict[str, object]:
         """What a saved state must match to be loaded."""
-        return {"isolation": isolation, "hypervisor_build": qemu_version(), "vcpus": spec.vcpus,
-                "memory_mib": spec.memory_mib, "image": image.build_id}  # fmt: skip
+        return suspend.compat(spec, image, isolation)
 
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
         """Save memory and devices to the state dir, durably, and end the VM process. If that
         cannot complete, the VM runs on as it was and PauseError says why."""
-        started = time.monotonic()
-        cdir, vm = machine.dir, machine.vm
-        tmp = cdir.state / f"{memory.VMSTATE}.tmp"
-        try:
-            cdir.state.mkdir(parents=True, exist_ok=True)
-            await vm.save_state(tmp)  # on failure the vCPUs run again
-        except (HostError, OSError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise PauseError(f"could not save the VM state: {exc}") from exc
-        ram = self.data_dir.ram_file(spec.computer_id)
-        compat = self.compat(spec, image, vm.isolation)
-        try:
-            saved = await asyncio.to_thread(
-                memory.write, cdir.state, tmp, ram, compat, started, self.memory_key
-            )
-        except OSError as exc:
-            await vm.continue_running()
-            raise PauseError(f"could not write the saved state: {exc.strerror or exc}") from exc
-        with contextlib.suppress(AgentError):
-            await machine.agent.close()
-        await vm.quit()
-        await self._kill_and_clean(vm)
-        return saved
+        return await suspend.pause(self, machine, spec, image)
 
     async def resume(self, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
-        """Start from the saved state if it is usable; otherwise boot fresh on the disk. Either
-        way the outcome says what happened to memory, and the disk is never lost."""
-        cdir = self.data_dir.computer(spec.computer_id)
-        hv = await self.hypervisor(image)
-        compat = self.compat(spec, image, hv.isolation)
-        try:  # usable at all? (missing, corrupt, incompatible); memory checked as copied back
-            saved = await asyncio.to_thread(memory.load, cdir.state, compat, self.memory_key)
-            machine = await self._restore(spec, image, cdir, saved)
-        except StateError as exc:
-            log.warning("%s: saved memory not used: %s", spec.computer_id, exc)
-            await asyncio.to_thread(memory.discard, cdir.state)
-            return await self.start(spec, image), MemoryOutcome(False, exc.reason)
-        except (HostError, AgentError, OSError) as exc:
-            await asyncio.to_thread(memory.discard, cdir.state)
-            outcome = MemoryOutcome(False, f"restore failed: {exc}")
-            return await self.start(spec, image), outcome
-        await asyncio.to_thread(memory.discard, cdir.state)  # consumed: the guest moved on
-        return machine, MemoryOutcome(True)
+        """Start from the saved state if it is usable, its memory mapped privately; otherwise
+        boot fresh on the disk. Either way the outcome says what happened to memory, and the
+        disk is never lost."""
+        return await suspend.resume(self, spec, image)
 
-    async def _restore(
-        self, spec: MachineSpec, image: Image, cdir: ComputerDir, saved: SavedState
+    async def run_saved(
+        self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path
     ) -> Machine:
-        hv = await self.hypervisor(image)
-        spec = await self._with_network(spec)
-        ram = self.data_dir.ram_file(spec.computer_id)
-        await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, self.memory_key)
-        async with contextlib.AsyncExitStack() as undo:
-            vm = await self._launch(hv, self._vm_spec(spec, image, cdir, restore=True))
-            undo.push_async_callback(self._kill_and_clean, vm)
-            # used once: were the host to crash from here on, the disk would be ahead of it
-            await asyncio.to_thread(memory.forget, cdir.state)
-            await vm.load_state(cdir.state / memory.VMSTATE)
-            agent = await self.wait_ready(vm, cdir, timeout=30.0)
-            with contextlib.suppress(AgentError):
-                await agent.set_clock(time.time())  # the guest slept: its clock is behind
-            undo.pop_all()
-            return Machine(spec.computer_id, cdir, vm, agent)
-        raise AssertionError("unreachable")
+        """Start a VM from a device state and a checked saved RAM file mapped privately (for
+        forks: N calls with one file share its clean pages). See `suspend.run_saved`."""
+        return await suspend.run_saved(self, spec, image, vmstate, memory_file)
 
     async def drop_saved_memory(self, computer_id: str) -> None:
-        """Remove a paused computer's saved state (a stop of a paused computer)."""
+        """Remove a paused computer's saved state (a stop of a paused computer). Memory a
+        running VM maps is not in the state dir (`memory.mapped_file`): it is never touched."""
         await asyncio.to_thread(memory.discard, self.data_dir.computer(computer_id).state)
+
+    # snapshots and forks (snapshot/) -----------------------------------------------------
+
+    @functools.cached_property
+    def snapshots(self) -> Snapshots:
+        """The snapshot and layer store (layers readable by the VMs' group, written by none)."""
+        user = self.vm_user()
+        layers = LayerStore(self.data_dir, self.memory_key, None if user is None else user.gid)
+        return Snapshots(self.data_dir, self.memory_key, layers)
+
+    async def snapshot(
+        self,
+        snapshot_id: str,
+        computer_id: str,
+        machine: Machine | None,
+        spec: MachineSpec,
+        image: Image,
+        memory: bool = False,
+    ) -> SnapshotManifest:
+        """Snapshot a computer (`machine`: its running VM, else None) as `snapshot_id`: its
+        disk, and its memory when asked (running, or paused with a saved state)."""
+        return await snapshot_take.take(
+            self, self.snapshots, snapshot_id, computer_id, machine, spec, image, memory
+        )
+
+    async def create_from_snapshot(
+        self, spec: MachineSpec, image: Image, snapshot_id: str
+    ) -> tuple[Machine, MemoryOutcome | None]:
+        """A new computer from a snapshot, with a new identity; the outcome is None for a
+        disk-only snapshot (booted), else what happened to its memory."""
+        return await snapshot_restore.create_from_snapshot(
+            self, self.snapshots, spec, image, snapshot_id
+        )
+
+    async def fork(self, machine: Machine, spec: MachineSpec, image: Image,
+                   new_specs: list[MachineSpec]) -> list[Machine]:  # fmt: skip
+        """len(new_specs) running copies of a running computer, each with its own identity."""
+        return await snapshot_restore.fork(self, self.snapshots, machine, spec, image, new_specs)
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot; the layers it alone needed go too."""
+        async with self.snapshots.lock:
+            await asyncio.to_thread(self.snapshots.delete, snapshot_id)
+            await asyncio.to_thread(self.snapshots.collect)
+
+    async def gc_layers(self) -> list[str]:
+        """Delete the disk layers nothing references (call after destroying computers)."""
+        async with self.snapshots.lock:
+            return await asyncio.to_thread(self.snapshots.collect)
 
     async def _kill_and_clean(self, vm: VmHandle) -> None:
         await vm.kill()
         for name in ("agent.sock", "qmp.sock", "vm.pid"):
             (vm.run_dir / name).unlink(missing_ok=True)
         self.data_dir.ram_file(vm.run_dir.parent.name).unlink(missing_ok=True)
+        memory.mapped_file(vm.run_dir).unlink(missing_ok=True)  # no process maps it any more
         await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(vm.run_dir.parent.name))
 
     async def kill(self, computer_id: str) -> None:
@@ -371,6 +338,7 @@ class HostRuntime:
         if vm is not None:
             await self._kill_and_clean(vm)
         self.data_dir.ram_file(computer_id).unlink(missing_ok=True)
+        memory.mapped_file(self.data_dir.computer(computer_id).run).unlink(missing_ok=True)
         await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(computer_id))
 
     async def destroy(self, computer_id: str) -> None:

@@ -1,5 +1,6 @@
 """How much room this host's filesystems have for computers: the shared-memory filesystem that
-holds running guests' RAM files, and the data filesystem that holds their disks.
+holds running guests' RAM files (the budget for guests' RAM, also of those resumed from mapped
+saved memory), and the data filesystem that holds their disks.
 
 Both kinds of file are sparse and grow as guests use them, so free space alone overstates the
 room: a `Room` also counts what files already made may still grow by (a RAM file up to its size;
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from .errors import LayoutError
 from .layout import DataDir
+from .memory import MAPPED
 
 QCOW2_MAGIC = b"QFI\xfb"
 
@@ -48,8 +50,11 @@ def virtual_size(path: Path) -> int:
         return os.fstat(f.fileno()).st_size
 
 
-def ram_room(ram_dir: Path, exclude: str | None = None) -> Room:
-    """The RAM dir's room: running guests' RAM files (any data dir's) may grow to their size."""
+def ram_room(ram_dir: Path, exclude: str | None = None, data_dir: DataDir | None = None) -> Room:
+    """The RAM dir's room: running guests' RAM files (any data dir's) may grow to their size.
+    A guest resumed from saved memory (`data_dir`'s) has no RAM file there: it maps the saved
+    file privately, and its RAM becomes the host's memory as it writes it, up to its size. The
+    RAM dir is the budget for guests' RAM, so that size is promised against it too."""
     promised = 0
     for f in ram_dir.glob("sanbox-*.ram"):
         if exclude is not None and f.name.endswith(f"-{exclude}.ram"):
@@ -59,7 +64,27 @@ def ram_room(ram_dir: Path, exclude: str | None = None) -> Room:
         except OSError:
             continue
         promised += max(0, st.st_size - _allocated(st))
+    if data_dir is not None:
+        promised += _mapped(data_dir, exclude)
     return Room(ram_dir, _free(ram_dir), promised)
+
+
+def _mapped(data_dir: DataDir, exclude: str | None) -> int:
+    """The sizes of the saved memory that running guests of `data_dir` map privately (a file
+    left by a VM that ended without us, e.g. at a host reboot, maps nothing: not counted)."""
+    total = 0
+    for computer_id in data_dir.computer_ids():
+        if computer_id == exclude:
+            continue
+        try:
+            run = data_dir.computer(computer_id).run
+            size = (run / MAPPED).stat().st_size
+            pid = int((run / "vm.pid").read_text().strip())
+        except (OSError, ValueError, LayoutError):
+            continue
+        if Path(f"/proc/{pid}").exists():
+            total += size
+    return total
 
 
 def disk_room(data_dir: DataDir, exclude: str | None = None) -> Room:

@@ -8,66 +8,141 @@ with Sanbox() as client:
 
 from __future__ import annotations
 
-from ._websocket import WebSocketConnector, WebSocketLike, asgi_connector, websockets_connector
-from .client import AsyncAudit, AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
-from .computer import AsyncComputer, AsyncFiles
-from .errors import (
-    AuthenticationError,
-    ComputerNotFoundError,
-    ComputerNotRunningError,
-    ConflictError,
-    ConnectionFailedError,
-    DiskTooSmallError,
-    IdempotencyConflictError,
-    InsufficientMemoryError,
-    InsufficientResourcesError,
-    InsufficientStorageError,
-    InvalidNameError,
-    InvalidPathError,
-    InvalidRequestError,
-    InvalidTransitionError,
-    NameTakenError,
-    NotFoundError,
-    PayloadTooLargeError,
-    PermissionDeniedError,
-    RateLimitedError,
-    RequestTimeoutError,
-    SanboxError,
-    ServerError,
-    TemplateNotFoundError,
-    UnavailableError,
-)
-from .exec_stream import AsyncExecStream
-from .ssh_stream import AsyncSshStream
-from .sync import (
-    Audit,
-    Computer,
-    Computers,
-    ExecStream,
-    Files,
-    Images,
-    Keys,
-    Orgs,
-    Sanbox,
-    SshStream,
-)
-from .types import (
-    ApiKey,
-    AuditRecord,
-    ComputerRecord,
-    Event,
-    ExecEvent,
-    ExecResult,
-    Exit,
-    FileEntry,
-    HostInfo,
-    ImageBuild,
-    Org,
-    PublishedPort,
-    SshAccess,
-    Stderr,
-    Stdout,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._websocket import WebSocketConnector, WebSocketLike, asgi_connector, websockets_connector
+    from .client import AsyncAudit, AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
+    from .computer import AsyncComputer, AsyncFiles
+    from .errors import (
+        AuthenticationError,
+        ComputerNotFoundError,
+        ComputerNotRunningError,
+        ConflictError,
+        ConnectionFailedError,
+        DiskTooSmallError,
+        IdempotencyConflictError,
+        InsufficientMemoryError,
+        InsufficientResourcesError,
+        InsufficientStorageError,
+        InvalidNameError,
+        InvalidPathError,
+        InvalidRequestError,
+        InvalidTransitionError,
+        NameTakenError,
+        NotFoundError,
+        PayloadTooLargeError,
+        PermissionDeniedError,
+        RateLimitedError,
+        RequestTimeoutError,
+        SanboxError,
+        ServerError,
+        TemplateNotFoundError,
+        UnavailableError,
+    )
+    from .exec_stream import AsyncExecStream
+    from .ssh_stream import AsyncSshStream
+    from .sync import (
+        Audit,
+        Computer,
+        Computers,
+        ExecStream,
+        Files,
+        Images,
+        Keys,
+        Orgs,
+        Sanbox,
+        SshStream,
+    )
+    from .types import (
+        ApiKey,
+        AuditRecord,
+        ComputerRecord,
+        Event,
+        ExecEvent,
+        ExecResult,
+        Exit,
+        FileEntry,
+        HostInfo,
+        ImageBuild,
+        Org,
+        PublishedPort,
+        SshAccess,
+        Stderr,
+        Stdout,
+    )
+
+_MODULES = {  # each public name -> the module that defines it, imported on first use
+    "_websocket": ("WebSocketConnector", "WebSocketLike", "asgi_connector", "websockets_connector"),
+    "client": (
+        "AsyncAudit",
+        "AsyncComputers",
+        "AsyncImages",
+        "AsyncKeys",
+        "AsyncOrgs",
+        "AsyncSanbox",
+    ),
+    "computer": ("AsyncComputer", "AsyncFiles"),
+    "errors": (
+        "AuthenticationError",
+        "ComputerNotFoundError",
+        "ComputerNotRunningError",
+        "ConflictError",
+        "ConnectionFailedError",
+        "DiskTooSmallError",
+        "IdempotencyConflictError",
+        "InsufficientMemoryError",
+        "InsufficientResourcesError",
+        "InsufficientStorageError",
+        "InvalidNameError",
+        "InvalidPathError",
+        "InvalidRequestError",
+        "InvalidTransitionError",
+        "NameTakenError",
+        "NotFoundError",
+        "PayloadTooLargeError",
+        "PermissionDeniedError",
+        "RateLimitedError",
+        "RequestTimeoutError",
+        "SanboxError",
+        "ServerError",
+        "TemplateNotFoundError",
+        "UnavailableError",
+    ),
+    "exec_stream": ("AsyncExecStream",),
+    "ssh_stream": ("AsyncSshStream",),
+    "sync": (
+        "Audit",
+        "Computer",
+        "Computers",
+        "ExecStream",
+        "Files",
+        "Images",
+        "Keys",
+        "Orgs",
+        "Sanbox",
+        "SshStream",
+    ),
+    "types": (
+        "ApiKey",
+        "AuditRecord",
+        "ComputerRecord",
+        "Event",
+        "ExecEvent",
+        "ExecResult",
+        "Exit",
+        "FileEntry",
+        "HostInfo",
+        "ImageBuild",
+        "Org",
+        "PublishedPort",
+        "SshAccess",
+        "Stderr",
+        "Stdout",
+    ),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "ApiKey",
@@ -134,3 +209,18 @@ __all__ = [
     "asgi_connector",
     "websockets_connector",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Each name's module is imported when the name is first used: `sanbox exec` needs the exec
+    stream, not httpx (which every HTTP call needs) nor the sync facades."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -48,6 +48,11 @@ class WebSocketLike(Protocol):
 WebSocketConnector = Callable[[str, dict[str, str]], AbstractAsyncContextManager[WebSocketLike]]
 
 
+def websocket_url(base: str, path: str) -> str:
+    """The WebSocket URL of the API's `path` on the server at `base` (http -> ws, https -> wss)."""
+    return base.replace("https://", "wss://", 1).replace("http://", "ws://", 1) + path
+
+
 class _Websockets:
     def __init__(self, connection: Any) -> None:
         self._connection = connection

@@ -13,9 +13,10 @@ from urllib.parse import quote
 import httpx
 
 from ._http import HttpCore
-from ._websocket import WebSocketConnector, asgi_connector, websockets_connector
+from ._websocket import WebSocketConnector, asgi_connector, websocket_url, websockets_connector
 from .computer import AsyncComputer
 from .config import resolve_config
+from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
 from .types import ApiKey, AuditRecord, ComputerRecord, Event, HostInfo, ImageBuild, Org
 
@@ -85,14 +86,13 @@ class AsyncSanbox:
                     if isinstance(payload, dict):
                         yield Event.from_json(payload)
 
-    def open_websocket(self, path: str, request: dict[str, Any]) -> AsyncExecStream:
+    def open_websocket(self, path: str, request: ExecStart) -> AsyncExecStream:
         return AsyncExecStream(*self.websocket_target(path), request)
 
     def websocket_target(self, path: str) -> tuple[WebSocketConnector, str, dict[str, str]]:
         """The connector, URL and headers (the key) of the API's WebSocket at `path`."""
-        base = self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
         headers = {k: v for k, v in self.http.headers.items() if k == "Authorization"}
-        return self._ws_connector, base + path, headers
+        return self._ws_connector, websocket_url(self.url, path), headers
 
 
 class AsyncComputers:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ._http import HttpCore
+from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
 from .ssh_stream import AsyncSshStream
 from .types import ComputerRecord, Event, ExecResult, FileEntry, PublishedPort, SshAccess
@@ -137,17 +138,11 @@ class AsyncComputer(ComputerFields):
         pty: bool = False,
         rows: int = 24,
         cols: int = 80,
+        timeout: float | None = None,
     ) -> AsyncExecStream:
-        """Stream a command over a WebSocket; `cmd=None` with `pty=True` is a login shell."""
-        request = {
-            "cmd": cmd,
-            "env": env or {},
-            "cwd": cwd,
-            "user": user,
-            "pty": pty,
-            "rows": rows,
-            "cols": cols,
-        }
+        """Stream a command over a WebSocket; `cmd=None` with `pty=True` is a login shell.
+        `timeout` (seconds, not with a PTY) kills the command: its exit code is then 124."""
+        request = ExecStart(cmd, env or {}, cwd, user, timeout, pty, rows, cols)
         return self._client.open_websocket(self.path + "/exec/stream", request)
 
     async def authorize_ssh_key(self, public_key: str) -> SshAccess:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from ._websocket import (
     WebSocketClosedError,
@@ -14,7 +11,19 @@ from ._websocket import (
     WebSocketSession,
 )
 from .errors import SanboxError, error_from_code
-from .types import ExecEvent, Exit, Stderr, Stdout
+from .exec_protocol import (
+    ClientMessage,
+    ExecEof,
+    ExecError,
+    ExecEvent,
+    ExecResize,
+    ExecSignal,
+    ExecStart,
+    ExecStdin,
+    Exit,
+    decode,
+    signal_number,
+)
 
 
 class AsyncExecStream(WebSocketSession):
@@ -27,14 +36,14 @@ class AsyncExecStream(WebSocketSession):
         connector: WebSocketConnector,
         url: str,
         headers: dict[str, str],
-        request: dict[str, Any],
+        request: ExecStart,
     ) -> None:
         super().__init__(connector, url, headers)
         self._request = request
         self.exit: Exit | None = None
 
     async def opened(self, ws: WebSocketLike) -> None:
-        await ws.send(json.dumps(self._request))
+        await ws.send(self._request.encode())
 
     def __aiter__(self) -> AsyncIterator[ExecEvent]:
         return self.events()
@@ -49,21 +58,13 @@ class AsyncExecStream(WebSocketSession):
                 raise SanboxError(
                     "the exec stream closed before the command exited", code="stream_closed"
                 ) from None
-            message = json.loads(raw)
-            kind = message.get("type")
-            if kind == "stdout":
-                yield Stdout(base64.b64decode(message.get("data", "")))
-            elif kind == "stderr":
-                yield Stderr(base64.b64decode(message.get("data", "")))
-            elif kind == "exit":
-                self.exit = Exit(
-                    exit_code=int(message.get("exit_code", -1)),
-                    signal=message.get("signal"),
-                    timed_out=bool(message.get("timed_out", False)),
-                )
-                yield self.exit
-            elif kind == "error":
-                raise error_from_code(message.get("code"), str(message.get("message", "")))
+            event = decode(raw)
+            if isinstance(event, ExecError):
+                raise error_from_code(event.code, event.message)
+            if isinstance(event, Exit):
+                self.exit = event
+            if event is not None:
+                yield event
 
     async def wait(self) -> Exit:
         """Drain the stream (discarding output) and return how the command ended."""
@@ -73,17 +74,17 @@ class AsyncExecStream(WebSocketSession):
         return self.exit
 
     async def send_stdin(self, data: bytes | str) -> None:
-        raw = data.encode() if isinstance(data, str) else data
-        await self._send({"type": "stdin", "data": base64.b64encode(raw).decode()})
+        await self._send(ExecStdin(data.encode() if isinstance(data, str) else data))
 
     async def send_eof(self) -> None:
-        await self._send({"type": "eof"})
+        await self._send(ExecEof())
 
-    async def signal(self, name: str = "SIGINT") -> None:
-        await self._send({"type": "signal", "signal": name})
+    async def signal(self, sig: int | str = "SIGINT") -> None:
+        """Signal the command's process group: a number, or a name ("SIGTERM", "TERM")."""
+        await self._send(ExecSignal(signal_number(sig)))
 
     async def resize(self, rows: int, cols: int) -> None:
-        await self._send({"type": "resize", "rows": rows, "cols": cols})
+        await self._send(ExecResize(rows, cols))
 
-    async def _send(self, message: dict[str, Any]) -> None:
-        await self._connected().send(json.dumps(message))
+    async def _send(self, message: ClientMessage) -> None:
+        await self._connected().send(message.encode())

@@ -130,8 +130,9 @@ class Computer(Facade[AsyncComputer], ComputerFields):
         pty: bool = False,
         rows: int = 24,
         cols: int = 80,
+        timeout: float | None = None,
     ) -> ExecStream:
-        stream = self._async.exec_stream(cmd, env, cwd, user, pty, rows, cols)
+        stream = self._async.exec_stream(cmd, env, cwd, user, pty, rows, cols, timeout)
         return ExecStream(stream, self._portal)
 
 

@@ -1,9 +1,17 @@
-"""The API's records as frozen dataclasses, each built from its JSON by `from_json`."""
+"""The API's records as frozen dataclasses, each built from its JSON by `from_json` (and the
+exec stream's events, which live with the exec codec in `exec_protocol`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .exec_protocol import ExecEvent, Exit, Stderr, Stdout
+
+__all__ = [
+    "ApiKey", "AuditRecord", "ComputerRecord", "Event", "ExecEvent", "ExecResult", "Exit",
+    "FileEntry", "HostInfo", "ImageBuild", "Org", "PublishedPort", "SshAccess", "Stderr", "Stdout",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,8 @@ class ComputerRecord:
     idle_timeout: int | None = None
     memory: str | None = None  # what the last start or resume did: restored | lost
     memory_reason: str | None = None
+    allow: list[str] = field(default_factory=list)  # the egress allowlist
+    ports: list[dict[str, Any]] = field(default_factory=list)  # published guest ports
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:
@@ -41,7 +51,7 @@ class ExecResult:
     exit_code: int
     stdout: str
     stderr: str
-    signal: str | None = None
+    signal: int | None = None  # the number of the signal that ended it
     timed_out: bool = False
     stdout_truncated: bool = False  # the output went past `max_output_bytes`: its first bytes
     stderr_truncated: bool = False
@@ -171,29 +181,6 @@ class HostInfo:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HostInfo:
         return cls(**_known(cls, data))
-
-
-# Events of a streamed exec.
-
-
-@dataclass(frozen=True)
-class Stdout:
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Stderr:
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Exit:
-    exit_code: int
-    signal: str | None = None
-    timed_out: bool = False
-
-
-ExecEvent = Stdout | Stderr | Exit
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     ForeignKey,
@@ -90,8 +91,36 @@ class ComputerRow(Base):
     ports: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # published ports
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    origin: Mapped[str | None] = mapped_column(String(32), default=None)  # snp_ it came from
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SnapshotRow(Base):
+    """A computer's disk at one moment, with its memory when taken with it. It belongs to the org
+    and outlives the computer it came from; what a new computer from it gets (template, build,
+    size, allowlist, env) is copied here. Listed only once `ready`: the host's files are complete,
+    durable and verified by then."""
+
+    __tablename__ = "snapshots"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    name: Mapped[str | None] = mapped_column(String(63), default=None)  # the user's label
+    state: Mapped[str] = mapped_column(String(16), index=True)  # creating | ready
+    computer_id: Mapped[str] = mapped_column(String(32), index=True)  # where it came from
+    computer_name: Mapped[str] = mapped_column(String(63))
+    template: Mapped[str] = mapped_column(String(63))
+    image: Mapped[str | None] = mapped_column(String(64), default=None)
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    disk_gib: Mapped[int] = mapped_column(Integer)
+    memory: Mapped[bool] = mapped_column(Boolean, default=False)  # RAM, devices, processes too
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # what it holds of its own
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    allow: Mapped[list[str]] = mapped_column(JSON, default=list)
+    idle_timeout: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class EventRow(Base):

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from .models import ApiKey, AuditRow, ComputerRow, EventRow, Org
+from .models import ApiKey, AuditRow, ComputerRow, EventRow, Org, SnapshotRow
 
 KEY_PREFIX = "sbk_"
 SHOWN = len(KEY_PREFIX) + 8  # the start of a key kept in clear, to tell keys apart
@@ -139,11 +139,14 @@ def list_computers(
 
 
 def image_builds_in_use(s: Session) -> dict[tuple[str, str | None], int]:
-    """How many computers (all orgs) use each (template, image build); None: not recorded."""
-    q = select(ComputerRow.template, ComputerRow.image, func.count()).group_by(
-        ComputerRow.template, ComputerRow.image
-    )
-    return {(template, image): count for template, image, count in s.execute(q).all()}
+    """How many computers and snapshots (all orgs) use each (template, image build); None: not
+    recorded. A snapshot's disk is backed by its build as a computer's is."""
+    used: dict[tuple[str, str | None], int] = {}
+    for table in (ComputerRow, SnapshotRow):
+        q = select(table.template, table.image, func.count()).group_by(table.template, table.image)
+        for template, image, count in s.execute(q).all():
+            used[(template, image)] = used.get((template, image), 0) + count
+    return used
 
 
 def set_last_active(s: Session, computer_id: str, when: datetime) -> None:
@@ -152,6 +155,34 @@ def set_last_active(s: Session, computer_id: str, when: datetime) -> None:
 
 def name_taken(s: Session, org_id: str, name: str) -> bool:
     q = select(ComputerRow.id).where(ComputerRow.org_id == org_id, ComputerRow.name == name)
+    return s.scalars(q).first() is not None
+
+
+# snapshots ----------------------------------------------------------------------------------
+
+
+def snapshot(s: Session, org_id: str, ref: str, ready_only: bool = True) -> SnapshotRow | None:
+    """By id or by name, within an org; only complete ones unless asked."""
+    q = select(SnapshotRow).where(SnapshotRow.org_id == org_id)
+    if ready_only:
+        q = q.where(SnapshotRow.state == "ready")
+    found = s.scalars(q.where(SnapshotRow.id == ref)).first()
+    return found or s.scalars(q.where(SnapshotRow.name == ref)).first()
+
+
+def list_snapshots(
+    s: Session, org_id: str | None, state: str | None = "ready"
+) -> list[SnapshotRow]:
+    q = select(SnapshotRow).order_by(SnapshotRow.created_at, SnapshotRow.id)
+    if org_id is not None:
+        q = q.where(SnapshotRow.org_id == org_id)
+    if state is not None:
+        q = q.where(SnapshotRow.state == state)
+    return list(s.scalars(q).all())
+
+
+def snapshot_name_taken(s: Session, org_id: str, name: str) -> bool:
+    q = select(SnapshotRow.id).where(SnapshotRow.org_id == org_id, SnapshotRow.name == name)
     return s.scalars(q).first() is not None
 
 

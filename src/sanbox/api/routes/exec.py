@@ -4,13 +4,11 @@ and signals and serves PTY sessions with resize."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import codecs
 import contextlib
 import json
 import signal
 from collections.abc import Iterator
-from typing import Any
 
 from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
@@ -26,6 +24,7 @@ from ...control.guest import (
     Stderr,
     Stdout,
 )
+from .. import exec_protocol as wire
 from ..auth import authenticate
 from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
@@ -34,8 +33,6 @@ from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["exec"], responses=ERRORS)
-SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL,
-           "SIGHUP": signal.SIGHUP}  # fmt: skip
 
 
 @router.post("/{ref}/exec", response_model=ExecResponse)
@@ -85,43 +82,36 @@ def _json_string_body(data: bytes, piece: int) -> Iterator[bytes]:
 
 
 async def _pump_client(ws: WebSocket, proc: ExecProcess | PtySession) -> None:
-    """Client -> guest: stdin, eof, signals, resize."""
+    """Client -> guest: stdin, eof, signals, resize. A message that is not one of them raises
+    `ValidationError` (the session ends with a `validation_error`)."""
     while True:
-        msg: dict[str, Any] = json.loads(await ws.receive_text())
-        kind = msg.get("type")
-        if kind == "stdin":
-            data = base64.b64decode(msg.get("data", ""))
+        msg = wire.INPUT.validate_json(await ws.receive_text())
+        if isinstance(msg, wire.ExecStdin):
             if isinstance(proc, PtySession):
-                await proc.write(data)
+                await proc.write(msg.raw())
             else:
-                await proc.write_stdin(data)
-        elif kind == "eof" and isinstance(proc, ExecProcess):
+                await proc.write_stdin(msg.raw())
+        elif isinstance(msg, wire.ExecEof) and isinstance(proc, ExecProcess):
             await proc.close_stdin()
-        elif kind == "signal":
-            sig = SIGNALS.get(str(msg.get("signal")))
-            if sig is not None:
-                await proc.signal(sig)
-        elif kind == "resize" and isinstance(proc, PtySession):
-            await proc.resize(int(msg["rows"]), int(msg["cols"]))
+        elif isinstance(msg, wire.ExecSignal):
+            await proc.signal(msg.signal)
+        elif isinstance(msg, wire.ExecResize) and isinstance(proc, PtySession):
+            await proc.resize(msg.rows, msg.cols)
 
 
-async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> dict[str, Any]:
-    """Guest -> client: output, then the exit status."""
+async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> str:
+    """Guest -> client: output; returns the exit message."""
     if isinstance(proc, PtySession):
         while chunk := await proc.read():
-            await ws.send_text(
-                json.dumps({"type": "stdout", "data": base64.b64encode(chunk).decode()})
-            )
-        return {"type": "exit", "exit_code": await proc.wait(), "signal": None, "timed_out": False}
+            await ws.send_text(wire.stdout(chunk))
+        return wire.exit_(await proc.wait())
     async for ev in proc.events():
-        if isinstance(ev, Stdout | Stderr):
-            kind = "stdout" if isinstance(ev, Stdout) else "stderr"
-            await ws.send_text(
-                json.dumps({"type": kind, "data": base64.b64encode(ev.data).decode()})
-            )
+        if isinstance(ev, Stdout):
+            await ws.send_text(wire.stdout(ev.data))
+        elif isinstance(ev, Stderr):
+            await ws.send_text(wire.stderr(ev.data))
         elif isinstance(ev, Exit):
-            return {"type": "exit", "exit_code": ev.exit_code, "signal": ev.signal,
-                    "timed_out": ev.timed_out}  # fmt: skip
+            return wire.exit_(ev.exit_code, ev.signal, ev.timed_out)
     raise ControlError("the command's stream ended without an exit status")
 
 
@@ -131,33 +121,35 @@ async def exec_stream(ws: WebSocket, ref: str) -> None:
     plane: Computers = ws.app.state.computers
     try:
         auth = authenticate(ws)
-        req: dict[str, Any] = json.loads(await ws.receive_text())
+        req = wire.START.validate_json(await ws.receive_text())
         async with contextlib.AsyncExitStack() as stack:
             proc: ExecProcess | PtySession
-            if req.get("pty"):
+            if req.pty:
                 proc = await stack.enter_async_context(plane.pty(
-                    auth.org, ref, req.get("cmd"), rows=int(req.get("rows", 24)),
-                    cols=int(req.get("cols", 80)), env=req.get("env") or None,
-                    cwd=req.get("cwd"), user=req.get("user"),
+                    auth.org, ref, req.cmd, rows=req.rows, cols=req.cols, env=req.env or None,
+                    cwd=req.cwd, user=req.user,
                 ))  # fmt: skip
             else:
+                if req.cmd is None:
+                    raise ValueError("cmd is required without pty")
                 try:
                     proc = await stack.enter_async_context(plane.exec_stream(
-                        auth.org, ref, req["cmd"], env=req.get("env") or None,
-                        cwd=req.get("cwd"), user=req.get("user"), timeout=req.get("timeout"),
+                        auth.org, ref, req.cmd, env=req.env or None, cwd=req.cwd,
+                        user=req.user, timeout=req.timeout,
                     ))  # fmt: skip
                 except CommandNotFoundError as exc:
-                    err = base64.b64encode((exc.message + "\n").encode()).decode()
-                    await ws.send_text(json.dumps({"type": "stderr", "data": err}))
-                    await ws.send_text(json.dumps({"type": "exit", "exit_code": 127}))
+                    await ws.send_text(wire.stderr((exc.message + "\n").encode()))
+                    await ws.send_text(wire.exit_(127))
                     await ws.close()
                     return
             guest = asyncio.ensure_future(_pump_guest(ws, proc))
             reader = asyncio.ensure_future(_pump_client(ws, proc))
             try:
                 await asyncio.wait({guest, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if not guest.done():  # the client went away: end the command with it
+                if not guest.done():  # the client went away (or broke the protocol): end it
                     await proc.signal(signal.SIGKILL)
+                    if isinstance(broken := reader.exception(), ValueError):
+                        raise broken  # a message that is not the protocol's
                     return
                 final = guest.result()
             finally:
@@ -165,11 +157,11 @@ async def exec_stream(ws: WebSocket, ref: str) -> None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
-            await ws.send_text(json.dumps(final))
+            await ws.send_text(final)
             await ws.close()
     except WebSocketDisconnect:
         return
     except ControlError as exc:
         await close_with_control_error(ws, exc)
-    except (ValueError, KeyError) as exc:
-        await close_with_error(ws, "validation_error", f"bad request: {exc}")
+    except ValueError as exc:  # pydantic's ValidationError too
+        await close_with_error(ws, "validation_error", f"bad message: {wire.explain(exc)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import logging
@@ -308,6 +309,22 @@ class AgentClient:
 
     async def set_hostname(self, name: str) -> None:
         await self.call("control", {"op": "set_hostname", "hostname": name})
+
+    async def fs_freeze(self, timeout: float = 10.0) -> None:
+        """Freeze the guest's root filesystem (thawed by the guest itself after `timeout`)."""
+        await self.call("control", {"op": "fs_freeze", "timeout": timeout})
+
+    async def fs_thaw(self) -> bool:
+        return bool((await self.call("control", {"op": "fs_thaw"})).get("thawed"))
+
+    async def new_identity(
+        self, hostname: str, machine_id: str, entropy: bytes, unix_time: float
+    ) -> str:
+        """A copied computer's own identity (hostname, machine-id, SSH host keys, `entropy`
+        credited to the kernel and reseeded, the clock); returns its new SSH host public key."""
+        params = {"op": "new_identity", "hostname": hostname, "machine_id": machine_id,
+                  "entropy": base64.b64encode(entropy).decode(), "time": unix_time}  # fmt: skip
+        return str((await self.call("control", params, timeout=120.0)).get("public_key", ""))
 
     async def metrics(self) -> Metrics:
         body = await self.call("control", {"op": "metrics"})

@@ -5,6 +5,7 @@ them looks like."""
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +37,50 @@ def format_of(path: Path) -> DiskFormat:
     return "qcow2" if path.suffix == ".qcow2" else "raw"
 
 
-def create_overlay(base: Path, dest: Path, size_bytes: int) -> None:
+def create_overlay(base: Path, dest: Path, size_bytes: int, base_exists: bool = True) -> None:
     """A new qcow2 file at `dest` of `size_bytes` whose unwritten clusters read from `base` (by
-    its absolute path, which must never change while anything is backed by it)."""
-    _run("create", "-q", "-f", "qcow2", "-o", "cluster_size=65536", "-b",
-         str(base.resolve()), "-F", format_of(base), str(dest), str(size_bytes))  # fmt: skip
+    its absolute path, which must never change while anything is backed by it). `base_exists`
+    False: `base` is where the backing file is about to be (a live snapshot renames it there)."""
+    unsafe = () if base_exists else ("-u",)
+    _run("create", "-q", "-f", "qcow2", "-o", "cluster_size=65536", *unsafe, "-b",
+         str(base if not base_exists else base.resolve()), "-F", format_of(base), str(dest),
+         str(size_bytes))  # fmt: skip
+
+
+def rebase(path: Path, new_base: Path, same_content: bool = False) -> None:
+    """Make `new_base` the backing file of the qcow2 file `path`. Unless `same_content`, the
+    clusters in which the old and new backing chains differ are first copied into `path`, so
+    what it reads does not change (QEMU reads only clusters allocated above `new_base` when
+    `new_base` is in the old chain). `same_content`: only the header changes."""
+    unsafe = ("-u",) if same_content else ()
+    _run("rebase", "-q", "-f", "qcow2", *unsafe, "-b", str(new_base), "-F", format_of(new_base),
+         str(path))  # fmt: skip
+
+
+QCOW2_MAGIC = b"QFI\xfb"
+_HEADER = struct.Struct(">4sIQI")  # magic, version, backing_file_offset, backing_file_size
+
+
+def parse_backing(header: bytes) -> str | None:
+    """The backing file name a qcow2 header names (None: no backing file). Pure."""
+    if len(header) < _HEADER.size:
+        raise DiskError("not a qcow2 file: too short")
+    magic, _version, offset, size = _HEADER.unpack_from(header)
+    if magic != QCOW2_MAGIC:
+        raise DiskError("not a qcow2 file: bad magic")
+    if offset == 0 or size == 0:
+        return None
+    if size > 1023 or offset + size > len(header):
+        raise DiskError("qcow2 backing file name out of range")
+    return header[offset : offset + size].decode("utf-8", errors="strict")
+
+
+def backing_of(path: Path) -> Path | None:
+    """The backing file of a qcow2 file, from its header (no qemu-img process)."""
+    with open(path, "rb") as f:
+        head = f.read(65536)
+    name = parse_backing(head)
+    return None if name is None else Path(name)
 
 
 def resize(path: Path, size_bytes: int) -> None:

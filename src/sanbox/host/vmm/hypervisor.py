@@ -43,6 +43,7 @@ class VmSpec:
     hostname: str = "sanbox"
     net: NetAttachment | None = None
     memory_file: Path | None = None  # guest RAM as a shared file (tmpfs): fast pause/resume
+    memory_private: bool = False  # memory_file is saved memory, mapped copy-on-write (a resume)
     restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
     run_as: VmUser | None = None  # drop to this user before the hypervisor starts
@@ -85,8 +86,9 @@ class VmHandle(Protocol):
     async def disk_error(self) -> str | None:
         """None if it runs; `nospace` or `failed` if a disk error stopped the guest."""
 
-    async def save_state(self, vmstate: Path) -> None:
-        """Stop the vCPUs and write the device state (RAM is in the shared RAM file)."""
+    async def save_state(self, vmstate: Path) -> bool:
+        """Stop the vCPUs and write the device state. Returns whether the stream carries the
+        guest's RAM too (RAM mapped privately); if not, RAM is in the shared RAM file."""
 
     async def load_state(self, vmstate: Path) -> None:
         """Load a saved device state into a VM booted with `restore=True`; it runs."""
@@ -95,6 +97,22 @@ class VmHandle(Protocol):
         """Let the vCPUs run again after a save that is not followed by a quit."""
 
     async def quit(self) -> None: ...
+
+    # snapshots: `pause` + `save_state` (+ the RAM file) is Firecracker's `PATCH /vm Paused` +
+    # `PUT /snapshot/create` (state file + memory file); `load_state` into a VM booted with
+    # `restore=True` on that memory file (mapped privately) is `PUT /snapshot/load`.
+
+    async def pause(self) -> None:
+        """Stop the vCPUs; `continue_running` lets them run again."""
+
+    async def switch_disk(self, overlay: Path) -> None:
+        """From now on write the disk to `overlay`, a new qcow2 file whose backing file is the
+        VM's current disk (which must stay at the path the VM opened it by: read-only from now,
+        it is a layer under the overlay)."""
+
+    async def stream_disk(self, base: Path) -> None:
+        """Copy what the layers above `base` hold into the VM's own overlay and drop them from
+        its chain (a live flatten: the overlay then stands on `base`)."""
 
 
 class Hypervisor(Protocol):

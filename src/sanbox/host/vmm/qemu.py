@@ -89,11 +89,14 @@ def qemu_argv(
             "-device", f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
         ]  # fmt: skip
     if spec.memory_file is not None:
+        # shared: a tmpfs file that `x-ignore-shared` leaves out of the migration stream; private:
+        # saved memory mapped copy-on-write, its clean pages read from the page cache. (QEMU 7.2's
+        # `readonly=on` would map it read-only, a ROM to the guest: QEMU opens it read-write.)
         argv[argv.index("-M") + 1] += ",memory-backend=ram"
         argv += [
             "-object",
             f"memory-backend-file,id=ram,size={spec.memory_mib}M,mem-path={spec.memory_file},"
-            "share=on",
+            f"share={'off' if spec.memory_private else 'on'}",
         ]
     if spec.restore:
         argv += ["-incoming", "defer"]
@@ -221,10 +224,10 @@ class QemuVm:
         io = [b.get("io-status") for b in blocks if b.get("io-status") not in (None, "ok")]
         return "nospace" if "nospace" in io else "failed"
 
-    async def save_state(self, vmstate: Path) -> None:
+    async def save_state(self, vmstate: Path) -> bool:
         from .qemu_state import save_state
 
-        await save_state(self, vmstate)
+        return await save_state(self, vmstate)
 
     async def load_state(self, vmstate: Path) -> None:
         from .qemu_state import load_state
@@ -240,6 +243,21 @@ class QemuVm:
         from .qemu_state import quit_vm
 
         await quit_vm(self)
+
+    async def pause(self) -> None:
+        from .qemu_snapshot import pause
+
+        await pause(self)
+
+    async def switch_disk(self, overlay: Path) -> None:
+        from .qemu_snapshot import switch_disk
+
+        await switch_disk(self, overlay)
+
+    async def stream_disk(self, base: Path) -> None:
+        from .qemu_snapshot import stream_disk
+
+        await stream_disk(self, base)
 
 
 class QemuHypervisor:

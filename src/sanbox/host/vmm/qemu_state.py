@@ -1,6 +1,9 @@
 """Saving and loading a QEMU VM's state over QMP. Guest RAM lives in a shared file, so with
 `x-ignore-shared` the migration stream carries only the device state (kilobytes); the RAM file is
-kept beside it by the caller. The migration bandwidth limit is raised (the default is 32 MiB/s).
+kept beside it by the caller. A VM resumed from saved memory maps it privately (`share=off`): its
+RAM is not skipped, the stream carries it, and `save_state` says so (the caller takes it out,
+memstream.py). A load leaves a private RAM block whose pages are not in the stream as it is: the
+mapped file. The migration bandwidth limit is raised (the default is 32 MiB/s).
 
 QEMU runs sandboxed (`-sandbox ...,spawn=deny`): it may not start `exec:cat`. The host opens the
 state file itself and hands QEMU the descriptor over QMP (`getfd`), then migrates to or from
@@ -23,6 +26,7 @@ if TYPE_CHECKING:  # qemu.py calls into this module
 MAX_BANDWIDTH = 100 * 1024**3  # bytes/s: effectively unlimited
 IGNORE_SHARED = [{"capability": "x-ignore-shared", "state": True}]
 STATE_FD = "sanbox-vmstate"
+RAM_OBJECT = "/objects/ram"  # the memory backend qemu.py's argv names `ram`
 
 
 async def _migration_done(qmp: QmpClient, timeout: float) -> None:
@@ -42,11 +46,21 @@ async def _migration_done(qmp: QmpClient, timeout: float) -> None:
         await asyncio.sleep(0.005)
 
 
-async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> None:
-    """Stop the vCPUs and write the device state to `vmstate`. On failure the VM runs again."""
+async def _ram_shared(qmp: QmpClient) -> bool:
+    """Whether the guest's RAM is a shared file (left out of the stream by x-ignore-shared)."""
+    try:
+        return bool(await qmp.execute("qom-get", path=RAM_OBJECT, property="share"))
+    except QmpError:
+        return False  # no memory backend object: anonymous RAM, migrated in the stream
+
+
+async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> bool:
+    """Stop the vCPUs and write the device state to `vmstate`; True if the stream carries the
+    guest's RAM too (its RAM is not a shared file). On failure the VM runs again."""
     qmp = await vm.qmp()
     stopped = False
     try:
+        ram_in_stream = not await _ram_shared(qmp)
         await qmp.execute("migrate-set-parameters", **{"max-bandwidth": MAX_BANDWIDTH})
         await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
         fd = os.open(vmstate, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -58,6 +72,7 @@ async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> None:
         stopped = True
         await qmp.execute("migrate", uri=f"fd:{STATE_FD}")
         await _migration_done(qmp, timeout)
+        return ram_in_stream
     except BaseException:
         if stopped:
             with contextlib.suppress(QmpError, OSError):

@@ -1,0 +1,45 @@
+"""The `sanbox` command's typer app: every command, registered from its module.
+
+Client commands load only typer, rich and the SDK: importing this module must not import the
+server (FastAPI, SQLAlchemy, alembic) or `sanbox.host`; server-side commands import what they
+need inside the command (ruff's TID253 and tests/unit/test_cli_imports.py keep it so).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import (
+    admin,
+    audit,
+    computer,
+    config,
+    doctor,
+    files,
+    image,
+    mcp,
+    network,
+    server,
+    shell,
+    ssh,
+)
+
+app = typer.Typer(
+    name="sanbox",
+    help="Sanbox: self-hosted agent computers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(image.app, name="image")
+app.command("doctor")(doctor.doctor)
+app.command("server")(server.server)
+computer.register(app)
+shell.register(app)
+ssh.register(app)
+files.register(app)
+admin.register(app)
+audit.register(app)
+config.register(app)
+network.register(app)
+mcp.register(app)

@@ -1,0 +1,128 @@
+"""`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...` without the typer app.
+
+`parse_exec` reads that plain form the way click would (options may come before, between and
+after the positionals until `--`; the first `--` ends them) and gives up, returning None, on
+anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated `--cwd`, an option
+without its value or with one that starts with `-`, a bad KEY=VALUE, too few arguments. The
+typer app then parses the same argv and behaves (or fails) exactly as it always did.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..sdk._websocket import WebSocketLike
+
+_VALUES = {"--env": "env", "-e": "env", "--cwd": "cwd", "--user": "user", "-u": "user"}
+
+
+@dataclass(frozen=True)
+class ExecArgs:
+    name: str
+    cmd: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    user: str | None = None
+
+
+def parse_exec(argv: list[str]) -> ExecArgs | None:
+    """`argv` (after `sanbox`) as a plain `exec`, or None: let the typer app have it."""
+    if not argv or argv[0] != "exec":
+        return None
+    positional: list[str] = []
+    env: dict[str, str] = {}
+    single: dict[str, str] = {}
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            positional += argv[i + 1 :]
+            break
+        if arg.startswith("-") and arg != "-":
+            option = _VALUES.get(arg)
+            if option is None or i + 1 == len(argv) or argv[i + 1].startswith("-"):
+                return None
+            value = argv[i + 1]
+            if option == "env":
+                key, sep, rest = value.partition("=")
+                if not sep or not key:
+                    return None
+                env[key] = rest
+            elif option in single:
+                return None
+            else:
+                single[option] = value
+            i += 2
+            continue
+        positional.append(arg)
+        i += 1
+    if len(positional) < 2:
+        return None
+    return ExecArgs(positional[0], positional[1:], env, single.get("cwd"), single.get("user"))
+
+
+def run_exec(args: ExecArgs) -> int:
+    """Run it as `sanbox exec` does; its exit status. A `SanboxError` propagates (the caller
+    reports it as the typer app's commands do); an interrupt and a closed stdout end it as typer
+    ends a command: 130, and 1 without a traceback."""
+    import asyncio
+
+    try:
+        code = asyncio.run(_direct(args))
+        if code is None:  # no server reached: the usual way, whose error says so as always
+            from ..sdk import AsyncSanbox
+            from .streaming import stream
+
+            client = AsyncSanbox()
+            code = asyncio.run(
+                stream(client, args.name, args.cmd, args.env, args.cwd, args.user, pty=False)
+            )
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 1
+
+
+async def _direct(args: ExecArgs) -> int | None:
+    """The exec WebSocket opened by the computer's name, without the SDK's HTTP client (httpx:
+    ~0.06 s to load) nor a GET of the computer first: the WebSocket says what that GET would
+    (computer_not_found, unauthorized, ...) with the same code and message. None when the server
+    could not be reached: nothing was sent."""
+    import shutil
+    from contextlib import asynccontextmanager
+    from urllib.parse import quote
+
+    from ..sdk._websocket import websocket_url, websockets_connector
+    from ..sdk.config import resolve_config
+    from ..sdk.errors import ConnectionFailedError
+    from ..sdk.exec_protocol import ExecStart
+    from ..sdk.exec_stream import AsyncExecStream
+    from .streaming import relay
+
+    config = resolve_config()
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    url = websocket_url(config.url, f"/v1/computers/{quote(args.name, safe='')}/exec/stream")
+    size = shutil.get_terminal_size()
+    start = ExecStart(args.cmd, args.env, args.cwd, args.user, rows=size.lines, cols=size.columns)
+    reached = False
+
+    @asynccontextmanager
+    async def connect(url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
+        nonlocal reached
+        async with websockets_connector(url, headers) as ws:
+            reached = True
+            yield ws
+
+    try:
+        return await relay(AsyncExecStream(connect, url, headers, start), pty=False)
+    except ConnectionFailedError:
+        if reached:
+            raise
+        return None

@@ -1,0 +1,131 @@
+"""Snapshots: a computer's disk at one moment, with its memory when asked, kept by the org after
+the computer is gone. The record is written `creating` first and becomes `ready` only once the
+host's files are complete, durable and verified; a snapshot that failed leaves no record and no
+files, and its computer runs on as it was."""
+
+from __future__ import annotations
+
+import logging
+
+from ..host.errors import HostError
+from ..store import repo
+from ..store.models import ComputerRow, Org, SnapshotRow
+from .errors import ConflictError, NotFoundError
+from .fleet import Fleet
+from .host_errors import from_host
+from .names import check_name
+from .states import State
+
+log = logging.getLogger(__name__)
+
+HAS_MEMORY = (State.RUNNING, State.PAUSED, State.SUSPENDED)
+
+
+def get(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
+    with fleet.db.session() as s:
+        row = repo.snapshot(s, org.id, ref)
+    if row is None:
+        raise NotFoundError(f"no snapshot {ref!r}: see `sanbox snapshot ls`", "snapshot_not_found")
+    return row
+
+
+def find(fleet: Fleet, org: Org) -> list[SnapshotRow]:
+    with fleet.db.session() as s:
+        return repo.list_snapshots(s, org.id)
+
+
+def _insert(fleet: Fleet, row: ComputerRow, memory: bool, name: str | None) -> SnapshotRow:
+    with fleet.db.session() as s:
+        if name is not None and repo.snapshot_name_taken(s, row.org_id, name):
+            raise ConflictError(
+                f"a snapshot named {name!r} already exists: pick another name", "name_taken"
+            )
+        snap = SnapshotRow(
+            id=repo.new_id("snp_"), org_id=row.org_id, name=name, state="creating",
+            computer_id=row.id, computer_name=row.name, template=row.template, image=row.image,
+            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, memory=memory,
+            size_bytes=0, env=dict(row.env), allow=list(row.allow),
+            idle_timeout=row.idle_timeout,
+        )  # fmt: skip
+        s.add(snap)
+        s.flush()
+    return snap
+
+
+def _drop(fleet: Fleet, snapshot_id: str) -> None:
+    with fleet.db.session() as s:
+        live = s.get(SnapshotRow, snapshot_id)
+        if live is not None:
+            s.delete(live)
+
+
+async def take_locked(
+    fleet: Fleet, row: ComputerRow, memory: bool, name: str | None, hidden: bool = False
+) -> SnapshotRow:
+    """Snapshot `row`, whose lock the caller holds. `hidden`: a fork's, never listed."""
+    if memory and row.state not in HAS_MEMORY:
+        raise ConflictError(
+            f"computer {row.name} is {row.state}: it has no memory to keep; take a disk-only "
+            "snapshot (without --memory) or start it first",
+            "invalid_transition",
+        )
+    snap = _insert(fleet, row, memory, name)
+    kind = "with memory" if memory else "disk only"
+    fleet.record(row.id, None, "snapshot.creating", f"snapshot {snap.id} ({kind})",
+                 {"snapshot": snap.id, "memory": memory})  # fmt: skip
+    machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
+    try:
+        taken = await fleet.runtime.snapshot(
+            snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
+        )
+    except HostError as exc:
+        _drop(fleet, snap.id)
+        error = from_host(exc, "snapshot", row.id)
+        fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
+        if machine is not None and not machine.vm.alive():
+            await fleet.vm_exited(row.id, "its VM died during a snapshot")
+        raise error from exc
+    except BaseException:
+        _drop(fleet, snap.id)
+        raise
+    with fleet.db.session() as s:
+        live = s.get(SnapshotRow, snap.id)
+        assert live is not None
+        live.state = "hidden" if hidden else "ready"
+        live.size_bytes = taken.size_bytes
+        snap = live
+    fleet.record(
+        row.id, None, "snapshot.ready",
+        f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
+        f"the computer paused {taken.paused_seconds:.2f}s)",
+        {"snapshot": snap.id, "memory": memory, "size_bytes": taken.size_bytes,
+         "paused_seconds": round(taken.paused_seconds, 3)},
+    )  # fmt: skip
+    return snap
+
+
+async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None) -> SnapshotRow:
+    if name is not None:
+        check_name(name, "snapshot")
+    async with fleet.acting(org, ref, "snapshot") as row:
+        return await take_locked(fleet, row, memory, name)
+
+
+async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
+    """Remove a snapshot. Computers made from it keep working: the layers their disks stand on
+    stay until nothing references them."""
+    snap = get(fleet, org, ref)
+    await remove(fleet, snap)
+    return snap
+
+
+async def remove(fleet: Fleet, snap: SnapshotRow) -> None:
+    try:
+        await fleet.runtime.delete_snapshot(snap.id)
+    except HostError as exc:  # the record stays: a second delete tries again
+        raise from_host(exc, "snapshot delete", snap.computer_id) from exc
+    _drop(fleet, snap.id)
+    with fleet.db.session() as s:
+        ev = repo.add_event(s, snap.org_id, snap.computer_id, "snapshot.deleted",
+                            f"snapshot {snap.id} deleted", {"snapshot": snap.id})  # fmt: skip
+    fleet.bus.publish(ev)

@@ -1,0 +1,174 @@
+"""New computers from a snapshot, and forks.
+
+A new computer's disk is a new overlay on the snapshot's layer (constant time, whatever the
+disk's size), after the snapshot's files are checked against its manifest. With memory, the VM
+starts from the snapshot's device state with the saved RAM mapped privately (a hard link of the
+snapshot's memory file in the computer's run dir, checked there: N computers from one snapshot
+share its clean pages, nothing is copied); the outcome says `restored`, or why not and the
+computer booted on the disk. A damaged snapshot is refused with the reason, never used.
+
+Every computer made this way gets a new identity before it is handed out (`new_identity`):
+hostname, machine-id, SSH host keys, entropy from the host credited and reseeded, the clock.
+A fork is a snapshot with memory and N such computers, all or none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import memfile, memory, suspend
+from ..agent import AgentClient, AgentError
+from ..disk import GIB, qcow2
+from ..errors import HostError
+from ..image import Image
+from ..layout import ComputerDir
+from ..memory import MemoryOutcome
+from .errors import SnapshotCorruptError, SnapshotError
+from .manifest import SnapshotManifest
+from .store import Snapshots
+
+if TYPE_CHECKING:
+    from ..runtime import HostRuntime, Machine, MachineSpec
+
+ENTROPY_BYTES = 256
+
+log = logging.getLogger(__name__)
+
+
+async def new_identity(agent: AgentClient, hostname: str) -> str:
+    """Give a copied computer its own identity; returns its new SSH host public key."""
+    return await agent.new_identity(
+        hostname, secrets.token_hex(16), os.urandom(ENTROPY_BYTES), time.time()
+    )
+
+
+def _check_memory(
+    snaps: Snapshots, snap: SnapshotManifest, mapped: Path, compat: dict[str, object], key: bytes
+) -> None:
+    """Link the snapshot's memory where the VM maps it and check it there, in one read pass."""
+    mem = snaps.memory_dir(snap.id)
+    saved = memory.load(mem, compat, key)
+    os.link(mem / memory.MEMORY, mapped)
+    try:
+        memfile.verify(mapped, saved.memory_bytes, saved.chunks(), key)
+    except memfile.MemoryCorruptError as exc:
+        mapped.unlink()
+        raise SnapshotCorruptError(snap.id, "corrupt", str(exc)) from exc
+    except BaseException:
+        mapped.unlink()
+        raise
+
+
+def disk_from_snapshot(
+    snaps: Snapshots, snap: SnapshotManifest, cdir: ComputerDir, size_bytes: int = 0
+) -> Path:
+    """A new computer's disk: an overlay on the snapshot's layer (constant time), at least as
+    large as the snapshot's disk."""
+    size = max(snap.disk_bytes, size_bytes)
+    qcow2.create_overlay(snaps.layers.path(snap.layer), cdir.overlay_disk, size)
+    return cdir.overlay_disk
+
+
+async def create_from_snapshot(
+    rt: HostRuntime, snaps: Snapshots, spec: MachineSpec, image: Image, snapshot_id: str
+) -> tuple[Machine, MemoryOutcome | None]:
+    snap = await asyncio.to_thread(snaps.load, snapshot_id)
+    if snap.image != image.build_id:
+        raise SnapshotError(
+            f"snapshot {snap.id} stands on image build {snap.image}, not {image.build_id}"
+        )
+    hv = await rt.hypervisor(image)
+    compat = suspend.compat(spec, image, hv.isolation) if snap.memory else None
+    outcome: MemoryOutcome | None = None
+    try:
+        await asyncio.to_thread(snaps.verify, snap, compat)
+    except memory.StateError as exc:  # incompatible memory: the disk is still good
+        outcome = MemoryOutcome(False, exc.reason)
+        compat = None
+    cdir = rt.data_dir.computer(spec.computer_id)
+    if cdir.root.exists():
+        raise SnapshotError(f"computer folder {cdir.root} already exists")
+    async with contextlib.AsyncExitStack() as undo:
+        cdir.root.mkdir(parents=True)
+        undo.callback(shutil.rmtree, cdir.root, True)
+        size = (spec.disk_gib or 0) * GIB
+        await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, size)
+        machine = None
+        if compat is not None:
+            async with snaps.restoring:
+                machine, outcome = await _restore(rt, snaps, snap, spec, image, compat)
+        if machine is None:
+            machine = await rt.start(spec, image)
+        undo.pop_all()  # from here on, a failure takes the whole computer away
+        try:
+            await new_identity(await machine.client(), spec.hostname)
+        except BaseException:
+            with contextlib.suppress(AgentError):
+                await machine.agent.close()
+            await rt.destroy(spec.computer_id)
+            raise
+        return machine, outcome
+    raise AssertionError("unreachable")
+
+
+async def _restore(
+    rt: HostRuntime,
+    snaps: Snapshots,
+    snap: SnapshotManifest,
+    spec: MachineSpec,
+    image: Image,
+    compat: dict[str, object],
+) -> tuple[Machine | None, MemoryOutcome]:
+    cdir = rt.data_dir.computer(spec.computer_id)
+    cdir.run.mkdir(parents=True, exist_ok=True)
+    mapped = memory.mapped_file(cdir.run)
+    await asyncio.to_thread(_check_memory, snaps, snap, mapped, compat, rt.memory_key)
+    vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
+    try:
+        return await rt.run_saved(spec, image, vmstate, mapped), MemoryOutcome(True)
+    except (HostError, AgentError, OSError) as exc:
+        mapped.unlink(missing_ok=True)
+        log.warning("%s: memory of %s not restored: %s", spec.computer_id, snap.id, exc)
+        return None, MemoryOutcome(False, f"restore failed: {exc}")
+
+
+async def fork(
+    rt: HostRuntime,
+    snaps: Snapshots,
+    machine: Machine,
+    spec: MachineSpec,
+    image: Image,
+    new_specs: list[MachineSpec],
+) -> list[Machine]:
+    """N new running computers from a running one, each carrying on from its memory with a new
+    identity; the source pauses only while its memory is saved. All or none."""
+    if any((s.vcpus, s.memory_mib) != (spec.vcpus, spec.memory_mib) for s in new_specs):
+        raise SnapshotError("a fork keeps its source's vCPUs and memory size")
+    snapshot_id = "snp_fork" + secrets.token_hex(8)
+    await rt.snapshot(snapshot_id, spec.computer_id, machine, spec, image, memory=True)
+    try:
+        results = await asyncio.gather(
+            *(create_from_snapshot(rt, snaps, s, image, snapshot_id) for s in new_specs),
+            return_exceptions=True,
+        )
+    finally:
+        await rt.delete_snapshot(snapshot_id)  # the forks' disks keep the layers they stand on
+    made = [r[0] for r in results if isinstance(r, tuple)]
+    failed: list[BaseException] = [r for r in results if isinstance(r, BaseException)]
+    lost = [r[1] for r in results if isinstance(r, tuple) and not (r[1] and r[1].restored)]
+    if lost:  # a fork carries on from its source's memory, or it is not a fork
+        failed.append(SnapshotError(f"a fork's memory was not restored: {lost[0]}"))
+    if failed:
+        for m in made:
+            await rt.destroy(m.computer_id)
+        await rt.gc_layers()
+        raise failed[0]
+    return made

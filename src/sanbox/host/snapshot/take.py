@@ -1,0 +1,307 @@
+"""Taking a snapshot of a computer, running or not, with its memory or its disk alone.
+
+The disk: the computer's current disk file is frozen as a read-only layer (renamed into the layer
+store; a raw disk too, so raw computers move onto overlays here, nothing copied) and the computer
+continues on a new overlay backed by it. A running VM is switched to the new overlay at one
+instant (`VmHandle.switch_disk`), its root filesystem frozen through the agent around it (or, if
+the agent cannot, its vCPUs stopped alone). With memory, the vCPUs stop, the disk switches and
+the device state and RAM are saved at that same instant (memory.py's format), then the VM runs
+on. A paused computer's saved state is copied as it is.
+
+A snapshot whose layer would make chains too deep gets a flattened copy of it instead; a running
+computer whose own chain grew too deep streams its layers into its overlay (`stream_disk`).
+Whatever fails, the computer keeps running on a disk that reads as before, and no snapshot is
+listed: its folder is temporary until the manifest is in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import memory, suspend
+from ..agent import AgentError
+from ..disk import qcow2
+from ..disk.clone import clone_file
+from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
+from ..durable import fsync_path
+from ..errors import HostError
+from ..image import Image
+from ..layout import ComputerDir
+from ..vmm import VmHandle
+from .errors import SnapshotError
+from .manifest import MEMORY_DIR, SnapshotManifest
+from .store import Snapshots
+
+if TYPE_CHECKING:
+    from ..runtime import HostRuntime, Machine, MachineSpec
+
+FREEZE_TIMEOUT = 10.0  # the guest thaws by itself after this, whatever happens here
+MIB = 1024 * 1024
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Switch:
+    """A disk freeze in files: `layer` (the frozen disk, in the layer store), `overlay` (the
+    computer's new disk on it), and how to undo it."""
+
+    layer: Path
+    overlay: Path
+    linked: bool  # `layer` is a new name (a hard link) of a disk file outside the store
+    old_target: str | None  # where the computer's disk link pointed before
+
+    def undo(self, cdir: ComputerDir) -> None:
+        _point(cdir, self.old_target)
+        self.overlay.unlink(missing_ok=True)
+        if self.linked:
+            self.layer.unlink(missing_ok=True)
+
+
+def _point(cdir: ComputerDir, target: str | None) -> None:
+    """Make the computer's disk link name `target` (None: no link), atomically."""
+    if target is None:
+        cdir.disk_link.unlink(missing_ok=True)
+        return
+    tmp = cdir.root / "disk.link-tmp"
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, cdir.disk_link)
+
+
+def _switch_files(snaps: Snapshots, rt: HostRuntime, cdir: ComputerDir) -> _Switch:
+    """Freeze the disk file as a layer where it lies (a disk in the store already) or under a
+    second name in the store (a hard link: the path QEMU opened stays valid, no data moves), and
+    point the computer at a new overlay on it. Nothing is renamed under a running QEMU: it
+    reopens images by name when it reactivates them after saving the device state."""
+    disk = cdir.disk
+    size = rt.disks.size(disk)
+    linked = snaps.layers.id_of(disk) is None
+    layer = snaps.layers.new_path(qcow2.format_of(disk)) if linked else disk
+    if linked:
+        os.link(disk, layer)
+    old = os.readlink(cdir.disk_link) if cdir.disk_link.is_symlink() else None
+    overlay = snaps.layers.new_path("qcow2")
+    switch = _Switch(layer, overlay, linked, old)
+    try:
+        qcow2.create_overlay(layer, overlay, size)
+        st = disk.stat()
+        os.chown(overlay, st.st_uid, st.st_gid)
+        os.chmod(overlay, 0o600)
+        _point(cdir, str(overlay))
+    except BaseException:
+        switch.undo(cdir)
+        raise
+    return switch
+
+
+async def _freeze_disk(
+    snaps: Snapshots, rt: HostRuntime, cdir: ComputerDir, vm: VmHandle | None
+) -> Path:
+    switch = await asyncio.to_thread(_switch_files, snaps, rt, cdir)
+    if vm is not None:
+        try:
+            await vm.switch_disk(switch.overlay)
+        except BaseException:
+            await asyncio.to_thread(switch.undo, cdir)
+            raise
+    for d in (cdir.root, snaps.layers.root):
+        await asyncio.to_thread(fsync_path, d)
+    return switch.layer
+
+
+async def _running_disk_only(
+    snaps: Snapshots, rt: HostRuntime, machine: Machine
+) -> tuple[Path, float]:
+    frozen = False
+    client = None
+    try:
+        client = await machine.client(timeout=5.0)
+        await client.fs_freeze(FREEZE_TIMEOUT)
+        frozen = True
+    except (AgentError, HostError) as exc:  # crash-consistent then: the vCPUs stop alone
+        log.warning("%s: filesystem not frozen for a snapshot: %s", machine.computer_id, exc)
+    try:
+        await machine.vm.pause()
+        started = time.monotonic()
+        try:
+            layer = await _freeze_disk(snaps, rt, machine.dir, machine.vm)
+        finally:
+            await machine.vm.continue_running()
+            paused = time.monotonic() - started
+    finally:
+        if frozen and client is not None:
+            with contextlib.suppress(AgentError):
+                await client.fs_thaw()
+    return layer, paused
+
+
+async def _running_with_memory(
+    snaps: Snapshots, rt: HostRuntime, machine: Machine, spec: MachineSpec, image: Image, tmp: Path
+) -> tuple[Path, float]:
+    vm = machine.vm
+    mem = tmp / MEMORY_DIR
+    mem.mkdir(mode=0o700)
+    stream = mem / f"{memory.VMSTATE}.tmp"
+    keys = suspend.compat(spec, image, vm.isolation), time.monotonic(), rt.memory_key
+    await vm.pause()
+    started = time.monotonic()
+    ram_in_stream = False
+    try:
+        layer = await _freeze_disk(snaps, rt, machine.dir, vm)
+        ram_in_stream = await vm.save_state(stream)
+        if not ram_in_stream:  # the RAM is a shared file: copied while the vCPUs are stopped
+            ram = rt.data_dir.ram_file(spec.computer_id)
+            await asyncio.to_thread(memory.write, mem, stream, ram, *keys)
+    finally:
+        await vm.continue_running()
+        paused = time.monotonic() - started
+    if ram_in_stream:  # the stream holds the RAM as it was: taken out after the VM runs on
+        size = spec.memory_mib * MIB
+        await asyncio.to_thread(memory.write_from_stream, mem, stream, size, *keys)
+    return layer, paused
+
+
+def _copy_saved_state(state: Path, dest: Path, key: bytes) -> None:
+    """A paused computer's saved state, copied as it is (checked first: a damaged state is not
+    made into a snapshot)."""
+    saved = memory.load(state, {}, key)
+    dest.mkdir(mode=0o700)
+    for name in (memory.VMSTATE, memory.MEMORY, memory.MANIFEST):
+        clone_file(state / name, dest / name)
+    memory.load(dest, {}, key)
+    if saved.memory_bytes != (dest / memory.MEMORY).stat().st_size:
+        raise SnapshotError("the saved memory changed while it was copied")
+
+
+def _own_size(layer: LayerInfo, tmp: Path) -> int:
+    size = layer.size_bytes
+    for dirpath, _dirs, files in os.walk(tmp):
+        size += sum((Path(dirpath) / f).stat().st_blocks * 512 for f in files)
+    return size
+
+
+async def take(
+    rt: HostRuntime,
+    snaps: Snapshots,
+    snapshot_id: str,
+    computer_id: str,
+    machine: Machine | None,
+    spec: MachineSpec,
+    image: Image,
+    memory_too: bool,
+) -> SnapshotManifest:
+    cdir = rt.data_dir.computer(computer_id)
+    if not cdir.disk.is_file():
+        raise SnapshotError(f"computer {computer_id} has no disk on this host")
+    if memory_too and machine is None and not memory.exists(cdir.state):
+        raise SnapshotError(f"computer {computer_id} has no memory to keep: it is not running")
+    await asyncio.to_thread(snaps.ensure)
+    tmp = snaps.tmp_dir(snapshot_id)
+    if rt.data_dir.snapshot(snapshot_id).exists():
+        raise SnapshotError(f"snapshot {snapshot_id} exists already")
+    async with snaps.lock:
+        snaps.in_progress.add(snapshot_id)
+        try:
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+            tmp.mkdir(mode=0o700)
+            return await _take(rt, snaps, snapshot_id, cdir, machine, spec, image, memory_too)
+        except OSError as exc:
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+            words = exc.strerror or str(exc)
+            raise SnapshotError(f"could not write snapshot {snapshot_id}: {words}") from exc
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+            raise
+        finally:
+            snaps.in_progress.discard(snapshot_id)
+
+
+async def _take(
+    rt: HostRuntime,
+    snaps: Snapshots,
+    snapshot_id: str,
+    cdir: ComputerDir,
+    machine: Machine | None,
+    spec: MachineSpec,
+    image: Image,
+    memory_too: bool,
+) -> SnapshotManifest:
+    tmp = snaps.tmp_dir(snapshot_id)
+    layer_path: Path | None = None
+    paused = 0.0
+    try:
+        if machine is None:
+            layer_path = await _freeze_disk(snaps, rt, cdir, None)
+            if memory_too:
+                await asyncio.to_thread(
+                    _copy_saved_state, cdir.state, tmp / MEMORY_DIR, rt.memory_key
+                )
+        elif memory_too:
+            layer_path, paused = await _running_with_memory(snaps, rt, machine, spec, image, tmp)
+        else:
+            layer_path, paused = await _running_disk_only(snaps, rt, machine)
+    except BaseException:  # a layer frozen is a layer kept: the computer's disk stands on it
+        path = layer_path or await asyncio.to_thread(_frozen_but_unrecorded, snaps, cdir)
+        if path is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(snaps.layers.record, path)
+        raise
+    frozen = await asyncio.to_thread(snaps.layers.record, layer_path)
+    top = frozen
+    if needs_flatten(frozen.depth):
+        top = await asyncio.to_thread(snaps.layers.flatten, frozen, _bottom(snaps, frozen))
+        if machine is None:  # the computer's own overlay moves onto the flat copy too
+            await asyncio.to_thread(qcow2.rebase, cdir.disk, snaps.layers.path(top.id), True)
+    if machine is not None and 1 + frozen.depth > MAX_CHAIN and _bottom_is_image(snaps, frozen):
+        await machine.vm.stream_disk(_bottom(snaps, frozen))
+    disk_bytes = await asyncio.to_thread(rt.disks.size, cdir.disk)
+    snap = SnapshotManifest(
+        id=snapshot_id, computer_id=cdir.root.name, layer=top.id, layer_digest=top.digest,
+        disk_bytes=disk_bytes, memory=memory_too, image=image.build_id,
+        vcpus=spec.vcpus, memory_mib=spec.memory_mib, size_bytes=_own_size(top, tmp),
+        paused_seconds=round(paused, 4), created_at=time.time(),
+    )  # fmt: skip
+    await asyncio.to_thread(snaps.commit, tmp, snap)
+    return snap
+
+
+def _frozen_but_unrecorded(snaps: Snapshots, cdir: ComputerDir) -> Path | None:
+    """The layer the computer's disk stands on if it has no manifest yet (a switch that
+    happened before a failure)."""
+    disk = cdir.disk
+    if snaps.layers.id_of(disk) is None or not disk.is_file():
+        return None
+    with contextlib.suppress(OSError, HostError):
+        backing = qcow2.backing_of(disk)
+        lid = None if backing is None else snaps.layers.id_of(backing)
+        if lid is None:
+            return None
+        try:
+            snaps.layers.load(lid)
+        except HostError:
+            return snaps.layers.path(lid)
+    return None
+
+
+def _bottom(snaps: Snapshots, info: LayerInfo) -> Path:
+    """What a chain stands on: the image under its lowest layer (or that layer, if raw)."""
+    while True:
+        if info.backing is None:
+            return snaps.layers.path(info.id)
+        lid = snaps.layers.id_of(Path(info.backing))
+        if lid is None:
+            return Path(info.backing)
+        info = snaps.layers.load(lid)
+
+
+def _bottom_is_image(snaps: Snapshots, info: LayerInfo) -> bool:
+    return snaps.layers.id_of(_bottom(snaps, info)) is None

@@ -1,0 +1,66 @@
+"""`sanbox exec`'s fast path (by name over the WebSocket, no typer, no httpx, no GET first) says
+and does exactly what the typer app's `exec` does, against the real app.
+
+The attack: a quicker exec that reports a missing computer, a wrong key or an unreachable server
+differently, or exits with another status, breaks every script that reads them. Each case runs
+twice as a user types it: `--env X=1` (the fast path takes it) and `--env=X=1` (it declines, so
+the typer app runs the command the way it always did).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sanbox import Sanbox
+
+from .conftest import LiveServer
+
+pytestmark = pytest.mark.component
+
+ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
+
+
+def sanbox(url: str, key: str, tmp: Path, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "SANBOX_URL": url, "SANBOX_API_KEY": key,
+           "SANBOX_CONFIG": str(tmp / "absent.toml")}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", ENTRY, *args], env=env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def both_ways(url: str, key: str, tmp: Path, name: str, *cmd: str) -> tuple[int, str, str]:
+    fast = sanbox(url, key, tmp, "exec", "--env", "X=1", name, "--", *cmd)
+    typed = sanbox(url, key, tmp, "exec", "--env=X=1", name, "--", *cmd)
+    assert fast == typed
+    return fast
+
+
+def test_the_fast_exec_is_the_exec(live_server: LiveServer, short_tmp: Path) -> None:
+    url, key = live_server.url, live_server.key
+    with Sanbox(url, key) as client:
+        box = client.computers.create(name="fast-one")
+        script = 'echo "out $X"; echo err >&2; exit 5'
+        assert both_ways(url, key, short_tmp, "fast-one", "sh", "-c", script) == (
+            5, "out 1\n", "err\n"
+        )  # fmt: skip
+        assert both_ways(url, key, short_tmp, box.id, "true") == (0, "", "")
+        assert both_ways(url, key, short_tmp, "fast-one", "sh", "-c", "kill -TERM $$")[0] == 143
+        missing = both_ways(url, key, short_tmp, "ghost", "true")
+        assert missing[0] == 1 and "error (computer_not_found)" in missing[2]
+        wrong_key = both_ways(url, "sbk_wrong", short_tmp, "fast-one", "true")
+        assert wrong_key[0] == 1 and "error (unauthorized)" in wrong_key[2]
+        box.stop()
+        stopped = both_ways(url, key, short_tmp, "fast-one", "true")
+        assert stopped[0] == 1 and "error (computer_not_running)" in stopped[2]
+        box.delete()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        down = both_ways(nobody, key, short_tmp, "fast-one", "true")
+    assert down[0] == 1 and "error (connection_failed)" in down[2]

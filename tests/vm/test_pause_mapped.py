@@ -1,0 +1,208 @@
+"""A resume maps the saved memory privately instead of copying it back: the guest's writes never
+reach the saved file, a resumed computer pauses again (its RAM taken out of the migration stream)
+and resumes with what it had then, and a restore that goes wrong (the memory file gone, QEMU
+killed halfway) says so and boots fresh on the disk, leaving no mapped file behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sanbox.host import memfile, memory
+from sanbox.host.image import Image
+from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+
+from .conftest import MakeMachine
+
+pytestmark = pytest.mark.vm
+Run = Callable[..., Any]
+COUNTER = ("nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' >/dev/null 2>&1 "
+           "& echo $! > /tmp/counter.pid")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pausable(make_machine: MakeMachine) -> Iterator[Machine]:
+    yield make_machine(memory_mib=512)
+
+
+def spec_of(machine: Machine) -> MachineSpec:
+    return MachineSpec(computer_id=machine.computer_id, memory_mib=512)
+
+
+def resume(runtime: HostRuntime, machine: Machine, image: Image, run: Run) -> str:
+    resumed, outcome = run(runtime.resume(spec_of(machine), image))
+    machine.vm, machine.agent = resumed.vm, resumed.agent
+    return str(outcome)
+
+
+def maps_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_saved_file_is_mapped_and_the_guest_never_writes_it(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    saved = run(runtime.pause(pausable, spec_of(pausable), image))
+    assert resume(runtime, pausable, image, run) == "restored"
+    mapped = memory.mapped_file(pausable.dir.run)
+    assert not (pausable.dir.state / memory.MEMORY).exists()  # moved, not copied
+    assert str(mapped) in maps_of(pausable.vm.pid)  # QEMU maps it, opened once
+    assert not runtime.data_dir.ram_file(pausable.computer_id).exists()  # no RAM file in tmpfs
+    # the guest fills 64 MiB of memory: copy-on-write, the saved file stays as it was saved
+    run(pausable.agent.exec("head -c 64M /dev/urandom > /tmp/noise && sync"))
+    memfile.verify(mapped, saved.memory_bytes, saved.chunks(), runtime.memory_key)
+
+
+def test_a_resumed_computer_pauses_and_resumes_again(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    agent = pausable.agent
+    run(agent.exec(COUNTER))
+    run(agent.files.put("/tmp/note.txt", b"written while mapped\n"))
+    pid = run(agent.files.read("/tmp/counter.pid")).strip()
+    noise = run(agent.exec("sha256sum < /tmp/noise")).stdout  # written while mapped
+    mapped = memory.mapped_file(pausable.dir.run)
+    assert mapped.exists()
+    saved = run(runtime.pause(pausable, spec_of(pausable), image))  # RAM out of the stream
+    assert not mapped.exists()  # the VM ended: nothing maps it any more
+    assert saved.memory_allocated > 64 << 20  # /tmp/noise is in it
+    for _ in range(2):
+        assert resume(runtime, pausable, image, run) == "restored"
+        agent = pausable.agent
+        assert run(agent.files.read("/tmp/note.txt")) == b"written while mapped\n"
+        assert run(agent.exec(["kill", "-0", pid.decode()])).exit_code == 0
+        assert run(agent.exec("sha256sum < /tmp/noise")).stdout == noise
+        run(agent.files.put("/tmp/note.txt", b"written while mapped\n"))
+        run(runtime.pause(pausable, spec_of(pausable), image))
+    assert resume(runtime, pausable, image, run) == "restored"
+
+
+def test_the_mapped_file_may_go_while_the_vm_runs(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """QEMU opened and mapped the file once: unlinked (a snapshot deleted while its forks run)
+    and its pages dropped from the page cache, the guest still reads its memory, and pauses."""
+    noise = run(pausable.agent.exec("sha256sum < /tmp/noise")).stdout
+    mapped = memory.mapped_file(pausable.dir.run)
+    mapped.unlink()
+    Path("/proc/sys/vm/drop_caches").write_text("1")  # clean pages: read again from the file
+    assert f"{mapped} (deleted)" in maps_of(pausable.vm.pid)
+    assert run(pausable.agent.exec("sha256sum < /tmp/noise")).stdout == noise
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    assert resume(runtime, pausable, image, run) == "restored"
+    assert run(pausable.agent.exec("sha256sum < /tmp/noise")).stdout == noise
+
+
+def test_a_missing_memory_file_boots_fresh_and_keeps_the_disk(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    run(pausable.agent.files.put("/root/on-disk.txt", b"disk survives\n"))
+    run(pausable.agent.exec("sync"))
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    (pausable.dir.state / memory.MEMORY).unlink()
+    assert resume(runtime, pausable, image, run) == "lost (missing)"
+    assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+    assert run(pausable.agent.exec("test -e /tmp/note.txt")).exit_code == 1  # a fresh boot
+    assert not memory.mapped_file(pausable.dir.run).exists()
+
+
+def test_corrupt_memory_is_never_mapped(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """One flipped byte in the saved memory: refused before QEMU maps it, fresh boot."""
+    run(pausable.agent.files.put("/tmp/held-in-tmpfs.txt", b"x" * 100_000))
+    saved = run(runtime.pause(pausable, spec_of(pausable), image))
+    offset, length, _ = saved.memory_chunks[len(saved.memory_chunks) // 2]
+    with open(pausable.dir.state / memory.MEMORY, "r+b") as f:
+        f.seek(int(offset) + int(length) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x01]))
+    assert resume(runtime, pausable, image, run) == "lost (corrupt)"
+    assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+    assert run(pausable.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1
+    assert not memory.mapped_file(pausable.dir.run).exists()
+
+
+def kill_when_started(pidfile: Path, stop: threading.Event) -> None:
+    """SIGKILL the QEMU this test's resume starts, as soon as its pidfile names it."""
+    while not stop.wait(0.005):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        os.kill(pid, signal.SIGKILL)
+        return
+
+
+def test_qemu_killed_during_restore_boots_fresh_and_keeps_the_disk(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    run(pausable.agent.files.put("/tmp/held-in-tmpfs.txt", b"y"))
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    stop = threading.Event()
+    killer = threading.Thread(target=kill_when_started, args=(pausable.dir.run / "vm.pid", stop))
+    killer.start()
+    try:
+        outcome = resume(runtime, pausable, image, run)
+    finally:
+        stop.set()
+        killer.join()
+    assert outcome.startswith("lost (restore failed")
+    assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+    assert run(pausable.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1
+    assert not memory.mapped_file(pausable.dir.run).exists()
+    assert not (pausable.dir.state / memory.MANIFEST).exists()
+
+
+def test_two_vms_run_from_one_saved_memory_file(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """`run_saved`, as forks use it: a second VM starts from the same checked memory file as
+    the resumed first one; both map the same file (its clean pages shared), each writes its own
+    copy-on-write memory, and neither sees the other's writes."""
+    run(pausable.agent.files.put("/tmp/note.txt", b"before the fork\n"))
+    run(pausable.agent.exec("sync"))
+    spec = spec_of(pausable)
+    run(runtime.pause(pausable, spec, image))
+    state = pausable.dir.state
+    compat = runtime.compat(spec, image, pausable.vm.isolation)
+    saved = memory.load(state, compat, runtime.memory_key)
+    memory.verify_memory(state, saved, runtime.memory_key)
+    snap = runtime.data_dir.root / f"test-snap-{pausable.computer_id}"
+    snap.mkdir()
+    fork_id = "vmtfork" + pausable.computer_id[3:]
+    runtime.created.append(fork_id)  # type: ignore[attr-defined]
+    try:
+        os.link(state / memory.MEMORY, snap / memory.MEMORY)  # the "snapshot's" file
+        shutil.copy(state / memory.VMSTATE, snap / memory.VMSTATE)
+        fork_dir = runtime.data_dir.computer(fork_id)
+        fork_dir.root.mkdir()
+        subprocess.run(["cp", "--sparse=always", str(pausable.dir.disk),
+                        str(fork_dir.root / pausable.dir.disk.name)], check=True)  # fmt: skip
+        assert resume(runtime, pausable, image, run) == "restored"
+        fork_spec = MachineSpec(computer_id=fork_id, memory_mib=512)
+        fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, snap / "memory"))
+        runtime.machines.append(fork)  # type: ignore[attr-defined]
+        inode = (snap / memory.MEMORY).stat().st_ino
+        for vm in (pausable.vm, fork.vm):
+            mapped = memory.mapped_file(vm.run_dir)
+            assert mapped.stat().st_ino == inode and str(mapped) in maps_of(vm.pid)
+        for machine, word in ((pausable, b"first\n"), (fork, b"fork\n")):
+            assert run(machine.agent.files.read("/tmp/note.txt")) == b"before the fork\n"
+            run(machine.agent.files.put("/tmp/note.txt", word))
+        assert run(pausable.agent.files.read("/tmp/note.txt")) == b"first\n"
+        assert run(fork.agent.files.read("/tmp/note.txt")) == b"fork\n"
+        memory.verify_memory(snap, saved, runtime.memory_key)  # the shared file is unchanged
+        run(runtime.destroy(fork_id))
+        assert memory.mapped_file(pausable.dir.run).exists()  # the other VM's link stays
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
