@@ -85,21 +85,36 @@ def from_snapshot(
     return make
 
 
+@pytest.fixture
+def take(
+    runtime: HostRuntime, image: Image, run: Run, snapshots_made: list[str]
+) -> Callable[..., tuple[str, Any]]:
+    """Snapshot `source` (a running machine; `running=False`: its saved state) under a new id
+    that the module's teardown deletes; (the id, the manifest)."""
+
+    def snapshot(source: Machine, memory: bool, running: bool = True) -> tuple[str, Any]:
+        sid = snap_id()
+        snapshots_made.append(sid)
+        vm = source if running else None
+        return sid, run(
+            runtime.snapshot(sid, source.computer_id, vm, spec_of(source), image, memory)
+        )
+
+    return snapshot
+
+
 def test_memory_snapshot_keeps_process_and_tmpfs(
     make_machine: MakeMachine,
     runtime: HostRuntime,
-    image: Image,
     run: Run,
     from_snapshot: Callable[..., tuple[Machine, Any]],
-    snapshots_made: list[str],
+    take: Callable[..., tuple[str, Any]],
 ) -> None:
     source = make_machine(memory_mib=MEMORY_MIB)
     sh(run, source, "nohup sh -c 'while :; do sleep 0.2; done' >/dev/null 2>&1 & echo $! > /run/p")
     sh(run, source, "echo kept-in-tmpfs > /run/note; echo on-disk > /root/disk-note; sync")
     pid = sh(run, source, "cat /run/p")
-    sid = snap_id()
-    snapshots_made.append(sid)
-    snap = run(runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, True))
+    sid, snap = take(source, True)
     assert snap.memory and snap.size_bytes > 0 and snap.paused_seconds < 30
     assert sh(run, source, "cat /run/note") == "kept-in-tmpfs"  # the source runs on
     sh(run, source, "echo after > /root/after-snapshot")
@@ -115,16 +130,14 @@ def test_memory_snapshot_keeps_process_and_tmpfs(
 def test_disk_snapshot_survives_its_source(
     make_machine: MakeMachine,
     runtime: HostRuntime,
-    image: Image,
     run: Run,
     from_snapshot: Callable[..., tuple[Machine, Any]],
     snapshots_made: list[str],
+    take: Callable[..., tuple[str, Any]],
 ) -> None:
     source = make_machine(memory_mib=MEMORY_MIB)
     sh(run, source, "echo from-source > /root/kept; sync")
-    sid = snap_id()
-    snapshots_made.append(sid)
-    snap = run(runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, False))
+    sid, snap = take(source, False)
     assert not snap.memory
     sh(run, source, "echo later > /root/kept; sync")  # the source writes on its new overlay
     run(source.agent.close())
@@ -134,9 +147,7 @@ def test_disk_snapshot_survives_its_source(
     assert outcome is None  # booted on the disk
     assert sh(run, copy, "cat /root/kept") == "from-source"
     # a computer whose disk backs another: deleting it leaves the other working
-    sid2 = snap_id()
-    snapshots_made.append(sid2)
-    run(runtime.snapshot(sid2, copy.computer_id, copy, spec_of(copy), image, False))
+    sid2, _ = take(copy, False)
     grandchild, _ = from_snapshot(sid2)
     run(runtime.delete_snapshot(sid2))
     snapshots_made.remove(sid2)
@@ -154,13 +165,11 @@ def test_corrupted_snapshot_is_refused_with_reason(
     image: Image,
     run: Run,
     from_snapshot: Callable[..., tuple[Machine, Any]],
-    snapshots_made: list[str],
     data_dir: Any,
+    take: Callable[..., tuple[str, Any]],
 ) -> None:
     source = make_machine(memory_mib=MEMORY_MIB)
-    sid = snap_id()
-    snapshots_made.append(sid)
-    snap = run(runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, True))
+    sid, snap = take(source, True)
     layer = runtime.snapshots.layers.path(snap.layer)
     with open(layer, "r+b") as f:  # a flipped byte in the disk layer
         f.seek(layer.stat().st_size // 2)
@@ -341,14 +350,12 @@ def test_a_paused_computers_snapshot_keeps_its_memory_and_its_own_resume(
     image: Image,
     run: Run,
     from_snapshot: Callable[..., tuple[Machine, Any]],
-    snapshots_made: list[str],
+    take: Callable[..., tuple[str, Any]],
 ) -> None:
     source = make_machine(memory_mib=MEMORY_MIB)
     sh(run, source, "echo paused-tmp > /run/note")
     run(runtime.pause(source, spec_of(source), image))
-    sid = snap_id()
-    snapshots_made.append(sid)
-    snap = run(runtime.snapshot(sid, source.computer_id, None, spec_of(source), image, True))
+    sid, snap = take(source, True, running=False)
     assert snap.memory and snap.paused_seconds == 0
     copy, outcome = from_snapshot(sid)
     assert outcome is not None and outcome.restored, outcome
@@ -378,10 +385,9 @@ def test_a_frozen_root_filesystem_holds_writes_and_thaws_by_itself(
 def test_a_running_raw_disk_computer_moves_onto_an_overlay_losing_nothing(
     make_machine: MakeMachine,
     runtime: HostRuntime,
-    image: Image,
     run: Run,
     from_snapshot: Callable[..., tuple[Machine, Any]],
-    snapshots_made: list[str],
+    take: Callable[..., tuple[str, Any]],
 ) -> None:
     """Computers made before overlays, or on a reflink filesystem, have raw disks."""
     was = runtime.disks._reflink
@@ -392,9 +398,7 @@ def test_a_running_raw_disk_computer_moves_onto_an_overlay_losing_nothing(
         runtime.disks._reflink = was
     assert source.dir.disk.suffix == ".raw"
     sh(run, source, "echo raw-before > /root/f; sync")
-    sid = snap_id()
-    snapshots_made.append(sid)
-    run(runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, True))
+    sid, _ = take(source, True)
     assert source.dir.disk.suffix == ".qcow2"  # the raw file is now the layer under it
     assert sh(run, source, "cat /root/f; echo raw-after > /root/f; sync; cat /root/f") == (
         "raw-before\nraw-after"

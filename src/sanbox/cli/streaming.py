@@ -90,7 +90,10 @@ class Terminal:
                 chunk = source.read1(65536) if hasattr(source, "read1") else source.read(65536)
             except (OSError, ValueError):
                 chunk = b""
-            loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+            try:
+                loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+            except RuntimeError:  # the command ended and its loop closed: nobody reads on
+                return
             if not chunk:
                 return
 

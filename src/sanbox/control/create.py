@@ -58,6 +58,7 @@ class Plan:
     allow: list[str]
     idle_timeout: int
     snapshot: SnapshotRow | None = None
+    origin: str | None = None  # the snapshot, or the computer a fork came from
 
 
 def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
@@ -80,19 +81,14 @@ def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
     return snap
 
 
-def validate(
-    fleet: Fleet, org: Org, req: CreateRequest, snapshot: SnapshotRow | None = None
-) -> Plan:
-    """`snapshot`: one the caller already holds (a fork's own, never listed)."""
+def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     if req.name is not None:
         check_name(req.name)
     if req.template is not None:
         check_name(req.template, "template")
     check_labels(req.labels)
     check_env(req.env)
-    snap = snapshot
-    if snap is None and req.from_snapshot is not None:
-        snap = _from_snapshot(fleet, org, req)
+    snap = _from_snapshot(fleet, org, req) if req.from_snapshot is not None else None
     vcpus = req.vcpus if req.vcpus is not None else (snap.vcpus if snap else 1)
     memory_mib = (
         req.memory_mib if req.memory_mib is not None else (snap.memory_mib if snap else 512)
@@ -127,7 +123,7 @@ def validate(
         allow=list(req.allow if req.allow is not None else (snap.allow if snap else recipe.allow)),
         idle_timeout=(req.idle_timeout if req.idle_timeout is not None
                       else (snap.idle_timeout if snap else recipe.idle_timeout)),
-        snapshot=snap,
+        snapshot=snap, origin=snap.id if snap else None,
     )  # fmt: skip
 
 
@@ -156,11 +152,13 @@ def insert(
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
             ports=[], idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
-            origin=plan.snapshot.id if plan.snapshot else None,
+            origin=plan.origin,
         )  # fmt: skip
         s.add(row)
         s.flush()
-        source = f"snapshot {plan.snapshot.id}" if plan.snapshot else f"template {plan.template}"
+        source = f"template {plan.template}"
+        if plan.origin is not None:
+            source = f"snapshot {plan.origin}" if plan.snapshot else f"a fork of {plan.origin}"
         ev = repo.add_event(s, org.id, row.id, "computer.creating", f"creating from {source}")
     fleet.bus.publish(ev)
     return row, True
@@ -172,9 +170,8 @@ async def create(
     req: CreateRequest,
     idempotency_key: str | None = None,
     wait: bool = True,
-    snapshot: SnapshotRow | None = None,
 ) -> ComputerRow:
-    plan = validate(fleet, org, req, snapshot)
+    plan = validate(fleet, org, req)
     row, new = insert(fleet, org, req, plan, idempotency_key)
     if not new:
         return row

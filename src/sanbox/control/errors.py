@@ -5,7 +5,7 @@
     │                              key_not_found, snapshot_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
     │                              idempotency_conflict, last_host_admin_key,
-    │                              ssh_unavailable (409)
+    │                              ssh_unavailable, snapshot_corrupt (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
     │                              invalid_path, invalid_public_key, validation_error (422)
     ├── AuthError                  unauthorized (401), forbidden (403)

@@ -206,8 +206,16 @@ class Fleet:
             {"console": tail},
         )  # fmt: skip
 
-    def forget(self, computer_id: str) -> None:
-        """A deleted computer: drop its lock and its idle clock."""
+    def remove_record(self, computer_id: str, why: str = "deleted") -> None:
+        """A computer gone from the host: its record removed, its last event written (events
+        outlive computers), its lock and idle clock dropped."""
+        with self.db.session() as s:
+            live = repo.computer_by_id(s, computer_id)
+            if live is None:
+                return
+            s.delete(live)
+            ev = repo.add_event(s, live.org_id, computer_id, "computer.deleted", why)
+        self.bus.publish(ev)
         self._locks.pop(computer_id, None)
         self.clocks.forget(computer_id)
 

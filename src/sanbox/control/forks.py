@@ -2,22 +2,21 @@
 computer's forks carry on from its memory: its processes, open files and tmpfs, each with a new
 identity (hostname, machine-id, SSH host keys, fresh entropy, the clock set) before it is handed
 out; a stopped computer's forks boot on a copy of its disk. The source keeps running, paused only
-while its memory is saved. All or nothing: if one fork cannot be made, none is left."""
+while its memory is saved. All or nothing: the host makes every fork or none
+(`HostRuntime.fork`), and the records follow it."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import secrets
 
-from ..store import repo
+from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
 from . import create as creating
-from . import lifecycle, snapshots
-from .errors import ConflictError, ControlError, InvalidRequestError
+from .errors import InvalidRequestError
 from .fleet import Fleet
+from .host_errors import from_host
 from .names import check_name
-from .snapshots import HAS_MEMORY
+from .states import HAS_MEMORY, State
 
 MAX_FORKS = 16  # per call
 
@@ -31,48 +30,69 @@ def fork_names(source: str, count: int, prefix: str | None) -> list[str]:
         check_name(prefix, "fork name")
         names = [prefix] if count == 1 else [f"{prefix}-{i}" for i in range(1, count + 1)]
     else:
-        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
         base = source[:52].rstrip("-")
-        names = [f"{base}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
-                 for _ in range(count)]  # fmt: skip
+        names = [f"{base}-{secrets.token_hex(3)}" for _ in range(count)]
     for name in names:
         check_name(name, "fork name")
     return names
 
 
+def _plan(fleet: Fleet, row: ComputerRow) -> creating.Plan:
+    """What each fork is: its source's template, build, size, environment and policy."""
+    return creating.Plan(
+        template=row.template, image=fleet.image_of(row), vcpus=row.vcpus,
+        memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=dict(row.env),
+        allow=list(row.allow), idle_timeout=row.idle_timeout, origin=row.id,
+    )  # fmt: skip
+
+
+def _drop(fleet: Fleet, children: list[ComputerRow], why: str) -> None:
+    for child in children:
+        fleet.remove_record(child.id, why)
+
+
 async def fork(
     fleet: Fleet, org: Org, ref: str, count: int = 1, prefix: str | None = None
 ) -> list[ComputerRow]:
-    source = fleet.get(org, ref)
-    names = fork_names(source.name, count, prefix)
-    with fleet.db.session() as s:
-        taken = [n for n in names if repo.name_taken(s, org.id, n)]
-    if taken:
-        raise ConflictError(
-            f"a computer named {taken[0]!r} already exists: pick another prefix", "name_taken"
-        )
+    names = fork_names(fleet.get(org, ref).name, count, prefix)
     async with fleet.acting(org, ref, "fork") as row:
-        snap = await snapshots.take_locked(fleet, row, row.state in HAS_MEMORY, None, hidden=True)
-    try:
-        results = await asyncio.gather(
-            *(creating.create(fleet, org, creating.CreateRequest(name=name, labels=row.labels),
-                              snapshot=snap) for name in names),
-            return_exceptions=True,
+        memory = row.state in HAS_MEMORY
+        plan = _plan(fleet, row)
+        fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib * count, 0)
+        children: list[ComputerRow] = []
+        try:  # a taken name refuses the call before anything runs
+            for name in names:
+                req = creating.CreateRequest(name=name, labels=dict(row.labels))
+                children.append(creating.insert(fleet, org, req, plan, None)[0])
+        except BaseException:
+            _drop(fleet, children, "fork refused: a name was taken")
+            raise
+        machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
+        try:
+            machines = await fleet.runtime.fork(
+                machine, fleet.spec(row), plan.image,
+                [fleet.spec(c, row.disk_gib) for c in children], memory=memory,
+            )  # fmt: skip
+        except HostError as exc:
+            error = from_host(exc, "fork", row.id)
+            _drop(fleet, children, error.message)
+            if machine is not None and not machine.vm.alive():
+                await fleet.vm_exited(row.id, "its VM died during a fork")
+            raise error from exc
+        how = "memory: restored" if memory else "booted on a copy of its disk"
+        made = []
+        for child, m in zip(children, machines, strict=True):
+            await fleet.came_up(child.id, m)
+            made.append(fleet.record(
+                child.id, State.RUNNING, "computer.running",
+                f"running ({m.isolation}), forked from {row.name}; {how}",
+                {"isolation": m.isolation, "fork_of": row.id,
+                 "memory": "restored" if memory else "lost"},
+                isolation=m.isolation, memory="restored" if memory else "lost",
+                memory_reason=None if memory else "forked from a stopped computer",
+            ))  # fmt: skip
+        fleet.record(
+            row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
+            {"forks": [r.id for r in made], "memory": memory},
         )  # fmt: skip
-    finally:
-        await snapshots.remove(fleet, snap)  # the forks' disks keep the layers they stand on
-    made = [r for r in results if isinstance(r, ComputerRow)]
-    failed = [r for r in results if isinstance(r, BaseException)]
-    if failed:
-        for child in made:
-            with contextlib.suppress(ControlError):
-                await lifecycle.delete(fleet, org, child.id)
-        error = failed[0]
-        if isinstance(error, ControlError):
-            raise error
-        raise ControlError(f"fork failed: {error}", "fork_failed") from error
-    fleet.record(
-        row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
-        {"forks": [r.id for r in made], "memory": snap.memory},
-    )  # fmt: skip
     return made

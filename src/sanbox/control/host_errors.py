@@ -3,19 +3,23 @@
 The host layer's messages carry what an operator needs (paths under the data dir, the hypervisor's
 own words, errno strings); they go to the server's log with the computer they concern. A caller
 gets the code and a message written for them. Errors about the caller's own request (an unknown
-template, a disk smaller than its image) keep their message: it says what to ask instead."""
+template, a disk smaller than its image) and a snapshot found damaged keep their message: it says
+what to do instead."""
 
 from __future__ import annotations
 
 import logging
 
 from ..host.errors import HostError
-from .errors import ControlError, InvalidRequestError, NotFoundError
+from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
 
 log = logging.getLogger(__name__)
 
-# the caller's own mistake: the message is about their request and says what to ask instead
+# messages written for the caller: about their request, or about their snapshot's files (its id,
+# file names and offsets; never a host path), saying what to do
 CALLER: dict[str, tuple[type[ControlError], str]] = {
+    "snapshot_corrupt": (ConflictError, "snapshot_corrupt"),
+    "snapshot_not_found": (NotFoundError, "snapshot_not_found"),
     "template_not_found": (NotFoundError, "template_not_found"),
     "image_not_found": (NotFoundError, "template_not_found"),  # that template is not built here
     "disk_too_small": (InvalidRequestError, "disk_too_small"),
@@ -40,6 +44,7 @@ SAFE: dict[str, str] = {
     "missing_tool": "a program the host needs is missing",
     "secret_key_unusable": "the host's secret key is unusable",
     "resolve_error": "a name could not be resolved",
+    "snapshot_failed": "the snapshot could not be taken or used",
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 
 from ..host.errors import HostError
-from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError
 from .fleet import Fleet
@@ -101,12 +100,7 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
             with contextlib.suppress(Exception):
                 await machine.agent.close()
         await fleet.runtime.destroy(row.id)
-        with fleet.db.session() as s:
-            live = repo.computer_by_id(s, row.id)
-            if live is not None:
-                s.delete(live)
-            ev = repo.add_event(s, row.org_id, row.id, "computer.deleted", "deleted")
-        fleet.bus.publish(ev)
-    fleet.forget(row.id)
+        await fleet.runtime.gc_layers()  # the disk layers only it stood on
+        fleet.remove_record(row.id)
     row.state = State.DELETED
     return row

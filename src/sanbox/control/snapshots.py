@@ -14,11 +14,9 @@ from .errors import ConflictError, NotFoundError
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
-from .states import State
+from .states import HAS_MEMORY, State
 
 log = logging.getLogger(__name__)
-
-HAS_MEMORY = (State.RUNNING, State.PAUSED, State.SUSPENDED)
 
 
 def get(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
@@ -59,67 +57,54 @@ def _drop(fleet: Fleet, snapshot_id: str) -> None:
             s.delete(live)
 
 
-async def take_locked(
-    fleet: Fleet, row: ComputerRow, memory: bool, name: str | None, hidden: bool = False
-) -> SnapshotRow:
-    """Snapshot `row`, whose lock the caller holds. `hidden`: a fork's, never listed."""
-    if memory and row.state not in HAS_MEMORY:
-        raise ConflictError(
-            f"computer {row.name} is {row.state}: it has no memory to keep; take a disk-only "
-            "snapshot (without --memory) or start it first",
-            "invalid_transition",
-        )
-    snap = _insert(fleet, row, memory, name)
-    kind = "with memory" if memory else "disk only"
-    fleet.record(row.id, None, "snapshot.creating", f"snapshot {snap.id} ({kind})",
-                 {"snapshot": snap.id, "memory": memory})  # fmt: skip
-    machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
-    try:
-        taken = await fleet.runtime.snapshot(
-            snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
-        )
-    except HostError as exc:
-        _drop(fleet, snap.id)
-        error = from_host(exc, "snapshot", row.id)
-        fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
-        if machine is not None and not machine.vm.alive():
-            await fleet.vm_exited(row.id, "its VM died during a snapshot")
-        raise error from exc
-    except BaseException:
-        _drop(fleet, snap.id)
-        raise
-    with fleet.db.session() as s:
-        live = s.get(SnapshotRow, snap.id)
-        assert live is not None
-        live.state = "hidden" if hidden else "ready"
-        live.size_bytes = taken.size_bytes
-        snap = live
-    fleet.record(
-        row.id, None, "snapshot.ready",
-        f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
-        f"the computer paused {taken.paused_seconds:.2f}s)",
-        {"snapshot": snap.id, "memory": memory, "size_bytes": taken.size_bytes,
-         "paused_seconds": round(taken.paused_seconds, 3)},
-    )  # fmt: skip
-    return snap
-
-
 async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None) -> SnapshotRow:
     if name is not None:
         check_name(name, "snapshot")
     async with fleet.acting(org, ref, "snapshot") as row:
-        return await take_locked(fleet, row, memory, name)
+        if memory and row.state not in HAS_MEMORY:
+            raise ConflictError(
+                f"computer {row.name} is {row.state}: it has no memory to keep; take a disk-only "
+                "snapshot (without --memory) or start it first",
+                "invalid_transition",
+            )
+        snap = _insert(fleet, row, memory, name)
+        kind = "with memory" if memory else "disk only"
+        fleet.record(row.id, None, "snapshot.creating", f"snapshot {snap.id} ({kind})",
+                     {"snapshot": snap.id, "memory": memory})  # fmt: skip
+        machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
+        try:
+            taken = await fleet.runtime.snapshot(
+                snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
+            )
+        except BaseException as exc:
+            _drop(fleet, snap.id)  # no record of a snapshot that is not there
+            if not isinstance(exc, HostError):
+                raise
+            error = from_host(exc, "snapshot", row.id)
+            fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
+            if machine is not None and not machine.vm.alive():
+                await fleet.vm_exited(row.id, "its VM died during a snapshot")
+            raise error from exc
+        with fleet.db.session() as s:
+            live = s.get(SnapshotRow, snap.id)
+            assert live is not None
+            live.state = "ready"
+            live.size_bytes = taken.size_bytes
+            snap = live
+        fleet.record(
+            row.id, None, "snapshot.ready",
+            f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
+            f"the computer paused {taken.paused_seconds:.2f}s)",
+            {"snapshot": snap.id, "memory": memory, "size_bytes": taken.size_bytes,
+             "paused_seconds": round(taken.paused_seconds, 3)},
+        )  # fmt: skip
+    return snap
 
 
 async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
     """Remove a snapshot. Computers made from it keep working: the layers their disks stand on
     stay until nothing references them."""
     snap = get(fleet, org, ref)
-    await remove(fleet, snap)
-    return snap
-
-
-async def remove(fleet: Fleet, snap: SnapshotRow) -> None:
     try:
         await fleet.runtime.delete_snapshot(snap.id)
     except HostError as exc:  # the record stays: a second delete tries again
@@ -129,3 +114,4 @@ async def remove(fleet: Fleet, snap: SnapshotRow) -> None:
         ev = repo.add_event(s, snap.org_id, snap.computer_id, "snapshot.deleted",
                             f"snapshot {snap.id} deleted", {"snapshot": snap.id})  # fmt: skip
     fleet.bus.publish(ev)
+    return snap

@@ -43,6 +43,9 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.DELETED: frozenset(),
 }
 
+# the states in which a computer has memory to keep: in its VM, or saved
+HAS_MEMORY = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
+
 # what a user may ask for, from which states
 ACTIONS: dict[str, frozenset[State]] = {
     "start": frozenset({State.STOPPED, State.ERROR, State.PAUSED, State.SUSPENDED}),

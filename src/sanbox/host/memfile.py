@@ -12,6 +12,7 @@ zeros. A mismatch raises `MemoryCorruptError`: the saved memory is not used.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,27 +127,35 @@ def _check_zero(fd: int, start: int, end: int, buf: bytearray) -> None:
         pos += len(view)
 
 
+def _checked(
+    fd: int, size: int, chunks: list[Chunk], key: bytes, buf: bytearray
+) -> Iterator[tuple[Chunk, memoryview]]:
+    """Each recorded chunk of the file open as `fd`, read into `buf` and checked against its
+    digest; then everything else is checked to be zeros. MemoryCorruptError at the first fault."""
+    if os.fstat(fd).st_size != size:
+        raise MemoryCorruptError("the saved memory has the wrong size")
+    for chunk in chunks:
+        if chunk.offset + chunk.length > size:
+            raise MemoryCorruptError(f"a chunk at {chunk.offset} lies past the end")
+        view = memoryview(buf)[: chunk.length]
+        _read_exactly(fd, view, chunk.offset)
+        if _digest(key, view) != chunk.digest:
+            raise MemoryCorruptError(
+                f"the saved memory at {chunk.offset} does not match its digest"
+            )
+        yield chunk, view
+    _check_unrecorded_zero(fd, size, chunks, buf)
+
+
 def restore(src: Path, dst: Path, size: int, chunks: list[Chunk], key: bytes) -> None:
     """Copy the recorded chunks of `src` into a new `dst` of `size` bytes, checking each."""
-    buf = bytearray(CHUNK)
     src_fd = os.open(src, os.O_RDONLY)
     try:
-        if os.fstat(src_fd).st_size != size:
-            raise MemoryCorruptError("the saved memory has the wrong size")
         dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.ftruncate(dst_fd, size)
-            for chunk in chunks:
-                if chunk.offset + chunk.length > size:
-                    raise MemoryCorruptError(f"a chunk at {chunk.offset} lies past the end")
-                view = memoryview(buf)[: chunk.length]
-                _read_exactly(src_fd, view, chunk.offset)
-                if _digest(key, view) != chunk.digest:
-                    raise MemoryCorruptError(
-                        f"the saved memory at {chunk.offset} does not match its digest"
-                    )
+            for chunk, view in _checked(src_fd, size, chunks, key, bytearray(CHUNK)):
                 _write_all(dst_fd, view, chunk.offset)
-            _check_unrecorded_zero(src_fd, size, chunks, buf)
         finally:
             os.close(dst_fd)
     except BaseException:
@@ -174,20 +183,9 @@ def digest(path: Path, key: bytes) -> list[Chunk]:
 def verify(path: Path, size: int, chunks: list[Chunk], key: bytes) -> None:
     """Check a saved memory file where it lies (one read pass): every recorded chunk matches its
     digest and everything else is zeros; MemoryCorruptError otherwise."""
-    buf = bytearray(CHUNK)
     fd = os.open(path, os.O_RDONLY)
     try:
-        if os.fstat(fd).st_size != size:
-            raise MemoryCorruptError("the saved memory has the wrong size")
-        for chunk in chunks:
-            if chunk.offset + chunk.length > size:
-                raise MemoryCorruptError(f"a chunk at {chunk.offset} lies past the end")
-            view = memoryview(buf)[: chunk.length]
-            _read_exactly(fd, view, chunk.offset)
-            if _digest(key, view) != chunk.digest:
-                raise MemoryCorruptError(
-                    f"the saved memory at {chunk.offset} does not match its digest"
-                )
-        _check_unrecorded_zero(fd, size, chunks, buf)
+        for _ in _checked(fd, size, chunks, key, bytearray(CHUNK)):
+            pass
     finally:
         os.close(fd)

@@ -309,10 +309,13 @@ class HostRuntime:
             self, self.snapshots, spec, image, snapshot_id
         )
 
-    async def fork(self, machine: Machine, spec: MachineSpec, image: Image,
-                   new_specs: list[MachineSpec]) -> list[Machine]:  # fmt: skip
-        """len(new_specs) running copies of a running computer, each with its own identity."""
-        return await snapshot_restore.fork(self, self.snapshots, machine, spec, image, new_specs)
+    async def fork(self, machine: Machine | None, spec: MachineSpec, image: Image,
+                   new_specs: list[MachineSpec], memory: bool = True) -> list[Machine]:  # fmt: skip
+        """len(new_specs) running copies of a computer, each with its own identity: from its
+        memory (`machine`, or None: its saved state) or, without `memory`, booted on its disk."""
+        return await snapshot_restore.fork(
+            self, self.snapshots, machine, spec, image, new_specs, memory
+        )
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot; the layers it alone needed go too."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -46,6 +47,17 @@ class WebSocketLike(Protocol):
 
 
 WebSocketConnector = Callable[[str, dict[str, str]], AbstractAsyncContextManager[WebSocketLike]]
+
+
+async def _refusal(ws: WebSocketLike) -> SanboxError | None:
+    """The `{"type": "error"}` message a closed WebSocket still holds unread, as its error."""
+    try:
+        body = json.loads(await ws.recv())
+    except (WebSocketClosedError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get("type") != "error":
+        return None
+    return error_from_code(str(body.get("code")), str(body.get("message", "")))
 
 
 def websocket_url(base: str, path: str) -> str:
@@ -207,6 +219,19 @@ class WebSocketSession:
 
     async def opened(self, ws: WebSocketLike) -> None:
         """What to do once connected; a failure here closes the connection again."""
+
+    @staticmethod
+    async def send_first(ws: WebSocketLike, message: str) -> None:
+        """Send the session's first message. A server that refused the session (a bad key, an
+        unknown computer) may have sent its error and closed before this is sent: raise that
+        error, not the bare close it leaves."""
+        try:
+            await ws.send(message)
+        except WebSocketClosedError as closed:
+            refusal = await _refusal(ws)
+            if refusal is not None:
+                raise refusal from None
+            raise closed
 
     async def __aenter__(self) -> Self:
         self._context = self._connector(self._url, self._headers)

@@ -115,11 +115,6 @@ class ExecError:
     message: str
 
 
-SERVER_TYPES: dict[str, type] = {
-    "stdout": Stdout, "stderr": Stderr, "exit": Exit, "error": ExecError,
-}  # fmt: skip
-
-
 def decode(text: str) -> ExecEvent | ExecError | None:
     """A server message; None for a type this SDK does not know (a newer server's)."""
     message: dict[str, Any] = json.loads(text)

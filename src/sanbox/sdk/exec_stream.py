@@ -43,7 +43,7 @@ class AsyncExecStream(WebSocketSession):
         self.exit: Exit | None = None
 
     async def opened(self, ws: WebSocketLike) -> None:
-        await ws.send(self._request.encode())
+        await self.send_first(ws, self._request.encode())
 
     def __aiter__(self) -> AsyncIterator[ExecEvent]:
         return self.events()

@@ -91,7 +91,7 @@ class ComputerRow(Base):
     ports: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # published ports
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
-    origin: Mapped[str | None] = mapped_column(String(32), default=None)  # snp_ it came from
+    origin: Mapped[str | None] = mapped_column(String(32), default=None)  # snp_/cmp_ it came from
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -143,17 +143,20 @@ async def _restore(
 async def fork(
     rt: HostRuntime,
     snaps: Snapshots,
-    machine: Machine,
+    machine: Machine | None,
     spec: MachineSpec,
     image: Image,
     new_specs: list[MachineSpec],
+    memory: bool = True,
 ) -> list[Machine]:
-    """N new running computers from a running one, each carrying on from its memory with a new
-    identity; the source pauses only while its memory is saved. All or none."""
-    if any((s.vcpus, s.memory_mib) != (spec.vcpus, spec.memory_mib) for s in new_specs):
+    """N new running computers from one, each with a new identity. With `memory` each carries
+    on from its source's memory (`machine` running, or None for a paused source's saved state):
+    the source pauses only while its memory is saved; without, each boots on a copy of its
+    disk. All or none."""
+    if memory and any((s.vcpus, s.memory_mib) != (spec.vcpus, spec.memory_mib) for s in new_specs):
         raise SnapshotError("a fork keeps its source's vCPUs and memory size")
     snapshot_id = "snp_fork" + secrets.token_hex(8)
-    await rt.snapshot(snapshot_id, spec.computer_id, machine, spec, image, memory=True)
+    await rt.snapshot(snapshot_id, spec.computer_id, machine, spec, image, memory=memory)
     try:
         results = await asyncio.gather(
             *(create_from_snapshot(rt, snaps, s, image, snapshot_id) for s in new_specs),
@@ -163,7 +166,9 @@ async def fork(
         await rt.delete_snapshot(snapshot_id)  # the forks' disks keep the layers they stand on
     made = [r[0] for r in results if isinstance(r, tuple)]
     failed: list[BaseException] = [r for r in results if isinstance(r, BaseException)]
-    lost = [r[1] for r in results if isinstance(r, tuple) and not (r[1] and r[1].restored)]
+    lost = [
+        r[1] for r in results if memory and isinstance(r, tuple) and not (r[1] and r[1].restored)
+    ]
     if lost:  # a fork carries on from its source's memory, or it is not a fork
         failed.append(SnapshotError(f"a fork's memory was not restored: {lost[0]}"))
     if failed:
