@@ -48,3 +48,9 @@ async def computer(rt: HostRuntime, img: Image, **kw: object) -> AsyncIterator[M
     finally:
         await machine.agent.close()
         await rt.destroy(spec.computer_id)
+
+
+async def used_mib(m: Machine) -> int:
+    """The guest's memory in use, as `free -m` counts it."""
+    out = await m.agent.exec(["sh", "-c", "free -m | awk '/Mem:/ {print $3}'"])
+    return int(out.stdout.decode().strip())

@@ -33,6 +33,7 @@ RECORDS: dict[type, str] = {
     types.HostInfo: "HostInfo",
     types.SshAccess: "SshAccess",
     types.PublishedPort: "PortOut",
+    types.Snapshot: "Snapshot",
     types.Stdout: "ExecStdout",
     types.Stderr: "ExecStderr",
     types.Exit: "ExecExit",

@@ -88,6 +88,9 @@ class Computer(BaseModel):
     memory_reason: str | None = None
     allow: list[str] = Field(default_factory=list)
     ports: list[dict[str, Any]] = Field(default_factory=list)
+    origin: str | None = Field(
+        None, description="the snapshot (snp_) or computer (cmp_: a fork's source) it came from"
+    )
 
     @classmethod
     def of(cls, row: ComputerRow, org_name: str) -> Computer:
@@ -98,7 +101,7 @@ class Computer(BaseModel):
             labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
             idle_timeout=row.idle_timeout, memory=row.memory,  # type: ignore[arg-type]
-            memory_reason=row.memory_reason, allow=row.allow, ports=row.ports,
+            memory_reason=row.memory_reason, allow=row.allow, ports=row.ports, origin=row.origin,
         )  # fmt: skip
 
 

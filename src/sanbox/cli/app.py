@@ -21,6 +21,7 @@ from . import (
     network,
     server,
     shell,
+    snapshot,
     ssh,
 )
 
@@ -35,6 +36,7 @@ app.add_typer(image.app, name="image")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 computer.register(app)
+snapshot.register(app)
 shell.register(app)
 ssh.register(app)
 files.register(app)

@@ -21,28 +21,37 @@ SETTLED = {"running", "stopped", "error", "deleted"}
 
 
 def create(
-    template: str = typer.Option("base", "--template", "-t", help="Template to boot."),
+    template: str | None = typer.Option(
+        None, "--template", "-t", help="Template to boot (default: base, or the snapshot's)."
+    ),
     name: str | None = typer.Option(None, "--name", "-n", help="Name (default: generated)."),
-    cpus: int = typer.Option(1, "--cpus", help="vCPUs."),
+    cpus: int | None = typer.Option(None, "--cpus", help="vCPUs (default: 1, or the snapshot's)."),
     idle_timeout: int | None = typer.Option(
         None,
         "--idle-timeout",
         min=0,
         help="Seconds without activity before it is suspended (0 = never; default: template's).",
     ),  # fmt: skip
-    memory: int = typer.Option(512, "--memory", help="Memory in MiB."),
+    memory: int | None = typer.Option(
+        None, "--memory", help="Memory in MiB (default: 512, or the snapshot's)."
+    ),
     disk: int | None = typer.Option(None, "--disk", help="Disk in GiB (default: template's)."),
     env: EnvOption = None,
     label: LabelOption = None,
+    from_snapshot: str | None = typer.Option(
+        None, "--from-snapshot", help="Start from this snapshot (its memory too, if it has it)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the computer as JSON."),
 ) -> None:
     """Create a computer and wait until it runs."""
     envs, labels = pairs(env, "--env"), pairs(label, "--label")
-    creating = err_console.status(f"creating from {template}…")
+    source = from_snapshot or template or "base"
+    creating = err_console.status(f"creating from {source}…")
     with config.reported(), config.client() as client, creating as status:
         computer = client.computers.create(
             template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
             env=envs, labels=labels, wait=False, idle_timeout=idle_timeout,
+            from_snapshot=from_snapshot,
         )  # fmt: skip
         while computer.state not in SETTLED:
             status.update(f"{computer.name}: {computer.state}…")
@@ -53,7 +62,8 @@ def create(
     if computer.state != "running":
         fail("create_failed", f"{computer.name} is {computer.state}: {computer.last_error or '?'}")
     if not as_json:
-        console.print(f"[green]running[/] {computer.name} [dim]{computer.id}[/]", highlight=False)
+        console.print(f"[green]running[/] {computer.name} [dim]{computer.id}[/]"
+                      f"{outcome('create', computer)}", highlight=False)  # fmt: skip
 
 
 def ls(

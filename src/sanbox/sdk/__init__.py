@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._websocket import WebSocketConnector, WebSocketLike, asgi_connector, websockets_connector
-    from .client import AsyncAudit, AsyncComputers, AsyncImages, AsyncKeys, AsyncOrgs, AsyncSanbox
+    from .client import (
+        AsyncAudit,
+        AsyncComputers,
+        AsyncImages,
+        AsyncKeys,
+        AsyncOrgs,
+        AsyncSanbox,
+        AsyncSnapshots,
+    )
     from .computer import AsyncComputer, AsyncFiles
     from .errors import (
         AuthenticationError,
@@ -38,6 +46,8 @@ if TYPE_CHECKING:
         RequestTimeoutError,
         SanboxError,
         ServerError,
+        SnapshotCorruptError,
+        SnapshotNotFoundError,
         TemplateNotFoundError,
         UnavailableError,
     )
@@ -53,6 +63,7 @@ if TYPE_CHECKING:
         Keys,
         Orgs,
         Sanbox,
+        Snapshots,
         SshStream,
     )
     from .types import (
@@ -68,6 +79,7 @@ if TYPE_CHECKING:
         ImageBuild,
         Org,
         PublishedPort,
+        Snapshot,
         SshAccess,
         Stderr,
         Stdout,
@@ -82,6 +94,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "AsyncKeys",
         "AsyncOrgs",
         "AsyncSanbox",
+        "AsyncSnapshots",
     ),
     "computer": ("AsyncComputer", "AsyncFiles"),
     "errors": (
@@ -107,6 +120,8 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "RequestTimeoutError",
         "SanboxError",
         "ServerError",
+        "SnapshotCorruptError",
+        "SnapshotNotFoundError",
         "TemplateNotFoundError",
         "UnavailableError",
     ),
@@ -122,6 +137,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Keys",
         "Orgs",
         "Sanbox",
+        "Snapshots",
         "SshStream",
     ),
     "types": (
@@ -137,6 +153,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "ImageBuild",
         "Org",
         "PublishedPort",
+        "Snapshot",
         "SshAccess",
         "Stderr",
         "Stdout",
@@ -155,6 +172,7 @@ __all__ = [
     "AsyncKeys",
     "AsyncOrgs",
     "AsyncSanbox",
+    "AsyncSnapshots",
     "AsyncSshStream",
     "Audit",
     "AuditRecord",
@@ -198,6 +216,10 @@ __all__ = [
     "Sanbox",
     "SanboxError",
     "ServerError",
+    "Snapshot",
+    "SnapshotCorruptError",
+    "SnapshotNotFoundError",
+    "Snapshots",
     "SshAccess",
     "SshStream",
     "Stderr",

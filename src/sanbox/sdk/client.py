@@ -18,7 +18,16 @@ from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
-from .types import ApiKey, AuditRecord, ComputerRecord, Event, HostInfo, ImageBuild, Org
+from .types import (
+    ApiKey,
+    AuditRecord,
+    ComputerRecord,
+    Event,
+    HostInfo,
+    ImageBuild,
+    Org,
+    Snapshot,
+)
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -47,6 +56,7 @@ class AsyncSanbox:
             ws_connector = asgi_connector(transport.app)
         self._ws_connector = ws_connector or websockets_connector
         self.computers = AsyncComputers(self)
+        self.snapshots = AsyncSnapshots(self)
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)
@@ -101,10 +111,10 @@ class AsyncComputers:
 
     async def create(
         self,
-        template: str = "base",
+        template: str | None = None,
         name: str | None = None,
-        vcpus: int = 1,
-        memory_mib: int = 512,
+        vcpus: int | None = None,
+        memory_mib: int | None = None,
         disk_gib: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -112,8 +122,14 @@ class AsyncComputers:
         wait: bool = True,
         idle_timeout: int | None = None,
         allow: list[str] | None = None,
+        from_snapshot: str | None = None,
     ) -> AsyncComputer:
-        """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`)."""
+        """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`).
+
+        Left out, `template` is `base` and the size 1 vCPU, 512 MiB, the image's disk.
+        `from_snapshot` (a snapshot's id or name) starts it from that snapshot's disk, and
+        resumes its memory and processes if the snapshot kept them (`memory` then says
+        `restored`, or `lost` and why); what is left out is then the snapshot's."""
         body: dict[str, Any] = {
             "template": template,
             "name": name,
@@ -127,6 +143,8 @@ class AsyncComputers:
             body["idle_timeout"] = idle_timeout
         if allow is not None:
             body["allow"] = list(allow)
+        if from_snapshot is not None:
+            body["from_snapshot"] = from_snapshot
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._client.http.json(
             "POST",
@@ -152,6 +170,26 @@ class AsyncComputers:
     async def get(self, id_or_name: str) -> AsyncComputer:
         data = await self._client.http.json("GET", f"/v1/computers/{quote(id_or_name, safe='')}")
         return AsyncComputer(self._client, ComputerRecord.from_json(data))
+
+
+class AsyncSnapshots:
+    """The org's snapshots (`computer.snapshot()` takes one)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def list(self) -> builtins.list[Snapshot]:
+        data = await self._client.http.json("GET", "/v1/snapshots")
+        return [Snapshot.from_json(s) for s in data.get("snapshots", [])]
+
+    async def get(self, id_or_name: str) -> Snapshot:
+        path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
+        return Snapshot.from_json(await self._client.http.json("GET", path))
+
+    async def delete(self, id_or_name: str) -> Snapshot:
+        """Delete a snapshot; computers made from it keep working."""
+        path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
+        return Snapshot.from_json(await self._client.http.json("DELETE", path, timeout=600.0))
 
 
 class AsyncOrgs:
@@ -233,4 +271,7 @@ class AsyncAudit:
         return [AuditRecord.from_json(r) for r in data.get("records", [])]
 
 
-__all__ = ["AsyncAudit", "AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox"]
+__all__ = [
+    "AsyncAudit", "AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox",
+    "AsyncSnapshots",
+]  # fmt: skip

@@ -13,7 +13,15 @@ from ._http import HttpCore
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
 from .ssh_stream import AsyncSshStream
-from .types import ComputerRecord, Event, ExecResult, FileEntry, PublishedPort, SshAccess
+from .types import (
+    ComputerRecord,
+    Event,
+    ExecResult,
+    FileEntry,
+    PublishedPort,
+    Snapshot,
+    SshAccess,
+)
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -48,6 +56,7 @@ class ComputerFields:
     idle_timeout = property(lambda self: self.record.idle_timeout)
     memory = property(lambda self: self.record.memory)
     memory_reason = property(lambda self: self.record.memory_reason)
+    origin = property(lambda self: self.record.origin)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.record.name} {self.record.id} {self.record.state}>"
@@ -101,6 +110,28 @@ class AsyncComputer(ComputerFields):
 
     async def delete(self) -> AsyncComputer:
         return await self._update("DELETE")
+
+    async def snapshot(self, memory: bool = False, name: str | None = None) -> Snapshot:
+        """Keep this computer's disk (taken consistently), and with `memory=True` its RAM and
+        processes too, as a snapshot of the org that outlives the computer. Returns once it is
+        durable and verified; `client.computers.create(from_snapshot=...)` makes computers of it."""
+        data = await self._client.http.json(
+            "POST", self.path + "/snapshots", json_body={"memory": memory, "name": name},
+            timeout=_LONG,
+        )  # fmt: skip
+        return Snapshot.from_json(data)
+
+    async def fork(self, count: int = 1, name: str | None = None) -> builtins.list[AsyncComputer]:
+        """`count` new running computers (1-16) that start where this one is now, each with its
+        own identity (hostname, machine-id, SSH host keys, entropy); all or none. `name` names a
+        single fork, or is the prefix of several (`name-1`...`name-N`)."""
+        data = await self._client.http.json(
+            "POST", self.path + "/fork", json_body={"count": count, "name": name}, timeout=_LONG
+        )
+        return [
+            AsyncComputer(self._client, ComputerRecord.from_json(c))
+            for c in data.get("computers", [])
+        ]
 
     async def exec(
         self,

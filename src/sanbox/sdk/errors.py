@@ -10,11 +10,13 @@ Hierarchy::
     |                                org_not_found
     |   +-- ComputerNotFoundError    404 computer_not_found
     |   +-- TemplateNotFoundError    404 template_not_found
+    |   +-- SnapshotNotFoundError    404 snapshot_not_found
     +-- ConflictError                409 (also ssh_unavailable: the computer's image has no sshd)
     |   +-- NameTakenError           409 name_taken
     |   +-- ComputerNotRunningError  409 computer_not_running
     |   +-- InvalidTransitionError   409 invalid_transition
     |   +-- IdempotencyConflictError 409 idempotency_conflict
+    |   +-- SnapshotCorruptError     409 snapshot_corrupt (failed its check: not restored)
     +-- InvalidRequestError          422 validation_error, invalid_public_key
     |   +-- InvalidNameError         422 invalid_name
     |   +-- InvalidPathError         422 invalid_path
@@ -78,6 +80,10 @@ class TemplateNotFoundError(NotFoundError):
     pass
 
 
+class SnapshotNotFoundError(NotFoundError):
+    pass
+
+
 class ConflictError(SanboxError):
     default_status = 409
 
@@ -95,6 +101,10 @@ class InvalidTransitionError(ConflictError):
 
 
 class IdempotencyConflictError(ConflictError):
+    pass
+
+
+class SnapshotCorruptError(ConflictError):
     pass
 
 
@@ -154,6 +164,8 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "org_not_found": NotFoundError,
     "computer_not_found": ComputerNotFoundError,
     "template_not_found": TemplateNotFoundError,
+    "snapshot_not_found": SnapshotNotFoundError,
+    "snapshot_corrupt": SnapshotCorruptError,
     "name_taken": NameTakenError,
     "computer_not_running": ComputerNotRunningError,
     "invalid_transition": InvalidTransitionError,

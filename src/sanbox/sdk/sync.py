@@ -24,6 +24,7 @@ from .client import (
     AsyncKeys,
     AsyncOrgs,
     AsyncSanbox,
+    AsyncSnapshots,
 )
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
@@ -108,6 +109,8 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     update = converting(AsyncComputer.update, _same)
     restart = converting(AsyncComputer.restart, _same)
     delete = converting(AsyncComputer.delete, _same)
+    snapshot = blocking(AsyncComputer.snapshot)
+    fork = converting(AsyncComputer.fork, lambda owner, inner: _computers(owner, inner))
     exec = blocking(AsyncComputer.exec)
     events = blocking(AsyncComputer.events)
     console = blocking(AsyncComputer.console)
@@ -148,6 +151,12 @@ class Computers(Facade[AsyncComputers]):
     create = converting(AsyncComputers.create, _computer)
     list = converting(AsyncComputers.list, _computers)
     get = converting(AsyncComputers.get, _computer)
+
+
+class Snapshots(Facade[AsyncSnapshots]):
+    list = blocking(AsyncSnapshots.list)
+    get = blocking(AsyncSnapshots.get)
+    delete = blocking(AsyncSnapshots.delete)
 
 
 class Orgs(Facade[AsyncOrgs]):
@@ -192,6 +201,7 @@ class Sanbox(Facade[AsyncSanbox]):
         super().__init__(inner, Portal.shared())
         self.url = inner.url
         self.computers = Computers(inner.computers, self._portal)
+        self.snapshots = Snapshots(inner.snapshots, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)

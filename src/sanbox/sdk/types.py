@@ -10,7 +10,8 @@ from .exec_protocol import ExecEvent, Exit, Stderr, Stdout
 
 __all__ = [
     "ApiKey", "AuditRecord", "ComputerRecord", "Event", "ExecEvent", "ExecResult", "Exit",
-    "FileEntry", "HostInfo", "ImageBuild", "Org", "PublishedPort", "SshAccess", "Stderr", "Stdout",
+    "FileEntry", "HostInfo", "ImageBuild", "Org", "PublishedPort", "Snapshot", "SshAccess",
+    "Stderr", "Stdout",
 ]  # fmt: skip
 
 
@@ -37,6 +38,9 @@ class ComputerRecord:
     memory_reason: str | None = None
     allow: list[str] = field(default_factory=list)  # the egress allowlist
     ports: list[dict[str, Any]] = field(default_factory=list)  # published guest ports
+    origin: str | None = (
+        None  # the snapshot (snp_) or computer (cmp_, a fork's source) it came from
+    )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:
@@ -211,3 +215,29 @@ class PublishedPort:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PublishedPort:
         return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A computer's disk (and, with `memory`, its RAM and processes), kept for the org."""
+
+    id: str
+    computer_id: str  # the computer it was taken of (it may be gone)
+    computer_name: str = ""
+    name: str | None = None
+    org: str | None = None
+    template: str = "base"
+    image: str | None = None
+    vcpus: int = 1
+    memory_mib: int = 512
+    disk_gib: int = 0
+    memory: bool = False  # keeps memory and processes: computers made from it resume
+    size_bytes: int = 0  # what it holds of its own (not its template's image)
+    created_at: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

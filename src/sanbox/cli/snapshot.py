@@ -1,0 +1,128 @@
+"""`sanbox snapshot create|ls|get|rm` and `sanbox fork`: prepared state from the command line."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..sdk import Snapshot, SnapshotNotFoundError
+from . import config
+from ._output import console, err_console
+
+app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _print_json(value: object) -> None:
+    console.print_json(json.dumps(value))
+
+
+@app.command("create")
+def create(
+    computer: str = typer.Argument(..., help="Computer name or id."),
+    memory: bool = typer.Option(
+        False, "--memory", help="Keep memory and processes too (computers made from it resume)."
+    ),
+    name: str | None = typer.Option(None, "--name", "-n", help="A label, unique in the org."),
+    as_json: bool = typer.Option(False, "--json", help="Print the snapshot as JSON."),
+) -> None:
+    """Snapshot a computer; it keeps running (paused at most briefly)."""
+    with config.reported(), config.client() as client:
+        source = client.computers.get(computer)
+        with err_console.status(f"snapshotting {source.name}…"):
+            snap = source.snapshot(memory=memory, name=name)
+    if as_json:
+        _print_json(snap.to_json())
+        return
+    kept = "disk, memory and processes" if snap.memory else "disk"
+    console.print(f"[green]snapshot[/] {snap.name or snap.id} [dim]{snap.id}[/] of {source.name}: "
+                  f"{kept}, {_size(snap.size_bytes)}", highlight=False)  # fmt: skip
+
+
+@app.command("ls")
+def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the org's snapshots."""
+    with config.reported(), config.client() as client:
+        snaps = client.snapshots.list()
+    if as_json:
+        _print_json([s.to_json() for s in snaps])
+        return
+    table = Table("NAME", "ID", "OF", "MEMORY", "SIZE", "CREATED", box=None)
+    for s in snaps:
+        table.add_row(s.name or "-", s.id, s.computer_name, "yes" if s.memory else "no",
+                      _size(s.size_bytes), s.created_at or "")  # fmt: skip
+    console.print(table)
+
+
+@app.command("get")
+def get(
+    snapshot: str = typer.Argument(..., help="Snapshot name or id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one snapshot."""
+    with config.reported(), config.client() as client:
+        snap: Snapshot = client.snapshots.get(snapshot)
+    if as_json:
+        _print_json(snap.to_json())
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in snap.to_json().items():
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)
+
+
+@app.command("rm")
+def rm(
+    snapshots: Annotated[list[str], typer.Argument(help="Snapshot names or ids.")],
+    force: bool = typer.Option(False, "--force", "-f", help="Ignore snapshots that do not exist."),
+) -> None:
+    """Delete snapshots; computers made from them keep working."""
+    with config.reported(), config.client() as client:
+        for ref in snapshots:
+            try:
+                snap = client.snapshots.delete(ref)
+            except SnapshotNotFoundError:
+                if force:
+                    continue
+                raise
+            console.print(f"deleted {snap.name or snap.id}", highlight=False)
+
+
+def fork(
+    computer: str = typer.Argument(..., help="Computer name or id (running, paused or stopped)."),
+    count: int = typer.Option(1, "--count", "-c", min=1, max=16, help="How many forks (1-16)."),
+    name: str | None = typer.Option(
+        None, "--name", "-n", help="The fork's name, or the prefix of several (NAME-1..N)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the forks as JSON."),
+) -> None:
+    """Make COUNT new computers that start where COMPUTER is now, each its own identity."""
+    with config.reported(), config.client() as client:
+        source = client.computers.get(computer)
+        with err_console.status(f"forking {source.name} ×{count}…"):
+            forks = source.fork(count=count, name=name)
+    if as_json:
+        _print_json([f.record.to_json() for f in forks])
+        return
+    for f in forks:
+        memory = "; memory: restored" if f.memory == "restored" else ""
+        console.print(f"[green]{f.state}[/] {f.name} [dim]{f.id}[/] forked from {source.name}"
+                      f"{memory}", highlight=False)  # fmt: skip
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="snapshot")
+    root.command("fork")(fork)
+
+
+__all__ = ["register"]

@@ -1,0 +1,223 @@
+"""What the three fetchers share: the `Bundle` they return, its content key, the cache that keeps
+bundles by key, and a bounded way to run the host's package tools.
+
+A bundle lives in `cache_dir/bundles/<kind>-<key>/`: `files/` (pushed as is into the guest at
+`guest_dir`) and `bundle.json` (the rest of the Bundle). It is built in a temporary folder under
+`cache_dir/tmp/` and renamed into place, so a folder under `bundles/` is always complete; a lock
+file per key makes a second fetch of the same key wait for the first and then reuse its bundle.
+
+Fetching is blocking (it runs apt-get, pip, npm): call it from a thread in async code."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..host.errors import MissingToolError
+from ..host.image.errors import BuildStepError
+
+DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
+DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
+OUTPUT_TAIL = 2000  # characters of a failed tool's output kept in the error
+GUEST_ROOT = "/var/tmp/sanbox-fetch"
+INSTALL_SCRIPT = "install.sh"
+
+
+class FetchError(BuildStepError):
+    """A package step's packages could not be fetched on the host: which step, and why (one
+    line that names the package and what to do)."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"{kind} fetch", reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Files to push into the guest and the command that installs them there, offline.
+
+    The build copies every file under `path` to the same relative path under `guest_dir` and
+    then runs `install` (as root) in the guest. `key` (sha256 of the inputs) names the bundle."""
+
+    kind: str  # apt | pip | npm
+    key: str
+    path: Path  # host folder of the files
+    guest_dir: str
+    install: tuple[str, ...]
+    files: tuple[str, ...]  # relative to path, sorted
+    size: int  # bytes, all files
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "guest_dir": self.guest_dir,
+                "install": list(self.install), "files": list(self.files),
+                "size": self.size}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], path: Path) -> Bundle:
+        return cls(kind=data["kind"], key=data["key"], path=path, guest_dir=data["guest_dir"],
+                   install=tuple(data["install"]), files=tuple(data["files"]),
+                   size=int(data["size"]))  # fmt: skip
+
+
+def content_key(kind: str, inputs: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of what determines a bundle's content."""
+    text = json.dumps({"kind": kind, **inputs}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def guest_dir_for(key: str) -> str:
+    return f"{GUEST_ROOT}/{key[:16]}"
+
+
+def install_argv(key: str) -> tuple[str, ...]:
+    return ("/bin/sh", f"{guest_dir_for(key)}/{INSTALL_SCRIPT}")
+
+
+def check_names(kind: str, packages: Sequence[str]) -> tuple[str, ...]:
+    """Package names as the tools will get them: none may look like an option."""
+    if not packages:
+        raise FetchError(kind, f"{kind} lists no package")
+    for name in packages:
+        if not name or name.startswith("-") or any(c.isspace() or c == "\x00" for c in name):
+            raise FetchError(kind, f"{name!r} is not a package name")
+    return tuple(packages)
+
+
+def tree_files(root: Path) -> tuple[list[str], int]:
+    """Relative paths of the files (and symlinks) under root, sorted, and their total size."""
+    files, size = [], 0
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or path.is_file():
+            files.append(str(path.relative_to(root)))
+            size += path.lstat().st_size
+    return files, size
+
+
+def output_tail(text: str, limit: int = OUTPUT_TAIL) -> str:
+    """The last lines of a tool's output, on one line, at most `limit` characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    tail = " | ".join(lines[-8:])
+    return tail if len(tail) <= limit else "…" + tail[-limit:]
+
+
+def require(tool: str, package: str) -> str:
+    path = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if path is None:
+        raise MissingToolError(tool, package)
+    return path
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    returncode: int
+    output: str  # stdout and stderr, the last `keep` bytes
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    work: Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    keep: int = 64 * 1024,
+) -> ToolResult:
+    """Run a host tool with output to a file in `work` (bounded memory), and keep its tail."""
+    log = work / f"{Path(argv[0]).name}.log"
+    with log.open("wb") as out:
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=timeout, check=False,
+                                  env=dict(env) if env is not None else None)  # fmt: skip
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+        except OSError as exc:
+            return ToolResult(127, f"{argv[0]}: {exc}")
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - keep))
+        text = f.read().decode(errors="replace")
+    if code == -1:
+        text += f"\n{argv[0]} did not finish within {timeout:.0f} s"
+    return ToolResult(code, text)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _load(final: Path) -> Bundle | None:
+    try:
+        data = json.loads((final / "bundle.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return Bundle.from_json(data, final / "files")
+
+
+def cached_bundle(
+    cache_dir: Path,
+    kind: str,
+    key: str,
+    build: Callable[[Path, Path], None],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Bundle:
+    """The bundle named `key`: from the cache, or made by `build(files_dir, work_dir)` in a
+    temporary folder, checked against `max_bytes`, and renamed into the cache."""
+    final = cache_dir / "bundles" / f"{kind}-{key}"
+    if (hit := _load(final)) is not None:
+        return hit
+    with locked(cache_dir / "locks" / f"{kind}-{key}.lock"):
+        if (hit := _load(final)) is not None:  # another fetch made it while we waited
+            return hit
+        (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{kind}-{key[:16]}-", dir=cache_dir / "tmp"))
+        try:
+            files_dir, work = staging / "files", staging / "work"
+            files_dir.mkdir()
+            work.mkdir()
+            build(files_dir, work)
+            files, size = tree_files(files_dir)
+            if size > max_bytes:
+                raise FetchError(kind, f"the packages come to {size >> 20} MiB, more than the "
+                                       f"limit of {max_bytes >> 20} MiB: split the step or "
+                                       "raise the limit")  # fmt: skip
+            bundle = Bundle(kind, key, files_dir, guest_dir_for(key), install_argv(key),
+                            tuple(files), size)  # fmt: skip
+            shutil.rmtree(work)
+            (staging / "bundle.json").write_text(json.dumps(bundle.to_json(), indent=1))
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    loaded = _load(final)
+    assert loaded is not None
+    return loaded
+
+
+def write_script(files_dir: Path, text: str) -> None:
+    script = files_dir / INSTALL_SCRIPT
+    script.write_text(text)
+    script.chmod(0o755)
+
+
+def quote_all(words: Sequence[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,114 @@
+"""npm steps: the host installs the packages into a staging prefix and tars it; the guest unpacks
+it into /usr/local, offline, so the packages land in /usr/local/lib/node_modules and their
+commands (npm's relative links in bin/) in /usr/local/bin.
+
+The host runs `npm install --global --ignore-scripts`: install scripts are code from the
+registry, and the host is the one place that must never run it (it is root, holds the secrets
+and reaches the network). The cost: a package that builds a native addon or downloads a binary
+in its install script is unpacked without that step; `npm rebuild` in a later `run` step (with
+the build tools from an apt step) is the way to get it. The guest needs `node` (an apt step with
+`nodejs` before this one); the install says so plainly when it is missing."""
+
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote
+
+from .fetch_common import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT,
+    Bundle,
+    FetchError,
+    cached_bundle,
+    check_names,
+    content_key,
+    output_tail,
+    quote_all,
+    require,
+    run_tool,
+    write_script,
+)
+
+ARCHIVE = "npm-prefix.tar.gz"
+_NOT_FOUND = re.compile(
+    r"The requested resource '([^']+)' could not be found|404 Not Found - GET \S+/(\S+)"
+)
+
+
+def npm_key(packages: Sequence[str]) -> str:
+    """Same packages (in any order): same bundle."""
+    return content_key("npm", {"packages": sorted(set(packages)), "platform": "linux-x64"})
+
+
+def install_argv(prefix: Path, packages: Sequence[str]) -> list[str]:
+    return ["npm", "install", "--global", "--prefix", str(prefix), "--ignore-scripts",
+            "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error",
+            "--", *packages]  # fmt: skip
+
+
+def failure_reason(packages: Sequence[str], output: str) -> str:
+    """One line for a failed `npm install`: which package, and what to do."""
+    if m := _NOT_FOUND.search(output):
+        what = m.group(1) or unquote(m.group(2))
+        return (f"no npm package {what!r}: check the name with `npm view NAME` or remove it "
+                "from the step")  # fmt: skip
+    for line in output.splitlines():
+        if "ETARGET" in line or "No matching version" in line:
+            return f"{line.strip()}: pick a version that `npm view NAME versions` lists"
+    return f"npm could not install {' '.join(packages)}: {output_tail(output)}"
+
+
+def pack(prefix: Path, archive: Path) -> None:
+    """Tar the staging prefix's lib/ and bin/ (symlinks kept), owned by root."""
+
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(archive, "w:gz") as tar:
+        for top in ("lib", "bin"):
+            if (prefix / top).exists():
+                tar.add(prefix / top, arcname=top, filter=owned_by_root)
+
+
+def install_script(packages: Sequence[str]) -> str:
+    return f"""#!/bin/sh
+# sanbox npm bundle: unpacks {quote_all(packages)} into /usr/local, offline
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v node >/dev/null 2>&1; then
+  echo "sanbox: npm step needs node in the guest: add an apt step with nodejs before it" >&2
+  exit 127
+fi
+mkdir -p /usr/local/lib/node_modules /usr/local/bin
+tar -xzf "$here/{ARCHIVE}" -C /usr/local --no-same-owner
+"""
+
+
+def fetch_npm(
+    packages: Sequence[str],
+    cache_dir: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Bundle:
+    """`packages` installed globally into a staging prefix, tarred for the guest's /usr/local."""
+    names = check_names("npm", packages)
+    key = npm_key(names)
+
+    def build(files: Path, work: Path) -> None:
+        require("npm", "npm")
+        prefix = work / "prefix"
+        env = {**os.environ, "npm_config_cache": str(work / "npm-cache")}
+        result = run_tool(install_argv(prefix, names), work=work, timeout=timeout, env=env)
+        if result.returncode != 0:
+            raise FetchError("npm", failure_reason(names, result.output))
+        pack(prefix, files / ARCHIVE)
+        write_script(files, install_script(names))
+
+    return cached_bundle(cache_dir, "npm", key, build, max_bytes=max_bytes)

@@ -1,0 +1,124 @@
+"""pip steps: the host downloads wheels for the guest's python3; the guest installs them offline.
+
+The guest (Debian 12) has CPython 3.11 and no pip, so the bundle carries a pip wheel too and
+runs pip from it: `python3 pip-X.whl/pip install --no-index --find-links wheels ...`.
+
+Only wheels are fetched (`--only-binary=:all:`): the guest has no compiler and no network, so a
+package with no wheel for CPython 3.11 on glibc x86_64 is refused on the host with that reason.
+
+Debian marks its python3 EXTERNALLY-MANAGED. The install passes `--break-system-packages`:
+Debian's python3 installs a non-venv pip's files under /usr/local/lib/python3.11/dist-packages
+(its `posix_local` scheme), so dpkg's files in /usr/lib/python3 are never overwritten, and the
+packages are importable by the plain `python3` that services and `sanbox exec` run. A venv
+would keep them away from that `python3`; `--prefix /usr/local` would install into
+site-packages, which Debian's python3 does not read."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .fetch_common import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT,
+    Bundle,
+    FetchError,
+    cached_bundle,
+    check_names,
+    content_key,
+    output_tail,
+    quote_all,
+    run_tool,
+    write_script,
+)
+
+PYTHON = "3.11"
+ABI = "cp311"
+GLIBC_MINOR = 36  # Debian 12's glibc 2.36: manylinux_2_17 .. manylinux_2_36 wheels run there
+ARCH = "x86_64"
+
+
+def platforms(glibc_minor: int = GLIBC_MINOR, arch: str = ARCH) -> list[str]:
+    """Every platform tag a wheel may carry to run on the guest, newest first (pip does not
+    expand `manylinux_2_36` to the older ones itself)."""
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc_minor, 4, -1)]
+    return [*tags, f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
+
+
+def pip_key(requirements: Sequence[str]) -> str:
+    """Same requirements (in any order) for the same interpreter and platform: same bundle."""
+    return content_key("pip", {"requirements": sorted(set(requirements)), "python": PYTHON,
+                               "abi": ABI, "platforms": platforms()})  # fmt: skip
+
+
+def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[str]:
+    target = ["--only-binary=:all:", "--python-version", PYTHON, "--implementation", "cp",
+              "--abi", ABI, "--abi", "abi3", "--abi", "none"]  # fmt: skip
+    for tag in platforms():
+        target += ["--platform", tag]
+    return [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
+            "--progress-bar", "off", "--dest", str(dest), *target, "--", *requirements]  # fmt: skip
+
+
+def pip_wheel_argv(python: str, dest: Path) -> list[str]:
+    return [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
+            "--progress-bar", "off", "--no-deps", "--only-binary=:all:", "--dest", str(dest),
+            "pip"]  # fmt: skip
+
+
+def failure_reason(requirements: Sequence[str], output: str) -> str:
+    """One line for a failed `pip download`: which requirement, and what to do."""
+    for line in output.splitlines():
+        if "No matching distribution found for" in line:
+            what = line.split("No matching distribution found for", 1)[1].strip()
+            return (f"no wheel of {what!r} for CPython {PYTHON} on Linux {ARCH}: check the "
+                    "name and version on PyPI; a package with no wheel cannot be built in the "
+                    "guest offline (use a version that has wheels, or a `run` step)")  # fmt: skip
+        if "Invalid requirement" in line:
+            return f"{line.strip()}: write it as pip would (`name`, `name==1.2`)"
+    return f"pip could not download {' '.join(requirements)}: {output_tail(output)}"
+
+
+def install_script(requirements: Sequence[str], pip_wheel: str) -> str:
+    return f"""#!/bin/sh
+# sanbox pip bundle: installs {quote_all(requirements)} from the wheels beside this script, offline
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "sanbox: pip step needs python3 in the guest" >&2; exit 127
+fi
+if ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "sanbox: pip step fetched wheels for CPython {PYTHON}, the guest has $(python3 -V)" >&2
+  exit 1
+fi
+exec python3 "$here/pip/{pip_wheel}/pip" install --no-index --find-links "$here/wheels" \\
+  --break-system-packages --root-user-action=ignore --disable-pip-version-check \\
+  --no-warn-script-location -- {quote_all(requirements)}
+"""
+
+
+def fetch_pip(
+    requirements: Sequence[str],
+    cache_dir: Path,
+    *,
+    python: str = sys.executable,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Bundle:
+    """Wheels for `requirements` (and their dependencies) plus a pip wheel to install them."""
+    names = check_names("pip", requirements)
+    key = pip_key(names)
+
+    def build(files: Path, work: Path) -> None:
+        result = run_tool(download_argv(python, names, files / "wheels"), work=work,
+                          timeout=timeout)  # fmt: skip
+        if result.returncode != 0:
+            raise FetchError("pip", failure_reason(names, result.output))
+        result = run_tool(pip_wheel_argv(python, files / "pip"), work=work, timeout=timeout)
+        wheels = sorted((files / "pip").glob("pip-*.whl"))
+        if result.returncode != 0 or not wheels:
+            raise FetchError("pip", f"could not download pip itself: {output_tail(result.output)}")
+        write_script(files, install_script(names, wheels[-1].name))
+
+    return cached_bundle(cache_dir, "pip", key, build, max_bytes=max_bytes)

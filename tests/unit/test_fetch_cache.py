@@ -1,0 +1,107 @@
+"""The bundle cache: a key is fetched once and then reused, concurrent fetches of one key neither
+run the tools twice nor see a half-written bundle, and a failed or oversized fetch leaves nothing
+behind that a later fetch could take for a bundle."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from sanbox.templates.fetch_common import (
+    Bundle,
+    FetchError,
+    cached_bundle,
+    output_tail,
+    run_tool,
+    write_script,
+)
+
+pytestmark = pytest.mark.unit
+KEY = "0f" * 32
+
+
+class Builder:
+    """Counts how often the tools would have run; writes one file of `size` bytes."""
+
+    def __init__(self, size: int = 10, fail: bool = False) -> None:
+        self.calls, self.size, self.fail = 0, size, fail
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+
+    def __call__(self, files: Path, work: Path) -> None:
+        self.calls += 1
+        self.started.set()
+        self.release.wait(30)
+        (work / "scratch").write_text("not part of the bundle")
+        (files / "data").mkdir()
+        (files / "data" / "blob").write_bytes(b"x" * self.size)
+        write_script(files, "#!/bin/sh\ntrue\n")
+        if self.fail:
+            raise FetchError("apt", "no package 'nosuch'")
+
+
+def leftovers(cache: Path) -> list[str]:
+    return sorted(p.name for sub in ("bundles", "tmp") if (cache / sub).exists()
+                  for p in (cache / sub).iterdir())  # fmt: skip
+
+
+def test_the_second_fetch_of_a_key_is_a_cache_hit(tmp_path: Path) -> None:
+    build = Builder()
+    first = cached_bundle(tmp_path, "apt", KEY, build)
+    second = cached_bundle(tmp_path, "apt", KEY, build)
+    assert build.calls == 1 and first == second
+    assert first.files == ("data/blob", "install.sh") and first.size == 10 + 15
+    assert (first.path / "data" / "blob").read_bytes() == b"x" * 10
+    assert not (first.path.parent / "work").exists()  # scratch space is not kept
+    assert first.guest_dir.endswith(KEY[:16]) and first.install[-1].endswith("/install.sh")
+
+
+def test_concurrent_fetches_of_one_key_run_the_tools_once(tmp_path: Path) -> None:
+    build = Builder(size=1 << 20)
+    build.release.clear()  # the first fetch is still downloading while the others arrive
+    results: list[Bundle] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        cached_bundle(tmp_path, "pip", KEY, build))) for _ in range(4)]  # fmt: skip
+    for t in threads:
+        t.start()
+    assert build.started.wait(10)
+    build.release.set()
+    for t in threads:
+        t.join(30)
+    assert build.calls == 1 and len(results) == 4 and len(set(results)) == 1
+    assert (results[0].path / "data" / "blob").stat().st_size == 1 << 20
+    assert leftovers(tmp_path) == [f"pip-{KEY}"]
+
+
+def test_a_bundle_over_the_size_limit_is_refused_and_not_kept(tmp_path: Path) -> None:
+    with pytest.raises(FetchError, match="more than the limit of 1 MiB"):
+        cached_bundle(tmp_path, "npm", KEY, Builder(size=2 << 20), max_bytes=1 << 20)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_failed_fetch_leaves_nothing_and_the_next_one_tries_again(tmp_path: Path) -> None:
+    with pytest.raises(FetchError, match="nosuch"):
+        cached_bundle(tmp_path, "apt", KEY, Builder(fail=True))
+    assert leftovers(tmp_path) == []
+    build = Builder()
+    cached_bundle(tmp_path, "apt", KEY, build)
+    assert build.calls == 1
+
+
+def test_a_chatty_tool_keeps_only_the_tail_of_its_output(tmp_path: Path) -> None:
+    code = "import sys\nfor i in range(200000): print('line', i)\nsys.exit(3)"
+    result = run_tool([sys.executable, "-c", code], work=tmp_path, keep=4096)
+    assert result.returncode == 3 and len(result.output) <= 4096
+    assert result.output.rstrip().endswith("line 199999")
+    tail = output_tail(result.output, limit=200)
+    assert len(tail) <= 201 and "\n" not in tail
+
+
+def test_a_tool_that_hangs_is_stopped_and_says_so(tmp_path: Path) -> None:
+    code = "import time; print('waiting', flush=True); time.sleep(60)"
+    result = run_tool([sys.executable, "-c", code], work=tmp_path, timeout=0.5)
+    assert result.returncode != 0 and "did not finish within" in result.output
