@@ -130,6 +130,8 @@ class AsyncComputers:
         `from_snapshot` (a snapshot's id or name) starts it from that snapshot's disk, and
         resumes its memory and processes if the snapshot kept them (`memory` then says
         `restored`, or `lost` and why); what is left out is then the snapshot's."""
+        if from_snapshot is None:  # the server's defaults, said out loud
+            template, vcpus, memory_mib = template or "base", vcpus or 1, memory_mib or 512
         body: dict[str, Any] = {
             "template": template,
             "name": name,
