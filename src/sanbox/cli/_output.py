@@ -14,3 +14,8 @@ err_console = Console(stderr=True)
 def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error[/] [dim]({code})[/] {message}", highlight=False)
     sys.exit(exit_code)
+
+
+def mib(size: int) -> str:
+    """A byte count as the CLI shows sizes: whole MiB."""
+    return f"{size / 2**20:.0f} MiB"

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from . import config
-from ._output import console
+from ._output import console, mib
 
 app = typer.Typer(help="Build and inspect images.", no_args_is_help=True)
 
@@ -54,10 +54,6 @@ def build(
     console.print(f"image [bold]{template}[/] build {image.build_id} at {image.path}")
 
 
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.0f} MiB"
-
-
 @app.command("ls")
 def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the host's image builds: current or not, used by how many computers, size."""
@@ -69,7 +65,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     table = Table("TEMPLATE", "BUILD", "KERNEL", "CURRENT", "COMPUTERS", "SIZE", "PRUNE", box=None)
     for b in builds:
         table.add_row(b.template, b.build_id, b.kernel_release, "yes" if b.current else "",
-                      str(b.computers), _mib(b.bytes), "" if b.needed else "yes")  # fmt: skip
+                      str(b.computers), mib(b.bytes), "" if b.needed else "yes")  # fmt: skip
     console.print(table)
 
 
@@ -79,6 +75,6 @@ def prune() -> None:
     with config.reported(), config.client() as client:
         removed = client.images.prune()
     for b in removed:
-        console.print(f"removed {b.template} build {b.build_id} ({_mib(b.bytes)})", highlight=False)
+        console.print(f"removed {b.template} build {b.build_id} ({mib(b.bytes)})", highlight=False)
     freed = sum(b.bytes for b in removed)
-    console.print(f"{len(removed)} build(s) removed, {_mib(freed)} freed", highlight=False)
+    console.print(f"{len(removed)} build(s) removed, {mib(freed)} freed", highlight=False)

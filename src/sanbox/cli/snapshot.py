@@ -10,17 +10,9 @@ from rich.table import Table
 
 from ..sdk import Snapshot, SnapshotNotFoundError
 from . import config
-from ._output import console, err_console
+from ._output import console, err_console, mib
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
 
 
 def _print_json(value: object) -> None:
@@ -46,7 +38,7 @@ def create(
         return
     kept = "disk, memory and processes" if snap.memory else "disk"
     console.print(f"[green]snapshot[/] {snap.name or snap.id} [dim]{snap.id}[/] of {source.name}: "
-                  f"{kept}, {_size(snap.size_bytes)}", highlight=False)  # fmt: skip
+                  f"{kept}, {mib(snap.size_bytes)}", highlight=False)  # fmt: skip
 
 
 @app.command("ls")
@@ -60,7 +52,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     table = Table("NAME", "ID", "OF", "MEMORY", "SIZE", "CREATED", box=None)
     for s in snaps:
         table.add_row(s.name or "-", s.id, s.computer_name, "yes" if s.memory else "no",
-                      _size(s.size_bytes), s.created_at or "")  # fmt: skip
+                      mib(s.size_bytes), s.created_at or "")  # fmt: skip
     console.print(table)
 
 
