@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.control.capacity import admit
+from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
+from sanbox.host import space
+from sanbox.host.layout import DataDir
 from sanbox.host.space import Room
 
 pytestmark = pytest.mark.unit
@@ -67,3 +69,45 @@ def test_a_new_disk_must_fit_in_what_existing_disks_leave(
 def test_a_start_or_resume_checks_memory_only() -> None:
     full = Room(DATA, 0, 50 * GIB)  # the data filesystem is over-promised already
     admit(512 * MIB, Room(SHM, GIB, 0), 0, full)  # no new disk: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    ("overcommit", "promised_gib", "refused"),
+    [(1.0, 93, True), (2.0, 192, False), (2.0, 193, True), (4.0, 392, False)],
+)
+def test_an_operator_may_let_thin_disks_add_up_past_the_free_space(
+    overcommit: float, promised_gib: int, refused: bool
+) -> None:
+    ram, data = Room(SHM, 64 * GIB, 0), Room(DATA, 100 * GIB, promised_gib * GIB)
+    if not refused:
+        admit(512 * MIB, ram, 8 * GIB, data, overcommit)
+        return
+    with pytest.raises(InsufficientStorageError, match=f"{overcommit:g}x the free space|fill\\."):
+        admit(512 * MIB, ram, 8 * GIB, data, overcommit)
+
+
+def test_overcommit_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="1 \\(no overcommit\\) or more"):
+        Capacity(2, 4096, disk_overcommit=0.5)
+
+
+def test_admitted_operations_hold_their_room_until_released(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten creates admitted before any of their files exist cannot promise more than there is."""
+    monkeypatch.setattr(space, "_free", lambda path: 40 * GIB)
+    data_dir = DataDir(tmp_path / "data")
+    data_dir.computers.mkdir(parents=True)
+    ram_dir = tmp_path / "shm"
+    ram_dir.mkdir()
+    capacity = Capacity(2, 64 * 1024)
+    holds = [capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir) for _ in range(5)]
+    with pytest.raises(InsufficientStorageError, match="40960 MiB promised"):
+        capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir)
+    holds[0].release()
+    holds[0].release()  # idempotent
+    with capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir):
+        assert capacity.ledger.totals() == (5 * 512 * MIB, 5 * 8 * GIB)
+    for hold in holds:
+        hold.release()
+    assert capacity.ledger.totals() == (0, 0)

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..control.audit import AuditLog
+from ..control.capacity import Capacity
 from ..control.computers import Computers
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
@@ -67,7 +68,8 @@ def create_app(
         reach = Reach.of(settings.tenant_private_ranges)
         resolver = Resolver(settings.upstream or system_upstream())
         computers = Computers(db, host_runtime, reach=reach, resolver=resolver,
-                              egress_max_connections=settings.egress_max_connections)  # fmt: skip
+                              egress_max_connections=settings.egress_max_connections,
+                              capacity=Capacity.of_host(settings.disk_overcommit))  # fmt: skip
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()

@@ -37,6 +37,7 @@ class ServerSettings:
     egress_max_connections: int = 512  # open egress proxy connections, per computer
     exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
     max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
+    disk_overcommit: float = 1.0  # thin disks may add up to this times the free space
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -55,6 +56,8 @@ class ServerSettings:
                           ("max_body_bytes", "SANBOX_MAX_BODY_BYTES")):  # fmt: skip
             if os.environ.get(env):
                 values[name] = int(os.environ[env])
+        if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
+            values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 

@@ -4,12 +4,19 @@ Admission (`admit`, pure) refuses a create, start or resume before anything is m
 guest's RAM would not fit in the shared-memory filesystem (`insufficient_memory`, 507) or its new
 disk would not fit on the data filesystem (`insufficient_storage`, 507), counting what running
 guests' RAM files and existing disks may still grow by (`host/space.py` measures that). Otherwise a
-full filesystem surfaces later, inside a running guest, as a disk or memory error."""
+full filesystem surfaces later, inside a running guest, as a disk or memory error.
+
+An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
+creates admitted at once cannot together promise more than there is. Disks are thin: an operator
+may let their virtual sizes add up to `disk_overcommit` times the free space (default 1: a guest
+that fills its disk can never fill the host's and stop its neighbours)."""
 
 from __future__ import annotations
 
+import itertools
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..host import space
@@ -25,8 +32,15 @@ def _mib(n: int) -> str:
     return f"{max(0, n) // MIB} MiB"
 
 
-def admit(memory_bytes: int, ram: Room, disk_bytes: int = 0, data: Room | None = None) -> None:
-    """Refuse (InsufficientStorageError) unless the RAM and the new disk fit in what is spare."""
+def admit(
+    memory_bytes: int,
+    ram: Room,
+    disk_bytes: int = 0,
+    data: Room | None = None,
+    overcommit: float = 1.0,
+) -> None:
+    """Refuse (InsufficientStorageError) unless the RAM and the new disk fit in what is spare;
+    disks' promised growth counts at 1/`overcommit`."""
     if memory_bytes > ram.spare:
         raise InsufficientStorageError(
             f"{_mib(memory_bytes)} of guest memory does not fit in {ram.path}: {_mib(ram.free)} "
@@ -34,13 +48,58 @@ def admit(memory_bytes: int, ram: Room, disk_bytes: int = 0, data: Room | None =
             f"pause a computer, ask for less memory, or grow {ram.path}",
             "insufficient_memory",
         )
-    if data is not None and disk_bytes > 0 and disk_bytes > data.spare:
+    if data is None or disk_bytes <= 0:
+        return
+    if (disk_bytes + data.promised) / overcommit > data.free:
+        thin = f" (disks may add up to {overcommit:g}x the free space)" if overcommit > 1 else ""
         raise InsufficientStorageError(
             f"a {_mib(disk_bytes)} disk does not fit on the data filesystem ({data.path}): "
-            f"{_mib(data.free)} free, {_mib(data.promised)} of it promised to existing disks "
-            "as they fill. Delete computers or snapshots, ask for a smaller disk, or free space",
+            f"{_mib(data.free)} free, {_mib(data.promised)} promised to existing disks as they "
+            f"fill{thin}. Delete computers or snapshots, ask for a smaller disk, or free space",
             "insufficient_storage",
         )
+
+
+class Hold:
+    """Room an admitted operation will take, counted against later admissions until released
+    (idempotent; a context manager releases on exit)."""
+
+    def __init__(self, ledger: Ledger, key: int, memory_bytes: int, disk_bytes: int) -> None:
+        self._ledger, self._key = ledger, key
+        self.memory_bytes, self.disk_bytes = memory_bytes, disk_bytes
+
+    def release(self) -> None:
+        self._ledger.release(self._key)
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
+class Ledger:
+    """The holds of operations admitted but not finished."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys = itertools.count()
+        self._held: dict[int, tuple[int, int]] = {}
+
+    def hold(self, memory_bytes: int, disk_bytes: int) -> Hold:
+        with self._lock:
+            key = next(self._keys)
+            self._held[key] = (memory_bytes, disk_bytes)
+        return Hold(self, key, memory_bytes, disk_bytes)
+
+    def release(self, key: int) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+
+    def totals(self) -> tuple[int, int]:
+        with self._lock:
+            held = list(self._held.values())
+        return sum(m for m, _ in held), sum(d for _, d in held)
 
 
 def host_memory_mib() -> int:
@@ -55,10 +114,16 @@ def host_memory_mib() -> int:
 class Capacity:
     cpus: int
     memory_mib: int
+    disk_overcommit: float = 1.0  # virtual disk bytes allowed per free byte (>= 1)
+    ledger: Ledger = field(default_factory=Ledger, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.disk_overcommit >= 1.0:
+            raise ValueError("disk_overcommit is 1 (no overcommit) or more")
 
     @classmethod
-    def of_host(cls) -> Capacity:
-        return cls(cpus=os.cpu_count() or 1, memory_mib=host_memory_mib())
+    def of_host(cls, disk_overcommit: float = 1.0) -> Capacity:
+        return cls(os.cpu_count() or 1, host_memory_mib(), disk_overcommit)
 
     def check(self, vcpus: int, memory_mib: int) -> None:
         if vcpus > self.cpus:
@@ -80,9 +145,16 @@ class Capacity:
         disk_gib: int = 0,
         computer_id: str | None = None,
         ram_dir: Path | None = None,
-    ) -> None:
-        """`admit` on this host's filesystems as they are now (`computer_id`'s own files are
-        not counted against it)."""
+    ) -> Hold:
+        """`admit` on this host's filesystems as they are now, counting what other admitted
+        operations hold (`computer_id`'s own files are not counted against it); the room it
+        takes, held until the caller releases it."""
+        held_memory, held_disk = self.ledger.totals()
         ram = space.ram_room(ram_dir or default_ram_dir(), computer_id, data_dir)
-        data = space.disk_room(data_dir, computer_id) if disk_gib else None
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data)
+        ram = Room(ram.path, ram.free, ram.promised + held_memory)
+        data = None
+        if disk_gib:
+            room = space.disk_room(data_dir, computer_id)
+            data = Room(room.path, room.free, room.promised + held_disk)
+        admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit)
+        return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)

@@ -19,6 +19,7 @@ from ..host.memory import MemoryOutcome
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from . import snapshots
+from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .host_errors import from_host
@@ -59,6 +60,7 @@ class Plan:
     idle_timeout: int
     snapshot: SnapshotRow | None = None
     origin: str | None = None  # the snapshot, or the computer a fork came from
+    hold: Hold | None = None  # the room admission promised it, until its files exist
 
 
 def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
@@ -114,16 +116,16 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
             f"{floor_gib} GiB",
             "disk_too_small",
         )
-    # before anything is made: refused here leaves no record and no folder
-    fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
     recipe = recipe_for(template)
+    # before anything is made: refused here leaves no record and no folder
+    hold = fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
         env={**(snap.env if snap else {}), **req.env},
         allow=list(req.allow if req.allow is not None else (snap.allow if snap else recipe.allow)),
         idle_timeout=(req.idle_timeout if req.idle_timeout is not None
                       else (snap.idle_timeout if snap else recipe.idle_timeout)),
-        snapshot=snap, origin=snap.id if snap else None,
+        snapshot=snap, origin=snap.id if snap else None, hold=hold,
     )  # fmt: skip
 
 
@@ -172,8 +174,13 @@ async def create(
     wait: bool = True,
 ) -> ComputerRow:
     plan = validate(fleet, org, req)
-    row, new = insert(fleet, org, req, plan, idempotency_key)
+    try:
+        row, new = insert(fleet, org, req, plan, idempotency_key)
+    except BaseException:
+        release(plan)
+        raise
     if not new:
+        release(plan)
         return row
     task = fleet.spawn(provision(fleet, row, plan))
     if not wait:
@@ -181,7 +188,19 @@ async def create(
     return await asyncio.shield(task)
 
 
+def release(plan: Plan) -> None:
+    if plan.hold is not None:
+        plan.hold.release()
+
+
 async def provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
+    try:
+        return await _provision(fleet, row, plan)
+    finally:
+        release(plan)  # its disk and RAM file exist now (or never will): measured from here
+
+
+async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
     async with fleet.lock(row.id):
         spec = fleet.spec(row, plan.disk_gib)
         try:

@@ -58,41 +58,50 @@ async def fork(
     async with fleet.acting(org, ref, "fork") as row:
         memory = row.state in HAS_MEMORY
         plan = _plan(fleet, row)
-        fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib * count, 0)
-        children: list[ComputerRow] = []
-        try:  # a taken name refuses the call before anything runs
-            for name in names:
-                req = creating.CreateRequest(name=name, labels=dict(row.labels))
-                children.append(creating.insert(fleet, org, req, plan, None)[0])
-        except BaseException:
-            _drop(fleet, children, "fork refused: a name was taken")
-            raise
-        machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
-        try:
-            machines = await fleet.runtime.fork(
-                machine, fleet.spec(row), plan.image,
-                [fleet.spec(c, row.disk_gib) for c in children], memory=memory,
-            )  # fmt: skip
-        except HostError as exc:
-            error = from_host(exc, "fork", row.id)
-            _drop(fleet, children, error.message)
-            if machine is not None and not machine.vm.alive():
-                await fleet.vm_exited(row.id, "its VM died during a fork")
-            raise error from exc
-        how = "memory: restored" if memory else "booted on a copy of its disk"
-        made = []
-        for child, m in zip(children, machines, strict=True):
-            await fleet.came_up(child.id, m)
-            made.append(fleet.record(
-                child.id, State.RUNNING, "computer.running",
-                f"running ({m.isolation}), forked from {row.name}; {how}",
-                {"isolation": m.isolation, "fork_of": row.id,
-                 "memory": "restored" if memory else "lost"},
-                isolation=m.isolation, memory="restored" if memory else "lost",
-                memory_reason=None if memory else "forked from a stopped computer",
-            ))  # fmt: skip
-        fleet.record(
-            row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
-            {"forks": [r.id for r in made], "memory": memory},
+        with fleet.capacity.admit_here(
+            fleet.runtime.data_dir, row.memory_mib * count, row.disk_gib * count
+        ):
+            return await _fork_locked(fleet, org, row, plan, names, memory)
+    raise AssertionError("unreachable")
+
+
+async def _fork_locked(
+    fleet: Fleet, org: Org, row: ComputerRow, plan: creating.Plan, names: list[str], memory: bool
+) -> list[ComputerRow]:
+    children: list[ComputerRow] = []
+    try:  # a taken name refuses the call before anything runs
+        for name in names:
+            req = creating.CreateRequest(name=name, labels=dict(row.labels))
+            children.append(creating.insert(fleet, org, req, plan, None)[0])
+    except BaseException:
+        _drop(fleet, children, "fork refused: a name was taken")
+        raise
+    machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
+    try:
+        machines = await fleet.runtime.fork(
+            machine, fleet.spec(row), plan.image,
+            [fleet.spec(c, row.disk_gib) for c in children], memory=memory,
         )  # fmt: skip
+    except HostError as exc:
+        error = from_host(exc, "fork", row.id)
+        _drop(fleet, children, error.message)
+        if machine is not None and not machine.vm.alive():
+            await fleet.vm_exited(row.id, "its VM died during a fork")
+        raise error from exc
+    how = "memory: restored" if memory else "booted on a copy of its disk"
+    made = []
+    for child, m in zip(children, machines, strict=True):
+        await fleet.came_up(child.id, m)
+        made.append(fleet.record(
+            child.id, State.RUNNING, "computer.running",
+            f"running ({m.isolation}), forked from {row.name}; {how}",
+            {"isolation": m.isolation, "fork_of": row.id,
+             "memory": "restored" if memory else "lost"},
+            isolation=m.isolation, memory="restored" if memory else "lost",
+            memory_reason=None if memory else "forked from a stopped computer",
+        ))  # fmt: skip
+    fleet.record(
+        row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
+        {"forks": [r.id for r in made], "memory": memory},
+    )  # fmt: skip
     return made

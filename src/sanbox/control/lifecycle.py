@@ -27,14 +27,16 @@ async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
     image = fleet.image_of(row)
-    fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id)
-    fleet.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
-    try:
-        machine = await fleet.runtime.start(fleet.spec(row), image)
-    except HostError as exc:
-        error = from_host(exc, "start", row.id)
-        fleet.record(row.id, State.ERROR, "computer.error", error.message, last_error=error.message)
-        raise error from exc
+    with fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id):
+        fleet.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
+        try:
+            machine = await fleet.runtime.start(fleet.spec(row), image)
+        except HostError as exc:
+            error = from_host(exc, "start", row.id)
+            fleet.record(
+                row.id, State.ERROR, "computer.error", error.message, last_error=error.message
+            )
+            raise error from exc
     await fleet.came_up(row.id, machine)
     return fleet.record(
         row.id, State.RUNNING, "computer.running",

@@ -63,14 +63,16 @@ async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
-    fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id)
-    fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
-    try:
-        machine, outcome = await fleet.runtime.resume(fleet.spec(row), fleet.image_of(row))
-    except HostError as exc:
-        error = from_host(exc, "resume", row.id)
-        fleet.record(row.id, State.ERROR, "computer.error", error.message, last_error=error.message)
-        raise error from exc
+    with fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id):
+        fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
+        try:
+            machine, outcome = await fleet.runtime.resume(fleet.spec(row), fleet.image_of(row))
+        except HostError as exc:
+            error = from_host(exc, "resume", row.id)
+            fleet.record(
+                row.id, State.ERROR, "computer.error", error.message, last_error=error.message
+            )
+            raise error from exc
     await fleet.came_up(row.id, machine)
     took = time.monotonic() - t0
     how = "woken" if woken else "resumed"

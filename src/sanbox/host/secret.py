@@ -25,7 +25,7 @@ def _load_or_create(path: Path) -> bytes:
         key = path.read_bytes()
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")  # threads too
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, secrets.token_bytes(KEY_BYTES))
