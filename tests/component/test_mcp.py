@@ -28,7 +28,8 @@ SANBOX = Path(sys.executable).parent / "sanbox"  # the console script an MCP cli
 TOOLS = {
     "list_computers", "get_computer", "create_computer", "start_computer", "stop_computer",
     "pause_computer", "resume_computer", "delete_computer", "exec", "read_file", "write_file",
-    "list_files", "publish_port",
+    "list_files", "publish_port", "snapshot_computer", "list_snapshots", "delete_snapshot",
+    "fork_computer",
 }  # fmt: skip
 
 
@@ -142,6 +143,26 @@ def test_mcp_over_http(live_server: LiveServer, short_tmp: Path) -> None:
             assert structured(stopped)["computer"]["state"] == "stopped"
             refused = await call(session, "exec", computer="mcp-http", cmd="true")
             assert structured(refused)["error"]["code"] == "computer_not_running"
+
+            # keep it, make a computer of what was kept, fork it
+            no_memory = await call(session, "snapshot_computer", computer="mcp-http", memory=True)
+            assert structured(no_memory)["error"]["code"] == "invalid_transition"
+            snap = await call(session, "snapshot_computer", computer="mcp-http", name="kept")
+            assert structured(snap)["snapshot"]["name"] == "kept", text(snap)
+            assert "disk only" in text(snap)
+            listed = await call(session, "list_snapshots")
+            assert [s["name"] for s in structured(listed)["snapshots"]] == ["kept"]
+            again = await call(session, "create_computer", name="again", from_snapshot="kept")
+            assert structured(again)["computer"]["origin"] == structured(snap)["snapshot"]["id"]
+            await call(session, "stop_computer", computer="again")  # (no QEMU to fork memory of)
+            forks = await call(session, "fork_computer", computer="again", count=2, name="try")
+            assert [c["name"] for c in structured(forks)["computers"]] == ["try-1", "try-2"]
+            for name in ("again", "try-1", "try-2"):
+                assert not (await call(session, "delete_computer", computer=name)).is_error
+            gone = await call(session, "delete_snapshot", snapshot="kept")
+            assert not gone.is_error, text(gone)
+            missing = await call(session, "delete_snapshot", snapshot="kept")
+            assert structured(missing)["error"]["code"] == "snapshot_not_found"
             deleted = await call(session, "delete_computer", computer="mcp-http")
             assert not deleted.is_error, text(deleted)
 

@@ -38,6 +38,7 @@ class ReconcileReport:
     stopped: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    snapshots_dropped: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -74,7 +75,35 @@ class Reconciler:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             report.orphans.append(f"pid {pid}")
+        await self._snapshots(report)
         return report
+
+    async def _snapshots(self, report: ReconcileReport) -> None:
+        """A snapshot whose take the server did not finish is dropped, files and record: its
+        caller was never told it exists. So are snapshot folders without a record (and, through
+        the collect that follows, half-made folders and layers nothing references)."""
+        fleet = self.fleet
+        with fleet.db.session() as s:
+            rows = repo.list_snapshots(s, None, state=None)
+            for row in rows:
+                if row.state != "ready":
+                    ev = repo.add_event(s, row.org_id, row.computer_id, "snapshot.failed",
+                                        f"snapshot {row.id} dropped: the server stopped while "
+                                        "it was being taken", {"snapshot": row.id})  # fmt: skip
+                    s.delete(row)
+                    fleet.bus.publish(ev)
+                    report.snapshots_dropped.append(row.id)
+        ready = {row.id for row in rows if row.state == "ready"}
+        for snapshot_id in self.runtime.snapshots.ids():
+            if snapshot_id not in ready:
+                try:
+                    await self.runtime.delete_snapshot(snapshot_id)
+                except HostError as exc:
+                    log.warning("snapshot %s without a record stays: %s", snapshot_id, exc)
+                    continue
+                if snapshot_id not in report.snapshots_dropped:
+                    report.orphans.append(snapshot_id)
+        await self.runtime.gc_layers()
 
     async def _attach(self, computer_id: str) -> bool:
         try:

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from ..sdk import ComputerRecord, ExecResult, FileEntry, PublishedPort, SanboxError
+from ..sdk import ComputerRecord, ExecResult, FileEntry, PublishedPort, SanboxError, Snapshot
 
 OUTPUT_CAP = 64 * 1024
 """Bytes of stdout and of stderr an `exec` result keeps (each)."""
@@ -130,3 +130,20 @@ def port_result(computer: str, p: PublishedPort) -> CallToolResult:
     access = "public: no key needed" if p.public else "private: needs an API key of the org"
     text = f"port {p.port} of {computer} is at {p.url} ({access})"
     return result(text, {"computer": computer, "port": p.port, "public": p.public, "url": p.url})
+
+
+def describe_snapshot(snap: Snapshot) -> str:
+    """`kept (snp_1) of work: base, with memory, 212 MiB of its own`."""
+    label = f"{snap.name} ({snap.id})" if snap.name else snap.id
+    kind = "with memory and processes" if snap.memory else "disk only"
+    of = snap.computer_name or snap.computer_id
+    return f"{label} of {of}: {snap.template}, {kind}, {snap.size_bytes // 2**20} MiB of its own"
+
+
+def snapshot_result(snap: Snapshot) -> CallToolResult:
+    return result(describe_snapshot(snap), {"snapshot": snap.to_json()})
+
+
+def snapshots_result(snaps: list[Snapshot]) -> CallToolResult:
+    lines = [describe_snapshot(s) for s in snaps] or ["no snapshots"]
+    return result("\n".join(lines), {"snapshots": [s.to_json() for s in snaps]})

@@ -34,8 +34,10 @@ EXEC_MAX_TIMEOUT = 3600.0
 INSTRUCTIONS = """\
 Sanbox runs agent computers: persistent, isolated Linux microVMs. Create one (create_computer),
 run commands in it (exec), read and write its files, publish a port as a URL, and stop, pause,
-resume or delete it. A computer is named by its id (cmp_...) or its name. Outbound network access
-is denied unless its allow list names the hosts."""
+resume or delete it. Keep its state as a snapshot (snapshot_computer; with memory, its processes
+too) to make new computers from later (create_computer from_snapshot), or fork it into several
+running copies to try things in parallel (fork_computer). A computer is named by its id (cmp_...)
+or its name. Outbound network access is denied unless its allow list names the hosts."""
 
 Ref = Annotated[str, Field(description="the computer's id (cmp_...) or name")]
 GuestPath = Annotated[str, Field(description="absolute path inside the computer")]
@@ -108,10 +110,21 @@ def build_server(clients: Clients) -> MCPServer[Any]:
     @tool("create_computer", hints())
     async def create_computer(
         ctx: Context[Any, Any],
-        template: Annotated[str, Field(description="template to boot")] = "base",
+        template: Annotated[
+            str | None, Field(description="template to boot; default: base")
+        ] = None,
         name: Annotated[str | None, Field(description="DNS label; default: generated")] = None,
-        vcpus: Annotated[int, Field(ge=1, description="virtual CPUs")] = 1,
-        memory_mib: Annotated[int, Field(ge=128, description="memory in MiB")] = 512,
+        from_snapshot: Annotated[
+            str | None,
+            Field(
+                description="start from this snapshot (id or name): its disk, and its "
+                "memory and processes if it kept them"
+            ),
+        ] = None,  # fmt: skip
+        vcpus: Annotated[int | None, Field(ge=1, description="virtual CPUs; default 1")] = None,
+        memory_mib: Annotated[
+            int | None, Field(ge=128, description="memory in MiB; default 512")
+        ] = None,
         disk_gib: Annotated[
             int | None, Field(ge=1, description="disk; default: template's")
         ] = None,
@@ -133,13 +146,66 @@ def build_server(clients: Clients) -> MCPServer[Any]:
         env: Annotated[dict[str, str] | None, Field(description="environment variables")] = None,
         labels: Annotated[dict[str, str] | None, Field(description="labels")] = None,
     ) -> CallToolResult:
-        """Create a computer and wait until it runs."""
+        """Create a computer (from a template, or from a snapshot) and wait until it runs."""
         async with clients(ctx) as sanbox:
             c = await sanbox.computers.create(
                 template=template, name=name, vcpus=vcpus, memory_mib=memory_mib,
                 disk_gib=disk_gib, allow=allow, idle_timeout=idle_timeout, env=env, labels=labels,
+                from_snapshot=from_snapshot,
             )  # fmt: skip
         return results.computer_result(c.record)
+
+    @tool("snapshot_computer", hints())
+    async def snapshot_computer(
+        computer: Ref,
+        ctx: Context[Any, Any],
+        memory: Annotated[
+            bool,
+            Field(
+                description="keep its memory and running processes too (running or "
+                "paused computers); default: the disk only"
+            ),
+        ] = False,  # fmt: skip
+        name: Annotated[str | None, Field(description="a name for the snapshot")] = None,
+    ) -> CallToolResult:
+        """Keep a computer's state as a snapshot of your org: it outlives the computer, and
+        create_computer(from_snapshot=...) makes new computers from it."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            snap = await c.snapshot(memory=memory, name=name)
+        return results.snapshot_result(snap)
+
+    @tool("list_snapshots", READ)
+    async def list_snapshots(ctx: Context[Any, Any]) -> CallToolResult:
+        """List your org's snapshots, one line each."""
+        async with clients(ctx) as sanbox:
+            return results.snapshots_result(await sanbox.snapshots.list())
+
+    @tool("delete_snapshot", hints(destructive=True, idempotent=True))
+    async def delete_snapshot(
+        snapshot: Annotated[str, Field(description="the snapshot's id (snp_...) or name")],
+        ctx: Context[Any, Any],
+    ) -> CallToolResult:
+        """Delete a snapshot. Computers made from it keep working. This cannot be undone."""
+        async with clients(ctx) as sanbox:
+            return results.snapshot_result(await sanbox.snapshots.delete(snapshot))
+
+    @tool("fork_computer", hints())
+    async def fork_computer(
+        computer: Ref,
+        ctx: Context[Any, Any],
+        count: Annotated[int, Field(ge=1, le=16, description="how many copies")] = 1,
+        name: Annotated[
+            str | None,
+            Field(description="the fork's name, or the prefix of several (NAME-1 ...)"),
+        ] = None,
+    ) -> CallToolResult:
+        """Fork a computer into running copies that start where it is now (its files, and its
+        processes if it runs or is paused), each with its own hostname and identity."""
+        async with clients(ctx) as sanbox:
+            c = await sanbox.computers.get(computer)
+            forks = await c.fork(count=count, name=name)
+        return results.computers_result([f.record for f in forks])
 
     def lifecycle(verb: str, annotations: ToolAnnotations, doc: str) -> None:
         async def act(computer: Ref, ctx: Context[Any, Any]) -> CallToolResult:
