@@ -34,6 +34,7 @@ RECORDS: dict[type, str] = {
     types.SshAccess: "SshAccess",
     types.PublishedPort: "PortOut",
     types.Snapshot: "Snapshot",
+    types.Template: "Template",
     types.Stdout: "ExecStdout",
     types.Stderr: "ExecStderr",
     types.Exit: "ExecExit",

@@ -43,6 +43,7 @@ from .routes import (
     network,
     snapshots,
     ssh,
+    templates,
 )
 from .settings import ServerSettings
 
@@ -101,7 +102,8 @@ def create_app(
     exec_protocol.document(app)  # the exec WebSocket's messages
     redact.install()
     routers = (
-        computers, snapshots, exec, files, network, ssh, events, admin, keys, audit, images, host
+        computers, snapshots, templates, exec, files, network, ssh, events, admin, keys, audit,
+        images, host,
     )  # fmt: skip
     for module in routers:
         app.include_router(module.router)

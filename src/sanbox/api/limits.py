@@ -7,6 +7,7 @@ limit is held, then handed to the route as if just received). Exempt:
 - file uploads (``PUT /v1/computers/{ref}/files``): they stream to the guest under the agent's
   flow control, so the server holds a window's worth at a time whatever the size; the guest's
   disk bounds them;
+- template builds (``POST /v1/templates``): the route bounds the context itself (64 MiB);
 - WebSockets (their messages are bounded by the server's WebSocket frame limit);
 - published-port requests, which the ``PublishedPorts`` middleware relays before this one.
 """
@@ -25,6 +26,8 @@ _UPLOAD = re.compile(r"/v1/computers/[^/]+/files")
 
 
 def is_upload(scope: Scope) -> bool:
+    if scope["method"] == "POST" and scope["path"] == "/v1/templates":
+        return True
     return scope["method"] == "PUT" and _UPLOAD.fullmatch(scope["path"]) is not None
 
 

@@ -23,6 +23,7 @@ from . import (
     shell,
     snapshot,
     ssh,
+    template,
 )
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(image.app, name="image")
+app.add_typer(template.app, name="template")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 computer.register(app)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..host import console
@@ -23,9 +24,9 @@ from ..host.egress.resolver import Resolver
 from ..host.runtime import HostRuntime
 from ..host.vmm import cached_accel
 from ..store import Database, repo
-from ..store.models import ComputerRow, Org, SnapshotRow
+from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import create as creating
-from . import forks, guest, images, lifecycle, network, pausing, snapshots
+from . import forks, guest, images, lifecycle, network, pausing, snapshots, templates
 from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
@@ -150,6 +151,28 @@ class Computers:
         self, org: Org, ref: str, count: int = 1, prefix: str | None = None
     ) -> list[ComputerRow]:
         return await forks.fork(self.fleet, org, ref, count, prefix)
+
+    # templates ------------------------------------------------------------------------------
+
+    async def build_template(
+        self, org: Org, context: bytes, name: str | None = None
+    ) -> tuple[TemplateRow, bool]:
+        return await templates.build(self.fleet, org, context, name)
+
+    def builtin_templates(self) -> list[templates.Builtin]:
+        return templates.builtins()
+
+    def templates(self, org: Org) -> list[TemplateRow]:
+        return templates.find(self.fleet, org)
+
+    def get_template(self, org: Org, ref: str) -> TemplateRow:
+        return templates.get(self.fleet, org, ref)
+
+    async def delete_template(self, org: Org, ref: str) -> TemplateRow:
+        return await templates.delete(self.fleet, org, ref)
+
+    def template_log(self, row: TemplateRow) -> Path:
+        return templates.log_path(self.fleet, row)
 
     # inside the guest ------------------------------------------------------------------------
 

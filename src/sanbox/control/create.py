@@ -18,7 +18,7 @@ from ..host.image import Image, recipe_for
 from ..host.memory import MemoryOutcome
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import snapshots
+from . import snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -61,6 +61,9 @@ class Plan:
     snapshot: SnapshotRow | None = None
     origin: str | None = None  # the snapshot, or the computer a fork came from
     hold: Hold | None = None  # the room admission promised it, until its files exist
+    from_template: bool = False  # an org's template: `snapshot` is its ready snapshot or disk
+    booted_because: str | None = None  # from a template, but not restored: why
+    ports: tuple[int, ...] = ()  # published (private) from the start: the template's
 
 
 def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
@@ -91,9 +94,13 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     check_labels(req.labels)
     check_env(req.env)
     snap = _from_snapshot(fleet, org, req) if req.from_snapshot is not None else None
-    vcpus = req.vcpus if req.vcpus is not None else (snap.vcpus if snap else 1)
+    own = None
+    if snap is None and req.template is not None and not templates.builtin(req.template):
+        own = templates.resolve(fleet, org, req.template, req.vcpus, req.memory_mib)
+    base = snap or (own.template if own else None)  # what the defaults come from
+    vcpus = req.vcpus if req.vcpus is not None else (base.vcpus if base else 1)
     memory_mib = (
-        req.memory_mib if req.memory_mib is not None else (snap.memory_mib if snap else 512)
+        req.memory_mib if req.memory_mib is not None else (base.memory_mib if base else 512)
     )
     if vcpus < 1 or memory_mib < 128:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
@@ -106,8 +113,13 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
     fleet.capacity.check(vcpus, memory_mib)
     template = snap.template if snap else (req.template or "base")
-    image = fleet.image_for(template, snap.image if snap else None)
-    floor_gib = snap.disk_gib if snap else -(-image.disk_size_bytes // GIB)
+    start: SnapshotRow | None = snap
+    if own is not None:
+        image, start = own.image, own.snapshot
+        floor_gib = max(start.disk_gib, -(-image.disk_size_bytes // GIB))
+    else:
+        image = fleet.image_for(template, snap.image if snap else None)
+        floor_gib = snap.disk_gib if snap else -(-image.disk_size_bytes // GIB)
     disk_gib = req.disk_gib if req.disk_gib is not None else floor_gib
     if disk_gib < floor_gib:
         what = f"snapshot {snap.id}" if snap else f"the {template} image"
@@ -116,16 +128,19 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
             f"{floor_gib} GiB",
             "disk_too_small",
         )
-    recipe = recipe_for(template)
+    recipe = recipe_for(template) if own is None else None
+    default_allow = base.allow if base else (recipe.allow if recipe else [])
+    default_idle = base.idle_timeout if base else (recipe.idle_timeout if recipe else 0)
     # before anything is made: refused here leaves no record and no folder
     hold = fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
-        env={**(snap.env if snap else {}), **req.env},
-        allow=list(req.allow if req.allow is not None else (snap.allow if snap else recipe.allow)),
-        idle_timeout=(req.idle_timeout if req.idle_timeout is not None
-                      else (snap.idle_timeout if snap else recipe.idle_timeout)),
-        snapshot=snap, origin=snap.id if snap else None, hold=hold,
+        env={**(base.env if base else {}), **req.env},
+        allow=list(req.allow if req.allow is not None else default_allow),
+        idle_timeout=req.idle_timeout if req.idle_timeout is not None else default_idle,
+        snapshot=start, origin=snap.id if snap else None, hold=hold,
+        from_template=own is not None, booted_because=own.booted_because if own else None,
+        ports=tuple(own.template.ports) if own else (),
     )  # fmt: skip
 
 
@@ -152,7 +167,8 @@ def insert(
             id=repo.new_id("cmp_"), org_id=org.id, name=name, template=plan.template,
             image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
-            ports=[], idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
+            ports=[{"port": p, "public": False} for p in plan.ports],
+            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin,
         )  # fmt: skip
@@ -211,7 +227,10 @@ async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
                 machine, outcome = await fleet.runtime.create_from_snapshot(
                     spec, plan.image, plan.snapshot.id
                 )
-                how, data = _from_snapshot_said(plan.snapshot, outcome)
+                if plan.from_template:
+                    how, data = _from_template_said(plan, outcome)
+                else:
+                    how, data = _from_snapshot_said(plan.snapshot, outcome)
         except (HostError, OSError) as exc:
             error = (
                 from_host(exc, "create", row.id)
@@ -231,6 +250,17 @@ async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
             {"isolation": machine.isolation, **data}, isolation=machine.isolation,
             last_error=None, **fields,
         )  # fmt: skip
+
+
+def _from_template_said(plan: Plan, outcome: MemoryOutcome | None) -> tuple[str, dict[str, Any]]:
+    """How a computer of an org's template started: restored from its ready snapshot, or booted
+    on its built disk (and why)."""
+    if outcome is not None and outcome.restored:
+        return "start: restored", {"start": "restored", "memory": "restored"}
+    why = plan.booted_because or (outcome.reason if outcome is not None else None) or "booted"
+    return f"start: booted ({why})", {
+        "start": "booted", "memory": "lost", "memory_reason": f"booted: {why}",
+    }  # fmt: skip
 
 
 def _from_snapshot_said(

@@ -5,9 +5,11 @@
     │                              key_not_found, snapshot_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
     │                              idempotency_conflict, last_host_admin_key,
-    │                              ssh_unavailable, snapshot_corrupt (409)
+    │                              ssh_unavailable, snapshot_corrupt, template_building (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
-    │                              invalid_path, invalid_public_key, validation_error (422)
+    │                              invalid_path, invalid_public_key, invalid_spec,
+    │                              invalid_context, validation_error (422)
+    ├── PayloadTooLargeError       payload_too_large (413): a template's build context
     ├── AuthError                  unauthorized (401), forbidden (403)
     │   └── KeyRefusedError        unauthorized (401): a revoked or expired key, with the key
     ├── TooManyFailuresError       too_many_failures (429), with `retry_after` seconds
@@ -50,6 +52,11 @@ class ConflictError(ControlError):
 class InvalidRequestError(ControlError):
     status = 422
     code = "validation_error"
+
+
+class PayloadTooLargeError(ControlError):
+    status = 413
+    code = "payload_too_large"
 
 
 class AuthError(ControlError):

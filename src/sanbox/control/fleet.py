@@ -17,7 +17,7 @@ from ..host.egress.gateway import EgressGateway
 from ..host.egress.policy import Policy, PolicyError
 from ..host.egress.reach import Reach
 from ..host.errors import HostError
-from ..host.image import Image, find_image
+from ..host.image import RECIPES, Image, find_build, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
@@ -130,6 +130,8 @@ class Fleet:
     def image_for(self, template: str, build_id: str | None = None) -> Image:
         """The template's current build (for a new computer), or `build_id` while it is there."""
         try:
+            if template not in RECIPES and build_id is not None:  # an org's own template
+                return find_build(self.runtime.data_dir, build_id)
             return find_image(self.runtime.data_dir, template, build_id)
         except HostError as exc:
             raise from_host(exc, "finding its image") from exc

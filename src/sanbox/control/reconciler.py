@@ -75,8 +75,17 @@ class Reconciler:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             report.orphans.append(f"pid {pid}")
+        self._builds()
         await self._snapshots(report)
         return report
+
+    def _builds(self) -> None:
+        """A build the server did not finish failed (its computer went as an orphan above)."""
+        with self.fleet.db.session() as s:
+            for row in repo.list_templates(s, None):
+                if row.state == "building":
+                    row.state = "ready" if row.snapshot_id is not None else "failed"
+                    row.error = "the server stopped during the build: build it again"
 
     async def _snapshots(self, report: ReconcileReport) -> None:
         """A snapshot whose take the server did not finish is dropped, files and record: its
@@ -86,14 +95,14 @@ class Reconciler:
         with fleet.db.session() as s:
             rows = repo.list_snapshots(s, None, state=None)
             for row in rows:
-                if row.state != "ready":
+                if row.state == "creating":
                     ev = repo.add_event(s, row.org_id, row.computer_id, "snapshot.failed",
                                         f"snapshot {row.id} dropped: the server stopped while "
                                         "it was being taken", {"snapshot": row.id})  # fmt: skip
                     s.delete(row)
                     fleet.bus.publish(ev)
                     report.snapshots_dropped.append(row.id)
-        ready = {row.id for row in rows if row.state == "ready"}
+        ready = {row.id for row in rows if row.state != "creating"}  # ready, or a build's layer
         for snapshot_id in self.runtime.snapshots.ids():
             if snapshot_id not in ready:
                 try:

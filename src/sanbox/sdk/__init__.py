@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .computer import AsyncComputer, AsyncFiles
     from .errors import (
         AuthenticationError,
+        BuildFailedError,
         ComputerNotFoundError,
         ComputerNotRunningError,
         ConflictError,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         InvalidNameError,
         InvalidPathError,
         InvalidRequestError,
+        InvalidSpecError,
         InvalidTransitionError,
         NameTakenError,
         NotFoundError,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
         ServerError,
         SnapshotCorruptError,
         SnapshotNotFoundError,
+        TemplateBuildingError,
         TemplateNotFoundError,
         UnavailableError,
     )
@@ -65,7 +68,9 @@ if TYPE_CHECKING:
         Sanbox,
         Snapshots,
         SshStream,
+        Templates,
     )
+    from .templates import AsyncTemplates, BuildStarted
     from .types import (
         ApiKey,
         AuditRecord,
@@ -83,6 +88,7 @@ if TYPE_CHECKING:
         SshAccess,
         Stderr,
         Stdout,
+        Template,
     )
 
 _MODULES = {  # each public name -> the module that defines it, imported on first use
@@ -99,6 +105,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
     "computer": ("AsyncComputer", "AsyncFiles"),
     "errors": (
         "AuthenticationError",
+        "BuildFailedError",
         "ComputerNotFoundError",
         "ComputerNotRunningError",
         "ConflictError",
@@ -111,6 +118,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "InvalidNameError",
         "InvalidPathError",
         "InvalidRequestError",
+        "InvalidSpecError",
         "InvalidTransitionError",
         "NameTakenError",
         "NotFoundError",
@@ -122,6 +130,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "ServerError",
         "SnapshotCorruptError",
         "SnapshotNotFoundError",
+        "TemplateBuildingError",
         "TemplateNotFoundError",
         "UnavailableError",
     ),
@@ -139,7 +148,9 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Sanbox",
         "Snapshots",
         "SshStream",
+        "Templates",
     ),
+    "templates": ("AsyncTemplates", "BuildStarted"),
     "types": (
         "ApiKey",
         "AuditRecord",
@@ -157,6 +168,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "SshAccess",
         "Stderr",
         "Stdout",
+        "Template",
     ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
@@ -226,6 +238,13 @@ __all__ = [
     "Stdout",
     "TemplateNotFoundError",
     "UnavailableError",
+    "AsyncTemplates",
+    "BuildStarted",
+    "BuildFailedError",
+    "InvalidSpecError",
+    "TemplateBuildingError",
+    "Template",
+    "Templates",
     "WebSocketConnector",
     "WebSocketLike",
     "asgi_connector",

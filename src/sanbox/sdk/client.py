@@ -18,6 +18,7 @@ from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
+from .templates import AsyncTemplates
 from .types import (
     ApiKey,
     AuditRecord,
@@ -57,6 +58,7 @@ class AsyncSanbox:
         self._ws_connector = ws_connector or websockets_connector
         self.computers = AsyncComputers(self)
         self.snapshots = AsyncSnapshots(self)
+        self.templates = AsyncTemplates(self)
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)

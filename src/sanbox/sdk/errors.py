@@ -17,11 +17,13 @@ Hierarchy::
     |   +-- InvalidTransitionError   409 invalid_transition
     |   +-- IdempotencyConflictError 409 idempotency_conflict
     |   +-- SnapshotCorruptError     409 snapshot_corrupt (failed its check: not restored)
+    |   +-- TemplateBuildingError    409 template_building (no build of it to use yet)
     +-- InvalidRequestError          422 validation_error, invalid_public_key
     |   +-- InvalidNameError         422 invalid_name
     |   +-- InvalidPathError         422 invalid_path
     |   +-- InsufficientResourcesError 422 insufficient_resources
     |   +-- DiskTooSmallError        422 disk_too_small
+    |   +-- InvalidSpecError         422 invalid_spec (the line and the reason), invalid_context
     +-- PayloadTooLargeError         413 payload_too_large (a request body over the server's limit)
     +-- RateLimitedError             429 too_many_failures (too many failed authentications
     |                                from this address; the message says when to try again)
@@ -30,6 +32,7 @@ Hierarchy::
     +-- InsufficientStorageError     507 insufficient_storage (a disk does not fit on the host)
     |   +-- InsufficientMemoryError  507 insufficient_memory (guest RAM does not fit on the host)
     +-- RequestTimeoutError          504 timeout (also a client-side timeout, no status)
+    +-- BuildFailedError             build_failed: a template build ended failed (`templates.wait`)
 
 `error_from_response` picks the class by code (`_CODE_TO_ERROR`); an unknown code falls back
 on the status, through the `default_status` each direct subclass of `SanboxError` declares.
@@ -156,6 +159,18 @@ class RequestTimeoutError(SanboxError):
     default_status = 504
 
 
+class TemplateBuildingError(ConflictError):
+    pass
+
+
+class InvalidSpecError(InvalidRequestError):
+    pass
+
+
+class BuildFailedError(SanboxError):
+    """A template build that ended failed; the message is the reason (its log has the rest)."""
+
+
 _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "unauthorized": AuthenticationError,
     "forbidden": PermissionDeniedError,
@@ -166,6 +181,10 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "template_not_found": TemplateNotFoundError,
     "snapshot_not_found": SnapshotNotFoundError,
     "snapshot_corrupt": SnapshotCorruptError,
+    "template_building": TemplateBuildingError,
+    "invalid_spec": InvalidSpecError,
+    "invalid_context": InvalidSpecError,
+    "build_failed": BuildFailedError,
     "name_taken": NameTakenError,
     "computer_not_running": ComputerNotRunningError,
     "invalid_transition": InvalidTransitionError,

@@ -29,6 +29,7 @@ from .client import (
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
 from .ssh_stream import AsyncSshStream
+from .templates import AsyncTemplates
 from .types import ComputerRecord, ExecEvent
 
 S = TypeVar("S", bound=WebSocketSession)
@@ -159,6 +160,15 @@ class Snapshots(Facade[AsyncSnapshots]):
     delete = blocking(AsyncSnapshots.delete)
 
 
+class Templates(Facade[AsyncTemplates]):
+    list = blocking(AsyncTemplates.list)
+    get = blocking(AsyncTemplates.get)
+    delete = blocking(AsyncTemplates.delete)
+    build = blocking(AsyncTemplates.build)
+    logs = blocking_iter(AsyncTemplates.logs)
+    wait = blocking(AsyncTemplates.wait)
+
+
 class Orgs(Facade[AsyncOrgs]):
     create = blocking(AsyncOrgs.create)
     list = blocking(AsyncOrgs.list)
@@ -202,6 +212,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.url = inner.url
         self.computers = Computers(inner.computers, self._portal)
         self.snapshots = Snapshots(inner.snapshots, self._portal)
+        self.templates = Templates(inner.templates, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)

@@ -123,6 +123,52 @@ class SnapshotRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class TemplateRow(Base):
+    """A template an org built from a spec: its disk is a chain of build-step snapshots
+    (`snapshot_id`, the last), and `ready_snapshot_id` keeps one of its computers booted and ready
+    (memory too), which creates restore. What its computers get is copied here from the spec."""
+
+    __tablename__ = "templates"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    state: Mapped[str] = mapped_column(String(16), index=True)  # building | ready | failed
+    base: Mapped[str] = mapped_column(String(63))
+    image: Mapped[str | None] = mapped_column(String(64), default=None)  # the root image build
+    spec: Mapped[str] = mapped_column(Text)  # the spec file as written
+    digest: Mapped[str] = mapped_column(String(64))  # of the spec, its files and its base
+    snapshot_id: Mapped[str | None] = mapped_column(String(32), default=None)  # the built disk
+    ready_snapshot_id: Mapped[str | None] = mapped_column(String(32), default=None)
+    ready_reason: Mapped[str | None] = mapped_column(Text, default=None)  # why none, if none
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    disk_gib: Mapped[int] = mapped_column(Integer, default=0)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    allow: Mapped[list[str]] = mapped_column(JSON, default=list)
+    ports: Mapped[list[int]] = mapped_column(JSON, default=list)
+    idle_timeout: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    cached_steps: Mapped[int] = mapped_column(Integer, default=0)
+    build_seconds: Mapped[float] = mapped_column(default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class BuildStepRow(Base):
+    """A built step, by the content key of it and everything before it (the org, the base's
+    build, the steps and the files they copy): a later build with the same prefix starts from
+    its snapshot instead of running it again."""
+
+    __tablename__ = "build_steps"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    snapshot_id: Mapped[str] = mapped_column(String(32), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class EventRow(Base):
     __tablename__ = "events"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

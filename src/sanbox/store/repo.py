@@ -12,7 +12,16 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from .models import ApiKey, AuditRow, ComputerRow, EventRow, Org, SnapshotRow
+from .models import (
+    ApiKey,
+    AuditRow,
+    BuildStepRow,
+    ComputerRow,
+    EventRow,
+    Org,
+    SnapshotRow,
+    TemplateRow,
+)
 
 KEY_PREFIX = "sbk_"
 SHOWN = len(KEY_PREFIX) + 8  # the start of a key kept in clear, to tell keys apart
@@ -184,6 +193,27 @@ def list_snapshots(
 def snapshot_name_taken(s: Session, org_id: str, name: str) -> bool:
     q = select(SnapshotRow.id).where(SnapshotRow.org_id == org_id, SnapshotRow.name == name)
     return s.scalars(q).first() is not None
+
+
+# templates ----------------------------------------------------------------------------------
+
+
+def template(s: Session, org_id: str, ref: str) -> TemplateRow | None:
+    q = select(TemplateRow).where(TemplateRow.org_id == org_id)
+    found = s.scalars(q.where(TemplateRow.id == ref)).first()
+    return found or s.scalars(q.where(TemplateRow.name == ref)).first()
+
+
+def list_templates(s: Session, org_id: str | None) -> list[TemplateRow]:
+    q = select(TemplateRow).order_by(TemplateRow.name)
+    if org_id is not None:
+        q = q.where(TemplateRow.org_id == org_id)
+    return list(s.scalars(q).all())
+
+
+def build_steps(s: Session, org_id: str, keys: list[str]) -> list[BuildStepRow]:
+    q = select(BuildStepRow).where(BuildStepRow.org_id == org_id, BuildStepRow.key.in_(keys))
+    return list(s.scalars(q).all())
 
 
 # events -------------------------------------------------------------------------------------

@@ -2,7 +2,15 @@
 
 from .builder import STEPS, BuildProgress, ImageBuilder
 from .errors import BuildStepError, ImageError, ImageNotFoundError, UnknownTemplateError
-from .image import Image, allocated_bytes, find_image, is_current, list_builds, remove_build
+from .image import (
+    Image,
+    allocated_bytes,
+    find_build,
+    find_image,
+    is_current,
+    list_builds,
+    remove_build,
+)
 from .recipe import RECIPES, Recipe, recipe_for
 
 __all__ = [
@@ -17,6 +25,7 @@ __all__ = [
     "Recipe",
     "UnknownTemplateError",
     "allocated_bytes",
+    "find_build",
     "find_image",
     "is_current",
     "list_builds",

@@ -83,6 +83,15 @@ def find_image(data_dir: DataDir, template: str, build_id: str | None = None) ->
     raise ImageNotFoundError(template)
 
 
+def find_build(data_dir: DataDir, build_id: str) -> Image:
+    """The build `build_id` of whichever recipe made it (a user template's computers boot the
+    image at the root of its chain)."""
+    for path in sorted(data_dir.images.glob(f"*/{build_id}")):
+        if (path / MANIFEST).is_file():
+            return Image.load(path)
+    raise ImageNotFoundError(build_id)
+
+
 def list_builds(data_dir: DataDir) -> list[Image]:
     """Every complete build on this host, by template then age (oldest first)."""
     builds = [p for p in data_dir.images.glob("*/*") if (p / MANIFEST).is_file()]

@@ -1,0 +1,108 @@
+"""/v1/templates: the built-in templates and the ones an org builds from a spec. A build is
+POSTed as a tar of the spec (`sanbox.toml`) and the files it copies; it runs in the background
+and its log (JSON lines) is followed at /v1/templates/{ref}/logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ...control import build_log
+from ...control.computers import Computers
+from ...control.errors import PayloadTooLargeError
+from ...templates.context import MAX_BYTES
+from ..template_schemas import Template, TemplateBuild, TemplateList
+from ._deps import Auth, Plane
+from .computers import ERRORS
+
+router = APIRouter(prefix="/v1", tags=["templates"], responses=ERRORS)
+
+LOG_POLL = 0.2  # seconds between reads of a followed build log
+MAX_CONTEXT = MAX_BYTES + 1024 * 1024  # the tar's own headers on top of its files
+
+
+def builtins(plane: Computers) -> list[Template]:
+    return [Template(name=b.name, builtin=True, allow=b.allow, idle_timeout=b.idle_timeout)
+            for b in plane.builtin_templates()]  # fmt: skip
+
+
+async def _body(request: Request) -> bytes:
+    """The context tar, refused past MAX_CONTEXT (this route is exempt from the general limit)."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_CONTEXT:
+            raise PayloadTooLargeError(f"the build context is over {MAX_CONTEXT // 2**20} MiB")
+    return bytes(data)
+
+
+@router.post(
+    "/templates",
+    response_model=TemplateBuild,
+    status_code=202,
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}},
+)  # fmt: skip
+async def build_template(
+    request: Request,
+    auth: Auth,
+    plane: Plane,
+    name: Annotated[str | None, Query(description="the template's name (else the spec's)")] = None,
+) -> JSONResponse:
+    """Build a template from a tar of its spec (`sanbox.toml`) and the files its steps copy.
+    202: a build runs (follow its log); 200: nothing changed since the last build."""
+    row, building = await plane.build_template(auth.org, await _body(request), name)
+    body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
+    return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
+
+
+@router.get("/templates", response_model=TemplateList)
+async def list_templates(auth: Auth, plane: Plane) -> TemplateList:
+    own = [Template.of(r, auth.org.name) for r in plane.templates(auth.org)]
+    return TemplateList(templates=builtins(plane) + own)
+
+
+@router.get("/templates/{ref}", response_model=Template)
+async def get_template(ref: str, auth: Auth, plane: Plane) -> Template:
+    for t in builtins(plane):
+        if t.name == ref:
+            return t
+    return Template.of(plane.get_template(auth.org, ref), auth.org.name)
+
+
+@router.delete("/templates/{ref}", response_model=Template)
+async def delete_template(ref: str, auth: Auth, plane: Plane) -> Template:
+    """Delete a template; computers made from it keep working."""
+    return Template.of(await plane.delete_template(auth.org, ref), auth.org.name)
+
+
+@router.get("/templates/{ref}/logs", response_class=StreamingResponse)
+async def template_logs(
+    ref: str,
+    auth: Auth,
+    plane: Plane,
+    follow: Annotated[bool, Query(description="keep streaming until the build ends")] = False,
+) -> StreamingResponse:
+    """The last build's log, one JSON object per line (`step`, `output`, `done`)."""
+    row = plane.get_template(auth.org, ref)
+    path = plane.template_log(row)
+
+    async def lines() -> AsyncIterator[bytes]:
+        offset = 0
+        while True:
+            records, offset = await asyncio.to_thread(build_log.read, path, offset)
+            for record in records:
+                yield (build_log.json_line(record)).encode()
+                if record.get("type") == "done":
+                    return
+            if not follow or plane.get_template(auth.org, row.id).state != "building":
+                if not records:
+                    return
+                continue
+            await asyncio.sleep(LOG_POLL)
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")

@@ -1,0 +1,149 @@
+"""`sanbox template build|ls|get|rm|logs`: templates built from a spec file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..sdk import Sanbox, Template
+from . import config
+from ._output import console, err_console
+
+app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
+
+
+def _print_json(value: object) -> None:
+    console.print_json(json.dumps(value))
+
+
+def _line(record: dict[str, Any]) -> str | None:
+    kind = record.get("type")
+    if kind == "output":
+        return f"[dim]{record.get('text', '')}[/]"
+    if kind == "step":
+        cached = " [green](cached)[/]" if record.get("cached") else ""
+        where = f"{record.get('index')}/{record.get('total')} " if record.get("total") else ""
+        return f"[bold]step {where}[/]{record.get('description')}{cached}"
+    if kind == "done":
+        colour = "green" if record.get("state") == "ready" else "red"
+        return f"[{colour}]build {record.get('state')}[/]: {record.get('message', '')}"
+    return None
+
+
+def _follow(client: Sanbox, name: str, quiet: bool) -> Template:
+    """Follow the build's log with a progress bar (and its lines unless `quiet`)."""
+    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(f"building {name}", total=None)
+
+        def show(record: dict[str, Any]) -> None:
+            if record.get("type") == "step" and record.get("total"):
+                progress.update(task, total=record["total"], completed=record["index"] - 1,
+                                description=f"{name}: {record.get('description')}")  # fmt: skip
+            elif record.get("type") == "step":
+                progress.update(task, description=f"{name}: {record.get('description')}")
+            text = _line(record)
+            if text is not None and (not quiet or record.get("type") != "output"):
+                progress.console.print(text, highlight=False)
+
+        return client.templates.wait(name, on_record=show)
+
+
+@app.command("build")
+def build(
+    spec: Annotated[Path, typer.Argument(help="A spec file (sanbox.toml) or its folder.")],
+    name: str | None = typer.Option(None, "--name", "-n", help="Name it (else the spec's)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only steps and the result."),
+    as_json: bool = typer.Option(False, "--json", help="Print the template as JSON at the end."),
+) -> None:
+    """Build a template: each step runs once and is cached; an unchanged spec is a no-op."""
+    with config.reported(), config.client() as client:
+        started = client.templates.build(spec, name=name)
+        template = started.template
+        if started.building:
+            template = _follow(client, template.name, quiet or as_json)
+    if as_json:
+        _print_json(template.to_json())
+        return
+    if not started.building:
+        console.print(f"template [bold]{template.name}[/] is up to date: nothing to build")
+        return
+    ready = "ready snapshot: creates restore it" if template.ready_snapshot else "no ready snapshot"
+    console.print(f"template [bold]{template.name}[/] built: {template.steps} step(s), "
+                  f"{template.cached_steps} reused, {template.build_seconds:.1f}s; {ready}",
+                  highlight=False)  # fmt: skip
+
+
+@app.command("ls")
+def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the templates: built-in ones, then the org's."""
+    with config.reported(), config.client() as client:
+        templates = client.templates.list()
+    if as_json:
+        _print_json([t.to_json() for t in templates])
+        return
+    table = Table("NAME", "STATE", "BASE", "CPUS", "MEMORY", "READY SNAPSHOT", "BUILT", box=None)
+    for t in templates:
+        table.add_row(t.name, "built in" if t.builtin else t.state, t.base or "-", str(t.vcpus),
+                      f"{t.memory_mib} MiB", "yes" if t.ready_snapshot else "-",
+                      t.updated_at or "")  # fmt: skip
+    console.print(table)
+
+
+@app.command("get")
+def get(
+    template: str = typer.Argument(..., help="Template name."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one template."""
+    with config.reported(), config.client() as client:
+        t = client.templates.get(template)
+    if as_json:
+        _print_json(t.to_json())
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in t.to_json().items():
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)
+
+
+@app.command("rm")
+def rm(
+    templates: Annotated[list[str], typer.Argument(help="Template names.")],
+    force: bool = typer.Option(False, "--force", "-f", help="Ignore templates that do not exist."),
+) -> None:
+    """Delete templates; computers made from them keep working."""
+    from ..sdk import TemplateNotFoundError
+
+    with config.reported(), config.client() as client:
+        for name in templates:
+            try:
+                client.templates.delete(name)
+            except TemplateNotFoundError:
+                if not force:
+                    raise
+                continue
+            console.print(f"deleted template {name}")
+
+
+@app.command("logs")
+def logs(
+    template: str = typer.Argument(..., help="Template name."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep following a running build."),
+    as_json: bool = typer.Option(False, "--json", help="Print the log's JSON lines."),
+) -> None:
+    """The last build's log (a failed build leaves it: this is where to read why)."""
+    with config.reported(), config.client() as client:
+        for record in client.templates.logs(template, follow=follow):
+            if as_json:
+                print(json.dumps(record))
+                continue
+            text = _line(record)
+            if text is not None:
+                console.print(text, highlight=False)

@@ -1,0 +1,320 @@
+"""Running a template build: each step in a build computer, each result a snapshot.
+
+A build computer is a VM like any other, booted from what the build starts at (the base image,
+the base template's disk, or the snapshot of the last step already built), with the spec's build
+allowlist as its egress policy. Steps run in order; after each one the computer's disk is frozen
+as a disk-only snapshot (state `layer`: never listed, kept as the build cache under the step's
+key), so a later build with the same prefix starts from there. apt, pip and npm packages are
+fetched by the host (`templates/fetch`) and installed in the guest offline. The last step writes
+the services file the guest's supervisor runs.
+
+Then the template's ready snapshot: a computer is booted from the built disk, its readiness check
+waited for, and its running state (memory too) saved; creates restore it. A step that fails ends
+the build with the step, its exit status and its last output in the log; the build computer is
+destroyed whatever happens (a server restart destroys it as an orphan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..host.egress.policy import Policy, PolicyError
+from ..host.errors import HostError, MissingToolError
+from ..host.image import Image
+from ..host.machine import Machine, MachineSpec
+from ..store import repo
+from ..store.models import BuildStepRow, Org, SnapshotRow
+from ..templates import fetch
+from ..templates.context import Context
+from ..templates.keys import config
+from ..templates.spec import Spec, Step
+from .build_log import BuildLog
+from .fleet import Fleet
+
+log = logging.getLogger(__name__)
+
+BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's computers get
+STEP_TIMEOUT = 1800.0
+SERVICES_FILE = "/etc/sanbox/services.json"
+
+
+class BuildFailed(Exception):
+    """A build that cannot finish: the reason, said in the log and on the template."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a build computer boots from: the image alone, or a snapshot's disk on it."""
+
+    image: Image
+    snapshot_id: str | None
+
+
+@dataclass
+class Built:
+    snapshot_id: str  # the built disk (the last step's snapshot)
+    ready_snapshot_id: str | None
+    ready_reason: str | None  # why there is no ready snapshot, if there is none
+    cached_steps: int
+
+
+def layer_row(org: Org, snap_id: str, computer_id: str, template: str, image: Image,
+              spec: Spec, memory: bool) -> SnapshotRow:  # fmt: skip
+    return SnapshotRow(
+        id=snap_id, org_id=org.id, name=None, state="creating", computer_id=computer_id,
+        computer_name=f"build of {template}", template=template, image=image.build_id,
+        vcpus=spec.vcpus, memory_mib=spec.memory_mib, disk_gib=spec.disk_gib or 0,
+        memory=memory, size_bytes=0, env=dict(spec.env), allow=list(spec.allow),
+        idle_timeout=spec.idle_timeout,
+    )  # fmt: skip
+
+
+class Builder:
+    """One build of one template (`template`: its name) for `org`."""
+
+    def __init__(
+        self, fleet: Fleet, org: Org, template: str, ctx: Context, blog: BuildLog, cache: Path
+    ) -> None:
+        self.fleet, self.org, self.template, self.ctx = fleet, org, template, ctx
+        self.spec = ctx.spec
+        self.blog = blog
+        self.cache = cache  # fetched package bundles
+
+    # snapshots of build computers -----------------------------------------------------------
+
+    async def _freeze(self, machine: Machine, mspec: MachineSpec, image: Image,
+                      memory: bool = False) -> str:  # fmt: skip
+        """A snapshot (state `layer`) of the build computer as it is now."""
+        fleet = self.fleet
+        snap_id = repo.new_id("snp_")
+        with fleet.db.session() as s:
+            s.add(layer_row(self.org, snap_id, mspec.computer_id, self.template, image,
+                            self.spec, memory))  # fmt: skip
+        try:
+            taken = await fleet.runtime.snapshot(
+                snap_id, mspec.computer_id, machine, mspec, image, memory=memory
+            )
+        except BaseException:
+            with fleet.db.session() as s:
+                if (row := s.get(SnapshotRow, snap_id)) is not None:
+                    s.delete(row)
+            raise
+        with fleet.db.session() as s:
+            row = s.get(SnapshotRow, snap_id)
+            assert row is not None
+            row.state, row.size_bytes = "layer", taken.size_bytes
+        return snap_id
+
+    @contextlib.asynccontextmanager
+    async def computer(self, start: Start, mspec: MachineSpec,
+                       allow: tuple[str, ...]) -> AsyncIterator[Machine]:  # fmt: skip
+        """A running build (or readiness) computer, destroyed on the way out."""
+        runtime, fleet = self.fleet.runtime, self.fleet
+        hold = fleet.capacity.admit_here(runtime.data_dir, mspec.memory_mib, mspec.disk_gib or 0)
+        try:
+            if start.snapshot_id is None:
+                machine, _disk = await runtime.create(mspec, start.image)
+            else:
+                machine, _ = await runtime.create_from_snapshot(
+                    mspec, start.image, start.snapshot_id
+                )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await runtime.destroy(mspec.computer_id)
+            raise
+        finally:
+            hold.release()
+        try:
+            network = runtime.network
+            if fleet.egress is not None and network is not None:
+                try:
+                    policy = Policy.of(list(allow))
+                except PolicyError as exc:
+                    raise BuildFailed(f"build.allow: {exc}") from exc
+                await fleet.egress.start(mspec.computer_id, network.netns(mspec.computer_id),
+                                         policy)  # fmt: skip
+            yield machine
+        finally:
+            if fleet.egress is not None:
+                await fleet.egress.stop(mspec.computer_id)
+            await runtime.destroy(mspec.computer_id)
+
+    # steps ----------------------------------------------------------------------------------
+
+    async def _sh(self, machine: Machine, argv: list[str], what: str,
+                  env: dict[str, str] | None = None) -> None:  # fmt: skip
+        """Run `argv` in the build computer, its output into the log; BuildFailed unless 0."""
+        client = await machine.client()
+        proc = await client.exec_stream(argv, env=env, cwd="/root", timeout=STEP_TIMEOUT)
+        tail: list[str] = []
+        pending = b""
+        exit_ = None
+        async for ev in proc.events(timeout=STEP_TIMEOUT + 30):
+            data = getattr(ev, "data", None)
+            if isinstance(data, bytes):
+                pending += data
+                *done, pending = pending.split(b"\n")
+                for line in done:
+                    text = line.decode(errors="replace")
+                    self.blog.output(text)
+                    tail = (tail + [text])[-5:]
+                if len(pending) > 4096:
+                    self.blog.output(pending.decode(errors="replace"))
+                    pending = b""
+            else:
+                exit_ = ev
+        if pending:
+            self.blog.output(pending.decode(errors="replace"))
+        code = getattr(exit_, "exit_code", -1)
+        if getattr(exit_, "timed_out", False):
+            raise BuildFailed(f"{what} ran over {STEP_TIMEOUT:.0f}s")
+        if code != 0:
+            last = (": " + " | ".join(tail[-3:])) if tail else ""
+            raise BuildFailed(f"{what} failed (exit code {code}){last}")
+
+    async def _install(self, machine: Machine, step: Step) -> None:
+        client = await machine.client()
+        if step.kind == "apt":
+            status = self.cache / f"dpkg-status-{machine.computer_id}"
+            status.write_bytes(await client.files.read("/var/lib/dpkg/status"))
+            try:
+                bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status,
+                                                 self.cache)  # fmt: skip
+            finally:
+                status.unlink(missing_ok=True)
+        elif step.kind == "pip":
+            bundle = await asyncio.to_thread(fetch.fetch_pip, step.packages, self.cache)
+        else:
+            bundle = await asyncio.to_thread(fetch.fetch_npm, step.packages, self.cache)
+        mib = bundle.size / 2**20
+        self.blog.output(f"[sanbox] fetched {len(bundle.files)} files ({mib:.1f} MiB) on the host")
+        for name in bundle.files:
+            data = (bundle.path / name).read_bytes()
+            await client.files.put(f"{bundle.guest_dir}/{name}", data, mode=0o755)
+        try:
+            await self._sh(machine, list(bundle.install), step.describe())
+        finally:  # nothing of the bundle stays in the layer
+            await client.exec(["rm", "-rf", bundle.guest_dir], timeout=60)
+
+    async def run_step(self, machine: Machine, step: Step | None) -> None:
+        """One step (None: the configuration step), then `sync`."""
+        client = await machine.client()
+        if step is None:
+            body = json.dumps(config(self.spec), indent=2).encode()
+            await client.files.put(SERVICES_FILE, body, mode=0o644)
+        elif step.kind in ("apt", "pip", "npm"):
+            await self._install(machine, step)
+        elif step.kind == "copy":
+            await client.files.put(step.dest, self.ctx.files[step.src], mode=step.mode)
+            self.blog.output(f"[sanbox] copied {step.src} to {step.dest}")
+        else:
+            env = {"DEBIAN_FRONTEND": "noninteractive", **self.spec.env}
+            await self._sh(machine, ["/bin/sh", "-ec", step.command], step.describe(), env)
+        await client.exec(["sync"], timeout=120)
+
+    async def build_steps(
+        self,
+        image: Image,
+        start: Start,
+        keys: list[str],
+        cached: dict[str, str],
+        descriptions: list[str],
+    ) -> tuple[str, int]:
+        """Every step not in the cache; the last step's snapshot and how many were cached."""
+        total = len(keys)
+        reuse = max((i for i, k in enumerate(keys) if k in cached), default=-1)
+        for i in range(reuse + 1):
+            self.blog.event("step", index=i + 1, total=total, description=descriptions[i],
+                            cached=True)  # fmt: skip
+        if reuse == total - 1:
+            return cached[keys[-1]], total
+        if reuse >= 0:
+            start = Start(image, cached[keys[reuse]])
+        mspec = MachineSpec(computer_id=repo.new_id("bld-"), vcpus=min(2, self.fleet.capacity.cpus),
+                            memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
+                            disk_gib=self.spec.disk_gib, hostname=self.template)  # fmt: skip
+        steps: list[Step | None] = [*self.spec.steps, None]
+        last = ""
+        async with self.computer(start, mspec, self.spec.build_allow) as machine:
+            for i in range(reuse + 1, total):
+                self.blog.event("step", index=i + 1, total=total, description=descriptions[i],
+                                cached=False)  # fmt: skip
+                t0 = time.monotonic()
+                await self.run_step(machine, steps[i])
+                last = await self._freeze(machine, mspec, image)
+                with self.fleet.db.session() as s:
+                    s.merge(BuildStepRow(key=keys[i], org_id=self.org.id, snapshot_id=last,
+                                         description=descriptions[i]))  # fmt: skip
+                self.blog.output(f"[sanbox] step {i + 1} done in {time.monotonic() - t0:.1f}s, "
+                                 f"kept as layer {last}")  # fmt: skip
+        return last, reuse + 1
+
+    # the ready snapshot ---------------------------------------------------------------------
+
+    async def _wait_ready(self, machine: Machine) -> None:
+        ready = self.spec.ready
+        if ready is None:
+            return
+        if ready.port is not None:
+            probe = ["python3", "-c", "import socket,sys; socket.create_connection("
+                     f"('127.0.0.1', {ready.port}), 1).close()"]  # fmt: skip
+            what = f"port {ready.port} answers"
+        else:
+            probe, what = ["/bin/sh", "-c", ready.command or "true"], f"`{ready.command}` succeeds"
+        deadline = time.monotonic() + ready.timeout
+        client = await machine.client()
+        while True:
+            r = await client.exec(probe, timeout=10, max_output=4096)
+            if r.exit_code == 0:
+                self.blog.output(f"[sanbox] ready: {what}")
+                return
+            if time.monotonic() > deadline:
+                raise BuildFailed(
+                    f"never ready: waited {ready.timeout:.0f}s for {what} in a computer of it "
+                    "(see its services' logs in /var/log/sanbox/services/ in a computer of it)"
+                )
+            await asyncio.sleep(0.25)
+
+    async def ready_snapshot(self, image: Image, disk_snapshot: str) -> str:
+        """Boot a computer of the template, wait for its readiness check, keep it running."""
+        mspec = MachineSpec(computer_id=repo.new_id("bld-"), vcpus=self.spec.vcpus,
+                            memory_mib=self.spec.memory_mib, disk_gib=self.spec.disk_gib,
+                            hostname=self.template)  # fmt: skip
+        self.blog.event("step", index=0, total=0, description="boot it and save it ready",
+                        cached=False)  # fmt: skip
+        async with self.computer(Start(image, disk_snapshot), mspec, self.spec.allow) as machine:
+            await self._wait_ready(machine)
+            return await self._freeze(machine, mspec, image, memory=True)
+
+
+def cached_steps(fleet: Fleet, org: Org, keys: list[str]) -> dict[str, str]:
+    """The keys already built for this org whose snapshots are still there."""
+    with fleet.db.session() as s:
+        rows = repo.build_steps(s, org.id, keys)
+        found = {}
+        for row in rows:
+            snap = s.get(SnapshotRow, row.snapshot_id)
+            if snap is not None and snap.state == "layer":
+                found[row.key] = row.snapshot_id
+    return found
+
+
+async def run(builder: Builder, image: Image, start: Start, keys: list[str],
+              descriptions: list[str]) -> Built:  # fmt: skip
+    """The whole build: steps, then the ready snapshot. BuildFailed, or a host error."""
+    cached = cached_steps(builder.fleet, builder.org, keys)
+    try:
+        disk, reused = await builder.build_steps(image, start, keys, cached, descriptions)
+        ready = await builder.ready_snapshot(image, disk)
+    except (fetch.FetchError, MissingToolError) as exc:  # (host errors too: caught first)
+        raise BuildFailed(f"fetching packages failed: {exc}") from exc
+    except HostError as exc:
+        raise BuildFailed(f"the host failed the build: {exc}") from exc
+    return Built(disk, ready, None, reused)

@@ -1,0 +1,278 @@
+"""Templates: the built-in ones (`base`: an image recipe in code, everyone's) and the ones an org
+builds from a spec (`templates` rows; the build itself is `template_build.py`).
+
+A build is answered at once (the template `building`, or `ready` when nothing changed: same
+spec, same files, same base) and runs in the background, one at a time on the host; its log is
+`templates/<id>.log` under the data dir (`build_log.py`). A rebuild keeps the template usable: its
+computers come from the last good build until the new one is ready; a failed build leaves the
+template as it was (or `failed`, if it never built) with the reason and the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..host.egress.policy import PolicyError
+from ..host.errors import HostError
+from ..host.image import RECIPES, Image
+from ..store import repo
+from ..store.models import Org, SnapshotRow, TemplateRow
+from ..templates.context import Context, ContextError, unpack
+from ..templates.keys import descriptions, step_keys
+from ..templates.spec import Spec, SpecError
+from . import template_build
+from .build_log import BuildLog
+from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .fleet import Fleet
+from .names import check_name
+
+log = logging.getLogger(__name__)
+
+_BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a computer of a template starts from."""
+
+    template: TemplateRow
+    image: Image
+    snapshot: SnapshotRow  # the ready snapshot, or the built disk (booted)
+    booted_because: str | None  # None: restored from the ready snapshot
+
+
+def builtin(name: str) -> bool:
+    return name in RECIPES
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A template built into Sanbox (an image recipe), everyone's."""
+
+    name: str
+    allow: list[str]
+    idle_timeout: int
+
+
+def builtins() -> list[Builtin]:
+    return [Builtin(n, list(r.allow), r.idle_timeout) for n, r in sorted(RECIPES.items())]
+
+
+def get(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
+    with fleet.db.session() as s:
+        row = repo.template(s, org.id, ref)
+    if row is None:
+        known = ", ".join(sorted(RECIPES))
+        raise NotFoundError(
+            f"no template {ref!r} in this org: built in are {known}; build one with "
+            "`sanbox template build`",
+            "template_not_found",
+        )
+    return row
+
+
+def find(fleet: Fleet, org: Org) -> list[TemplateRow]:
+    with fleet.db.session() as s:
+        return repo.list_templates(s, org.id)
+
+
+def log_path(fleet: Fleet, row: TemplateRow) -> Path:
+    return fleet.runtime.data_dir.root / "templates" / f"{row.id}.log"
+
+
+def _context(data: bytes) -> Context:
+    try:
+        return unpack(data)
+    except SpecError as exc:
+        raise InvalidRequestError(str(exc), "invalid_spec") from exc
+    except ContextError as exc:
+        raise InvalidRequestError(str(exc), "invalid_context") from exc
+
+
+def _start(fleet: Fleet, org: Org, spec: Spec) -> tuple[template_build.Start, str]:
+    """What the build boots from, and its part of the cache keys."""
+    if builtin(spec.base):
+        image = fleet.image_for(spec.base)
+        return template_build.Start(image, None), f"image:{image.build_id}"
+    base = get(fleet, org, spec.base)
+    if base.snapshot_id is None or base.image is None:
+        raise ConflictError(
+            f"base template {base.name} has not been built yet: build it first",
+            "template_building",
+        )
+    image = fleet.image_for(base.name, base.image)
+    return template_build.Start(image, base.snapshot_id), f"snapshot:{base.snapshot_id}"
+
+
+def _digest(keys: list[str], spec: Spec) -> str:
+    """The template as built and as its computers get it: the steps' last key and the rest."""
+    body = json.dumps([keys[-1], spec.settings_digest()])
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _check_policy(fleet: Fleet, spec: Spec) -> None:
+    for what, rules in (("allow", spec.allow), ("build.allow", spec.build_allow)):
+        try:
+            fleet.reach.policy(list(rules))
+        except PolicyError as exc:
+            raise InvalidRequestError(f"{what}: {exc}", "invalid_rule") from exc
+
+
+async def build(
+    fleet: Fleet, org: Org, data: bytes, name: str | None = None
+) -> tuple[TemplateRow, bool]:
+    """Start building the template in `data` (a context tar). Returns its record and whether a
+    build runs (False: it is up to date)."""
+    ctx = _context(data)
+    spec = ctx.spec
+    name = name or spec.name
+    if name is None:
+        raise InvalidRequestError(
+            "name the template: `name = ...` in the spec, or --name", "invalid_spec"
+        )
+    check_name(name, "template")
+    if builtin(name):
+        raise ConflictError(f"{name} is a built-in template: pick another name", "name_taken")
+    if spec.base == name:
+        raise InvalidRequestError(f"template {name} cannot be its own base", "invalid_spec")
+    _check_policy(fleet, spec)
+    start, start_key = _start(fleet, org, spec)
+    keys = step_keys(org.id, start_key, spec, ctx.files)
+    digest = _digest(keys, spec)
+    with fleet.db.session() as s:
+        row = repo.template(s, org.id, name)
+        if row is not None and row.state == "building":
+            raise ConflictError(f"template {name} is being built: wait for it", "template_building")
+        if row is not None and row.state == "ready" and row.digest == digest:
+            return row, False
+        if row is None:
+            row = TemplateRow(
+                id=repo.new_id("tpl_"), org_id=org.id, name=name, state="building",
+                base=spec.base, spec=ctx.spec_text, digest=digest, vcpus=spec.vcpus,
+                memory_mib=spec.memory_mib,
+            )  # fmt: skip
+            s.add(row)
+        row.state, row.error = "building", None
+        s.flush()
+    blog = BuildLog(log_path(fleet, row))
+    blog.start()
+    blog.event("queued", message=f"building {name}")
+    fleet.spawn(_build(fleet, org, row.id, ctx, start, keys, digest, blog))
+    return row, True
+
+
+async def _build(
+    fleet: Fleet,
+    org: Org,
+    template_id: str,
+    ctx: Context,
+    start: template_build.Start,
+    keys: list[str],
+    digest: str,
+    blog: BuildLog,
+) -> None:
+    spec = ctx.spec
+    async with _BUILDS:
+        t0 = time.monotonic()
+        with fleet.db.session() as s:
+            name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]
+        cache = fleet.runtime.data_dir.root / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        builder = template_build.Builder(fleet, org, name, ctx, blog, cache)
+        try:
+            built = await template_build.run(builder, start.image, start, keys, descriptions(spec))
+        except template_build.BuildFailed as exc:
+            _failed(fleet, template_id, str(exc), blog)
+            return
+        except Exception as exc:  # never a template left `building`
+            log.exception("build of %s failed", template_id)
+            _failed(fleet, template_id, f"internal error: {exc}", blog)
+            return
+        took = time.monotonic() - t0
+        with fleet.db.session() as s:
+            row = s.get(TemplateRow, template_id)
+            assert row is not None
+            old_ready = row.ready_snapshot_id
+            row.state, row.error, row.digest, row.spec = "ready", None, digest, ctx.spec_text
+            row.base, row.image = spec.base, start.image.build_id
+            row.snapshot_id, row.ready_snapshot_id = built.snapshot_id, built.ready_snapshot_id
+            row.ready_reason = built.ready_reason
+            row.vcpus, row.memory_mib, row.disk_gib = (
+                spec.vcpus,
+                spec.memory_mib,
+                spec.disk_gib or 0,
+            )
+            row.env, row.allow, row.ports = dict(spec.env), list(spec.allow), list(spec.ports)
+            row.idle_timeout, row.steps = spec.idle_timeout, len(keys)
+            row.cached_steps, row.build_seconds = built.cached_steps, round(took, 2)
+        ran = len(keys) - built.cached_steps
+        blog.event("done", state="ready", message=f"{name} built in {took:.1f}s "
+                   f"({ran} step(s) run, {built.cached_steps} reused)")  # fmt: skip
+        if old_ready is not None and old_ready != built.ready_snapshot_id:
+            await _drop_snapshot(fleet, old_ready)
+
+
+def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog) -> None:
+    with fleet.db.session() as s:
+        row = s.get(TemplateRow, template_id)
+        if row is None:
+            return
+        row.state = "ready" if row.snapshot_id is not None else "failed"
+        row.error = reason
+    blog.event("done", state="failed", message=reason)
+
+
+async def _drop_snapshot(fleet: Fleet, snapshot_id: str) -> None:
+    with contextlib.suppress(HostError):
+        await fleet.runtime.delete_snapshot(snapshot_id)
+    with fleet.db.session() as s:
+        if (row := s.get(SnapshotRow, snapshot_id)) is not None:
+            s.delete(row)
+
+
+async def delete(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
+    """Remove a template and its ready snapshot. Its computers keep working (their disks keep
+    the layers they stand on); its build steps stay cached for the org's next build."""
+    row = get(fleet, org, ref)
+    if row.state == "building":
+        raise ConflictError(f"template {row.name} is being built: wait for it", "template_building")
+    if row.ready_snapshot_id is not None:
+        await _drop_snapshot(fleet, row.ready_snapshot_id)
+    with fleet.db.session() as s:
+        if (live := s.get(TemplateRow, row.id)) is not None:
+            s.delete(live)
+    log_path(fleet, row).unlink(missing_ok=True)
+    return row
+
+
+def resolve(
+    fleet: Fleet, org: Org, name: str, vcpus: int | None, memory_mib: int | None
+) -> Resolved:
+    """What a new computer of the org's template `name` starts from: its ready snapshot, unless
+    it asks for other vCPUs or memory than that has (then its built disk, booted, and why)."""
+    row = get(fleet, org, name)
+    if row.snapshot_id is None or row.image is None:
+        why = f"its build failed: {row.error}" if row.state == "failed" else "it is being built"
+        raise ConflictError(f"template {row.name} has no build yet: {why}", "template_building")
+    image = fleet.image_for(row.name, row.image)
+    reason = None
+    if row.ready_snapshot_id is None:
+        reason = row.ready_reason or "the template has no ready snapshot"
+    elif vcpus not in (None, row.vcpus) or memory_mib not in (None, row.memory_mib):
+        reason = (f"asked for {vcpus or row.vcpus} vCPU(s) and {memory_mib or row.memory_mib} "
+                  f"MiB; its ready snapshot has {row.vcpus} and {row.memory_mib}")  # fmt: skip
+    snapshot_id = row.snapshot_id if reason else row.ready_snapshot_id
+    with fleet.db.session() as s:
+        snap = s.get(SnapshotRow, snapshot_id)
+    if snap is None:
+        raise ConflictError(
+            f"template {row.name} lost its build: build it again", "template_building"
+        )
+    return Resolved(row, image, snap, reason)

@@ -1,0 +1,97 @@
+"""`client.templates`: the built-in templates and the org's own, built from a spec.
+
+    started = await client.templates.build("examples/templates/notes")   # a folder or a file
+    async for record in client.templates.logs("notes", follow=True):      # step, output, done
+        ...
+    template = await client.templates.get("notes")
+
+`build` sends the spec and only the files its steps copy; it returns at once (`building` False:
+nothing changed since the last build). `wait` follows the log to its end and returns the
+template, raising `BuildFailedError` with the reason if the build failed."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from .errors import BuildFailedError, InvalidRequestError
+from .types import Template
+
+if TYPE_CHECKING:
+    from .client import AsyncSanbox
+
+BUILD_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class BuildStarted:
+    template: Template
+    building: bool  # False: it was up to date, no build runs
+
+
+def _path(ref: str) -> str:
+    return f"/v1/templates/{quote(ref, safe='')}"
+
+
+class AsyncTemplates:
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def list(self) -> builtins.list[Template]:
+        data = await self._client.http.json("GET", "/v1/templates")
+        return [Template.from_json(t) for t in data.get("templates", [])]
+
+    async def get(self, name: str) -> Template:
+        return Template.from_json(await self._client.http.json("GET", _path(name)))
+
+    async def delete(self, name: str) -> Template:
+        """Delete a template of the org; computers made from it keep working."""
+        return Template.from_json(await self._client.http.json("DELETE", _path(name)))
+
+    async def build(self, spec: str | Path, name: str | None = None) -> BuildStarted:
+        """Start building the template whose spec is `spec` (a sanbox.toml, or its folder).
+        The spec is checked here first: a bad one raises InvalidRequestError with its line."""
+        from ..templates.context import ContextError, pack  # the spec parser: only here
+        from ..templates.spec import SpecError
+
+        try:
+            body, _ = pack(Path(spec))
+        except (SpecError, ContextError) as exc:
+            code = "invalid_spec" if isinstance(exc, SpecError) else "invalid_context"
+            raise InvalidRequestError(str(exc), code=code) from None
+        data = await self._client.http.json(
+            "POST", "/v1/templates", params={"name": name}, content=body,
+            headers={"Content-Type": "application/x-tar"}, timeout=600.0,
+        )  # fmt: skip
+        return BuildStarted(Template.from_json(data["template"]), bool(data["building"]))
+
+    async def logs(self, name: str, follow: bool = False) -> AsyncIterator[dict[str, Any]]:
+        """The last build's log records (`step`, `output`, `done`); `follow`: until it ends."""
+        params = {"follow": "true" if follow else None}
+        timeout = BUILD_TIMEOUT if follow else None
+        async with self._client.http.stream("GET", _path(name) + "/logs", params=params,
+                                            timeout=timeout) as response:  # fmt: skip
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+
+    async def wait(
+        self, name: str, on_record: Callable[[dict[str, Any]], None] | None = None
+    ) -> Template:
+        """Follow the build to its end; the template, or BuildFailedError with the reason."""
+        outcome: dict[str, Any] = {}
+        async for record in self.logs(name, follow=True):
+            if on_record is not None:
+                on_record(record)
+            if record.get("type") == "done":
+                outcome = record
+        template = await self.get(name)
+        if outcome.get("state") == "failed" or template.state == "failed":
+            reason = outcome.get("message") or template.error or "the build failed"
+            raise BuildFailedError(str(reason), code="build_failed", status=None)
+        return template

@@ -1,0 +1,106 @@
+"""A build's context: the spec file and the files its `copy` steps name, carried as one tar.
+
+The CLI packs it (`pack`: only the spec and the files it copies, so nothing else in the folder,
+say a `.env`, leaves the user's machine); the server unpacks it in memory (`unpack`), refusing
+anything but regular files at clean relative paths, and bounding their number and size. Pure:
+bytes in, bytes out."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .spec import Spec, SpecError, parse
+
+SPEC_FILE = "sanbox.toml"
+MAX_FILES = 256
+MAX_BYTES = 64 * 1024 * 1024  # the whole context, unpacked
+MAX_SPEC_BYTES = 256 * 1024
+
+
+class ContextError(ValueError):
+    """A context that cannot be used, with the reason."""
+
+
+@dataclass(frozen=True)
+class Context:
+    spec_text: str
+    spec: Spec
+    files: dict[str, bytes]  # by the relative path a copy step names
+
+
+def _clean(name: str) -> str:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise ContextError(f"{name!r} is not a relative path inside the context")
+    return str(path)
+
+
+def _spec_path(path: Path) -> Path:
+    if path.is_dir():
+        path = path / SPEC_FILE
+    if not path.is_file():
+        raise ContextError(f"{path} is not a file: give a spec file or a folder with {SPEC_FILE}")
+    return path
+
+
+def pack(path: Path) -> tuple[bytes, Spec]:
+    """The context of the spec at `path` (a file, or a folder with sanbox.toml), as a tar; the
+    spec is checked here first, so a bad one is refused before anything is sent."""
+    spec_file = _spec_path(path)
+    text = spec_file.read_text()
+    spec = parse(text, str(spec_file))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        _add(tar, SPEC_FILE, text.encode())
+        for src in sorted({s.src for s in spec.steps if s.kind == "copy"}):
+            local = spec_file.parent / src
+            if not local.is_file():
+                raise ContextError(f"{spec_file}: copy names {src}, which is not a file there")
+            _add(tar, src, local.read_bytes())
+    return out.getvalue(), spec
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def unpack(data: bytes, where: str = SPEC_FILE) -> Context:
+    """The context in a tar (plain or gzip): ContextError, or SpecError for the spec itself."""
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            for member in tar:
+                if member.isdir():
+                    continue
+                if not member.isreg():
+                    raise ContextError(f"{member.name!r} is not a regular file")
+                name = _clean(member.name)
+                if len(files) >= MAX_FILES:
+                    raise ContextError(f"more than {MAX_FILES} files in the context")
+                total += member.size
+                if total > MAX_BYTES:
+                    raise ContextError(f"the context is over {MAX_BYTES // 2**20} MiB")
+                f = tar.extractfile(member)
+                files[name] = f.read() if f is not None else b""
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ContextError(f"the context is not a tar archive: {exc}") from None
+    raw = files.pop(SPEC_FILE, None)
+    if raw is None:
+        raise ContextError(f"the context has no {SPEC_FILE}")
+    if len(raw) > MAX_SPEC_BYTES:
+        raise ContextError(f"{SPEC_FILE} is over {MAX_SPEC_BYTES // 1024} KiB")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise SpecError(where, 0, "not UTF-8 text") from None
+    spec = parse(text, where)
+    for step in spec.steps:
+        if step.kind == "copy" and step.src not in files:
+            raise ContextError(f"copy names {step.src}, which the context does not hold")
+    return Context(text, spec, files)

@@ -1,0 +1,51 @@
+"""Build cache keys. Step i's key digests everything its result depends on: the org (a tenant
+never learns what another one built), what the build starts from (the base image's build or the
+base template's disk), every step up to i with the bytes of the files they copy, and, for the
+last key, what the template writes into its computers (services, environment). So an unchanged
+spec costs nothing, and a changed last step reuses the layers before it. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+
+from .spec import Spec, Step
+
+CONFIG_STEP = "configure services and environment"
+
+
+def _digest(*parts: object) -> str:
+    body = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def step_content(step: Step, files: dict[str, bytes]) -> dict[str, object]:
+    content: dict[str, object] = asdict(step)
+    if step.kind == "copy":
+        content["sha256"] = hashlib.sha256(files[step.src]).hexdigest()
+    return content
+
+
+def config(spec: Spec) -> dict[str, object]:
+    """What the last step writes: /etc/sanbox/services.json (its supervisor's file)."""
+    return {
+        "env": dict(sorted(spec.env.items())),
+        "services": [asdict(s) for s in spec.services],
+    }
+
+
+def step_keys(org_id: str, start: str, spec: Spec, files: dict[str, bytes]) -> list[str]:
+    """One key per step, then one for the configuration step: len(spec.steps) + 1 keys.
+    `start` names what the build starts from (`image:<build>` or `snapshot:<id>`)."""
+    key = _digest("sanbox-build-v1", org_id, start)
+    keys = []
+    for step in spec.steps:
+        key = _digest(key, step_content(step, files))
+        keys.append(key)
+    keys.append(_digest(key, "config", config(spec)))
+    return keys
+
+
+def descriptions(spec: Spec) -> list[str]:
+    return [s.describe() for s in spec.steps] + [CONFIG_STEP]
