@@ -62,8 +62,14 @@ def create(
     if computer.state != "running":
         fail("create_failed", f"{computer.name} is {computer.state}: {computer.last_error or '?'}")
     if not as_json:
-        console.print(f"[green]running[/] {computer.name} [dim]{computer.id}[/]"
-                      f"{outcome('create', computer)}", highlight=False)  # fmt: skip
+        said = outcome("create", computer)
+        if template is not None and from_snapshot is None and computer.memory:  # an org's own
+            why = (computer.memory_reason or "").removeprefix("booted: ")
+            said = (
+                "; start: restored" if computer.memory == "restored" else f"; start: booted ({why})"
+            )
+        console.print(f"[green]running[/] {computer.name} [dim]{computer.id}[/]{said}",
+                      highlight=False)  # fmt: skip
 
 
 def ls(
