@@ -74,7 +74,6 @@ def test_async_sdk(live_server: LiveServer) -> None:
 def test_cli(live_server: LiveServer, short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SANBOX_URL", live_server.url)
     monkeypatch.setenv("SANBOX_API_KEY", live_server.key)
-    monkeypatch.setattr("sanbox.cli.computer.POLL_INTERVAL", 0.05)
     runner = CliRunner()
     r = runner.invoke(app, ["create", "--name", "cli-one"])
     assert r.exit_code == 0, r.output

@@ -35,6 +35,7 @@ RECORDS: dict[type, str] = {
     types.PublishedPort: "PortOut",
     types.Snapshot: "Snapshot",
     types.Template: "Template",
+    types.Pool: "Pool",
     types.Stdout: "ExecStdout",
     types.Stderr: "ExecStderr",
     types.Exit: "ExecExit",

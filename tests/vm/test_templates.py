@@ -81,8 +81,11 @@ def test_computers_of_it_restore_the_ready_snapshot_each_as_itself(
         assert sh(c, "cat /srv/notes/notes.txt").startswith("Notes")
         assert sh(c, "jq -r .built /srv/notes/built.json") != "null"
         assert sh(c, "python3 -c 'import cowsay; print(cowsay.__name__)'") == "cowsay"
-        page = sh(c, "python3 -c \"import urllib.request as u; "
-                     "print(u.urlopen('http://127.0.0.1:8080/notes.txt').read().decode())\"")  # fmt: skip
+        fetch = (
+            "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/notes.txt')"
+            ".read().decode())"
+        )
+        page = sh(c, f'python3 -c "{fetch}"')
         assert page.startswith("Notes")  # the service runs, restored with the memory
         assert sh(c, "echo $NOTES_DIR") == "/srv/notes"
         assert [p["port"] for p in c.record.ports] == [8080]

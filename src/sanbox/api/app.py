@@ -41,6 +41,7 @@ from .routes import (
     images,
     keys,
     network,
+    pools,
     snapshots,
     ssh,
     templates,
@@ -76,6 +77,7 @@ def create_app(
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
+        computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
             asyncio.ensure_future(IdleWatcher(computers).watch(settings.watch_interval)),
@@ -102,8 +104,8 @@ def create_app(
     exec_protocol.document(app)  # the exec WebSocket's messages
     redact.install()
     routers = (
-        computers, snapshots, templates, exec, files, network, ssh, events, admin, keys, audit,
-        images, host,
+        computers, snapshots, templates, pools, exec, files, network, ssh, events, admin, keys,
+        audit, images, host,
     )  # fmt: skip
     for module in routers:
         app.include_router(module.router)

@@ -19,6 +19,7 @@ from . import (
     image,
     mcp,
     network,
+    pool,
     server,
     shell,
     snapshot,
@@ -35,6 +36,7 @@ app = typer.Typer(
 )
 app.add_typer(image.app, name="image")
 app.add_typer(template.app, name="template")
+app.add_typer(pool.app, name="pool")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 computer.register(app)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Annotated
 
@@ -15,9 +14,7 @@ from . import config
 from ._options import EnvOption, LabelOption, pairs
 from ._output import console, err_console, fail
 
-POLL_INTERVAL = 0.5
 """Seconds between polls while `sanbox create` waits; tests set 0."""
-SETTLED = {"running", "stopped", "error", "deleted"}
 
 
 def create(
@@ -47,16 +44,12 @@ def create(
     envs, labels = pairs(env, "--env"), pairs(label, "--label")
     source = from_snapshot or template or "base"
     creating = err_console.status(f"creating from {source}…")
-    with config.reported(), config.client() as client, creating as status:
+    with config.reported(), config.client() as client, creating:
+        # answered once it runs, or with the typed error (a failed create leaves nothing)
         computer = client.computers.create(
             template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
-            env=envs, labels=labels, wait=False, idle_timeout=idle_timeout,
-            from_snapshot=from_snapshot,
+            env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
         )  # fmt: skip
-        while computer.state not in SETTLED:
-            status.update(f"{computer.name}: {computer.state}…")
-            time.sleep(POLL_INTERVAL)
-            computer.refresh()
     if as_json:
         console.print_json(json.dumps(computer.record.to_json()))
     if computer.state != "running":

@@ -31,6 +31,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
+from .pools import Pools, PoolStatus
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Computers:
         capacity: Capacity | None = None,
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
+        self.pools = Pools(self.fleet)
         if runtime.network is not None and resolver is not None:
             self.fleet.egress = EgressGateway(
                 resolver, self._denied, self.fleet.reach, egress_max_connections
@@ -104,6 +106,9 @@ class Computers:
     async def create(
         self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
     ) -> ComputerRow:
+        claimed = await self.pools.claim(org, req, idempotency_key)
+        if claimed is not None:
+            return claimed
         return await creating.create(self.fleet, org, req, idempotency_key, wait)
 
     async def start(self, org: Org, ref: str) -> ComputerRow:
@@ -158,6 +163,15 @@ class Computers:
         self, org: Org, context: bytes, name: str | None = None
     ) -> tuple[TemplateRow, bool]:
         return await templates.build(self.fleet, org, context, name)
+
+    # warm pools -----------------------------------------------------------------------------
+
+    def set_pool(self, org: Org, template: str, size: int) -> PoolStatus:
+        pool = self.pools.set(org, template, size)
+        return next(p for p in self.pools.status(org) if p.pool.id == pool.id)
+
+    def pool_status(self, org: Org) -> list[PoolStatus]:
+        return self.pools.status(org)
 
     def builtin_templates(self) -> list[templates.Builtin]:
         return templates.builtins()

@@ -5,6 +5,7 @@ a task the request may wait for. A failed provision leaves no VM, no disk, no fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -145,9 +146,15 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
 
 
 def insert(
-    fleet: Fleet, org: Org, req: CreateRequest, plan: Plan, idempotency_key: str | None
+    fleet: Fleet,
+    org: Org,
+    req: CreateRequest,
+    plan: Plan,
+    idempotency_key: str | None,
+    pool: str | None = None,
 ) -> tuple[ComputerRow, bool]:
-    """Insert the record in `creating`; or return the one this idempotency key made."""
+    """Insert the record in `creating`; or return the one this idempotency key made. A `pool`'s
+    member gets a name no user can give (`pool.…`: names are DNS labels) until it is claimed."""
     with fleet.db.session() as s:
         if idempotency_key:
             prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
@@ -158,13 +165,14 @@ def insert(
                         "idempotency_conflict",
                     )
                 return prior, False
-        name = req.name or generate_name()
+        cid = repo.new_id("cmp_")
+        name = req.name or (f"pool.{cid[4:]}" if pool else generate_name())
         if repo.name_taken(s, org.id, name):
             raise ConflictError(
                 f"a computer named {name!r} already exists: pick another name", "name_taken"
             )
         row = ComputerRow(
-            id=repo.new_id("cmp_"), org_id=org.id, name=name, template=plan.template,
+            id=cid, org_id=org.id, name=name, template=plan.template, pool=pool,
             image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
             ports=[{"port": p, "public": False} for p in plan.ports],
@@ -238,8 +246,9 @@ async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
                 else ControlError(f"create failed: {exc.strerror or exc}", "host_error")
             )
             log.warning("create of %s failed: %s", row.id, exc)
-            fleet.record(row.id, State.ERROR, "computer.error", error.message,
-                         last_error=error.message)  # fmt: skip
+            with contextlib.suppress(Exception):  # nothing of it stays: no half-made computer
+                await fleet.runtime.destroy(row.id)
+            fleet.remove_record(row.id, f"create failed: {error.message}")
             raise error from exc
         await fleet.came_up(row.id, machine)
         fields: dict[str, Any] = {}

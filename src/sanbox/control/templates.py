@@ -65,6 +65,11 @@ def builtins() -> list[Builtin]:
     return [Builtin(n, list(r.allow), r.idle_timeout) for n, r in sorted(RECIPES.items())]
 
 
+def idle_timeout(fleet: Fleet, org: Org, name: str) -> int:
+    """The idle timeout computers of a template get unless they ask otherwise."""
+    return RECIPES[name].idle_timeout if builtin(name) else get(fleet, org, name).idle_timeout
+
+
 def get(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
     with fleet.db.session() as s:
         row = repo.template(s, org.id, ref)

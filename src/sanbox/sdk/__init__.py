@@ -70,7 +70,7 @@ if TYPE_CHECKING:
         SshStream,
         Templates,
     )
-    from .templates import AsyncTemplates, BuildStarted
+    from .templates import AsyncPools, AsyncTemplates, BuildStarted
     from .types import (
         ApiKey,
         AuditRecord,
@@ -148,9 +148,10 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Sanbox",
         "Snapshots",
         "SshStream",
+        "Pools",
         "Templates",
     ),
-    "templates": ("AsyncTemplates", "BuildStarted"),
+    "templates": ("AsyncPools", "AsyncTemplates", "BuildStarted"),
     "types": (
         "ApiKey",
         "AuditRecord",
@@ -168,6 +169,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "SshAccess",
         "Stderr",
         "Stdout",
+        "Pool",
         "Template",
     ),
 }
@@ -238,11 +240,14 @@ __all__ = [
     "Stdout",
     "TemplateNotFoundError",
     "UnavailableError",
+    "AsyncPools",
     "AsyncTemplates",
     "BuildStarted",
     "BuildFailedError",
     "InvalidSpecError",
     "TemplateBuildingError",
+    "Pool",
+    "Pools",
     "Template",
     "Templates",
     "WebSocketConnector",

@@ -18,7 +18,7 @@ from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
-from .templates import AsyncTemplates
+from .templates import AsyncPools, AsyncTemplates
 from .types import (
     ApiKey,
     AuditRecord,
@@ -59,6 +59,7 @@ class AsyncSanbox:
         self.computers = AsyncComputers(self)
         self.snapshots = AsyncSnapshots(self)
         self.templates = AsyncTemplates(self)
+        self.pools = AsyncPools(self)
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)

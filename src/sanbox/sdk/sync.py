@@ -29,7 +29,7 @@ from .client import (
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
 from .ssh_stream import AsyncSshStream
-from .templates import AsyncTemplates
+from .templates import AsyncPools, AsyncTemplates
 from .types import ComputerRecord, ExecEvent
 
 S = TypeVar("S", bound=WebSocketSession)
@@ -169,6 +169,11 @@ class Templates(Facade[AsyncTemplates]):
     wait = blocking(AsyncTemplates.wait)
 
 
+class Pools(Facade[AsyncPools]):
+    set = blocking(AsyncPools.set)
+    list = blocking(AsyncPools.list)
+
+
 class Orgs(Facade[AsyncOrgs]):
     create = blocking(AsyncOrgs.create)
     list = blocking(AsyncOrgs.list)
@@ -213,6 +218,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.computers = Computers(inner.computers, self._portal)
         self.snapshots = Snapshots(inner.snapshots, self._portal)
         self.templates = Templates(inner.templates, self._portal)
+        self.pools = Pools(inner.pools, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)

@@ -5,6 +5,8 @@
         ...
     template = await client.templates.get("notes")
 
+`client.pools.set("notes", 2)` keeps two computers of it ready: a create then claims one.
+
 `build` sends the spec and only the files its steps copy; it returns at once (`building` False:
 nothing changed since the last build). `wait` follows the log to its end and returns the
 template, raising `BuildFailedError` with the reason if the build failed."""
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .errors import BuildFailedError, InvalidRequestError
-from .types import Template
+from .types import Pool, Template
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -95,3 +97,19 @@ class AsyncTemplates:
             reason = outcome.get("message") or template.error or "the build failed"
             raise BuildFailedError(str(reason), code="build_failed", status=None)
         return template
+
+
+class AsyncPools:
+    """`client.pools`: warm pools (creates of a pooled template claim a ready computer)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def set(self, template: str, size: int) -> Pool:
+        """Keep `size` computers of `template` ready (0 empties the pool)."""
+        path = f"/v1/pools/{quote(template, safe='')}"
+        return Pool.from_json(await self._client.http.json("PUT", path, json_body={"size": size}))
+
+    async def list(self) -> builtins.list[Pool]:
+        data = await self._client.http.json("GET", "/v1/pools")
+        return [Pool.from_json(p) for p in data.get("pools", [])]

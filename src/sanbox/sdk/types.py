@@ -276,3 +276,21 @@ class Template:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A warm pool: `size` computers of a template kept ready; a create of it claims one."""
+
+    template: str
+    size: int
+    ready: int = 0  # running, ready to be claimed
+    starting: int = 0  # being made
+    refill: str = ""  # full, filling, shrinking, or "blocked: why"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pool:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -92,6 +92,7 @@ class ComputerRow(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     origin: Mapped[str | None] = mapped_column(String(32), default=None)  # snp_/cmp_ it came from
+    pool: Mapped[str | None] = mapped_column(String(32), default=None, index=True)  # unclaimed
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -167,6 +168,20 @@ class BuildStepRow(Base):
     snapshot_id: Mapped[str] = mapped_column(String(32), index=True)
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class PoolRow(Base):
+    """A warm pool: `size` computers of an org's template kept running, ready and unclaimed
+    (their `computers.pool` is this pool's id until a create claims one)."""
+
+    __tablename__ = "pools"
+    __table_args__ = (UniqueConstraint("org_id", "template"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    template: Mapped[str] = mapped_column(String(63))
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
 class EventRow(Base):

@@ -19,6 +19,7 @@ from .models import (
     ComputerRow,
     EventRow,
     Org,
+    PoolRow,
     SnapshotRow,
     TemplateRow,
 )
@@ -118,8 +119,8 @@ def active_host_admins(s: Session, now: datetime) -> Sequence[ApiKey]:
 
 
 def computer(s: Session, org_id: str, ref: str) -> ComputerRow | None:
-    """By id or by name, within an org."""
-    q = select(ComputerRow).where(ComputerRow.org_id == org_id)
+    """By id or by name, within an org (not a pool's unclaimed computers: nobody's yet)."""
+    q = select(ComputerRow).where(ComputerRow.org_id == org_id, ComputerRow.pool.is_(None))
     found = s.scalars(q.where(ComputerRow.id == ref)).first()
     return found or s.scalars(q.where(ComputerRow.name == ref)).first()
 
@@ -136,9 +137,10 @@ def computer_by_idempotency_key(s: Session, org_id: str, key: str) -> ComputerRo
 def list_computers(
     s: Session, org_id: str | None, state: str | None = None, labels: dict[str, str] | None = None
 ) -> list[ComputerRow]:
+    """An org's computers (not its pools' unclaimed ones), or every computer (`org_id` None)."""
     q = select(ComputerRow).order_by(ComputerRow.created_at, ComputerRow.id)
     if org_id is not None:
-        q = q.where(ComputerRow.org_id == org_id)
+        q = q.where(ComputerRow.org_id == org_id, ComputerRow.pool.is_(None))
     if state is not None:
         q = q.where(ComputerRow.state == state)
     rows = list(s.scalars(q).all())
@@ -214,6 +216,26 @@ def list_templates(s: Session, org_id: str | None) -> list[TemplateRow]:
 def build_steps(s: Session, org_id: str, keys: list[str]) -> list[BuildStepRow]:
     q = select(BuildStepRow).where(BuildStepRow.org_id == org_id, BuildStepRow.key.in_(keys))
     return list(s.scalars(q).all())
+
+
+# pools --------------------------------------------------------------------------------------
+
+
+def pool(s: Session, org_id: str, template: str) -> PoolRow | None:
+    q = select(PoolRow).where(PoolRow.org_id == org_id, PoolRow.template == template)
+    return s.scalars(q).first()
+
+
+def list_pools(s: Session, org_id: str | None) -> list[PoolRow]:
+    q = select(PoolRow).order_by(PoolRow.template)
+    if org_id is not None:
+        q = q.where(PoolRow.org_id == org_id)
+    return list(s.scalars(q).all())
+
+
+def pool_members(s: Session, pool_id: str) -> list[ComputerRow]:
+    q = select(ComputerRow).where(ComputerRow.pool == pool_id)
+    return list(s.scalars(q.order_by(ComputerRow.created_at, ComputerRow.id)).all())
 
 
 # events -------------------------------------------------------------------------------------

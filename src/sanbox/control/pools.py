@@ -1,0 +1,258 @@
+"""Warm pools: computers of a template kept running, ready and unclaimed, so a create is a claim.
+
+`sanbox pool set TEMPLATE --size N` records the pool; a refill loop keeps N members: computers
+of the org's template (restored from its ready snapshot) whose record names the pool and is
+hidden from every listing and lookup, idle timeout off. Members run (rather than sit paused):
+a paused one would have to be restored at claim, ~1 s here, where a running one is handed over in
+milliseconds; the price is their RAM, which admission counts like any computer's, so a pool never
+grows past what the host can hold (its state says `blocked: why`).
+
+A create of a pooled template, asking for nothing the pool's computers do not have (vCPUs,
+memory, a larger disk), claims the oldest running member in one database transaction (the record
+leaves the pool and takes the request's name, labels, environment, policy and idle timeout), then
+applies what lives in the VM: its hostname (the rest of its identity is its own since its
+restore) and its egress policy. If either fails the computer is discarded and the next member
+claimed, or the create made the ordinary way: a claim is never handed out half-configured.
+Members survive a server restart like any computer (the reconciler re-attaches them) and the
+loop refills or trims the pool; a member that is not running is discarded, never leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from ..host.egress.policy import Policy
+from ..store import repo
+from ..store.models import ComputerRow, Org, PoolRow
+from . import create as creating
+from . import templates
+from .errors import ConflictError, ControlError, InvalidRequestError
+from .fleet import Fleet
+from .names import check_name, generate_name
+from .states import State
+
+log = logging.getLogger(__name__)
+
+MAX_SIZE = 32
+REFILL_INTERVAL = 2.0  # seconds between checks when nothing wakes the loop
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    pool: PoolRow
+    ready: int  # running members
+    starting: int  # members being made
+    refill: str  # "full", "filling", "shrinking" or "blocked: why"
+
+
+class Pools:
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._wake = asyncio.Event()
+        self._blocked: dict[str, str] = {}  # pool id -> why the last refill was refused
+        self._task: asyncio.Task[None] | None = None
+
+    # the records ----------------------------------------------------------------------------
+
+    def set(self, org: Org, template: str, size: int) -> PoolRow:
+        check_name(template, "template")
+        if not 0 <= size <= MAX_SIZE:
+            raise InvalidRequestError(f"a pool holds 0 to {MAX_SIZE} computers")
+        if not templates.builtin(template):
+            row = templates.get(self.fleet, org, template)  # template_not_found otherwise
+            template = row.name
+        with self.fleet.db.session() as s:
+            pool = repo.pool(s, org.id, template)
+            if pool is None:
+                pool = PoolRow(id=repo.new_id("pool_"), org_id=org.id, template=template, size=0)
+                s.add(pool)
+            pool.size = size
+            s.flush()
+        self._blocked.pop(pool.id, None)
+        self.wake()
+        return pool
+
+    def status(self, org: Org) -> list[PoolStatus]:
+        out = []
+        with self.fleet.db.session() as s:
+            for pool in repo.list_pools(s, org.id):
+                members = repo.pool_members(s, pool.id)
+                ready = sum(m.state == State.RUNNING for m in members)
+                starting = sum(m.state == State.CREATING for m in members)
+                refill = self._blocked.get(pool.id)
+                if refill is None:
+                    have = ready + starting
+                    refill = "full" if have == pool.size and not starting else (
+                        "shrinking" if have > pool.size else "filling")  # fmt: skip
+                out.append(PoolStatus(pool, ready, starting, refill))
+        return out
+
+    # claims ---------------------------------------------------------------------------------
+
+    async def claim(
+        self, org: Org, req: creating.CreateRequest, idempotency_key: str | None
+    ) -> ComputerRow | None:
+        """A running member of the template's pool, made the request's computer; None if the
+        request cannot be served from a pool (it is then created the ordinary way)."""
+        if req.template is None or req.from_snapshot is not None:
+            return None
+        with self.fleet.db.session() as s:
+            pool = repo.pool(s, org.id, req.template)
+        if pool is None or pool.size == 0:
+            return None
+        for _ in range(3):  # a member that cannot be configured is discarded, the next tried
+            row = self._take(org, pool, req, idempotency_key)
+            if row is None:
+                return None
+            self.wake()
+            try:
+                return await self._apply(row)
+            except Exception as exc:
+                log.warning("claimed %s could not be configured: %s", row.id, exc)
+                await self.discard(row.id, f"not handed out: configuring it failed ({exc})")
+        return None
+
+    def _take(
+        self, org: Org, pool: PoolRow, req: creating.CreateRequest, idempotency_key: str | None
+    ) -> ComputerRow | None:
+        """One transaction: the oldest running member leaves the pool as the request's."""
+        fleet = self.fleet
+        with fleet.db.session() as s:
+            q = select(ComputerRow).where(ComputerRow.pool == pool.id,
+                                          ComputerRow.state == State.RUNNING)  # fmt: skip
+            q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
+            row = s.scalars(q.with_for_update(skip_locked=True)).first()
+            if row is None or not _fits(row, req):
+                return None
+            if req.name is not None:
+                check_name(req.name)
+            name = req.name or generate_name()
+            if repo.name_taken(s, org.id, name):
+                raise ConflictError(
+                    f"a computer named {name!r} already exists: pick another name", "name_taken"
+                )
+            row.pool, row.name, row.labels = None, name, dict(req.labels)
+            row.env = {**row.env, **req.env}
+            if req.allow is not None:
+                row.allow = list(req.allow)
+            row.idle_timeout = (req.idle_timeout if req.idle_timeout is not None
+                                else templates.idle_timeout(fleet, org, row.template))  # fmt: skip
+            row.idempotency_key, row.request_hash = idempotency_key, req.digest()
+            s.flush()
+            s.expunge(row)
+        return row
+
+    async def _apply(self, row: ComputerRow) -> ComputerRow:
+        """What lives in the VM: hostname and egress policy. Raises if either fails."""
+        fleet = self.fleet
+        async with fleet.lock(row.id):
+            machine = fleet.machines.get(row.id)
+            if machine is None:
+                raise ControlError("its VM is not attached")
+            client = await machine.client(timeout=5.0)
+            await client.set_hostname(row.name)
+            network = fleet.runtime.network
+            if fleet.egress is not None and network is not None:
+                await fleet.egress.start(row.id, network.netns(row.id), Policy.of(row.allow))
+            fleet.touch(row.id)
+            return fleet.record(
+                row.id, State.RUNNING, "computer.running",
+                f"running ({row.isolation}); claimed from the warm pool of {row.template}",
+                {"start": "claimed", "memory": "restored"},
+            )  # fmt: skip
+
+    # members --------------------------------------------------------------------------------
+
+    async def discard(self, computer_id: str, why: str) -> None:
+        fleet = self.fleet
+        async with fleet.lock(computer_id):
+            await fleet.network_down(computer_id)
+            machine = fleet.machines.pop(computer_id, None)
+            if machine is not None:
+                with contextlib.suppress(Exception):
+                    await machine.agent.close()
+            await fleet.runtime.destroy(computer_id)
+            await fleet.runtime.gc_layers()
+            fleet.remove_record(computer_id, why)
+
+    async def _make(self, pool: PoolRow) -> None:
+        fleet = self.fleet
+        with fleet.db.session() as s:
+            org = s.get(Org, pool.org_id)
+        if org is None:
+            return
+        req = creating.CreateRequest(template=pool.template, idle_timeout=0)
+        try:
+            plan = creating.validate(fleet, org, req)
+        except ControlError as exc:  # admission, a template being rebuilt, ...
+            self._blocked[pool.id] = f"blocked: {exc.message}"
+            return
+        try:
+            row, _ = creating.insert(fleet, org, req, plan, None, pool=pool.id)
+        except BaseException:
+            creating.release(plan)
+            raise
+        self._blocked.pop(pool.id, None)
+        try:
+            await creating.provision(fleet, row, plan)
+        except ControlError as exc:
+            self._blocked[pool.id] = f"blocked: {exc.message}"
+            await self.discard(row.id, f"pool member failed: {exc.message}")
+
+    async def refill(self, pool: PoolRow) -> None:
+        """Discard members that do not run, trim extras, make one missing member."""
+        with self.fleet.db.session() as s:
+            members = repo.pool_members(s, pool.id)
+        live = []
+        for m in members:
+            if m.state in (State.RUNNING, State.CREATING):
+                live.append(m)
+            elif not self.fleet.lock(m.id).locked():
+                await self.discard(m.id, f"pool member was {m.state}: replaced")
+        extra = len(live) - pool.size
+        for m in [m for m in reversed(live) if m.state == State.RUNNING][: max(0, extra)]:
+            await self.discard(m.id, "the pool shrank")
+        if len(live) < pool.size:
+            await self._make(pool)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = self.fleet.spawn(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            with self.fleet.db.session() as s:
+                pools = repo.list_pools(s, None)
+            for pool in pools:
+                try:
+                    await self.refill(pool)
+                except Exception:
+                    log.exception("refill of pool %s failed", pool.id)
+            busy = any(self._short(p) for p in pools)
+            if not busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
+
+    def _short(self, pool: PoolRow) -> bool:
+        if pool.id in self._blocked:
+            return False
+        with self.fleet.db.session() as s:
+            return len(repo.pool_members(s, pool.id)) != pool.size
+
+
+def _fits(row: ComputerRow, req: creating.CreateRequest) -> bool:
+    """Whether a member is what the request asks for."""
+    return (
+        req.vcpus in (None, row.vcpus)
+        and req.memory_mib in (None, row.memory_mib)
+        and (req.disk_gib is None or req.disk_gib <= row.disk_gib)
+    )
