@@ -239,3 +239,16 @@ def test_a_computer_keeps_the_image_build_its_disk_came_from(
     shutil.rmtree(images / first)
     assert server.client.post("/v1/computers/old-timer/start", headers=h).status_code == 200
     assert kernels[-1] == "rebuilt"
+
+
+def test_a_computers_environment_reaches_every_command(server: Server) -> None:
+    """The env a computer was created with (and its template's) is in every exec, under the
+    call's own."""
+    create(server, name="envy", env={"GREETING": "hello", "WHO": "computer"})
+    h = server.headers()
+    body = {"cmd": ["sh", "-c", "echo $GREETING $WHO"]}
+    r = server.client.post("/v1/computers/envy/exec", json=body, headers=h)
+    assert r.json()["stdout"] == "hello computer\n", r.text
+    body["env"] = {"WHO": "caller"}
+    r = server.client.post("/v1/computers/envy/exec", json=body, headers=h)
+    assert r.json()["stdout"] == "hello caller\n", r.text

@@ -105,6 +105,13 @@ async def guest_call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Machine]
 # commands -----------------------------------------------------------------------------------
 
 
+def _env(fleet: Fleet, machine: Machine, env: dict[str, str] | None) -> dict[str, str] | None:
+    """The computer's environment (its template's and its create's), under the call's own."""
+    row = fleet.by_id(machine.computer_id)
+    merged = {**(row.env if row is not None else {}), **(env or {})}
+    return merged or None
+
+
 async def exec_command(
     fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
     cwd: str | None, user: str | int | None, stdin: bytes | None, timeout: float | None,
@@ -115,8 +122,8 @@ async def exec_command(
         client = await machine.client()
         try:
             return await client.exec(
-                cmd, env=env or None, cwd=cwd, user=user, stdin=stdin, timeout=timeout,
-                max_output=max_output,
+                cmd, env=_env(fleet, machine, env), cwd=cwd, user=user, stdin=stdin,
+                timeout=timeout, max_output=max_output,
             )  # fmt: skip
         except CommandNotFoundError as exc:
             return ExecResult(127, b"", (exc.message + "\n").encode(), signal=None, timed_out=False)
@@ -131,7 +138,9 @@ async def exec_stream(
     there: the caller says so in its own protocol)."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
-        yield await client.exec_stream(cmd, env=env or None, cwd=cwd, user=user, timeout=timeout)
+        yield await client.exec_stream(
+            cmd, env=_env(fleet, machine, env), cwd=cwd, user=user, timeout=timeout
+        )
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +150,9 @@ async def pty(
 ) -> AsyncIterator[PtySession]:  # fmt: skip
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
-        yield await client.pty(cmd, rows=rows, cols=cols, env=env or None, cwd=cwd, user=user)
+        yield await client.pty(
+            cmd, rows=rows, cols=cols, env=_env(fleet, machine, env), cwd=cwd, user=user
+        )
 
 
 # files --------------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ class Builder:
             if fleet.egress is not None:
                 await fleet.egress.stop(mspec.computer_id)
             await runtime.destroy(mspec.computer_id)
+            await runtime.gc_layers()  # its last overlay: nothing stands on it
 
     # steps ----------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """``control`` streams: ping, set_clock, set_hostname, metrics, and SSH: ssh_host_key (made on
 first use), ssh_new_host_key (a new SSH identity), ssh_authorize (a key root may log in with);
 for snapshots and forks: fs_freeze / fs_thaw (the root filesystem held still, thawed by itself
-after a timeout, freeze.py) and new_identity (identity.py)."""
+after a timeout, freeze.py) and new_identity (identity.py); services: the statuses the
+template services' supervisor writes (services.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from . import freeze, ssh
 from . import protocol as p
 from .errors import AgentRequestError
 from .identity import new_identity
+from .service_files import read_statuses
 from .stream import Stream, param_str
 
 CLOCK_REALTIME = 0
@@ -150,6 +152,8 @@ class ControlStream(Stream):
         elif op == "new_identity":
             public_key = await new_identity(self.params, set_hostname, set_clock)
             self.send_msg("result", public_key=public_key, hostname=socket.gethostname())
+        elif op == "services":
+            self.send_msg("result", services=read_statuses())
         elif op == "ssh_authorize":
             self.send_msg("result", added=ssh.authorize(param_str(self.params, "public_key")))
         else:

@@ -339,6 +339,12 @@ class AgentClient:
             time=float(body["time"]),
         )
 
+    async def services(self) -> list[dict[str, object]]:
+        """The template services' statuses in the guest: name, state (running, backoff, exited,
+        stopped), pid, restarts, last_exit ({code, signal}), started_at."""
+        found = (await self.call("control", {"op": "services"})).get("services")
+        return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
     async def exec(
         self,
         cmd: list[str] | str,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # /sbin/sanbox-init: PID 1 on the root disk. The initramfs has mounted /proc, /sys, /dev, /run
 # and /tmp and set the hostname and the network (see initramfs-init.sh), so this starts the
-# Sanbox agent at once (restarting it if it dies), grows the root filesystem and reaps orphans.
+# Sanbox agent at once (restarting it if it dies), then the supervisor of the template's services
+# (sanbox_guest.services, in a restart loop of its own), grows the root filesystem and reaps orphans.
 # No systemd.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # the agent: what the host waits for (restarted if it dies)
@@ -10,6 +11,15 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     PYTHONPATH=/opt/sanbox python3 -S -u -m sanbox_guest.agent > /dev/ttyS0 2>&1
     echo "SANBOX: agent exited ($?), restarting" > /dev/ttyS0
     sleep 0.2
+  done
+) &
+# the template's services (/etc/sanbox/services.json): started in the idle scheduling class so that
+# it does not slow the agent's start; it takes the normal class back when it has services to run
+(
+  while :; do
+    PYTHONPATH=/opt/sanbox chrt --idle 0 python3 -S -u -m sanbox_guest.services > /dev/ttyS0 2>&1
+    echo "SANBOX: services supervisor exited ($?), restarting" > /dev/ttyS0
+    sleep 1
   done
 ) &
 read -r up _ < /proc/uptime
