@@ -28,7 +28,7 @@ async def main(n: int) -> None:
         cdir.root.mkdir(parents=True)
         try:
             t0 = time.perf_counter()
-            disk = DiskManager(dd).create(img.rootfs, cdir.disk)
+            disk = DiskManager(dd).create(img.rootfs, cdir)
             clones.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             machine = await rt.start(MachineSpec(computer_id=cid), img)
