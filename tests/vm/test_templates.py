@@ -96,7 +96,10 @@ def test_computers_of_it_restore_the_ready_snapshot_each_as_itself(
     bigger = client.computers.create(template=built, name="notes-c", memory_mib=768)
     assert bigger.memory == "lost" and "768" in (bigger.memory_reason or "")
     assert sh(bigger, "cat /srv/notes/notes.txt").startswith("Notes")  # booted on its disk
-    for c in (a, b, bigger):
+    wider = client.computers.create(template=built, name="notes-d", disk_gib=12)
+    assert wider.memory == "restored" and wider.disk_gib == 12  # restored, then grown live
+    assert int(sh(wider, "df -BG --output=size / | tail -1").strip().rstrip("G")) >= 11
+    for c in (a, b, bigger, wider):
         c.delete()
 
 

@@ -7,12 +7,13 @@ a paused one would have to be restored at claim, ~1 s here, where a running one 
 milliseconds; the price is their RAM, which admission counts like any computer's, so a pool never
 grows past what the host can hold (its state says `blocked: why`).
 
-A create of a pooled template, asking for nothing the pool's computers do not have (vCPUs,
-memory, a larger disk), claims the oldest running member in one database transaction (the record
-leaves the pool and takes the request's name, labels, environment, policy and idle timeout), then
-applies what lives in the VM: its hostname (the rest of its identity is its own since its
-restore) and its egress policy. If either fails the computer is discarded and the next member
-claimed, or the create made the ordinary way: a claim is never handed out half-configured.
+A create of a pooled template, asking for no other vCPUs or memory than the pool's computers
+have, claims the oldest running member in one database transaction (the record leaves the pool
+and takes the request's name, labels, environment, policy and idle timeout), then applies what
+lives in the VM: its hostname (the rest of its identity is its own since its restore), a larger
+disk if asked (grown live, its filesystem with it) and its egress policy. If any of it fails the
+computer is discarded and the next member claimed, or the create made the ordinary way: a claim
+is never handed out half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them) and the
 loop refills or trims the pool; a member that is not running is discarded, never leaked.
 """
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from ..host.disk import GIB
 from ..host.egress.policy import Policy
+from ..host.snapshot.restore import grow_running
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
@@ -137,6 +140,7 @@ class Pools:
                     f"a computer named {name!r} already exists: pick another name", "name_taken"
                 )
             row.pool, row.name, row.labels = None, name, dict(req.labels)
+            row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
             row.env = {**row.env, **req.env}
             if req.allow is not None:
                 row.allow = list(req.allow)
@@ -156,6 +160,9 @@ class Pools:
                 raise ControlError("its VM is not attached")
             client = await machine.client(timeout=5.0)
             await client.set_hostname(row.name)
+            if row.disk_gib * GIB > await asyncio.to_thread(fleet.runtime.disks.size,
+                                                            machine.dir.disk):  # fmt: skip
+                await grow_running(machine, row.disk_gib * GIB)
             network = fleet.runtime.network
             if fleet.egress is not None and network is not None:
                 await fleet.egress.start(row.id, network.netns(row.id), Policy.of(row.allow))
@@ -250,9 +257,5 @@ class Pools:
 
 
 def _fits(row: ComputerRow, req: creating.CreateRequest) -> bool:
-    """Whether a member is what the request asks for."""
-    return (
-        req.vcpus in (None, row.vcpus)
-        and req.memory_mib in (None, row.memory_mib)
-        and (req.disk_gib is None or req.disk_gib <= row.disk_gib)
-    )
+    """Whether a member is what the request asks for (a larger disk is grown at claim)."""
+    return req.vcpus in (None, row.vcpus) and req.memory_mib in (None, row.memory_mib)

@@ -100,7 +100,9 @@ async def create_from_snapshot(
         cdir.root.mkdir(parents=True)
         undo.callback(shutil.rmtree, cdir.root, True)
         size = (spec.disk_gib or 0) * GIB
-        await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, size)
+        # a restored guest knows its disk's old size: grown once it runs (a boot grows it first)
+        first = snap.disk_bytes if compat is not None and size > snap.disk_bytes else size
+        await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, first)
         machine = None
         if compat is not None:
             async with snaps.restoring:
@@ -109,6 +111,8 @@ async def create_from_snapshot(
             machine = await rt.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
         try:
+            if outcome is not None and outcome.restored and size > snap.disk_bytes:
+                await grow_running(machine, size)  # a boot grows its filesystem by itself
             await new_identity(await machine.client(), spec.hostname)
         except BaseException:
             with contextlib.suppress(AgentError):
@@ -117,6 +121,15 @@ async def create_from_snapshot(
             raise
         return machine, outcome
     raise AssertionError("unreachable")
+
+
+async def grow_running(machine: Machine, size_bytes: int) -> None:
+    """A running guest's disk grown to `size_bytes`, its root filesystem with it (online)."""
+    await machine.vm.grow_disk(size_bytes)
+    client = await machine.client()
+    r = await client.exec(["resize2fs", "/dev/vda"], timeout=120, max_output=4096)
+    if r.exit_code != 0:
+        raise SnapshotError(f"growing the filesystem failed: {r.stderr.decode(errors='replace')}")
 
 
 async def _restore(

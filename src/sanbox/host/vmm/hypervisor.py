@@ -114,6 +114,10 @@ class VmHandle(Protocol):
         """Copy what the layers above `base` hold into the VM's own overlay and drop them from
         its chain (a live flatten: the overlay then stands on `base`)."""
 
+    async def grow_disk(self, size_bytes: int) -> None:
+        """Grow the running VM's disk to `size_bytes`; the guest is told its new capacity (its
+        filesystem is grown by the caller, through the agent)."""
+
 
 class Hypervisor(Protocol):
     name: str

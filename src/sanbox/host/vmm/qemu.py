@@ -259,6 +259,11 @@ class QemuVm:
 
         await stream_disk(self, base)
 
+    async def grow_disk(self, size_bytes: int) -> None:
+        from .qemu_snapshot import grow_disk
+
+        await grow_disk(self, size_bytes)
+
 
 class QemuHypervisor:
     name = "qemu"

@@ -58,6 +58,15 @@ async def switch_disk(vm: QemuVm, overlay: Path) -> None:
         await qmp.close()
 
 
+async def grow_disk(vm: QemuVm, size_bytes: int) -> None:
+    """`block_resize` the root drive (its active overlay); virtio-blk tells the guest."""
+    qmp = await vm.qmp()
+    try:
+        await qmp.execute("block_resize", 60.0, device=DRIVE, size=size_bytes)
+    finally:
+        await qmp.close()
+
+
 def _node_of(nodes: list[dict[str, Any]], path: Path) -> str | None:
     """The name of the node that opened `path` (the format node, not its protocol node)."""
     for n in nodes:
