@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rich.console import Console
+from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
@@ -21,3 +23,15 @@ def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:
 def mib(size: int) -> str:
     """A byte count as the CLI shows sizes: whole MiB."""
     return f"{size / 2**20:.0f} MiB"
+
+
+def show_record(record: dict[str, Any], as_json: bool = False) -> None:
+    """One record (`get` commands): JSON, or a two-column table of its fields."""
+    if as_json:
+        console.print_json(json.dumps(record))
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in record.items():
+        shown = json.dumps(value) if isinstance(value, dict) else str(value)
+        table.add_row(f"[bold]{key}[/]", shown)
+    console.print(table)

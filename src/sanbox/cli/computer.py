@@ -12,7 +12,7 @@ from rich.table import Table
 from ..sdk import Computer, ComputerNotFoundError
 from . import config
 from ._options import EnvOption, LabelOption, pairs
-from ._output import console, err_console, fail
+from ._output import console, err_console, fail, show_record
 
 """Seconds between polls while `sanbox create` waits; tests set 0."""
 
@@ -95,14 +95,7 @@ def get(
     """Show one computer."""
     with config.reported(), config.client() as client:
         record = client.computers.get(name).record.to_json()
-    if as_json:
-        console.print_json(json.dumps(record))
-        return
-    table = Table(show_header=False, box=None)
-    for key, value in record.items():
-        shown = json.dumps(value) if isinstance(value, dict) else str(value)
-        table.add_row(f"[bold]{key}[/]", shown)
-    console.print(table)
+    show_record(record, as_json)
 
 
 def outcome(verb: str, computer: Computer) -> str:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..sdk import Snapshot, SnapshotNotFoundError
 from . import config
-from ._output import console, err_console, mib
+from ._output import console, err_console, mib, show_record
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
 
@@ -64,13 +64,7 @@ def get(
     """Show one snapshot."""
     with config.reported(), config.client() as client:
         snap: Snapshot = client.snapshots.get(snapshot)
-    if as_json:
-        _print_json(snap.to_json())
-        return
-    table = Table(show_header=False, box=None)
-    for key, value in snap.to_json().items():
-        table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
+    show_record(snap.to_json(), as_json)
 
 
 @app.command("rm")

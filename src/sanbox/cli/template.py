@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..sdk import Sanbox, Template
 from . import config
-from ._output import console, err_console
+from ._output import console, err_console, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
 
@@ -104,13 +104,7 @@ def get(
     """Show one template."""
     with config.reported(), config.client() as client:
         t = client.templates.get(template)
-    if as_json:
-        _print_json(t.to_json())
-        return
-    table = Table(show_header=False, box=None)
-    for key, value in t.to_json().items():
-        table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
+    show_record(t.to_json(), as_json)
 
 
 @app.command("rm")
