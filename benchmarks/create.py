@@ -6,8 +6,9 @@ built from examples/templates/notes,
 - claim: a create served by a warm pool of the template (`pool set --size 2`), the pool
   refilled between rounds (its refill is not timed: a claim is).
 Each round times `computers.create(...)` until `exec(["true"])` has answered, then deletes the
-computer. Medians, p90 and p99, and the ratios to boot.
-Usage: python benchmarks/create.py [ROUNDS]   (default 20)"""
+computer. Medians, p90 and p99, and the ratios to boot; and, as the floor every mode pays, an
+`exec(["true"])` alone on a running computer of the template.
+Usage: python benchmarks/create.py [ROUNDS [MODE...]]   (default 20; modes boot restore claim)"""
 
 from __future__ import annotations
 
@@ -55,7 +56,21 @@ def wait_ready(client: Sanbox, size: int, timeout: float = 600) -> None:
         time.sleep(0.2)
 
 
-def main(rounds: int) -> None:
+def exec_floor(client: Sanbox, rounds: int) -> list[float]:
+    c = client.computers.create(template="notes", idle_timeout=0)
+    try:
+        c.exec(["true"])
+        out = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            c.exec(["true"])
+            out.append(time.perf_counter() - t0)
+        return out
+    finally:
+        c.delete()
+
+
+def main(rounds: int, modes: list[str]) -> None:
     server = ServerProcess(data_dir(), "bench-create-server", {"SANBOX_DISK_OVERCOMMIT": "16"})
     server.start()
     try:
@@ -68,26 +83,35 @@ def main(rounds: int) -> None:
                   f"{template.cached_steps} reused); {template.memory_mib} MiB; "
                   f"ready snapshot: {template.ready_snapshot}")  # fmt: skip
             more = template.memory_mib + 256
-            boot = [timed_create(client, memory_mib=more) for _ in range(rounds)]
-            restore = [timed_create(client) for _ in range(rounds)]
-            client.pools.set("notes", 2)
-            claim = []
-            for _ in range(rounds):
-                wait_ready(client, 2)
-                claim.append(timed_create(client))
-            client.pools.set("notes", 0)
+            results: dict[str, list[float]] = {"exec": exec_floor(client, rounds)}
+            if "boot" in modes:
+                results["boot"] = [timed_create(client, memory_mib=more) for _ in range(rounds)]
+            if "restore" in modes:
+                results["restore"] = [timed_create(client) for _ in range(rounds)]
+            if "claim" in modes:
+                client.pools.set("notes", 2)
+                claim = []
+                for _ in range(rounds):
+                    wait_ready(client, 2)
+                    claim.append(timed_create(client))
+                results["claim"] = claim
+                client.pools.set("notes", 0)
             deadline = time.monotonic() + 120
             while client.pools.list()[0].ready and time.monotonic() < deadline:
                 time.sleep(0.2)  # members discarded before the server stops
-        base = statistics.median(boot)
+        base = statistics.median(results["boot"]) if "boot" in results else None
         print(f"create to first exec, {rounds} rounds each (QEMU TCG on this host):")
-        print(line("boot", boot, None))
-        print(line("restore", restore, base))
-        print(line("claim", claim, base))
-        print(f"claim/restore {statistics.median(claim) / statistics.median(restore):.3f}")
+        for name, xs in results.items():
+            print(
+                line(name if name != "exec" else "exec only", xs, base if name != "boot" else None)
+            )
+        if "claim" in results and "restore" in results:
+            ratio = statistics.median(results["claim"]) / statistics.median(results["restore"])
+            print(f"claim/restore {ratio:.3f}")
     finally:
         server.stop()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20,
+         sys.argv[2:] or ["boot", "restore", "claim"])  # fmt: skip

@@ -139,7 +139,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         env={**(base.env if base else {}), **req.env},
         allow=list(req.allow if req.allow is not None else default_allow),
         idle_timeout=req.idle_timeout if req.idle_timeout is not None else default_idle,
-        snapshot=start, origin=snap.id if snap else None, hold=hold,
+        snapshot=start, origin=start.id if start else None, hold=hold,
         from_template=own is not None, booted_because=own.booted_because if own else None,
         ports=tuple(own.template.ports) if own else (),
     )  # fmt: skip
@@ -183,7 +183,7 @@ def insert(
         s.add(row)
         s.flush()
         source = f"template {plan.template}"
-        if plan.origin is not None:
+        if plan.origin is not None and not plan.from_template:
             source = f"snapshot {plan.origin}" if plan.snapshot else f"a fork of {plan.origin}"
         ev = repo.add_event(s, org.id, row.id, "computer.creating", f"creating from {source}")
     fleet.bus.publish(ev)

@@ -15,7 +15,8 @@ disk if asked (grown live, its filesystem with it) and its egress policy. If any
 computer is discarded and the next member claimed, or the create made the ordinary way: a claim
 is never handed out half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them) and the
-loop refills or trims the pool; a member that is not running is discarded, never leaked.
+loop refills or trims the pool; a member that is not running, or that came from a build of the
+template that is no longer its current one, is discarded, never leaked nor handed out stale.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class Pools:
                 await grow_running(machine, row.disk_gib * GIB)
             network = fleet.runtime.network
             if fleet.egress is not None and network is not None:
-                await fleet.egress.start(row.id, network.netns(row.id), Policy.of(row.allow))
+                await fleet.egress.set_policy(row.id, network.netns(row.id), Policy.of(row.allow))
             fleet.touch(row.id)
             return fleet.record(
                 row.id, State.RUNNING, "computer.running",
@@ -215,12 +216,18 @@ class Pools:
         """Discard members that do not run, trim extras, make one missing member."""
         with self.fleet.db.session() as s:
             members = repo.pool_members(s, pool.id)
+            built = repo.template(s, pool.org_id, pool.template)
+        current = None if built is None else {built.snapshot_id, built.ready_snapshot_id}
         live = []
         for m in members:
-            if m.state in (State.RUNNING, State.CREATING):
-                live.append(m)
-            elif not self.fleet.lock(m.id).locked():
+            if self.fleet.lock(m.id).locked():
+                live.append(m)  # being made or claimed right now
+            elif m.state != State.RUNNING and m.state != State.CREATING:
                 await self.discard(m.id, f"pool member was {m.state}: replaced")
+            elif current is not None and m.state == State.RUNNING and m.origin not in current:
+                await self.discard(m.id, "the template was rebuilt: replaced")
+            else:
+                live.append(m)
         extra = len(live) - pool.size
         for m in [m for m in reversed(live) if m.state == State.RUNNING][: max(0, extra)]:
             await self.discard(m.id, "the pool shrank")

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..net import firewall
 from ..net.listen import Endpoint, bind_in_netns
+from ..net.netns import netns_exists
 from .denials import Denial, DenialLimiter
 from .dns_filter import DnsFilter
 from .policy import Policy
@@ -106,6 +107,17 @@ class EgressGateway:
         self._egress[computer_id] = egress
         egress.tasks.append(asyncio.ensure_future(dns.serve(udp, tcp)))
         await proxy.serve(http, tls, direct)
+
+    async def set_policy(self, computer_id: str, netns: str, policy: Policy) -> None:
+        """`policy` for a computer whose egress may already run in `netns` (a warm pool's
+        computer at its claim): updated in place if it does and the namespace is still there
+        (no firewall change unless its cidr rules differ), else started (which fails loudly if
+        the namespace is gone)."""
+        current = self._egress.get(computer_id)
+        if current is not None and current.netns == netns and netns_exists(netns):
+            await self.update(computer_id, policy)
+            return
+        await self.start(computer_id, netns, policy)
 
     async def update(self, computer_id: str, policy: Policy) -> int:
         """Apply a new policy at once; returns how many open flows it closed."""

@@ -1,0 +1,79 @@
+"""Forks that fail part-way leave the source as it was and no fork behind: the data filesystem
+full while the fork's snapshot is written, and the source's QEMU killed under the fork."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from typing import Any
+
+import pytest
+
+from sanbox.host.errors import HostError
+from sanbox.host.image import Image
+from sanbox.host.runtime import HostRuntime, MachineSpec
+
+from .conftest import MakeMachine
+from .test_snapshots_host import MEMORY_MIB, Run, new_id, sh, spec_of
+
+pytestmark = pytest.mark.vm
+
+
+def children(runtime: HostRuntime, n: int) -> list[MachineSpec]:
+    specs = [MachineSpec(computer_id=new_id("fk"), hostname=f"fork-{i}", memory_mib=MEMORY_MIB)
+             for i in range(n)]  # fmt: skip
+    runtime.created.extend(s.computer_id for s in specs)  # type: ignore[attr-defined]
+    return specs
+
+
+def nothing_of(runtime: HostRuntime, specs: list[MachineSpec]) -> None:
+    on_host = set(runtime.data_dir.computer_ids())
+    assert not {s.computer_id for s in specs} & on_host, "a fork was left behind"
+    assert not list(runtime.data_dir.snapshots.glob(".tmp-*")), "a half-written snapshot"
+
+
+def test_a_full_disk_during_a_fork_leaves_the_source_running_and_no_fork(
+    make_machine: MakeMachine, runtime: HostRuntime, image: Image, run: Run, data_dir: Any
+) -> None:
+    source = make_machine(memory_mib=MEMORY_MIB)
+    sh(run, source, "head -c 8M /dev/urandom > /run/fill; echo before > /root/f; sync")
+    runtime.snapshots.ensure()
+    specs = children(runtime, 2)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "sanbox-enospc",
+                    str(data_dir.snapshots)], check=True)  # fmt: skip
+    try:
+        with pytest.raises(HostError, match="No space left"):
+            run(runtime.fork(source, spec_of(source), image, specs, memory=True))
+    finally:
+        subprocess.run(["umount", str(data_dir.snapshots)], check=True)
+    nothing_of(runtime, specs)
+    assert sh(run, source, "cat /root/f; echo after > /root/f; sync; cat /root/f") == (
+        "before\nafter"
+    )
+
+
+def test_a_killed_source_mid_fork_leaves_no_fork_and_a_good_disk(
+    make_machine: MakeMachine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    source = make_machine(memory_mib=MEMORY_MIB)
+    sh(run, source, "echo before > /root/f; sync")
+    specs = children(runtime, 2)
+
+    async def fork_and_kill() -> None:
+        task = asyncio.ensure_future(
+            runtime.fork(source, spec_of(source), image, specs, memory=True)
+        )
+        await asyncio.sleep(0)  # the fork has started: the source's VM is killed under it
+        os.kill(source.vm.pid, signal.SIGKILL)
+        await task
+
+    with pytest.raises((HostError, OSError)):
+        run(fork_and_kill())
+    nothing_of(runtime, specs)
+    run(runtime.kill(source.computer_id))
+    booted = run(runtime.start(spec_of(source), image))
+    runtime.machines.append(booted)  # type: ignore[attr-defined]
+    assert sh(run, booted, "cat /root/f") == "before"
+    run(runtime.gc_layers())
