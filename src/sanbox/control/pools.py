@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MAX_SIZE = 32
 REFILL_INTERVAL = 2.0  # seconds between checks when nothing wakes the loop
+REFILL_DELAY = 1.0  # seconds after a claim before its replacement is made
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Pools:
         self._wake = asyncio.Event()
         self._blocked: dict[str, str] = {}  # pool id -> why the last refill was refused
         self._task: asyncio.Task[None] | None = None
+        self._quiet_until = 0.0  # loop time before which no refill starts (after a claim)
 
     # the records ----------------------------------------------------------------------------
 
@@ -112,13 +114,19 @@ class Pools:
         for _ in range(3):  # a member that cannot be configured is discarded, the next tried
             row = self._take(org, pool, req, idempotency_key)
             if row is None:
+                self.wake()  # an empty pool: refill now
                 return None
-            self.wake()
             try:
-                return await self._apply(row)
+                claimed = await self._apply(row)
             except Exception as exc:
                 log.warning("claimed %s could not be configured: %s", row.id, exc)
                 await self.discard(row.id, f"not handed out: configuring it failed ({exc})")
+                self.wake()
+                continue
+            # the refill (a restore: seconds of CPU) waits until the claimer's first commands ran
+            self._quiet_until = asyncio.get_running_loop().time() + REFILL_DELAY
+            asyncio.get_running_loop().call_later(REFILL_DELAY, self.wake)
+            return claimed
         return None
 
     def _take(
@@ -242,7 +250,10 @@ class Pools:
             self._task = self.fleet.spawn(self._loop())
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
+            if (quiet := self._quiet_until - loop.time()) > 0:
+                await asyncio.sleep(quiet)
             self._wake.clear()
             with self.fleet.db.session() as s:
                 pools = repo.list_pools(s, None)
