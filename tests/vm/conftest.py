@@ -80,6 +80,7 @@ def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
         loop.run(m.agent.close())
     for computer_id in created:
         loop.run(rt.destroy(computer_id))
+    loop.run(rt.gc_layers())  # the data dir is shared by runs: none inherits another's layers
     leftover = [c for c in created if (data_dir.computers / c).exists()]
     sockets = list(data_dir.computers.glob("*/run/*.sock"))
     assert not leftover, f"computer folders left behind: {leftover}"
