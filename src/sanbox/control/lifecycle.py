@@ -93,16 +93,22 @@ async def update(fleet: Fleet, org: Org, ref: str, idle_timeout: int | None) -> 
                         {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
 
 
+async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -> None:
+    """A computer gone, under its lock: network, VM, folder, the disk layers only it stood on,
+    then its record (its last event says `why`)."""
+    await fleet.network_down(computer_id)
+    machine = fleet.machines.pop(computer_id, None)
+    if machine is not None:
+        with contextlib.suppress(Exception):
+            await machine.agent.close()
+    await fleet.runtime.destroy(computer_id)
+    await fleet.runtime.gc_layers()
+    fleet.remove_record(computer_id, why)
+
+
 async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
         row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
-        await fleet.network_down(row.id)
-        machine = fleet.machines.pop(row.id, None)
-        if machine is not None:
-            with contextlib.suppress(Exception):
-                await machine.agent.close()
-        await fleet.runtime.destroy(row.id)
-        await fleet.runtime.gc_layers()  # the disk layers only it stood on
-        fleet.remove_record(row.id)
+        await destroy_locked(fleet, row.id)
     row.state = State.DELETED
     return row

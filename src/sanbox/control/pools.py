@@ -30,11 +30,10 @@ from sqlalchemy import select
 
 from ..host.disk import GIB
 from ..host.egress.policy import Policy
-from ..host.snapshot.restore import grow_running
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import templates
+from . import lifecycle, templates
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .names import check_name, generate_name
@@ -169,9 +168,7 @@ class Pools:
                 raise ControlError("its VM is not attached")
             client = await machine.client(timeout=5.0)
             await client.set_hostname(row.name)
-            if row.disk_gib * GIB > await asyncio.to_thread(fleet.runtime.disks.size,
-                                                            machine.dir.disk):  # fmt: skip
-                await grow_running(machine, row.disk_gib * GIB)
+            await fleet.runtime.grow_disk(machine, row.disk_gib * GIB)
             network = fleet.runtime.network
             if fleet.egress is not None and network is not None:
                 await fleet.egress.set_policy(row.id, network.netns(row.id), Policy.of(row.allow))
@@ -187,14 +184,7 @@ class Pools:
     async def discard(self, computer_id: str, why: str) -> None:
         fleet = self.fleet
         async with fleet.lock(computer_id):
-            await fleet.network_down(computer_id)
-            machine = fleet.machines.pop(computer_id, None)
-            if machine is not None:
-                with contextlib.suppress(Exception):
-                    await machine.agent.close()
-            await fleet.runtime.destroy(computer_id)
-            await fleet.runtime.gc_layers()
-            fleet.remove_record(computer_id, why)
+            await lifecycle.destroy_locked(fleet, computer_id, why)
 
     async def _make(self, pool: PoolRow) -> None:
         fleet = self.fleet

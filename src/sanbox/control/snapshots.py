@@ -6,8 +6,10 @@ files, and its computer runs on as it was."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from ..host.errors import HostError
+from ..host.snapshot import SnapshotManifest
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from .errors import ConflictError, NotFoundError
@@ -57,6 +59,24 @@ def _drop(fleet: Fleet, snapshot_id: str) -> None:
             s.delete(live)
 
 
+async def kept(
+    fleet: Fleet, snapshot_id: str, taking: Awaitable[SnapshotManifest], state: str = "ready"
+) -> tuple[SnapshotRow, SnapshotManifest]:
+    """The host's take of the snapshot whose record (`creating`) is `snapshot_id`: the record
+    then goes to `state` with its size, or, if the take fails, away (no record of a snapshot
+    that is not there). Build layers use it too (state `layer`)."""
+    try:
+        taken = await taking
+    except BaseException:
+        _drop(fleet, snapshot_id)
+        raise
+    with fleet.db.session() as s:
+        live = s.get(SnapshotRow, snapshot_id)
+        assert live is not None
+        live.state, live.size_bytes = state, taken.size_bytes
+    return live, taken
+
+
 async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None) -> SnapshotRow:
     if name is not None:
         check_name(name, "snapshot")
@@ -73,24 +93,15 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
                      {"snapshot": snap.id, "memory": memory})  # fmt: skip
         machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
         try:
-            taken = await fleet.runtime.snapshot(
+            snap, taken = await kept(fleet, snap.id, fleet.runtime.snapshot(
                 snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
-            )
-        except BaseException as exc:
-            _drop(fleet, snap.id)  # no record of a snapshot that is not there
-            if not isinstance(exc, HostError):
-                raise
+            ))  # fmt: skip
+        except HostError as exc:  # its record is gone already
             error = from_host(exc, "snapshot", row.id)
             fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
             if machine is not None and not machine.vm.alive():
                 await fleet.vm_exited(row.id, "its VM died during a snapshot")
             raise error from exc
-        with fleet.db.session() as s:
-            live = s.get(SnapshotRow, snap.id)
-            assert live is not None
-            live.state = "ready"
-            live.size_bytes = taken.size_bytes
-            snap = live
         fleet.record(
             row.id, None, "snapshot.ready",
             f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "

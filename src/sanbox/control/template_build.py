@@ -35,6 +35,7 @@ from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Spec, Step
+from . import snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
 
@@ -97,19 +98,9 @@ class Builder:
         with fleet.db.session() as s:
             s.add(layer_row(self.org, snap_id, mspec.computer_id, self.template, image,
                             self.spec, memory))  # fmt: skip
-        try:
-            taken = await fleet.runtime.snapshot(
-                snap_id, mspec.computer_id, machine, mspec, image, memory=memory
-            )
-        except BaseException:
-            with fleet.db.session() as s:
-                if (row := s.get(SnapshotRow, snap_id)) is not None:
-                    s.delete(row)
-            raise
-        with fleet.db.session() as s:
-            row = s.get(SnapshotRow, snap_id)
-            assert row is not None
-            row.state, row.size_bytes = "layer", taken.size_bytes
+        await snapshots.kept(fleet, snap_id, fleet.runtime.snapshot(
+            snap_id, mspec.computer_id, machine, mspec, image, memory=memory
+        ), state="layer")  # fmt: skip
         return snap_id
 
     @contextlib.asynccontextmanager

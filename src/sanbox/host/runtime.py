@@ -323,6 +323,12 @@ class HostRuntime:
             await asyncio.to_thread(self.snapshots.delete, snapshot_id)
             await asyncio.to_thread(self.snapshots.collect)
 
+    async def grow_disk(self, machine: Machine, size_bytes: int) -> None:
+        """Grow a running computer's disk to `size_bytes`, its root filesystem with it (online);
+        nothing if it is that large already."""
+        if size_bytes > await asyncio.to_thread(self.disks.size, machine.dir.disk):
+            await snapshot_restore.grow_running(machine, size_bytes)
+
     async def gc_layers(self) -> list[str]:
         """Delete the disk layers nothing references (call after destroying computers)."""
         async with self.snapshots.lock:
