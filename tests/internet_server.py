@@ -5,6 +5,7 @@ test CA). Usage: python internet_server.py CONFIG.json. Nothing here leaves the 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import socket
 import ssl
@@ -49,6 +50,8 @@ def log_request(log: Path, name: str, head: bytes) -> None:
     method, path = (lines[0].split(" ") + ["", ""])[:2]
     with log.open("a") as f:
         f.write(f"{name} {host} {method} {path}\n")
+    with log.with_name("heads.log").open("a") as f:  # whole heads, for what a request carried
+        f.write(json.dumps({"server": name, "path": path, "head": head.decode("latin-1")}) + "\n")
 
 
 def http_handler(name: str, log: Path) -> Any:
@@ -90,6 +93,80 @@ def http_handler(name: str, log: Path) -> Any:
     return handle
 
 
+async def read_body(reader: asyncio.StreamReader, headers: list[list[str]]) -> int:
+    """Read (and drop) a request body framed by Content-Length or chunked; its length."""
+    fields = {k.lower(): v for k, v in headers}
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        total = 0
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")  # the last chunk's CRLF (no trailers here)
+                return total
+            await reader.readexactly(size + 2)
+            total += size
+    length = int(fields.get("content-length", "0") or 0)
+    await reader.readexactly(length)
+    return length
+
+
+def echo_handler(log: Path) -> Any:
+    """echo.test: each request (kept-alive connections too) logged whole on this host; the answer
+    names the headers and a digest of each value, so the value itself never reaches a guest."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = (lines[0].split(" ") + ["", ""])[:2]
+                headers = [[k.strip(), v.strip()] for k, _, v in
+                           (h.partition(":") for h in lines[1:] if h)]  # fmt: skip
+                body_len = await read_body(reader, headers)
+                with log.open("a") as f:
+                    f.write(json.dumps({"method": method, "path": path, "headers": headers,
+                                        "body_bytes": body_len}) + "\n")  # fmt: skip
+                close = any(k.lower() == "connection" and v.lower() == "close" for k, v in headers)
+                extra = b""
+                if path.startswith("/big"):  # 64 MiB, for throughput
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (64 << 20))
+                    chunk = b"x" * (1 << 20)
+                    for _ in range(64):
+                        writer.write(chunk)
+                        await writer.drain()
+                    if close:
+                        return
+                    continue
+                if path.startswith("/redirect?to="):
+                    status = b"302 Found"
+                    extra = b"Location: " + path.split("=", 1)[1].encode() + b"\r\n"
+                    body = b"redirected\n"
+                elif path.startswith("/simple"):
+                    status, body = b"404 Not Found", b"no such package\n"
+                else:
+                    status = b"200 OK"
+                    body = "".join(
+                        f"{k}: sha256={hashlib.sha256(v.encode()).hexdigest()[:16]}\n"
+                        for k, v in headers
+                    ).encode()
+                ending = b"Connection: close\r\n" if close else b""
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\n" + extra
+                             + b"Content-Length: %d\r\n" % len(body) + ending + b"\r\n"
+                             + body)  # fmt: skip
+                await writer.drain()
+                if close:
+                    return
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    return handle
+
+
 async def main(config: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     await loop.create_datagram_endpoint(lambda: Dns(config["zone"]), local_addr=(config["dns"], 53))
@@ -102,6 +179,17 @@ async def main(config: dict[str, Any]) -> None:
         servers.append(await asyncio.start_server(http_handler(name, log), ip, 443, ssl=ctx))
         echo = await asyncio.start_server(http_handler(name, log), ip, 7777)
         servers.append(echo)
+    echo = config["echo"]
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(config["cert"], config["key"])
+    servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), echo["ip"], 443,
+                                              ssl=ctx))  # fmt: skip
+    servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), echo["ip"], 80))
+    bad = config["untrusted"]
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(bad["cert"], bad["key"])
+    servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), bad["ip"], 443,
+                                              ssl=ctx))  # fmt: skip
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((next(iter(config["hosts"].values())), 5005))
     print("ready", flush=True)

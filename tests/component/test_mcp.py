@@ -29,7 +29,7 @@ TOOLS = {
     "list_computers", "get_computer", "create_computer", "start_computer", "stop_computer",
     "pause_computer", "resume_computer", "delete_computer", "exec", "read_file", "write_file",
     "list_files", "publish_port", "snapshot_computer", "list_snapshots", "delete_snapshot",
-    "fork_computer",
+    "fork_computer", "list_secrets", "bind_secret", "unbind_secret",
 }  # fmt: skip
 
 

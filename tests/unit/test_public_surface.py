@@ -25,6 +25,9 @@ def test_every_exported_name_exists_and_is_listed_once(module: object) -> None:
 def test_sdk_errors_and_handles() -> None:
     expected = ["Sanbox", "AsyncSanbox", "Computer", "SanboxError", "ComputerNotRunningError"]
     expected += ["InvalidPathError", "AuthenticationError", "PublishedPort", "ExecResult"]
+    expected += ["Secret", "SecretBinding", "Secrets", "AsyncSecrets", "SecretNotFoundError"]
+    expected += ["InvalidSecretError", "BindingNotFoundError"]
     for name in expected:
         assert name in sanbox.sdk.__all__
     assert issubclass(sanbox.sdk.ComputerNotRunningError, sanbox.sdk.SanboxError)
+    assert issubclass(sanbox.sdk.InvalidSecretError, sanbox.sdk.InvalidRequestError)

@@ -36,6 +36,8 @@ RECORDS: dict[type, str] = {
     types.Snapshot: "Snapshot",
     types.Template: "Template",
     types.Pool: "Pool",
+    types.Secret: "Secret",
+    types.SecretBinding: "SecretBinding",
     types.Stdout: "ExecStdout",
     types.Stderr: "ExecStderr",
     types.Exit: "ExecExit",

@@ -127,7 +127,11 @@ def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
 def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     # the tests make many 8 GiB thin disks that stay almost empty: more than the free space of a
     # small CI disk adds up to unless the operator lets them (tests/unit/test_admission.py)
-    env = {"SANBOX_UPSTREAM_DNS": internet.upstream_dns, "SANBOX_DISK_OVERCOMMIT": "16"}
+    env = {
+        "SANBOX_UPSTREAM_DNS": internet.upstream_dns,
+        "SANBOX_DISK_OVERCOMMIT": "16",
+        "SANBOX_CA_BUNDLE": str(internet.ca),
+    }  # the secret proxy's upstream trust: the test CA
     srv = ServerProcess(data_dir, "server-tests", env)
     srv.start()
     yield srv

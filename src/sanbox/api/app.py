@@ -42,6 +42,7 @@ from .routes import (
     keys,
     network,
     pools,
+    secrets,
     snapshots,
     ssh,
     templates,
@@ -71,7 +72,10 @@ def create_app(
         resolver = Resolver(settings.upstream or system_upstream())
         computers = Computers(db, host_runtime, reach=reach, resolver=resolver,
                               egress_max_connections=settings.egress_max_connections,
-                              capacity=Capacity.of_host(settings.disk_overcommit))  # fmt: skip
+                              capacity=Capacity.of_host(settings.disk_overcommit),
+                              secrets_key_file=settings.secrets_key_file,
+                              ca_bundle=settings.ca_bundle,
+                              strict_placeholders=settings.strict_placeholders)  # fmt: skip
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()
@@ -104,8 +108,8 @@ def create_app(
     exec_protocol.document(app)  # the exec WebSocket's messages
     redact.install()
     routers = (
-        computers, snapshots, templates, pools, exec, files, network, ssh, events, admin, keys,
-        audit, images, host,
+        computers, snapshots, templates, pools, secrets, exec, files, network, ssh, events, admin,
+        keys, audit, images, host,
     )  # fmt: skip
     for module in routers:
         app.include_router(module.router)

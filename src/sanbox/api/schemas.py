@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
 from ..store.models import ApiKey, AuditRow, ComputerRow, SnapshotRow
+from .secret_schemas import SecretRef
 
 _NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
 Name = Annotated[str, AfterValidator(check_name), Field(description=_NAME_DOC)]
@@ -56,6 +57,11 @@ class ComputerCreate(BaseModel):
         None, max_length=1000,
         description="hosts (api.github.com), wildcards (*.pypi.org) and cidr:port rules it may "
         "reach; empty: nothing goes out; default: the template's",
+    )  # fmt: skip
+    secrets: list[SecretRef] = Field(
+        default_factory=list, max_length=32,
+        description="secrets of the org to bind (with the template's): the computer gets their "
+        "placeholders, its requests to their hosts get their values",
     )  # fmt: skip
 
 

@@ -38,6 +38,10 @@ class ServerSettings:
     exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
     max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
     disk_overcommit: float = 1.0  # thin disks may add up to this times the free space
+    secrets_key_file: Path | None = (
+        None  # the key secrets are sealed under (SANBOX_SECRETS_KEY_FILE)
+    )
+    strict_placeholders: bool = False  # refuse a placeholder sent to a host not its secret's
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -56,6 +60,12 @@ class ServerSettings:
                           ("max_body_bytes", "SANBOX_MAX_BODY_BYTES")):  # fmt: skip
             if os.environ.get(env):
                 values[name] = int(os.environ[env])
+        if os.environ.get("SANBOX_SECRETS_KEY_FILE"):
+            values["secrets_key_file"] = Path(os.environ["SANBOX_SECRETS_KEY_FILE"])
+        placeholders = os.environ.get("SANBOX_SECRET_PLACEHOLDERS", "pass")
+        if placeholders not in ("pass", "refuse"):
+            raise ValueError("SANBOX_SECRET_PLACEHOLDERS is `pass` or `refuse`")
+        values["strict_placeholders"] = placeholders == "refuse"
         if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -20,6 +20,7 @@ from . import (
     mcp,
     network,
     pool,
+    secret,
     server,
     shell,
     snapshot,
@@ -37,6 +38,7 @@ app = typer.Typer(
 app.add_typer(image.app, name="image")
 app.add_typer(template.app, name="template")
 app.add_typer(pool.app, name="pool")
+app.add_typer(secret.app, name="secret")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 computer.register(app)

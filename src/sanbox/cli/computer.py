@@ -13,6 +13,7 @@ from ..sdk import Computer, ComputerNotFoundError
 from . import config
 from ._options import EnvOption, LabelOption, pairs
 from ._output import console, err_console, fail, show_record
+from .secret import SecretOption, secret_requests
 
 """Seconds between polls while `sanbox create` waits; tests set 0."""
 
@@ -38,10 +39,12 @@ def create(
     from_snapshot: str | None = typer.Option(
         None, "--from-snapshot", help="Start from this snapshot (its memory too, if it has it)."
     ),
+    secrets: SecretOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print the computer as JSON."),
 ) -> None:
     """Create a computer and wait until it runs."""
     envs, labels = pairs(env, "--env"), pairs(label, "--label")
+    bound = secret_requests(secrets)
     source = from_snapshot or template or "base"
     creating = err_console.status(f"creating from {source}…")
     with config.reported(), config.client() as client, creating:
@@ -49,6 +52,7 @@ def create(
         computer = client.computers.create(
             template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
             env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
+            secrets=bound,
         )  # fmt: skip
     if as_json:
         console.print_json(json.dumps(computer.record.to_json()))

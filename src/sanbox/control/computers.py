@@ -32,6 +32,8 @@ from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
 from .pools import Pools, PoolStatus
+from .secret_book import SecretBook
+from .secrets import Secrets
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,21 @@ class Computers:
         resolver: Resolver | None = None,
         egress_max_connections: int = 512,
         capacity: Capacity | None = None,
+        secrets_key_file: Path | None = None,
+        ca_bundle: Path | None = None,
+        strict_placeholders: bool = False,
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
+        book = SecretBook(db, secrets_key_file or runtime.data_dir.sealing_key, ca_bundle,
+                          strict_placeholders)  # fmt: skip
+        self.fleet.book = book
+        self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet)
         if runtime.network is not None and resolver is not None:
             self.fleet.egress = EgressGateway(
-                resolver, self._denied, self.fleet.reach, egress_max_connections
-            )
+                resolver, self._denied, self.fleet.reach, egress_max_connections,
+                intercepts=book.interception,
+            )  # fmt: skip
 
     def _denied(self, computer_id: str, denial: Denial) -> None:
         network.denied(self.fleet, computer_id, denial)

@@ -25,6 +25,7 @@ from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_env, check_labels, check_name, generate_name
+from .secrets import bind_in, check_bindable
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class CreateRequest:
     idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
     allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
     from_snapshot: str | None = None  # a snapshot of the org (id or name)
+    secrets: tuple[tuple[str, str | None], ...] = ()  # (secret name, env var) to bind
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -65,6 +67,7 @@ class Plan:
     from_template: bool = False  # an org's template: `snapshot` is its ready snapshot or disk
     booted_because: str | None = None  # from a template, but not restored: why
     ports: tuple[int, ...] = ()  # published (private) from the start: the template's
+    secrets: tuple[tuple[str, str | None], ...] = ()  # bound at insert: the template's, the own
 
 
 def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
@@ -132,6 +135,10 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     recipe = recipe_for(template) if own is None else None
     default_allow = base.allow if base else (recipe.allow if recipe else [])
     default_idle = base.idle_timeout if base else (recipe.idle_timeout if recipe else 0)
+    bound = {name: (env or None) for name, env in (own.template.secrets if own else {}).items()}
+    bound.update(dict(req.secrets))
+    wanted = tuple(bound.items())
+    check_bindable(fleet, org, wanted, template)
     # before anything is made: refused here leaves no record and no folder
     hold = fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
     return Plan(
@@ -141,7 +148,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         idle_timeout=req.idle_timeout if req.idle_timeout is not None else default_idle,
         snapshot=start, origin=start.id if start else None, hold=hold,
         from_template=own is not None, booted_because=own.booted_because if own else None,
-        ports=tuple(own.template.ports) if own else (),
+        ports=tuple(own.template.ports) if own else (), secrets=wanted,
     )  # fmt: skip
 
 
@@ -182,11 +189,14 @@ def insert(
         )  # fmt: skip
         s.add(row)
         s.flush()
+        bind_in(s, org.id, row.id, plan.secrets)
         source = f"template {plan.template}"
         if plan.origin is not None and not plan.from_template:
             source = f"snapshot {plan.origin}" if plan.snapshot else f"a fork of {plan.origin}"
         ev = repo.add_event(s, org.id, row.id, "computer.creating", f"creating from {source}")
     fleet.bus.publish(ev)
+    if plan.secrets and fleet.book is not None:
+        fleet.book.changed()
     return row, True
 
 

@@ -2,13 +2,14 @@
 
     ControlError
     ├── NotFoundError              computer_not_found, template_not_found, org_not_found,
-    │                              key_not_found, snapshot_not_found, not_found (404)
+    │                              key_not_found, snapshot_not_found, secret_not_found,
+    │                              binding_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
     │                              idempotency_conflict, last_host_admin_key,
     │                              ssh_unavailable, snapshot_corrupt, template_building (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
     │                              invalid_path, invalid_public_key, invalid_spec,
-    │                              invalid_context, validation_error (422)
+    │                              invalid_context, invalid_secret, validation_error (422)
     ├── PayloadTooLargeError       payload_too_large (413): a template's build context
     ├── AuthError                  unauthorized (401), forbidden (403)
     │   └── KeyRefusedError        unauthorized (401): a revoked or expired key, with the key

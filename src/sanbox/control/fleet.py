@@ -26,6 +26,7 @@ from .capacity import Capacity
 from .errors import NotFoundError, UnavailableError
 from .events import EventBus
 from .host_errors import from_host
+from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class Fleet:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.busy: dict[str, int] = {}  # computer id -> operations in progress
         self.clocks = ActivityClocks(db)  # last activity, for the idle watcher
+        self.book: SecretBook | None = None  # the secrets bound to computers (Computers sets it)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -165,6 +167,14 @@ class Fleet:
         self.machines[computer_id] = machine
         self.touch(computer_id)
         await self.network_up(computer_id)
+        await self.trust_secrets(computer_id, machine)
+
+    async def trust_secrets(self, computer_id: str, machine: Machine) -> None:
+        """The org's CA in a guest with bound secrets (at create, boot, resume, fork, bind)."""
+        why = await self.book.trust(machine.agent, computer_id) if self.book else None
+        if why is not None:
+            self.record(computer_id, None, "secret.trust_failed",
+                        f"the org's CA could not be installed in the guest: {why}")  # fmt: skip
 
     # the guest ------------------------------------------------------------------------------
 
@@ -220,6 +230,8 @@ class Fleet:
         self.bus.publish(ev)
         self._locks.pop(computer_id, None)
         self.clocks.forget(computer_id)
+        if self.book is not None:
+            self.book.forget(computer_id)
 
     def touch(self, computer_id: str) -> None:
         self.clocks.touch(computer_id)

@@ -16,6 +16,7 @@ from .errors import InvalidRequestError
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
+from .secrets import copy_bindings
 from .states import HAS_MEMORY, State
 
 MAX_FORKS = 16  # per call
@@ -73,6 +74,7 @@ async def _fork_locked(
         for name in names:
             req = creating.CreateRequest(name=name, labels=dict(row.labels))
             children.append(creating.insert(fleet, org, req, plan, None)[0])
+            copy_bindings(fleet, row.id, children[-1].id)
     except BaseException:
         _drop(fleet, children, "fork refused: a name was taken")
         raise

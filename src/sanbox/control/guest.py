@@ -106,9 +106,11 @@ async def guest_call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Machine]
 
 
 def _env(fleet: Fleet, machine: Machine, env: dict[str, str] | None) -> dict[str, str] | None:
-    """The computer's environment (its template's and its create's), under the call's own."""
+    """The computer's environment (its template's and its create's, then its secrets'
+    placeholders and trust variables), under the call's own."""
     row = fleet.by_id(machine.computer_id)
-    merged = {**(row.env if row is not None else {}), **(env or {})}
+    bound = fleet.book.env(machine.computer_id) if fleet.book is not None else {}
+    merged = {**(row.env if row is not None else {}), **bound, **(env or {})}
     return merged or None
 
 

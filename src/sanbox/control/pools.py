@@ -37,6 +37,7 @@ from . import lifecycle, templates
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .names import check_name, generate_name
+from .secrets import bind_in
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -155,8 +156,11 @@ class Pools:
             row.idle_timeout = (req.idle_timeout if req.idle_timeout is not None
                                 else templates.idle_timeout(fleet, org, row.template))  # fmt: skip
             row.idempotency_key, row.request_hash = idempotency_key, req.digest()
+            bind_in(s, org.id, row.id, req.secrets)  # its template's are bound already
             s.flush()
             s.expunge(row)
+        if req.secrets and fleet.book is not None:
+            fleet.book.changed()
         return row
 
     async def _apply(self, row: ComputerRow) -> ComputerRow:
@@ -172,6 +176,7 @@ class Pools:
             network = fleet.runtime.network
             if fleet.egress is not None and network is not None:
                 await fleet.egress.set_policy(row.id, network.netns(row.id), Policy.of(row.allow))
+            await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
             fleet.touch(row.id)
             return fleet.record(
                 row.id, State.RUNNING, "computer.running",

@@ -215,6 +215,7 @@ async def _build(
                 spec.disk_gib or 0,
             )
             row.env, row.allow, row.ports = dict(spec.env), list(spec.allow), list(spec.ports)
+            row.secrets = dict(spec.secrets)
             row.idle_timeout, row.steps = spec.idle_timeout, len(keys)
             row.cached_steps, row.build_seconds = built.cached_steps, round(took, 2)
         ran = len(keys) - built.cached_steps

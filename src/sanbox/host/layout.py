@@ -8,7 +8,8 @@
 <data dir>/computers/<id>/state/          saved memory and device state
 <data dir>/computers/<id>/logs/           console log
 <data dir>/host/                          facts about this host (acceleration probe), its secret
-                                          key (host/secret.key, 0600: MACs and signed cookies)
+                                          key (host/secret.key, 0600: MACs and signed cookies),
+                                          the sealing key of secrets (host/secrets.key, 0600)
 <data dir>/snapshots/<snp_id>/            a snapshot: its MACed manifest (written last) naming its
                                           disk layer, and its saved memory (memory/) if it has one
 <data dir>/layers/<lyr_id>.{qcow2,raw,json} frozen read-only disk layers (a snapshot's disk, the
@@ -106,6 +107,11 @@ class DataDir:
     @property
     def secret_key(self) -> Path:
         return self.host / "secret.key"
+
+    @property
+    def sealing_key(self) -> Path:
+        """The key secrets are sealed under (unless SANBOX_SECRETS_KEY_FILE puts it elsewhere)."""
+        return self.host / "secrets.key"
 
     @property
     def tmp(self) -> Path:

@@ -20,7 +20,8 @@ class SecretKeyError(HostError):
     code = "secret_key_unusable"
 
 
-def _load_or_create(path: Path) -> bytes:
+def load_or_create(path: Path) -> bytes:
+    """The 32-byte key in `path`, made (mode 0600, atomically: racing makers agree) if absent."""
     try:
         key = path.read_bytes()
     except FileNotFoundError:
@@ -48,5 +49,5 @@ def _load_or_create(path: Path) -> bytes:
 
 def derived_key(path: Path, purpose: str) -> bytes:
     """The key for one purpose (`memory-mac`, `port-cookie`), derived from the host's key."""
-    master = _load_or_create(path)
+    master = load_or_create(path)
     return hashlib.blake2b(purpose.encode(), key=master, digest_size=KEY_BYTES).digest()

@@ -22,6 +22,7 @@ from .. import __version__
 from ..sdk import AsyncSanbox, InvalidRequestError, SanboxError
 from . import results
 from .results import FILE_CAP, OUTPUT_CAP
+from .secret_tools import add_secret_tools
 
 Clients = Callable[[Context[Any, Any]], AbstractAsyncContextManager[AsyncSanbox]]
 """The client a tool call acts through (the caller's key), for the time of the call."""
@@ -37,7 +38,10 @@ run commands in it (exec), read and write its files, publish a port as a URL, an
 resume or delete it. Keep its state as a snapshot (snapshot_computer; with memory, its processes
 too) to make new computers from later (create_computer from_snapshot), or fork it into several
 running copies to try things in parallel (fork_computer). A computer is named by its id (cmp_...)
-or its name. Outbound network access is denied unless its allow list names the hosts."""
+or its name. Outbound network access is denied unless its allow list names the hosts.
+Secrets (API keys) are set by a person, never through these tools: bind one to a computer
+(bind_secret) and its requests to the secret's hosts carry the key, while the computer only
+sees a placeholder."""
 
 Ref = Annotated[str, Field(description="the computer's id (cmp_...) or name")]
 GuestPath = Annotated[str, Field(description="absolute path inside the computer")]
@@ -324,4 +328,5 @@ def build_server(clients: Clients) -> MCPServer[Any]:
             published = await c.publish(port, public=public)
         return results.port_result(c.name, published)
 
+    add_secret_tools(tool, clients)  # list, bind, unbind: no tool ever takes a secret's value
     return server

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .computer import AsyncComputer, AsyncFiles
     from .errors import (
         AuthenticationError,
+        BindingNotFoundError,
         BuildFailedError,
         ComputerNotFoundError,
         ComputerNotRunningError,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         InvalidNameError,
         InvalidPathError,
         InvalidRequestError,
+        InvalidSecretError,
         InvalidSpecError,
         InvalidTransitionError,
         NameTakenError,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
         RateLimitedError,
         RequestTimeoutError,
         SanboxError,
+        SecretNotFoundError,
         ServerError,
         SnapshotCorruptError,
         SnapshotNotFoundError,
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
         UnavailableError,
     )
     from .exec_stream import AsyncExecStream
+    from .secrets import AsyncSecrets
     from .ssh_stream import AsyncSshStream
     from .sync import (
         Audit,
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
         Keys,
         Orgs,
         Sanbox,
+        Secrets,
         Snapshots,
         SshStream,
         Templates,
@@ -84,6 +89,8 @@ if TYPE_CHECKING:
         ImageBuild,
         Org,
         PublishedPort,
+        Secret,
+        SecretBinding,
         Snapshot,
         SshAccess,
         Stderr,
@@ -105,6 +112,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
     "computer": ("AsyncComputer", "AsyncFiles"),
     "errors": (
         "AuthenticationError",
+        "BindingNotFoundError",
         "BuildFailedError",
         "ComputerNotFoundError",
         "ComputerNotRunningError",
@@ -118,6 +126,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "InvalidNameError",
         "InvalidPathError",
         "InvalidRequestError",
+        "InvalidSecretError",
         "InvalidSpecError",
         "InvalidTransitionError",
         "NameTakenError",
@@ -127,6 +136,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "RateLimitedError",
         "RequestTimeoutError",
         "SanboxError",
+        "SecretNotFoundError",
         "ServerError",
         "SnapshotCorruptError",
         "SnapshotNotFoundError",
@@ -135,6 +145,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "UnavailableError",
     ),
     "exec_stream": ("AsyncExecStream",),
+    "secrets": ("AsyncSecrets",),
     "ssh_stream": ("AsyncSshStream",),
     "sync": (
         "Audit",
@@ -146,6 +157,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Keys",
         "Orgs",
         "Sanbox",
+        "Secrets",
         "Snapshots",
         "SshStream",
         "Pools",
@@ -165,6 +177,8 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "ImageBuild",
         "Org",
         "PublishedPort",
+        "Secret",
+        "SecretBinding",
         "Snapshot",
         "SshAccess",
         "Stderr",
@@ -250,6 +264,13 @@ __all__ = [
     "Pools",
     "Template",
     "Templates",
+    "AsyncSecrets",
+    "BindingNotFoundError",
+    "InvalidSecretError",
+    "Secret",
+    "SecretBinding",
+    "SecretNotFoundError",
+    "Secrets",
     "WebSocketConnector",
     "WebSocketLike",
     "asgi_connector",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -18,6 +18,7 @@ from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
+from .secrets import AsyncSecrets
 from .templates import AsyncPools, AsyncTemplates
 from .types import (
     ApiKey,
@@ -31,6 +32,9 @@ from .types import (
 )
 
 DEFAULT_TIMEOUT = 60.0
+
+SecretRequests = Sequence[tuple[str, str | None]] | Mapping[str, str | None]
+"""Secrets to bind at create: each secret's name and the variable its placeholder goes in."""
 
 
 class AsyncSanbox:
@@ -60,6 +64,7 @@ class AsyncSanbox:
         self.snapshots = AsyncSnapshots(self)
         self.templates = AsyncTemplates(self)
         self.pools = AsyncPools(self)
+        self.secrets = AsyncSecrets(self)
         self.orgs = AsyncOrgs(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)
@@ -126,15 +131,20 @@ class AsyncComputers:
         idle_timeout: int | None = None,
         allow: list[str] | None = None,
         from_snapshot: str | None = None,
+        secrets: SecretRequests | None = None,
     ) -> AsyncComputer:
         """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`).
 
-        Left out, `template` is `base` and the size 1 vCPU, 512 MiB, the image's disk.
+        Left out, `template` is `base` and the size the template's (for `base`: 1 vCPU,
+        512 MiB, the image's disk; an org's template restores its ready snapshot only at its
+        own size).
         `from_snapshot` (a snapshot's id or name) starts it from that snapshot's disk, and
         resumes its memory and processes if the snapshot kept them (`memory` then says
-        `restored`, or `lost` and why); what is left out is then the snapshot's."""
-        if from_snapshot is None:  # the server's defaults, said out loud
-            template, vcpus, memory_mib = template or "base", vcpus or 1, memory_mib or 512
+        `restored`, or `lost` and why); what is left out is then the snapshot's.
+        `secrets` binds secrets of the org as it is made: `[("openai", "OPENAI_API_KEY")]` or
+        `{"openai": "OPENAI_API_KEY"}`, the variable its placeholder is in (None: in none)."""
+        if from_snapshot is None:
+            template = template or "base"  # the size left out is the template's (or the server's)
         body: dict[str, Any] = {
             "template": template,
             "name": name,
@@ -150,6 +160,9 @@ class AsyncComputers:
             body["allow"] = list(allow)
         if from_snapshot is not None:
             body["from_snapshot"] = from_snapshot
+        if secrets is not None:
+            pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+            body["secrets"] = [{"name": secret, "env": var} for secret, var in pairs]
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._client.http.json(
             "POST",

@@ -11,6 +11,8 @@ Hierarchy::
     |   +-- ComputerNotFoundError    404 computer_not_found
     |   +-- TemplateNotFoundError    404 template_not_found
     |   +-- SnapshotNotFoundError    404 snapshot_not_found
+    |   +-- SecretNotFoundError      404 secret_not_found
+    |   +-- BindingNotFoundError     404 binding_not_found (the secret is not bound to it)
     +-- ConflictError                409 (also ssh_unavailable: the computer's image has no sshd)
     |   +-- NameTakenError           409 name_taken
     |   +-- ComputerNotRunningError  409 computer_not_running
@@ -24,6 +26,8 @@ Hierarchy::
     |   +-- InsufficientResourcesError 422 insufficient_resources
     |   +-- DiskTooSmallError        422 disk_too_small
     |   +-- InvalidSpecError         422 invalid_spec (the line and the reason), invalid_context
+    |   +-- InvalidSecretError       422 invalid_secret (a host pattern, header or value refused;
+    |                                the message never holds the value)
     +-- PayloadTooLargeError         413 payload_too_large (a request body over the server's limit)
     +-- RateLimitedError             429 too_many_failures (too many failed authentications
     |                                from this address; the message says when to try again)
@@ -87,6 +91,14 @@ class SnapshotNotFoundError(NotFoundError):
     pass
 
 
+class SecretNotFoundError(NotFoundError):
+    pass
+
+
+class BindingNotFoundError(NotFoundError):
+    pass
+
+
 class ConflictError(SanboxError):
     default_status = 409
 
@@ -128,6 +140,10 @@ class InsufficientResourcesError(InvalidRequestError):
 
 
 class DiskTooSmallError(InvalidRequestError):
+    pass
+
+
+class InvalidSecretError(InvalidRequestError):
     pass
 
 
@@ -180,6 +196,9 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "computer_not_found": ComputerNotFoundError,
     "template_not_found": TemplateNotFoundError,
     "snapshot_not_found": SnapshotNotFoundError,
+    "secret_not_found": SecretNotFoundError,
+    "binding_not_found": BindingNotFoundError,
+    "invalid_secret": InvalidSecretError,
     "snapshot_corrupt": SnapshotCorruptError,
     "template_building": TemplateBuildingError,
     "invalid_spec": InvalidSpecError,

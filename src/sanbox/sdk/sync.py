@@ -28,6 +28,7 @@ from .client import (
 )
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
+from .secrets import AsyncSecrets
 from .ssh_stream import AsyncSshStream
 from .templates import AsyncPools, AsyncTemplates
 from .types import ComputerRecord, ExecEvent
@@ -174,6 +175,16 @@ class Pools(Facade[AsyncPools]):
     list = blocking(AsyncPools.list)
 
 
+class Secrets(Facade[AsyncSecrets]):
+    set = blocking(AsyncSecrets.set)
+    list = blocking(AsyncSecrets.list)
+    get = blocking(AsyncSecrets.get)
+    delete = blocking(AsyncSecrets.delete)
+    bind = blocking(AsyncSecrets.bind)
+    unbind = blocking(AsyncSecrets.unbind)
+    bindings = blocking(AsyncSecrets.bindings)
+
+
 class Orgs(Facade[AsyncOrgs]):
     create = blocking(AsyncOrgs.create)
     list = blocking(AsyncOrgs.list)
@@ -219,6 +230,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.snapshots = Snapshots(inner.snapshots, self._portal)
         self.templates = Templates(inner.templates, self._portal)
         self.pools = Pools(inner.pools, self._portal)
+        self.secrets = Secrets(inner.secrets, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)

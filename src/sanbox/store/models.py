@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
@@ -148,6 +149,7 @@ class TemplateRow(Base):
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
     allow: Mapped[list[str]] = mapped_column(JSON, default=list)
     ports: Mapped[list[int]] = mapped_column(JSON, default=list)
+    secrets: Mapped[dict[str, Any]] = mapped_column(default=dict)  # name -> env var ("": none)
     idle_timeout: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     steps: Mapped[int] = mapped_column(Integer, default=0)
@@ -182,6 +184,48 @@ class PoolRow(Base):
     size: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SecretRow(Base):
+    """A credential the egress proxy adds to requests for `hosts`: sealed at rest (`sealed`, under
+    the server's sealing key file), never returned. `header` is `Name: template` with `{value}`;
+    None with `placeholder_only` means only placeholders are replaced."""
+
+    __tablename__ = "secrets"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    hosts: Mapped[list[str]] = mapped_column(JSON, default=list)
+    header: Mapped[str | None] = mapped_column(String(200), default=None)
+    placeholder_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SecretBindingRow(Base):
+    """A secret bound to a computer: the computer's processes get `placeholder` in `env`."""
+
+    __tablename__ = "secret_bindings"
+    __table_args__ = (UniqueConstraint("secret_id", "computer_id"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    secret_id: Mapped[str] = mapped_column(ForeignKey("secrets.id"), index=True)
+    computer_id: Mapped[str] = mapped_column(String(32), index=True)
+    env: Mapped[str | None] = mapped_column(String(128), default=None)
+    placeholder: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OrgCaRow(Base):
+    """An org's egress CA: its certificate, and its key sealed (never in a guest)."""
+
+    __tablename__ = "org_cas"
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), primary_key=True)
+    cert_pem: Mapped[str] = mapped_column(Text)
+    key_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class EventRow(Base):

@@ -20,6 +20,8 @@ from .models import (
     EventRow,
     Org,
     PoolRow,
+    SecretBindingRow,
+    SecretRow,
     SnapshotRow,
     TemplateRow,
 )
@@ -236,6 +238,41 @@ def list_pools(s: Session, org_id: str | None) -> list[PoolRow]:
 def pool_members(s: Session, pool_id: str) -> list[ComputerRow]:
     q = select(ComputerRow).where(ComputerRow.pool == pool_id)
     return list(s.scalars(q.order_by(ComputerRow.created_at, ComputerRow.id)).all())
+
+
+# secrets ------------------------------------------------------------------------------------
+
+
+def secret(s: Session, org_id: str, name: str) -> SecretRow | None:
+    q = select(SecretRow).where(SecretRow.org_id == org_id, SecretRow.name == name)
+    return s.scalars(q).first()
+
+
+def list_secrets(s: Session, org_id: str) -> list[SecretRow]:
+    q = select(SecretRow).where(SecretRow.org_id == org_id).order_by(SecretRow.name)
+    return list(s.scalars(q).all())
+
+
+def bindings_of(s: Session, computer_id: str) -> list[tuple[SecretBindingRow, SecretRow]]:
+    """A computer's bindings with their secrets, by the secret's name."""
+    q = (
+        select(SecretBindingRow, SecretRow)
+        .join(SecretRow, SecretRow.id == SecretBindingRow.secret_id)
+        .where(SecretBindingRow.computer_id == computer_id)
+        .order_by(SecretRow.name)
+    )
+    return [(b, sec) for b, sec in s.execute(q).all()]
+
+
+def drop_bindings(
+    s: Session, *, secret_id: str | None = None, computer_id: str | None = None
+) -> int:
+    q = delete(SecretBindingRow)
+    if secret_id is not None:
+        q = q.where(SecretBindingRow.secret_id == secret_id)
+    if computer_id is not None:
+        q = q.where(SecretBindingRow.computer_id == computer_id)
+    return int(s.execute(q).rowcount)  # type: ignore[attr-defined]
 
 
 # events -------------------------------------------------------------------------------------

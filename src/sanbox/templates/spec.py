@@ -14,6 +14,8 @@
     name = "web", command = "...", cwd = "/srv", restart = "always"
     ports = [8080]                     # published (private) on every computer
     allow = ["api.github.com"]         # the egress allowlist its computers get
+    [secrets]                          # bound to its computers: NAME = "ENV_VAR" (or "")
+    openai = "OPENAI_API_KEY"
     idle_timeout = 600
     [ready]                            # when a computer of it is ready
     port = 8080  (or command = "...")  timeout = 60
@@ -94,6 +96,7 @@ class Spec:
     services: tuple[Service, ...] = ()
     ports: tuple[int, ...] = ()
     allow: tuple[str, ...] = ()
+    secrets: dict[str, str] = field(default_factory=dict)  # secret name -> env var ("": none)
     idle_timeout: int = 1800
     ready: Ready | None = None
 
@@ -184,7 +187,8 @@ class _Reader:
 
 
 TOP = {"base", "name", "resources", "build", "steps", "env", "services", "ports", "allow",
-       "idle_timeout", "ready"}  # fmt: skip
+       "idle_timeout", "ready", "secrets"}  # fmt: skip
+_ENV_VAR = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,127})?\Z")
 
 
 def _step(r: _Reader, raw: Any, i: int) -> Step:
@@ -266,6 +270,13 @@ def parse(text: str, where: str = "sanbox.toml") -> Spec:
         raise r.fail(("ports",), "ports is a list of port numbers")
     for port in ports:
         r.named(check_port, port, ("ports",))
+    bound = raw.get("secrets", {})
+    if not isinstance(bound, dict) or not all(isinstance(v, str) for v in bound.values()):
+        raise r.fail(("secrets",), 'secrets is a table of NAME = "ENV_VAR" (or "")')
+    for name, var in bound.items():
+        r.named(check_name, name, ("secrets",), "secret name")
+        if not _ENV_VAR.match(var):
+            raise r.fail(("secrets", name), f"{var!r} is not an environment variable name")
     parsed_services = tuple(_service(r, s, i) for i, s in enumerate(services))
     names = [s.name for s in parsed_services]
     if len(set(names)) != len(names):
@@ -281,6 +292,7 @@ def parse(text: str, where: str = "sanbox.toml") -> Spec:
         steps=tuple(_step(r, s, i) for i, s in enumerate(steps)),
         env=dict(env), services=parsed_services,
         ports=tuple(ports), allow=r.strings(raw.get("allow", []), ("allow",)),
+        secrets=dict(bound),
         idle_timeout=r.integer(raw.get("idle_timeout", 1800), ("idle_timeout",), 0, 365 * 86400),
         ready=_ready(r, raw["ready"]) if "ready" in raw else None,
     )  # fmt: skip

@@ -44,7 +44,9 @@ async def create_computer(
     wait: bool = True,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Computer:
-    req = CreateRequest(**body.model_dump())
+    fields = body.model_dump()
+    fields["secrets"] = tuple((ref["name"], ref["env"]) for ref in fields["secrets"])
+    req = CreateRequest(**fields)
     row = await plane.create(auth.org, req, idempotency_key, wait)
     if not wait:
         response.status_code = 202

@@ -1,9 +1,12 @@
 """Egress for computers: the DNS filter (a computer's only resolver, answering allowed names
-only), the stub resolver it and the egress proxy use, the DNS message codec, and the sniffers
-that read the host a connection asks for (TLS SNI, HTTP Host)."""
+only), the stub resolver it and the egress proxy use, the DNS message codec, the sniffers that
+read the host a connection asks for (TLS SNI, HTTP Host), and the secret proxy (TLS intercepted
+for the hosts a bound secret lists, the secret added to each request)."""
 
 from .dns_filter import DnsFilter
 from .dnsmsg import DnsFormatError, Query, Rcode, Response
+from .injection import Injection
+from .intercept import Interception, intercept
 from .resolver import ResolveError, Resolver, system_upstream
 from .sniff import (
     INCOMPLETE,
@@ -23,6 +26,8 @@ __all__ = [
     "DnsFilter",
     "DnsFormatError",
     "Incomplete",
+    "Injection",
+    "Interception",
     "NotHttp",
     "NotTls",
     "Query",
@@ -31,6 +36,7 @@ __all__ = [
     "Resolver",
     "Response",
     "http_host",
+    "intercept",
     "system_upstream",
     "tls_server_name",
 ]

@@ -1,7 +1,9 @@
 """The egress gateway: for each running computer, the DNS filter and the egress proxy listening
-inside its namespace, and its firewall, all following one live policy. What they deny is logged
-and reported through `on_denied` as far as the computer's `DenialLimiter` lets it: one report per
-(name, port, reason) a minute and 60 a minute in all, the rest counted into the next report."""
+inside its namespace, and its firewall, all following one live policy (and, with `intercepts`,
+the computer's bound secrets: the proxy intercepts the hosts they apply to). What they deny is
+logged and reported through `on_denied` as far as the computer's `DenialLimiter` lets it: one
+report per (name, port, reason) a minute and 60 a minute in all, the rest counted into the next
+report."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from ..net.listen import Endpoint, bind_in_netns
 from ..net.netns import netns_exists
 from .denials import Denial, DenialLimiter
 from .dns_filter import DnsFilter
+from .intercept import Interception
 from .policy import Policy
 from .proxy import MAX_CONNECTIONS, EgressProxy
 from .reach import Reach
@@ -26,6 +29,7 @@ from .resolver import Resolver
 
 log = logging.getLogger(__name__)
 OnDenied = Callable[[str, Denial], None]  # (computer id, the denial to record)
+Intercepts = Callable[[str], Interception]  # computer id -> what its proxy intercepts
 
 
 @dataclass
@@ -45,12 +49,14 @@ class EgressGateway:
         reach: Reach | None = None,
         max_connections: int = MAX_CONNECTIONS,
         clock: Callable[[], float] = time.monotonic,
+        intercepts: Intercepts | None = None,
     ) -> None:
         self.resolver = resolver
         self.on_denied: OnDenied = on_denied or (lambda *_a: None)
         self.reach = reach or Reach()
         self.max_connections = max_connections  # per computer
         self.clock = clock
+        self.intercepts = intercepts  # None: TLS is always passed through
         self._egress: dict[str, Egress] = {}
 
     def policy(self, computer_id: str) -> Policy | None:
@@ -97,7 +103,9 @@ class EgressGateway:
             egress = self._egress.get(computer_id)
             return egress.policy if egress is not None else Policy()
 
-        proxy = EgressProxy(live, self.resolver, denied, self.reach, self.max_connections)
+        interception = self.intercepts(computer_id) if self.intercepts is not None else None
+        proxy = EgressProxy(live, self.resolver, denied, self.reach, self.max_connections,
+                            interception=interception)  # fmt: skip
         egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(
             lambda name: live().allows_host(name),

@@ -2,7 +2,9 @@
 namespace); the proxy reads the HTTP Host or the TLS SNI, checks it against the allowlist,
 resolves the name itself and dials that (never the address the guest chose), refuses addresses
 computers may never reach (`reach.py`: this host, private ranges the operator did not open,
-loopback, link-local, metadata), then relays. TLS is passed through untouched. Plain HTTP carries
+loopback, link-local, metadata), then relays. TLS is passed through untouched, except to the hosts
+a secret bound to the computer lists (`interception`): those go through the secret proxy
+(`intercept.py`), which terminates TLS and adds the secret to each request. Plain HTTP carries
 one checked request per connection (`http_request.py`): a second request on it is never relayed,
 smuggling shapes are refused before anything goes out. Allowed `cidr:port` flows arrive on their
 own socket and go to their original destination, after the same address check.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .http_request import Accepted, GuestEvent, GuestRequest, Refusal, refusal_bytes
+from .intercept import Interception, RefusedError, Streams, intercept
 from .policy import Policy
 from .reach import Reach
 from .relay import IDLE_TIMEOUT, Exchange, raw
@@ -57,22 +60,6 @@ class Flow:
             w.close()
 
 
-class RefusedError(Exception):
-    """This connection may not go where it asks (`status` for a plain-HTTP answer)."""
-
-    def __init__(self, name: str, reason: str, status: int = 403) -> None:
-        super().__init__(reason)
-        self.name, self.reason, self.status = name, reason, status
-
-    def answer(self) -> str:
-        if self.status == 403:
-            return f"{self.name} is blocked ({self.reason})"
-        return f"{self.name}: {self.reason}" if self.name != "?" else self.reason
-
-
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
 class EgressProxy:
     def __init__(
         self,
@@ -82,6 +69,7 @@ class EgressProxy:
         reach: Reach | None = None,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
+        interception: Interception | None = None,
     ) -> None:
         self.policy = policy
         self.resolver = resolver
@@ -89,6 +77,7 @@ class EgressProxy:
         self.reach = reach or Reach()
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout
+        self.interception = interception  # the secrets bound to this computer, if any
         self.active = 0  # connections being handled now
         self.flows: set[Flow] = set()
         self._servers: list[asyncio.Server] = []
@@ -178,6 +167,14 @@ class EgressProxy:
         if name is INCOMPLETE or name is NOT_TLS or not name:
             raise RefusedError("?", "TLS without SNI: the destination cannot be named")
         flow = Flow(name, await self._address(name), 443)
+        if self.interception is not None and self.interception.applies(name):
+            self.flows.add(flow)
+            try:
+                await intercept(guest, head, name, flow.address, self.interception,
+                                self.idle_timeout, writers=flow.writers)  # fmt: skip
+            finally:
+                self.flows.discard(flow)
+            return
         async with self._dialled(flow, guest[1]) as upstream:
             upstream[1].write(head)
             await raw(guest, upstream, self.idle_timeout)

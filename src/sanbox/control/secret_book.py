@@ -1,0 +1,186 @@
+"""What the egress proxy and the guest need of the org's secrets, kept in memory: for each
+computer, its bound secrets as `Injection`s (values opened from the store once, then held until
+any secret or binding changes: every change goes through this server and calls `changed()`, so a
+removed, unbound or rotated secret is out of the next request), the environment its processes get
+(placeholders, and the trust variables once it has a binding), and each org's CA as a `Minter`.
+Nothing here is ever logged: an `Injection`'s value is out of its repr."""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.exc import IntegrityError
+
+from ..host.agent import AgentClient
+from ..host.egress.injection import Injection, applies
+from ..host.egress.org_ca import Minter, new_ca, upstream_context
+from ..host.sealing import Sealer
+from ..store import Database, repo
+from ..store.models import OrgCaRow, SecretRow
+
+CA_FILE = "/usr/local/share/ca-certificates/sanbox-egress-ca.crt"
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+TRUST_ENV = {
+    "SSL_CERT_FILE": SYSTEM_BUNDLE,
+    "REQUESTS_CA_BUNDLE": SYSTEM_BUNDLE,
+    "NODE_EXTRA_CA_CERTS": CA_FILE,
+    "PIP_CERT": SYSTEM_BUNDLE,
+}
+DEFAULT_HEADER = "Authorization: Bearer {value}"
+# Install the org's CA in the guest's system store unless it is there already (stdin: the PEM).
+_TRUST = (
+    f'f={CA_FILE}; t=$(mktemp); cat > "$t"; mkdir -p "$(dirname "$f")"; '
+    'if cmp -s "$t" "$f"; then rm -f "$t"; '
+    'else mv "$t" "$f" && chmod 644 "$f" && update-ca-certificates >/dev/null; fi'
+)
+
+
+def secret_context(row: SecretRow) -> str:
+    return f"secret/{row.org_id}/{row.id}"
+
+
+def ca_context(org_id: str) -> str:
+    return f"ca/{org_id}"
+
+
+def header_parts(header: str | None, placeholder_only: bool) -> tuple[bytes | None, bytes]:
+    """The header to overwrite and its template (`{value}` in it), from `Name: template`."""
+    if placeholder_only:
+        return None, b""
+    name, _, template = (header or DEFAULT_HEADER).partition(":")
+    return name.strip().encode(), template.strip().encode()
+
+
+@dataclass(frozen=True)
+class Bound:
+    org_id: str
+    injections: tuple[Injection, ...]
+    env: dict[str, str]
+
+
+class SecretBook:
+    def __init__(
+        self, db: Database, key_file: Path, ca_bundle: Path | None = None,
+        strict_placeholders: bool = False,
+    ) -> None:  # fmt: skip
+        self.db = db
+        self.sealer = Sealer(key_file)
+        self.upstream = upstream_context(ca_bundle)
+        self.strict_placeholders = strict_placeholders
+        self._bound: dict[str, Bound] = {}
+        self._minters: dict[str, Minter] = {}
+        self._lock = threading.Lock()
+
+    def changed(self) -> None:
+        """A secret or binding changed: read them afresh on next use."""
+        with self._lock:
+            self._bound.clear()
+
+    def bound(self, computer_id: str) -> Bound:
+        with self._lock:
+            held = self._bound.get(computer_id)
+        if held is not None:
+            return held
+        with self.db.session() as s:
+            pairs = repo.bindings_of(s, computer_id)
+            computer = repo.computer_by_id(s, computer_id)
+        injections, env = [], {}
+        for binding, secret in pairs:
+            header, template = header_parts(secret.header, secret.placeholder_only)
+            value = self.sealer.open(secret.sealed, secret_context(secret))
+            injections.append(Injection(
+                hosts=tuple(secret.hosts), header=header, template=template,
+                placeholder=binding.placeholder.encode(), value=value,
+            ))  # fmt: skip
+            if binding.env:
+                env[binding.env] = binding.placeholder
+        if pairs:
+            env.update(TRUST_ENV)
+        held = Bound(computer.org_id if computer else "", tuple(injections), env)
+        with self._lock:
+            self._bound[computer_id] = held
+        return held
+
+    def env(self, computer_id: str) -> dict[str, str]:
+        return self.bound(computer_id).env
+
+    def forget(self, computer_id: str) -> None:
+        """A computer is gone: its bindings with it."""
+        with self.db.session() as s:
+            repo.drop_bindings(s, computer_id=computer_id)
+        self.changed()
+
+    async def trust(self, agent: AgentClient, computer_id: str) -> str | None:
+        """The org's CA in the guest's system store, if the computer has bindings (once per
+        disk: when it is there, nothing changes). Returns why it failed, or None."""
+        bound = self.bound(computer_id)
+        if not bound.injections:
+            return None
+        pem = self.ca_pem(bound.org_id)
+        try:
+            result = await agent.exec(["sh", "-c", _TRUST], stdin=pem, timeout=60)
+        except Exception as exc:  # the guest's answer, never a value: safe to show
+            return str(exc)
+        if result.exit_code != 0:
+            return (result.stderr or result.stdout)[-300:].decode(errors="replace").strip()
+        return None
+
+    # the org's CA ---------------------------------------------------------------------------
+
+    def minter(self, org_id: str) -> Minter:
+        """The org's CA, made and stored (its key sealed) the first time it is needed."""
+        with self._lock:
+            held = self._minters.get(org_id)
+        if held is not None:
+            return held
+        with self.db.session() as s:
+            row = s.get(OrgCaRow, org_id)
+        if row is None:
+            cert, key = new_ca(org_id)
+            with contextlib.suppress(IntegrityError), self.db.session() as s:  # made meanwhile
+                s.add(OrgCaRow(org_id=org_id, cert_pem=cert.decode(),
+                               key_sealed=self.sealer.seal(key, ca_context(org_id))))  # fmt: skip
+            with self.db.session() as s:
+                row = s.get(OrgCaRow, org_id)
+            assert row is not None
+        key = self.sealer.open(row.key_sealed, ca_context(org_id))
+        minter = Minter(row.cert_pem.encode(), key)
+        with self._lock:
+            self._minters[org_id] = minter
+        return minter
+
+    def ca_pem(self, org_id: str) -> bytes:
+        return self.minter(org_id).ca_pem
+
+    def interception(self, computer_id: str) -> ComputerInterception:
+        return ComputerInterception(self, computer_id)
+
+
+class ComputerInterception:
+    """What the egress proxy of one computer asks: which hosts to intercept, the certificate to
+    show for one, and the injections of the moment (read again for every request)."""
+
+    def __init__(self, book: SecretBook, computer_id: str) -> None:
+        self.book, self.computer_id = book, computer_id
+
+    def applies(self, name: str) -> bool:
+        return any(applies(i, name) for i in self.book.bound(self.computer_id).injections)
+
+    def server_context(self, name: str) -> ssl.SSLContext:
+        return self.book.minter(self.book.bound(self.computer_id).org_id).context(name)
+
+    def injections(self) -> Sequence[Injection]:
+        return self.book.bound(self.computer_id).injections
+
+    @property
+    def upstream_context(self) -> ssl.SSLContext:
+        return self.book.upstream
+
+    @property
+    def strict_placeholders(self) -> bool:
+        return self.book.strict_placeholders

@@ -1,0 +1,87 @@
+"""What a secret proxy adds to a request (sans-IO): for each secret bound to the computer whose
+hosts match the request's, the configured header is overwritten with the rendered template (every
+copy the guest sent is dropped first: the secret is never appended next to a guest's value), then
+the secret's placeholder is replaced by its value wherever it appears in a header value.
+
+Host patterns match as the allowlist's do (`policy.py`): `api.openai.com` exactly, `*.example.com`
+any name below example.com at any depth, not example.com itself. Values never show in a repr, and
+are checked once so that no header built from them can fail later with the value in its error."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .sniff import TOKEN
+
+Headers = list[tuple[bytes, bytes]]
+_FIELD_VALUE = re.compile(rb"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")  # as h11 checks it
+# headers that frame or route the request: never set by a secret, never rewritten
+_FRAMING = {b"host", b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"te",
+            b"trailer", b"keep-alive", b"proxy-connection"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Injection:
+    """One bound secret: where it applies and how it goes into a request."""
+
+    hosts: tuple[str, ...]  # `api.openai.com` or `*.example.com`
+    header: bytes | None  # overwritten with `template`; None: placeholder replacement only
+    template: bytes  # e.g. b"Bearer {value}"
+    placeholder: bytes  # what the guest holds instead of the value
+    value: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.placeholder) < 8:
+            raise ValueError("a placeholder needs at least 8 bytes")
+        if not _FIELD_VALUE.fullmatch(self.value) or not _FIELD_VALUE.fullmatch(self.rendered):
+            raise ValueError("a secret value must be printable ASCII, without CR, LF or NUL")
+        if self.header is not None and (
+            not TOKEN.fullmatch(self.header) or self.header.lower() in _FRAMING
+        ):
+            raise ValueError(f"{self.header!r} cannot carry a secret")
+
+    @property
+    def rendered(self) -> bytes:
+        return self.template.replace(b"{value}", self.value)
+
+
+def host_matches(pattern: str, name: str) -> bool:
+    """`*.example.com` matches `a.b.example.com`, not `example.com`; others match exactly."""
+    pattern, name = pattern.lower().rstrip("."), name.lower().rstrip(".")
+    if pattern.startswith("*."):
+        return name.endswith(pattern[1:])
+    return pattern == name
+
+
+def applies(injection: Injection, name: str) -> bool:
+    return any(host_matches(pattern, name) for pattern in injection.hosts)
+
+
+def inject(headers: Headers, name: str, injections: Sequence[Injection]) -> Headers:
+    """`headers` of a request for `name` with the secrets that apply to it added."""
+    live = [i for i in injections if applies(i, name)]
+    out = list(headers)
+    for injection in live:
+        if injection.header is not None:
+            drop = injection.header.lower()
+            out = [(n, v) for n, v in out if n.lower() != drop]
+            out.append((injection.header, injection.rendered))
+    for injection in live:
+        out = [
+            (n, v if n.lower() in _FRAMING else v.replace(injection.placeholder, injection.value))
+            for n, v in out
+        ]
+    return out
+
+
+def foreign_placeholders(
+    headers: Headers, name: str, injections: Sequence[Injection]
+) -> list[Injection]:
+    """The secrets whose placeholder the request carries but which do not apply to `name`."""
+    return [
+        i
+        for i in injections
+        if not applies(i, name) and any(i.placeholder in v for _, v in headers)
+    ]

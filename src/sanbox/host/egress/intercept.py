@@ -1,0 +1,361 @@
+"""The secret proxy: a guest's TLS connection to a host that a bound secret lists, terminated here
+with a certificate minted for that host by the org's CA (which the guest trusts), carried upstream
+over a TLS connection of the proxy's own that verifies the host's certificate, with the secret
+added to each request's headers (`injection.py`) so the guest never holds it.
+
+HTTP/1.1 only (ALPN offers nothing else; an HTTP/2 preface is refused). Every request on a
+kept-alive connection is checked on its own (`http_request.py`), must name the host of the SNI
+(else 421), and gets the secrets bound at that moment: a secret removed or rotated changes the next
+request. The upstream connection is kept alive between requests when both sides allow, reopened
+when it closed. Bodies stream both ways chunk by chunk; responses go back as they are (a redirect
+is not followed), hop-by-hop headers dropped; after a 101 the bytes go raw both ways. Secret values
+never reach a log line, an error or an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Sequence
+from typing import Protocol
+
+import h11
+
+from .http_request import (
+    HOP_BY_HOP,
+    MAX_HEAD,
+    Accepted,
+    GuestEvent,
+    GuestRequest,
+    Refusal,
+    refusal_bytes,
+)
+from .injection import Injection, foreign_placeholders, inject
+from .relay import Idle, idle_timeout
+from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
+
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT = 10.0
+H2_PREFACE = b"PRI * HTTP/2.0\r\n"
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class RefusedError(Exception):
+    """This connection may not go where it asks (`status` for an HTTP answer)."""
+
+    def __init__(self, name: str, reason: str, status: int = 403) -> None:
+        super().__init__(reason)
+        self.name, self.reason, self.status = name, reason, status
+
+    def answer(self) -> str:
+        if self.status == 403:
+            return f"{self.name} is blocked ({self.reason})"
+        return f"{self.name}: {self.reason}" if self.name != "?" else self.reason
+
+
+class Interception(Protocol):
+    """The secrets bound to one computer, as the secret proxy sees them (the control side)."""
+
+    def applies(self, name: str) -> bool:
+        """Whether a secret bound now applies to `name` (intercept it, else pass it through)."""
+        ...
+
+    def server_context(self, name: str) -> ssl.SSLContext:
+        """A server context with a leaf certificate for `name`, ALPN `http/1.1` only."""
+        ...
+
+    def injections(self) -> Sequence[Injection]:
+        """The secrets bound now: asked again for each request."""
+        ...
+
+    @property
+    def upstream_context(self) -> ssl.SSLContext:
+        """A verifying client context (system store and configured CAs, check_hostname on)."""
+        ...
+
+    @property
+    def strict_placeholders(self) -> bool:
+        """Refuse a request that carries the placeholder of a secret for other hosts."""
+        ...
+
+
+async def intercept(
+    guest: Streams,
+    head: bytes,
+    name: str,
+    address: str,
+    interception: Interception,
+    idle_seconds: float,
+    *,
+    port: int = 443,
+    writers: list[asyncio.StreamWriter] | None = None,
+) -> None:
+    """Serve the guest's TLS connection to `name`, whose ClientHello is `head`, dialling `address`
+    upstream. RefusedError once a refusal was answered; `writers` (the proxy's flow) is kept
+    holding the guest's writer and the open upstream's, so closing them ends the connection."""
+    tls = TlsServerStream(*guest, interception.server_context(name))
+    try:
+        await tls.handshake(head, HANDSHAKE_TIMEOUT)
+    except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
+        why = getattr(exc, "reason", None) or type(exc).__name__
+        raise RefusedError(name, f"the guest did not complete TLS ({why})", 502) from None
+    writers = writers if writers is not None else []
+    writers[:] = [guest[1]]
+    session = _Session(tls, name, (address, port), interception, writers)
+    try:
+        async with idle_timeout(idle_seconds) as idle:
+            await session.run(idle)
+    except (RefusedError, TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        raise
+    except (OSError, h11.ProtocolError) as exc:  # OSError: ssl.SSLError included
+        log.info("secret proxy for %s ended: %s", name, type(exc).__name__)
+    except Exception as exc:  # never the exception's text: it could hold a header
+        log.error("secret proxy for %s failed: %s", name, type(exc).__name__)
+    finally:
+        session.close()
+
+
+class _BrokenUpstreamError(Exception):
+    """The upstream broke HTTP mid-exchange."""
+
+
+class _Session:
+    """One guest connection's requests, one after the other, over one upstream at a time."""
+
+    def __init__(
+        self,
+        tls: TlsServerStream,
+        name: str,
+        target: tuple[str, int],
+        interception: Interception,
+        writers: list[asyncio.StreamWriter],
+    ) -> None:
+        self.tls, self.name, self.target, self.interception = tls, name, target, interception
+        self.writers = writers  # [the guest's, the open upstream's]
+        self.upstream: Streams | None = None
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+
+    async def run(self, idle: Idle) -> None:
+        pending = b""
+        while True:
+            request = GuestRequest()
+            first = await self._request_head(request, pending, idle)
+            if first is None:
+                return  # the guest closed between requests
+            accepted, events = first
+            headers = await self._headers(accepted)
+            await self._ensure_upstream()
+            try:
+                out = h11.Request(method=accepted.request.method, headers=headers,
+                                  target=accepted.request.target)  # fmt: skip
+                self._upstream()[1].write(self.conn.send(out) or b"")
+            except h11.LocalProtocolError:  # its text could hold the value
+                raise await self._refuse(502, "the request cannot be sent upstream") from None
+            sending = asyncio.ensure_future(self._request_body(request, events, idle))
+            try:
+                switched = await self._response(request, idle)
+            except (h11.ProtocolError, _BrokenUpstreamError):
+                if request.conn.our_state is h11.SEND_RESPONSE:
+                    raise await self._refuse(502, "the upstream answer is broken") from None
+                return
+            finally:
+                await _settle(sending, keep=self.conn.our_state is h11.DONE)
+            if switched:
+                await self._switched(request, idle)
+                return
+            if not request.complete or request.conn.our_state is not h11.DONE:
+                return  # the guest asked to close, or its body was cut short
+            pending = request.conn.trailing_data[0]
+            self._next_upstream_cycle()
+
+    async def _request_head(
+        self, request: GuestRequest, pending: bytes, idle: Idle
+    ) -> tuple[Accepted, list[GuestEvent]] | None:
+        """The next request, checked and allowed (else refused), with the events that came with
+        its head; None if the guest closed before sending one."""
+        seen, events = pending, request.feed(pending) if pending else []
+        while not events:
+            data = await self.tls.read(CHUNK)
+            idle.touch()
+            if not data:
+                return None  # gone (mid-head too: nothing was asked, nothing is refused)
+            seen = (seen + data)[: len(H2_PREFACE)]
+            events = request.feed(data)
+        first = events[0]
+        if isinstance(first, Refusal):
+            if seen.startswith(H2_PREFACE):
+                raise await self._refuse(505, "HTTP/2 is not offered on hosts with secrets: use "
+                                              "HTTP/1.1")  # fmt: skip
+            raise await self._refuse(first.status, first.reason)
+        assert isinstance(first, Accepted)
+        if first.head.name != self.name:
+            why = f"the request names {first.head.name}, this TLS connection is for {self.name}"
+            raise await self._refuse(421, why)
+        return first, events[1:]
+
+    async def _headers(self, accepted: Accepted) -> list[tuple[bytes, bytes]]:
+        """The request's headers as they go upstream: the secrets in, hop-by-hop out (unless it
+        asks for an upgrade, whose Connection header must stay)."""
+        headers = list(accepted.request.headers.raw_items())
+        if not accepted.head.upgrade:
+            headers = [(n, v) for n, v in headers if n.lower() not in HOP_BY_HOP]
+        injections = self.interception.injections()
+        if self.interception.strict_placeholders:
+            foreign = foreign_placeholders(headers, self.name, injections)
+            if foreign:
+                hosts = ", ".join(foreign[0].hosts)
+                why = f"it carries the placeholder of a secret for {hosts}"
+                raise await self._refuse(403, why)
+        return inject(headers, self.name, injections)
+
+    async def _request_body(self, request: GuestRequest, events: list[GuestEvent],
+                            idle: Idle) -> None:  # fmt: skip
+        _, up_writer = self._upstream()
+        while True:
+            for event in events:
+                if isinstance(event, h11.Data | h11.EndOfMessage):
+                    up_writer.write(self.conn.send(event) or b"")
+                    if isinstance(event, h11.EndOfMessage):
+                        await up_writer.drain()
+                        return
+                elif isinstance(event, Refusal | h11.ConnectionClosed):
+                    up_writer.close()  # a truncated or broken body: the upstream sees EOF
+                    return
+            await up_writer.drain()
+            data = await self.tls.read(CHUNK)
+            idle.touch()
+            events = request.feed(data)
+
+    async def _response(self, request: GuestRequest, idle: Idle) -> bool:
+        """Relay the response; True if the upstream switched protocols (101)."""
+        up_reader, _ = self._upstream()
+        answer = request.conn
+        while True:
+            event = self.conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await up_reader.read(CHUNK)
+                idle.touch()
+                self.conn.receive_data(data)
+                continue
+            if isinstance(event, h11.InformationalResponse):
+                self.tls.write(answer.send(event) or b"")
+                if event.status_code == 101:
+                    return True
+            elif isinstance(event, h11.Response):
+                self.tls.write(answer.send(_guest_response(event)) or b"")
+            elif isinstance(event, h11.Data | h11.EndOfMessage):
+                self.tls.write(answer.send(event) or b"")
+                await self.tls.drain()
+                if isinstance(event, h11.EndOfMessage):
+                    return False
+            else:  # closed before a complete response, or paused without one
+                raise _BrokenUpstreamError(type(event).__name__)
+
+    async def _switched(self, request: GuestRequest, idle: Idle) -> None:
+        """After a 101: what each side sent past its head goes on, then raw bytes both ways
+        until either side ends (TLS has no half-close here)."""
+        up_reader, up_writer = self._upstream()
+        to_upstream, to_guest = request.conn.trailing_data[0], self.conn.trailing_data[0]
+        if to_upstream:
+            up_writer.write(to_upstream)
+        if to_guest:
+            self.tls.write(to_guest)
+
+        async def to_up() -> None:
+            while data := await self.tls.read(CHUNK):
+                idle.touch()
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def to_down() -> None:
+            while data := await up_reader.read(CHUNK):
+                idle.touch()
+                self.tls.write(data)
+                await self.tls.drain()
+
+        tasks = [asyncio.ensure_future(to_up()), asyncio.ensure_future(to_down())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            for task in tasks:
+                if not task.cancelled():
+                    task.exception()  # a broken side just ends the relay
+
+    async def _ensure_upstream(self) -> None:
+        if self.upstream is not None:
+            reader, writer = self.upstream
+            if not reader.at_eof() and not writer.is_closing():
+                return
+        self._drop_upstream()
+        address, port = self.target
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                self.upstream = await asyncio.open_connection(
+                    address, port, ssl=self.interception.upstream_context,
+                    server_hostname=self.name, ssl_handshake_timeout=CONNECT_TIMEOUT,
+                )  # fmt: skip
+        except ssl.SSLCertVerificationError as exc:
+            why = f"the certificate of {self.name} is not trusted ({exc.verify_message})"
+            raise await self._refuse(502, why) from None
+        except ssl.SSLError as exc:
+            why = f"TLS with {self.name} failed ({exc.reason or type(exc).__name__})"
+            raise await self._refuse(502, why) from None
+        except (OSError, TimeoutError) as exc:
+            raise await self._refuse(502, f"cannot connect: {exc}") from None
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        self.writers[1:] = [self.upstream[1]]
+
+    def _upstream(self) -> Streams:
+        assert self.upstream is not None
+        return self.upstream
+
+    def _next_upstream_cycle(self) -> None:
+        """Keep the upstream for the next request if both ends agree, else drop it."""
+        if (
+            self.conn.our_state is h11.DONE
+            and self.conn.their_state is h11.DONE
+            and not any(self.conn.trailing_data)
+        ):
+            self.conn.start_next_cycle()
+        else:
+            self._drop_upstream()
+
+    def _drop_upstream(self) -> None:
+        if self.upstream is not None:
+            self.upstream[1].close()
+            self.upstream = None
+            del self.writers[1:]
+
+    async def _refuse(self, status: int, reason: str) -> RefusedError:
+        """Answer the guest `status` over TLS; the error to raise, for the proxy to report."""
+        refused = RefusedError(self.name, reason, status)
+        with contextlib.suppress(ConnectionError, OSError):
+            self.tls.write(refusal_bytes(status, refused.answer()))
+            await self.tls.drain()
+        return refused
+
+    def close(self) -> None:
+        self._drop_upstream()
+        self.tls.close()
+
+
+async def _settle(sending: asyncio.Future[None], keep: bool) -> None:
+    """End the request body's task: let it finish draining if the whole body went (`keep`),
+    else cancel it (an early answer, or a broken exchange)."""
+    if not keep:
+        sending.cancel()
+    await asyncio.wait([sending])
+    if not sending.cancelled():
+        sending.exception()  # retrieved: a broken guest side ends the connection below
+
+
+def _guest_response(response: h11.Response) -> h11.Response:
+    """The upstream's response as the guest gets it: hop-by-hop headers out (h11 frames it)."""
+    headers = [(n, v) for n, v in response.headers.raw_items() if n.lower() not in HOP_BY_HOP]
+    if any(n.lower() == b"transfer-encoding" for n, _ in headers):
+        headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+    return h11.Response(status_code=response.status_code, headers=headers, reason=response.reason)
