@@ -42,6 +42,15 @@ Denied = Callable[[str, int, str], None]  # (name or address, port, reason)
 _PORTS = {"http": 80, "tls": 443}
 
 
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    """Small writes go out at once: a relay must not add Nagle's wait to its endpoints' (asyncio
+    sets it only on sockets made with IPPROTO_TCP; those bound in a namespace are made with 0)."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def original_destination(sock: socket.socket) -> tuple[str, int]:
     raw_addr = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
     port = struct.unpack_from("!H", raw_addr, 2)[0]
@@ -95,6 +104,7 @@ class EgressProxy:
                     self.on_denied("*", _PORTS.get(k, 0), why)
                     return
                 self.active += 1
+                _no_delay(w)
                 try:
                     await self._handle(k, r, w)
                 finally:
