@@ -145,6 +145,44 @@ def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def types_server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
+    """A server for the computer types, whose data dir outlives the session: the types it builds
+    (minutes each under TCG) stay built, and the next session's build of an unchanged type is a
+    no-op (a build is keyed by its spec's content and its base image). Its computers and pools
+    go at the end; its templates and their layers stay."""
+    env = {
+        "SANBOX_UPSTREAM_DNS": internet.upstream_dns,
+        "SANBOX_DISK_OVERCOMMIT": "16",
+        "SANBOX_CA_BUNDLE": str(internet.ca),
+    }
+    srv = ServerProcess(data_dir, "types-server", env)
+    srv.start()
+    yield srv
+    with Sanbox(srv.url, srv.key, timeout=300) as client:
+        for pool in client.pools.list():
+            client.pools.set(pool.template, 0)
+        for c in client.computers.list():
+            c.delete()
+    srv.stop()
+    assert not Network(srv.data_dir.computers, srv.data_dir.tag).namespaces(), "namespaces left"
+
+
+@pytest.fixture(scope="session")
+def types_client(types_server: ServerProcess) -> Iterator[Sanbox]:
+    with Sanbox(types_server.url, types_server.key, timeout=900) as c:
+        yield c
+
+
+def build_type(server: ServerProcess, kind: str) -> str:
+    """Computer type `kind` built on `server` (a no-op when it is already); its build output."""
+    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
+    r = subprocess.run([str(BIN), "template", "build", "--type", kind, "--quiet"], env=env,
+                       capture_output=True, text=True, timeout=3000)  # fmt: skip
+    assert r.returncode == 0, f"building {kind}: {r.stdout}{r.stderr}"
+    return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="session")
 def client(server: ServerProcess) -> Iterator[Sanbox]:
     with Sanbox(server.url, server.key, timeout=600) as c:
         yield c

@@ -14,6 +14,7 @@ from . import config
 from ._options import EnvOption, LabelOption, pairs
 from ._output import console, err_console, fail, show_record
 from .secret import SecretOption, secret_requests
+from .template import ensure_type
 
 """Seconds between polls while `sanbox create` waits; tests set 0."""
 
@@ -22,6 +23,12 @@ def create(
     template: str | None = typer.Option(
         None, "--template", "-t", help="Template to boot (default: base, or the snapshot's)."
     ),
+    kind: str | None = typer.Option(
+        None,
+        "--type",
+        help="A computer type (docker, opencode, browser, assistant): its "
+        "template, built for the org on first use.",
+    ),  # fmt: skip
     name: str | None = typer.Option(None, "--name", "-n", help="Name (default: generated)."),
     cpus: int | None = typer.Option(None, "--cpus", help="vCPUs (default: 1, or the snapshot's)."),
     idle_timeout: int | None = typer.Option(
@@ -45,7 +52,14 @@ def create(
     """Create a computer and wait until it runs."""
     envs, labels = pairs(env, "--env"), pairs(label, "--label")
     bound = secret_requests(secrets)
+    if kind is not None:
+        if template is not None and template != kind:
+            fail("invalid_request", "--type is a name for --template: give one of them")
+        template = kind
     source = from_snapshot or template or "base"
+    with config.reported(), config.client() as client:
+        if kind is not None:
+            ensure_type(client, kind)
     creating = err_console.status(f"creating from {source}…")
     with config.reported(), config.client() as client, creating:
         # answered once it runs, or with the typed error (a failed create leaves nothing)

@@ -10,9 +10,10 @@ import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..sdk import Sanbox, Template
+from ..sdk import Sanbox, Template, TemplateNotFoundError
+from ..templates.types import TYPES, UnknownTypeError, type_dir
 from . import config
-from ._output import console, err_console, show_record
+from ._output import console, err_console, fail, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
 
@@ -33,6 +34,29 @@ def _line(record: dict[str, Any]) -> str | None:
         colour = "green" if record.get("state") == "ready" else "red"
         return f"[{colour}]build {record.get('state')}[/]: {record.get('message', '')}"
     return None
+
+
+def type_folder(kind: str) -> Path:
+    """The spec folder of a computer type; a one-line error naming the types otherwise."""
+    try:
+        return type_dir(kind)
+    except UnknownTypeError as exc:
+        fail("unknown_type", str(exc))
+
+
+def ensure_type(client: Sanbox, kind: str) -> None:
+    """Build computer type `kind` for the org unless it is built (its first use: minutes)."""
+    folder = type_folder(kind)
+    try:
+        client.templates.get(kind)
+        return
+    except TemplateNotFoundError:
+        pass
+    err_console.print(f"[bold]{kind}[/] is not built in this org yet: building it once "
+                      f"(`sanbox template build --type {kind}`)", highlight=False)  # fmt: skip
+    started = client.templates.build(folder)
+    if started.building:
+        _follow(client, started.template.name, quiet=True)
 
 
 def _follow(client: Sanbox, name: str, quiet: bool) -> Template:
@@ -57,14 +81,22 @@ def _follow(client: Sanbox, name: str, quiet: bool) -> Template:
 
 @app.command("build")
 def build(
-    spec: Annotated[Path, typer.Argument(help="A spec file (sanbox.toml) or its folder.")],
+    spec: Annotated[
+        Path | None, typer.Argument(help="A spec file (sanbox.toml) or its folder.")
+    ] = None,
+    kind: str | None = typer.Option(
+        None, "--type", help=f"Build a computer type instead: {', '.join(TYPES)}."
+    ),
     name: str | None = typer.Option(None, "--name", "-n", help="Name it (else the spec's)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only steps and the result."),
     as_json: bool = typer.Option(False, "--json", help="Print the template as JSON at the end."),
 ) -> None:
     """Build a template: each step runs once and is cached; an unchanged spec is a no-op."""
+    if (spec is None) == (kind is None):
+        fail("invalid_spec", "give a spec (FILE or DIR) or --type TYPE")
     with config.reported(), config.client() as client:
-        started = client.templates.build(spec, name=name)
+        source = spec if spec is not None else type_folder(kind or "")
+        started = client.templates.build(source, name=name)
         template = started.template
         if started.building:
             template = _follow(client, template.name, quiet or as_json)

@@ -22,15 +22,8 @@ from ..host.egress.org_ca import Minter, new_ca, upstream_context
 from ..host.sealing import Sealer
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
+from ..templates.trust import CA_FILE, TRUST_ENV
 
-CA_FILE = "/usr/local/share/ca-certificates/sanbox-egress-ca.crt"
-SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-TRUST_ENV = {
-    "SSL_CERT_FILE": SYSTEM_BUNDLE,
-    "REQUESTS_CA_BUNDLE": SYSTEM_BUNDLE,
-    "NODE_EXTRA_CA_CERTS": CA_FILE,
-    "PIP_CERT": SYSTEM_BUNDLE,
-}
 DEFAULT_HEADER = "Authorization: Bearer {value}"
 # Install the org's CA in the guest's system store unless it is there already (stdin: the PEM).
 _TRUST = (
@@ -121,7 +114,11 @@ class SecretBook:
         bound = self.bound(computer_id)
         if not bound.injections:
             return None
-        pem = self.ca_pem(bound.org_id)
+        return await self.install_ca(agent, bound.org_id)
+
+    async def install_ca(self, agent: AgentClient, org_id: str) -> str | None:
+        """The org's CA (its certificate) in a guest's system store; why it failed, or None."""
+        pem = self.ca_pem(org_id)
         try:
             result = await agent.exec(["sh", "-c", _TRUST], stdin=pem, timeout=60)
         except Exception as exc:  # the guest's answer, never a value: safe to show

@@ -7,13 +7,13 @@ secret's hosts and add the value there. Every change takes effect at the next re
 from __future__ import annotations
 
 import re
-import secrets as random
 
 from sqlalchemy.orm import Session
 
 from ..host.egress.policy import PolicyError, parse_rule
 from ..store import repo
 from ..store.models import ComputerRow, Org, SecretBindingRow, SecretRow
+from ..templates.trust import placeholder_for
 from .errors import InvalidRequestError, NotFoundError
 from .fleet import Fleet
 from .names import check_name
@@ -22,7 +22,6 @@ from .secret_book import SecretBook
 Wanted = tuple[tuple[str, str | None], ...]  # (secret name, env var) pairs to bind
 VALUE_MAX = 8192
 HOSTS_MAX = 32
-PLACEHOLDER_PREFIX = "sbx_ph_"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _IP = re.compile(r"[0-9.]+")
@@ -86,12 +85,11 @@ def check_env_name(env: str | None) -> str | None:
     return env
 
 
-def binding_row(secret_id: str, computer_id: str, env: str | None,
-                placeholder: str | None = None) -> SecretBindingRow:  # fmt: skip
-    """A new binding; its placeholder random unless given (a fork keeps its source's)."""
+def binding_row(secret: SecretRow, computer_id: str, env: str | None) -> SecretBindingRow:
+    """A new binding, with the secret's placeholder (`trust.placeholder_for`)."""
     return SecretBindingRow(
-        id=repo.new_id("sbd_"), secret_id=secret_id, computer_id=computer_id, env=env,
-        placeholder=placeholder or PLACEHOLDER_PREFIX + random.token_hex(16),
+        id=repo.new_id("sbd_"), secret_id=secret.id, computer_id=computer_id, env=env,
+        placeholder=placeholder_for(secret.org_id, secret.name),
     )  # fmt: skip
 
 
@@ -107,7 +105,7 @@ def bind_in(s: Session, org_id: str, computer_id: str, wanted: Wanted) -> None:
         if held:
             held[0].env = check_env_name(env)
         else:
-            s.add(binding_row(secret.id, computer_id, check_env_name(env)))
+            s.add(binding_row(secret, computer_id, check_env_name(env)))
 
 
 def check_bindable(fleet: Fleet, org: Org, wanted: Wanted, template: str) -> None:
@@ -126,8 +124,8 @@ def check_bindable(fleet: Fleet, org: Org, wanted: Wanted, template: str) -> Non
 def copy_bindings(fleet: Fleet, source_id: str, target_id: str) -> None:
     """A fork's bindings: its source's, placeholders and all (its processes hold them)."""
     with fleet.db.session() as s:
-        for binding, _ in repo.bindings_of(s, source_id):
-            s.add(binding_row(binding.secret_id, target_id, binding.env, binding.placeholder))
+        for binding, secret in repo.bindings_of(s, source_id):
+            s.add(binding_row(secret, target_id, binding.env))
     if fleet.book is not None:
         fleet.book.changed()
 
@@ -208,7 +206,7 @@ class Secrets:
                 assert binding is not None
                 binding.env = env
             else:
-                binding = binding_row(secret.id, computer.id, env)
+                binding = binding_row(secret, computer.id, env)
                 s.add(binding)
         self.book.changed()
         return binding

@@ -199,7 +199,11 @@ class Builder:
         """One step (None: the configuration step), then `sync`."""
         client = await machine.client()
         if step is None:
-            body = json.dumps(config(self.spec), indent=2).encode()
+            if self.spec.secrets and self.fleet.book is not None:  # its services trust the CA
+                why = await self.fleet.book.install_ca(client, self.org.id)
+                if why is not None:
+                    raise BuildFailed(f"installing the org's CA failed: {why}")
+            body = json.dumps(config(self.spec, self.org.id), indent=2).encode()
             await client.files.put(SERVICES_FILE, body, mode=0o644)
         elif step.kind in ("apt", "pip", "npm"):
             await self._install(machine, step)

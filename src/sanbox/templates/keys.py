@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 
 from .spec import Spec, Step
+from .trust import secret_env
 
 CONFIG_STEP = "configure services and environment"
 
@@ -27,10 +28,12 @@ def step_content(step: Step, files: dict[str, bytes]) -> dict[str, object]:
     return content
 
 
-def config(spec: Spec) -> dict[str, object]:
-    """What the last step writes: /etc/sanbox/services.json (its supervisor's file)."""
+def config(spec: Spec, org_id: str) -> dict[str, object]:
+    """What the last step writes: /etc/sanbox/services.json (its supervisor's file). Services of
+    a template that binds secrets get their placeholders and the CA trust variables."""
+    env = {**secret_env(org_id, spec.secrets), **spec.env}
     return {
-        "env": dict(sorted(spec.env.items())),
+        "env": dict(sorted(env.items())),
         "services": [asdict(s) for s in spec.services],
     }
 
@@ -43,7 +46,7 @@ def step_keys(org_id: str, start: str, spec: Spec, files: dict[str, bytes]) -> l
     for step in spec.steps:
         key = _digest(key, step_content(step, files))
         keys.append(key)
-    keys.append(_digest(key, "config", config(spec)))
+    keys.append(_digest(key, "config", config(spec, org_id)))
     return keys
 
 
