@@ -2,9 +2,9 @@
 list, get, rotate, bind, unbind, delete; refused inputs; and the value in nothing that comes back
 (records, errors, the audit log, events, CLI output, tool results) nor in the database file.
 
-Bindings are made on a stopped computer: binding to a running one installs the org's CA in its
-guest, and this tier's guest is a local process on the host. (The proxy adding the value to
-requests: tests/integration; a computer created with secrets: tests/vm.)
+A running computer's next commands get the placeholders; the org's CA is not installed here (this
+tier's machines are local processes: their store is the host's). (The proxy adding the value to
+requests: tests/integration; a computer created with secrets, end to end: tests/vm.)
 """
 
 from __future__ import annotations
@@ -200,3 +200,25 @@ def test_mcp_tools_bind_but_never_set(live_server: LiveServer) -> None:
     assert all(VALUE not in s for s in said)
     with Sanbox(live_server.url, live_server.key) as client:
         client.computers.get("sec-mcp").delete()
+
+
+def test_a_running_computer_gets_placeholders_in_new_commands(live_server: LiveServer) -> None:
+    """Bound, unbound and rebound on a running computer: its next command's environment follows
+    at once (the CA itself is not installed here: this tier's machines are not isolated)."""
+    with Sanbox(live_server.url, live_server.key) as client:
+        client.secrets.set("live", VALUE, ["api.live.test"])
+        computer = client.computers.create(name="sec-live")
+        assert computer.exec(["printenv", "LIVE_KEY"]).exit_code == 1
+        bound = client.secrets.bind("live", "sec-live", env="LIVE_KEY")
+        env = computer.exec(["env"]).stdout
+        assert f"LIVE_KEY={bound.placeholder}\n" in env and VALUE not in env
+        assert "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" in env
+        assert "NODE_EXTRA_CA_CERTS=" in env
+        client.secrets.unbind("live", "sec-live")
+        env = computer.exec(["env"]).stdout
+        assert "LIVE_KEY=" not in env and "SSL_CERT_FILE=" not in env
+        created = client.computers.create(name="sec-born", secrets={"live": "LIVE_KEY"})
+        assert created.exec(["printenv", "LIVE_KEY"]).stdout.strip() == bound.placeholder
+        for c in (computer, created):
+            c.delete()
+        client.secrets.delete("live")

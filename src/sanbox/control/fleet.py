@@ -170,7 +170,11 @@ class Fleet:
         await self.trust_secrets(computer_id, machine)
 
     async def trust_secrets(self, computer_id: str, machine: Machine) -> None:
-        """The org's CA in a guest with bound secrets (at create, boot, resume, fork, bind)."""
+        """The org's CA in a guest with bound secrets (at create, boot, resume, fork, bind).
+        Never on a machine that is not isolated (a local process, in tests): its store is the
+        host's."""
+        if machine.isolation == "local-process":
+            return
         why = await self.book.trust(machine.agent, computer_id) if self.book else None
         if why is not None:
             self.record(computer_id, None, "secret.trust_failed",
