@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -173,13 +174,67 @@ def types_client(types_server: ServerProcess) -> Iterator[Sanbox]:
         yield c
 
 
-def build_type(server: ServerProcess, kind: str) -> str:
-    """Computer type `kind` built on `server` (a no-op when it is already); its build output."""
+def _build(server: ServerProcess, kind: str) -> str:
     env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
     r = subprocess.run([str(BIN), "template", "build", "--type", kind, "--quiet"], env=env,
                        capture_output=True, text=True, timeout=3000)  # fmt: skip
     assert r.returncode == 0, f"building {kind}: {r.stdout}{r.stderr}"
     return r.stdout + r.stderr
+
+
+class TypeBuilds:
+    """The computer types a session's tests use, built one after the other in the background
+    from the session's start: each takes minutes under TCG, on the second core while the other vm
+    tests run on the first."""
+
+    def __init__(self, server: ServerProcess, kinds: list[str]) -> None:
+        self.server = server
+        self.done: dict[str, str | BaseException] = {}
+        self.cond = threading.Condition()
+        threading.Thread(target=self._run, args=(kinds,), daemon=True).start()
+
+    def _run(self, kinds: list[str]) -> None:
+        for kind in kinds:
+            try:
+                out: str | BaseException = _build(self.server, kind)
+            except BaseException as exc:  # said by the test that waits for it
+                out = exc
+            with self.cond:
+                self.done[kind] = out
+                self.cond.notify_all()
+
+    def wait(self, kind: str) -> str:
+        with self.cond:
+            self.cond.wait_for(lambda: kind in self.done, timeout=3600)
+        result = self.done.get(kind)
+        if result is None:
+            raise AssertionError(f"the {kind} type was not built within an hour")
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+_BUILDS: dict[int, TypeBuilds] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def types_built_early(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start building the types the selected (not skipped) tests use, at the session's start."""
+    kinds = sorted({
+        m.group(1) for item in request.session.items
+        if (m := re.search(r"test_type_(\w+)\.py$", str(item.path)))
+        and not any(mark.name == "skip" for mark in item.iter_markers())
+    })  # fmt: skip
+    if kinds:
+        server = request.getfixturevalue("types_server")
+        _BUILDS[id(server)] = TypeBuilds(server, kinds)
+    yield
+
+
+def build_type(server: ServerProcess, kind: str) -> str:
+    """Computer type `kind` built on `server` (a no-op when it is already); its build output."""
+    builds = _BUILDS.get(id(server))
+    return builds.wait(kind) if builds is not None else _build(server, kind)
 
 
 @pytest.fixture(scope="session")
