@@ -5,7 +5,10 @@ certificates from a test CA, plus private.test resolving to a private address. e
 (198.51.100.30) is an HTTPS echo: it writes each request it gets, headers and all, to its log on
 this host (`echoed()`), and answers with the header names and a digest of each value, never the
 values (`/redirect?to=URL` answers 302 to URL); untrusted.test (198.51.100.40) shows a
-certificate no trust store accepts. Nothing leaves the
+certificate no trust store accepts. model.test (198.51.100.50) is an OpenAI-compatible stub
+over HTTPS (`POST /v1/chat/completions` answers `MODEL_REPLY`, streamed as SSE when asked;
+`GET /v1/models`; 404 to anything else) that logs each request it gets, Authorization header and
+all, on this host (`model_requests()`). Nothing leaves the
 machine: only these addresses, on this host, are ever dialled."""
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ HERE = Path(__file__).parent
 HOST_SIDE = "198.51.100.1"
 ALLOWED, BLOCKED, DNS = "198.51.100.10", "198.51.100.20", "198.51.100.53"
 ECHO, UNTRUSTED = "198.51.100.30", "198.51.100.40"
+MODEL = "198.51.100.50"
+MODEL_REPLY = "Hello from the model.test stub."  # what its chat completions say
 ZONE = {"allowed.test": ALLOWED, "blocked.test": BLOCKED, "private.test": "10.9.9.9",
         "metadata.test": "169.254.169.254", "echo.test": ECHO,
-        "untrusted.test": UNTRUSTED}  # fmt: skip
+        "untrusted.test": UNTRUSTED, "model.test": MODEL}  # fmt: skip
 
 
 def sh(*argv: str) -> None:
@@ -40,7 +45,8 @@ def make_ca(folder: Path) -> tuple[Path, Path, Path]:
     sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
        "-subj", "/CN=allowed.test")  # fmt: skip
     ext = folder / "san.ext"
-    ext.write_text("subjectAltName=DNS:allowed.test,DNS:blocked.test,DNS:echo.test\n")
+    ext.write_text("subjectAltName=DNS:allowed.test,DNS:blocked.test,DNS:echo.test,"
+                   "DNS:model.test\n")  # fmt: skip
     sh("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
        "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))  # fmt: skip
     return ca, cert, key
@@ -78,7 +84,7 @@ class Internet:
             sh("ip", "link", "set", veth, "up")
             for cmd in (["link", "set", "lo", "up"], ["link", "set", "eth0", "up"]):
                 sh("ip", "-n", netns, *cmd)
-            for ip in ("198.51.100.2", ALLOWED, BLOCKED, DNS, ECHO, UNTRUSTED):
+            for ip in ("198.51.100.2", ALLOWED, BLOCKED, DNS, ECHO, UNTRUSTED, MODEL):
                 sh("ip", "-n", netns, "addr", "add", f"{ip}/24", "dev", "eth0")
             bad_cert, bad_key = make_untrusted(folder)
             config = folder / "config.json"
@@ -88,6 +94,7 @@ class Internet:
                 "requests_log": str(folder / "requests.log"),
                 "echo": {"ip": ECHO, "log": str(folder / "echo.log")},
                 "untrusted": {"ip": UNTRUSTED, "cert": str(bad_cert), "key": str(bad_key)},
+                "model": {"ip": MODEL, "log": str(folder / "model.log"), "reply": MODEL_REPLY},
             }))  # fmt: skip
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", netns, sys.executable, str(HERE / "internet_server.py"),
@@ -117,6 +124,13 @@ class Internet:
         """Every request echo.test read so far: `{"method", "path", "headers": [[name, value]]}`
         (values as received: this log is on the host, never seen by a guest)."""
         log = self.folder / "echo.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [json.loads(line) for line in lines]
+
+    def model_requests(self) -> list[dict[str, object]]:
+        """Every request model.test read so far: `{"method", "path", "headers": [[name, value]],
+        "body_bytes"}` (values as received, the Authorization header's too: a host-side log)."""
+        log = self.folder / "model.log"
         lines = log.read_text().splitlines() if log.exists() else []
         return [json.loads(line) for line in lines]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 
+from model_stub import model_handler  # noqa: E402  (tests/, beside this script)
 from sanbox.host.egress import dnsmsg  # noqa: E402
 
 
@@ -190,6 +191,11 @@ async def main(config: dict[str, Any]) -> None:
     ctx.load_cert_chain(bad["cert"], bad["key"])
     servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), bad["ip"], 443,
                                               ssl=ctx))  # fmt: skip
+    model = config["model"]
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(config["cert"], config["key"])
+    servers.append(await asyncio.start_server(model_handler(Path(model["log"]), model["reply"]),
+                                              model["ip"], 443, ssl=ctx))  # fmt: skip
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((next(iter(config["hosts"].values())), 5005))
     print("ready", flush=True)

@@ -113,6 +113,16 @@ def test_pip_install_script_runs_pip_from_its_wheel_offline() -> None:
     assert "-- six 'a b'" in script  # quoted for the shell
 
 
+def test_pip_into_a_venv_makes_it_and_installs_with_its_python() -> None:
+    script = fetch_pip.install_script(["six"], "pip-26.0-py3-none-any.whl", "/opt/my env")
+    assert "venv='/opt/my env'" in script  # quoted for the shell
+    assert 'python3 -m venv --without-pip "$venv"' in script
+    assert 'exec "$venv/bin/python3" "$here/pip/pip-26.0-py3-none-any.whl/pip" install' in script
+    assert "--break-system-packages" not in script
+    assert fetch_pip.pip_key(["six"], "/opt/x") != fetch_pip.pip_key(["six"])
+    assert fetch_pip.pip_key(["six"], "/opt/x") != fetch_pip.pip_key(["six"], "/opt/y")
+
+
 def test_npm_never_runs_install_scripts_on_the_host() -> None:
     argv = fetch_npm.install_argv(Path("/p"), ["is-number"])
     assert "--ignore-scripts" in argv and argv[argv.index("--prefix") + 1] == "/p"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.templates.keys import step_content
 from sanbox.templates.spec import Ready, Service, SpecError, Step, parse
 
 pytestmark = pytest.mark.unit
@@ -106,6 +107,8 @@ def _with(old: str, new: str) -> str:
         ("surprise = 1\n" + GOOD, 1, "unknown key 'surprise'"),
         (GOOD + "surprise = 1\n", 39, "unknown key 'surprise'"),  # inside [ready]
         (_with("vcpus = 2", "vcpus = = 2"), 9, "not valid TOML"),
+        (_with('pip = ["cowsay==6.1"]', 'pip = ["x"]\nvenv = "opt/x"'), 21, "absolute"),
+        (_with('apt = ["jq"]', 'apt = ["jq"]\nvenv = "/opt/x"'), 18, "unknown key 'venv'"),
     ],
 )
 def test_a_bad_spec_says_where_and_why(text: str, line: int, reason: str) -> None:
@@ -116,7 +119,22 @@ def test_a_bad_spec_says_where_and_why(text: str, line: int, reason: str) -> Non
     assert str(caught.value).startswith(f"sanbox.toml:{line}: ")
 
 
+def test_a_pip_step_may_install_into_a_venv() -> None:
+    spec = parse(_with('pip = ["cowsay==6.1"]', 'pip = ["cowsay==6.1"]\nvenv = "/opt/cow"'))
+    assert spec.steps[1] == Step("pip", packages=("cowsay==6.1",), venv="/opt/cow")
+    assert spec.steps[1].describe() == "pip install cowsay==6.1 into /opt/cow"
+    assert parse(GOOD).steps[1].describe() == "pip install cowsay==6.1"
+
+
 def test_two_services_of_one_name_are_refused() -> None:
     text = GOOD + '\n[[services]]\nname = "web"\ncommand = "true"\n'
     with pytest.raises(SpecError, match="same name"):
         parse(text)
+
+
+def test_a_step_without_a_venv_keeps_the_key_it_had() -> None:
+    """Fields added to steps later count in a step's key only when set: the layers built before
+    them stay valid."""
+    plain = Step("pip", packages=("cowsay==6.1",))
+    assert "venv" not in step_content(plain, {})
+    assert step_content(Step("pip", packages=("x",), venv="/opt/x"), {})["venv"] == "/opt/x"

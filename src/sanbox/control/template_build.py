@@ -182,7 +182,8 @@ class Builder:
             finally:
                 status.unlink(missing_ok=True)
         elif step.kind == "pip":
-            bundle = await asyncio.to_thread(fetch.fetch_pip, step.packages, self.cache)
+            bundle = await asyncio.to_thread(fetch.fetch_pip, step.packages, self.cache,
+                                             venv=step.venv)  # fmt: skip
         else:
             bundle = await asyncio.to_thread(fetch.fetch_npm, step.packages, self.cache)
         mib = bundle.size / 2**20

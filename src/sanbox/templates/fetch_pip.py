@@ -11,10 +11,15 @@ Debian's python3 installs a non-venv pip's files under /usr/local/lib/python3.11
 (its `posix_local` scheme), so dpkg's files in /usr/lib/python3 are never overwritten, and the
 packages are importable by the plain `python3` that services and `sanbox exec` run. A venv
 would keep them away from that `python3`; `--prefix /usr/local` would install into
-site-packages, which Debian's python3 does not read."""
+site-packages, which Debian's python3 does not read.
+
+A step with `venv = "/opt/x"` installs into that virtual environment instead (made with
+`python3 -m venv --without-pip` if it is not there; pip still runs from the bundle's wheel): for
+an application whose pinned dependencies should not meet the system's, run as /opt/x/bin/NAME."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,10 +51,11 @@ def platforms(glibc_minor: int = GLIBC_MINOR, arch: str = ARCH) -> list[str]:
     return [*tags, f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
 
 
-def pip_key(requirements: Sequence[str]) -> str:
-    """Same requirements (in any order) for the same interpreter and platform: same bundle."""
-    return content_key("pip", {"requirements": sorted(set(requirements)), "python": PYTHON,
-                               "abi": ABI, "platforms": platforms()})  # fmt: skip
+def pip_key(requirements: Sequence[str], venv: str = "") -> str:
+    """Same requirements (in any order) for the same interpreter, platform and venv: same bundle."""
+    inputs = {"requirements": sorted(set(requirements)), "python": PYTHON, "abi": ABI,
+              "platforms": platforms()}  # fmt: skip
+    return content_key("pip", {**inputs, "venv": venv} if venv else inputs)
 
 
 def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[str]:
@@ -80,7 +86,22 @@ def failure_reason(requirements: Sequence[str], output: str) -> str:
     return f"pip could not download {' '.join(requirements)}: {output_tail(output)}"
 
 
-def install_script(requirements: Sequence[str], pip_wheel: str) -> str:
+def _make_venv(venv: str) -> str:
+    """The script's lines that make the venv if it is not there yet (none without a venv)."""
+    if not venv:
+        return ""
+    return f"""venv={shlex.quote(venv)}
+if [ ! -x "$venv/bin/python3" ] && ! python3 -m venv --without-pip "$venv"; then
+  echo "sanbox: could not make the venv $venv (an apt step with python3-venv first?)" >&2
+  exit 1
+fi
+"""
+
+
+def install_script(requirements: Sequence[str], pip_wheel: str, venv: str = "") -> str:
+    python, system = (
+        ('"$venv/bin/python3"', "") if venv else ("python3", "--break-system-packages ")
+    )
     return f"""#!/bin/sh
 # sanbox pip bundle: installs {quote_all(requirements)} from the wheels beside this script, offline
 set -eu
@@ -92,8 +113,9 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
   echo "sanbox: pip step fetched wheels for CPython {PYTHON}, the guest has $(python3 -V)" >&2
   exit 1
 fi
-exec python3 "$here/pip/{pip_wheel}/pip" install --no-index --find-links "$here/wheels" \\
-  --break-system-packages --root-user-action=ignore --disable-pip-version-check \\
+{_make_venv(venv)}exec {python} "$here/pip/{pip_wheel}/pip" install --no-index \\
+  --find-links "$here/wheels" \\
+  {system}--root-user-action=ignore --disable-pip-version-check \\
   --no-warn-script-location -- {quote_all(requirements)}
 """
 
@@ -105,10 +127,12 @@ def fetch_pip(
     python: str = sys.executable,
     max_bytes: int = DEFAULT_MAX_BYTES,
     timeout: float = DEFAULT_TIMEOUT,
+    venv: str = "",
 ) -> Bundle:
-    """Wheels for `requirements` (and their dependencies) plus a pip wheel to install them."""
+    """Wheels for `requirements` (and their dependencies) plus a pip wheel to install them
+    (into `venv` if one is named, else for the system python3)."""
     names = check_names("pip", requirements)
-    key = pip_key(names)
+    key = pip_key(names, venv)
 
     def build(files: Path, work: Path) -> None:
         result = run_tool(download_argv(python, names, files / "wheels"), work=work,
@@ -119,6 +143,6 @@ def fetch_pip(
         wheels = sorted((files / "pip").glob("pip-*.whl"))
         if result.returncode != 0 or not wheels:
             raise FetchError("pip", f"could not download pip itself: {output_tail(result.output)}")
-        write_script(files, install_script(names, wheels[-1].name))
+        write_script(files, install_script(names, wheels[-1].name, venv))
 
     return cached_bundle(cache_dir, "pip", key, build, max_bytes=max_bytes)

@@ -23,6 +23,8 @@ def _digest(*parts: object) -> str:
 
 def step_content(step: Step, files: dict[str, bytes]) -> dict[str, object]:
     content: dict[str, object] = asdict(step)
+    if not step.venv:  # fields added later count only when set: earlier keys stay the same
+        del content["venv"]
     if step.kind == "copy":
         content["sha256"] = hashlib.sha256(files[step.src]).hexdigest()
     return content

@@ -6,7 +6,8 @@
     [build]
     allow = ["deb.debian.org"]         # where the build itself may reach
     [[steps]]                          # in order; each is one cached layer
-    apt = ["jq"]                       # or pip = [...], npm = [...],
+    apt = ["jq"]                       # or pip = [...] (venv = "/opt/x": into that venv),
+                                       # npm = [...],
                                        # copy = "file", to = "/path", mode = "0644",
                                        # run = "shell command"
     env = { KEY = "value" }            # for every process the agent starts
@@ -39,6 +40,7 @@ from ..control.names import check_env, check_name, check_port  # stdlib-only mod
 MAX_STEPS = 64
 MAX_SERVICES = 16
 STEP_KINDS = ("apt", "pip", "npm", "copy", "run")
+STEP_OPTIONS = {"copy": ("to", "mode"), "pip": ("venv",)}  # keys a step of that kind may have
 RESTART = ("always", "on-failure", "never")
 PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~\[\],@/^-]{0,199}$")
 
@@ -59,10 +61,12 @@ class Step:
     dest: str = ""  # copy: absolute path in the guest
     mode: int = 0o644  # copy
     command: str = ""  # run
+    venv: str = ""  # pip: the virtual environment to install into ("": the system python)
 
     def describe(self) -> str:
         if self.kind in ("apt", "pip", "npm"):
-            return f"{self.kind} install {' '.join(self.packages)}"
+            into = f" into {self.venv}" if self.venv else ""
+            return f"{self.kind} install {' '.join(self.packages)}{into}"
         if self.kind == "copy":
             return f"copy {self.src} to {self.dest}"
         return f"run {self.command.splitlines()[0][:60] if self.command else ''}"
@@ -199,13 +203,13 @@ def _step(r: _Reader, raw: Any, i: int) -> Step:
     if len(kinds) != 1:
         raise r.fail(path, f"a step does exactly one of {', '.join(STEP_KINDS)}")
     kind = kinds[0]
-    allowed = {"copy", "to", "mode"} if kind == "copy" else {kind}
-    r.table(raw, path, allowed)
+    r.table(raw, path, {kind, *STEP_OPTIONS.get(kind, ())})
     if kind in ("apt", "pip", "npm"):
         packages = r.strings(raw[kind], (*path, kind), PACKAGE)
         if not packages:
             raise r.fail((*path, kind), f"{kind} lists no package")
-        return Step(kind, packages=packages)
+        venv = r.guest_path(raw["venv"], (*path, "venv")) if "venv" in raw else ""
+        return Step(kind, packages=packages, venv=venv)
     if kind == "run":
         return Step("run", command=r.string(raw["run"], (*path, "run"), 64 * 1024))
     src = r.string(raw["copy"], (*path, "copy"))
