@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import secrets
 from pathlib import Path
 from typing import Literal
 
@@ -99,8 +100,8 @@ def clone_file(src: Path, dst: Path) -> CloneMethod:
 def can_reflink(directory: Path) -> bool:
     """Whether files in `directory` can be reflinked (tried on two scratch files)."""
     directory.mkdir(parents=True, exist_ok=True)
-    a = directory / f".reflink-probe-{os.getpid()}"
-    b = directory / f".reflink-probe-{os.getpid()}.clone"
+    probe = f".reflink-probe-{os.getpid()}-{secrets.token_hex(6)}"  # threads of one pid too
+    a, b = directory / probe, directory / f"{probe}.clone"
     try:
         a.write_bytes(b"\0" * 4096)
         return clone_file(a, b) == "reflink"
