@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 
 from model_stub import model_handler  # noqa: E402  (tests/, beside this script)
 from sanbox.host.egress import dnsmsg  # noqa: E402
+from stub_http import next_request  # noqa: E402
 
 
 class Dns(asyncio.DatagramProtocol):
@@ -94,43 +95,14 @@ def http_handler(name: str, log: Path) -> Any:
     return handle
 
 
-async def read_body(reader: asyncio.StreamReader, headers: list[list[str]]) -> int:
-    """Read (and drop) a request body framed by Content-Length or chunked; its length."""
-    fields = {k.lower(): v for k, v in headers}
-    if fields.get("transfer-encoding", "").lower() == "chunked":
-        total = 0
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-            if size == 0:
-                await reader.readuntil(b"\r\n")  # the last chunk's CRLF (no trailers here)
-                return total
-            await reader.readexactly(size + 2)
-            total += size
-    length = int(fields.get("content-length", "0") or 0)
-    await reader.readexactly(length)
-    return length
-
-
 def echo_handler(log: Path) -> Any:
     """echo.test: each request (kept-alive connections too) logged whole on this host; the answer
     names the headers and a digest of each value, so the value itself never reaches a guest."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    return
-                lines = head.decode("latin-1").split("\r\n")
-                method, path = (lines[0].split(" ") + ["", ""])[:2]
-                headers = [[k.strip(), v.strip()] for k, _, v in
-                           (h.partition(":") for h in lines[1:] if h)]  # fmt: skip
-                body_len = await read_body(reader, headers)
-                with log.open("a") as f:
-                    f.write(json.dumps({"method": method, "path": path, "headers": headers,
-                                        "body_bytes": body_len}) + "\n")  # fmt: skip
-                close = any(k.lower() == "connection" and v.lower() == "close" for k, v in headers)
+            while (request := await next_request(reader, log)) is not None:
+                path, close = request.path, request.closes
                 extra = b""
                 if path.startswith("/big"):  # 64 MiB, for throughput
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (64 << 20))
@@ -151,7 +123,7 @@ def echo_handler(log: Path) -> Any:
                     status = b"200 OK"
                     body = "".join(
                         f"{k}: sha256={hashlib.sha256(v.encode()).hexdigest()[:16]}\n"
-                        for k, v in headers
+                        for k, v in request.headers
                     ).encode()
                 ending = b"Connection: close\r\n" if close else b""
                 writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\n" + extra

@@ -12,27 +12,9 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-MAX_BODY = 8 << 20  # bytes of one request body read; a bigger one is refused
+from stub_http import next_request
+
 MODEL = "stub-model"
-
-
-async def read_body(reader: asyncio.StreamReader, headers: list[list[str]]) -> bytes:
-    """A request body framed by Content-Length or chunked, at most MAX_BODY bytes."""
-    fields = {k.lower(): v for k, v in headers}
-    if fields.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-            if size == 0:
-                await reader.readuntil(b"\r\n")
-                return body
-            if len(body) + size > MAX_BODY:
-                raise ValueError("request body too large")
-            body += (await reader.readexactly(size + 2))[:-2]
-    length = int(fields.get("content-length", "0") or 0)
-    if length > MAX_BODY:
-        raise ValueError("request body too large")
-    return await reader.readexactly(length)
 
 
 def completion(reply: str) -> dict[str, Any]:
@@ -80,21 +62,9 @@ def answer(method: str, path: str, body: bytes, reply: str) -> tuple[bytes, byte
 def model_handler(log: Path, reply: str) -> Any:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    return
-                lines = head.decode("latin-1").split("\r\n")
-                method, path = (lines[0].split(" ") + ["", ""])[:2]
-                headers = [[k.strip(), v.strip()] for k, _, v in
-                           (h.partition(":") for h in lines[1:] if h)]  # fmt: skip
-                body = await read_body(reader, headers)
-                with log.open("a") as f:
-                    f.write(json.dumps({"method": method, "path": path, "headers": headers,
-                                        "body_bytes": len(body)}) + "\n")  # fmt: skip
-                status, kind, data = answer(method, path, body, reply)
-                close = any(k.lower() == "connection" and v.lower() == "close" for k, v in headers)
+            while (request := await next_request(reader, log)) is not None:
+                status, kind, data = answer(request.method, request.path, request.body, reply)
+                close = request.closes
                 writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + kind + b"\r\n"
                              + b"Content-Length: %d\r\n" % len(data)
                              + (b"Connection: close\r\n" if close else b"") + b"\r\n"

@@ -10,6 +10,7 @@ import secrets
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -124,16 +125,20 @@ def run(loop: Loop) -> Callable[[Awaitable[T]], T]:
     return _run
 
 
-@pytest.fixture(scope="session")
-def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
-    # the tests make many 8 GiB thin disks that stay almost empty: more than the free space of a
-    # small CI disk adds up to unless the operator lets them (tests/unit/test_admission.py)
-    env = {
+def server_env(internet: Internet) -> dict[str, str]:
+    """The vm tier's servers resolve through the test internet and trust its CA upstream (the
+    secret proxy's); they make many 8 GiB thin disks that stay almost empty: more than the free
+    space of a small CI disk adds up to unless the operator lets them (test_admission.py)."""
+    return {
         "SANBOX_UPSTREAM_DNS": internet.upstream_dns,
         "SANBOX_DISK_OVERCOMMIT": "16",
         "SANBOX_CA_BUNDLE": str(internet.ca),
-    }  # the secret proxy's upstream trust: the test CA
-    srv = ServerProcess(data_dir, "server-tests", env)
+    }
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
+    srv = ServerProcess(data_dir, "server-tests", server_env(internet))
     srv.start()
     yield srv
     with Sanbox(srv.url, srv.key, timeout=300) as client:
@@ -151,12 +156,7 @@ def types_server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProces
     (minutes each under TCG) stay built, and the next session's build of an unchanged type is a
     no-op (a build is keyed by its spec's content and its base image). Its computers and pools
     go at the end; its templates and their layers stay."""
-    env = {
-        "SANBOX_UPSTREAM_DNS": internet.upstream_dns,
-        "SANBOX_DISK_OVERCOMMIT": "16",
-        "SANBOX_CA_BUNDLE": str(internet.ca),
-    }
-    srv = ServerProcess(data_dir, "types-server", env)
+    srv = ServerProcess(data_dir, "types-server", server_env(internet))
     srv.start()
     yield srv
     with Sanbox(srv.url, srv.key, timeout=300) as client:
@@ -175,9 +175,7 @@ def types_client(types_server: ServerProcess) -> Iterator[Sanbox]:
 
 
 def _build(server: ServerProcess, kind: str) -> str:
-    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    r = subprocess.run([str(BIN), "template", "build", "--type", kind, "--quiet"], env=env,
-                       capture_output=True, text=True, timeout=3000)  # fmt: skip
+    r = cli(server, "template", "build", "--type", kind, "--quiet", timeout=3000)
     assert r.returncode == 0, f"building {kind}: {r.stdout}{r.stderr}"
     return r.stdout + r.stderr
 
@@ -243,6 +241,24 @@ def client(server: ServerProcess) -> Iterator[Sanbox]:
         yield c
 
 
-def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(
+    server: ServerProcess, *args: str, stdin: str | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`sanbox ARGS` against `server`, as a user runs it."""
     env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([str(BIN), *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def ok(server: ServerProcess, *args: str, stdin: str | None = None, timeout: float = 900) -> str:
+    """`sanbox ARGS`, which must succeed; its standard output."""
+    r = cli(server, *args, stdin=stdin, timeout=timeout)
+    assert r.returncode == 0, f"sanbox {' '.join(args)}: {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)

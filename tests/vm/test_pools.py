@@ -6,25 +6,16 @@ never handed out."""
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 
 import pytest
 
 from sanbox import Sanbox
 from sanbox.host.net import Network
 
-from .conftest import cli
+from .conftest import cli, wait_for
 from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.25)
 
 
 def pool(client: Sanbox) -> tuple[int, int, str]:

@@ -10,7 +10,6 @@ in the server's, and the org CA's key is nowhere in the guest."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sqlite3
 import subprocess
@@ -24,8 +23,8 @@ from sanbox.host.sealing import Sealer
 from sanbox.sdk import Computer
 
 from ..internet import Internet
-from .conftest import cli
-from .server import BIN, ServerProcess
+from .conftest import cli, ok
+from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
 
@@ -40,14 +39,6 @@ apt = ["python3-requests", "python3-pip", "nodejs"]
 [secrets]
 echo = "ECHO_KEY"
 """
-
-
-def ok(server: ServerProcess, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    r = subprocess.run([str(BIN), *args], input=stdin, capture_output=True, text=True,
-                       timeout=900, env=env)  # fmt: skip
-    assert r.returncode == 0, f"sanbox {' '.join(args)}: {r.stdout}{r.stderr}"
-    return r.stdout
 
 
 def sh(c: Computer, command: str, check: bool = True) -> str:

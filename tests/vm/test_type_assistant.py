@@ -6,9 +6,7 @@ Hermes's home (sessions, config) is on the computer's disk."""
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -20,8 +18,8 @@ from sanbox import Sanbox
 from sanbox.sdk import Computer
 
 from ..internet import MODEL_REPLY, Internet
-from .conftest import build_type, cli
-from .server import BIN, ServerProcess
+from .conftest import build_type, cli, ok
+from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
 
@@ -30,14 +28,6 @@ PORT = 8642
 # the shipped config.yaml names a real provider; the test's computer talks to model.test
 TO_STUB = ("sed -i 's|https://api.openai.com/v1|https://model.test/v1|; s|gpt-4.1-mini|stub-model|'"
            " /root/.hermes/config.yaml")  # fmt: skip
-
-
-def ok(server: ServerProcess, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    r = subprocess.run([str(BIN), *args], input=stdin, capture_output=True, text=True,
-                       timeout=900, env=env)  # fmt: skip
-    assert r.returncode == 0, f"sanbox {' '.join(args)}: {r.stdout}{r.stderr}"
-    return r.stdout
 
 
 def sh(c: Computer, command: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from sanbox import Sanbox
 from sanbox.sdk import Computer
 
-from .conftest import build_type, cli
+from .conftest import build_type, cli, wait_for
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -61,13 +61,6 @@ def sh(c: Computer, command: str, timeout: float = 300) -> str:
     r = c.exec(command, timeout=timeout)
     assert r.exit_code == 0, f"{command}: {r.stdout}{r.stderr}"
     return r.stdout.strip()
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def engine_up(c: Computer) -> bool:

@@ -8,11 +8,9 @@ secret `llm`: the server holds only its placeholder. Nothing reaches a model her
 from __future__ import annotations
 
 import base64
-import os
 import secrets
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -22,8 +20,8 @@ from sanbox import Sanbox
 from sanbox.sdk import Computer
 
 from ..internet import MODEL_REPLY, Internet
-from .conftest import build_type, cli
-from .server import BIN, ServerProcess
+from .conftest import build_type, cli, ok, wait_for
+from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
 
@@ -42,25 +40,10 @@ json.dump(config, open(path, "w"), indent=2)
 """
 
 
-def ok(server: ServerProcess, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    r = subprocess.run([str(BIN), *args], input=stdin, capture_output=True, text=True,
-                       timeout=900, env=env)  # fmt: skip
-    assert r.returncode == 0, f"sanbox {' '.join(args)}: {r.stdout}{r.stderr}"
-    return r.stdout
-
-
 def sh(c: Computer, command: str, timeout: float = 120) -> str:
     r = c.exec(command, timeout=timeout)
     assert r.exit_code == 0, f"{command}: {r.stdout}{r.stderr}"
     return r.stdout.strip()
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def services_log(c: Computer) -> str:

@@ -59,15 +59,14 @@ def create(
     source = from_snapshot or template or "base"
     with config.reported(), config.client() as client:
         if kind is not None:
-            ensure_type(client, kind)
-    creating = err_console.status(f"creating from {source}…")
-    with config.reported(), config.client() as client, creating:
-        # answered once it runs, or with the typed error (a failed create leaves nothing)
-        computer = client.computers.create(
-            template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
-            env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
-            secrets=bound,
-        )  # fmt: skip
+            ensure_type(client, kind)  # its first use in the org: a build, with its progress
+        with err_console.status(f"creating from {source}…"):
+            # answered once it runs, or with the typed error (a failed create leaves nothing)
+            computer = client.computers.create(
+                template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
+                env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
+                secrets=bound,
+            )  # fmt: skip
     if as_json:
         console.print_json(json.dumps(computer.record.to_json()))
     if computer.state != "running":

@@ -79,12 +79,17 @@ def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return dict(labels)
 
 
+def is_env_name(name: object) -> bool:
+    """A POSIX environment variable name: letters, digits and '_', not starting with a digit."""
+    return isinstance(name, str) and _ENV_NAME.fullmatch(name) is not None
+
+
 def check_env(env: Mapping[str, str]) -> dict[str, str]:
     """Environment variables: POSIX names; values without NUL (newlines are allowed)."""
     if len(env) > ENV_MAX:
         raise InvalidRequestError(f"at most {ENV_MAX} environment variables", "invalid_env")
     for key, value in env.items():
-        if not isinstance(key, str) or _ENV_NAME.fullmatch(key) is None:
+        if not is_env_name(key):
             raise InvalidRequestError(
                 f"invalid environment variable name {repr(key)[:80]}: use letters, digits and "
                 "'_', not starting with a digit, at most 255",

@@ -22,7 +22,7 @@ from ..host.egress.org_ca import Minter, new_ca, upstream_context
 from ..host.sealing import Sealer
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
-from ..templates.trust import CA_FILE, TRUST_ENV
+from ..templates.trust import CA_FILE, secret_env
 
 DEFAULT_HEADER = "Authorization: Bearer {value}"
 # Install the org's CA in the guest's system store unless it is there already (stdin: the PEM).
@@ -82,7 +82,7 @@ class SecretBook:
         with self.db.session() as s:
             pairs = repo.bindings_of(s, computer_id)
             computer = repo.computer_by_id(s, computer_id)
-        injections, env = [], {}
+        injections = []
         for binding, secret in pairs:
             header, template = header_parts(secret.header, secret.placeholder_only)
             value = self.sealer.open(secret.sealed, secret_context(secret))
@@ -90,11 +90,9 @@ class SecretBook:
                 hosts=tuple(secret.hosts), header=header, template=template,
                 placeholder=binding.placeholder.encode(), value=value,
             ))  # fmt: skip
-            if binding.env:
-                env[binding.env] = binding.placeholder
-        if pairs:
-            env.update(TRUST_ENV)
-        held = Bound(computer.org_id if computer else "", tuple(injections), env)
+        org_id = computer.org_id if computer else ""
+        env = secret_env(org_id, {secret.name: binding.env or "" for binding, secret in pairs})
+        held = Bound(org_id, tuple(injections), env)
         with self._lock:
             self._bound[computer_id] = held
         return held

@@ -10,23 +10,22 @@ import re
 
 from sqlalchemy.orm import Session
 
+from ..host.egress.injection import FIELD_VALUE, FRAMING
 from ..host.egress.policy import PolicyError, parse_rule
 from ..store import repo
-from ..store.models import ComputerRow, Org, SecretBindingRow, SecretRow
+from ..store.models import Org, SecretBindingRow, SecretRow
 from ..templates.trust import placeholder_for
 from .errors import InvalidRequestError, NotFoundError
 from .fleet import Fleet
-from .names import check_name
-from .secret_book import SecretBook
+from .names import check_name, is_env_name
+from .secret_book import SecretBook, secret_context
 
 Wanted = tuple[tuple[str, str | None], ...]  # (secret name, env var) pairs to bind
 VALUE_MAX = 8192
 HOSTS_MAX = 32
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+ENV_NAME_MAX = 128  # the binding's column
 _IP = re.compile(r"[0-9.]+")
-_FIELD_VALUE = re.compile(rb"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")  # as h11 checks it
-_FORBIDDEN_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
 
 
 def _invalid(message: str) -> InvalidRequestError:
@@ -60,7 +59,7 @@ def check_header(header: str | None, placeholder_only: bool) -> str | None:
     name, colon, template = header.partition(":")
     if not colon or not _HEADER_NAME.fullmatch(name.strip()):
         raise _invalid(f"{header!r} is not `Name: template` (Authorization: Bearer {{value}})")
-    if name.strip().lower() in _FORBIDDEN_HEADERS:
+    if name.strip().lower().encode() in FRAMING:
         raise _invalid(f"the {name.strip()} header cannot carry a secret")
     if template.count("{value}") != 1 or re.search(r"[\x00-\x1f\x7f]", template):
         raise _invalid("the header's template must hold `{value}` once, and no control byte")
@@ -71,7 +70,7 @@ def check_value(value: str) -> bytes:
     data = value.encode()
     if not data or len(data) > VALUE_MAX:
         raise _invalid(f"a secret's value is 1 to {VALUE_MAX} bytes")
-    if not _FIELD_VALUE.fullmatch(data):
+    if not FIELD_VALUE.fullmatch(data):
         raise _invalid(
             "a secret's value goes into an HTTP header: printable ASCII, no CR, LF or control "
             "byte, no leading or trailing space"
@@ -80,7 +79,7 @@ def check_value(value: str) -> bytes:
 
 
 def check_env_name(env: str | None) -> str | None:
-    if env is not None and not _ENV_NAME.fullmatch(env):
+    if env is not None and (not is_env_name(env) or len(env) > ENV_NAME_MAX):
         raise _invalid(f"{env!r} is not an environment variable name")
     return env
 
@@ -93,19 +92,24 @@ def binding_row(secret: SecretRow, computer_id: str, env: str | None) -> SecretB
     )  # fmt: skip
 
 
-def bind_in(s: Session, org_id: str, computer_id: str, wanted: Wanted) -> None:
-    """Bind `wanted` (secret name, env var) to a computer inside the caller's transaction: a
-    create's record and its bindings are written together, or neither is."""
+def bind_in(s: Session, org_id: str, computer_id: str, wanted: Wanted) -> list[SecretBindingRow]:
+    """Bind `wanted` (secret name, env var) to a computer inside the caller's transaction (a
+    create's record and its bindings are written together, or neither is); a secret bound
+    already keeps its binding, with the new variable."""
+    made = []
     for name, env in wanted:
         secret = repo.secret(s, org_id, name)
         if secret is None:  # deleted since the request was checked
             raise NotFoundError(f"no secret named {name!r}: see `sanbox secret ls`",
                                 "secret_not_found")  # fmt: skip
-        held = [b for b, sec in repo.bindings_of(s, computer_id) if sec.id == secret.id]
-        if held:
-            held[0].env = check_env_name(env)
-        else:
-            s.add(binding_row(secret, computer_id, check_env_name(env)))
+        var = check_env_name(env)
+        held = repo.binding(s, secret.id, computer_id)
+        if held is None:
+            held = binding_row(secret, computer_id, var)
+            s.add(held)
+        held.env = var
+        made.append(held)
+    return made
 
 
 def check_bindable(fleet: Fleet, org: Org, wanted: Wanted, template: str) -> None:
@@ -149,7 +153,7 @@ class Secrets:
                 s.add(row)
             row.hosts, row.header, row.placeholder_only = hosts, header, placeholder_only
             row.version += 1
-            row.sealed = self.book.sealer.seal(data, f"secret/{org.id}/{row.id}")
+            row.sealed = self.book.sealer.seal(data, secret_context(row))
         self.book.changed()
         return row
 
@@ -187,7 +191,9 @@ class Secrets:
         self, org: Org, ref: str, name: str, env: str | None = None
     ) -> tuple[SecretBindingRow, SecretRow]:
         computer, secret = self.fleet.get(org, ref), self.get(org, name)
-        binding = self._bind_row(computer, secret, check_env_name(env))
+        with self.fleet.db.session() as s:
+            binding = bind_in(s, org.id, computer.id, ((name, env),))[0]
+        self.book.changed()
         where = f"; ${env} holds its placeholder" if env else ""
         self.fleet.record(computer.id, None, "secret.bound", f"secret {name} bound{where}",
                           {"secret": name, "env": env})  # fmt: skip
@@ -196,32 +202,15 @@ class Secrets:
             await self.fleet.trust_secrets(computer.id, machine)
         return binding, secret
 
-    def _bind_row(
-        self, computer: ComputerRow, secret: SecretRow, env: str | None
-    ) -> SecretBindingRow:
-        with self.fleet.db.session() as s:
-            pairs = [b for b, sec in repo.bindings_of(s, computer.id) if sec.id == secret.id]
-            if pairs:
-                binding = s.get(SecretBindingRow, pairs[0].id)
-                assert binding is not None
-                binding.env = env
-            else:
-                binding = binding_row(secret, computer.id, env)
-                s.add(binding)
-        self.book.changed()
-        return binding
-
     async def unbind(self, org: Org, ref: str, name: str) -> tuple[SecretBindingRow, SecretRow]:
         computer, secret = self.fleet.get(org, ref), self.get(org, name)
         with self.fleet.db.session() as s:
-            pairs = [(b, sec) for b, sec in repo.bindings_of(s, computer.id) if sec.id == secret.id]
-            if not pairs:
+            binding = repo.binding(s, secret.id, computer.id)
+            if binding is None:
                 raise NotFoundError(f"secret {name} is not bound to {computer.name}",
                                     "binding_not_found")  # fmt: skip
-            live = s.get(SecretBindingRow, pairs[0][0].id)
-            if live is not None:
-                s.delete(live)
+            s.delete(binding)
         self.book.changed()
         self.fleet.record(computer.id, None, "secret.unbound", f"secret {name} unbound",
                           {"secret": name})  # fmt: skip
-        return pairs[0]
+        return binding, secret

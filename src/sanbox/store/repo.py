@@ -264,6 +264,12 @@ def bindings_of(s: Session, computer_id: str) -> list[tuple[SecretBindingRow, Se
     return [(b, sec) for b, sec in s.execute(q).all()]
 
 
+def binding(s: Session, secret_id: str, computer_id: str) -> SecretBindingRow | None:
+    q = select(SecretBindingRow).where(SecretBindingRow.secret_id == secret_id,
+                                       SecretBindingRow.computer_id == computer_id)  # fmt: skip
+    return s.scalars(q).first()
+
+
 def drop_bindings(
     s: Session, *, secret_id: str | None = None, computer_id: str | None = None
 ) -> int:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..control.names import check_env, check_name, check_port  # stdlib-only modules
+from ..control.names import check_env, check_name, check_port, is_env_name  # stdlib-only modules
 
 MAX_STEPS = 64
 MAX_SERVICES = 16
@@ -192,7 +192,6 @@ class _Reader:
 
 TOP = {"base", "name", "resources", "build", "steps", "env", "services", "ports", "allow",
        "idle_timeout", "ready", "secrets"}  # fmt: skip
-_ENV_VAR = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,127})?\Z")
 
 
 def _step(r: _Reader, raw: Any, i: int) -> Step:
@@ -279,7 +278,7 @@ def parse(text: str, where: str = "sanbox.toml") -> Spec:
         raise r.fail(("secrets",), 'secrets is a table of NAME = "ENV_VAR" (or "")')
     for name, var in bound.items():
         r.named(check_name, name, ("secrets",), "secret name")
-        if not _ENV_VAR.match(var):
+        if var and not is_env_name(var):
             raise r.fail(("secrets", name), f"{var!r} is not an environment variable name")
     parsed_services = tuple(_service(r, s, i) for i, s in enumerate(services))
     names = [s.name for s in parsed_services]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from .sniff import TOKEN
 
 Headers = list[tuple[bytes, bytes]]
-_FIELD_VALUE = re.compile(rb"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")  # as h11 checks it
+FIELD_VALUE = re.compile(rb"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")  # as h11 checks it
 # headers that frame or route the request: never set by a secret, never rewritten
-_FRAMING = {b"host", b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"te",
+FRAMING = {b"host", b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"te",
             b"trailer", b"keep-alive", b"proxy-connection"}  # fmt: skip
 
 
@@ -35,10 +35,10 @@ class Injection:
     def __post_init__(self) -> None:
         if len(self.placeholder) < 8:
             raise ValueError("a placeholder needs at least 8 bytes")
-        if not _FIELD_VALUE.fullmatch(self.value) or not _FIELD_VALUE.fullmatch(self.rendered):
+        if not FIELD_VALUE.fullmatch(self.value) or not FIELD_VALUE.fullmatch(self.rendered):
             raise ValueError("a secret value must be printable ASCII, without CR, LF or NUL")
         if self.header is not None and (
-            not TOKEN.fullmatch(self.header) or self.header.lower() in _FRAMING
+            not TOKEN.fullmatch(self.header) or self.header.lower() in FRAMING
         ):
             raise ValueError(f"{self.header!r} cannot carry a secret")
 
@@ -70,7 +70,7 @@ def inject(headers: Headers, name: str, injections: Sequence[Injection]) -> Head
             out.append((injection.header, injection.rendered))
     for injection in live:
         out = [
-            (n, v if n.lower() in _FRAMING else v.replace(injection.placeholder, injection.value))
+            (n, v if n.lower() in FRAMING else v.replace(injection.placeholder, injection.value))
             for n, v in out
         ]
     return out
