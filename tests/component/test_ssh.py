@@ -205,6 +205,9 @@ def test_the_host_key_is_made_once_and_made_anew_on_request(ssh_root: Path) -> N
             made, found = await asyncio.gather(client.ssh.host_key(), client.ssh.host_key())
             (ssh_root / "etc/ssh/ssh_host_rsa_key").write_text("an old key of another kind")
             fresh = await client.ssh.new_host_key()
+            with pytest.raises(RemoteError) as bad:
+                await client.ssh.connect({"NOT A NAME": "x"})  # refused before sshd starts
+            assert bad.value.code == "bad_request"
             (ssh_root / "usr/sbin/sshd").unlink()
             with pytest.raises(RemoteError) as info:
                 await client.ssh.connect()

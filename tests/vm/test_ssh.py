@@ -80,11 +80,20 @@ class Box:
     config: Path
 
 
+# values sshd's configuration parser would split or cut short if they were not quoted
+AWKWARD_ENV = {
+    "SBX_GREETING": 'he said "hi" \\ $HOME # not a comment',
+    "SBX_LINES": "line one\nline 'two'",
+    "SBX_SMUGGLE": 'x" "LD_PRELOAD=/tmp/evil.so',
+}
+
+
 @pytest.fixture(scope="module")
 def boxes(client: Sanbox, user: SshUser) -> Iterator[dict[str, Box]]:
     made: dict[str, Box] = {}
     for name in ("ssh-a", "ssh-b"):
-        c = client.computers.create(name=name, idle_timeout=0)
+        env = AWKWARD_ENV if name == "ssh-a" else None
+        c = client.computers.create(name=name, idle_timeout=0, env=env)
         before = c.exec("ls -a /etc/ssh").stdout
         listening = c.exec("ss -Hltn").stdout
         made[name] = Box(c, before, listening, user.config(name))
@@ -118,6 +127,29 @@ def test_ssh_runs_commands_with_their_exit_codes(user: SshUser, boxes: dict[str,
     assert user.ssh(box.config, "ssh-a", "exit 3").returncode == 3
     via_cli = user.sanbox("ssh", "ssh-b", "--", "-o", "BatchMode=yes", "cat /etc/hostname")
     assert (via_cli.returncode, via_cli.stdout) == (0, "ssh-b\n"), via_cli.stderr
+
+
+def test_ssh_sessions_get_the_computers_environment(client: Sanbox, user: SshUser,
+                                                     boxes: dict[str, Box]) -> None:  # fmt: skip
+    """As its commands do: the variables it was created with, byte for byte, and a bound secret's
+    placeholder with the variables that make tools trust the proxy's CA."""
+    client.secrets.set("ssh-env-key", "the-real-value", hosts=["echo.test"])
+    binding = client.secrets.bind("ssh-env-key", "ssh-a", env="SBX_KEY")
+    try:
+        script = ('for n in SBX_GREETING SBX_LINES SBX_SMUGGLE; do '
+                  'printf "%s\\0" "$(printenv $n)"; done')  # fmt: skip
+        done = user.ssh(boxes["ssh-a"].config, "ssh-a", script)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\0")[:3] == list(AWKWARD_ENV.values())
+        done = user.ssh(boxes["ssh-a"].config, "ssh-a", "env")
+        lines = set(done.stdout.splitlines())
+        assert f"SBX_KEY={binding.placeholder}" in lines and "the-real-value" not in done.stdout
+        assert "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" in lines, done.stdout
+        assert not any(line.startswith("LD_PRELOAD=") for line in lines)
+        other = user.ssh(boxes["ssh-b"].config, "ssh-b", "env").stdout
+        assert "SBX_" not in other and "sbx_ph_" not in other
+    finally:
+        client.secrets.delete("ssh-env-key")
 
 
 def test_scp_and_sftp_copy_in_and_out(user: SshUser, boxes: dict[str, Box], tmp_path: Path,

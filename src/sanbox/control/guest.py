@@ -210,11 +210,12 @@ async def tcp(fleet: Fleet, org: Org, ref: str, port: int) -> AsyncIterator[TcpS
 
 @contextlib.asynccontextmanager
 async def ssh(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[TcpStream]:
-    """One SSH connection's bytes to a fresh `sshd -i` in the guest."""
+    """One SSH connection's bytes to a fresh `sshd -i` in the guest, whose sessions get the
+    computer's environment as its commands do."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         try:
-            stream = await client.ssh.connect()
+            stream = await client.ssh.connect(_env(fleet, machine, None))
         except RemoteError as exc:
             if exc.code == "ssh_unavailable":  # an image without sshd
                 raise ConflictError(exc.message, "ssh_unavailable") from exc

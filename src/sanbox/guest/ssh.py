@@ -2,7 +2,9 @@
 
 An ``ssh`` stream runs ``sshd -i`` (inetd mode: one sshd per connection, no port listening in the
 guest) with its stdin and stdout as the stream's bytes, like an exec without a terminal. sshd's
-log (``-e``) goes to the agent's stderr, the console. sshd's configuration comes with the image
+log (``-e``) goes to the agent's stderr, the console. The stream's ``env`` (the computer's own
+variables, as an exec gets them) reaches every session of the connection through sshd's
+``SetEnv``. sshd's configuration comes with the image
 (``assets/sshd_config``: root by key only, no passwords, this host key).
 
 The host key is ed25519 only (quick to make under emulation; every OpenSSH since 6.5 speaks it).
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from . import protocol as p
 from .errors import AgentRequestError
 from .process import BASE_PATH, ProcessStream, spawn
+from .service_config import ENV_NAME
 
 ROOT_ENV = "SANBOX_AGENT_SSH_ROOT"
 KEY_TYPES = frozenset({
@@ -240,6 +243,22 @@ def authorize(public_key: str, loc: SshPaths | None = None) -> bool:
 # -- the stream -----------------------------------------------------------------------------------
 
 
+def set_env_options(env: object) -> list[str]:
+    """sshd's ``-o SetEnv`` for ``env``: every pair double-quoted, with ``\\`` and ``"`` escaped
+    (sshd splits a configuration line as a shell would, so a value cannot add an option). A
+    command-line option comes before sshd_config, whose own SetEnv is then ignored."""
+    if env is None or env == {}:
+        return []
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and ENV_NAME.fullmatch(k) and isinstance(v, str) and "\0" not in v
+        for k, v in env.items()
+    ):
+        raise AgentRequestError("bad_request", "env must map variable names to strings")
+    pairs = (f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"') for name, value in
+             sorted(env.items()))  # fmt: skip
+    return ["-o", "SetEnv " + " ".join(f'"{pair}"' for pair in pairs)]
+
+
 class SshStream(ProcessStream):
     """``sshd -i -e``: stdin and stdout are the SSH connection's bytes, relayed under the
     stream's flow control like an exec's; stderr (sshd's log) is the agent's own."""
@@ -247,6 +266,7 @@ class SshStream(ProcessStream):
     kind = "ssh"
 
     async def run(self) -> None:
+        set_env_options(self.params.get("env"))  # refused before anything starts
         loc = paths()
         if not os.access(loc.sshd, os.X_OK):
             raise AgentRequestError("ssh_unavailable", f"{loc.sshd} is not installed")
@@ -255,7 +275,7 @@ class SshStream(ProcessStream):
         await super().run()
 
     def start_process(self) -> tuple[int, list[tuple[int, int]]]:
-        argv = [paths().sshd, "-i", "-e"]
+        argv = [paths().sshd, "-i", "-e", *set_env_options(self.params.get("env"))]
         proc = spawn(argv, {}, "dumb", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.proc = proc
         assert proc.stdin and proc.stdout

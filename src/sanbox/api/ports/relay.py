@@ -101,14 +101,15 @@ async def relay_http(
     stream: ByteStream,
     *,
     host_header: str,
-    head_timeout: float = 30.0,
+    head_timeout: float = 300.0,
     read_timeout: float = 300.0,
 ) -> None:
     """Relay one HTTP request to ``stream`` and the guest's response back to the ASGI peer.
 
     ``host_header`` is what the guest sees as Host (``127.0.0.1:8080``). ``head_timeout`` bounds
-    the wait for the response head, ``read_timeout`` each wait for more of the response body. A
-    response that breaks off after its head is left incomplete, so the server aborts it.
+    the wait for the response head (five minutes: an agent's server may answer only when a model
+    turn ends), ``read_timeout`` each wait for more of the response body. A response that breaks
+    off after its head is left incomplete, so the server aborts it.
     """
     first = await receive()
     if first["type"] == "http.disconnect":

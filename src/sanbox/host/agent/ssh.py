@@ -15,10 +15,11 @@ class Ssh:
     def __init__(self, client: AgentClient) -> None:
         self._client = client
 
-    async def connect(self) -> TcpStream:
+    async def connect(self, env: dict[str, str] | None = None) -> TcpStream:
         """A new sshd in the guest, its stdin and stdout as a byte stream (the same shape as a
-        ``tcp`` stream): write what an SSH client sends, read what sshd answers."""
-        channel = await self._client.open("ssh", {})
+        ``tcp`` stream): write what an SSH client sends, read what sshd answers. ``env`` is set
+        in every session of the connection."""
+        channel = await self._client.open("ssh", {"env": env} if env else {})
         return await TcpStream.connected(channel, ready="started")
 
     async def host_key(self) -> str:
