@@ -126,6 +126,15 @@ def test_a_pip_step_may_install_into_a_venv() -> None:
     assert parse(GOOD).steps[1].describe() == "pip install cowsay==6.1"
 
 
+def test_npm_steps_take_scoped_packages_and_other_steps_do_not() -> None:
+    npm = '[[steps]]\nnpm = ["@openai/codex@0.46.0", "typescript@5"]\n'
+    spec = parse(_with('pip = ["cowsay==6.1"]', 'pip = ["cowsay==6.1"]\n' + npm))
+    assert Step("npm", packages=("@openai/codex@0.46.0", "typescript@5")) in spec.steps
+    for bad in ('npm = ["@Scope/x"]', 'npm = ["@/x"]', 'npm = ["@x/-y"]', 'apt = ["@x/y"]'):
+        with pytest.raises(SpecError, match="not a valid entry"):
+            parse(_with('apt = ["jq"]', bad))
+
+
 def test_two_services_of_one_name_are_refused() -> None:
     text = GOOD + '\n[[services]]\nname = "web"\ncommand = "true"\n'
     with pytest.raises(SpecError, match="same name"):

@@ -43,6 +43,9 @@ STEP_KINDS = ("apt", "pip", "npm", "copy", "run")
 STEP_OPTIONS = {"copy": ("to", "mode"), "pip": ("venv",)}  # keys a step of that kind may have
 RESTART = ("always", "on-failure", "never")
 PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~\[\],@/^-]{0,199}$")
+NPM_PACKAGE = re.compile(
+    r"^(@[a-z0-9][a-z0-9._-]{0,99}/)?[A-Za-z0-9][A-Za-z0-9._+:=<>!~,@/^-]{0,199}$"
+)
 
 
 class SpecError(ValueError):
@@ -204,7 +207,7 @@ def _step(r: _Reader, raw: Any, i: int) -> Step:
     kind = kinds[0]
     r.table(raw, path, {kind, *STEP_OPTIONS.get(kind, ())})
     if kind in ("apt", "pip", "npm"):
-        packages = r.strings(raw[kind], (*path, kind), PACKAGE)
+        packages = r.strings(raw[kind], (*path, kind), NPM_PACKAGE if kind == "npm" else PACKAGE)
         if not packages:
             raise r.fail((*path, kind), f"{kind} lists no package")
         venv = r.guest_path(raw["venv"], (*path, "venv")) if "venv" in raw else ""
