@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,7 +107,20 @@ class Server:
 def short_tmp() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="sbc", dir="/tmp"))  # Unix socket paths must stay short
     yield path
+    kill_agents(path)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_agents(root: Path) -> None:
+    """The agents of computers a test left under `root`: a 'VM' here outlives its server, as
+    QEMU does, and nothing else would end it."""
+    for pidfile in root.rglob("vm.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            if str(root) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass  # gone already
 
 
 def start_server(

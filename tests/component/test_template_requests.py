@@ -4,11 +4,13 @@ that does not exist is not found. (Builds themselves run real VMs: tests/vm/test
 
 from __future__ import annotations
 
+import asyncio
 import io
 import tarfile
 
 import pytest
 
+from sanbox.control import build_cache
 from sanbox.templates.context import MAX_BYTES
 
 from .conftest import Server
@@ -84,3 +86,16 @@ def test_templates_of_nobody_are_not_found(server: Server) -> None:
     assert "sanbox template build" in r.json()["error"]["message"]
     base = server.client.get("/v1/templates/base", headers=server.headers()).json()
     assert base["builtin"] and base["state"] == "ready"
+
+
+def test_pruning_the_build_cache_answers_what_it_did_and_waits_for_no_build(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(What a prune removes and keeps, with real builds: tests/vm/test_templates.py.)"""
+    r = server.client.post("/v1/build-cache/prune", headers=server.headers())
+    assert r.status_code == 200, r.text
+    assert r.json() == {"removed_steps": 0, "kept_steps": 0, "freed_bytes": 0}
+    monkeypatch.setattr(build_cache, "BUILDS", asyncio.Semaphore(0))  # as while a build runs
+    r = server.client.post("/v1/build-cache/prune", headers=server.headers())
+    assert error(r) == (409, "template_building")
+    assert "when it is done" in r.json()["error"]["message"]

@@ -125,6 +125,27 @@ def test_a_changed_last_step_reuses_the_layers_before_it(
     c.delete()
 
 
+def test_prune_drops_the_steps_no_template_stands_on(
+    server: ServerProcess, client: Sanbox, built: str, spec_dir: Path
+) -> None:
+    """After the change above, the first version's last steps stand under no template: they go,
+    and every step of the current version stays (a copy of it builds with all its steps
+    reused). Other tests' removed templates leave steps too: they go as well."""
+    r = ok(server, "template", "prune")
+    first = client.templates.prune()  # what the CLI did is done: nothing more to remove
+    assert (first.removed_steps, first.freed_bytes) == (0, 0), first
+    assert first.kept_steps >= 5
+    removed = int(r.stdout.split("removed ")[1].split()[0])
+    assert removed >= 2 and ("MiB freed" in r.stdout or "GiB freed" in r.stdout), r.stdout
+    c = client.computers.create(template=built, name="notes-pruned")  # its layers are all there
+    assert sh(c, "jq -r .version /srv/notes/built.json") == "2"
+    c.delete()
+    r = ok(server, "template", "build", str(spec_dir), "--name", "notes-copy")
+    assert "5 step(s), 5 reused" in r.stdout, r.stdout + r.stderr
+    ok(server, "template", "rm", "notes-copy")
+    assert client.templates.prune().removed_steps == 0  # its steps are notes' own
+
+
 def test_a_failing_build_leaves_its_log_and_nothing_else(
     server: ServerProcess, client: Sanbox, tmp_path: Path
 ) -> None:

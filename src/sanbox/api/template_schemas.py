@@ -54,6 +54,12 @@ class TemplateList(BaseModel):
     templates: list[Template]
 
 
+class BuildCachePruned(BaseModel):
+    removed_steps: int = Field(description="cached build steps deleted: no template stands on them")
+    kept_steps: int = Field(description="cached build steps the org's templates stand on")
+    freed_bytes: int = Field(description="disk space freed on the host")
+
+
 class TemplateBuild(BaseModel):
     template: Template
     building: bool = Field(

@@ -1,8 +1,9 @@
-"""`sanbox template build|ls|get|rm|logs`: templates built from a spec file."""
+"""`sanbox template build|ls|get|rm|logs|prune`: templates built from a spec file."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -156,6 +157,24 @@ def rm(
                     raise
                 continue
             console.print(f"deleted template {name}")
+
+
+@app.command("prune")
+def prune(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Delete cached build steps no template stands on (older versions of a spec, deleted
+    templates). Every template still rebuilds from all of its own."""
+    with config.reported(), config.client() as client:
+        pruned = client.templates.prune()
+    if as_json:
+        _print_json(asdict(pruned))
+        return
+    console.print(f"removed {pruned.removed_steps} cached build step(s), "
+                  f"{_size(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
+                  "the org's templates stand on them")  # fmt: skip
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 @app.command("logs")

@@ -25,8 +25,8 @@ from ..host.runtime import HostRuntime
 from ..host.vmm import cached_accel
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
+from . import build_cache, forks, guest, images, lifecycle, network, pausing, snapshots, templates
 from . import create as creating
-from . import forks, guest, images, lifecycle, network, pausing, snapshots, templates
 from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
@@ -197,6 +197,9 @@ class Computers:
 
     def template_log(self, row: TemplateRow) -> Path:
         return templates.log_path(self.fleet, row)
+
+    async def prune_build_cache(self, org: Org) -> build_cache.Pruned:
+        return await build_cache.prune(self.fleet, org)
 
     # inside the guest ------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from .names import check_name
 
 log = logging.getLogger(__name__)
 
-_BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
+BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ async def _build(
     blog: BuildLog,
 ) -> None:
     spec = ctx.spec
-    async with _BUILDS:
+    async with BUILDS:
         t0 = time.monotonic()
         with fleet.db.session() as s:
             name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]

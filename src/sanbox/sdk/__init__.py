@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from .types import (
         ApiKey,
         AuditRecord,
+        BuildCachePruned,
         ComputerRecord,
         Event,
         ExecEvent,
@@ -185,6 +186,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Stdout",
         "Pool",
         "Template",
+        "BuildCachePruned",
     ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
@@ -257,6 +259,7 @@ __all__ = [
     "AsyncPools",
     "AsyncTemplates",
     "BuildStarted",
+    "BuildCachePruned",
     "BuildFailedError",
     "InvalidSpecError",
     "TemplateBuildingError",

@@ -168,6 +168,7 @@ class Templates(Facade[AsyncTemplates]):
     build = blocking(AsyncTemplates.build)
     logs = blocking_iter(AsyncTemplates.logs)
     wait = blocking(AsyncTemplates.wait)
+    prune = blocking(AsyncTemplates.prune)
 
 
 class Pools(Facade[AsyncPools]):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .errors import BuildFailedError, InvalidRequestError
-from .types import Pool, Template
+from .types import BuildCachePruned, Pool, Template
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -54,6 +54,14 @@ class AsyncTemplates:
     async def delete(self, name: str) -> Template:
         """Delete a template of the org; computers made from it keep working."""
         return Template.from_json(await self._client.http.json("DELETE", _path(name)))
+
+    async def prune(self) -> BuildCachePruned:
+        """Delete the org's cached build steps that none of its templates stands on (steps of
+        older versions of a spec, those of deleted templates); every template still rebuilds
+        from all of its cached steps. ConflictError (`template_building`) while a build runs."""
+        return BuildCachePruned.from_json(
+            await self._client.http.json("POST", "/v1/build-cache/prune", timeout=600.0)
+        )
 
     async def build(self, spec: str | Path, name: str | None = None) -> BuildStarted:
         """Start building the template whose spec is `spec` (a sanbox.toml, or its folder).

@@ -279,6 +279,19 @@ class Template:
 
 
 @dataclass(frozen=True)
+class BuildCachePruned:
+    """What `client.templates.prune()` did: cached build steps deleted and kept, bytes freed."""
+
+    removed_steps: int
+    kept_steps: int
+    freed_bytes: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BuildCachePruned:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class Pool:
     """A warm pool: `size` computers of a template kept ready; a create of it claims one."""
 

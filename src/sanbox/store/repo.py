@@ -215,8 +215,11 @@ def list_templates(s: Session, org_id: str | None) -> list[TemplateRow]:
     return list(s.scalars(q).all())
 
 
-def build_steps(s: Session, org_id: str, keys: list[str]) -> list[BuildStepRow]:
-    q = select(BuildStepRow).where(BuildStepRow.org_id == org_id, BuildStepRow.key.in_(keys))
+def build_steps(s: Session, org_id: str, keys: list[str] | None = None) -> list[BuildStepRow]:
+    """The org's cached build steps with these keys (every one without `keys`)."""
+    q = select(BuildStepRow).where(BuildStepRow.org_id == org_id)
+    if keys is not None:
+        q = q.where(BuildStepRow.key.in_(keys))
     return list(s.scalars(q).all())
 
 

@@ -15,7 +15,7 @@ from ...control import build_log
 from ...control.computers import Computers
 from ...control.errors import PayloadTooLargeError
 from ...templates.context import MAX_BYTES
-from ..template_schemas import Template, TemplateBuild, TemplateList
+from ..template_schemas import BuildCachePruned, Template, TemplateBuild, TemplateList
 from ._deps import Auth, Plane
 from .computers import ERRORS
 
@@ -78,6 +78,15 @@ async def get_template(ref: str, auth: Auth, plane: Plane) -> Template:
 async def delete_template(ref: str, auth: Auth, plane: Plane) -> Template:
     """Delete a template; computers made from it keep working."""
     return Template.of(await plane.delete_template(auth.org, ref), auth.org.name)
+
+
+@router.post("/build-cache/prune", response_model=BuildCachePruned)
+async def prune_build_cache(auth: Auth, plane: Plane) -> BuildCachePruned:
+    """Delete the org's cached build steps that none of its templates stands on (those of older
+    versions of a spec, those of deleted templates). 409 `template_building` while a build runs."""
+    pruned = await plane.prune_build_cache(auth.org)
+    return BuildCachePruned(removed_steps=pruned.removed_steps, kept_steps=pruned.kept_steps,
+                            freed_bytes=pruned.freed_bytes)  # fmt: skip
 
 
 @router.get("/templates/{ref}/logs", response_class=StreamingResponse)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ from .errors import SnapshotCorruptError, SnapshotError, SnapshotNotFoundError
 from .manifest import SnapshotManifest
 
 TMP_PREFIX = ".tmp-"
+
+
+def _usage(path: Path) -> int:
+    """The bytes `path` (a file, or a folder and everything in it) takes on disk."""
+    if not path.is_dir():
+        return path.lstat().st_blocks * 512
+    return sum(_usage(child) for child in path.iterdir())
 
 
 def _fsync_tree(root: Path) -> None:
@@ -154,3 +162,34 @@ class Snapshots:
                 shutil.rmtree(tmp, ignore_errors=True)
         graph = self.layers.backing_graph()
         return self.layers.remove(unreferenced(graph, self._roots()))
+
+    def layer_chains(self, snapshot_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Each snapshot's disk layer and the layers under it, its own first (empty for a
+        snapshot that is gone)."""
+        graph = self.layers.backing_graph()
+        chains: dict[str, list[str]] = {}
+        for sid in snapshot_ids:
+            try:
+                layer = mf.layer_named((self.data_dir.snapshot(sid) / mf.MANIFEST).read_text())
+            except (OSError, LayoutError):
+                layer = None
+            chain: list[str] = []
+            while layer is not None and layer not in chain:
+                chain.append(layer)
+                layer = graph.get(layer)
+            chains[sid] = chain
+        return chains
+
+    def delete_many(self, snapshot_ids: Iterable[str]) -> int:
+        """Remove snapshots (one already gone is skipped) and the layers only they needed;
+        returns the bytes this freed on disk. Call with `lock` held."""
+        freed = 0
+        for sid in snapshot_ids:
+            folder = self.data_dir.snapshot(sid)
+            if folder.exists():
+                freed += _usage(folder)
+                self.delete(sid)
+        root = self.layers.root
+        before = {p.name: _usage(p) for p in root.iterdir()} if root.is_dir() else {}
+        self.collect()
+        return freed + sum(size for name, size in before.items() if not (root / name).exists())

@@ -1,0 +1,51 @@
+"""An org's build cache: the disk-only snapshots a template build keeps under each step's key
+(see `template_build`), and pruning the ones none of the org's templates stands on.
+
+A step is kept when its layer is in the chain under a template's built disk: a rebuild of any
+template of the org still reuses every step it has. What goes is a step of an older version of a
+spec (a changed step orphans it and every step after it) and every step of a template removed
+with `template rm`. Computers, snapshots and ready snapshots keep the layers they stand on
+whatever happens here: a layer is deleted only when nothing references it. Builds wait while a
+prune runs, and a prune is refused while one builds, so no build starts from a step that goes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..store import repo
+from ..store.models import BuildStepRow, Org, SnapshotRow
+from .errors import ConflictError
+from .fleet import Fleet
+from .templates import BUILDS
+
+
+@dataclass(frozen=True)
+class Pruned:
+    removed_steps: int  # cached steps deleted
+    kept_steps: int  # cached steps the org's templates stand on
+    freed_bytes: int  # on the host's disk
+
+
+async def prune(fleet: Fleet, org: Org) -> Pruned:
+    """Delete the org's cached build steps that no template of it stands on."""
+    if BUILDS.locked():
+        raise ConflictError(
+            "a template build is running: prune the build cache when it is done",
+            "template_building",
+        )
+    async with BUILDS:
+        with fleet.db.session() as s:
+            tips = [t.snapshot_id for t in repo.list_templates(s, org.id) if t.snapshot_id]
+            steps = {row.key: row.snapshot_id for row in repo.build_steps(s, org.id)}
+        chains = await fleet.runtime.snapshot_layers([*tips, *steps.values()])
+        live = {layer for tip in tips for layer in chains[tip]}
+        dead = {key: sid for key, sid in steps.items()
+                if sid not in tips and not (chains[sid] and chains[sid][0] in live)}  # fmt: skip
+        with fleet.db.session() as s:  # the records first: a step never names a missing layer
+            for key, sid in dead.items():
+                if (row := s.get(BuildStepRow, key)) is not None:
+                    s.delete(row)
+                if (snap := s.get(SnapshotRow, sid)) is not None and snap.state == "layer":
+                    s.delete(snap)
+        freed = await fleet.runtime.delete_snapshots(sorted(set(dead.values())))
+    return Pruned(len(dead), len(steps) - len(dead), freed)
