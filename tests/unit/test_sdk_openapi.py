@@ -36,6 +36,7 @@ RECORDS: dict[type, str] = {
     types.Snapshot: "Snapshot",
     types.Template: "Template",
     types.Pool: "Pool",
+    types.BuildCachePruned: "BuildCachePruned",
     types.Secret: "Secret",
     types.SecretBinding: "SecretBinding",
     types.Stdout: "ExecStdout",
