@@ -4,6 +4,7 @@ and the tier checks that no VM process and no run socket is left behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import secrets
@@ -21,6 +22,7 @@ from sanbox.host.image import Image, find_image
 from sanbox.host.layout import DataDir, default_ram_dir
 from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.sdk import Computer
 
 from ..conftest import vm_data_dir
 from ..internet import Internet
@@ -262,3 +264,29 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 300) -> None
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.25)
+
+
+@contextlib.contextmanager
+def claimed_from_pool(server: ServerProcess, client: Sanbox, kind: str, name: str,
+                      ) -> Iterator[Computer]:  # fmt: skip
+    """A computer of type `kind` that `sanbox create --type` claimed from a warm pool of one,
+    deleted after; the pool is emptied again."""
+
+    def ready() -> int:
+        found = [p for p in client.pools.list() if p.template == kind]
+        return found[0].ready if found else 0
+
+    ok(server, "pool", "set", kind, "--size", "1")
+    try:
+        wait_for(lambda: ready() == 1, f"1 ready member of the {kind} pool", timeout=600)
+        ok(server, "create", "--type", kind, "--name", name)
+        c = client.computers.get(name)
+        try:
+            assert any("warm pool" in e.message for e in c.events()), c.events()
+            assert c.exec("hostname", timeout=60).stdout.strip() == name
+            yield c
+        finally:
+            c.delete()
+    finally:
+        ok(server, "pool", "set", kind, "--size", "0")
+    wait_for(lambda: ready() == 0, f"the {kind} pool emptied")

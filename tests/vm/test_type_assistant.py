@@ -18,7 +18,7 @@ from sanbox import Sanbox
 from sanbox.sdk import Computer
 
 from ..internet import MODEL_REPLY, Internet
-from .conftest import build_type, cli, ok
+from .conftest import build_type, claimed_from_pool, cli, ok, wait_for
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -145,3 +145,21 @@ def test_sessions_are_kept_in_hermes_home_on_the_disk(
     assert "Say hello" in sh(assistant, "python3 -c \"import sqlite3; print(sqlite3.connect("
                              "'/root/.hermes/state.db').execute('select content from messages')"
                              ".fetchall())\"")  # fmt: skip
+
+
+def test_a_warm_pool_hands_out_gateways_each_with_its_own_key(
+    types_server: ServerProcess, types_client: Sanbox, assistant: Computer
+) -> None:
+    with claimed_from_pool(types_server, types_client, "assistant", NAME + "-pooled") as c:
+        key = sh(c, "hermes-api-key")
+        assert key != sh(assistant, "hermes-api-key")
+        sanbox_key = {"Host": published(c), "Authorization": f"Bearer {types_server.key}"}
+
+        def healthy() -> bool:
+            try:
+                r = httpx.get(f"{types_server.url}/health", headers=sanbox_key, timeout=60)
+            except httpx.HTTPError:
+                return False
+            return r.status_code == 200 and r.json().get("platform") == "hermes-agent"
+
+        wait_for(healthy, "the claimed computer's Hermes gateway", timeout=300)

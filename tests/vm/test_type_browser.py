@@ -20,7 +20,7 @@ from websockets.typing import Subprotocol
 from sanbox import Sanbox
 from sanbox.sdk import Computer
 
-from .conftest import build_type, cli
+from .conftest import build_type, claimed_from_pool, cli
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -173,3 +173,14 @@ def test_the_profile_persists_across_stop_and_start(
         b = p.chromium.connect_over_cdp(url, headers=auth, timeout=120_000)
         kept = b.contexts[0].cookies("https://kept.example/")
     assert [(k["name"], k["value"]) for k in kept] == [("sanbox_kept", "yes")]
+
+
+def test_a_warm_pool_hands_out_browsers_an_agent_can_drive(
+    types_server: ServerProcess, types_client: Sanbox, browser: Computer
+) -> None:
+    with claimed_from_pool(types_server, types_client, "browser", NAME + "-pooled") as c:
+        url = port_url(c, CDP)
+        version = wait_for_cdp(types_server, url)
+        ws = f"ws://{urlsplit(url).netloc}/devtools/browser/"  # its own URL, not the member's
+        assert version["webSocketDebuggerUrl"].startswith(ws), version
+        assert via_server(types_server, port_url(c, VNC), "/").status_code == 200

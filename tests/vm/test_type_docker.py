@@ -17,7 +17,7 @@ import pytest
 from sanbox import Sanbox
 from sanbox.sdk import Computer
 
-from .conftest import build_type, cli, wait_for
+from .conftest import build_type, claimed_from_pool, cli, wait_for
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -164,21 +164,5 @@ def test_the_image_and_a_running_container_outlast_a_pause(
 def test_a_warm_pool_of_the_type_hands_out_running_engines(
     types_server: ServerProcess, types_client: Sanbox, built: str
 ) -> None:
-    def ready() -> int:
-        found = [p for p in types_client.pools.list() if p.template == built]
-        return found[0].ready if found else 0
-
-    ok(types_server, "pool", "set", built, "--size", "1")
-    try:
-        wait_for(lambda: ready() == 1, "1 ready member of the docker pool", timeout=600)
-        ok(types_server, "create", "--type", built, "--name", "docker-pooled")
-        c = types_client.computers.get("docker-pooled")
-        try:
-            assert any("warm pool" in e.message for e in c.events()), c.events()
-            assert sh(c, "hostname") == "docker-pooled"
-            assert engine_up(c), services_log(c)
-        finally:
-            c.delete()
-    finally:
-        ok(types_server, "pool", "set", built, "--size", "0")
-    wait_for(lambda: ready() == 0, "the docker pool emptied")
+    with claimed_from_pool(types_server, types_client, built, "docker-pooled") as c:
+        assert engine_up(c), services_log(c)

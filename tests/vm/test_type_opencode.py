@@ -20,7 +20,7 @@ from sanbox import Sanbox
 from sanbox.sdk import Computer
 
 from ..internet import MODEL_REPLY, Internet
-from .conftest import build_type, cli, ok, wait_for
+from .conftest import build_type, claimed_from_pool, cli, ok, wait_for
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -207,3 +207,14 @@ def authorization(request: dict[str, object]) -> str | None:
     pairs = request["headers"]
     assert isinstance(pairs, list)
     return next((v for k, v in pairs if k.lower() == "authorization"), None)
+
+
+def test_a_warm_pool_hands_out_servers_each_with_its_own_password(
+    types_server: ServerProcess, types_client: Sanbox, computer: Computer, built: str
+) -> None:
+    with claimed_from_pool(types_server, types_client, built, NAME + "-pooled") as c:
+        pw = password(c)
+        assert pw != password(computer)
+        pooled = Opencode(types_server, NAME + "-pooled")
+        wait_for(lambda: pooled.answers(pw), "the claimed computer's opencode", timeout=300)
+        assert pooled.request("GET", "/session", password(computer)).status_code == 401
