@@ -173,7 +173,7 @@ class Fleet:
         """The org's CA in a guest with bound secrets (at create, boot, resume, fork, bind).
         Never on a machine that is not isolated (a local process, in tests): its store is the
         host's."""
-        if machine.isolation == "local-process":
+        if not machine.isolated:
             return
         why = await self.book.trust(machine.agent, computer_id) if self.book else None
         if why is not None:

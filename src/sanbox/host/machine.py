@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from .agent import AgentClient
 from .layout import ComputerDir
 from .vmm import NetAttachment, VmHandle, VmNotRunningError
+from .vmm.hypervisor import VM_ISOLATIONS
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class Machine:
     @property
     def isolation(self) -> str:
         return self.vm.isolation
+
+    @property
+    def isolated(self) -> bool:
+        """A VM with its own kernel and disk (anything else, e.g. a test's local process, shares
+        the host's files)."""
+        return self.vm.isolation in VM_ISOLATIONS
 
     async def client(self, timeout: float = 10.0) -> AgentClient:
         """The agent connection, dialled again if it was closed (an agent restart, a protocol

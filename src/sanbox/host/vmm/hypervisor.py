@@ -67,6 +67,9 @@ class VmSpec:
         return self.console_log.with_name("hypervisor.log")
 
 
+VM_ISOLATIONS = frozenset({"qemu-kvm", "qemu-tcg", "firecracker-kvm"})  # a guest kernel of its own
+
+
 class VmHandle(Protocol):
     """A running (or once running) VM process, not a child of the caller."""
 
