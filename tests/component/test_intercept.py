@@ -121,6 +121,7 @@ class Lab:
     interception: FakeInterception
     seen: list[list[tuple[bytes, bytes]]] = field(default_factory=list)  # upstream's requests
     connections: int = 0  # upstream TLS connections with a request
+    drop_next: bool = False  # close at the next request on the same connection, unanswered
     refused: list[RefusedError] = field(default_factory=list)
 
 
@@ -135,6 +136,9 @@ async def echo(lab: Lab, reader: asyncio.StreamReader, writer: asyncio.StreamWri
             if event is h11.NEED_DATA:
                 conn.receive_data(await reader.read(65536))
             elif isinstance(event, h11.Request):
+                if counted and lab.drop_next:  # as a server whose keep-alive ran out just then
+                    lab.drop_next = False
+                    return
                 lab.connections += 0 if counted else 1
                 counted, size = True, 0
                 headers = [(b"target", event.target), *event.headers.raw_items()]
@@ -317,6 +321,33 @@ def test_an_upstream_that_closed_is_dialled_again(tmp_path: Path) -> None:
             assert state.connections == 2 and len(state.seen) == 2
             assert all(values(h, b"authorization") == [b"Bearer " + VALUE] for h in state.seen)
             assert all(values(h, b"connection") == [] for h in state.seen)
+
+    asyncio.run(scenario())
+
+
+def test_a_bodiless_get_whose_kept_upstream_closed_as_it_went_is_sent_once_more(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+
+            def run() -> tuple[tuple[int, bytes], tuple[int, bytes]]:
+                with guest(state.port, ca.client_context()) as conn:
+                    assert get(conn, "/first")[0] == 200
+                    state.drop_next = True
+                    second = get(conn, "/second")
+                    state.drop_next = True
+                    conn.request("POST", "/third", body=b"side effects")
+                    response = conn.getresponse()
+                    return second, (response.status, response.read())
+
+            second, third = await asyncio.to_thread(run)
+            assert second[0] == 200 and b"target: /second" in second[1]
+            assert state.connections == 2  # the second went on a new upstream connection
+            assert third[0] == 502 and b"broken" in third[1]  # a body is never sent twice
+            assert [h[0][1] for h in state.seen] == [b"/first", b"/second"]
+            assert all(values(h, b"authorization") == [b"Bearer " + VALUE] for h in state.seen)
+            assert VALUE not in third[1]
 
     asyncio.run(scenario())
 

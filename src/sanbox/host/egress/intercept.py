@@ -7,9 +7,11 @@ HTTP/1.1 only (ALPN offers nothing else; an HTTP/2 preface is refused). Every re
 kept-alive connection is checked on its own (`http_request.py`), must name the host of the SNI
 (else 421), and gets the secrets bound at that moment: a secret removed or rotated changes the next
 request. The upstream connection is kept alive between requests when both sides allow, reopened
-when it closed. Bodies stream both ways chunk by chunk; responses go back as they are (a redirect
-is not followed), hop-by-hop headers dropped; after a 101 the bytes go raw both ways. Secret values
-never reach a log line, an error or an answer."""
+when it closed; a bodiless idempotent request whose kept-alive upstream closed as it was sent
+(before any answer) is sent once more on a new one, as a browser would. Bodies stream both ways
+chunk by chunk; responses go back as they are (a redirect is not followed), hop-by-hop headers
+dropped; after a 101 the bytes go raw both ways. Secret values never reach a log line, an error
+or an answer."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 H2_PREFACE = b"PRI * HTTP/2.0\r\n"
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -145,22 +148,27 @@ class _Session:
                 return  # the guest closed between requests
             accepted, events = first
             headers = await self._headers(accepted)
-            await self._ensure_upstream()
-            try:
-                out = h11.Request(method=accepted.request.method, headers=headers,
-                                  target=accepted.request.target)  # fmt: skip
-                self._upstream()[1].write(self.conn.send(out) or b"")
-            except h11.LocalProtocolError:  # its text could hold the value
-                raise await self._refuse(502, "the request cannot be sent upstream") from None
-            sending = asyncio.ensure_future(self._request_body(request, events, idle))
-            try:
-                switched = await self._response(request, idle)
-            except (h11.ProtocolError, _BrokenUpstreamError):
-                if request.conn.our_state is h11.SEND_RESPONSE:
-                    raise await self._refuse(502, "the upstream answer is broken") from None
-                return
-            finally:
-                await _settle(sending, keep=self.conn.our_state is h11.DONE)
+            replayable = accepted.request.method in IDEMPOTENT and _bodiless(events)
+            for attempt in (1, 2):
+                reused = await self._ensure_upstream()
+                try:
+                    out = h11.Request(method=accepted.request.method, headers=headers,
+                                      target=accepted.request.target)  # fmt: skip
+                    self._upstream()[1].write(self.conn.send(out) or b"")
+                except h11.LocalProtocolError:  # its text could hold the value
+                    raise await self._refuse(502, "the request cannot be sent upstream") from None
+                sending = asyncio.ensure_future(self._request_body(request, events, idle))
+                try:
+                    switched = await self._response(request, idle)
+                    break
+                except (h11.ProtocolError, _BrokenUpstreamError):
+                    if request.conn.our_state is not h11.SEND_RESPONSE:
+                        return  # the guest has part of an answer: only closing is left
+                    if not (reused and replayable and attempt == 1):
+                        raise await self._refuse(502, "the upstream answer is broken") from None
+                    self._drop_upstream()  # it closed as the request went: once more, anew
+                finally:
+                    await _settle(sending, keep=self.conn.our_state is h11.DONE)
             if switched:
                 await self._switched(request, idle)
                 return
@@ -285,11 +293,12 @@ class _Session:
                 if not task.cancelled():
                     task.exception()  # a broken side just ends the relay
 
-    async def _ensure_upstream(self) -> None:
+    async def _ensure_upstream(self) -> bool:
+        """An upstream connection: True if it is one kept alive from an earlier request."""
         if self.upstream is not None:
             reader, writer = self.upstream
             if not reader.at_eof() and not writer.is_closing():
-                return
+                return True
         self._drop_upstream()
         address, port = self.target
         try:
@@ -308,6 +317,7 @@ class _Session:
             raise await self._refuse(502, f"cannot connect: {exc}") from None
         self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
         self.writers[1:] = [self.upstream[1]]
+        return False
 
     def _upstream(self) -> Streams:
         assert self.upstream is not None
@@ -351,6 +361,11 @@ async def _settle(sending: asyncio.Future[None], keep: bool) -> None:
     await asyncio.wait([sending])
     if not sending.cancelled():
         sending.exception()  # retrieved: a broken guest side ends the connection below
+
+
+def _bodiless(events: list[GuestEvent]) -> bool:
+    """The request ended with its head (nothing of a body to send again)."""
+    return bool(events) and isinstance(events[0], h11.EndOfMessage)
 
 
 def _guest_response(response: h11.Response) -> h11.Response:
