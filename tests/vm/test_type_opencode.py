@@ -143,22 +143,20 @@ def test_without_the_password_401_and_with_it_the_web_ui(
     assert health == {"healthy": True, "version": "1.18.33"}, health
 
 
-def test_each_computer_restored_from_the_snapshot_gets_its_own_password(
+def test_each_computer_has_its_own_password_and_a_warm_pool_hands_them_out(
     types_server: ServerProcess, types_client: Sanbox, computer: Computer, oc: Opencode, built: str
 ) -> None:
-    other = create(types_server, types_client, built, NAME + "2")
-    try:
+    """A pool member is restored from the ready snapshot, as every create is: claimed, it has a
+    password of its own, and its server takes that one, not another computer's."""
+    with claimed_from_pool(types_server, types_client, built, NAME + "2") as other:
         mine, theirs = password(computer), password(other)
         assert len(mine) == 32 and mine != theirs
         stamp = sh(other, "cat /root/.config/opencode/server-password.machine-id")
         assert stamp == sh(other, "cat /etc/machine-id")
         assert sh(other, "stat -c %a /root/.config/opencode/server-password") == "600"
-        # the other's server takes its own password, not this one's
         o2 = Opencode(types_server, NAME + "2")
-        wait_for(lambda: o2.answers(theirs), "the other computer's opencode", timeout=300)
+        wait_for(lambda: o2.answers(theirs), "the claimed computer's opencode", timeout=300)
         assert o2.request("GET", "/session", mine).status_code == 401
-    finally:
-        other.delete()
 
 
 def test_a_session_is_listed_and_outlasts_a_stop_and_a_start(
@@ -207,14 +205,3 @@ def authorization(request: dict[str, object]) -> str | None:
     pairs = request["headers"]
     assert isinstance(pairs, list)
     return next((v for k, v in pairs if k.lower() == "authorization"), None)
-
-
-def test_a_warm_pool_hands_out_servers_each_with_its_own_password(
-    types_server: ServerProcess, types_client: Sanbox, computer: Computer, built: str
-) -> None:
-    with claimed_from_pool(types_server, types_client, built, NAME + "-pooled") as c:
-        pw = password(c)
-        assert pw != password(computer)
-        pooled = Opencode(types_server, NAME + "-pooled")
-        wait_for(lambda: pooled.answers(pw), "the claimed computer's opencode", timeout=300)
-        assert pooled.request("GET", "/session", password(computer)).status_code == 401
