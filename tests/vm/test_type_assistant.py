@@ -79,7 +79,13 @@ def assistant(types_server: ServerProcess, types_client: Sanbox, value: str) -> 
 
 
 @pytest.fixture(scope="module")
-def answer(types_server: ServerProcess, assistant: Computer) -> httpx.Response:
+def model_before(internet: Internet) -> int:
+    """How many requests model.test had before this module's (other types' tests use it too)."""
+    return len(internet.model_requests())
+
+
+@pytest.fixture(scope="module")
+def answer(types_server: ServerProcess, assistant: Computer, model_before: int) -> httpx.Response:
     """The first chat that the restarted gateway (new machine-id, new config) answers."""
     key, host = sh(assistant, "hermes-api-key"), published(assistant)
     deadline = time.monotonic() + 600
@@ -109,10 +115,10 @@ def test_health_answers_through_the_published_port(
 
 def test_a_chat_reaches_the_model_with_the_real_key(
     types_server: ServerProcess, assistant: Computer, answer: httpx.Response,
-    internet: Internet, value: str,
+    internet: Internet, value: str, model_before: int,
 ) -> None:  # fmt: skip
     assert answer.json()["choices"][0]["message"]["content"] == MODEL_REPLY, answer.text
-    asked = [r for r in internet.model_requests() if r["method"] == "POST"
+    asked = [r for r in internet.model_requests()[model_before:] if r["method"] == "POST"
              and str(r["path"]).endswith("/chat/completions")]  # fmt: skip
     assert asked, "model.test got no chat request"
     bearers = {v for r in asked for k, v in pairs(r) if k.lower() == "authorization"}
