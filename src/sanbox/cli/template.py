@@ -14,7 +14,7 @@ from rich.table import Table
 from ..sdk import Sanbox, Template, TemplateNotFoundError
 from ..templates.types import TYPES, UnknownTypeError, type_dir
 from . import config
-from ._output import console, err_console, fail, show_record
+from ._output import console, err_console, fail, mib, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
 
@@ -169,12 +169,8 @@ def prune(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         _print_json(asdict(pruned))
         return
     console.print(f"removed {pruned.removed_steps} cached build step(s), "
-                  f"{_size(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
+                  f"{mib(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
                   "the org's templates stand on them")  # fmt: skip
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 @app.command("logs")

@@ -47,5 +47,5 @@ async def prune(fleet: Fleet, org: Org) -> Pruned:
                     s.delete(row)
                 if (snap := s.get(SnapshotRow, sid)) is not None and snap.state == "layer":
                     s.delete(snap)
-        freed = await fleet.runtime.delete_snapshots(sorted(set(dead.values())))
+        freed = await fleet.runtime.delete_snapshots(sorted(dead.values()))
     return Pruned(len(dead), len(steps) - len(dead), freed)

@@ -29,11 +29,11 @@ from .manifest import SnapshotManifest
 TMP_PREFIX = ".tmp-"
 
 
-def _usage(path: Path) -> int:
+def disk_usage(path: Path) -> int:
     """The bytes `path` (a file, or a folder and everything in it) takes on disk."""
     if not path.is_dir():
         return path.lstat().st_blocks * 512
-    return sum(_usage(child) for child in path.iterdir())
+    return sum(disk_usage(child) for child in path.iterdir())
 
 
 def _fsync_tree(root: Path) -> None:
@@ -187,9 +187,9 @@ class Snapshots:
         for sid in snapshot_ids:
             folder = self.data_dir.snapshot(sid)
             if folder.exists():
-                freed += _usage(folder)
+                freed += disk_usage(folder)
                 self.delete(sid)
         root = self.layers.root
-        before = {p.name: _usage(p) for p in root.iterdir()} if root.is_dir() else {}
+        before = {p.name: disk_usage(p) for p in root.iterdir()} if root.is_dir() else {}
         self.collect()
         return freed + sum(size for name, size in before.items() if not (root / name).exists())

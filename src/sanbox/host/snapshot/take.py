@@ -38,7 +38,7 @@ from ..layout import ComputerDir
 from ..vmm import VmHandle
 from .errors import SnapshotError
 from .manifest import MEMORY_DIR, SnapshotManifest
-from .store import Snapshots
+from .store import Snapshots, disk_usage
 
 if TYPE_CHECKING:
     from ..runtime import HostRuntime, Machine, MachineSpec
@@ -183,10 +183,7 @@ def _copy_saved_state(state: Path, dest: Path, key: bytes) -> None:
 
 
 def _own_size(layer: LayerInfo, tmp: Path) -> int:
-    size = layer.size_bytes
-    for dirpath, _dirs, files in os.walk(tmp):
-        size += sum((Path(dirpath) / f).stat().st_blocks * 512 for f in files)
-    return size
+    return layer.size_bytes + disk_usage(tmp)
 
 
 async def take(
