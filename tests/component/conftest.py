@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.guest import service_files, ssh
 from sanbox.host.image import recipe_for
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
@@ -42,12 +43,28 @@ class LocalProcessHypervisor:
     async def boot(self, spec: VmSpec) -> QemuVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         spec.console_log.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONPATH=str(SRC))
+        # The agent acts on the kernel and the files of what it runs on: here that is this host,
+        # whose hostname, /etc/hostname and machine-id a computer's create, claim or fork must
+        # not change. Its own UTS and mount namespaces keep the hostname and /etc/hostname (a
+        # file bound over it) its own; its own root takes its identity and SSH files, which also
+        # keeps the agent off the kernel calls it makes only in a VM (unless a test set a root);
+        # its services' files go there too.
+        root = os.environ.get(ssh.ROOT_ENV) or str(spec.run_dir / "root")
+        Path(root, "etc").mkdir(parents=True, exist_ok=True)
+        hostname = spec.run_dir / "hostname"
+        hostname.write_text(spec.hostname + "\n")
+        env = dict(os.environ, PYTHONPATH=str(SRC), LOG=str(spec.console_log),
+                   HOSTNAME_FILE=str(hostname), **{ssh.ROOT_ENV: root})  # fmt: skip
+        env.setdefault(service_files.ROOT_ENV, root)
         # detach like QEMU's -daemonize: the shell exits, the agent is re-parented to init
+        # (unshare, sh and setsid each exec the next: the pid is the agent's)
         argv = [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(spec.agent_socket)]
-        script = 'exec setsid "$@" </dev/null >>"$LOG" 2>&1 &\necho $!'
+        inner = 'mount --bind "$HOSTNAME_FILE" /etc/hostname && hostname "$(cat "$HOSTNAME_FILE")"'
+        inner += ' && exec setsid "$@"'
+        own = ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", inner, "sh"]
+        script = 'exec "$@" </dev/null >>"$LOG" 2>&1 &\necho $!'
         out = subprocess.run(
-            ["sh", "-c", script, "sh", *argv], env={**env, "LOG": str(spec.console_log)},
+            ["sh", "-c", script, "sh", *own, *argv], env=env,
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         pid = int(out.stdout.strip())
@@ -90,6 +107,25 @@ def fake_image(dd: DataDir, size: int = 1024**3) -> None:
     manifest = {"template": "base", "build_id": build_id, "kernel_release": "test",
                 "disk_size_gib": 1}  # fmt: skip
     (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def host_identity() -> dict[str, object]:
+    """What names this host, which no local 'VM' may change."""
+    named: dict[str, object] = {"hostname": os.uname().nodename}
+    for path in ("/etc/hostname", "/etc/machine-id"):
+        with contextlib.suppress(OSError):
+            named[path] = Path(path).read_bytes()
+    with contextlib.suppress(OSError):
+        named["/etc/ssh"] = sorted(os.listdir("/etc/ssh"))
+    return named
+
+
+@pytest.fixture(autouse=True)
+def host_untouched() -> Iterator[None]:
+    """Every component test: the local agents of its computers left this host's name alone."""
+    before = host_identity()
+    yield
+    assert host_identity() == before, "a local agent changed this host's identity"
 
 
 @dataclass
