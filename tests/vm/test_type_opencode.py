@@ -9,6 +9,7 @@ key."""
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ class Opencode:
         return httpx.request(method, self.base + path, headers=headers, json=body, timeout=wait)
 
     def answers(self, password: str) -> bool:
-        """opencode answers this password (it restarts with a new one just after a restore)."""
+        """opencode answers this password (it starts minutes after a boot under emulation)."""
         try:
             return self.request("GET", "/global/health", password).status_code == 200
         except httpx.HTTPError:
@@ -82,6 +83,14 @@ class Opencode:
 
 def password(c: Computer) -> str:
     return sh(c, "opencode-password")
+
+
+def opencode_service(c: Computer) -> tuple[int, int]:
+    """The pid of `opencode serve` and how often its service was restarted."""
+    status = json.loads(sh(c, "cat /run/sanbox/services/opencode.json"))
+    assert status["state"] == "running", status
+    assert int(sh(c, "pgrep -o -f '^opencode serve'")) == status["pid"], status
+    return status["pid"], status["restarts"]
 
 
 @pytest.fixture(scope="module")
@@ -148,16 +157,25 @@ def test_each_computer_has_its_own_password_and_a_warm_pool_hands_them_out(
     types_server: ServerProcess, types_client: Sanbox, computer: Computer, oc: Opencode, built: str
 ) -> None:
     """A pool member is restored from the ready snapshot, as every create is: claimed, it has a
-    password of its own, and its server takes that one, not another computer's."""
+    password of its own, which its front asks at once, with no restart of opencode: both
+    computers run the ready snapshot's opencode process, never restarted."""
     with claimed_from_pool(types_server, types_client, built, NAME + "2") as other:
         mine, theirs = password(computer), password(other)
-        assert len(mine) == 32 and mine != theirs
+        assert len(mine) == 32 and mine != theirs and theirs.isalnum()
         stamp = sh(other, "cat /root/.config/opencode/server-password.machine-id")
         assert stamp == sh(other, "cat /etc/machine-id")
         assert sh(other, "stat -c %a /root/.config/opencode/server-password") == "600"
         o2 = Opencode(types_server, NAME + "2")
-        wait_for(lambda: o2.answers(theirs), "the claimed computer's opencode", timeout=300)
+        assert o2.request("GET", "/global/health", theirs).status_code == 200
         assert o2.request("GET", "/session", mine).status_code == 401
+        pid, restarts = opencode_service(other)
+        assert (pid, restarts) == (opencode_service(computer)[0], 0)
+        # each request is checked, not only a connection's first
+        with httpx.Client(base_url=o2.base, timeout=60) as http:
+            heads = {"Host": o2.host, "Cookie": o2.cookie}
+            for who, code in ((theirs, 200), (mine, 401), (None, 401), (theirs, 200)):
+                auth = ("opencode", who) if who else None
+                assert http.get("/session", headers=heads, auth=auth).status_code == code
 
 
 def test_a_session_outlasts_a_stop_and_a_start_and_a_chat_turn_carries_the_real_key(
