@@ -22,7 +22,7 @@ from sanbox.host.egress.org_ca import Minter, new_ca, upstream_context
 from sanbox.host.egress.policy import Policy
 from sanbox.host.egress.resolver import Resolver
 from sanbox.host.net import GATEWAY_IP, Network
-from sanbox.host.net.firewall import TLS_PORT
+from sanbox.host.net.firewall import HTTP_PORT, TLS_PORT
 
 from ..internet import DNS, Internet
 
@@ -94,6 +94,27 @@ def test_the_secret_proxy_in_a_real_namespace(internet: Internet) -> None:
             assert plain.returncode == 0 and "Sanbox test CA" in plain.stderr  # passed through
             head = [h for h in internet.heads("allowed.test") if h["path"] == "/pass"][-1]
             assert PLACEHOLDER.decode() in head["head"] and VALUE.decode() not in head["head"]
+            # the operator's strict mode: another host's placeholder is refused, plain HTTP too
+            bound.strict_placeholders = True
+            for scheme, port in (("https", TLS_PORT), ("http", HTTP_PORT)):
+                url = f"{scheme}://allowed.test:{port}/leak-{scheme}"
+                leak = await asyncio.to_thread(
+                    curl, ns, trusted, "allowed.test", "-w", " %{http_code}", "-H",
+                    f"X-Key: {auth}", "--resolve", f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}", url,
+                )  # fmt: skip
+                if scheme == "https":  # passed through: the proxy cannot see inside
+                    assert leak.stdout.endswith(" 200"), leak.stdout + leak.stderr
+                else:
+                    assert leak.stdout.endswith(" 403") and "echo.test" in leak.stdout, leak.stdout
+            clean = await asyncio.to_thread(
+                curl, ns, trusted, "allowed.test", "-w", " %{http_code}",
+                "--resolve", f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}",
+                f"http://allowed.test:{HTTP_PORT}/clean",
+            )  # fmt: skip
+            assert clean.stdout.endswith(" 200"), clean.stdout + clean.stderr
+            paths = [h["path"] for h in internet.heads("allowed.test")]
+            assert "/clean" in paths and "/leak-http" not in paths, paths
+            bound.strict_placeholders = False
             bad = await asyncio.to_thread(run, "untrusted.test", "-w", " %{http_code}",
                                           f"https://untrusted.test:{TLS_PORT}/x")  # fmt: skip
             assert bad.stdout.endswith(" 502") and "not trusted" in bad.stdout, bad.stdout

@@ -85,3 +85,12 @@ def foreign_placeholders(
         for i in injections
         if not applies(i, name) and any(i.placeholder in v for _, v in headers)
     ]
+
+
+def placeholder_refusal(headers: Headers, name: str, injections: Sequence[Injection]) -> str | None:
+    """Why a strict proxy refuses this request for `name` (None: it may go): it carries the
+    placeholder of a secret for other hosts."""
+    foreign = foreign_placeholders(headers, name, injections)
+    if not foreign:
+        return None
+    return f"it carries the placeholder of a secret for {', '.join(foreign[0].hosts)}"

@@ -33,7 +33,7 @@ from .http_request import (
     Refusal,
     refusal_bytes,
 )
-from .injection import Injection, foreign_placeholders, inject
+from .injection import Injection, inject, placeholder_refusal
 from .relay import Idle, idle_timeout
 from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
 
@@ -210,10 +210,8 @@ class _Session:
             headers = [(n, v) for n, v in headers if n.lower() not in HOP_BY_HOP]
         injections = self.interception.injections()
         if self.interception.strict_placeholders:
-            foreign = foreign_placeholders(headers, self.name, injections)
-            if foreign:
-                hosts = ", ".join(foreign[0].hosts)
-                why = f"it carries the placeholder of a secret for {hosts}"
+            why = placeholder_refusal(headers, self.name, injections)
+            if why is not None:
                 raise await self._refuse(403, why)
         return inject(headers, self.name, injections)
 

@@ -6,8 +6,9 @@ loopback, link-local, metadata), then relays. TLS is passed through untouched, e
 a secret bound to the computer lists (`interception`): those go through the secret proxy
 (`intercept.py`), which terminates TLS and adds the secret to each request. Plain HTTP carries
 one checked request per connection (`http_request.py`): a second request on it is never relayed,
-smuggling shapes are refused before anything goes out. Allowed `cidr:port` flows arrive on their
-own socket and go to their original destination, after the same address check.
+smuggling shapes are refused before anything goes out; with strict placeholders, one carrying a
+bound secret's placeholder for another host is refused too. Allowed `cidr:port` flows arrive on
+their own socket and go to their original destination, after the same address check.
 
 Bounds: at most `max_connections` connections at once (more are closed on accept and reported as
 one rate-limited denial), a deadline to name the destination, and an idle timeout on every relay.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .http_request import Accepted, GuestEvent, GuestRequest, Refusal, refusal_bytes
+from .injection import placeholder_refusal
 from .intercept import Interception, RefusedError, Streams, intercept
 from .policy import Policy
 from .reach import Reach
@@ -203,9 +205,21 @@ class EgressProxy:
             raise RefusedError(request.head.name if request.head else "?", first.reason,
                                first.status)  # fmt: skip
         assert isinstance(first, Accepted)
+        self._check_placeholders(first)
         flow = Flow(first.head.name, await self._address(first.head.name), 80)
         async with self._dialled(flow, guest[1]) as upstream:
             await Exchange(request, guest, upstream).run(first, events[1:], self.idle_timeout)
+
+    def _check_placeholders(self, accepted: Accepted) -> None:
+        """A strict proxy refuses plain HTTP carrying a bound secret's placeholder for another
+        host, as it does on intercepted connections (no secret is ever added to plain HTTP)."""
+        bound = self.interception
+        if bound is None or not bound.strict_placeholders:
+            return
+        headers = list(accepted.request.headers.raw_items())
+        why = placeholder_refusal(headers, accepted.head.name, bound.injections())
+        if why is not None:
+            raise RefusedError(accepted.head.name, why, 403)
 
     async def _direct(self, ip: str, port: int, guest: Streams) -> None:
         why = self.reach.refusal(ip)
