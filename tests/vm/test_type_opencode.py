@@ -181,9 +181,10 @@ def test_each_computer_has_its_own_password_and_a_warm_pool_hands_them_out(
 def test_a_session_outlasts_a_stop_and_a_start_and_a_chat_turn_carries_the_real_key(
     types_server: ServerProcess, computer: Computer, oc: Opencode, internet: Internet
 ) -> None:
-    """A session is kept on the disk; the user points the config at another provider (model.test)
-    before the stop, and the fresh boot's server takes it: a chat turn reaches it with the real
-    key. (One fresh start for both: opencode takes minutes to start under emulation.)"""
+    """A session outlasts a pause and a resume, and is kept on the disk; the user points the
+    config at another provider (model.test) before the stop, and the fresh boot's server takes
+    it: a chat turn reaches it with the real key. (One fresh start for both: opencode takes
+    minutes to start under emulation.)"""
     pw = password(computer)
     made = oc.request("POST", "/session", pw, {"title": "kept on disk"})
     assert made.status_code == 200, made.text
@@ -191,6 +192,13 @@ def test_a_session_outlasts_a_stop_and_a_start_and_a_chat_turn_carries_the_real_
     assert made.json()["directory"] == "/root/work"
     listed = oc.request("GET", "/session", pw).json()
     assert isinstance(listed, list) and sid in [s["id"] for s in listed], listed
+    # paused with its memory and resumed: the same server (its front holds the first requests
+    # until it answers again), the same password, the session there
+    pid = opencode_service(computer)[0]
+    ok(types_server, "pause", NAME)
+    ok(types_server, "resume", NAME)
+    listed = oc.request("GET", "/session", pw).json()
+    assert sid in [s["id"] for s in listed] and opencode_service(computer) == (pid, 0), listed
     sh(computer, f"python3 -c '{TO_MODEL_TEST}'")
     ok(types_server, "net", "allow", NAME, "model.test")
     ok(types_server, "stop", NAME)
