@@ -67,8 +67,14 @@ def value() -> str:
 @pytest.fixture(scope="module")
 def computer(
     server: ServerProcess, client: Sanbox, internet: Internet, value: str,
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
 ) -> Iterator[Computer]:  # fmt: skip
+    def clean() -> None:  # also when the build or the create below failed
+        cli(server, "rm", "-f", "keyed")
+        cli(server, "template", "rm", "-f", "secret-tools")
+        cli(server, "secret", "rm", "echo")
+
+    request.addfinalizer(clean)
     ok(server, "secret", "set", "echo", "--value-stdin", "--host", "echo.test",
        "--host", "untrusted.test", stdin=value + "\n")  # fmt: skip
     folder = tmp_path_factory.mktemp("secret-tools")
@@ -80,9 +86,6 @@ def computer(
     c.files.write("/usr/local/share/ca-certificates/test-internet.crt", internet.ca.read_bytes())
     sh(c, "update-ca-certificates >/dev/null")
     yield c
-    c.delete()
-    cli(server, "template", "rm", "-f", "secret-tools")
-    cli(server, "secret", "rm", "echo")
 
 
 def test_the_guest_holds_a_placeholder_and_every_client_sends_the_value(

@@ -158,6 +158,15 @@ def test_a_failing_build_leaves_its_log_and_nothing_else(
     assert len(r.stderr.strip().splitlines()[-1:]) == 1
     t = client.templates.get("broken")
     assert t.state == "failed" and "exit code 3" in (t.error or "")
+    # listed as failed, with its reason, the same way by the SDK, the API and the CLI
+    assert [(x.state, x.error) for x in client.templates.list() if x.name == "broken"] == [
+        ("failed", t.error)
+    ]
+    listed = json.loads(ok(server, "template", "ls", "--json").stdout)
+    assert [(x["state"], x["error"]) for x in listed if x["name"] == "broken"] == [
+        ("failed", t.error)
+    ]
+    assert "failed" in ok(server, "template", "ls").stdout
     log = ok(server, "template", "logs", "broken").stdout
     assert "about to fail" in log and "build failed" in log
     r = cli(server, "create", "--template", "broken")

@@ -22,15 +22,43 @@ from ..host.egress.org_ca import Minter, new_ca, upstream_context
 from ..host.sealing import Sealer
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
-from ..templates.trust import CA_FILE, secret_env
+from ..templates.trust import CA_FILE, SYSTEM_BUNDLE, secret_env
 
 DEFAULT_HEADER = "Authorization: Bearer {value}"
 # Install the org's CA in the guest's system store unless it is there already (stdin: the PEM).
-_TRUST = (
-    f'f={CA_FILE}; t=$(mktemp); cat > "$t"; mkdir -p "$(dirname "$f")"; '
-    'if cmp -s "$t" "$f"; then rm -f "$t"; '
-    'else mv "$t" "$f" && chmod 644 "$f" && update-ca-certificates >/dev/null; fi'
-)
+# `update-ca-certificates` rebuilds the whole store in a shell loop of two processes per
+# certificate: a minute or more in an emulated guest on a loaded host. A new CA is one file, so
+# it is added as that script would add it: the file, its `.pem` link and hash link in
+# /etc/ssl/certs, and its PEM appended to the bundle (where a later `update-ca-certificates`
+# finds it again, the file being in /usr/local/share/ca-certificates). Only a changed file, or a
+# guest without openssl, takes the full rebuild.
+_TRUST = f"""set -e
+f={CA_FILE}; b={SYSTEM_BUNDLE}; d=/etc/ssl/certs; t=$(mktemp); cat > "$t"
+last=$(tail -n 2 "$t" | head -n 1)
+if cmp -s "$t" "$f" && grep -qF "$last" "$b" 2>/dev/null; then rm -f "$t"; exit 0; fi
+old=0; [ -e "$f" ] && ! cmp -s "$t" "$f" && old=1
+mkdir -p "$(dirname "$f")"; mv "$t" "$f"; chmod 644 "$f"
+h=$(openssl x509 -hash -noout -in "$f" 2>/dev/null || true)
+if [ "$old" = 1 ] || [ -z "$h" ] || [ ! -d "$d" ]; then
+  update-ca-certificates >/dev/null; exit 0
+fi
+ln -sf "$f" "$d/sanbox-egress-ca.pem"; ln -sf sanbox-egress-ca.pem "$d/$h.0"
+grep -qF "$last" "$b" 2>/dev/null || cat "$f" >> "$b"
+"""
+TRUST_TIMEOUT = 300.0  # seconds: the fast path takes a second; a full rebuild, minutes emulated
+
+
+def trust_failure(exit_code: int, timed_out: bool, output: bytes) -> str | None:
+    """Why installing the CA failed, never empty (None: it did not fail)."""
+    if timed_out:
+        took = f"{TRUST_TIMEOUT:.0f} s"
+        return f"updating the guest's certificate store did not finish in {took}: try again"
+    if exit_code == 0:
+        return None
+    said = output[-300:].decode(errors="replace").strip()
+    return f"updating the guest's certificate store exited with {exit_code}" + (
+        f": {said}" if said else " and said nothing (is the ca-certificates package installed?)"
+    )
 
 
 def secret_context(row: SecretRow) -> str:
@@ -115,15 +143,14 @@ class SecretBook:
         return await self.install_ca(agent, bound.org_id)
 
     async def install_ca(self, agent: AgentClient, org_id: str) -> str | None:
-        """The org's CA (its certificate) in a guest's system store; why it failed, or None."""
+        """The org's CA (its certificate) in a guest's system store; why it failed, in words a
+        user can act on, or None."""
         pem = self.ca_pem(org_id)
         try:
-            result = await agent.exec(["sh", "-c", _TRUST], stdin=pem, timeout=60)
+            result = await agent.exec(["sh", "-c", _TRUST], stdin=pem, timeout=TRUST_TIMEOUT)
         except Exception as exc:  # the guest's answer, never a value: safe to show
-            return str(exc)
-        if result.exit_code != 0:
-            return (result.stderr or result.stdout)[-300:].decode(errors="replace").strip()
-        return None
+            return f"the guest did not answer ({exc or type(exc).__name__}): try again"
+        return trust_failure(result.exit_code, result.timed_out, result.stderr or result.stdout)
 
     # the org's CA ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..host.agent.errors import AgentError, AgentTimeoutError
 from ..host.egress.policy import Policy, PolicyError
 from ..host.errors import HostError, MissingToolError
 from ..host.image import Image
@@ -35,7 +36,7 @@ from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Spec, Step
-from . import snapshots
+from . import readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
 
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's computers get
 STEP_TIMEOUT = 1800.0
 SERVICES_FILE = "/etc/sanbox/services.json"
+HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
 
 
 class BuildFailed(Exception):
@@ -87,6 +89,7 @@ class Builder:
         self.spec = ctx.spec
         self.blog = blog
         self.cache = cache  # fetched package bundles
+        self.doing = "starting the build"  # the step under way, for a failure's reason
 
     # snapshots of build computers -----------------------------------------------------------
 
@@ -194,7 +197,7 @@ class Builder:
         try:
             await self._sh(machine, list(bundle.install), step.describe())
         finally:  # nothing of the bundle stays in the layer
-            await client.exec(["rm", "-rf", bundle.guest_dir], timeout=60)
+            await client.exec(["rm", "-rf", bundle.guest_dir], timeout=HOUSEKEEPING_TIMEOUT)
 
     async def run_step(self, machine: Machine, step: Step | None) -> None:
         """One step (None: the configuration step), then `sync`."""
@@ -214,7 +217,7 @@ class Builder:
         else:
             env = {"DEBIAN_FRONTEND": "noninteractive", **self.spec.env}
             await self._sh(machine, ["/bin/sh", "-ec", step.command], step.describe(), env)
-        await client.exec(["sync"], timeout=120)
+        await client.exec(["sync"], timeout=HOUSEKEEPING_TIMEOUT)
 
     async def build_steps(
         self,
@@ -243,6 +246,7 @@ class Builder:
             for i in range(reuse + 1, total):
                 self.blog.event("step", index=i + 1, total=total, description=descriptions[i],
                                 cached=False)  # fmt: skip
+                self.doing = f"step {i + 1}/{total} ({descriptions[i]})"
                 t0 = time.monotonic()
                 await self.run_step(machine, steps[i])
                 last = await self._freeze(machine, mspec, image)
@@ -255,30 +259,6 @@ class Builder:
 
     # the ready snapshot ---------------------------------------------------------------------
 
-    async def _wait_ready(self, machine: Machine) -> None:
-        ready = self.spec.ready
-        if ready is None:
-            return
-        if ready.port is not None:
-            probe = ["python3", "-c", "import socket,sys; socket.create_connection("
-                     f"('127.0.0.1', {ready.port}), 1).close()"]  # fmt: skip
-            what = f"port {ready.port} answers"
-        else:
-            probe, what = ["/bin/sh", "-c", ready.command or "true"], f"`{ready.command}` succeeds"
-        deadline = time.monotonic() + ready.timeout
-        client = await machine.client()
-        while True:
-            r = await client.exec(probe, timeout=10, max_output=4096)
-            if r.exit_code == 0:
-                self.blog.output(f"[sanbox] ready: {what}")
-                return
-            if time.monotonic() > deadline:
-                raise BuildFailed(
-                    f"never ready: waited {ready.timeout:.0f}s for {what} in a computer of it "
-                    "(see its services' logs in /var/log/sanbox/services/ in a computer of it)"
-                )
-            await asyncio.sleep(0.25)
-
     async def ready_snapshot(self, image: Image, disk_snapshot: str) -> str:
         """Boot a computer of the template, wait for its readiness check, keep it running."""
         mspec = MachineSpec(computer_id=repo.new_id("bld-"), vcpus=self.spec.vcpus,
@@ -286,8 +266,10 @@ class Builder:
                             hostname=self.template)  # fmt: skip
         self.blog.event("step", index=0, total=0, description="boot it and save it ready",
                         cached=False)  # fmt: skip
+        self.doing = "boot it and save it ready"
         async with self.computer(Start(image, disk_snapshot), mspec, self.spec.allow) as machine:
-            await self._wait_ready(machine)
+            if self.spec.ready is not None:
+                await readiness.wait(machine, self.spec.ready, self.blog)
             return await self._freeze(machine, mspec, image, memory=True)
 
 
@@ -313,5 +295,22 @@ async def run(builder: Builder, image: Image, start: Start, keys: list[str],
     except (fetch.FetchError, MissingToolError) as exc:  # (host errors too: caught first)
         raise BuildFailed(f"fetching packages failed: {exc}") from exc
     except HostError as exc:
-        raise BuildFailed(f"the host failed the build: {exc}") from exc
+        raise BuildFailed(f"{builder.doing}: the host failed the build: {exc}") from exc
+    except readiness.NotReadyError as exc:
+        raise BuildFailed(str(exc)) from exc
+    except AgentTimeoutError as exc:
+        raise BuildFailed(
+            f"{builder.doing}: the build computer did not answer in time ({exc}); the host may "
+            "be overloaded: build again"
+        ) from exc
+    except AgentError as exc:
+        raise BuildFailed(f"{builder.doing}: the build computer's agent failed: {exc}") from exc
     return Built(disk, ready, None, reused)
+
+
+def unexpected(builder: Builder, exc: BaseException) -> str:
+    """A build's reason for an error nothing above named: the step, and where to look."""
+    return (
+        f"{builder.doing}: unexpected {type(exc).__name__} in the server (its log has the "
+        "details): build again, and report it if it fails the same way"
+    )

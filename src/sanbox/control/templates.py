@@ -198,7 +198,7 @@ async def _build(
             return
         except Exception as exc:  # never a template left `building`
             log.exception("build of %s failed", template_id)
-            _failed(fleet, template_id, f"internal error: {exc}", blog)
+            _failed(fleet, template_id, template_build.unexpected(builder, exc), blog)
             return
         took = time.monotonic() - t0
         with fleet.db.session() as s:
