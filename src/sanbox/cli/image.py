@@ -51,6 +51,8 @@ def build(
 
         image = builder.build(template, report, force=force)
         progress.update(task, completed=len(STEPS))
+    for note in builder.notes:
+        console.print(note, highlight=False, soft_wrap=True)
     console.print(f"image [bold]{template}[/] build {image.build_id} at {image.path}")
 
 

@@ -25,10 +25,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..host.agent import AgentClient
 from ..host.agent.errors import AgentError, AgentTimeoutError
 from ..host.egress.policy import Policy, PolicyError
 from ..host.errors import HostError, MissingToolError
 from ..host.image import Image
+from ..host.image.archive import summary
 from ..host.machine import Machine, MachineSpec
 from ..store import repo
 from ..store.models import BuildStepRow, Org, SnapshotRow
@@ -46,6 +48,29 @@ BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's c
 STEP_TIMEOUT = 1800.0
 SERVICES_FILE = "/etc/sanbox/services.json"
 HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
+MAX_PACKAGE_LIST = 4 << 20  # bytes of the guest's package list kept
+# What a built disk holds, by version (one process in the guest, stdlib only): Debian packages
+# from dpkg's status, Python distributions of the system interpreter, global npm packages.
+_PACKAGES = r"""
+import glob, json
+from importlib import metadata
+out = {}
+for entry in open("/var/lib/dpkg/status", errors="replace").read().split("\n\n"):
+    f = dict(l.split(":", 1) for l in entry.splitlines() if l[:1] != " " and ":" in l)
+    if f.get("Status", "").strip().endswith(" installed"):
+        out["apt:" + f["Package"].strip()] = f.get("Version", "").strip()
+for d in metadata.distributions():
+    out["pip:" + (d.metadata["Name"] or "?")] = d.version
+for p in glob.glob("/usr/*/lib/node_modules/*/package.json") + glob.glob(
+    "/usr/*/lib/node_modules/@*/*/package.json"
+) + glob.glob("/usr/lib/node_modules/*/package.json"):
+    try:
+        j = json.load(open(p))
+        out["npm:" + j["name"]] = str(j.get("version", ""))
+    except Exception:
+        pass
+print(json.dumps(out, sort_keys=True))
+"""
 
 
 class BuildFailed(Exception):
@@ -90,6 +115,7 @@ class Builder:
         self.blog = blog
         self.cache = cache  # fetched package bundles
         self.doing = "starting the build"  # the step under way, for a failure's reason
+        self.packages: Path | None = None  # where the built disk's package list is kept
 
     # snapshots of build computers -----------------------------------------------------------
 
@@ -209,6 +235,7 @@ class Builder:
                     raise BuildFailed(f"installing the org's CA failed: {why}")
             body = json.dumps(config(self.spec, self.org.id), indent=2).encode()
             await client.files.put(SERVICES_FILE, body, mode=0o644)
+            await self.record_packages(client)
         elif step.kind in ("apt", "pip", "npm"):
             await self._install(machine, step)
         elif step.kind == "copy":
@@ -218,6 +245,33 @@ class Builder:
             env = {"DEBIAN_FRONTEND": "noninteractive", **self.spec.env}
             await self._sh(machine, ["/bin/sh", "-ec", step.command], step.describe(), env)
         await client.exec(["sync"], timeout=HOUSEKEEPING_TIMEOUT)
+
+    async def record_packages(self, client: AgentClient) -> None:
+        """Keep the built disk's packages with their versions (`templates/<id>.packages.json`)
+        and say in the log what changed since the last build: a moved Debian archive or a new
+        release on PyPI or npm shows as a difference, not as an unexplained failure."""
+        if self.packages is None:
+            return
+        argv = ["python3", "-c", _PACKAGES]
+        r = await client.exec(argv, timeout=HOUSEKEEPING_TIMEOUT, max_output=MAX_PACKAGE_LIST)
+        try:
+            now = {str(k): str(v) for k, v in json.loads(r.stdout).items()}
+        except (ValueError, AttributeError):
+            self.blog.output("[sanbox] could not list the built disk's packages")
+            return
+        try:
+            before = json.loads(self.packages.read_text())
+        except (OSError, ValueError):
+            before = None
+        kinds = {k: sum(1 for n in now if n.startswith(k + ":")) for k in ("apt", "pip", "npm")}
+        counts = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
+        since = (
+            f"; since the last build: {summary(before, now)}" if isinstance(before, dict) else ""
+        )
+        self.blog.output(f"[sanbox] packages: {counts}{since}")
+        tmp = self.packages.with_suffix(".tmp")
+        tmp.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+        tmp.replace(self.packages)
 
     async def build_steps(
         self,

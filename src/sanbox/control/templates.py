@@ -92,6 +92,11 @@ def log_path(fleet: Fleet, row: TemplateRow) -> Path:
     return fleet.runtime.data_dir.root / "templates" / f"{row.id}.log"
 
 
+def packages_path(fleet: Fleet, template_id: str) -> Path:
+    """The packages of the template's last build, by version (`template_build.record_packages`)."""
+    return fleet.runtime.data_dir.root / "templates" / f"{template_id}.packages.json"
+
+
 def _context(data: bytes) -> Context:
     try:
         return unpack(data)
@@ -191,6 +196,7 @@ async def _build(
         cache = fleet.runtime.data_dir.root / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         builder = template_build.Builder(fleet, org, name, ctx, blog, cache)
+        builder.packages = packages_path(fleet, template_id)
         try:
             built = await template_build.run(builder, start.image, start, keys, descriptions(spec))
         except template_build.BuildFailed as exc:
@@ -255,6 +261,7 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
         if (live := s.get(TemplateRow, row.id)) is not None:
             s.delete(live)
     log_path(fleet, row).unlink(missing_ok=True)
+    packages_path(fleet, row.id).unlink(missing_ok=True)
     return row
 
 

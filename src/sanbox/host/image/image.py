@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..layout import DataDir
+from . import archive
 from .errors import ImageError, ImageNotFoundError
 from .recipe import recipe_for
 
@@ -63,6 +64,13 @@ def image_dir(data_dir: DataDir, template: str, build_id: str) -> Path:
     return data_dir.images / template / build_id
 
 
+def current_build_id(template_dir: Path, template: str) -> str:
+    """The build a new computer of a built-in template gets: its recipe as it is now, from the
+    archive state its last `image build` read (`images/<template>/archive.json`)."""
+    stamp = archive.read_stamp(template_dir)
+    return recipe_for(template).build_id(archive.digest(stamp) if stamp else None)
+
+
 def find_image(data_dir: DataDir, template: str, build_id: str | None = None) -> Image:
     """The image for a template: build `build_id` when given and still there (a computer boots
     the build its disk came from), else the build of the current recipe, else the newest
@@ -71,7 +79,7 @@ def find_image(data_dir: DataDir, template: str, build_id: str | None = None) ->
         pinned = image_dir(data_dir, template, build_id)
         if (pinned / MANIFEST).is_file():
             return Image.load(pinned)
-    current = image_dir(data_dir, template, recipe_for(template).build_id())
+    current = image_dir(data_dir, template, current_build_id(data_dir.images / template, template))
     if (current / MANIFEST).is_file():
         return Image.load(current)
     builds = sorted(
@@ -103,7 +111,7 @@ def is_current(image: Image) -> bool:
     """Whether `image` is the build of its template's recipe as it is now (what a new computer
     gets). A template that is no longer known has no current build."""
     try:
-        return recipe_for(image.template).build_id() == image.build_id
+        return current_build_id(image.path.parent, image.template) == image.build_id
     except ImageError:
         return False
 

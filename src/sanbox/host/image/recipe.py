@@ -55,9 +55,13 @@ class Recipe:
             f"deb {security} {self.suite}-security main",
         ]
 
-    def build_id(self) -> str:
-        """Content hash of everything that goes into the image: recipe, agent source, assets."""
+    def build_id(self, archive: str | None = None) -> str:
+        """Content hash of everything that goes into the image: recipe, agent source, assets,
+        and the state of the Debian archive it installs from (`archive.digest` of its stamp;
+        None for a build made without reading the archive)."""
         h = hashlib.sha256()
+        if archive is not None:
+            h.update(f"archive:{archive}\n".encode())
         recipe = asdict(self)
         recipe.pop("mirror")  # where packages come from does not change what the image is
         recipe.pop("idle_timeout")
