@@ -39,6 +39,7 @@ class LocalProcessHypervisor:
     accel = "process"
     isolation = "local-process"
     memory_overhead_mib = 0
+    maps_read_only = False
 
     async def boot(self, spec: VmSpec) -> QemuVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sanbox.host import memfile, memory
+from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
@@ -166,9 +167,11 @@ def test_qemu_killed_during_restore_boots_fresh_and_keeps_the_disk(
 def test_two_vms_run_from_one_saved_memory_file(
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run
 ) -> None:
-    """`run_saved`, as forks use it: a second VM starts from the same checked memory file as
-    the resumed first one; both map the same file (its clean pages shared), each writes its own
-    copy-on-write memory, and neither sees the other's writes."""
+    """`run_saved`, as forks use it: a second VM starts from a snapshot's checked memory file
+    (a copy of the resumed first one's): where QEMU maps it read-only (>= 8.2) it maps the file
+    itself, root's and unwritable; on QEMU 7.2 `run_saved` refuses the shared file and the VM
+    gets a checked copy of its own. Each writes its own memory, neither sees the other's
+    writes, and the snapshot's file is unchanged."""
     run(pausable.agent.files.put("/tmp/note.txt", b"before the fork\n"))
     run(pausable.agent.exec("sync"))
     spec = spec_of(pausable)
@@ -182,7 +185,8 @@ def test_two_vms_run_from_one_saved_memory_file(
     fork_id = "vmtfork" + pausable.computer_id[3:]
     runtime.created.append(fork_id)  # type: ignore[attr-defined]
     try:
-        os.link(state / memory.MEMORY, snap / memory.MEMORY)  # the "snapshot's" file
+        subprocess.run(["cp", "--sparse=always", str(state / memory.MEMORY),
+                        str(snap / memory.MEMORY)], check=True)  # fmt: skip
         shutil.copy(state / memory.VMSTATE, snap / memory.VMSTATE)
         fork_dir = runtime.data_dir.computer(fork_id)
         fork_dir.root.mkdir()
@@ -190,12 +194,22 @@ def test_two_vms_run_from_one_saved_memory_file(
                         str(fork_dir.root / pausable.dir.disk.name)], check=True)  # fmt: skip
         assert resume(runtime, pausable, image, run) == "restored"
         fork_spec = MachineSpec(computer_id=fork_id, memory_mib=512)
-        fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, snap / "memory"))
+        hv = run(runtime.hypervisor(image))
+        shared = snap / memory.MEMORY
+        if hv.maps_read_only:
+            fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, shared))
+            mapped = memory.mapped_file(fork.vm.run_dir)
+            assert mapped.stat().st_ino == shared.stat().st_ino
+            assert shared.stat().st_uid == 0 and shared.stat().st_mode & 0o222 == 0
+        else:
+            with pytest.raises(HostError, match="read-only"):
+                run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, shared))
+            assert shared.stat().st_uid == 0  # never given to the VM user
+            ram = runtime.data_dir.ram_file(fork_id)
+            memory.restore_memory(snap, saved, ram, runtime.memory_key)
+            fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, None))
+            assert str(shared) not in maps_of(fork.vm.pid)
         runtime.machines.append(fork)  # type: ignore[attr-defined]
-        inode = (snap / memory.MEMORY).stat().st_ino
-        for vm in (pausable.vm, fork.vm):
-            mapped = memory.mapped_file(vm.run_dir)
-            assert mapped.stat().st_ino == inode and str(mapped) in maps_of(vm.pid)
         for machine, word in ((pausable, b"first\n"), (fork, b"fork\n")):
             assert run(machine.agent.files.read("/tmp/note.txt")) == b"before the fork\n"
             run(machine.agent.files.put("/tmp/note.txt", word))
@@ -203,6 +217,6 @@ def test_two_vms_run_from_one_saved_memory_file(
         assert run(fork.agent.files.read("/tmp/note.txt")) == b"fork\n"
         memory.verify_memory(snap, saved, runtime.memory_key)  # the shared file is unchanged
         run(runtime.destroy(fork_id))
-        assert memory.mapped_file(pausable.dir.run).exists()  # the other VM's link stays
+        assert memory.mapped_file(pausable.dir.run).exists()  # the other VM's own file stays
     finally:
         shutil.rmtree(snap, ignore_errors=True)

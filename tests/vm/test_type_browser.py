@@ -184,3 +184,11 @@ def test_a_warm_pool_hands_out_browsers_an_agent_can_drive(
         ws = f"ws://{urlsplit(url).netloc}/devtools/browser/"  # its own URL, not the member's
         assert version["webSocketDebuggerUrl"].startswith(ws), version
         assert via_server(types_server, port_url(c, VNC), "/").status_code == 200
+
+
+def test_chromium_starts_again_with_the_computers_own_identity(browser: Computer) -> None:
+    """A computer made from the type's ready snapshot got a new machine-id: the Chromium it was
+    copied with (its BoringSSL generator in memory) ended and a new one runs."""
+    log = sh(browser, "cat /var/log/sanbox/services/chromium.log")
+    assert "a new machine-id: chromium starts again" in log, log[-2000:]
+    assert sh(browser, "ps -o user= -C chromium | head -1") == "browser"

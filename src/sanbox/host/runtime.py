@@ -265,10 +265,11 @@ class HostRuntime:
         return await suspend.resume(self, spec, image)
 
     async def run_saved(
-        self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path
+        self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path | None
     ) -> Machine:
-        """Start a VM from a device state and a checked saved RAM file mapped privately (for
-        forks: N calls with one file share its clean pages). See `suspend.run_saved`."""
+        """Start a VM from a device state and checked saved RAM: its own file mapped privately,
+        a shared image mapped read-only (forks: N calls with one file share its clean pages), or
+        None for RAM copied into its RAM file already. See `suspend.run_saved`."""
         return await suspend.run_saved(self, spec, image, vmstate, memory_file)
 
     async def drop_saved_memory(self, computer_id: str) -> None:

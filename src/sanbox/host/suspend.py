@@ -121,16 +121,20 @@ async def run_saved(
     rt: HostRuntime, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path | None
 ) -> Machine:
     """A VM for `spec` (its computer dir and disk made already) started from a saved device
-    state and the RAM in `memory_file`, mapped privately, running, its agent answering. None: the
-    RAM is in the shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy).
+    state and the RAM in `memory_file`, running, its agent answering. `memory_file` is the VM's
+    own saved memory (its run dir's `memory.mapped_file`, a resume), mapped privately; or a
+    memory image many VMs map (a snapshot's), checked already (`memory.load`,
+    `memory.verify_memory`): N VMs from one file share its clean pages. None: the RAM is in the
+    shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy, or a shared image
+    copied there where QEMU cannot map it read-only).
 
-    For forks of a snapshot: check its memory once (`memory.load`, `memory.verify_memory`), then
-    call this N times with the same file: N VMs that share its clean pages. Each VM gets a hard
-    link to it in its run dir (`memory.mapped_file`: the file must be on the data filesystem),
-    removed when its process ends; the snapshot may be deleted while they run (their mappings
-    keep the pages; their pauses take RAM from the migration stream, not from the file). QEMU
-    7.2 opens the file read-write (its `readonly=on` makes a ROM), so the file is owned by the
-    last VM user that mapped it (confine.prepare). On failure nothing of the VM is left."""
+    A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM user's;
+    QEMU >= 8.2) through a hard link in the VM's run dir (the file must be on the data
+    filesystem), removed when its process ends; the snapshot may be deleted while they run
+    (their mappings keep the pages; their pauses take RAM from the migration stream). QEMU 7.2
+    opens a mapped file read-write (its `readonly=on` makes a ROM): a shared image is refused
+    there (HostError), the caller copies it instead (snapshot/restore.py). On failure nothing
+    of the VM is left."""
     hv = await rt.hypervisor(image)
     spec = await rt._with_network(spec)
     cdir = rt.data_dir.computer(spec.computer_id)
@@ -138,10 +142,17 @@ async def run_saved(
     async with contextlib.AsyncExitStack() as undo:
         if memory_file is not None:
             mapped = memory.mapped_file(cdir.run)
-            if memory_file != mapped:
+            shared = memory_file != mapped
+            if shared and not hv.maps_read_only:
+                raise HostError(
+                    f"{hv.name} cannot map a shared memory image read-only: it is copied instead"
+                )
+            if shared:
                 await asyncio.to_thread(memory.link_mapped, memory_file, mapped)
             undo.callback(mapped.unlink, missing_ok=True)
-            vm_spec = replace(vm_spec, memory_file=mapped, memory_private=True)
+            vm_spec = replace(
+                vm_spec, memory_file=mapped, memory_private=True, memory_readonly=shared
+            )
         vm = await rt._launch(hv, vm_spec)
         undo.push_async_callback(rt._kill_and_clean, vm)
         await vm.load_state(vmstate)

@@ -2,10 +2,14 @@
 
 A new computer's disk is a new overlay on the snapshot's layer (constant time, whatever the
 disk's size), after the snapshot's files are checked against its manifest. With memory, the VM
-starts from the snapshot's device state with the saved RAM mapped privately (a hard link of the
-snapshot's memory file in the computer's run dir, checked there: N computers from one snapshot
-share its clean pages, nothing is copied); the outcome says `restored`, or why not and the
-computer booted on the disk. A damaged snapshot is refused with the reason, never used.
+starts from the snapshot's device state and its saved RAM, which no VM may write, truncate or
+re-own (it stays root's): where QEMU can map a file it opens read-only (>= 8.2) the RAM is mapped
+copy-on-write from a hard link of the snapshot's memory file in the computer's run dir, checked
+there (N computers from one snapshot share its clean pages, nothing is copied); on QEMU 7.2,
+which opens a mapped file read-write, the saved RAM is copied into the VM's own RAM file, each
+chunk checked on the way (only the allocated chunks: what the guest had touched). Restores run
+side by side. The outcome says `restored`, or why not and the computer booted on the disk. A
+damaged snapshot is refused with the reason, never used.
 
 Every computer made this way gets a new identity before it is handed out (`new_identity`):
 hostname, machine-id, SSH host keys, entropy from the host credited and reseeded, the clock.
@@ -48,6 +52,18 @@ async def new_identity(agent: AgentClient, hostname: str) -> str:
     return await agent.new_identity(
         hostname, secrets.token_hex(16), os.urandom(ENTROPY_BYTES), time.time()
     )
+
+
+def _copy_memory(
+    snaps: Snapshots, snap: SnapshotManifest, ram: Path, compat: dict[str, object], key: bytes
+) -> None:
+    """Copy the snapshot's memory into a VM's own RAM file, each chunk checked on the way."""
+    mem = snaps.memory_dir(snap.id)
+    saved = memory.load(mem, compat, key)
+    try:
+        memory.restore_memory(mem, saved, ram, key)
+    except memory.StateError as exc:
+        raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
 
 
 def _check_memory(
@@ -105,15 +121,16 @@ async def create_from_snapshot(
         await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, first)
         machine = None
         if compat is not None:
-            async with snaps.restoring:
-                machine, outcome = await _restore(rt, snaps, snap, spec, image, compat)
+            machine, outcome = await _restore(rt, snaps, snap, spec, image, compat)
         if machine is None:
             machine = await rt.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
         try:
+            # first: nothing else is asked of the guest while it still shares its source's
+            # kernel random state (microvm has no VM generation ID to reseed it by itself)
+            await new_identity(await machine.client(), spec.hostname)
             if outcome is not None and outcome.restored and size > snap.disk_bytes:
                 await grow_running(machine, size)  # a boot grows its filesystem by itself
-            await new_identity(await machine.client(), spec.hostname)
         except BaseException:
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
@@ -142,13 +159,20 @@ async def _restore(
 ) -> tuple[Machine | None, MemoryOutcome]:
     cdir = rt.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
-    mapped = memory.mapped_file(cdir.run)
-    await asyncio.to_thread(_check_memory, snaps, snap, mapped, compat, rt.memory_key)
+    hv = await rt.hypervisor(image)
+    if hv.maps_read_only:  # the snapshot's file itself, mapped from a read-only descriptor
+        copy, memory_file = None, memory.mapped_file(cdir.run)
+        await asyncio.to_thread(_check_memory, snaps, snap, memory_file, compat, rt.memory_key)
+    else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own
+        copy, memory_file = rt.data_dir.ram_file(spec.computer_id), None
+        await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, rt.memory_key)
     vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
     try:
-        return await rt.run_saved(spec, image, vmstate, mapped), MemoryOutcome(True)
+        return await rt.run_saved(spec, image, vmstate, memory_file), MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
-        mapped.unlink(missing_ok=True)
+        for leftover in (copy, memory_file):
+            if leftover is not None:
+                leftover.unlink(missing_ok=True)
         log.warning("%s: memory of %s not restored: %s", spec.computer_id, snap.id, exc)
         return None, MemoryOutcome(False, f"restore failed: {exc}")
 

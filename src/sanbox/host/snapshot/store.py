@@ -50,9 +50,6 @@ class Snapshots:
         self.key = key
         self.layers = layers
         self.lock = asyncio.Lock()
-        # one restore from saved memory at a time: each QEMU must open the shared memory file
-        # while it is its user's (the launch makes it so); an open file stays open for it
-        self.restoring = asyncio.Lock()
         self.in_progress: set[str] = set()
 
     def ensure(self) -> None:

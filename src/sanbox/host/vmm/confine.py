@@ -16,6 +16,8 @@ that only that user (and root) can reach.
 - `prepare()`: the files QEMU opens, owned by that user, mode 0600 (the disk, the RAM file in the
   RAM dir, the console log, the run dir for its sockets and pidfile); the computer's folder is
   root's and closed to other users; the saved state stays root's (QEMU gets it as a descriptor).
+  A memory image many VMs map (a snapshot's) is never made a VM's: root's, 0440 to the VMs'
+  group, opened read-only (`memory_access`); a RAM file with other names is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import stat
 import struct
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import VmStartError
@@ -41,6 +44,7 @@ VM_USER = "sanbox-vm"
 FIRST_VM_UID = 0x7A000000  # 2046820352: past useradd's subordinate ids and systemd's containers
 VM_UIDS = 65536
 KVM_DEVICE = Path("/dev/kvm")
+SHARED_MEMORY_MODE = 0o440  # a memory image many VMs map: root's, read by the VMs' group
 
 
 CLONE_NEWNET = 0x40000000
@@ -203,15 +207,39 @@ def _reachable(path: Path, user: VmUser) -> Path | None:
 
 def _own_file(path: Path, user: VmUser, create: bool) -> None:
     """`path` owned by the user, mode 0600; created empty if asked. Never follows a symlink."""
+    _set_access(path, create, lambda _links: (user.uid, user.gid, 0o600))
+
+
+def _set_access(path: Path, create: bool, access: Callable[[int], tuple[int, int, int]]) -> None:
+    """`path` given the owner, group and mode `access(its link count)` says (which may refuse).
+    Never follows a symlink."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
     fd = os.open(path, flags, 0o600)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ConfinementError(f"{path} is not a regular file")
-        os.fchown(fd, user.uid, user.gid)
-        os.fchmod(fd, 0o600)
+        uid, gid, mode = access(st.st_nlink)
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+def memory_access(spec: VmSpec, user: VmUser, links: int) -> tuple[int, int, int]:
+    """Owner, group and mode of the guest RAM file QEMU opens. A memory image many VMs map (a
+    snapshot's: `memory_readonly`) stays root's, readable through the VMs' group (each VM reaches
+    only its own link, in its own run dir), writable by none; any other RAM file is the VM's
+    own, and one with other names (hard links: a snapshot's or another VM's) is refused, never
+    handed to one VM to write, truncate or re-own. Pure."""
+    if spec.memory_readonly:
+        return 0, user.gid, SHARED_MEMORY_MODE
+    if links != 1:
+        raise ConfinementError(
+            f"{spec.memory_file} has {links} names: a memory image other VMs or a snapshot "
+            "share is mapped read-only, never made one VM's"
+        )
+    return user.uid, user.gid, 0o600
 
 
 def prepare(spec: VmSpec, user: VmUser) -> None:
@@ -236,7 +264,9 @@ def prepare(spec: VmSpec, user: VmUser) -> None:
     _own_file(spec.console_log, user, create=True)
     _own_file(spec.disk, user, create=False)
     if spec.memory_file is not None:
-        _own_file(spec.memory_file, user, create=True)
+        _set_access(
+            spec.memory_file, not spec.memory_readonly, lambda n: memory_access(spec, user, n)
+        )
 
 
 def describe(qemu: bool, user: VmUser | None, cgroups: dict[str, str]) -> dict[str, object]:

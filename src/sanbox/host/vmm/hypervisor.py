@@ -44,6 +44,9 @@ class VmSpec:
     net: NetAttachment | None = None
     memory_file: Path | None = None  # guest RAM as a shared file (tmpfs): fast pause/resume
     memory_private: bool = False  # memory_file is saved memory, mapped copy-on-write (a resume)
+    # memory_file is a shared memory image (a snapshot's, mapped by many VMs): opened read-only,
+    # never the VM user's; only where the driver says `maps_read_only`
+    memory_readonly: bool = False
     restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
     run_as: VmUser | None = None  # drop to this user before the hypervisor starts
@@ -132,6 +135,12 @@ class Hypervisor(Protocol):
     @property
     def memory_overhead_mib(self) -> int:
         """Memory it holds beyond guest RAM and a base overhead (TCG's code cache)."""
+        ...
+
+    @property
+    def maps_read_only(self) -> bool:
+        """Whether it can map a memory image copy-on-write from a file it opens read-only
+        (`VmSpec.memory_readonly`); if not, a shared image is copied into the VM's own RAM."""
         ...
 
     async def boot(self, spec: VmSpec) -> VmHandle: ...

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import signal
 from pathlib import Path
 
 from ..disk.qcow2 import format_of
-from .accel import host_mhz, qemu_binary
+from .accel import host_mhz, qemu_binary, qemu_version
 from .confine import SANDBOX, open_tap, prepare, setpriv_argv
 from .errors import QmpError, VmNotRunningError, VmStartError
 from .hypervisor import VmSpec
@@ -89,15 +90,8 @@ def qemu_argv(
             "-device", f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
         ]  # fmt: skip
     if spec.memory_file is not None:
-        # shared: a tmpfs file that `x-ignore-shared` leaves out of the migration stream; private:
-        # saved memory mapped copy-on-write, its clean pages read from the page cache. (QEMU 7.2's
-        # `readonly=on` would map it read-only, a ROM to the guest: QEMU opens it read-write.)
         argv[argv.index("-M") + 1] += ",memory-backend=ram"
-        argv += [
-            "-object",
-            f"memory-backend-file,id=ram,size={spec.memory_mib}M,mem-path={spec.memory_file},"
-            f"share={'off' if spec.memory_private else 'on'}",
-        ]
+        argv += ["-object", memory_backend(spec)]
     if spec.restore:
         argv += ["-incoming", "defer"]
     if spec.run_as is not None:
@@ -105,6 +99,31 @@ def qemu_argv(
     if spec.net is not None and spec.net.netns:
         argv = ["ip", "netns", "exec", spec.net.netns, *argv]
     return argv
+
+
+def memory_backend(spec: VmSpec) -> str:
+    """The guest RAM's backend: a shared tmpfs file that `x-ignore-shared` leaves out of the
+    migration stream; or saved memory mapped copy-on-write (`share=off`), its clean pages read
+    from the page cache: the VM's own file (a resume), or a memory image many VMs map, which QEMU
+    opens read-only (`readonly=on,rom=off`, QEMU >= 8.2: `rom=off` keeps it writable RAM to the
+    guest). QEMU 7.2 has no `rom`: its `readonly=on` makes the guest's RAM a ROM, and without it
+    QEMU opens the file read-write, so there a shared image is never handed to QEMU (it is
+    copied into the VM's own RAM file: snapshot/restore.py). Pure."""
+    assert spec.memory_file is not None
+    if spec.memory_readonly:
+        mode = "share=off,readonly=on,rom=off"
+    else:
+        mode = f"share={'off' if spec.memory_private else 'on'}"
+    return f"memory-backend-file,id=ram,size={spec.memory_mib}M,mem-path={spec.memory_file},{mode}"
+
+
+READ_ONLY_MAPPING = (8, 2)  # QEMU's memory-backend-file `rom=` property came in 8.2
+
+
+def version_of(banner: str) -> tuple[int, int]:
+    """(major, minor) from `qemu-system-x86_64 --version`'s first line; (0, 0) if unreadable."""
+    match = re.search(r"version (\d+)\.(\d+)", banner)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 def launcher_argv(argv: list[str], cgroup_procs: tuple[Path, ...], log: Path) -> list[str]:
@@ -279,6 +298,11 @@ class QemuHypervisor:
     def memory_overhead_mib(self) -> int:
         """Memory the hypervisor holds beyond guest RAM and its own base: TCG's code cache."""
         return TCG_CODE_CACHE_MIB if self.accel == "tcg" else 0
+
+    @property
+    def maps_read_only(self) -> bool:
+        """QEMU >= 8.2 maps a memory image copy-on-write from a file it opens read-only."""
+        return version_of(qemu_version()) >= READ_ONLY_MAPPING
 
     async def boot(self, spec: VmSpec) -> QemuVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)

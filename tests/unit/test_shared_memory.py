@@ -1,0 +1,203 @@
+"""A memory image many VMs start from (a snapshot's: forks, restores, ready snapshots, pool
+members) is never a VM's to write, truncate or re-own: QEMU >= 8.2 maps it from a read-only
+descriptor (`readonly=on,rom=off`), QEMU 7.2 (whose `readonly=on` makes the guest's RAM a ROM and
+which otherwise opens the file read-write) gets a checked copy of its own instead."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sanbox.host import memory
+from sanbox.host.snapshot import restore
+from sanbox.host.snapshot.errors import SnapshotCorruptError
+from sanbox.host.vmm import qemu
+from sanbox.host.vmm.confine import (
+    SHARED_MEMORY_MODE,
+    ConfinementError,
+    _set_access,
+    memory_access,
+)
+from sanbox.host.vmm.hypervisor import VmUser
+
+from .test_qemu_argv import spec
+from .test_saved_memory import COMPAT, KEY, saved_state
+
+pytestmark = pytest.mark.unit
+USER = VmUser("sanbox-vm:2046820353", 2046820353, 995)
+RUN = Path("/d/computers/cmp_a/run")
+
+
+def backend(argv: list[str]) -> str:
+    return argv[argv.index("-object") + 1]
+
+
+def test_a_shared_image_is_opened_read_only_and_stays_ram_to_the_guest() -> None:
+    image = spec(memory_file=RUN / "memory.mapped", memory_readonly=True, restore=True)
+    argv = qemu.qemu_argv(image, "kvm", 2000.0)
+    assert backend(argv) == (
+        f"memory-backend-file,id=ram,size=768M,mem-path={RUN}/memory.mapped,"
+        "share=off,readonly=on,rom=off"
+    )
+
+
+def test_the_vms_own_saved_memory_and_its_ram_file_are_not_read_only() -> None:
+    own = qemu.qemu_argv(spec(memory_file=RUN / "memory.mapped", memory_private=True), "kvm", 1.0)
+    assert backend(own).endswith(",share=off") and "readonly" not in backend(own)
+    ram = qemu.qemu_argv(spec(memory_file=Path("/dev/shm/sb.ram")), "kvm", 1.0)
+    assert backend(ram).endswith(",share=on") and "readonly" not in backend(ram)
+
+
+@pytest.mark.parametrize(
+    ("banner", "version", "maps"),
+    [
+        ("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)", (7, 2), False),
+        ("QEMU emulator version 8.1.5", (8, 1), False),
+        ("QEMU emulator version 8.2.0 (Debian 1:8.2.0+ds-1~bpo12+1)", (8, 2), True),
+        ("QEMU emulator version 10.0.3", (10, 0), True),
+        ("unknown", (0, 0), False),
+    ],
+)
+def test_read_only_mapping_needs_qemu_8_2(
+    banner: str, version: tuple[int, int], maps: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert qemu.version_of(banner) == version
+    monkeypatch.setattr(qemu, "qemu_version", lambda: banner)
+    assert qemu.QemuHypervisor("kvm").maps_read_only is maps
+
+
+def test_a_shared_image_stays_roots_and_no_one_may_write_it() -> None:
+    image = spec(memory_file=RUN / "memory.mapped", memory_readonly=True)
+    uid, gid, mode = memory_access(image, USER, links=3)
+    assert (uid, gid, mode) == (0, USER.gid, SHARED_MEMORY_MODE)
+    assert mode & 0o222 == 0 and mode & 0o007 == 0  # no write bit; others not even read
+
+
+def test_a_vms_own_ram_file_is_its_own() -> None:
+    own = spec(memory_file=RUN / "memory.mapped", memory_private=True)
+    assert memory_access(own, USER, links=1) == (USER.uid, USER.gid, 0o600)
+
+
+def test_a_memory_file_with_other_names_is_never_made_one_vms(tmp_path: Path) -> None:
+    """Before: a fork's launch chowned the snapshot's memory inode (hard-linked into its run dir)
+    to its own uid, and QEMU opened it read-write. Now such a file is refused."""
+    shared = tmp_path / "snapshot-memory"
+    shared.write_bytes(b"\x01" * 4096)
+    os.chmod(shared, 0o400)
+    linked = tmp_path / "memory.mapped"
+    os.link(shared, linked)
+    before = shared.stat()
+    asked = spec(memory_file=linked, memory_private=True)
+    with pytest.raises(ConfinementError, match="2 names"):
+        _set_access(linked, False, lambda n: memory_access(asked, USER, n))
+    after = shared.stat()
+    assert (after.st_uid, after.st_gid, after.st_mode) == (
+        before.st_uid,
+        before.st_gid,
+        before.st_mode,
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to root needs root")
+def test_a_shared_image_is_given_to_root_with_read_for_the_group(tmp_path: Path) -> None:
+    shared = tmp_path / "memory.mapped"
+    shared.write_bytes(b"\x01" * 4096)
+    os.chown(shared, USER.uid, USER.gid)  # as a launch of the former way left it
+    os.link(shared, tmp_path / "snapshot-memory")
+    image = spec(memory_file=shared, memory_readonly=True)
+    _set_access(shared, False, lambda n: memory_access(image, USER, n))
+    st = shared.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, USER.gid, 0o440)
+
+
+# -- which way a restore from a snapshot takes -----------------------------------------------
+
+
+@dataclass
+class FakeRuntime:
+    maps: bool
+    root: Path
+    memory_key: bytes = KEY
+    started: list[Path | None] = field(default_factory=list)
+    fail: bool = False
+
+    @property
+    def data_dir(self) -> SimpleNamespace:
+        return SimpleNamespace(
+            computer=lambda cid: SimpleNamespace(run=self.root / cid / "run"),
+            ram_file=lambda cid: self.root / f"{cid}.ram",
+        )
+
+    async def hypervisor(self, image: object) -> SimpleNamespace:
+        return SimpleNamespace(name="qemu", maps_read_only=self.maps)
+
+    async def run_saved(
+        self, spec: object, image: object, vmstate: Path, memory_file: Path | None
+    ) -> str:
+        self.started.append(memory_file)
+        if self.fail:
+            raise OSError("QEMU said no")
+        return "machine"
+
+
+def restore_with(rt: FakeRuntime, state: Path) -> tuple[object, memory.MemoryOutcome]:
+    snaps = SimpleNamespace(memory_dir=lambda _id: state)
+    snap = SimpleNamespace(id="snp_a")
+    spec_ = SimpleNamespace(computer_id="cmpa")
+    return asyncio.run(restore._restore(rt, snaps, snap, spec_, None, COMPAT))  # type: ignore[arg-type]
+
+
+def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
+    tmp_path: Path,
+) -> None:
+    state, _ = saved_state(tmp_path)
+    image = state / memory.MEMORY
+    os.chmod(image, 0o400)
+    before = image.stat()
+    rt = FakeRuntime(maps=False, root=tmp_path)
+    machine, outcome = restore_with(rt, state)
+    assert (machine, outcome.restored) == ("machine", True)
+    assert rt.started == [None]  # QEMU is not handed the image: RAM is in its own file
+    ram = tmp_path / "cmpa.ram"
+    assert ram.read_bytes() == image.read_bytes()
+    assert ram.stat().st_ino != before.st_ino
+    assert not memory.mapped_file(tmp_path / "cmpa" / "run").exists()
+    after = image.stat()
+    assert (after.st_uid, after.st_mode, after.st_nlink) == (
+        before.st_uid,
+        before.st_mode,
+        before.st_nlink,
+    )
+
+
+def test_on_qemu_8_2_the_image_itself_is_mapped(tmp_path: Path) -> None:
+    state, _ = saved_state(tmp_path)
+    rt = FakeRuntime(maps=True, root=tmp_path)
+    machine, outcome = restore_with(rt, state)
+    mapped = memory.mapped_file(tmp_path / "cmpa" / "run")
+    assert outcome.restored and rt.started == [mapped]
+    assert mapped.stat().st_ino == (state / memory.MEMORY).stat().st_ino  # no copy
+    assert not (tmp_path / "cmpa.ram").exists()
+
+
+def test_a_changed_image_is_refused_before_a_copy_runs(tmp_path: Path) -> None:
+    state, saved = saved_state(tmp_path)
+    with open(state / memory.MEMORY, "r+b") as f:
+        f.write(b"\x09")  # a recorded chunk
+    rt = FakeRuntime(maps=False, root=tmp_path)
+    with pytest.raises(SnapshotCorruptError):
+        restore_with(rt, state)
+    assert rt.started == [] and not (tmp_path / "cmpa.ram").exists()
+
+
+def test_a_failed_start_leaves_no_copy(tmp_path: Path) -> None:
+    state, _ = saved_state(tmp_path)
+    rt = FakeRuntime(maps=False, root=tmp_path, fail=True)
+    machine, outcome = restore_with(rt, state)
+    assert machine is None and not outcome.restored and "QEMU said no" in str(outcome.reason)
+    assert not (tmp_path / "cmpa.ram").exists() and (state / memory.MEMORY).exists()
