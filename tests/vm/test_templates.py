@@ -51,6 +51,13 @@ def built(server: ServerProcess, client: Sanbox, spec_dir: Path) -> Iterator[str
     assert "step 1/5" in out and "apt install jq" in out, out
     assert "template notes built: 5 step(s), 0 reused" in r.stdout, out
     assert "ready snapshot" in r.stdout
+    # what the built disk holds, by version, kept and logged (a moved archive shows as a change)
+    assert "[sanbox] packages: " in out and " apt" in out, out
+    record = (
+        server.data_dir.root / "templates" / f"{client.templates.get('notes').id}.packages.json"
+    )
+    packages = json.loads(record.read_text())
+    assert packages["apt:jq"] and packages["pip:cowsay"], sorted(packages)[:20]
     yield "notes"
     for c in client.computers.list():
         if c.template == "notes":
