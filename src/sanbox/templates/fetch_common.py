@@ -26,6 +26,7 @@ from typing import Any
 
 from ..host.errors import MissingToolError
 from ..host.image.errors import BuildStepError
+from .package_names import PackageNameError, check_all
 
 DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
 DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
@@ -86,13 +87,14 @@ def install_argv(key: str) -> tuple[str, ...]:
 
 
 def check_names(kind: str, packages: Sequence[str]) -> tuple[str, ...]:
-    """Package names as the tools will get them: none may look like an option."""
+    """Package names as the tools will get them: registry packages only (`package_names`, the
+    spec's own check, again here: whoever calls a fetcher, it fetches nothing else)."""
     if not packages:
         raise FetchError(kind, f"{kind} lists no package")
-    for name in packages:
-        if not name or name.startswith("-") or any(c.isspace() or c == "\x00" for c in name):
-            raise FetchError(kind, f"{name!r} is not a package name")
-    return tuple(packages)
+    try:
+        return check_all(kind, list(packages))
+    except PackageNameError as exc:
+        raise FetchError(kind, str(exc)) from None
 
 
 def tree_files(root: Path) -> tuple[list[str], int]:
