@@ -94,7 +94,7 @@ def check_names(kind: str, packages: Sequence[str]) -> tuple[str, ...]:
     try:
         return check_all(kind, list(packages))
     except PackageNameError as exc:
-        raise FetchError(kind, str(exc)) from None
+        raise FetchError(kind, f"not a package name: {exc}") from None
 
 
 def tree_files(root: Path) -> tuple[list[str], int]:
