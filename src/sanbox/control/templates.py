@@ -24,18 +24,20 @@ from ..host.errors import HostError
 from ..host.image import RECIPES, Image
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
-from ..templates.context import Context, ContextError, unpack
+from ..templates.context import Context, ContextError
+from ..templates.context_worker import unpack_bounded
 from ..templates.keys import descriptions, step_keys
 from ..templates.spec import Spec, SpecError
 from . import template_build
 from .build_log import BuildLog
-from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .errors import ConflictError, InvalidRequestError, NotFoundError, TooManyBuildsError
 from .fleet import Fleet
 from .names import check_name
 
 log = logging.getLogger(__name__)
 
 BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
+MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,10 @@ def log_path(fleet: Fleet, row: TemplateRow) -> Path:
     return fleet.runtime.data_dir.root / "templates" / f"{row.id}.log"
 
 
-def _context(data: bytes) -> Context:
+async def _context(data: bytes) -> Context:
+    """The upload read in a bounded worker process (never on this loop)."""
     try:
-        return unpack(data)
+        return await unpack_bounded(data)
     except SpecError as exc:
         raise InvalidRequestError(str(exc), "invalid_spec") from exc
     except ContextError as exc:
@@ -135,7 +138,7 @@ async def build(
 ) -> tuple[TemplateRow, bool]:
     """Start building the template in `data` (a context tar). Returns its record and whether a
     build runs (False: it is up to date)."""
-    ctx = _context(data)
+    ctx = await _context(data)
     spec = ctx.spec
     name = name or spec.name
     if name is None:
@@ -157,6 +160,12 @@ async def build(
             raise ConflictError(f"template {name} is being built: wait for it", "template_building")
         if row is not None and row.state == "ready" and row.digest == digest:
             return row, False
+        building = sum(t.state == "building" for t in repo.list_templates(s, org.id))
+        if building >= MAX_BUILDS_PER_ORG:
+            raise TooManyBuildsError(
+                f"this org has {building} template builds queued or running, the most it may: "
+                "wait for one to end (`sanbox template logs NAME -f`)"
+            )
         if row is None:
             row = TemplateRow(
                 id=repo.new_id("tpl_"), org_id=org.id, name=name, state="building",

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .spec import Spec, SpecError, parse
+from .tar_scan import MAX_NAME, Limits, TarScanError, plain, scan
 
 SPEC_FILE = "sanbox.toml"
 MAX_FILES = 256
 MAX_BYTES = 64 * 1024 * 1024  # the whole context, unpacked
+MAX_TAR_BYTES = MAX_BYTES + 1024 * 1024  # the plain tar: its files, headers and padding
 MAX_SPEC_BYTES = 256 * 1024
+LIMITS = Limits(max_files=MAX_FILES, max_bytes=MAX_BYTES, max_tar_bytes=MAX_TAR_BYTES)
 
 
 class ContextError(ValueError):
@@ -33,6 +36,8 @@ class Context:
 
 def _clean(name: str) -> str:
     path = PurePosixPath(name)
+    if len(name) > MAX_NAME:
+        raise ContextError(f"a path in the context is over {MAX_NAME} characters")
     if path.is_absolute() or ".." in path.parts or not path.parts:
         raise ContextError(f"{name!r} is not a relative path inside the context")
     return str(path)
@@ -70,17 +75,26 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def unpack(data: bytes, where: str = SPEC_FILE) -> Context:
-    """The context in a tar (plain or gzip): ContextError, or SpecError for the spec itself."""
+    """The context in a tar (plain or gzip): ContextError, or SpecError for the spec itself.
+    Every header is counted first (`tar_scan`); the server calls this in a bounded worker
+    process (`context_worker`), never on its event loop."""
     files: dict[str, bytes] = {}
     total = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        tar_bytes = plain(data, MAX_TAR_BYTES)
+        scan(tar_bytes, LIMITS)
+    except TarScanError as exc:
+        raise ContextError(str(exc)) from None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
             for member in tar:
                 if member.isdir():
                     continue
                 if not member.isreg():
                     raise ContextError(f"{member.name!r} is not a regular file")
                 name = _clean(member.name)
+                if name in files:
+                    raise ContextError(f"{name!r} is in the context twice")
                 if len(files) >= MAX_FILES:
                     raise ContextError(f"more than {MAX_FILES} files in the context")
                 total += member.size
