@@ -14,9 +14,12 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +30,8 @@ from typing import Any
 from ..host.errors import MissingToolError
 from ..host.image.errors import BuildStepError
 from .package_names import PackageNameError, check_all
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
 DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
@@ -98,12 +103,17 @@ def check_names(kind: str, packages: Sequence[str]) -> tuple[str, ...]:
 
 
 def tree_files(root: Path) -> tuple[list[str], int]:
-    """Relative paths of the files (and symlinks) under root, sorted, and their total size."""
+    """Relative paths of the files under root, sorted, and their total size. Only regular files
+    and folders may be there (the tools' output: a symlink would make root read elsewhere)."""
     files, size = [], 0
     for path in sorted(root.rglob("*")):
-        if path.is_symlink() or path.is_file():
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode):
             files.append(str(path.relative_to(root)))
-            size += path.lstat().st_size
+            size += info.st_size
+        elif not stat.S_ISDIR(info.st_mode):
+            log.warning("a fetched bundle holds a non-regular file %s", path)
+            raise FetchError("bundle", "the fetched packages hold something that is not a file")
     return files, size
 
 
@@ -112,6 +122,14 @@ def output_tail(text: str, limit: int = OUTPUT_TAIL) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     tail = " | ".join(lines[-8:])
     return tail if len(tail) <= limit else "…" + tail[-limit:]
+
+
+def unknown_failure(kind: str, what: Sequence[str], output: str) -> str:
+    """The reason a tenant reads for a failure no pattern knows: generic, while the tool's own
+    words (addresses, proxy errors, host paths) go to the server's log only."""
+    log.warning("%s fetch of %s failed: %s", kind, " ".join(what), output_tail(output))
+    return (f"could not fetch {' '.join(what)[:200]} from the package registry; try again, or "
+            "check the name")  # fmt: skip
 
 
 def require(tool: str, package: str) -> str:
@@ -134,21 +152,31 @@ def run_tool(
     timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
     keep: int = 64 * 1024,
+    log_dir: Path | None = None,
+    cwd: Path | None = None,
 ) -> ToolResult:
-    """Run a host tool with output to a file in `work` (bounded memory), and keep its tail."""
-    log = work / f"{Path(argv[0]).name}.log"
-    with log.open("wb") as out:
+    """Run a host tool with output to a file in `log_dir` (default `work`; bounded memory), and
+    keep its tail. It runs in its own session, killed whole at the end (nothing it started
+    outlives it)."""
+    log_file = (log_dir or work) / f"{Path(argv[0]).name}.log"
+    with log_file.open("wb") as out:
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=timeout, check=False,
-                                  env=dict(env) if env is not None else None)  # fmt: skip
-            code = proc.returncode
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env=dict(env) if env is not None else None,
+                                    cwd=cwd)  # fmt: skip
+            try:
+                code = proc.wait(timeout=timeout)
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         except subprocess.TimeoutExpired:
             code = -1
         except OSError as exc:
             return ToolResult(127, f"{argv[0]}: {exc}")
-    with log.open("rb") as f:
-        f.seek(max(0, log.stat().st_size - keep))
+    with log_file.open("rb") as f:
+        f.seek(max(0, log_file.stat().st_size - keep))
         text = f.read().decode(errors="replace")
     if code == -1:
         text += f"\n{argv[0]} did not finish within {timeout:.0f} s"
