@@ -24,6 +24,7 @@ from ..host.errors import HostError
 from ..host.image import RECIPES, Image
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
+from ..templates import fetch_cache
 from ..templates.context import Context, ContextError
 from ..templates.context_worker import unpack_bounded
 from ..templates.keys import descriptions, step_keys
@@ -199,6 +200,7 @@ async def _build(
             name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]
         cache = fleet.runtime.data_dir.root / "cache"
         cache.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
         builder = template_build.Builder(fleet, org, name, ctx, blog, cache)
         try:
             built = await template_build.run(builder, start.image, start, keys, descriptions(spec))

@@ -22,6 +22,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from .package_names import PackageNameError, check_all
 
 log = logging.getLogger(__name__)
 
+BUNDLE_MAX_AGE = 7 * 86400  # seconds a bundle is reused; then fetched again (a moved index)
 DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
 DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
 OUTPUT_TAIL = 2000  # characters of a failed tool's output kept in the error
@@ -194,8 +196,11 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _load(final: Path) -> Bundle | None:
+def _load(final: Path, max_age: float = BUNDLE_MAX_AGE) -> Bundle | None:
+    """The bundle in `final`, unless it is missing, damaged or older than `max_age`."""
     try:
+        if time.time() - (final / "bundle.json").stat().st_mtime > max_age:
+            return None
         data = json.loads((final / "bundle.json").read_text())
     except (OSError, ValueError):
         return None
@@ -218,6 +223,7 @@ def cached_bundle(
     with locked(cache_dir / "locks" / f"{kind}-{key}.lock"):
         if (hit := _load(final)) is not None:  # another fetch made it while we waited
             return hit
+        shutil.rmtree(final, ignore_errors=True)  # stale or damaged: fetched again
         (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{kind}-{key[:16]}-", dir=cache_dir / "tmp"))
         try:
