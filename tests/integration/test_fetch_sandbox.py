@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,10 +37,21 @@ print("uid", os.getuid(), "groups", os.getgroups())
 """
 
 
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder the fetch user can reach (pytest's own are root's, 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="sanbox-fetch-test-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace and a user need root")
 def test_a_fetch_tool_reaches_nothing_but_the_proxy_and_the_proxy_only_registries(
-    tmp_path: Path,
+    open_tmp: Path,
 ) -> None:
+    tmp_path = open_tmp
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -52,7 +66,9 @@ def test_a_fetch_tool_reaches_nothing_but_the_proxy_and_the_proxy_only_registrie
         work.mkdir()
         sandbox.own(work)
         result = sandbox.run(
-            ["python3", str(script), str(port), str(sandbox.proxy.port)], work=work, timeout=60
+            ["/usr/bin/python3", str(script), str(port), str(sandbox.proxy.port)],
+            work=work,
+            timeout=60,
         )
     out = result.output
     assert result.returncode == 0, out

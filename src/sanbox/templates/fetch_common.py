@@ -207,6 +207,11 @@ def _load(final: Path, max_age: float = BUNDLE_MAX_AGE) -> Bundle | None:
     return Bundle.from_json(data, final / "files")
 
 
+def traversable(path: Path) -> bool:
+    """Whether any user can pass through every folder from / down to `path`."""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+
+
 def cached_bundle(
     cache_dir: Path,
     kind: str,
@@ -226,6 +231,7 @@ def cached_bundle(
         shutil.rmtree(final, ignore_errors=True)  # stale or damaged: fetched again
         (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{kind}-{key[:16]}-", dir=cache_dir / "tmp"))
+        staging.chmod(0o711)  # the fetch user reaches its own folders inside, nothing else
         try:
             files_dir, work = staging / "files", staging / "work"
             files_dir.mkdir()
@@ -241,6 +247,7 @@ def cached_bundle(
             shutil.rmtree(work)
             (staging / "bundle.json").write_text(json.dumps(bundle.to_json(), indent=1))
             final.parent.mkdir(parents=True, exist_ok=True)
+            staging.chmod(0o755)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -91,6 +91,14 @@ tar -xzf "$here/{ARCHIVE}" -C /usr/local --no-same-owner
 """
 
 
+def empty_rc(work: Path) -> Path:
+    """An empty user config for npm: the server's own user settings (tokens, say) stay its own;
+    the host's global config (`{prefix}/etc/npmrc`: the operator's CA file, a mirror) applies."""
+    rc = work / "user.npmrc"
+    rc.write_text("")
+    return rc
+
+
 def fetch_npm(
     packages: Sequence[str],
     cache_dir: Path,
@@ -109,7 +117,7 @@ def fetch_npm(
         with FetchSandbox.open([registry] if registry else []) as sandbox:
             sandbox.own(files, work)
             env = {**sandbox.env(work), "npm_config_cache": str(work / "npm-cache"),
-                   "npm_config_userconfig": "/dev/null", "npm_config_globalconfig": "/dev/null",
+                   "npm_config_userconfig": str(empty_rc(work)),
                    **({"npm_config_registry": registry} if registry else {})}  # fmt: skip
             try:
                 result = sandbox.run(install_argv(prefix, names), work=work, timeout=timeout,

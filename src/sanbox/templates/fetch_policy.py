@@ -26,7 +26,10 @@ PORTS = {"CONNECT": (443,), "GET": (80,), "HEAD": (80,)}
 MAX_HEAD = 16 * 1024  # bytes of a request line and headers the proxy reads
 FETCH_USER = "sanbox-fetch"
 # what the host's own configuration of the tools says, passed to them (file:// indexes too)
-PASSED_ENV = re.compile(r"^(PIP_[A-Z_]+|LANG|LC_[A-Z]+|TZ|SSL_CERT_FILE|REQUESTS_CA_BUNDLE)$")
+PASSED_ENV = re.compile(
+    r"^(PIP_[A-Z_]+|LANG|LC_[A-Z]+|TZ"
+    r"|SSL_CERT_FILE|SSL_CERT_DIR|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS)$"  # the operator's CAs
+)
 _HOST = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)*$"
 )

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from .fetch_common import DEFAULT_TIMEOUT, FetchError, ToolResult, run_tool
+from .fetch_common import DEFAULT_TIMEOUT, FetchError, ToolResult, run_tool, traversable
 from .fetch_policy import (
     FETCH_USER,
     MAX_HEAD,
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 CLONE_NEWNET = 0x40000000
 DIAL_TIMEOUT = 20.0  # seconds to connect to a registry
 IDLE_TIMEOUT = 300.0  # seconds a proxied connection may sit without a byte
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # where a tool is looked for first (as proxy_env's)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -224,9 +225,17 @@ class FetchSandbox:
             subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
 
     def own(self, *paths: Path) -> None:
-        """Give `paths` (and all under them) to the fetch user: the tools write there."""
+        """Give `paths` (and all under them) to the fetch user: the tools write there. The
+        folders above them must let any user pass (a data dir closed to others is refused, in
+        words for the operator in the server's log)."""
         if self.netns is None:
             return
+        for top in paths:
+            if not traversable(top.parent):
+                log.error("the %s user cannot reach %s: let it pass through the data dir's "
+                          "folders (chmod o+x on each)", FETCH_USER, top.parent)  # fmt: skip
+                raise FetchError("host", "this host cannot fetch packages now (see the server's "
+                                         "log)")  # fmt: skip
         for top in paths:
             for path in [top, *top.rglob("*")]:
                 os.lchown(path, self.uid, self.gid)
@@ -257,7 +266,8 @@ class FetchSandbox:
         env: Mapping[str, str] | None = None,
     ) -> ToolResult:
         """`argv` (a tool name or path) as the fetch user in the namespace, through the proxy."""
-        tool = shutil.which(argv[0]) or argv[0]
+        # the system's tool first: the fetch user may not reach a root-only PATH entry
+        tool = shutil.which(argv[0], path=SYSTEM_PATH) or shutil.which(argv[0]) or argv[0]
         full = [tool, *argv[1:]]
         if self.netns is not None:
             full = sandboxed_argv(full, self.netns, self.uid, self.gid)
