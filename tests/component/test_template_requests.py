@@ -7,11 +7,16 @@ from __future__ import annotations
 import asyncio
 import io
 import tarfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from sanbox.control import build_cache
-from sanbox.templates.context import MAX_BYTES
+from sanbox.control import build_cache, templates
+from sanbox.templates import context_worker
+from sanbox.templates.context import MAX_BYTES, pack, unpack
 
 from .conftest import Server
 from .test_api_computers import error
@@ -99,3 +104,94 @@ def test_pruning_the_build_cache_answers_what_it_did_and_waits_for_no_build(
     r = server.client.post("/v1/build-cache/prune", headers=server.headers())
     assert error(r) == (409, "template_building")
     assert "when it is done" in r.json()["error"]["message"]
+
+
+def pax_flood(count: int) -> bytes:
+    """A small tar of PAX headers (each a long path), then the spec: headers tarfile folds away."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(count):
+            info = tarfile.TarInfo(f"d{i}/" + "x" * 120)
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+        spec = SPEC_OK.encode()
+        info = tarfile.TarInfo("sanbox.toml")
+        info.size = len(spec)
+        tar.addfile(info, io.BytesIO(spec))
+    return out.getvalue()
+
+
+def gzip_bomb() -> bytes:
+    """Under 100 KiB of gzip that unpacks to a tar of 200 MiB."""
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w") as tar:
+        info = tarfile.TarInfo("sanbox.toml")
+        info.size = len(SPEC_OK)
+        tar.addfile(info, io.BytesIO(SPEC_OK.encode()))
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    body = squeeze.compress(inner.getvalue())
+    chunk = b"\0" * (1 << 20)
+    for _ in range(200):
+        body += squeeze.compress(chunk)
+    return body + squeeze.flush()
+
+
+def directories(count: int) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for i in range(count):
+            info = tarfile.TarInfo(f"d{i}")
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+    return out.getvalue()
+
+
+SPEC_OK = 'name = "t"\n[[steps]]\nrun = "true"\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (lambda: gzip_bomb(), "MiB of tar"),
+        (lambda: pax_flood(2000), "tar headers"),
+        (lambda: directories(100_000), "tar headers"),
+    ],
+)
+def test_a_context_that_expands_past_the_bounds_is_refused_quickly(
+    server: Server, body: Callable[[], bytes], words: str
+) -> None:
+    data = body()
+    assert len(data) <= MAX_BYTES + 1024 * 1024
+    t0 = time.monotonic()
+    r = post(server, data)
+    assert error(r) == (422, "invalid_context"), r.text  # type: ignore[attr-defined]
+    assert words in r.json()["error"]["message"]  # type: ignore[attr-defined]
+    assert time.monotonic() - t0 < context_worker.TIMEOUT
+    assert listed(server) == ["base"]
+
+
+def test_a_worker_past_its_time_is_killed_and_the_upload_refused(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context_worker, "TIMEOUT", 0.001)
+    r = post(server, context({"sanbox.toml": SPEC_OK.encode()}))
+    assert error(r) == (422, "invalid_context"), r.text  # type: ignore[attr-defined]
+    assert "bounds" in r.json()["error"]["message"]  # type: ignore[attr-defined]
+
+
+def test_the_example_notes_context_is_read_by_the_worker() -> None:
+    data, spec = pack(Path(__file__).parents[2] / "examples" / "templates" / "notes")
+    ctx = asyncio.run(context_worker.unpack_bounded(data))
+    assert ctx.spec == spec and ctx.files == unpack(data).files and ctx.files
+
+
+def test_an_org_has_at_most_so_many_builds_queued_or_running(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(templates, "BUILDS", asyncio.Semaphore(0))  # builds wait in the queue
+    for i in range(templates.MAX_BUILDS_PER_ORG):
+        r = post(server, context({"sanbox.toml": SPEC_OK.encode()}), name=f"t{i}")
+        assert r.status_code == 202, r.text  # type: ignore[attr-defined]
+    r = post(server, context({"sanbox.toml": SPEC_OK.encode()}), name="one-more")
+    assert error(r) == (429, "too_many_builds"), r.text  # type: ignore[attr-defined]
+    assert "one-more" not in listed(server)

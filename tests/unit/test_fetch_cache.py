@@ -4,12 +4,15 @@ behind that a later fetch could take for a bundle."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from sanbox.templates import fetch_cache, fetch_common
 from sanbox.templates.fetch_common import (
     Bundle,
     FetchError,
@@ -105,3 +108,39 @@ def test_a_tool_that_hangs_is_stopped_and_says_so(tmp_path: Path) -> None:
     code = "import time; print('waiting', flush=True); time.sleep(60)"
     result = run_tool([sys.executable, "-c", code], work=tmp_path, timeout=0.5)
     assert result.returncode != 0 and "did not finish within" in result.output
+
+
+def _bundle(cache: Path, name: str, size: int, age: float, now: float) -> Path:
+    folder = cache / "bundles" / name
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "x").write_bytes(b"x" * size)
+    (folder / "bundle.json").write_text("{}")
+    os.utime(folder / "bundle.json", (now - age, now - age))
+    return folder
+
+
+def test_prune_removes_old_bundles_then_the_oldest_past_the_size_bound(tmp_path: Path) -> None:
+    now = time.time()
+    old = _bundle(tmp_path, "pip-old", 10, 30 * 86400, now)
+    middle = _bundle(tmp_path, "pip-mid", 1000, 2 * 86400, now)
+    new = _bundle(tmp_path, "pip-new", 1000, 60, now)
+    pruned = fetch_cache.prune(tmp_path, max_age=7 * 86400, max_bytes=1500, now=now)
+    assert not old.exists() and not middle.exists() and new.exists()
+    assert (pruned.removed, pruned.kept) == (2, 1)
+
+
+def test_a_stale_bundle_is_fetched_again(tmp_path: Path) -> None:
+    made: list[int] = []
+
+    def build(files: Path, work: Path) -> None:
+        (files / "f").write_text("x")
+        made.append(1)
+
+    fetch_common.cached_bundle(tmp_path, "pip", "k" * 64, build)
+    fetch_common.cached_bundle(tmp_path, "pip", "k" * 64, build)
+    assert len(made) == 1
+    stamp = tmp_path / "bundles" / f"pip-{'k' * 64}" / "bundle.json"
+    old = time.time() - fetch_common.BUNDLE_MAX_AGE - 60
+    os.utime(stamp, (old, old))
+    fetch_common.cached_bundle(tmp_path, "pip", "k" * 64, build)
+    assert len(made) == 2

@@ -5,12 +5,13 @@ keys change from the changed step on, and never match across orgs."""
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from sanbox.templates.context import MAX_FILES, ContextError, pack, unpack
+from sanbox.templates.context import MAX_FILES, ContextError, pack, read_inside, unpack
 from sanbox.templates.keys import step_keys
 from sanbox.templates.spec import SpecError
 
@@ -110,3 +111,55 @@ def test_keys_change_from_the_changed_step_on() -> None:
     assert other_file[0] != keys[0]
     assert not set(step_keys("org_b", "image:b1", ctx.spec, ctx.files)) & set(keys)
     assert not set(step_keys("org_a", "image:b2", ctx.spec, ctx.files)) & set(keys)
+
+
+def spec_copying(src: str) -> str:
+    return f'name = "t"\n[[steps]]\ncopy = "{src}"\nto = "/srv/x"\n'
+
+
+def test_pack_reads_a_nested_file_inside_the_folder(tmp_path: Path) -> None:
+    (tmp_path / "sanbox.toml").write_text(spec_copying("conf/app/x.ini"))
+    (tmp_path / "conf" / "app").mkdir(parents=True)
+    (tmp_path / "conf" / "app" / "x.ini").write_text("[x]")
+    data, _ = pack(tmp_path)
+    assert unpack(data).files == {"conf/app/x.ini": b"[x]"}
+
+
+@pytest.mark.parametrize("kind", ["file symlink", "directory symlink", "inner symlink", "fifo"])
+def test_pack_refuses_what_is_not_a_regular_file_inside_the_folder(
+    tmp_path: Path, kind: str
+) -> None:
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    if kind == "file symlink":
+        src = "x"
+        (folder / "x").symlink_to("/etc/passwd")
+    elif kind == "directory symlink":
+        src = "etc/passwd"
+        (folder / "etc").symlink_to("/etc")
+    elif kind == "inner symlink":  # a link that stays inside the folder is refused too
+        src = "b"
+        (folder / "a").write_text("fine")
+        (folder / "b").symlink_to(folder / "a")
+    else:
+        src = "pipe"
+        os.mkfifo(folder / "pipe")
+    (folder / "sanbox.toml").write_text(spec_copying(src))
+    with pytest.raises(ContextError, match="not a regular file inside the folder"):
+        pack(folder)
+
+
+def test_pack_refuses_a_spec_that_is_a_symlink_out_of_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "outside.toml").write_text(SPEC)
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "sanbox.toml").symlink_to(tmp_path / "outside.toml")
+    with pytest.raises(ContextError, match="not a regular file inside the folder"):
+        pack(tmp_path / "spec")
+
+
+@pytest.mark.parametrize("src", ["../x", "/etc/passwd", "a/../../x", "a/./../../x", ""])
+def test_read_inside_refuses_paths_that_climb_or_are_absolute(tmp_path: Path, src: str) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "x").write_text("outside")
+    with pytest.raises(ContextError, match="not a relative path"):
+        read_inside(tmp_path / "a", src)

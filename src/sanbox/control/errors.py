@@ -9,11 +9,13 @@
     │                              ssh_unavailable, snapshot_corrupt, template_building (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
     │                              invalid_path, invalid_public_key, invalid_spec,
-    │                              invalid_context, invalid_secret, validation_error (422)
+    │                              invalid_context (a build context refused), invalid_secret,
+    │                              validation_error (422)
     ├── PayloadTooLargeError       payload_too_large (413): a template's build context
     ├── AuthError                  unauthorized (401), forbidden (403)
     │   └── KeyRefusedError        unauthorized (401): a revoked or expired key, with the key
     ├── TooManyFailuresError       too_many_failures (429), with `retry_after` seconds
+    ├── TooManyBuildsError         too_many_builds (429): an org's builds queued or running
     ├── InsufficientStorageError   insufficient_memory (guest RAM does not fit in the RAM dir),
     │                              insufficient_storage (a disk does not fit on the data
     │                              filesystem) (507)
@@ -81,6 +83,13 @@ class TooManyFailuresError(ControlError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooManyBuildsError(ControlError):
+    """An org already has as many template builds queued or running as it may: 429."""
+
+    status = 429
+    code = "too_many_builds"
 
 
 class InsufficientStorageError(ControlError):

@@ -24,18 +24,21 @@ from ..host.errors import HostError
 from ..host.image import RECIPES, Image
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
-from ..templates.context import Context, ContextError, unpack
+from ..templates import fetch_cache
+from ..templates.context import Context, ContextError
+from ..templates.context_worker import unpack_bounded
 from ..templates.keys import descriptions, step_keys
 from ..templates.spec import Spec, SpecError
 from . import template_build
 from .build_log import BuildLog
-from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .errors import ConflictError, InvalidRequestError, NotFoundError, TooManyBuildsError
 from .fleet import Fleet
 from .names import check_name
 
 log = logging.getLogger(__name__)
 
 BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
+MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,10 @@ def packages_path(fleet: Fleet, template_id: str) -> Path:
     return fleet.runtime.data_dir.root / "templates" / f"{template_id}.packages.json"
 
 
-def _context(data: bytes) -> Context:
+async def _context(data: bytes) -> Context:
+    """The upload read in a bounded worker process (never on this loop)."""
     try:
-        return unpack(data)
+        return await unpack_bounded(data)
     except SpecError as exc:
         raise InvalidRequestError(str(exc), "invalid_spec") from exc
     except ContextError as exc:
@@ -140,7 +144,7 @@ async def build(
 ) -> tuple[TemplateRow, bool]:
     """Start building the template in `data` (a context tar). Returns its record and whether a
     build runs (False: it is up to date)."""
-    ctx = _context(data)
+    ctx = await _context(data)
     spec = ctx.spec
     name = name or spec.name
     if name is None:
@@ -162,6 +166,12 @@ async def build(
             raise ConflictError(f"template {name} is being built: wait for it", "template_building")
         if row is not None and row.state == "ready" and row.digest == digest:
             return row, False
+        building = sum(t.state == "building" for t in repo.list_templates(s, org.id))
+        if building >= MAX_BUILDS_PER_ORG:
+            raise TooManyBuildsError(
+                f"this org has {building} template builds queued or running, the most it may: "
+                "wait for one to end (`sanbox template logs NAME -f`)"
+            )
         if row is None:
             row = TemplateRow(
                 id=repo.new_id("tpl_"), org_id=org.id, name=name, state="building",
@@ -195,6 +205,7 @@ async def _build(
             name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]
         cache = fleet.runtime.data_dir.root / "cache"
         cache.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
         builder = template_build.Builder(fleet, org, name, ctx, blog, cache)
         builder.packages = packages_path(fleet, template_id)
         try:

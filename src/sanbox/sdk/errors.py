@@ -217,6 +217,7 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "disk_too_small": DiskTooSmallError,
     "payload_too_large": PayloadTooLargeError,
     "too_many_failures": RateLimitedError,
+    "too_many_builds": RateLimitedError,
     "internal": ServerError,
     "agent_unavailable": UnavailableError,
     "insufficient_storage": InsufficientStorageError,

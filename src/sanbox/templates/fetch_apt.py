@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -32,13 +33,17 @@ from .fetch_common import (
     output_tail,
     quote_all,
     require,
-    run_tool,
+    unknown_failure,
     write_script,
 )
+from .fetch_sandbox import FetchSandbox
+
+log = logging.getLogger(__name__)
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 ARCH = "amd64"
 LISTS_KEPT_DAYS = 3
+MAX_STATUS_BYTES = 32 * 1024 * 1024  # a guest's dpkg status file (Debian 12 base: ~1 MiB)
 
 _MISSING = (
     re.compile(r"E: Unable to locate package (\S+)"),
@@ -48,14 +53,25 @@ _MISSING = (
 )
 
 
-def apt_key(packages: Sequence[str], dpkg_status: bytes, sources: Sequence[str]) -> str:
-    """Same packages (in any order), same guest status, same suites: same bundle. Mirrors are
-    left out: where a package comes from does not change what it is."""
+def apt_key(
+    packages: Sequence[str], dpkg_status: bytes, sources: Sequence[str], archive: str = ""
+) -> str:
+    """Same packages (in any order), same guest status, same suites, same archive state (the
+    digest of the lists' Release files: a moved archive gives a new bundle): same bundle.
+    Mirrors are left out: where a package comes from does not change what it is."""
     suites = sorted(" ".join(line.split()[2:]) for line in sources)
-    return content_key("apt", {
-        "packages": sorted(set(packages)), "arch": ARCH, "suites": suites,
-        "status": hashlib.sha256(dpkg_status).hexdigest(),
-    })  # fmt: skip
+    inputs = {"packages": sorted(set(packages)), "arch": ARCH, "suites": suites,
+              "status": hashlib.sha256(dpkg_status).hexdigest()}  # fmt: skip
+    return content_key("apt", {**inputs, "archive": archive} if archive else inputs)
+
+
+def archive_digest(lists: Path) -> str:
+    """sha256 of the Release files in `lists`: what the archive was when they were fetched."""
+    digest = hashlib.sha256()
+    for path in sorted(lists.glob("*Release")):
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def source_list(sources: Sequence[str], keyring: Path | None) -> str:
@@ -159,11 +175,18 @@ def _lists(cache_dir: Path, sources: Sequence[str], today: datetime.date, timeou
             (lists / "partial").mkdir(parents=True)
             options = apt_options(etc=dirs["etc"], lists=lists, state=dirs["state"],
                                   cache=dirs["cache"], status=dirs["status"])  # fmt: skip
-            result = run_tool(["apt-get", *options, "-q", "update"], work=work, timeout=timeout)
+            with FetchSandbox.open(source_urls(sources)) as sandbox:
+                sandbox.own(work)
+                try:
+                    result = sandbox.run(["apt-get", *options, *sandbox.apt_options(), "-q",
+                                          "update"], work=work, timeout=timeout)  # fmt: skip
+                finally:
+                    sandbox.reclaim(work)
             if result.returncode != 0 or re.search(r"^(E:|Err:)", result.output, re.M):
-                where = ", ".join(sources)
-                raise FetchError("apt", f"could not update the package lists from {where}: "
-                                        f"{output_tail(result.output)}")  # fmt: skip
+                log.warning("apt-get update from %s failed: %s", sources,
+                            output_tail(result.output))  # fmt: skip
+                raise FetchError("apt", "could not update the package lists from the Debian "
+                                        "archive; try again")  # fmt: skip
             os.rename(lists, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -174,6 +197,11 @@ def _lists(cache_dir: Path, sources: Sequence[str], today: datetime.date, timeou
                 if (today - day).days >= LISTS_KEPT_DAYS:
                     shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def source_urls(sources: Sequence[str]) -> list[str]:
+    """The archive URLs of sources.list lines (`deb URL suite component...`)."""
+    return [line.split()[1] for line in sources if len(line.split()) > 1]
 
 
 def fetch_apt(
@@ -189,17 +217,26 @@ def fetch_apt(
     """The .debs that `packages` need on a guest whose dpkg status is `dpkg_status`."""
     names = check_names("apt", packages)
     srcs = list(sources if sources is not None else recipe_for("base").sources())
-    status = dpkg_status.read_bytes()
-    key = apt_key(names, status, srcs)
+    if dpkg_status.stat().st_size > MAX_STATUS_BYTES:
+        raise FetchError("apt", f"the guest's /var/lib/dpkg/status is over "
+                                f"{MAX_STATUS_BYTES >> 20} MiB")  # fmt: skip
+    status = dpkg_status.read_bytes()  # hashed here; only the fetch user's apt parses it
+    require("apt-get", "apt")
+    lists = _lists(cache_dir, srcs, today or datetime.date.today(), timeout)
+    key = apt_key(names, status, srcs, archive_digest(lists))
 
     def build(files: Path, work: Path) -> None:
-        require("apt-get", "apt")
-        lists = _lists(cache_dir, srcs, today or datetime.date.today(), timeout)
         _chmod_tree_dirs(work, cache_dir)
         dirs = _prepare(work, srcs, status)
         options = apt_options(etc=dirs["etc"], lists=lists, state=dirs["state"],
                               cache=dirs["cache"], status=dirs["status"])  # fmt: skip
-        result = run_tool(download_argv(names, options), work=work, timeout=timeout)
+        with FetchSandbox.open(source_urls(srcs)) as sandbox:
+            sandbox.own(work)
+            try:
+                result = sandbox.run(download_argv(names, [*options, *sandbox.apt_options()]),
+                                     work=work, timeout=timeout)  # fmt: skip
+            finally:
+                sandbox.reclaim(work)
         if result.returncode != 0:
             missing = missing_packages(result.output)
             if missing:
@@ -207,8 +244,7 @@ def fetch_apt(
                                         f"{', '.join(s.split()[2] for s in srcs[:1])}: check the "
                                         "name (`apt-cache search NAME`) or remove it from the "
                                         "step")  # fmt: skip
-            raise FetchError("apt", f"apt-get could not download {' '.join(names)}: "
-                                    f"{output_tail(result.output)}")  # fmt: skip
+            raise FetchError("apt", unknown_failure("apt", names, result.output))
         debs = files / "debs"
         debs.mkdir()
         found = sorted((dirs["cache"] / "archives").glob("*.deb"))

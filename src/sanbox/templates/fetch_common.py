@@ -14,11 +14,15 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,11 @@ from typing import Any
 
 from ..host.errors import MissingToolError
 from ..host.image.errors import BuildStepError
+from .package_names import PackageNameError, check_all
 
+log = logging.getLogger(__name__)
+
+BUNDLE_MAX_AGE = 7 * 86400  # seconds a bundle is reused; then fetched again (a moved index)
 DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
 DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
 OUTPUT_TAIL = 2000  # characters of a failed tool's output kept in the error
@@ -86,22 +94,28 @@ def install_argv(key: str) -> tuple[str, ...]:
 
 
 def check_names(kind: str, packages: Sequence[str]) -> tuple[str, ...]:
-    """Package names as the tools will get them: none may look like an option."""
+    """Package names as the tools will get them: registry packages only (`package_names`, the
+    spec's own check, again here: whoever calls a fetcher, it fetches nothing else)."""
     if not packages:
         raise FetchError(kind, f"{kind} lists no package")
-    for name in packages:
-        if not name or name.startswith("-") or any(c.isspace() or c == "\x00" for c in name):
-            raise FetchError(kind, f"{name!r} is not a package name")
-    return tuple(packages)
+    try:
+        return check_all(kind, list(packages))
+    except PackageNameError as exc:
+        raise FetchError(kind, f"not a package name: {exc}") from None
 
 
 def tree_files(root: Path) -> tuple[list[str], int]:
-    """Relative paths of the files (and symlinks) under root, sorted, and their total size."""
+    """Relative paths of the files under root, sorted, and their total size. Only regular files
+    and folders may be there (the tools' output: a symlink would make root read elsewhere)."""
     files, size = [], 0
     for path in sorted(root.rglob("*")):
-        if path.is_symlink() or path.is_file():
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode):
             files.append(str(path.relative_to(root)))
-            size += path.lstat().st_size
+            size += info.st_size
+        elif not stat.S_ISDIR(info.st_mode):
+            log.warning("a fetched bundle holds a non-regular file %s", path)
+            raise FetchError("bundle", "the fetched packages hold something that is not a file")
     return files, size
 
 
@@ -110,6 +124,14 @@ def output_tail(text: str, limit: int = OUTPUT_TAIL) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     tail = " | ".join(lines[-8:])
     return tail if len(tail) <= limit else "…" + tail[-limit:]
+
+
+def unknown_failure(kind: str, what: Sequence[str], output: str) -> str:
+    """The reason a tenant reads for a failure no pattern knows: generic, while the tool's own
+    words (addresses, proxy errors, host paths) go to the server's log only."""
+    log.warning("%s fetch of %s failed: %s", kind, " ".join(what), output_tail(output))
+    return (f"could not fetch {' '.join(what)[:200]} from the package registry; try again, or "
+            "check the name")  # fmt: skip
 
 
 def require(tool: str, package: str) -> str:
@@ -132,21 +154,31 @@ def run_tool(
     timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
     keep: int = 64 * 1024,
+    log_dir: Path | None = None,
+    cwd: Path | None = None,
 ) -> ToolResult:
-    """Run a host tool with output to a file in `work` (bounded memory), and keep its tail."""
-    log = work / f"{Path(argv[0]).name}.log"
-    with log.open("wb") as out:
+    """Run a host tool with output to a file in `log_dir` (default `work`; bounded memory), and
+    keep its tail. It runs in its own session, killed whole at the end (nothing it started
+    outlives it)."""
+    log_file = (log_dir or work) / f"{Path(argv[0]).name}.log"
+    with log_file.open("wb") as out:
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=timeout, check=False,
-                                  env=dict(env) if env is not None else None)  # fmt: skip
-            code = proc.returncode
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env=dict(env) if env is not None else None,
+                                    cwd=cwd)  # fmt: skip
+            try:
+                code = proc.wait(timeout=timeout)
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         except subprocess.TimeoutExpired:
             code = -1
         except OSError as exc:
             return ToolResult(127, f"{argv[0]}: {exc}")
-    with log.open("rb") as f:
-        f.seek(max(0, log.stat().st_size - keep))
+    with log_file.open("rb") as f:
+        f.seek(max(0, log_file.stat().st_size - keep))
         text = f.read().decode(errors="replace")
     if code == -1:
         text += f"\n{argv[0]} did not finish within {timeout:.0f} s"
@@ -164,12 +196,20 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _load(final: Path) -> Bundle | None:
+def _load(final: Path, max_age: float = BUNDLE_MAX_AGE) -> Bundle | None:
+    """The bundle in `final`, unless it is missing, damaged or older than `max_age`."""
     try:
+        if time.time() - (final / "bundle.json").stat().st_mtime > max_age:
+            return None
         data = json.loads((final / "bundle.json").read_text())
     except (OSError, ValueError):
         return None
     return Bundle.from_json(data, final / "files")
+
+
+def traversable(path: Path) -> bool:
+    """Whether any user can pass through every folder from / down to `path`."""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
 
 
 def cached_bundle(
@@ -188,8 +228,10 @@ def cached_bundle(
     with locked(cache_dir / "locks" / f"{kind}-{key}.lock"):
         if (hit := _load(final)) is not None:  # another fetch made it while we waited
             return hit
+        shutil.rmtree(final, ignore_errors=True)  # stale or damaged: fetched again
         (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{kind}-{key[:16]}-", dir=cache_dir / "tmp"))
+        staging.chmod(0o711)  # the fetch user reaches its own folders inside, nothing else
         try:
             files_dir, work = staging / "files", staging / "work"
             files_dir.mkdir()
@@ -205,6 +247,7 @@ def cached_bundle(
             shutil.rmtree(work)
             (staging / "bundle.json").write_text(json.dumps(bundle.to_json(), indent=1))
             final.parent.mkdir(parents=True, exist_ok=True)
+            staging.chmod(0o755)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

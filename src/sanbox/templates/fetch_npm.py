@@ -26,12 +26,12 @@ from .fetch_common import (
     cached_bundle,
     check_names,
     content_key,
-    output_tail,
     quote_all,
     require,
-    run_tool,
+    unknown_failure,
     write_script,
 )
+from .fetch_sandbox import FetchSandbox
 
 ARCHIVE = "npm-prefix.tar.gz"
 _NOT_FOUND = re.compile(
@@ -58,8 +58,9 @@ def failure_reason(packages: Sequence[str], output: str) -> str:
                 "from the step")  # fmt: skip
     for line in output.splitlines():
         if "ETARGET" in line or "No matching version" in line:
-            return f"{line.strip()}: pick a version that `npm view NAME versions` lists"
-    return f"npm could not install {' '.join(packages)}: {output_tail(output)}"
+            return (f"no version of {' '.join(packages)[:200]} matches: pick one that "
+                    "`npm view NAME versions` lists")  # fmt: skip
+    return unknown_failure("npm", packages, output)
 
 
 def pack(prefix: Path, archive: Path) -> None:
@@ -90,6 +91,14 @@ tar -xzf "$here/{ARCHIVE}" -C /usr/local --no-same-owner
 """
 
 
+def empty_rc(work: Path) -> Path:
+    """An empty user config for npm: the server's own user settings (tokens, say) stay its own;
+    the host's global config (`{prefix}/etc/npmrc`: the operator's CA file, a mirror) applies."""
+    rc = work / "user.npmrc"
+    rc.write_text("")
+    return rc
+
+
 def fetch_npm(
     packages: Sequence[str],
     cache_dir: Path,
@@ -104,8 +113,17 @@ def fetch_npm(
     def build(files: Path, work: Path) -> None:
         require("npm", "npm")
         prefix = work / "prefix"
-        env = {**os.environ, "npm_config_cache": str(work / "npm-cache")}
-        result = run_tool(install_argv(prefix, names), work=work, timeout=timeout, env=env)
+        registry = os.environ.get("npm_config_registry", "")  # noqa: SIM112 (npm's own name)
+        with FetchSandbox.open([registry] if registry else []) as sandbox:
+            sandbox.own(files, work)
+            env = {**sandbox.env(work), "npm_config_cache": str(work / "npm-cache"),
+                   "npm_config_userconfig": str(empty_rc(work)),
+                   **({"npm_config_registry": registry} if registry else {})}  # fmt: skip
+            try:
+                result = sandbox.run(install_argv(prefix, names), work=work, timeout=timeout,
+                                     env=env)  # fmt: skip
+            finally:
+                sandbox.reclaim(files, work)
         if result.returncode != 0:
             raise FetchError("npm", failure_reason(names, result.output))
         pack(prefix, files / ARCHIVE)

@@ -19,9 +19,10 @@ an application whose pinned dependencies should not meet the system's, run as /o
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .fetch_common import (
@@ -32,11 +33,11 @@ from .fetch_common import (
     cached_bundle,
     check_names,
     content_key,
-    output_tail,
     quote_all,
-    run_tool,
+    unknown_failure,
     write_script,
 )
+from .fetch_sandbox import FetchSandbox
 
 PYTHON = "3.11"
 ABI = "cp311"
@@ -81,9 +82,13 @@ def failure_reason(requirements: Sequence[str], output: str) -> str:
             return (f"no wheel of {what!r} for CPython {PYTHON} on Linux {ARCH}: check the "
                     "name and version on PyPI; a package with no wheel cannot be built in the "
                     "guest offline (use a version that has wheels, or a `run` step)")  # fmt: skip
-        if "Invalid requirement" in line:
-            return f"{line.strip()}: write it as pip would (`name`, `name==1.2`)"
-    return f"pip could not download {' '.join(requirements)}: {output_tail(output)}"
+    return unknown_failure("pip", requirements, output)
+
+
+def index_urls(env: Mapping[str, str]) -> list[str]:
+    """The package indexes the host's pip is set to use (their hosts join the registries)."""
+    urls = [env.get("PIP_INDEX_URL", ""), *env.get("PIP_EXTRA_INDEX_URL", "").split()]
+    return [u for u in urls if u]
 
 
 def _make_venv(venv: str) -> str:
@@ -135,14 +140,22 @@ def fetch_pip(
     key = pip_key(names, venv)
 
     def build(files: Path, work: Path) -> None:
-        result = run_tool(download_argv(python, names, files / "wheels"), work=work,
-                          timeout=timeout)  # fmt: skip
-        if result.returncode != 0:
-            raise FetchError("pip", failure_reason(names, result.output))
-        result = run_tool(pip_wheel_argv(python, files / "pip"), work=work, timeout=timeout)
+        (files / "wheels").mkdir()
+        (files / "pip").mkdir()
+        with FetchSandbox.open(index_urls(os.environ)) as sandbox:
+            sandbox.own(files, work)
+            try:
+                result = sandbox.run(download_argv(python, names, files / "wheels"), work=work,
+                                     timeout=timeout)  # fmt: skip
+                if result.returncode != 0:
+                    raise FetchError("pip", failure_reason(names, result.output))
+                result = sandbox.run(pip_wheel_argv(python, files / "pip"), work=work,
+                                     timeout=timeout)  # fmt: skip
+            finally:
+                sandbox.reclaim(files, work)
         wheels = sorted((files / "pip").glob("pip-*.whl"))
         if result.returncode != 0 or not wheels:
-            raise FetchError("pip", f"could not download pip itself: {output_tail(result.output)}")
+            raise FetchError("pip", unknown_failure("pip", ["pip"], result.output))
         write_script(files, install_script(names, wheels[-1].name, venv))
 
     return cached_bundle(cache_dir, "pip", key, build, max_bytes=max_bytes)

@@ -36,16 +36,14 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..control.names import check_env, check_name, check_port, is_env_name  # stdlib-only modules
+from .package_names import PackageNameError, check_all
 
 MAX_STEPS = 64
 MAX_SERVICES = 16
 STEP_KINDS = ("apt", "pip", "npm", "copy", "run")
 STEP_OPTIONS = {"copy": ("to", "mode"), "pip": ("venv",)}  # keys a step of that kind may have
 RESTART = ("always", "on-failure", "never")
-PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~\[\],@/^-]{0,199}$")
-NPM_PACKAGE = re.compile(
-    r"^(@[a-z0-9][a-z0-9._-]{0,99}/)?[A-Za-z0-9][A-Za-z0-9._+:=<>!~,@/^-]{0,199}$"
-)
+MAX_PACKAGES = 1000  # entries of one package step
 
 
 class SpecError(ValueError):
@@ -207,7 +205,13 @@ def _step(r: _Reader, raw: Any, i: int) -> Step:
     kind = kinds[0]
     r.table(raw, path, {kind, *STEP_OPTIONS.get(kind, ())})
     if kind in ("apt", "pip", "npm"):
-        packages = r.strings(raw[kind], (*path, kind), NPM_PACKAGE if kind == "npm" else PACKAGE)
+        entries = raw[kind]
+        if isinstance(entries, list) and len(entries) > MAX_PACKAGES:
+            raise r.fail((*path, kind), f"{kind} lists at most {MAX_PACKAGES} packages")
+        try:
+            packages = check_all(kind, entries)
+        except PackageNameError as exc:
+            raise r.fail((*path, kind), f"not a valid entry in {kind}: {exc}") from None
         if not packages:
             raise r.fail((*path, kind), f"{kind} lists no package")
         venv = r.guest_path(raw["venv"], (*path, "venv")) if "venv" in raw else ""

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...control import build_log
 from ...control.computers import Computers
 from ...control.errors import PayloadTooLargeError
-from ...templates.context import MAX_BYTES
+from ...templates.context import MAX_TAR_BYTES
 from ..template_schemas import BuildCachePruned, Template, TemplateBuild, TemplateList
 from ._deps import Auth, Plane
 from .computers import ERRORS
@@ -22,7 +22,7 @@ from .computers import ERRORS
 router = APIRouter(prefix="/v1", tags=["templates"], responses=ERRORS)
 
 LOG_POLL = 0.2  # seconds between reads of a followed build log
-MAX_CONTEXT = MAX_BYTES + 1024 * 1024  # the tar's own headers on top of its files
+MAX_CONTEXT = MAX_TAR_BYTES  # the tar: its files, headers and padding
 
 
 def builtins(plane: Computers) -> list[Template]:
