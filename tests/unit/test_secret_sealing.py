@@ -107,7 +107,7 @@ def test_what_a_secret_is_checked_for() -> None:
 
 @pytest.mark.parametrize(
     "host",
-    ["*", "*.com", "*.io", "*.co.uk", "*.com.au", "*.github.io", "*.GitHub.IO.", "*.vercel.app"],
+    ["*.com", "*.io", "*.co.uk", "*.com.au", "*.github.io", "*.GitHub.IO.", "*.vercel.app"],
 )
 def test_a_wildcard_over_a_public_suffix_is_refused(host: str) -> None:
     with pytest.raises(InvalidRequestError, match="public suffix|every host"):
