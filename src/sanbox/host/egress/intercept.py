@@ -186,8 +186,8 @@ class _Session:
         the secrets in), and the scanner its response goes through."""
         injections = self.interception.injections()
         scanner = LeakScanner(i.value for i in injections if applies(i, self.name))
-        headers = upstream_headers(list(accepted.request.headers.raw_items()),
-                                   accepted.head.upgrade, scanned=not scanner.idle)  # fmt: skip
+        raw = list(accepted.request.headers.raw_items())
+        headers = upstream_headers(raw, accepted.head.upgrade, scanned=not scanner.idle)
         if self.interception.strict_placeholders:
             why = placeholder_refusal(headers, self.name, injections)
             if why is not None:
