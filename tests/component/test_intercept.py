@@ -4,13 +4,18 @@ injected and overwrites the guest's own, every request of a kept-alive connectio
 bound at that moment, a Host other than the SNI is refused (421) before anything goes upstream, a
 redirect comes back as is, an upstream that closed is dialled again, an untrusted upstream gets
 nothing (502), an HTTP/2 preface is refused with a clear word, a chunked body streams through,
-and the value shows in no refusal or log."""
+and the value shows in no refusal or log. And the value never comes back: a response that echoes
+it (in its head, its body, Basic-encoded, or after a 101) is not relayed, a compressed one is
+refused, TRACE is refused, the upstream is asked for identity bodies; a normal response passes
+byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
+import gzip
 import http.client
 import logging
 import socket
@@ -28,6 +33,7 @@ from cryptography.x509.oid import NameOID
 
 from sanbox.host.egress.injection import Injection
 from sanbox.host.egress.intercept import RefusedError, intercept
+from sanbox.host.egress.leak_scan import LEAK_REASON
 from sanbox.host.egress.sniff import INCOMPLETE, tls_server_name
 
 pytestmark = pytest.mark.component
@@ -108,7 +114,7 @@ class FakeInterception:
     def applies(self, name: str) -> bool:
         return name == NAME
 
-    def server_context(self, name: str) -> ssl.SSLContext:
+    async def server_context(self, name: str) -> ssl.SSLContext:
         return self.server
 
     def injections(self) -> list[Injection]:
@@ -123,6 +129,7 @@ class Lab:
     connections: int = 0  # upstream TLS connections with a request
     drop_next: bool = False  # close at the next request on the same connection, unanswered
     refused: list[RefusedError] = field(default_factory=list)
+    go_on: asyncio.Event = field(default_factory=asyncio.Event)  # /late: send the rest now
 
 
 async def echo(lab: Lab, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -144,13 +151,18 @@ async def echo(lab: Lab, reader: asyncio.StreamReader, writer: asyncio.StreamWri
                 headers = [(b"target", event.target), *event.headers.raw_items()]
             elif isinstance(event, h11.Data):
                 size += len(event.data)
-            elif isinstance(event, h11.EndOfMessage) and headers[0][1] == b"/ws":
+            elif isinstance(event, h11.EndOfMessage) and headers[0][1] in (b"/ws", b"/ws-leak"):
                 lab.seen.append(headers)
-                await shout(conn, reader, writer)
+                secret = b"".join(values(headers, b"authorization"))
+                await shout(conn, reader, writer, secret if headers[0][1] == b"/ws-leak" else b"")
                 return
+            elif isinstance(event, h11.EndOfMessage) and headers[0][1] in LEAKS:
+                lab.seen.append(headers)
+                await leak(lab, conn, writer, headers)
+                conn.start_next_cycle()
             elif isinstance(event, h11.EndOfMessage):
                 lab.seen.append(headers)
-                body = b"".join(n + b": " + v + b"\n" for n, v in headers)
+                body = b"".join(n + b": " + _redacted(v) + b"\n" for n, v in headers)
                 body += f"body: {size}\n".encode()
                 status = 302 if headers[0][1] == b"/redirect" else 200
                 extra = [(b"Location", b"https://elsewhere.test/")] if status == 302 else []
@@ -172,13 +184,55 @@ async def echo(lab: Lab, reader: asyncio.StreamReader, writer: asyncio.StreamWri
         writer.close()
 
 
-async def shout(
-    conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+def _redacted(value: bytes) -> bytes:
+    """The echo tells its headers, but not a secret's value (the proxy would stop that)."""
+    return value.replace(VALUE, b"<the value>")
+
+
+LEAKS = {b"/leak-body", b"/leak-header", b"/leak-basic", b"/leak-late", b"/gzip"}
+
+
+async def leak(
+    lab: Lab, conn: h11.Connection, writer: asyncio.StreamWriter, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    """Switch protocols (101), then send back every byte uppercased."""
+    """Answer with the value the request carried, as the path says where."""
+    path, secret = headers[0][1], b"".join(values(headers, b"authorization"))
+    body, extra = b"ok\n", []
+    if path == b"/leak-body":
+        body = b"you sent: " + secret + b"\n"
+    elif path == b"/leak-header":
+        extra = [(b"X-Echo", secret)]
+    elif path == b"/leak-basic":
+        extra = [(b"X-Echo", b"Basic " + base64.b64encode(b"me:" + secret))]
+    elif path == b"/gzip":
+        body, extra = gzip.compress(b"hello"), [(b"Content-Encoding", b"gzip")]
+    if path == b"/leak-late":
+        filler = b"f" * 100_000
+        length = (b"Content-Length", str(len(filler) + len(secret)).encode())
+        writer.write(conn.send(h11.Response(status_code=200, headers=[length])) or b"")
+        writer.write(conn.send(h11.Data(data=filler)) or b"")
+        await writer.drain()
+        await lab.go_on.wait()  # the guest has the head and part of the body
+        body = secret
+    else:
+        length = (b"Content-Length", str(len(body)).encode())
+        writer.write(conn.send(h11.Response(status_code=200, headers=[length, *extra])) or b"")
+    for out in (h11.Data(data=body), h11.EndOfMessage()):
+        writer.write(conn.send(out) or b"")
+    await writer.drain()
+
+
+async def shout(
+    conn: h11.Connection,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    secret: bytes = b"",
+) -> None:
+    """Switch protocols (101), then send back every byte uppercased (and `secret`, first)."""
     upgrade = [(b"Upgrade", b"shout"), (b"Connection", b"Upgrade")]
     writer.write(conn.send(h11.InformationalResponse(status_code=101, headers=upgrade)) or b"")
     data = conn.trailing_data[0]
+    writer.write(secret)
     while True:
         writer.write(data.upper())
         await writer.drain()
@@ -516,5 +570,112 @@ def test_a_guest_that_does_not_trust_the_ca_is_refused(tmp_path: Path) -> None:
             while not state.refused:
                 await asyncio.sleep(0.01)
             assert "did not complete TLS" in state.refused[0].reason and state.seen == []
+
+    asyncio.run(scenario())
+
+
+def request(conn: http.client.HTTPConnection, method: str, path: str) -> tuple[int, bytes]:
+    conn.request(method, path)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+@pytest.mark.parametrize("path", ["/leak-body", "/leak-header", "/leak-basic"])
+def test_a_response_that_carries_the_value_is_not_relayed(tmp_path: Path, path: str) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+
+            def run() -> tuple[int, bytes]:
+                with guest(state.port, ca.client_context()) as conn:
+                    return request(conn, "GET", path)
+
+            status, body = await asyncio.to_thread(run)
+            assert status == 502 and b"carries a secret's value" in body
+            assert VALUE not in body and base64.b64encode(b"me:" + VALUE)[4:20] not in body
+        # the lab is over: every handler has ended
+        assert state.refused[0].status == 502 and VALUE.decode() not in state.refused[0].reason
+
+    asyncio.run(scenario())
+
+
+def test_a_value_late_in_a_streamed_body_cuts_the_connection(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+            loop = asyncio.get_running_loop()
+
+            def run() -> bytes:
+                with guest(state.port, ca.client_context()) as conn:
+                    conn.request("GET", "/leak-late")
+                    response = conn.getresponse()  # the head and the filler went on
+                    assert response.status == 200
+                    loop.call_soon_threadsafe(state.go_on.set)
+                    with pytest.raises(http.client.IncompleteRead) as cut:
+                        response.read()
+                    return cut.value.partial
+
+            partial = await asyncio.to_thread(run)
+            assert partial == b"f" * len(partial) and VALUE[:3] not in partial
+        assert state.refused[0].reason == LEAK_REASON
+
+    asyncio.run(scenario())
+
+
+def test_after_a_101_the_value_does_not_come_down(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+            send = (
+                b"GET /ws-leak HTTP/1.1\r\nHost: echo.test\r\nUpgrade: shout\r\n"
+                b"Connection: Upgrade\r\n\r\nhello"
+            )
+            answer = await asyncio.to_thread(raw_guest, state.port, ca.client_context(), send)
+            assert answer.startswith(b"HTTP/1.1 101 ") and VALUE not in answer
+            assert VALUE[:4] not in answer.partition(b"\r\n\r\n")[2]
+
+    asyncio.run(scenario())
+
+
+def test_a_normal_response_and_its_request_as_the_upstream_sees_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+
+            def run() -> tuple[int, bytes]:
+                with guest(state.port, ca.client_context()) as conn:
+                    return get(
+                        conn, "/plain", **{"Accept-Encoding": "gzip, br", "Range": "bytes=0-3"}
+                    )
+
+            status, body = await asyncio.to_thread(run)
+            assert status == 200 and body.startswith(b"target: /plain\n")  # whole, unchanged
+            assert values(state.seen[0], b"accept-encoding") == [b"identity"]
+            assert values(state.seen[0], b"range") == []
+
+    asyncio.run(scenario())
+
+
+def test_a_compressed_response_is_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+
+            def run() -> tuple[int, bytes]:
+                with guest(state.port, ca.client_context()) as conn:
+                    return request(conn, "GET", "/gzip")
+
+            status, body = await asyncio.to_thread(run)
+            assert status == 502 and b"compressed" in body
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("method", ["TRACE", "TRACK"])
+def test_trace_is_refused_before_going_upstream(tmp_path: Path, method: str) -> None:
+    async def scenario() -> None:
+        async with lab(tmp_path) as (state, ca):
+
+            def run() -> tuple[int, bytes]:
+                with guest(state.port, ca.client_context()) as conn:
+                    return request(conn, method, "/")
+
+            status, body = await asyncio.to_thread(run)
+            assert status == 405 and b"TRACE" in body and state.seen == []
 
     asyncio.run(scenario())

@@ -46,8 +46,8 @@ class Bound:
     def applies(self, name: str) -> bool:
         return any(name in s.hosts for s in self.secrets)
 
-    def server_context(self, name: str) -> ssl.SSLContext:
-        return self.minter.context(name)
+    async def server_context(self, name: str) -> ssl.SSLContext:
+        return await self.minter.context(name, "c1")
 
     def injections(self) -> list[Injection]:
         return self.secrets

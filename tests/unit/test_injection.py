@@ -1,12 +1,19 @@
 """What a secret proxy adds to a request's headers: the configured header overwritten (never
-appended to), placeholders replaced wherever they stand, other hosts' secrets left alone, and the
-value kept out of every repr and error."""
+appended to), placeholders replaced only in the header the secret's rule names (any header if the
+operator opts in), other hosts' secrets left alone, and the value kept out of every repr and
+error."""
 
 from __future__ import annotations
 
 import pytest
 
-from sanbox.host.egress.injection import Injection, applies, foreign_placeholders, inject
+from sanbox.host.egress.injection import (
+    Injection,
+    applies,
+    foreign_placeholders,
+    inject,
+    placeholder_refusal,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -34,10 +41,53 @@ def test_every_copy_is_removed_whatever_its_case() -> None:
     assert out == [(b"Authorization", b"Bearer " + VALUE)]
 
 
-def test_the_placeholder_is_replaced_in_any_header() -> None:
-    guest = [(b"x-api-key", b"sbx_ph_aaaa0002"), (b"Cookie", b"k=sbx_ph_aaaa0002; other=1")]
-    out = inject(guest, "api.anthropic.com", [ANTHROPIC])
-    assert out == [(b"x-api-key", b"ant-key-42"), (b"Cookie", b"k=ant-key-42; other=1")]
+def test_the_placeholder_is_replaced_only_in_the_header_the_rule_names() -> None:
+    guest = [
+        (b"x-api-key", b"sbx_ph_aaaa0002"),
+        (b"Cookie", b"k=sbx_ph_aaaa0002; other=1"),
+        (b"Authorization", b"Bearer sbx_ph_aaaa0002"),
+    ]
+    out = inject(guest, "api.anthropic.com", [ANTHROPIC])  # placeholder-only: Authorization
+    assert out == [*guest[:2], (b"Authorization", b"Bearer ant-key-42")]
+    named = Injection(
+        ("*.anthropic.com",),
+        None,
+        b"{value}",
+        b"sbx_ph_aaaa0002",
+        b"ant-key-42",
+        placeholder_header=b"X-Api-Key",
+    )
+    out = inject(guest, "api.anthropic.com", [named])
+    assert out == [(b"x-api-key", b"ant-key-42"), *guest[1:]]
+    echoed = [(b"X-Debug", b"sbx_ph_3f9a0001"), (b"Authorization", b"Bearer mine")]
+    out = inject(echoed, "api.openai.com", [OPENAI])  # a header rule: its own header only
+    assert out == [(b"X-Debug", b"sbx_ph_3f9a0001"), (b"Authorization", b"Bearer " + VALUE)]
+
+
+def test_the_operator_may_let_the_placeholder_go_in_any_header() -> None:
+    anywhere = Injection(
+        ("*.anthropic.com",), None, b"{value}", b"sbx_ph_aaaa0002", b"ant-key-42", any_header=True
+    )
+    guest = [
+        (b"x-api-key", b"sbx_ph_aaaa0002"),
+        (b"Cookie", b"k=sbx_ph_aaaa0002; other=1"),
+        (b"Host", b"sbx_ph_aaaa0002"),
+    ]
+    out = inject(guest, "api.anthropic.com", [anywhere])
+    assert out == [
+        (b"x-api-key", b"ant-key-42"),
+        (b"Cookie", b"k=ant-key-42; other=1"),
+        (b"Host", b"sbx_ph_aaaa0002"),
+    ]
+
+
+def test_a_strict_proxy_refuses_a_placeholder_in_another_header() -> None:
+    guest = [(b"X-Debug", b"sbx_ph_aaaa0002")]
+    why = placeholder_refusal(guest, "api.anthropic.com", [ANTHROPIC])
+    assert why is not None and "X-Debug" in why and "authorization" in why
+    assert b"ant-key" not in why.encode()
+    fine = [(b"Authorization", b"Bearer sbx_ph_aaaa0002")]
+    assert placeholder_refusal(fine, "api.anthropic.com", [ANTHROPIC]) is None
 
 
 def test_a_host_it_does_not_list_is_untouched() -> None:

@@ -3,6 +3,7 @@ stored."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import threading
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from sanbox.control.errors import InvalidRequestError
-from sanbox.control.secret_book import header_parts
+from sanbox.control.secret_book import header_parts, placeholder_header
 from sanbox.control.secrets import check_env_name, check_header, check_hosts, check_value
+from sanbox.host.egress.injection import Injection
 from sanbox.host.egress.org_ca import Minter, new_ca
 from sanbox.host.sealing import Sealer, SealError
 from sanbox.templates.spec import SpecError, parse
@@ -37,13 +39,14 @@ def test_a_leaf_of_the_org_ca_verifies_for_its_name_only(tmp_path: Path) -> None
     ca, key = new_ca("acme")
     assert b"PRIVATE KEY" not in ca
     minter = Minter(ca, key)
-    assert minter.context("echo.test") is minter.context("echo.test")  # kept, not re-signed
+    context = asyncio.run(minter.context("echo.test"))
+    assert asyncio.run(minter.context("echo.test")) is context  # kept, not re-signed
     (tmp_path / "ca.pem").write_bytes(ca)
     client = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
     a, b = socket.socketpair()
 
     def serve() -> None:
-        with minter.context("echo.test").wrap_socket(b, server_side=True) as tls:
+        with context.wrap_socket(b, server_side=True) as tls:
             tls.recv(1)
 
     thread = threading.Thread(target=serve)
@@ -53,7 +56,7 @@ def test_a_leaf_of_the_org_ca_verifies_for_its_name_only(tmp_path: Path) -> None
         tls.send(b"x")
     thread.join(5)
     a, b = socket.socketpair()
-    refused = threading.Thread(target=lambda: _quietly(minter, b))
+    refused = threading.Thread(target=lambda: _quietly(context, b))
     refused.start()
     with pytest.raises(ssl.SSLCertVerificationError):
         client.wrap_socket(a, server_hostname="other.test")
@@ -61,9 +64,9 @@ def test_a_leaf_of_the_org_ca_verifies_for_its_name_only(tmp_path: Path) -> None
     refused.join(5)
 
 
-def _quietly(minter: Minter, sock: socket.socket) -> None:
+def _quietly(context: ssl.SSLContext, sock: socket.socket) -> None:
     try:
-        minter.context("echo.test").wrap_socket(sock, server_side=True)
+        context.wrap_socket(sock, server_side=True)
     except (ssl.SSLError, OSError):
         pass
     finally:
@@ -83,6 +86,12 @@ def test_what_a_secret_is_checked_for() -> None:
             check_header(header, False)
     with pytest.raises(InvalidRequestError):
         check_header("X: {value}", True)
+    assert check_header("X-Api-Key", True) == "X-Api-Key"  # where a placeholder-only one goes
+    with pytest.raises(InvalidRequestError):
+        check_header("Host", True)
+    assert header_parts("X-Api-Key", True) == (None, b"")
+    assert placeholder_header("X-Api-Key", True) == b"X-Api-Key"
+    assert placeholder_header(None, True) is None
     assert check_value("sk-1") == b"sk-1"
     for value in ("", "a\r\nb", "a\x00", "x" * 8193, "caf\u00e9", " padded"):
         with pytest.raises(InvalidRequestError) as info:
@@ -94,6 +103,25 @@ def test_what_a_secret_is_checked_for() -> None:
     assert header_parts(None, False) == (b"Authorization", b"Bearer {value}")
     assert header_parts("X-Key: {value}", False) == (b"X-Key", b"{value}")
     assert header_parts(None, True) == (None, b"")
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["*.com", "*.io", "*.co.uk", "*.com.au", "*.github.io", "*.GitHub.IO.", "*.vercel.app"],
+)
+def test_a_wildcard_over_a_public_suffix_is_refused(host: str) -> None:
+    with pytest.raises(InvalidRequestError, match="public suffix|every host"):
+        check_hosts([host])
+
+
+def test_a_wildcard_over_a_domain_of_ones_own_is_fine() -> None:
+    hosts = ["*.example.com", "*.api.example.co.uk", "*.acme.github.io", "api.github.io"]
+    assert check_hosts(hosts) == sorted(hosts)
+
+
+def test_a_placeholder_only_secret_makes_an_injection() -> None:
+    quiet = Injection(("a.test",), None, b"", b"sbx_ph_00000000", b"value-123")  # was refused
+    assert quiet.placeholder_headers == {b"authorization"}
 
 
 def test_a_template_binds_secrets_by_name() -> None:

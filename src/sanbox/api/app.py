@@ -20,6 +20,7 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.reconciler import Reconciler
 from ..host import console
+from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
 from ..host.runtime import HostRuntime
@@ -75,7 +76,11 @@ def create_app(
                               capacity=Capacity.of_host(settings.disk_overcommit),
                               secrets_key_file=settings.secrets_key_file,
                               ca_bundle=settings.ca_bundle,
-                              strict_placeholders=settings.strict_placeholders)  # fmt: skip
+                              strict_placeholders=settings.strict_placeholders,
+                              substitute_any_header=settings.substitute_any_header,
+                              egress_budget=ConnectionBudget(
+                                  settings.egress_max_connections_per_org,
+                                  settings.egress_max_connections_total))  # fmt: skip
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()

@@ -18,10 +18,12 @@ class SecretPut(BaseModel):
     )
     header: str | None = Field(
         None, max_length=200,
-        description="`Name: template` with {value}; default `Authorization: Bearer {value}`",
+        description="`Name: template` with {value}; default `Authorization: Bearer {value}`; "
+        "with placeholder_only, the bare name of the header the placeholder is replaced in "
+        "(default Authorization)",
     )  # fmt: skip
     placeholder_only: bool = Field(
-        False, description="add no header: only replace the placeholder where a request has it"
+        False, description="add no header: only replace the placeholder in the header named"
     )
 
 
@@ -29,7 +31,10 @@ class Secret(BaseModel):
     id: str
     name: str
     hosts: list[str]
-    header: str | None = Field(description="the header it sets; null: placeholder only")
+    header: str | None = Field(
+        description="the header it sets; placeholder only: the header its placeholder goes in "
+        "(null: Authorization)"
+    )
     placeholder_only: bool
     version: int = Field(description="1, then one more at each rotation")
     created_at: datetime
@@ -37,7 +42,9 @@ class Secret(BaseModel):
 
     @classmethod
     def of(cls, row: SecretRow) -> Secret:
-        header = None if row.placeholder_only else (row.header or "Authorization: Bearer {value}")
+        header = (
+            row.header if row.placeholder_only else (row.header or "Authorization: Bearer {value}")
+        )
         return cls(
             id=row.id, name=row.name, hosts=list(row.hosts), header=header,
             placeholder_only=row.placeholder_only, version=row.version,

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from ..host.layout import DataDir, default_data_dir
 from ..store.db import sqlite_url
 
@@ -35,6 +36,8 @@ class ServerSettings:
     port_domain: str = "localhost"  # published ports: http://PORT-NAME.ORG.<domain>:<port>/
     tenant_private_ranges: str | None = None  # allow rules may open these: "10.20.0.0/16,..."
     egress_max_connections: int = 512  # open egress proxy connections, per computer
+    egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG  # of all its computers
+    egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL  # of every computer
     exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
     max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
     disk_overcommit: float = 1.0  # thin disks may add up to this times the free space
@@ -42,6 +45,7 @@ class ServerSettings:
         None  # the key secrets are sealed under (SANBOX_SECRETS_KEY_FILE)
     )
     strict_placeholders: bool = False  # refuse a placeholder sent to a host not its secret's
+    substitute_any_header: bool = False  # a placeholder is replaced in any header, not its own
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -57,7 +61,11 @@ class ServerSettings:
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
         }
         for name, env in (("exec_max_output", "SANBOX_EXEC_MAX_OUTPUT"),
-                          ("max_body_bytes", "SANBOX_MAX_BODY_BYTES")):  # fmt: skip
+                          ("max_body_bytes", "SANBOX_MAX_BODY_BYTES"),
+                          ("egress_max_connections_per_org",
+                           "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG"),
+                          ("egress_max_connections_total",
+                           "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL")):  # fmt: skip
             if os.environ.get(env):
                 values[name] = int(os.environ[env])
         if os.environ.get("SANBOX_SECRETS_KEY_FILE"):
@@ -66,6 +74,10 @@ class ServerSettings:
         if placeholders not in ("pass", "refuse"):
             raise ValueError("SANBOX_SECRET_PLACEHOLDERS is `pass` or `refuse`")
         values["strict_placeholders"] = placeholders == "refuse"
+        anywhere = os.environ.get("SANBOX_SECRET_SUBSTITUTE_ANY_HEADER", "0")
+        if anywhere not in ("0", "1"):
+            raise ValueError("SANBOX_SECRET_SUBSTITUTE_ANY_HEADER is 0 or 1")
+        values["substitute_any_header"] = anywhere == "1"
         if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})

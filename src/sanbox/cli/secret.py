@@ -79,7 +79,11 @@ def secret_requests(values: list[str] | None) -> list[tuple[str, str | None]] | 
 
 
 def _describe(s: Secret) -> str:
-    rule = "placeholder only" if s.placeholder_only else (s.header or "Authorization: Bearer …")
+    rule = (
+        f"placeholder only, in {s.header or 'Authorization'}"
+        if s.placeholder_only
+        else (s.header or "Authorization: Bearer …")
+    )
     return escape(f"{', '.join(s.hosts)}; {rule}")
 
 
@@ -108,7 +112,8 @@ def set_(
     placeholder: bool = typer.Option(
         False,
         "--placeholder",
-        help="Add no header: only replace the placeholder the computer sends.",
+        help="Add no header: only replace the placeholder the computer sends in one header "
+        "(Authorization, or the name --header gives).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the secret as JSON."),
 ) -> None:

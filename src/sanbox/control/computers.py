@@ -17,6 +17,7 @@ from ..host import console
 from ..host.agent import ExecProcess, ExecResult, FileInfo, PtySession, TcpStream
 from ..host.agent.files import Source
 from ..host.disk import can_reflink
+from ..host.egress.budget import ConnectionBudget
 from ..host.egress.denials import Denial
 from ..host.egress.gateway import EgressGateway
 from ..host.egress.reach import Reach
@@ -60,18 +61,25 @@ class Computers:
         secrets_key_file: Path | None = None,
         ca_bundle: Path | None = None,
         strict_placeholders: bool = False,
+        substitute_any_header: bool = False,
+        egress_budget: ConnectionBudget | None = None,
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
         book = SecretBook(db, secrets_key_file or runtime.data_dir.sealing_key, ca_bundle,
-                          strict_placeholders)  # fmt: skip
+                          strict_placeholders, substitute_any_header)  # fmt: skip
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet)
         if runtime.network is not None and resolver is not None:
             self.fleet.egress = EgressGateway(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
-                intercepts=book.interception,
+                intercepts=book.interception, budget=egress_budget, org_of=self._org_of,
             )  # fmt: skip
+
+    def _org_of(self, computer_id: str) -> str:
+        with self.fleet.db.session() as s:
+            row = repo.computer_by_id(s, computer_id)
+        return row.org_id if row is not None else ""
 
     def _denied(self, computer_id: str, denial: Denial) -> None:
         network.denied(self.fleet, computer_id, denial)

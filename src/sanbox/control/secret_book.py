@@ -69,6 +69,11 @@ def ca_context(org_id: str) -> str:
     return f"ca/{org_id}"
 
 
+def placeholder_header(header: str | None, placeholder_only: bool) -> bytes | None:
+    """The header a placeholder-only secret names for its placeholder (None: Authorization)."""
+    return header.strip().encode() if placeholder_only and header else None
+
+
 def header_parts(header: str | None, placeholder_only: bool) -> tuple[bytes | None, bytes]:
     """The header to overwrite and its template (`{value}` in it), from `Name: template`."""
     if placeholder_only:
@@ -87,12 +92,13 @@ class Bound:
 class SecretBook:
     def __init__(
         self, db: Database, key_file: Path, ca_bundle: Path | None = None,
-        strict_placeholders: bool = False,
+        strict_placeholders: bool = False, substitute_any_header: bool = False,
     ) -> None:  # fmt: skip
         self.db = db
         self.sealer = Sealer(key_file)
         self.upstream = upstream_context(ca_bundle)
         self.strict_placeholders = strict_placeholders
+        self.substitute_any_header = substitute_any_header  # the operator's opt-in
         self._bound: dict[str, Bound] = {}
         self._minters: dict[str, Minter] = {}
         self._lock = threading.Lock()
@@ -113,10 +119,12 @@ class SecretBook:
         injections = []
         for binding, secret in pairs:
             header, template = header_parts(secret.header, secret.placeholder_only)
+            named = placeholder_header(secret.header, secret.placeholder_only)
             value = self.sealer.open(secret.sealed, secret_context(secret))
             injections.append(Injection(
                 hosts=tuple(secret.hosts), header=header, template=template,
                 placeholder=binding.placeholder.encode(), value=value,
+                placeholder_header=named, any_header=self.substitute_any_header,
             ))  # fmt: skip
         org_id = computer.org_id if computer else ""
         env = secret_env(org_id, {secret.name: binding.env or "" for binding, secret in pairs})
@@ -193,8 +201,9 @@ class ComputerInterception:
     def applies(self, name: str) -> bool:
         return any(applies(i, name) for i in self.book.bound(self.computer_id).injections)
 
-    def server_context(self, name: str) -> ssl.SSLContext:
-        return self.book.minter(self.book.bound(self.computer_id).org_id).context(name)
+    async def server_context(self, name: str) -> ssl.SSLContext:
+        minter = self.book.minter(self.book.bound(self.computer_id).org_id)
+        return await minter.context(name, self.computer_id)
 
     def injections(self) -> Sequence[Injection]:
         return self.book.bound(self.computer_id).injections

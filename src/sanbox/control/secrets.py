@@ -26,6 +26,52 @@ HOSTS_MAX = 32
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 ENV_NAME_MAX = 128  # the binding's column
 _IP = re.compile(r"[0-9.]+")
+# a wildcard over one of these hands the secret to names that strangers register
+_GENERIC_SLDS = {
+    "ac",
+    "co",
+    "com",
+    "edu",
+    "gob",
+    "gov",
+    "govt",
+    "ltd",
+    "mil",
+    "ne",
+    "net",
+    "nic",
+    "or",
+    "org",
+    "plc",
+    "sch",
+}
+SHARED_SUFFIXES = frozenset(
+    {
+        "amazonaws.com",
+        "appspot.com",
+        "azurewebsites.net",
+        "blogspot.com",
+        "cloudfront.net",
+        "fly.dev",
+        "firebaseapp.com",
+        "github.io",
+        "gitlab.io",
+        "glitch.me",
+        "herokuapp.com",
+        "netlify.app",
+        "ngrok.io",
+        "ngrok-free.app",
+        "onrender.com",
+        "pages.dev",
+        "r2.dev",
+        "railway.app",
+        "replit.app",
+        "run.app",
+        "vercel.app",
+        "web.app",
+        "workers.dev",
+    }
+)
 
 
 def _invalid(message: str) -> InvalidRequestError:
@@ -45,15 +91,51 @@ def check_hosts(hosts: list[str]) -> list[str]:
             raise _invalid(str(exc)) from None
         if not isinstance(rule, str) or _IP.fullmatch(rule):  # TLS names hosts, never addresses
             raise _invalid(f"{host!r}: a secret's hosts are names (api.example.com, *.example.com)")
+        why = wildcard_refusal(rule)
+        if why is not None:
+            raise _invalid(f"{host!r}: {why}")
         out.append(rule)
     return sorted(set(out))
 
 
-def check_header(header: str | None, placeholder_only: bool) -> str | None:
-    if placeholder_only:
-        if header:
-            raise _invalid("give either --header or --placeholder, not both")
+def wildcard_refusal(rule: str) -> str | None:
+    """Why a wildcard is too wide for a secret (None: it is not): one over a top-level domain, a
+    public suffix (`*.co.uk`) or a shared hosting domain (`*.github.io`) sends the value to
+    names that anybody can register."""
+    if rule == "*":
+        return "a bare `*` would send the secret to every host"
+    if not rule.startswith("*."):
         return None
+    base = rule[2:]
+    labels = base.split(".")
+    public = (
+        len(labels) == 1
+        or (len(labels) == 2 and labels[0] in _GENERIC_SLDS and len(labels[1]) == 2)
+        or base in SHARED_SUFFIXES
+    )
+    if public:
+        return (
+            f"{base} is a public suffix: every name below it, anybody's, would get the secret; "
+            "name the hosts (api.example.com) or a domain of your own (*.example.com)"
+        )
+    return None
+
+
+def check_header(header: str | None, placeholder_only: bool) -> str | None:
+    """`Name: template`; for a placeholder-only secret, the bare name of the header its
+    placeholder goes in (None: Authorization)."""
+    if placeholder_only:
+        if not header:
+            return None
+        name = header.strip()
+        if not _HEADER_NAME.fullmatch(name):
+            raise _invalid(
+                f"{header!r}: with --placeholder, --header names the header the placeholder is "
+                "replaced in (X-Api-Key), without a template"
+            )
+        if name.lower().encode() in FRAMING:
+            raise _invalid(f"the {name} header cannot carry a secret")
+        return name
     if header is None:
         return None
     name, colon, template = header.partition(":")
@@ -195,8 +277,13 @@ class Secrets:
             binding = bind_in(s, org.id, computer.id, ((name, env),))[0]
         self.book.changed()
         where = f"; ${env} holds its placeholder" if env else ""
-        self.fleet.record(computer.id, None, "secret.bound", f"secret {name} bound{where}",
-                          {"secret": name, "env": env})  # fmt: skip
+        self.fleet.record(
+            computer.id,
+            None,
+            "secret.bound",
+            f"secret {name} bound{where}",
+            {"secret": name, "env": env},
+        )
         machine = self.fleet.machines.get(computer.id)
         if machine is not None and machine.vm.alive():
             await self.fleet.trust_secrets(computer.id, machine)
@@ -211,6 +298,7 @@ class Secrets:
                                     "binding_not_found")  # fmt: skip
             s.delete(binding)
         self.book.changed()
-        self.fleet.record(computer.id, None, "secret.unbound", f"secret {name} unbound",
-                          {"secret": name})  # fmt: skip
+        self.fleet.record(
+            computer.id, None, "secret.unbound", f"secret {name} unbound", {"secret": name}
+        )
         return binding, secret

@@ -3,7 +3,8 @@ inside its namespace, and its firewall, all following one live policy (and, with
 the computer's bound secrets: the proxy intercepts the hosts they apply to). What they deny is
 logged and reported through `on_denied` as far as the computer's `DenialLimiter` lets it: one
 report per (name, port, reason) a minute and 60 a minute in all, the rest counted into the next
-report."""
+report. Every computer's proxy counts its connections in one `ConnectionBudget` too, per org
+(`org_of` names a computer's) and in all."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 from ..net import firewall
 from ..net.listen import Endpoint, bind_in_netns
 from ..net.netns import netns_exists
+from .budget import ConnectionBudget
 from .denials import Denial, DenialLimiter
 from .dns_filter import DnsFilter
 from .intercept import Interception
@@ -30,6 +32,7 @@ from .resolver import Resolver
 log = logging.getLogger(__name__)
 OnDenied = Callable[[str, Denial], None]  # (computer id, the denial to record)
 Intercepts = Callable[[str], Interception]  # computer id -> what its proxy intercepts
+OrgOf = Callable[[str], str]  # computer id -> its org's id
 
 
 @dataclass
@@ -50,6 +53,8 @@ class EgressGateway:
         max_connections: int = MAX_CONNECTIONS,
         clock: Callable[[], float] = time.monotonic,
         intercepts: Intercepts | None = None,
+        budget: ConnectionBudget | None = None,
+        org_of: OrgOf | None = None,
     ) -> None:
         self.resolver = resolver
         self.on_denied: OnDenied = on_denied or (lambda *_a: None)
@@ -57,6 +62,8 @@ class EgressGateway:
         self.max_connections = max_connections  # per computer
         self.clock = clock
         self.intercepts = intercepts  # None: TLS is always passed through
+        self.budget = budget or ConnectionBudget()  # per org and in all, for every computer
+        self.org_of: OrgOf = org_of or (lambda _c: "")
         self._egress: dict[str, Egress] = {}
 
     def policy(self, computer_id: str) -> Policy | None:
@@ -105,7 +112,8 @@ class EgressGateway:
 
         interception = self.intercepts(computer_id) if self.intercepts is not None else None
         proxy = EgressProxy(live, self.resolver, denied, self.reach, self.max_connections,
-                            interception=interception)  # fmt: skip
+                            interception=interception, budget=self.budget,
+                            org=self.org_of(computer_id))  # fmt: skip
         egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(
             lambda name: live().allows_host(name),

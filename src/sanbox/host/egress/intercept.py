@@ -1,17 +1,21 @@
 """The secret proxy: a guest's TLS connection to a host that a bound secret lists, terminated here
-with a certificate minted for that host by the org's CA (which the guest trusts), carried upstream
-over a TLS connection of the proxy's own that verifies the host's certificate, with the secret
-added to each request's headers (`injection.py`) so the guest never holds it.
+with a certificate minted for that host by the org's CA (which the guest trusts), carried
+upstream over a TLS connection of the proxy's own that verifies the host's certificate, with the
+secret added to each request's headers (`injection.py`) so the guest never holds it.
 
-HTTP/1.1 only (ALPN offers nothing else; an HTTP/2 preface is refused). Every request on a
-kept-alive connection is checked on its own (`http_request.py`), must name the host of the SNI
-(else 421), and gets the secrets bound at that moment: a secret removed or rotated changes the next
-request. The upstream connection is kept alive between requests when both sides allow, reopened
-when it closed; a bodiless idempotent request whose kept-alive upstream closed as it was sent
-(before any answer) is sent once more on a new one, as a browser would. Bodies stream both ways
-chunk by chunk; responses go back as they are (a redirect is not followed), hop-by-hop headers
-dropped; after a 101 the bytes go raw both ways. Secret values never reach a log line, an error
-or an answer."""
+HTTP/1.1 only (ALPN offers nothing else; an HTTP/2 preface is refused). Every request on a kept-
+alive connection is checked on its own (`http_request.py`), must name the host of the SNI (else
+421), and gets the secrets bound at that moment: a secret removed or rotated changes the next
+request. TRACE and TRACK are refused (`secret_exchange.py`). The upstream connection is kept alive
+between requests when both sides allow, reopened when it closed; a bodiless idempotent request whose
+kept-alive upstream closed as it was sent (before any answer) is sent once more on a new one, as a
+browser would. Bodies stream both ways chunk by chunk; responses go back as they are (a redirect is
+not followed), hop-by-hop headers dropped; after a 101 the bytes go raw both ways. Secret values
+never reach a log line, an error or an answer, and never come back: every response's head and body
+(and the raw bytes after a 101) go through a `LeakScanner` for the values that apply to the host;
+one that carries a value is answered 502 if nothing of it has gone to the guest yet (the head and
+what came with it are held until scanned), else the connection is cut, and either way it is reported
+as a denial."""
 
 from __future__ import annotations
 
@@ -19,13 +23,10 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Sequence
-from typing import Protocol
 
 import h11
 
 from .http_request import (
-    HOP_BY_HOP,
     MAX_HEAD,
     Accepted,
     GuestEvent,
@@ -33,54 +34,26 @@ from .http_request import (
     Refusal,
     refusal_bytes,
 )
-from .injection import Injection, inject, placeholder_refusal
+from .injection import applies, inject, placeholder_refusal
+from .interception import Interception, RefusedError
+from .leak_scan import LEAK_REASON, LeakScanner
+from .org_ca import MintRefusedError
 from .relay import Idle, idle_timeout
+from .secret_exchange import (
+    METHOD_REFUSAL,
+    REFUSED_METHODS,
+    guest_response,
+    unscannable,
+    upstream_headers,
+)
 from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 H2_PREFACE = b"PRI * HTTP/2.0\r\n"
-IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE"})
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-class RefusedError(Exception):
-    """This connection may not go where it asks (`status` for an HTTP answer)."""
-
-    def __init__(self, name: str, reason: str, status: int = 403) -> None:
-        super().__init__(reason)
-        self.name, self.reason, self.status = name, reason, status
-
-    def answer(self) -> str:
-        if self.status == 403:
-            return f"{self.name} is blocked ({self.reason})"
-        return f"{self.name}: {self.reason}" if self.name != "?" else self.reason
-
-
-class Interception(Protocol):
-    """The secrets bound to one computer, as the secret proxy sees them (the control side)."""
-
-    def applies(self, name: str) -> bool:
-        """Whether a secret bound now applies to `name` (intercept it, else pass it through)."""
-        ...
-
-    def server_context(self, name: str) -> ssl.SSLContext:
-        """A server context with a leaf certificate for `name`, ALPN `http/1.1` only."""
-        ...
-
-    def injections(self) -> Sequence[Injection]:
-        """The secrets bound now: asked again for each request."""
-        ...
-
-    @property
-    def upstream_context(self) -> ssl.SSLContext:
-        """A verifying client context (system store and configured CAs, check_hostname on)."""
-        ...
-
-    @property
-    def strict_placeholders(self) -> bool:
-        """Refuse a request that carries the placeholder of a secret for other hosts."""
-        ...
+__all__ = ["Interception", "RefusedError", "Streams", "intercept"]
 
 
 async def intercept(
@@ -97,7 +70,11 @@ async def intercept(
     """Serve the guest's TLS connection to `name`, whose ClientHello is `head`, dialling `address`
     upstream. RefusedError once a refusal was answered; `writers` (the proxy's flow) is kept
     holding the guest's writer and the open upstream's, so closing them ends the connection."""
-    tls = TlsServerStream(*guest, interception.server_context(name))
+    try:
+        context = await interception.server_context(name)
+    except MintRefusedError as exc:
+        raise RefusedError(name, f"no certificate minted: {exc}", 429) from None
+    tls = TlsServerStream(*guest, context)
     try:
         await tls.handshake(head, HANDSHAKE_TIMEOUT)
     except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
@@ -147,7 +124,7 @@ class _Session:
             if first is None:
                 return  # the guest closed between requests
             accepted, events = first
-            headers = await self._headers(accepted)
+            headers, scanner = await self._headers(accepted)
             replayable = accepted.request.method in IDEMPOTENT and _bodiless(events)
             for attempt in (1, 2):
                 reused = await self._ensure_upstream()
@@ -159,7 +136,7 @@ class _Session:
                     raise await self._refuse(502, "the request cannot be sent upstream") from None
                 sending = asyncio.ensure_future(self._request_body(request, events, idle))
                 try:
-                    switched = await self._response(request, idle)
+                    switched = await self._response(request, idle, scanner)
                     break
                 except (h11.ProtocolError, _BrokenUpstreamError):
                     if request.conn.our_state is not h11.SEND_RESPONSE:
@@ -170,7 +147,7 @@ class _Session:
                 finally:
                     await _settle(sending, keep=self.conn.our_state is h11.DONE)
             if switched:
-                await self._switched(request, idle)
+                await self._switched(request, idle, scanner)
                 return
             if not request.complete or request.conn.our_state is not h11.DONE:
                 return  # the guest asked to close, or its body was cut short
@@ -200,20 +177,22 @@ class _Session:
         if first.head.name != self.name:
             why = f"the request names {first.head.name}, this TLS connection is for {self.name}"
             raise await self._refuse(421, why)
+        if first.request.method in REFUSED_METHODS:
+            raise await self._refuse(405, METHOD_REFUSAL)
         return first, events[1:]
 
-    async def _headers(self, accepted: Accepted) -> list[tuple[bytes, bytes]]:
-        """The request's headers as they go upstream: the secrets in, hop-by-hop out (unless it
-        asks for an upgrade, whose Connection header must stay)."""
-        headers = list(accepted.request.headers.raw_items())
-        if not accepted.head.upgrade:
-            headers = [(n, v) for n, v in headers if n.lower() not in HOP_BY_HOP]
+    async def _headers(self, accepted: Accepted) -> tuple[list[tuple[bytes, bytes]], LeakScanner]:
+        """The request's headers as they go upstream (`secret_exchange.upstream_headers`, then
+        the secrets in), and the scanner its response goes through."""
         injections = self.interception.injections()
+        scanner = LeakScanner(i.value for i in injections if applies(i, self.name))
+        raw = list(accepted.request.headers.raw_items())
+        headers = upstream_headers(raw, accepted.head.upgrade, scanned=not scanner.idle)
         if self.interception.strict_placeholders:
             why = placeholder_refusal(headers, self.name, injections)
             if why is not None:
                 raise await self._refuse(403, why)
-        return inject(headers, self.name, injections)
+        return inject(headers, self.name, injections), scanner
 
     async def _request_body(self, request: GuestRequest, events: list[GuestEvent],
                             idle: Idle) -> None:  # fmt: skip
@@ -233,40 +212,84 @@ class _Session:
             idle.touch()
             events = request.feed(data)
 
-    async def _response(self, request: GuestRequest, idle: Idle) -> bool:
-        """Relay the response; True if the upstream switched protocols (101)."""
+    async def _response(self, request: GuestRequest, idle: Idle, scanner: LeakScanner) -> bool:
+        """Relay the response through `scanner`; True if the upstream switched protocols (101).
+        What h11 gives in one read is scanned before any of it is written."""
         up_reader, _ = self._upstream()
-        answer = request.conn
+        answer, method = request.conn, self._method(request)
+        out, started = b"", False  # not yet written; the final head was written
         while True:
             event = self.conn.next_event()
             if event is h11.NEED_DATA:
+                if out:
+                    self.tls.write(out)
+                    out, started = b"", started or answer.our_state is not h11.SEND_RESPONSE
+                    await self.tls.drain()
                 data = await up_reader.read(CHUNK)
                 idle.touch()
                 self.conn.receive_data(data)
                 continue
+            heads = h11.InformationalResponse | h11.Response
+            if isinstance(event, heads) and scanner.head(event.reason, event.headers.raw_items()):
+                raise await self._leak(started)
             if isinstance(event, h11.InformationalResponse):
-                self.tls.write(answer.send(event) or b"")
+                out += answer.send(event) or b""
                 if event.status_code == 101:
+                    self.tls.write(out)
                     return True
             elif isinstance(event, h11.Response):
-                self.tls.write(answer.send(_guest_response(event)) or b"")
-            elif isinstance(event, h11.Data | h11.EndOfMessage):
-                self.tls.write(answer.send(event) or b"")
+                why = None if scanner.idle else unscannable(event, method)
+                if why is not None:
+                    raise await self._refuse(502, why)
+                out += answer.send(guest_response(event)) or b""
+            elif isinstance(event, h11.Data):
+                released = scanner.feed(event.data)
+                if released is None:
+                    raise await self._leak(started)
+                out += answer.send(h11.Data(data=released)) or b"" if released else b""
+            elif isinstance(event, h11.EndOfMessage):
+                if scanner.head(b"", event.headers.raw_items()):  # the trailers
+                    raise await self._leak(started)
+                rest = scanner.finish()
+                out += answer.send(h11.Data(data=rest)) or b"" if rest else b""
+                self.tls.write(out + (answer.send(event) or b""))
                 await self.tls.drain()
-                if isinstance(event, h11.EndOfMessage):
-                    return False
+                return False
             else:  # closed before a complete response, or paused without one
                 raise _BrokenUpstreamError(type(event).__name__)
 
-    async def _switched(self, request: GuestRequest, idle: Idle) -> None:
+    @staticmethod
+    def _method(request: GuestRequest) -> bytes:
+        return request.head.method if request.head is not None else b""
+
+    async def _leak(self, started: bool) -> RefusedError:
+        """A value is in the response: 502 if the guest has nothing of it yet, else the
+        connection is cut (the caller closes it); the error to raise, value-free."""
+        if not started:
+            return await self._refuse(502, LEAK_REASON)
+        return RefusedError(self.name, LEAK_REASON, 502)
+
+    async def _switched(self, request: GuestRequest, idle: Idle, scanner: LeakScanner) -> None:
         """After a 101: what each side sent past its head goes on, then raw bytes both ways
-        until either side ends (TLS has no half-close here)."""
+        until either side ends (TLS has no half-close here); what comes down goes through
+        `scanner`, and a value in it cuts the connection."""
         up_reader, up_writer = self._upstream()
         to_upstream, to_guest = request.conn.trailing_data[0], self.conn.trailing_data[0]
+        leaked = False
+
+        def down(data: bytes) -> None:
+            nonlocal leaked
+            released = scanner.feed(data) if data else scanner.finish()
+            if released is None:
+                leaked = True
+                raise ConnectionAbortedError("a secret's value")
+            if released:
+                self.tls.write(released)
+
         if to_upstream:
             up_writer.write(to_upstream)
         if to_guest:
-            self.tls.write(to_guest)
+            down(to_guest)
 
         async def to_up() -> None:
             while data := await self.tls.read(CHUNK):
@@ -277,8 +300,9 @@ class _Session:
         async def to_down() -> None:
             while data := await up_reader.read(CHUNK):
                 idle.touch()
-                self.tls.write(data)
+                down(data)
                 await self.tls.drain()
+            down(b"")
 
         tasks = [asyncio.ensure_future(to_up()), asyncio.ensure_future(to_down())]
         try:
@@ -290,6 +314,8 @@ class _Session:
             for task in tasks:
                 if not task.cancelled():
                     task.exception()  # a broken side just ends the relay
+        if leaked:
+            raise RefusedError(self.name, LEAK_REASON, 502)
 
     async def _ensure_upstream(self) -> bool:
         """An upstream connection: True if it is one kept alive from an earlier request."""
@@ -364,11 +390,3 @@ async def _settle(sending: asyncio.Future[None], keep: bool) -> None:
 def _bodiless(events: list[GuestEvent]) -> bool:
     """The request ended with its head (nothing of a body to send again)."""
     return bool(events) and isinstance(events[0], h11.EndOfMessage)
-
-
-def _guest_response(response: h11.Response) -> h11.Response:
-    """The upstream's response as the guest gets it: hop-by-hop headers out (h11 frames it)."""
-    headers = [(n, v) for n, v in response.headers.raw_items() if n.lower() not in HOP_BY_HOP]
-    if any(n.lower() == b"transfer-encoding" for n, _ in headers):
-        headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
-    return h11.Response(status_code=response.status_code, headers=headers, reason=response.reason)

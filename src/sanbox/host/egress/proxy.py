@@ -10,8 +10,9 @@ smuggling shapes are refused before anything goes out; with strict placeholders,
 bound secret's placeholder for another host is refused too. Allowed `cidr:port` flows arrive on
 their own socket and go to their original destination, after the same address check.
 
-Bounds: at most `max_connections` connections at once (more are closed on accept and reported as
-one rate-limited denial), a deadline to name the destination, and an idle timeout on every relay.
+Bounds: at most `max_connections` connections at once, and within the org's and the server's
+`budget` (`budget.py`; more are closed on accept and reported as one rate-limited denial), a
+deadline to name the destination, and an idle timeout on every relay.
 A live policy change closes the flows it no longer allows."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budget import ConnectionBudget
 from .http_request import Accepted, GuestEvent, GuestRequest, Refusal, refusal_bytes
 from .injection import placeholder_refusal
 from .intercept import Interception, RefusedError, Streams, intercept
@@ -81,6 +83,8 @@ class EgressProxy:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
         interception: Interception | None = None,
+        budget: ConnectionBudget | None = None,
+        org: str = "",
     ) -> None:
         self.policy = policy
         self.resolver = resolver
@@ -89,6 +93,7 @@ class EgressProxy:
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout
         self.interception = interception  # the secrets bound to this computer, if any
+        self.budget, self.org = budget, org  # shared with the other computers' proxies
         self.active = 0  # connections being handled now
         self.flows: set[Flow] = set()
         self._servers: list[asyncio.Server] = []
@@ -100,19 +105,29 @@ class EgressProxy:
             async def handle(
                 r: asyncio.StreamReader, w: asyncio.StreamWriter, k: str = kind
             ) -> None:
-                if self.active >= self.max_connections:
+                why = self._admit()
+                if why is not None:
                     w.transport.abort()
-                    why = f"over the cap of {self.max_connections} open connections"
                     self.on_denied("*", _PORTS.get(k, 0), why)
                     return
-                self.active += 1
                 _no_delay(w)
                 try:
                     await self._handle(k, r, w)
                 finally:
                     self.active -= 1
+                    if self.budget is not None:
+                        self.budget.give_back(self.org)
 
             self._servers.append(await asyncio.start_server(handle, sock=sock))
+
+    def _admit(self) -> str | None:
+        """Count a new connection (None), or say why it is over a cap."""
+        if self.active >= self.max_connections:
+            return f"over the cap of {self.max_connections} open connections"
+        why = self.budget.take(self.org) if self.budget is not None else None
+        if why is None:
+            self.active += 1
+        return why
 
     async def close(self) -> None:
         for server in self._servers:
