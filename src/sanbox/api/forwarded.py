@@ -29,6 +29,25 @@ def scope_client(scope: Scope) -> str:
     return forwarded_for(peer, forwarded, proxies)
 
 
+def forwarded_proto(scope: Scope) -> str:
+    """`http` or `https` as the client spoke it: the connection's scheme, or a trusted proxy's
+    `X-Forwarded-Proto` (the last one it set)."""
+    scheme = str(scope.get("scheme") or "http")
+    scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    client = scope.get("client")
+    app = scope.get("app")
+    settings = getattr(app.state, "settings", None) if app is not None else None
+    proxies: Sequence[Network] = settings.proxies if settings is not None else ()
+    if client and proxies and _trusted(str(client[0]), proxies):
+        for name, value in reversed(scope.get("headers") or []):
+            if name.lower() == b"x-forwarded-proto":
+                proto = str(value.decode("latin-1")).split(",")[-1].strip().lower()
+                if proto in ("http", "https"):
+                    return proto
+                break
+    return scheme
+
+
 def forwarded_for(peer: str, headers: list[str], proxies: Sequence[Network]) -> str:
     """The rightmost address of `X-Forwarded-For` not a trusted proxy's, if `peer` is one (each
     trusted proxy appends the address it saw; anything left of that the client wrote itself);
