@@ -31,7 +31,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
-from .pools import Pools, PoolStatus
+from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
 from .secrets import Secrets
 
@@ -60,13 +60,14 @@ class Computers:
         secrets_key_file: Path | None = None,
         ca_bundle: Path | None = None,
         strict_placeholders: bool = False,
+        pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
         book = SecretBook(db, secrets_key_file or runtime.data_dir.sealing_key, ca_bundle,
                           strict_placeholders)  # fmt: skip
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
-        self.pools = Pools(self.fleet)
+        self.pools = Pools(self.fleet, *pool_bounds)
         if runtime.network is not None and resolver is not None:
             self.fleet.egress = EgressGateway(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,

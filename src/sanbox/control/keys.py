@@ -118,8 +118,9 @@ class Keys:
     ) -> None:
         self.db = db
         self.clock = clock
-        self.failures = failures or FailureLimiter()
-        self.rates = rates or KeyRates()
+        # `is None`, not `or`: an empty table has no length and would be replaced
+        self.failures = FailureLimiter() if failures is None else failures
+        self.rates = KeyRates() if rates is None else rates
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
