@@ -175,8 +175,10 @@ def test_a_view_only_watcher_sees_the_screen_and_cannot_drive_it(
     ws_url = f"ws://{netloc}/websockify"
     mine = {"Cookie": cookie, "Origin": f"http://{netloc}"}
     sock = socket.create_connection(("127.0.0.1", types_server.port))
-    with connect(ws_url, sock=sock, open_timeout=60, additional_headers=mine,
-                 subprotocols=[Subprotocol("binary")]) as ws:  # fmt: skip
+    binary = [Subprotocol("binary")]
+    with connect(
+        ws_url, sock=sock, open_timeout=60, additional_headers=mine, subprotocols=binary
+    ) as ws:
         assert ws.recv(timeout=60) == b"RFB 003.008\n"
         ws.send(b"RFB 003.008\n")
         types = ws.recv(timeout=60)
