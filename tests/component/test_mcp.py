@@ -252,3 +252,40 @@ def test_sanbox_mcp_over_stdio(live_server: LiveServer, short_tmp: Path) -> None
 
     asyncio.run(scenario())
     assert live_server.data_dir.computer_ids() == []
+
+
+def test_a_key_holds_a_bounded_number_of_mcp_sessions(live_server: LiveServer) -> None:
+    """Past `SANBOX_MCP_SESSIONS_PER_KEY` (16) open sessions a key gets the API's 429 before a
+    session is made; another key is not affected, and ending a session makes room."""
+    version = {"Mcp-Protocol-Version": "2025-06-18"}
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}},
+    }  # fmt: skip
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as api:
+            admin = {"Authorization": f"Bearer {live_server.key}"}
+            made = await api.post("/v1/keys", json={"name": "other"}, headers=admin)
+            other = {"Authorization": f"Bearer {made.json()['key']}"}
+            accept = {"Accept": "application/json, text/event-stream"}
+            sessions = []
+            for _ in range(16):
+                opened = await api.post("/mcp", json=initialize, headers={**accept, **admin})
+                assert opened.status_code == 200, opened.text
+                sessions.append(opened.headers["mcp-session-id"])
+            refused = await api.post("/mcp", json=initialize, headers={**accept, **admin})
+            assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
+            assert refused.json()["error"]["code"] == "too_many_sessions"
+            assert refused.headers["retry-after"]
+            theirs = await api.post("/mcp", json=initialize, headers={**accept, **other})
+            assert theirs.status_code == 200  # another key has its own room
+            closed = await api.delete(
+                "/mcp", headers={**admin, **version, "Mcp-Session-Id": sessions[0]}
+            )
+            assert closed.status_code == 200
+            again = await api.post("/mcp", json=initialize, headers={**accept, **admin})
+            assert again.status_code == 200, again.text
+
+    asyncio.run(scenario())

@@ -89,20 +89,21 @@ def test_same_name_in_two_orgs_each_url_reaches_its_own(
     assert publish(server, acme, "ho-port", port, public=False) == (
         f"http://{port}-ho-port.acme.localhost:7070/"
     )
-    # a keyless visitor to acme's URL is not served by the default org's public port
+    # a keyless visitor to acme's URL is not served by the default org's public port (and is
+    # told nothing that tells a private port from none)
     r = get(server, f"{port}-ho-port.acme.localhost:7070")
-    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"  # type: ignore[attr-defined]
+    assert r.status_code == 404 and r.json()["error"]["code"] == "port_not_found"  # type: ignore[attr-defined]
     assert get(server, f"{port}-ho-port.localhost:7070").status_code == 200  # type: ignore[attr-defined]
     # acme's key opens acme's URL; the default org's key does not
     auth = {"authorization": f"Bearer {acme}"}
     assert get(server, f"{port}-ho-port.acme.localhost", **auth).status_code == 200  # type: ignore[attr-defined]
     r = get(server, f"{port}-ho-port.acme.localhost", authorization=f"Bearer {server.key}")
-    assert r.status_code == 403  # type: ignore[attr-defined]
+    assert r.status_code == 404  # type: ignore[attr-defined]
     # an org cannot take over the short URL by choosing the same name and port
     other = make_org(server, "other")
     publish(server, other, "ho-port", port, public=True)
     r = get(server, f"{port}-ho-port.acme.localhost")
-    assert r.status_code == 401  # type: ignore[attr-defined]
+    assert r.status_code == 404  # type: ignore[attr-defined]
     # a name another org does not have is not found there, whatever the default org has
     r = get(server, f"{port}-nothing.acme.localhost")
     assert r.json()["error"]["code"] == "port_not_found"  # type: ignore[attr-defined]
@@ -117,12 +118,12 @@ def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
     # a bearer key: relayed without it; the guest's own cookies and auth pass
     r = get(server, host, "/a", authorization=f"Bearer {server.key}", cookie="theirs=1")
     assert r.status_code == 200  # type: ignore[attr-defined]
-    # a browser with ?token=: sent back without it, holding the port cookie
+    # a browser with ?token=: a page that moves to the URL without it, holding the port cookie
     r = get(server, host, f"/b?x=1&token={server.key}")
-    assert r.status_code == 303  # type: ignore[attr-defined]
-    assert r.headers["location"] == "/b?x=1"  # type: ignore[attr-defined]
+    assert r.status_code == 200  # type: ignore[attr-defined]
+    assert 'content="0;url=/b?x=1"' in r.text  # type: ignore[attr-defined]
     cookie = r.headers["set-cookie"]  # type: ignore[attr-defined]
-    assert "HttpOnly" in cookie and server.key not in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and server.key not in cookie
     value = cookie.split(";")[0]
     server.client.cookies.clear()
     r = get(server, host, "/b?x=1", cookie=f"theirs=2; {value}")
@@ -136,10 +137,105 @@ def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
     assert "authorization" not in seen.requests[0][1]
     # the cookie is for this computer and port only: forged or moved, it opens nothing
     r = get(server, host, "/c", cookie=value[:-2] + "00")
-    assert r.status_code == 401  # type: ignore[attr-defined]
+    assert r.status_code == 404  # type: ignore[attr-defined]
     # another key scheme is the guest's own business and passes untouched
     r = get(server, host, "/d", authorization="Basic dXNlcjpwdw==")
-    assert r.status_code == 401  # type: ignore[attr-defined]
+    assert r.status_code == 404  # type: ignore[attr-defined]
+
+
+def _cookie(server: Server, host: str, view: bool = False) -> str:
+    query = f"token={server.key}" + ("&sanbox_view=1" if view else "")
+    r = get(server, host, f"/?{query}")
+    assert r.status_code == 200, r.text  # type: ignore[attr-defined]
+    server.client.cookies.clear()
+    value: str = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+    return value
+
+
+def test_a_keyless_visitor_cannot_tell_a_private_port_from_none(
+    server: Server, guest: tuple[int, Seen]
+) -> None:
+    port, _ = guest
+    acme = make_org(server, "acme")
+    publish(server, acme, "priv", port, public=False)
+    server.client.post(
+        "/v1/computers/priv/ports",
+        json={"port": port + 1, "public": False},
+        headers=server.headers(acme),
+    )
+    hosts = {
+        "private": f"{port}-priv.acme.localhost:7070",
+        "not published": f"{port + 2}-priv.acme.localhost:7070",
+        "no computer": f"{port}-nope.acme.localhost:7070",
+    }
+    answers = {}
+    for what, host in hosts.items():
+        for extra in ({}, {"authorization": f"Bearer {server.key}"}, {"cookie": "sanbox_port=x"}):
+            r = get(server, host, **extra)
+            body = r.json()  # type: ignore[attr-defined]
+            shape = (r.status_code, body["error"]["code"], tuple(sorted(r.headers.keys())))  # type: ignore[attr-defined]
+            answers[(what, tuple(extra))] = shape
+            assert "private" not in body["error"]["message"].split(":")[0], what
+    assert len(set(answers.values())) == 1, answers
+    assert next(iter(answers.values()))[:2] == (404, "port_not_found")
+    # a key of the URL's org gets the precise answer, and a wrong key 401 whatever the URL
+    r = get(server, hosts["no computer"], authorization=f"Bearer {acme}")
+    assert "no published port" in r.json()["error"]["message"]  # type: ignore[attr-defined]
+    for host in hosts.values():
+        r = get(server, host, authorization="Bearer sbk_wrong")
+        assert r.status_code == 401  # type: ignore[attr-defined]
+
+
+def test_a_cookie_request_must_come_from_the_port_s_own_page(
+    server: Server, guest: tuple[int, Seen]
+) -> None:
+    port, seen = guest
+    publish(server, server.key, "mine", port, public=False)
+    host = f"{port}-mine.localhost:7070"
+    cookie = _cookie(server, host)
+    foreign = [
+        f"http://{port + 1}-mine.localhost:7070",  # another port of the same computer
+        f"http://{port}-mine.acme.localhost:7070",  # another org's
+        f"http://{port}-mine.localhost:7071",  # another server port
+        f"https://{port}-mine.localhost:7070",  # another scheme
+        "null",
+    ]
+    for origin in foreign:
+        r = server.client.post("/x", headers={"host": host, "cookie": cookie, "origin": origin})
+        assert (r.status_code, r.json()["error"]["code"]) == (403, "cross_origin"), origin
+    assert [p for p, _ in seen.requests] == []
+    mine = {"host": host, "cookie": cookie, "origin": f"http://{host}"}
+    assert server.client.post("/x", headers=mine).status_code == 501  # the guest's: it got there
+    r = get(server, host, "/y", cookie=cookie, origin="http://evil.example")  # GET: a page load
+    assert r.status_code == 200  # type: ignore[attr-defined]
+    # a key instead of the cookie is no browser's doing: no Origin needed
+    r = server.client.post(
+        "/x",
+        headers={
+            "host": host,
+            "authorization": f"Bearer {server.key}",
+            "origin": "http://evil.example",
+        },
+    )
+    assert r.status_code == 501
+
+
+def test_a_view_only_cookie_opens_safe_methods_only(
+    server: Server, guest: tuple[int, Seen]
+) -> None:
+    port, seen = guest
+    publish(server, server.key, "watch", port, public=False)
+    host = f"{port}-watch.localhost:7070"
+    r = get(server, host, f"/?token={server.key}&sanbox_view=1&x=1")
+    assert 'content="0;url=/?x=1"' in r.text  # type: ignore[attr-defined]
+    cookie = _cookie(server, host, view=True)
+    assert get(server, host, "/see", cookie=cookie).status_code == 200  # type: ignore[attr-defined]
+    r = server.client.post(
+        "/x", headers={"host": host, "cookie": cookie, "origin": f"http://{host}"}
+    )
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "view_only")
+    assert [p for p, _ in seen.requests] == ["/see"]
+    assert "sanbox_view" not in seen.everything()
 
 
 def test_the_access_log_never_holds_a_key() -> None:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import sync_playwright
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
@@ -150,6 +151,53 @@ def test_people_watch_and_take_over_through_novnc(
     with connect(ws_url, sock=sock, open_timeout=60, additional_headers=headers,
                  subprotocols=[Subprotocol("binary")]) as ws:  # fmt: skip
         assert ws.recv(timeout=60) == b"RFB 003.008\n"
+
+
+def test_a_view_only_watcher_sees_the_screen_and_cannot_drive_it(
+    types_server: ServerProcess, browser: Computer
+) -> None:
+    """A view-only cookie (`?sanbox_view=1`) opens the page and the VNC WebSocket from the
+    port's own origin; the server lets the RFB handshake through and closes on input it cannot
+    frame; a foreign Origin is refused before the guest is reached."""
+    url = port_url(browser, VNC)
+    netloc = urlsplit(url).netloc
+    r = httpx.get(
+        f"{types_server.url}/watch.html?token={types_server.key}&sanbox_view=1",
+        headers={"Host": netloc},
+        timeout=60,
+    )
+    assert r.status_code == 200 and "sanbox_port=" in r.headers["set-cookie"], r.text
+    cookie = r.headers["set-cookie"].split(";")[0]
+    page = httpx.get(
+        f"{types_server.url}/watch.html", headers={"Host": netloc, "Cookie": cookie}, timeout=60
+    )
+    assert page.status_code == 200 and "novnc/core/rfb.js" in page.text
+    ws_url = f"ws://{netloc}/websockify"
+    mine = {"Cookie": cookie, "Origin": f"http://{netloc}"}
+    sock = socket.create_connection(("127.0.0.1", types_server.port))
+    binary = [Subprotocol("binary")]
+    with connect(
+        ws_url, sock=sock, open_timeout=60, additional_headers=mine, subprotocols=binary
+    ) as ws:
+        assert ws.recv(timeout=60) == b"RFB 003.008\n"
+        ws.send(b"RFB 003.008\n")
+        types = ws.recv(timeout=60)
+        assert isinstance(types, bytes) and 1 in types[1:]  # Xvnc offers security None
+        ws.send(b"\x01")
+        assert ws.recv(timeout=60) == b"\x00\x00\x00\x00"  # SecurityResult: OK
+        ws.send(b"\x01")  # ClientInit
+        assert len(ws.recv(timeout=60)) >= 24  # ServerInit: the screen's size and format
+        ws.send(b"\x05\x01\x00\x10\x00\x10")  # a click: dropped, the connection stays
+        ws.send(b"\x03\x00\x00\x00\x00\x00\x00\x10\x00\x10")  # an update request passes
+        assert ws.recv(timeout=60)
+        ws.send(b"\xfe\x00")  # a message the filter cannot frame: the server closes
+        with pytest.raises(ConnectionClosed):
+            while True:
+                ws.recv(timeout=60)
+    sock = socket.create_connection(("127.0.0.1", types_server.port))
+    foreign = {"Cookie": cookie, "Origin": "http://8080-other.localhost:7070"}
+    with pytest.raises(InvalidStatus):
+        connect(ws_url, sock=sock, open_timeout=60, additional_headers=foreign)
 
 
 def test_the_profile_persists_across_stop_and_start(

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 
 from fastapi import FastAPI
 
@@ -18,6 +19,7 @@ from ..control.capacity import Capacity
 from ..control.computers import Computers
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
+from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
 from ..host import console
 from ..host.egress.budget import ConnectionBudget
@@ -59,7 +61,7 @@ def create_app(
     *,
     clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
 ) -> FastAPI:
-    mcp = McpEndpoint()
+    mcp = McpEndpoint(settings.mcp_sessions_per_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,7 +69,10 @@ def create_app(
         db = Database(settings.db_url)
         await asyncio.to_thread(db.migrate)
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
-        app.state.keys, app.state.audit = Keys(db, clock), AuditLog(db)
+        rates = KeyRates(settings.key_rate, settings.key_burst)
+        app.state.keys = Keys(db, clock, rates=rates)
+        retention = timedelta(days=settings.audit_retention_days)
+        app.state.audit = AuditLog(db, retention=retention, org_cap=settings.audit_org_cap)
         host_runtime = runtime or HostRuntime(settings.layout)
         reach = Reach.of(settings.tenant_private_ranges)
         resolver = Resolver(settings.upstream or system_upstream())
@@ -80,7 +85,9 @@ def create_app(
                               substitute_any_header=settings.substitute_any_header,
                               egress_budget=ConnectionBudget(
                                   settings.egress_max_connections_per_org,
-                                  settings.egress_max_connections_total))  # fmt: skip
+                                  settings.egress_max_connections_total),
+                              pool_bounds=(settings.org_max_pools,
+                                           settings.org_max_pool_members))  # fmt: skip
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()
@@ -91,6 +98,7 @@ def create_app(
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
             asyncio.ensure_future(IdleWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
+            asyncio.ensure_future(app.state.audit.sweep_every()),
         ]
         try:
             async with mcp.serving(app):  # its tools call this app, in-process

@@ -24,6 +24,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..control.audit import AuditEntry, AuditLog
+from .forwarded import UNKNOWN, scope_client
 from .redact import redact
 
 log = logging.getLogger(__name__)
@@ -145,10 +146,10 @@ class AuditTrail:
         if status is None and otherwise is not None:
             status, code = otherwise
         actor: Actor | None = scope["state"].get(ACTOR)
-        client = scope.get("client")
+        client = scope_client(scope)
         entry = AuditEntry(
             action=action(scope), status=status or 0, target=target(scope), code=code,
-            client=str(client[0])[:64] if client else None, at=outcome.at,
+            client=client[:64] if client != UNKNOWN else None, at=outcome.at,
             key_id=actor.key_id if actor else None, key_prefix=actor.key_prefix if actor else None,
             org_id=actor.org_id if actor else None,
         )  # fmt: skip

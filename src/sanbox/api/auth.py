@@ -12,6 +12,7 @@ from ..control.errors import KeyRefusedError
 from ..control.keys import Keys, Principal, require_admin, require_host_admin
 from ..store.repo import ACTOR
 from .auditing import note_actor
+from .forwarded import scope_client
 
 __all__ = [
     "Principal",
@@ -33,7 +34,9 @@ def bearer_token(conn: HTTPConnection) -> str | None:
 
 
 def client_address(conn: HTTPConnection) -> str:
-    return conn.client.host if conn.client is not None else "unknown"
+    """The client's address: the direct peer's, or, when the peer is a proxy the operator trusts
+    (`SANBOX_TRUSTED_PROXIES`), the address that proxy saw (`forwarded.forwarded_for`)."""
+    return scope_client(conn.scope)
 
 
 def authenticate(conn: HTTPConnection) -> Principal:

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..control.errors import ControlError, TooManyFailuresError
+from ..control.errors import ControlError, TooManyRequestsError
 from ..host.errors import HostError
 
 log = logging.getLogger(__name__)
@@ -27,8 +27,8 @@ def error_response(
 
 
 def error_headers(exc: ControlError) -> dict[str, str] | None:
-    """`Retry-After` for a refusal that ends in time (too many failed authentications)."""
-    if isinstance(exc, TooManyFailuresError):
+    """`Retry-After` for a refusal that ends in time (failed authentications, a key's rate)."""
+    if isinstance(exc, TooManyRequestsError):
         return {"Retry-After": str(exc.retry_after)}
     return None
 

@@ -3,10 +3,19 @@ WebSocket) are relayed to PORT inside the computer NAME of the org ORG through t
 stream; ``PORT-NAME.<domain>`` is the short form for the default org, and only for it, so a URL
 names one computer of one org whatever other orgs call theirs. A private port needs a key of that
 org (or the port's cookie, see `ports.access`); nothing of the caller's credentials reaches the
-guest. A request to a suspended computer wakes it."""
+guest. A request to a suspended computer wakes it.
+
+A visitor who may not open a port (no key, a key of another org, no valid cookie) gets one answer
+whether the port is private or does not exist: 404 `port_not_found` with the same message, after
+the same lookups, so URLs cannot be enumerated; a key of the URL's own org gets the precise
+answer. A wrong key is refused (401) before anything is looked up, the same for every URL.
+Cookie-authenticated requests come from a browser: their `Origin` must be the port's own
+(`ports.origin`), and a cookie minted view-only (`?token=KEY&view=1`) opens only safe methods
+and WebSockets whose client input is dropped (`ports.rfb`)."""
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from typing import Any
@@ -14,15 +23,27 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
-from ..control.keys import Keys
+from ..control.errors import ControlError, ForbiddenError, NotFoundError
+from ..control.keys import Keys, Principal
 from ..host.secret import derived_key
 from ..store.models import ComputerRow, Org
 from ..store.repo import ACTOR
 from .auth import client_address
 from .errors import error_headers
+from .forwarded import forwarded_proto
 from .ports import PortHost, parse_port_host, relay_http, relay_websocket
-from .ports.access import CookieSigner, credentials, query_without_token, stripped
+from .ports.access import (
+    FULL,
+    SAFE_METHODS,
+    VIEW,
+    CookieSigner,
+    credentials,
+    query_without_token,
+    stripped,
+    view_requested,
+)
+from .ports.origin import check_origin
+from .ports.rfb import RfbViewOnly
 from .settings import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
@@ -37,6 +58,17 @@ async def _refuse(scope: Scope, send: Send, exc: ControlError) -> None:
     headers += [(k.lower().encode(), v.encode()) for k, v in (error_headers(exc) or {}).items()]
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def hidden(target: PortHost) -> NotFoundError:
+    """What a visitor who may not open a port hears, whether it is private or does not exist."""
+    org = f" in org {target.org!r}" if target.org else ""
+    return NotFoundError(
+        f"nothing is published at port {target.port} of {target.name!r}{org} that this request "
+        "may open: a private port needs a key of its org (Authorization: Bearer, or ?token= "
+        "once from a browser)",
+        "port_not_found",
+    )
 
 
 class PublishedPorts:
@@ -79,60 +111,117 @@ class PublishedPorts:
                 ) from None
             raise
 
-    def _authorize(self, state: Any, scope: Scope, row: ComputerRow, owner: Org, port: int) -> str:
-        """The id of the key that may open this private port, or AuthError/ForbiddenError."""
-        creds = credentials(scope)
+    def _cookie_key(
+        self, state: Any, cookie: str | None, row: ComputerRow | None, port: int
+    ) -> tuple[str, str] | None:
+        """The key id and mode of a valid port cookie of this computer and port, if its key still
+        opens anything. The MAC is checked whether or not the port exists (against no computer
+        then), so a visitor cannot time the difference."""
+        if cookie is None:
+            return None
+        verified = self.signer(state).verify(cookie, row.id if row is not None else "", port)
+        if verified is None or row is None:
+            return None
+        key_id, mode = verified
         keys: Keys = state.keys
-        if creds.key is not None:
-            principal = keys.authenticate(creds.key, client_address(HTTPConnection(scope)))
-            if principal.org.id != owner.id:
-                raise ForbiddenError("this key belongs to another org", "forbidden")
-            ACTOR.set(principal.key.prefix)  # a computer this request wakes names the key
-            return principal.key.id
-        if creds.cookie is not None:
-            key_id = self.signer(state).verify(creds.cookie, row.id, port)
-            key = keys.usable_key(key_id) if key_id else None  # not revoked, not expired
-            if key is not None and key.org_id == owner.id:
-                ACTOR.set(key.prefix)
-                return key.id
-        raise AuthError(
-            f"port {port} of {row.name} is private: send a key of its org "
-            "(Authorization: Bearer, or ?token= once from a browser)",
-            "unauthorized",
-        )
+        key = keys.usable_key(key_id)  # not revoked, not expired, within its rate
+        if key is None or key.org_id != row.org_id:
+            return None
+        ACTOR.set(key.prefix)  # a computer this request wakes names the key
+        return key.id, mode
 
     async def _relay(
         self, scope: Scope, receive: Receive, send: Send, state: Any, target: PortHost
     ) -> None:
-        row, owner, public = self._find(state, target)
-        if not public:
-            key_id = self._authorize(state, scope, row, owner, target.port)
-            creds = credentials(scope)
+        creds = credentials(scope)
+        principal: Principal | None = None
+        if creds.key is not None:  # refused the same whatever the URL, before any lookup
+            keys: Keys = state.keys
+            principal = keys.authenticate(creds.key, client_address(HTTPConnection(scope)))
+        missing: NotFoundError | None = None
+        try:
+            found: tuple[ComputerRow, Org, bool] | None = self._find(state, target)
+        except NotFoundError as exc:
+            found, missing = None, exc
+        cookie = self._cookie_key(state, creds.cookie, found[0] if found else None, target.port)
+        own = principal is not None and principal.org.name == (target.org or DEFAULT_ORG)
+        if found is None:
+            raise missing if own and missing is not None else hidden(target)
+        row, owner, public = found
+        if public:
+            await self._open(scope, receive, send, state, owner, row, target.port)
+            return
+        if principal is not None and own:
+            ACTOR.set(principal.key.prefix)  # a computer this request wakes names the key
             if creds.from_query and scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
-                await self._send_to_cookie(scope, send, state, row.id, target.port, key_id)
+                mode = VIEW if view_requested(scope) else FULL
+                await self._send_to_cookie(
+                    scope, send, state, row.id, target.port, principal.key.id, mode
+                )
                 return
-        async with state.computers.tcp(owner, row.id, target.port) as stream:
-            relay = relay_websocket if scope["type"] == "websocket" else relay_http
-            await relay(
-                stripped(scope), receive, send, stream, host_header=f"127.0.0.1:{target.port}"
-            )
+            await self._open(scope, receive, send, state, owner, row, target.port)
+            return
+        if principal is None and cookie is not None:
+            check_origin(scope, forwarded_proto(scope))  # a browser's: from the port's own page
+            view_only = cookie[1] == VIEW
+            if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
+                raise ForbiddenError("this port was opened view-only", "view_only")
+            await self._open(scope, receive, send, state, owner, row, target.port, view_only)
+            return
+        raise hidden(target)
+
+    async def _open(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        state: Any,
+        owner: Org,
+        row: ComputerRow,
+        port: int,
+        view_only: bool = False,
+    ) -> None:
+        host_header = f"127.0.0.1:{port}"
+        async with state.computers.tcp(owner, row.id, port) as stream:
+            if scope["type"] == "websocket":
+                client_filter = RfbViewOnly() if view_only else None
+                await relay_websocket(
+                    stripped(scope),
+                    receive,
+                    send,
+                    stream,
+                    host_header=host_header,
+                    client_filter=client_filter,
+                )
+            else:
+                await relay_http(stripped(scope), receive, send, stream, host_header=host_header)
 
     async def _send_to_cookie(
-        self, scope: Scope, send: Send, state: Any, computer_id: str, port: int, key_id: str
+        self,
+        scope: Scope,
+        send: Send,
+        state: Any,
+        computer_id: str,
+        port: int,
+        key_id: str,
+        mode: str,
     ) -> None:
-        """A browser that came with ?token=: back to the same URL without it, with the cookie."""
+        """A browser that came with ?token=: a page that moves to the same URL without it, with
+        the cookie (a meta refresh, so the Strict cookie goes along: see `ports.access`)."""
         signer = self.signer(state)
         query = query_without_token(scope.get("query_string") or b"")
         location = (scope.get("raw_path") or scope["path"].encode()) + (
             b"?" + query if query else b""
         )
-        secure = scope.get("scheme") == "https"
+        url = html.escape(location.decode("latin-1"), quote=True)
+        body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
+        secure = forwarded_proto(scope) == "https"
         headers = [
-            (b"location", location),
-            signer.set_cookie_header(signer.mint(computer_id, port, key_id), secure),
+            (b"content-type", b"text/html; charset=utf-8"),
+            signer.set_cookie_header(signer.mint(computer_id, port, key_id, mode), secure),
             (b"cache-control", b"no-store"),
             (b"referrer-policy", b"no-referrer"),
-            (b"content-length", b"0"),
+            (b"content-length", str(len(body)).encode()),
         ]
-        await send({"type": "http.response.start", "status": 303, "headers": headers})
-        await send({"type": "http.response.body", "body": b""})
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

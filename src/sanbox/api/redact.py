@@ -1,20 +1,51 @@
 """Keys and tokens never reach a log line: a logging filter for uvicorn's access and error logs
 (which print request paths, query strings included) that blanks `token=` values and anything that
-looks like a Sanbox API key."""
+looks like a Sanbox API key.
+
+A query parameter is judged as the server would read it: its name and value percent-decoded
+(`%74oken=`, `tok%65n=`, `token%3D...`, `TOKEN=`), separated by `&` or `;`. Text decoded up to
+`DECODE_ROUNDS` times, so a doubly encoded key is caught as well."""
 
 from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote_plus
 
-_TOKEN_PARAM = re.compile(r"(?i)([?&](?:token|access_token)=)[^&\s\"']*")
+_PARAM = re.compile(r"(^|[?&;\s])([^?&;\s\"'#]+)")  # a separator, then one name=value
+_ENCODED = re.compile(r"[A-Za-z0-9_.~+%-]*%[0-9A-Fa-f]{2}[A-Za-z0-9_.~+%-]*")
 _KEY = re.compile(r"sbk_[A-Za-z0-9_-]+")
+TOKEN_NAMES = frozenset({"token", "access_token"})
 REDACTED = "[redacted]"
+DECODE_ROUNDS = 3
 LOGGERS = ("uvicorn.access", "uvicorn.error", "uvicorn")
 
 
+def _decoded(text: str) -> str:
+    for _ in range(DECODE_ROUNDS):
+        decoded = unquote_plus(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _param(match: re.Match[str]) -> str:
+    separator, pair = match[1], match[2]
+    name, eq, _ = _decoded(pair).partition("=")
+    if eq and name.strip().lower() in TOKEN_NAMES:
+        raw_name = pair.partition("=")[0] if "=" in pair else name
+        return f"{separator}{raw_name}={REDACTED}"
+    return match[0]
+
+
+def _encoded_key(match: re.Match[str]) -> str:
+    return "sbk_" + REDACTED if "sbk_" in _decoded(match[0]) else match[0]
+
+
 def redact(text: str) -> str:
-    return _KEY.sub("sbk_" + REDACTED, _TOKEN_PARAM.sub(r"\1" + REDACTED, text))
+    text = _PARAM.sub(_param, text)
+    return _KEY.sub("sbk_" + REDACTED, _ENCODED.sub(_encoded_key, text))
 
 
 class RedactCredentials(logging.Filter):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
+from ..control.audit import ORG_CAP, RETENTION_DAYS
+from ..control.pools import MAX_MEMBERS, MAX_POOLS
+from ..control.rates import BURST, RATE
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from ..host.layout import DataDir, default_data_dir
 from ..store.db import sqlite_url
@@ -14,6 +19,30 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_ORG = "default"  # made by the first start; the short published-port URLs are its
 DEFAULT_PORT = 7070
 MIB = 1024 * 1024
+MCP_SESSIONS_PER_KEY = 16  # MCP sessions a key may hold open at /mcp
+
+
+def trusted_networks(text: str) -> tuple[str, ...]:
+    """`SANBOX_TRUSTED_PROXIES`: comma-separated addresses or CIDRs (ValueError if one is not)."""
+    cidrs = tuple(part.strip() for part in text.split(",") if part.strip())
+    for cidr in cidrs:
+        ip_network(cidr, strict=False)
+    return cidrs
+
+
+_NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
+    ("exec_max_output", "SANBOX_EXEC_MAX_OUTPUT", int),
+    ("max_body_bytes", "SANBOX_MAX_BODY_BYTES", int),
+    ("key_rate", "SANBOX_KEY_RATE", float),
+    ("key_burst", "SANBOX_KEY_BURST", int),
+    ("audit_retention_days", "SANBOX_AUDIT_RETENTION_DAYS", float),
+    ("audit_org_cap", "SANBOX_AUDIT_ORG_CAP", int),
+    ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
+    ("org_max_pools", "SANBOX_ORG_MAX_POOLS", int),
+    ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
+    ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
+    ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
+)
 
 
 def default_client_config() -> Path:
@@ -46,6 +75,14 @@ class ServerSettings:
     )
     strict_placeholders: bool = False  # refuse a placeholder sent to a host not its secret's
     substitute_any_header: bool = False  # a placeholder is replaced in any header, not its own
+    key_rate: float = RATE  # requests a second per API key, sustained (SANBOX_KEY_RATE)
+    key_burst: int = BURST  # ... and at once (SANBOX_KEY_BURST)
+    audit_retention_days: float = RETENTION_DAYS  # audit records older go (SANBOX_AUDIT_...)
+    audit_org_cap: int = ORG_CAP  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
+    mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
+    org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
+    org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
+    trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -60,14 +97,11 @@ class ServerSettings:
             "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
         }
-        for name, env in (("exec_max_output", "SANBOX_EXEC_MAX_OUTPUT"),
-                          ("max_body_bytes", "SANBOX_MAX_BODY_BYTES"),
-                          ("egress_max_connections_per_org",
-                           "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG"),
-                          ("egress_max_connections_total",
-                           "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL")):  # fmt: skip
+        for name, env, kind in _NUMBERS:
             if os.environ.get(env):
-                values[name] = int(os.environ[env])
+                values[name] = kind(os.environ[env])
+        if os.environ.get("SANBOX_TRUSTED_PROXIES"):
+            values["trusted_proxies"] = trusted_networks(os.environ["SANBOX_TRUSTED_PROXIES"])
         if os.environ.get("SANBOX_SECRETS_KEY_FILE"):
             values["secrets_key_file"] = Path(os.environ["SANBOX_SECRETS_KEY_FILE"])
         placeholders = os.environ.get("SANBOX_SECRET_PLACEHOLDERS", "pass")
@@ -82,6 +116,10 @@ class ServerSettings:
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+    @functools.cached_property
+    def proxies(self) -> tuple[IPv4Network | IPv6Network, ...]:
+        return tuple(ip_network(cidr, strict=False) for cidr in self.trusted_proxies)
 
     @property
     def layout(self) -> DataDir:

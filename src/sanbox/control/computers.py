@@ -32,7 +32,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
-from .pools import Pools, PoolStatus
+from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
 from .secrets import Secrets
 
@@ -63,13 +63,14 @@ class Computers:
         strict_placeholders: bool = False,
         substitute_any_header: bool = False,
         egress_budget: ConnectionBudget | None = None,
+        pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
         book = SecretBook(db, secrets_key_file or runtime.data_dir.sealing_key, ca_bundle,
                           strict_placeholders, substitute_any_header)  # fmt: skip
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
-        self.pools = Pools(self.fleet)
+        self.pools = Pools(self.fleet, *pool_bounds)
         if runtime.network is not None and resolver is not None:
             self.fleet.egress = EgressGateway(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,

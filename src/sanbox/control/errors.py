@@ -14,7 +14,10 @@
     ├── PayloadTooLargeError       payload_too_large (413): a template's build context
     ├── AuthError                  unauthorized (401), forbidden (403)
     │   └── KeyRefusedError        unauthorized (401): a revoked or expired key, with the key
-    ├── TooManyFailuresError       too_many_failures (429), with `retry_after` seconds
+    ├── TooManyRequestsError       (429), with `retry_after` seconds
+    │   ├── TooManyFailuresError   too_many_failures: an address past its failed authentications
+    │   └── RateLimitedError       rate_limited: a key past its request rate, an org past its
+    │                              MCP sessions
     ├── TooManyBuildsError         too_many_builds (429): an org's builds queued or running
     ├── InsufficientStorageError   insufficient_memory (guest RAM does not fit in the RAM dir),
     │                              insufficient_storage (a disk does not fit on the data
@@ -76,13 +79,23 @@ class KeyRefusedError(AuthError):
         self.key_id, self.key_prefix, self.org_id = key_id, key_prefix, org_id
 
 
-class TooManyFailuresError(ControlError):
+class TooManyRequestsError(ControlError):
+    """Refused for now: the client may try again in `retry_after` seconds."""
+
     status = 429
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after: int, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.retry_after = retry_after
+
+
+class TooManyFailuresError(TooManyRequestsError):
     code = "too_many_failures"
 
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+
+class RateLimitedError(TooManyRequestsError):
+    code = "rate_limited"
 
 
 class TooManyBuildsError(ControlError):

@@ -3,8 +3,10 @@
 - `authenticate` runs on every request and reads the store each time (nothing is cached), so a
   revoke or an expiry applies to the very next request, WebSocket connections included.
   Failed attempts are counted per client address (`failures.FailureLimiter`): past the limit,
-  every attempt from that address is refused with `too_many_failures` until the window passes,
-  whatever key it brings (a right key must not tell itself apart from a wrong one).
+  every failed attempt from that address (a wrong, revoked, expired or missing key) is refused
+  with `too_many_failures` until the window passes; a right key still opens (the key is checked
+  first), so no one can lock a tenant out by failing from its address. Each key has a request
+  rate (`rates.KeyRates`): past it, `rate_limited` with the seconds to wait.
 - An admin key manages its own org: its keys (list, create, revoke). A host-admin key (the first
   start's, and those another host admin makes) manages every org: it alone creates orgs, keys of
   other orgs and host-admin keys.
@@ -29,10 +31,12 @@ from .errors import (
     InvalidRequestError,
     KeyRefusedError,
     NotFoundError,
+    RateLimitedError,
     TooManyFailuresError,
 )
 from .failures import FailureLimiter
 from .names import check_name
+from .rates import KeyRates
 
 LAST_USED_STEP = timedelta(minutes=1)  # `last_used_at` is written at most this often per key
 MAX_LIFETIME = timedelta(days=10 * 365)
@@ -110,10 +114,13 @@ class Keys:
         db: Database,
         clock: Callable[[], float] = time.time,
         failures: FailureLimiter | None = None,
+        rates: KeyRates | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
-        self.failures = failures or FailureLimiter()
+        # `is None`, not `or`: an empty table has no length and would be replaced
+        self.failures = FailureLimiter() if failures is None else failures
+        self.rates = KeyRates() if rates is None else rates
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -121,17 +128,18 @@ class Keys:
     # who is calling ---------------------------------------------------------------------------
 
     def authenticate(self, token: str | None, client: str) -> Principal:
-        """The principal of a presented key, or AuthError / KeyRefusedError (401) or
-        TooManyFailuresError (429) for an address with too many failures."""
-        if not token:
-            raise AuthError("missing API key: send `Authorization: Bearer <key>`", "unauthorized")
+        """The principal of a presented key, or AuthError / KeyRefusedError (401),
+        TooManyFailuresError (429) for a failed attempt from an address past its failures, or
+        RateLimitedError (429) for a key past its request rate.
+
+        The key is checked first: a right key is never refused for failures others made from its
+        address (a shared NAT, a proxy, an attacker who wants it locked out). A guesser gains
+        nothing from that: keys hold 256 random bits (`store.repo.create_key`), and past
+        the limit every wrong key still gets 429 and counts."""
         seconds = self.clock()
-        wait = self.failures.retry_after(client, seconds)
-        if wait is not None:
-            retry = math.ceil(wait)
-            raise TooManyFailuresError(
-                f"too many failed authentications from {client}: try again in {retry} s", retry
-            )
+        if not token:
+            self._refuse(client, seconds)
+            raise AuthError("missing API key: send `Authorization: Bearer <key>`", "unauthorized")
         now = datetime.fromtimestamp(seconds, UTC)
         with self.db.session() as s:
             key = repo.key_by_plaintext(s, token)
@@ -142,18 +150,46 @@ class Keys:
                 if last is None or now - last >= LAST_USED_STEP:
                     key.last_used_at = now
         if key is None or org is None:
+            self._refuse(client, seconds)
             self.failures.failed(client, seconds)
             raise AuthError("invalid API key", "unauthorized")
         if why is not None:
+            self._refuse(client, seconds)
             self.failures.failed(client, seconds)
             raise KeyRefusedError(why, key.id, key.prefix, key.org_id)
+        self.take(key, seconds)
         return Principal(org=org, key=key)
 
+    def _refuse(self, client: str, seconds: float) -> None:
+        """TooManyFailuresError if `client` is past its failed authentications."""
+        wait = self.failures.retry_after(client, seconds)
+        if wait is not None:
+            self.failures.failed(client, seconds)  # the attempt failed too: it keeps counting
+            retry = math.ceil(wait)
+            raise TooManyFailuresError(
+                f"too many failed authentications from {client}: try again in {retry} s", retry
+            )
+
+    def take(self, key: ApiKey, seconds: float | None = None) -> None:
+        """One request of the key's rate, or RateLimitedError."""
+        wait = self.rates.take(key.id, self.clock() if seconds is None else seconds)
+        if wait is not None:
+            retry = max(1, math.ceil(wait))
+            raise RateLimitedError(
+                f"this API key ({key.prefix}…) is over its request rate "
+                f"({self.rates.rate:g}/s, bursts of {self.rates.burst}): try again in {retry} s",
+                retry,
+            )
+
     def usable_key(self, key_id: str) -> ApiKey | None:
-        """A key by id if it still opens anything (a port cookie names the key it came from)."""
+        """A key by id if it still opens anything (a port cookie names the key it came from);
+        RateLimitedError past its request rate."""
         with self.db.session() as s:
             key = repo.key_by_id(s, key_id)
-        return key if key is not None and refusal(key, self.now()) is None else None
+        if key is None or refusal(key, self.now()) is not None:
+            return None
+        self.take(key)
+        return key
 
     # orgs -------------------------------------------------------------------------------------
 

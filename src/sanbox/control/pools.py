@@ -43,6 +43,8 @@ from .states import State
 log = logging.getLogger(__name__)
 
 MAX_SIZE = 32
+MAX_POOLS = 16  # pools of a size above 0, per org (SANBOX_ORG_MAX_POOLS)
+MAX_MEMBERS = 64  # their sizes added up, per org (SANBOX_ORG_MAX_POOL_MEMBERS)
 REFILL_INTERVAL = 2.0  # seconds between checks when nothing wakes the loop
 REFILL_DELAY = 1.0  # seconds after a claim before its replacement is made
 
@@ -56,8 +58,11 @@ class PoolStatus:
 
 
 class Pools:
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(
+        self, fleet: Fleet, max_pools: int = MAX_POOLS, max_members: int = MAX_MEMBERS
+    ) -> None:
         self.fleet = fleet
+        self.max_pools, self.max_members = max_pools, max_members
         self._wake = asyncio.Event()
         self._blocked: dict[str, str] = {}  # pool id -> why the last refill was refused
         self._task: asyncio.Task[None] | None = None
@@ -74,6 +79,7 @@ class Pools:
             template = row.name
         with self.fleet.db.session() as s:
             pool = repo.pool(s, org.id, template)
+            self._check_bounds(repo.list_pools(s, org.id), template, size)
             if pool is None:
                 pool = PoolRow(id=repo.new_id("pool_"), org_id=org.id, template=template, size=0)
                 s.add(pool)
@@ -82,6 +88,24 @@ class Pools:
         self._blocked.pop(pool.id, None)
         self.wake()
         return pool
+
+    def _check_bounds(self, pools: list[PoolRow], template: str, size: int) -> None:
+        """An org's pools are bounded: `max_pools` of a size above 0, `max_members` in all (each
+        member is a running computer the org holds in reserve). Shrinking is always allowed."""
+        others = [p for p in pools if p.template != template and p.size > 0]
+        if size > 0 and len(others) + 1 > self.max_pools:
+            raise InvalidRequestError(
+                f"this org has {len(others)} pools, the most it may have: empty one "
+                "(size 0) before making another",
+                "too_many_pools",
+            )
+        members = sum(p.size for p in others)
+        if members + size > self.max_members:
+            raise InvalidRequestError(
+                f"this org's pools would hold {members + size} computers; they may hold "
+                f"{self.max_members} in all ({members} in its other pools)",
+                "too_many_pool_members",
+            )
 
     def status(self, org: Org) -> list[PoolStatus]:
         out = []

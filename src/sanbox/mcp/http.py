@@ -9,6 +9,11 @@ compares them). Each tool call then goes through the API itself: an `AsyncSanbox
 `httpx.ASGITransport(api)` with the caller's key and address, so it meets the same routes,
 checks, errors and audit records as any other request.
 
+A key holds at most `sessions_per_key` MCP sessions at once (`SANBOX_MCP_SESSIONS_PER_KEY`):
+a request that would open one more is answered 429 `too_many_sessions` before any session is
+made. A session no request has touched for `SESSION_IDLE_TIMEOUT` seconds ends (the SDK's idle
+timeout), so sessions a client forgot free their room.
+
 The SDK's DNS-rebinding check (a Host allowlist for unauthenticated local servers) is off: a page
 that rebinds a name to this server still has no key, and the server answers at whatever name it
 is deployed under.
@@ -16,7 +21,8 @@ is deployed under.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,26 +30,35 @@ import httpx
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection, Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..api.auth import authenticate, bearer_token
+from ..api.auth import authenticate, bearer_token, client_address
 from ..api.errors import error_headers, error_response
-from ..control.errors import ControlError
+from ..api.settings import MCP_SESSIONS_PER_KEY
+from ..control.errors import ControlError, RateLimitedError
 from ..sdk import AsyncSanbox, AuthenticationError
 from .tools import Clients, build_server
 
 PATH = "/mcp"
+SESSION_IDLE_TIMEOUT = 1800.0  # seconds without a request before a session ends
+RETRY_AFTER = 60  # seconds a key at its session bound is told to wait
 _SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 class McpEndpoint:
     """The `/mcp` route's app; `serving()` (entered from the API's lifespan) runs its sessions."""
 
-    def __init__(self) -> None:
+    def __init__(self, sessions_per_key: int = MCP_SESSIONS_PER_KEY) -> None:
+        if sessions_per_key < 1:
+            raise ValueError("sessions_per_key must be at least 1")
+        self.sessions_per_key = sessions_per_key
         self._app: ASGIApp | None = None
+        self._owners: Callable[[], Iterable[Mapping[str, Any]]] = dict  # a session's owner each
+        self._opening: Counter[str] = Counter()  # key id -> requests opening a session now
 
     def route(self) -> Route:
         return Route(PATH, endpoint=self, include_in_schema=False)
@@ -52,13 +67,24 @@ class McpEndpoint:
     async def serving(self, api: ASGIApp) -> AsyncIterator[None]:
         """Serve MCP sessions whose tools call `api` (the app this endpoint is part of)."""
         server = build_server(through_api(api))
-        app = server.streamable_http_app(streamable_http_path=PATH, transport_security=_SECURITY)
-        async with server.session_manager.run():
-            self._app = app
+        app = server.streamable_http_app(
+            streamable_http_path=PATH,
+            transport_security=_SECURITY,
+            session_idle_timeout=SESSION_IDLE_TIMEOUT,
+        )
+        manager = server.session_manager
+        async with manager.run():
+            # the SDK's record of who opened each live session (it ends with the session)
+            self._app, self._owners = app, manager._session_owners.values
             try:
                 yield
             finally:
-                self._app = None
+                self._app, self._owners = None, dict
+
+    def sessions(self, key_id: str) -> int:
+        """The MCP sessions `key_id` holds open or is opening."""
+        held = sum(1 for owner in self._owners() if owner.get("client_id") == key_id)
+        return held + self._opening[key_id]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         app = self._app
@@ -78,7 +104,27 @@ class McpEndpoint:
             subject=principal.org.id,
         )  # fmt: skip
         scope["user"] = AuthenticatedUser(token)
-        await app(scope, receive, send)
+        key_id = principal.key.id
+        if conn.headers.get(MCP_SESSION_ID_HEADER) is not None:
+            await app(scope, receive, send)  # a session's own request: it exists, or 404
+            return
+        if self.sessions(key_id) >= self.sessions_per_key:
+            full = RateLimitedError(
+                f"this API key holds {self.sessions_per_key} MCP sessions, the most it may: end "
+                "one (DELETE /mcp with its session id) or wait for one to go idle",
+                RETRY_AFTER,
+                "too_many_sessions",
+            )
+            refusal = error_response(full.status, full.code, full.message, error_headers(full))
+            await refusal(scope, receive, send)
+            return
+        self._opening[key_id] += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            self._opening[key_id] -= 1
+            if self._opening[key_id] <= 0:
+                del self._opening[key_id]
 
 
 def through_api(api: ASGIApp) -> Clients:
@@ -96,7 +142,7 @@ def through_api(api: ASGIApp) -> Clients:
         transport = httpx.ASGITransport(
             app=api,
             raise_app_exceptions=False,  # a 500 answers the call as it would answer anyone
-            client=(peer.host, peer.port) if peer is not None else ("unknown", 0),
+            client=(client_address(request), peer.port if peer is not None else 0),
         )
         url = str(request.base_url).rstrip("/")
         async with AsyncSanbox(url, user.access_token.token, transport=transport) as sanbox:

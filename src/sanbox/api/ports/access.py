@@ -3,9 +3,14 @@
 A caller proves access to a private port with an API key (``Authorization: Bearer sbk_…``, or
 ``?token=`` once, from a browser) or with the port's cookie: a browser that comes with
 ``?token=`` is sent back to the same URL without it, holding a short-lived cookie signed by the
-server for this computer and port only (host-only, HttpOnly). Before anything is relayed, the
-request loses every credential of Sanbox's: a Sanbox bearer key, the ``token`` query parameter
-and the port cookie. Other ``Authorization`` headers and cookies are the guest's own and pass.
+server for this computer and port only (host-only, HttpOnly, SameSite=Strict). The answer to
+``?token=`` is a small page that moves to the URL without it (a meta refresh, not a redirect:
+a navigation started by the port's own page is same-site, so the Strict cookie goes with it even
+when the link was followed from another site). ``?token=KEY&sanbox_view=1`` mints a view-only
+cookie: it opens safe methods only, and its WebSockets carry no client input (`rfb`).
+Before anything is relayed, the request loses every credential of Sanbox's: a Sanbox bearer key,
+the ``token`` and ``sanbox_view`` query parameters and the port cookie. Other ``Authorization``
+headers and cookies are the guest's own and pass.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from starlette.types import Scope
 
 COOKIE = "sanbox_port"
 TOKEN_PARAM = "token"
+VIEW_PARAM = "sanbox_view"  # ?sanbox_view=1 beside ?token=: the cookie opens view-only
+SANBOX_PARAMS = frozenset({TOKEN_PARAM, VIEW_PARAM})
+FULL, VIEW = "full", "view"  # what a cookie opens
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 KEY_PREFIX = "sbk_"
 COOKIE_TTL = 3600  # seconds
 
@@ -67,9 +76,14 @@ def credentials(scope: Scope) -> Credentials:
     return Credentials(key, from_query, cookie)
 
 
+def view_requested(scope: Scope) -> bool:
+    query = parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
+    return any(k == VIEW_PARAM and v not in ("", "0") for k, v in query)
+
+
 def query_without_token(query_string: bytes) -> bytes:
     pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
-    kept = [(k, v) for k, v in pairs if k != TOKEN_PARAM]
+    kept = [(k, v) for k, v in pairs if k not in SANBOX_PARAMS]
     if len(kept) == len(pairs):
         return query_string
     return urlencode(kept).encode("latin-1")
@@ -93,36 +107,43 @@ def stripped(scope: Scope) -> Scope:
 
 
 class CookieSigner:
-    """Signs and checks port cookies: ``KEY_ID.EXPIRES.MAC`` where the MAC (HMAC-SHA256 under a
-    key of the server's) covers the computer, the port, the key and the expiry."""
+    """Signs and checks port cookies: ``KEY_ID.EXPIRES.MODE.MAC`` where the MAC (HMAC-SHA256
+    under a key of the server's) covers the computer, the port, the key, the expiry and the mode
+    (``full`` or ``view``)."""
 
     def __init__(self, secret: bytes, ttl: int = COOKIE_TTL) -> None:
         self._secret = secret
         self.ttl = ttl
 
-    def _mac(self, computer_id: str, port: int, key_id: str, expires: int) -> str:
-        msg = f"{computer_id}|{port}|{key_id}|{expires}".encode()
+    def _mac(self, computer_id: str, port: int, key_id: str, expires: int, mode: str) -> str:
+        msg = f"{computer_id}|{port}|{key_id}|{expires}|{mode}".encode()
         return hmac.new(self._secret, msg, hashlib.sha256).hexdigest()
 
-    def mint(self, computer_id: str, port: int, key_id: str, now: float | None = None) -> str:
+    def mint(
+        self, computer_id: str, port: int, key_id: str, mode: str = FULL, now: float | None = None
+    ) -> str:
+        if mode not in (FULL, VIEW):
+            raise ValueError(f"a port cookie opens {FULL} or {VIEW}, not {mode!r}")
         expires = int(now if now is not None else time.time()) + self.ttl
-        return f"{key_id}.{expires}.{self._mac(computer_id, port, key_id, expires)}"
+        return f"{key_id}.{expires}.{mode}.{self._mac(computer_id, port, key_id, expires, mode)}"
 
     def verify(
         self, value: str, computer_id: str, port: int, now: float | None = None
-    ) -> str | None:
-        """The key id the cookie was made for, or None if it is not valid here and now."""
+    ) -> tuple[str, str] | None:
+        """The key id and mode the cookie was made for, or None if it is not valid here and now.
+        The MAC is compared whatever else is wrong, so every refusal takes the same time."""
         key_id, _, rest = value.partition(".")
-        expires_text, _, mac = rest.partition(".")
-        if not (key_id and expires_text.isascii() and expires_text.isdigit() and mac):
+        expires_text, _, rest = rest.partition(".")
+        mode, _, mac = rest.partition(".")
+        well_formed = bool(key_id and expires_text.isascii() and expires_text.isdigit() and mac)
+        expires = int(expires_text) if well_formed else 0
+        good = hmac.compare_digest(mac, self._mac(computer_id, port, key_id, expires, mode))
+        if not (well_formed and good and mode in (FULL, VIEW)):
             return None
-        expires = int(expires_text)
         if expires < (now if now is not None else time.time()):
             return None
-        if not hmac.compare_digest(mac, self._mac(computer_id, port, key_id, expires)):
-            return None
-        return key_id
+        return key_id, mode
 
     def set_cookie_header(self, value: str, secure: bool) -> tuple[bytes, bytes]:
-        attrs = f"{COOKIE}={value}; Path=/; Max-Age={self.ttl}; HttpOnly; SameSite=Lax"
+        attrs = f"{COOKIE}={value}; Path=/; Max-Age={self.ttl}; HttpOnly; SameSite=Strict"
         return b"set-cookie", (attrs + ("; Secure" if secure else "")).encode("latin-1")

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import h11
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from websockets.client import ClientProtocol
 from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode, Frame, Opcode
 from websockets.protocol import Event, State
@@ -34,6 +34,12 @@ HOP_BY_HOP = frozenset(
     b"trailers transfer-encoding upgrade".split()
 )
 _NOT_FORWARDED = frozenset(b"host expect x-forwarded-host x-forwarded-proto".split())
+
+
+class ClientFilter(Protocol):
+    """What of the client's byte stream may reach the guest (``feed`` raises to refuse)."""
+
+    def feed(self, data: bytes) -> bytes: ...
 
 
 class ByteStream(Protocol):
@@ -229,8 +235,13 @@ async def relay_websocket(
     handshake_timeout: float = 30.0,
     close_timeout: float = 10.0,
     max_message_size: int = 16 * 2**20,
+    client_filter: ClientFilter | None = None,
 ) -> None:
     """Relay one WebSocket between the ASGI peer and ``stream``.
+
+    ``client_filter``, if given, sees the client's binary messages as one byte stream and says
+    what of it goes on (view-only VNC: ``rfb.RfbViewOnly``); a text message, or bytes it refuses,
+    close the connection (1008).
 
     The ASGI side is accepted, with the guest's subprotocol, only once the guest accepted; a guest
     that refuses gets the client a 502 (or, without the ``websocket.http.response`` extension, a
@@ -248,7 +259,7 @@ async def relay_websocket(
     for name, value in _request_headers(scope, host_header)[1:]:
         request.headers[name.decode("latin-1")] = value.decode("latin-1")
     guest.send_request(request)
-    relay = _WebSocketRelay(guest, receive, send, stream)
+    relay = _WebSocketRelay(guest, receive, send, stream, client_filter=client_filter)
     try:
         await relay.flush()
         await relay.handshake(handshake_timeout)
@@ -287,6 +298,7 @@ class _WebSocketRelay:
     pending: list[Event] = field(default_factory=list)
     parts: list[bytes] = field(default_factory=list)
     opcode: Opcode = Opcode.BINARY
+    client_filter: ClientFilter | None = None
 
     async def flush(self) -> None:
         for data in self.guest.data_to_send():
@@ -319,7 +331,10 @@ class _WebSocketRelay:
             while (message := await self.receive())["type"] == "websocket.receive":
                 if self.guest.state is not State.OPEN:
                     continue  # the guest is closing; to_client closes the client
-                if (text := message.get("text")) is not None:
+                if self.client_filter is not None:
+                    if not await self._filtered(message):
+                        break
+                elif (text := message.get("text")) is not None:
                     self.guest.send_text(text.encode())
                 else:
                     self.guest.send_binary(message.get("bytes") or b"")
@@ -335,6 +350,27 @@ class _WebSocketRelay:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(close_timeout):
                 await self.guest_done.wait()
+
+    async def _filtered(self, message: Message) -> bool:
+        """Pass what the filter lets through; False (the client closed with 1008) if it refuses."""
+        assert self.client_filter is not None
+        data = message.get("bytes")
+        try:
+            if data is None:
+                raise ValueError("text messages are not relayed here")
+            passed = self.client_filter.feed(data)
+        except Exception as exc:
+            log.info("websocket relay: client input refused: %r", exc)
+            self.client_gone = True
+            with contextlib.suppress(OSError):
+                await self.send({"type": "websocket.close", "code": 1008, "reason": "view only"})
+            if self.guest.state is State.OPEN:
+                self.guest.send_close(1008, "view only")
+                await self.flush()
+            return False
+        if passed:
+            self.guest.send_binary(passed)
+        return True
 
     def _reading(self) -> bool:
         """While open; once the client left, until the guest answers our close frame."""

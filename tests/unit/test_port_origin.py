@@ -1,0 +1,58 @@
+"""A port cookie's request must come from the port's own origin; view-only cookies are signed as
+such and cannot be turned into full ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from sanbox.api.ports.access import FULL, VIEW, CookieSigner
+from sanbox.api.ports.origin import check_origin, same_origin
+from sanbox.control.errors import ForbiddenError
+
+pytestmark = pytest.mark.unit
+HOST = "8080-demo.acme.example.com"
+
+
+def test_same_origin_is_scheme_host_and_port() -> None:
+    assert same_origin(f"https://{HOST}", "https", HOST)
+    assert same_origin(f"https://{HOST}:443", "https", HOST)
+    assert same_origin(f"http://{HOST}:7070", "http", f"{HOST}:7070")
+    assert not same_origin(f"http://{HOST}", "https", HOST)
+    assert not same_origin("https://8081-demo.acme.example.com", "https", HOST)
+    assert not same_origin("https://8080-demo.other.example.com", "https", HOST)
+    assert not same_origin("null", "https", HOST)
+    assert not same_origin(f"https://{HOST}/path", "https", HOST)
+    assert not same_origin(f"https://{HOST}.evil.com", "https", HOST)
+
+
+def _scope(kind: str, method: str, origin: str | None) -> dict[str, object]:
+    headers = [(b"host", HOST.encode())] + ([(b"origin", origin.encode())] if origin else [])
+    return {"type": kind, "method": method, "headers": headers}
+
+
+def test_check_origin() -> None:
+    check_origin(_scope("http", "GET", "https://evil.example"), "https")  # a page load
+    check_origin(_scope("http", "POST", None), "https")  # no browser sends a POST without it
+    check_origin(_scope("http", "POST", f"https://{HOST}"), "https")
+    check_origin(_scope("websocket", "GET", f"https://{HOST}"), "https")
+    for scope in (
+        _scope("http", "POST", "https://evil.example"),
+        _scope("http", "DELETE", "null"),
+        _scope("websocket", "GET", "https://evil.example"),
+        _scope("websocket", "GET", None),  # a WebSocket must say where it comes from
+    ):
+        with pytest.raises(ForbiddenError) as exc:
+            check_origin(scope, "https")
+        assert exc.value.code == "cross_origin"
+
+
+def test_a_view_cookie_cannot_be_made_a_full_one() -> None:
+    signer = CookieSigner(b"k" * 32)
+    view = signer.mint("cmp_1", 8080, "key_1", VIEW, now=100)
+    assert signer.verify(view, "cmp_1", 8080, now=100) == ("key_1", VIEW)
+    assert signer.verify(view.replace(".view.", ".full."), "cmp_1", 8080, now=100) is None
+    full = signer.mint("cmp_1", 8080, "key_1", FULL, now=100)
+    assert signer.verify(full, "cmp_1", 8080, now=100) == ("key_1", FULL)
+    assert signer.verify(full, "cmp_2", 8080, now=100) is None
+    assert signer.verify(full, "cmp_1", 8080, now=100 + signer.ttl + 1) is None
+    assert signer.verify("garbage", "cmp_1", 8080, now=100) is None
