@@ -42,6 +42,7 @@ class ServerSettings:
         None  # the key secrets are sealed under (SANBOX_SECRETS_KEY_FILE)
     )
     strict_placeholders: bool = False  # refuse a placeholder sent to a host not its secret's
+    crash_at: str | None = None  # TEST ONLY: die at this step (SANBOX_TEST_CRASH_AT, faults.py)
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -55,6 +56,7 @@ class ServerSettings:
             else None,
             "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
+            "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
         }
         for name, env in (("exec_max_output", "SANBOX_EXEC_MAX_OUTPUT"),
                           ("max_body_bytes", "SANBOX_MAX_BODY_BYTES")):  # fmt: skip

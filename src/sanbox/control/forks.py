@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 
+from ..host import faults
 from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
 from . import create as creating
@@ -78,6 +79,7 @@ async def _fork_locked(
     except BaseException:
         _drop(fleet, children, "fork refused: a name was taken")
         raise
+    faults.reached("fork.children_recorded")
     machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
     try:
         machines = await fleet.runtime.fork(
@@ -101,6 +103,7 @@ async def _fork_locked(
              "memory": "restored" if memory else "lost"},
             isolation=m.isolation, memory="restored" if memory else "lost",
             memory_reason=None if memory else "forked from a stopped computer",
+            identity_pending=None,
         ))  # fmt: skip
     fleet.record(
         row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import memfile, memory, suspend
+from .. import faults, memfile, memory, suspend
 from ..agent import AgentClient, AgentError
 from ..disk import GIB, qcow2
 from ..errors import HostError
@@ -110,6 +110,7 @@ async def create_from_snapshot(
         if machine is None:
             machine = await rt.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
+        faults.reached("restore.before_identity")
         try:
             if outcome is not None and outcome.restored and size > snap.disk_bytes:
                 await grow_running(machine, size)  # a boot grows its filesystem by itself
@@ -119,6 +120,7 @@ async def create_from_snapshot(
                 await machine.agent.close()
             await rt.destroy(spec.computer_id)
             raise
+        faults.reached("restore.after_identity")
         return machine, outcome
     raise AssertionError("unreachable")
 
