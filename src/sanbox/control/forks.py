@@ -13,11 +13,12 @@ from ..host import faults
 from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
 from . import create as creating
-from .errors import InvalidRequestError
+from .errors import InvalidRequestError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
 from .secrets import copy_bindings
+from .snapshots import state_after
 from .states import HAS_MEMORY, State
 
 MAX_FORKS = 16  # per call
@@ -91,7 +92,8 @@ async def _fork_locked(
         _drop(fleet, children, error.message)
         if machine is not None and not machine.vm.alive():
             await fleet.vm_exited(row.id, "its VM died during a fork")
-        raise error from exc
+        now = state_after(fleet, row.id, machine, "no fork was made")
+        raise with_state(error, now) from exc
     how = "memory: restored" if memory else "booted on a copy of its disk"
     made = []
     for child, m in zip(children, machines, strict=True):

@@ -60,7 +60,11 @@ class Reconciler:
                 log.exception("reconcile of %s failed", row.id)
         for computer_id in self.runtime.data_dir.computer_ids():
             if computer_id not in known:
-                await self.runtime.destroy(computer_id)
+                try:
+                    await self.runtime.destroy(computer_id)
+                except HostError as exc:  # one that stays must not stop the others
+                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
+                    continue
                 report.orphans.append(computer_id)
         network = self.runtime.network
         for netns in network.namespaces() if network is not None else []:

@@ -374,3 +374,5 @@ class HostRuntime:
             await self.network.remove(computer_id)
         cdir = self.data_dir.computer(computer_id)
         await asyncio.to_thread(shutil.rmtree, cdir.root, True)
+        if cdir.root.exists():  # a file that could not be removed: never said gone
+            raise HostError(f"computer folder {cdir.root} could not be removed")

@@ -118,7 +118,8 @@ async def create_from_snapshot(
         except BaseException:
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
-            await rt.destroy(spec.computer_id)
+            with contextlib.suppress(HostError):  # the failure above is the answer
+                await rt.destroy(spec.computer_id)
             raise
         faults.reached("restore.after_identity")
         return machine, outcome
@@ -188,7 +189,8 @@ async def fork(
         failed.append(SnapshotError(f"a fork's memory was not restored: {lost[0]}"))
     if failed:
         for m in made:
-            await rt.destroy(m.computer_id)
+            with contextlib.suppress(HostError):  # the first failure is the answer
+                await rt.destroy(m.computer_id)
         await rt.gc_layers()
         raise failed[0]
     return made
