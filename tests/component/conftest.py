@@ -32,6 +32,21 @@ from sanbox.host.vmm.qemu import _pid_alive
 SRC = Path(__file__).parents[2] / "src"
 
 
+class LocalVm(QemuVm):
+    """A local agent process as a VM: its vCPUs are the process; a SIGSTOP'd process is a VM
+    whose vCPUs the host stopped (as a fork's memory save does to QEMU's), `cont` is SIGCONT."""
+
+    async def frozen(self) -> bool | None:
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except (OSError, IndexError):
+            return None
+
+    async def continue_running(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
 class LocalProcessHypervisor:
     """Boots a 'VM' that is the real agent listening on the run dir's agent socket."""
 
@@ -71,14 +86,14 @@ class LocalProcessHypervisor:
         pid = int(out.stdout.strip())
         _wait_exec(pid, sys.executable)
         spec.pidfile.write_text(str(pid))
-        return QemuVm(pid, spec.run_dir, self.isolation)
+        return LocalVm(pid, spec.run_dir, self.isolation)
 
     def attach(self, run_dir: Path) -> QemuVm | None:
         try:
             pid = int((run_dir / "vm.pid").read_text())
         except (OSError, ValueError):
             return None
-        return QemuVm(pid, run_dir, self.isolation) if _pid_alive(pid, run_dir) else None
+        return LocalVm(pid, run_dir, self.isolation) if _pid_alive(pid, run_dir) else None
 
 
 def _wait_exec(pid: int, executable: str, timeout: float = 10.0) -> None:

@@ -21,7 +21,7 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
-from ..host import console
+from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
@@ -93,6 +93,8 @@ def create_app(
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
+        app.state.reconciler = reconciler
+        faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),

@@ -83,6 +83,7 @@ class ServerSettings:
     org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
+    crash_at: str | None = None  # TEST ONLY: die at this step (SANBOX_TEST_CRASH_AT, faults.py)
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerSettings:
@@ -96,6 +97,7 @@ class ServerSettings:
             else None,
             "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
+            "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
         }
         for name, env, kind in _NUMBERS:
             if os.environ.get(env):

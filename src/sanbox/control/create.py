@@ -185,7 +185,7 @@ def insert(
             ports=[{"port": p, "public": False} for p in plan.ports],
             idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
-            origin=plan.origin,
+            origin=plan.origin, identity_pending=pending_identity(plan),
         )  # fmt: skip
         s.add(row)
         s.flush()
@@ -198,6 +198,15 @@ def insert(
     if plan.secrets and fleet.book is not None:
         fleet.book.changed()
     return row, True
+
+
+def pending_identity(plan: Plan) -> str | None:
+    """What a new computer is a copy of, until its own identity is given: `copy` (a snapshot's
+    disk or memory, an org's template), `fork` (a computer's), None (booted from an image: the
+    identity it boots with is its own)."""
+    if plan.snapshot is not None:
+        return "copy"
+    return "fork" if plan.origin is not None else None
 
 
 async def create(
@@ -267,7 +276,7 @@ async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
         return fleet.record(
             row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}, {how})",
             {"isolation": machine.isolation, **data}, isolation=machine.isolation,
-            last_error=None, **fields,
+            last_error=None, identity_pending=None, **fields,
         )  # fmt: skip
 
 

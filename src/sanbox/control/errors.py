@@ -22,6 +22,9 @@
     ├── InsufficientStorageError   insufficient_memory (guest RAM does not fit in the RAM dir),
     │                              insufficient_storage (a disk does not fit on the data
     │                              filesystem) (507)
+    ├── OperationFailedError       pause_failed, stop_failed, delete_failed (500): the verb did
+    │                              not do what was asked; the message says so and what state
+    │                              the computer is in now ("...; the computer is still running")
     ├── UnavailableError           agent_unavailable (503)
     └── OperationTimeoutError      timeout (504)
 Host errors are translated where the verbs call the host (`host_errors.from_host`): the code
@@ -110,6 +113,26 @@ class InsufficientStorageError(ControlError):
 
     status = 507
     code = "insufficient_storage"
+
+
+class OperationFailedError(ControlError):
+    """A verb that did not do what was asked (the host failed under it), even when the computer
+    was left safely as it was: never answered as success. The message names the verb, why, and
+    the computer's state now."""
+
+    status = 500
+    code = "operation_failed"
+
+
+def failed(verb: str, why: str, now: str, code: str | None = None) -> OperationFailedError:
+    """`verb failed: why; now` with the code `<verb>_failed` (or `code`)."""
+    return OperationFailedError(f"{verb} failed: {why}; {now}", code or f"{verb}_failed")
+
+
+def with_state(error: ControlError, now: str) -> ControlError:
+    """The same error (class and code), its message ending with the computer's state now."""
+    error.args = (f"{error.message}; {now}", *error.args[1:])
+    return error
 
 
 class ForbiddenError(ControlError):

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import secrets
 
+from ..host import faults
 from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
 from . import create as creating
-from .errors import InvalidRequestError
+from .errors import InvalidRequestError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
 from .secrets import copy_bindings
+from .snapshots import state_after
 from .states import HAS_MEMORY, State
 
 MAX_FORKS = 16  # per call
@@ -78,6 +80,7 @@ async def _fork_locked(
     except BaseException:
         _drop(fleet, children, "fork refused: a name was taken")
         raise
+    faults.reached("fork.children_recorded")
     machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
     try:
         machines = await fleet.runtime.fork(
@@ -89,7 +92,8 @@ async def _fork_locked(
         _drop(fleet, children, error.message)
         if machine is not None and not machine.vm.alive():
             await fleet.vm_exited(row.id, "its VM died during a fork")
-        raise error from exc
+        now = state_after(fleet, row.id, machine, "no fork was made")
+        raise with_state(error, now) from exc
     how = "memory: restored" if memory else "booted on a copy of its disk"
     made = []
     for child, m in zip(children, machines, strict=True):
@@ -101,6 +105,7 @@ async def _fork_locked(
              "memory": "restored" if memory else "lost"},
             isolation=m.isolation, memory="restored" if memory else "lost",
             memory_reason=None if memory else "forked from a stopped computer",
+            identity_pending=None,
         ))  # fmt: skip
     fleet.record(
         row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",

@@ -8,14 +8,17 @@ events."""
 from __future__ import annotations
 
 import contextlib
+import logging
 
 from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
-from .errors import InvalidRequestError
+from .errors import InvalidRequestError, failed, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .pausing import resume_locked
 from .states import State
+
+log = logging.getLogger(__name__)
 
 
 async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
@@ -36,7 +39,7 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
             fleet.record(
                 row.id, State.ERROR, "computer.error", error.message, last_error=error.message
             )
-            raise error from exc
+            raise with_state(error, "the computer is in error: start it again") from exc
     await fleet.came_up(row.id, machine)
     return fleet.record(
         row.id, State.RUNNING, "computer.running",
@@ -64,10 +67,16 @@ async def shutdown(fleet: Fleet, row: ComputerRow) -> ComputerRow:
     if machine is None:
         with contextlib.suppress(HostError, OSError):
             machine = await fleet.runtime.attach(row.id)
-    if machine is not None:
-        clean = await fleet.runtime.shutdown(machine)
-    else:
-        await fleet.runtime.kill(row.id)
+    try:
+        if machine is not None:
+            clean = await fleet.runtime.shutdown(machine)
+        else:
+            await fleet.runtime.kill(row.id)
+    except HostError as exc:  # its VM may still run: never said stopped
+        why = "its VM did not end"
+        fleet.record(row.id, State.ERROR, "computer.error", f"stop failed: {why}",
+                     last_error=f"stop failed: {why}")  # fmt: skip
+        raise failed("stop", why, "the computer is in error: stop or delete it again") from exc
     how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
     return fleet.record(
         row.id, State.STOPPED, "computer.stopped",
@@ -101,7 +110,7 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
     if machine is not None:
         with contextlib.suppress(Exception):
             await machine.agent.close()
-    await fleet.runtime.destroy(computer_id)
+    await fleet.runtime.destroy(computer_id)  # raises if anything of it stays
     await fleet.runtime.gc_layers()
     fleet.remove_record(computer_id, why)
 
@@ -109,6 +118,13 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
 async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
         row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
-        await destroy_locked(fleet, row.id)
+        try:
+            await destroy_locked(fleet, row.id)
+        except HostError as exc:  # its record stays, in error: a second delete tries again
+            log.warning("delete of %s failed: %s", row.id, exc)
+            why = "its VM or files could not be removed"
+            fleet.record(row.id, State.ERROR, "computer.error", f"delete failed: {why}",
+                         last_error=f"delete failed: {why}")  # fmt: skip
+            raise failed("delete", why, "the computer is in error: delete it again") from exc
     row.state = State.DELETED
     return row

@@ -1,16 +1,18 @@
 """Rest with memory kept: pause (by the user), suspend (by the idle watcher), resume and wake.
 Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
-cannot complete leaves the computer running as it was and says why."""
+cannot complete leaves the computer running as it was and answers `pause_failed`, saying why and
+that it still runs (never a success)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 
 from ..host.errors import HostError
 from ..host.memory import PauseError
 from ..store.models import ComputerRow, Org
-from .errors import ConflictError
+from .errors import failed, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .states import State
@@ -41,11 +43,13 @@ async def _pause_locked(
         saved = await fleet.runtime.pause(machine, fleet.spec(row), fleet.image_of(row))
     except PauseError as exc:
         log.warning("pause of %s failed: %s", row.id, exc)
+        why = pause_failure(exc)
         if machine.vm.alive():
-            return fleet.record(row.id, State.RUNNING, "computer.pause_failed",
-                              f"pause failed, still running as it was: {exc}")  # fmt: skip
-        await fleet.vm_exited(row.id, f"its VM died during a pause ({exc})")
-        raise ConflictError(f"pause failed and the VM died: {exc}", "pause_failed") from exc
+            fleet.record(row.id, State.RUNNING, "computer.pause_failed",
+                         f"pause failed: {why}; still running as it was")  # fmt: skip
+            raise failed("pause", why, "the computer is still running as it was") from exc
+        await fleet.vm_exited(row.id, f"its VM died during a pause ({why})")
+        raise failed("pause", why, "its VM died: the computer is stopped, its disk kept") from exc
     fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
     return fleet.record(
@@ -54,6 +58,13 @@ async def _pause_locked(
         f"{saved.seconds:.2f}s); no process runs",
         {"state_bytes": saved.size, "seconds": round(saved.seconds, 3)},
     )  # fmt: skip
+
+
+def pause_failure(exc: PauseError) -> str:
+    """Why a pause failed, in words a tenant may read (the host's detail is logged)."""
+    if "No space left" in str(exc) or getattr(exc.__cause__, "errno", None) == errno.ENOSPC:
+        return "no space left on the data filesystem"
+    return "its memory and devices could not be saved"
 
 
 async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
@@ -72,7 +83,7 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
             fleet.record(
                 row.id, State.ERROR, "computer.error", error.message, last_error=error.message
             )
-            raise error from exc
+            raise with_state(error, "the computer is in error: start it again") from exc
     await fleet.came_up(row.id, machine)
     took = time.monotonic() - t0
     how = "woken" if woken else "resumed"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from ..host import faults
 from ..host.disk import GIB
 from ..host.egress.policy import Policy
 from ..store import repo
@@ -140,6 +141,7 @@ class Pools:
             if row is None:
                 self.wake()  # an empty pool: refill now
                 return None
+            faults.reached("pool.claimed")
             try:
                 claimed = await self._apply(row)
             except Exception as exc:
@@ -180,6 +182,7 @@ class Pools:
             row.idle_timeout = (req.idle_timeout if req.idle_timeout is not None
                                 else templates.idle_timeout(fleet, org, row.template))  # fmt: skip
             row.idempotency_key, row.request_hash = idempotency_key, req.digest()
+            row.identity_pending = "claim"  # its hostname, disk and policy: `_apply`
             bind_in(s, org.id, row.id, req.secrets)  # its template's are bound already
             s.flush()
             s.expunge(row)
@@ -205,7 +208,7 @@ class Pools:
             return fleet.record(
                 row.id, State.RUNNING, "computer.running",
                 f"running ({row.isolation}); claimed from the warm pool of {row.template}",
-                {"start": "claimed", "memory": "restored"},
+                {"start": "claimed", "memory": "restored"}, identity_pending=None,
             )  # fmt: skip
 
     # members --------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ import subprocess
 from dataclasses import dataclass, field
 
 from ..host import memory
+from ..host.disk import GIB
 from ..host.errors import HostError
-from ..host.vmm import VmHandle
+from ..host.vmm import Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
 from .states import State
@@ -39,6 +40,7 @@ class ReconcileReport:
     removed: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     snapshots_dropped: list[str] = field(default_factory=list)
+    continued: list[str] = field(default_factory=list)  # found frozen by a save: run again
 
 
 class Reconciler:
@@ -53,12 +55,16 @@ class Reconciler:
         known = {row.id for row in rows}
         for row in rows:
             try:
-                await self._one(row.id, State(row.state), report)
+                await self._one(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
         for computer_id in self.runtime.data_dir.computer_ids():
             if computer_id not in known:
-                await self.runtime.destroy(computer_id)
+                try:
+                    await self.runtime.destroy(computer_id)
+                except HostError as exc:  # one that stays must not stop the others
+                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
+                    continue
                 report.orphans.append(computer_id)
         network = self.runtime.network
         for netns in network.namespaces() if network is not None else []:
@@ -125,35 +131,38 @@ class Reconciler:
         await self.fleet.network_up(computer_id)
         return True
 
-    async def _one(self, computer_id: str, state: State, report: ReconcileReport) -> None:
+    async def _one(
+        self, computer_id: str, state: State, pending: str | None, report: ReconcileReport
+    ) -> None:
         fleet = self.fleet
         if state in (State.CREATING, State.DELETING):
-            if state == State.CREATING and await self._attach(computer_id):
+            if state == State.CREATING and pending != "fork" and await self._attach(computer_id):
+                if pending is not None and not await self._finish_copy(computer_id, report):
+                    return
                 machine = fleet.machines[computer_id]
                 fleet.record(computer_id, State.RUNNING, "computer.running",
                            "running: its create completed across a server restart",
-                           isolation=machine.isolation)  # fmt: skip
+                           isolation=machine.isolation, identity_pending=None)  # fmt: skip
                 report.reattached.append(computer_id)
                 return
-            await self.runtime.destroy(computer_id)
-            with fleet.db.session() as s:
-                row = repo.computer_by_id(s, computer_id)
-                if row is not None:
-                    ev = repo.add_event(s, row.org_id, row.id, "computer.deleted",
-                                        f"removed: the server stopped while {state}")  # fmt: skip
-                    s.delete(row)
-            fleet.bus.publish(ev)
-            report.removed.append(computer_id)
+            # a fork is all or none, and its caller was never answered: none
+            why = "its fork was interrupted" if pending == "fork" else str(state)
+            await self._remove(computer_id, f"removed: the server stopped while {why}", report)
         elif state in (State.RUNNING, State.STARTING):
             vm = self.runtime.attach_vm(computer_id)
             if vm is not None and (error := await self._disk_error(vm)) is not None:
                 await self.disk_failed(computer_id, error)  # stopped on a disk error meanwhile
                 report.stopped.append(computer_id)
-            elif await self._attach(computer_id):
+                return
+            if vm is not None:
+                await self._continue_if_frozen(computer_id, vm, report)
+            if await self._attach(computer_id):
+                if pending is not None and not await self._finish_copy(computer_id, report):
+                    return
                 machine = fleet.machines[computer_id]
                 fleet.record(computer_id, State.RUNNING, "computer.reattached",
                            "re-attached to its running VM after a server restart",
-                           isolation=machine.isolation)  # fmt: skip
+                           isolation=machine.isolation, identity_pending=None)  # fmt: skip
                 report.reattached.append(computer_id)
             else:
                 await fleet.vm_exited(computer_id, "its VM was gone when the server restarted")
@@ -167,6 +176,52 @@ class Reconciler:
             await self._interrupted_rest(computer_id, state, report)
         else:  # stopped, error, paused, suspended: no VM may run (saved memory stays on disk)
             await self.runtime.kill(computer_id)
+
+    async def _remove(self, computer_id: str, why: str, report: ReconcileReport) -> None:
+        """A computer that never became one: VM, files and record gone (its event says why)."""
+        self.fleet.machines.pop(computer_id, None)
+        await self.fleet.network_down(computer_id)
+        await self.runtime.destroy(computer_id)
+        self.fleet.remove_record(computer_id, why)
+        report.removed.append(computer_id)
+
+    async def _continue_if_frozen(
+        self, computer_id: str, vm: VmHandle, report: ReconcileReport
+    ) -> None:
+        """A running computer whose vCPUs the host stopped (a snapshot's or fork's save the
+        server did not finish) runs on: continued, never killed."""
+        if await vm.frozen() is not True:
+            return
+        try:
+            await vm.continue_running()
+        except HostError as exc:  # it cannot run on: attaching finds it unusable, and says so
+            log.warning("%s was left frozen and could not be continued: %s", computer_id, exc)
+            return
+        self.fleet.record(computer_id, None, "computer.continued",
+                          "its vCPUs, stopped for a snapshot or fork the server did not finish, "
+                          "run again")  # fmt: skip
+        report.continued.append(computer_id)
+
+    async def _finish_copy(self, computer_id: str, report: ReconcileReport) -> bool:
+        """A copy (restored, forked, claimed) the server stopped before it had its own identity:
+        given it now, or, if that fails, destroyed, never adopted with another's identity."""
+        fleet = self.fleet
+        row = fleet.by_id(computer_id)
+        machine = fleet.machines[computer_id]
+        assert row is not None
+        try:
+            await self.runtime.finish_copy(machine, row.name, row.disk_gib * GIB)
+        except Exception as exc:  # agent, host or guest: the copy is not made its own
+            log.warning("%s could not be given its identity after a restart: %s", computer_id, exc)
+            with contextlib.suppress(Exception):
+                await machine.agent.close()
+            await self._remove(computer_id, "removed: the server stopped before it had its own "
+                               "identity, and giving it one failed", report)  # fmt: skip
+            return False
+        await fleet.trust_secrets(computer_id, machine)
+        fleet.record(computer_id, None, "computer.identity",
+                     "given its own identity: the server stopped before it had it")  # fmt: skip
+        return True
 
     async def _interrupted_rest(
         self, computer_id: str, state: State, report: ReconcileReport
@@ -214,18 +269,25 @@ class Reconciler:
         """Record computers whose VM died, or stopped on a disk error, while the server ran."""
         while True:
             await asyncio.sleep(interval)
-            for computer_id, machine in list(self.fleet.machines.items()):
-                if self.fleet.lock(computer_id).locked():
-                    continue
-                try:
-                    if not machine.vm.alive():
-                        await self.fleet.vm_exited(
-                            computer_id, "its VM process exited unexpectedly"
-                        )
-                    elif (error := await self._disk_error(machine.vm)) is not None:
-                        await self.disk_failed(computer_id, error)
-                except Exception:
-                    log.exception("recording the end of %s failed", computer_id)
+            await self.check_running()
+
+    async def check_running(self) -> None:
+        """One look at every running machine. Only a VM known to be gone is recorded as exited:
+        a look that failed (descriptors exhausted, a transient error) is unknown, and the next
+        round looks again."""
+        for computer_id, machine in list(self.fleet.machines.items()):
+            if self.fleet.lock(computer_id).locked():
+                continue
+            try:
+                seen = machine.vm.liveness()
+                if seen is Liveness.UNKNOWN:
+                    log.warning("%s: its VM could not be checked; looking again", computer_id)
+                elif seen is Liveness.DEAD:
+                    await self.fleet.vm_exited(computer_id, "its VM process exited unexpectedly")
+                elif (error := await self._disk_error(machine.vm)) is not None:
+                    await self.disk_failed(computer_id, error)
+            except Exception:
+                log.exception("recording the end of %s failed", computer_id)
 
     @staticmethod
     async def _disk_error(vm: VmHandle) -> str | None:

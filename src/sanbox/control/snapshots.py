@@ -9,10 +9,11 @@ import logging
 from collections.abc import Awaitable
 
 from ..host.errors import HostError
+from ..host.runtime import Machine
 from ..host.snapshot import SnapshotManifest
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from .errors import ConflictError, NotFoundError
+from .errors import ConflictError, NotFoundError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
@@ -101,7 +102,9 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
             fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
             if machine is not None and not machine.vm.alive():
                 await fleet.vm_exited(row.id, "its VM died during a snapshot")
-            raise error from exc
+            raise with_state(
+                error, state_after(fleet, row.id, machine, "no snapshot was kept")
+            ) from exc
         fleet.record(
             row.id, None, "snapshot.ready",
             f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
@@ -110,6 +113,18 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
              "paused_seconds": round(taken.paused_seconds, 3)},
         )  # fmt: skip
     return snap
+
+
+def state_after(fleet: Fleet, computer_id: str, machine: Machine | None, kept: str) -> str:
+    """What a failed snapshot or fork left, for its error: what was kept, and the source's state
+    now (running as it was, or stopped because its VM died)."""
+    row = fleet.by_id(computer_id)
+    state = row.state if row is not None else "deleted"
+    if machine is None:
+        return f"{kept}; the computer is {state}, as it was"
+    if state == State.RUNNING:
+        return f"{kept}; the computer is still running as it was"
+    return f"{kept}; its VM died: the computer is {state}, its disk kept"
 
 
 async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:

@@ -39,7 +39,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
         {State.RUNNING, State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR, State.DELETING}
     ),  # fmt: skip
     State.ERROR: frozenset({State.STARTING, State.STOPPED, State.DELETING}),
-    State.DELETING: frozenset({State.DELETED}),
+    State.DELETING: frozenset({State.DELETED, State.ERROR}),  # error: its files stayed
     State.DELETED: frozenset(),
 }
 

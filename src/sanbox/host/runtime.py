@@ -318,6 +318,13 @@ class HostRuntime:
             self, self.snapshots, machine, spec, image, new_specs, memory
         )
 
+    async def finish_copy(self, machine: Machine, hostname: str, size_bytes: int) -> None:
+        """Give a running copy (restored, forked, claimed) its own identity again, its disk grown
+        to `size_bytes` first if smaller: for a copy whose maker stopped before it had them. Safe
+        to repeat: every call draws a new machine-id, new host keys and fresh entropy."""
+        await self.grow_disk(machine, size_bytes)
+        await snapshot_restore.new_identity(await machine.client(), hostname)
+
     async def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot; the layers it alone needed go too."""
         async with self.snapshots.lock:
@@ -368,3 +375,5 @@ class HostRuntime:
             await self.network.remove(computer_id)
         cdir = self.data_dir.computer(computer_id)
         await asyncio.to_thread(shutil.rmtree, cdir.root, True)
+        if cdir.root.exists():  # a file that could not be removed: never said gone
+            raise HostError(f"computer folder {cdir.root} could not be removed")

@@ -31,7 +31,10 @@ Hierarchy::
     +-- PayloadTooLargeError         413 payload_too_large (a request body over the server's limit)
     +-- RateLimitedError             429 too_many_failures (too many failed authentications
     |                                from this address; the message says when to try again)
-    +-- ServerError                  500 internal (and any unknown 5xx)
+    +-- ServerError                  500 internal, the host's own codes (and any unknown 5xx)
+    |   +-- OperationFailedError     500 pause_failed, stop_failed, delete_failed, snapshot_failed,
+    |                                operation_failed: the verb did not do it; the message says
+    |                                the computer's state now
     +-- UnavailableError             503 agent_unavailable
     +-- InsufficientStorageError     507 insufficient_storage (a disk does not fit on the host)
     |   +-- InsufficientMemoryError  507 insufficient_memory (guest RAM does not fit on the host)
@@ -159,6 +162,12 @@ class ServerError(SanboxError):
     default_status = 500
 
 
+class OperationFailedError(ServerError):
+    """A verb that did not do what was asked; the message says why and the computer's state now
+    (e.g. "pause failed: no space left on the data filesystem; the computer is still running as
+    it was")."""
+
+
 class UnavailableError(SanboxError):
     default_status = 503
 
@@ -219,6 +228,11 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "too_many_failures": RateLimitedError,
     "too_many_builds": RateLimitedError,
     "internal": ServerError,
+    "operation_failed": OperationFailedError,
+    "pause_failed": OperationFailedError,
+    "stop_failed": OperationFailedError,
+    "delete_failed": OperationFailedError,
+    "snapshot_failed": OperationFailedError,
     "agent_unavailable": UnavailableError,
     "insufficient_storage": InsufficientStorageError,
     "insufficient_memory": InsufficientMemoryError,

@@ -94,6 +94,8 @@ class ComputerRow(Base):
     request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     origin: Mapped[str | None] = mapped_column(String(32), default=None)  # snp_/cmp_ it came from
     pool: Mapped[str | None] = mapped_column(String(32), default=None, index=True)  # unclaimed
+    # a copy not yet given its own identity: `copy` (from a snapshot or template), `fork`, `claim`
+    identity_pending: Mapped[str | None] = mapped_column(String(16), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import memfile, memory, suspend
+from .. import faults, memfile, memory, suspend
 from ..agent import AgentClient, AgentError
 from ..disk import GIB, qcow2
 from ..errors import HostError
@@ -125,6 +125,7 @@ async def create_from_snapshot(
         if machine is None:
             machine = await rt.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
+        faults.reached("restore.before_identity")
         try:
             # first: nothing else is asked of the guest while it still shares its source's
             # kernel random state (microvm has no VM generation ID to reseed it by itself)
@@ -134,8 +135,10 @@ async def create_from_snapshot(
         except BaseException:
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
-            await rt.destroy(spec.computer_id)
+            with contextlib.suppress(HostError):  # the failure above is the answer
+                await rt.destroy(spec.computer_id)
             raise
+        faults.reached("restore.after_identity")
         return machine, outcome
     raise AssertionError("unreachable")
 
@@ -210,7 +213,8 @@ async def fork(
         failed.append(SnapshotError(f"a fork's memory was not restored: {lost[0]}"))
     if failed:
         for m in made:
-            await rt.destroy(m.computer_id)
+            with contextlib.suppress(HostError):  # the first failure is the answer
+                await rt.destroy(m.computer_id)
         await rt.gc_layers()
         raise failed[0]
     return made

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import memory, suspend
+from .. import faults, memory, suspend
 from ..agent import AgentError
 from ..disk import qcow2
 from ..disk.clone import clone_file
@@ -131,6 +131,7 @@ async def _running_disk_only(
         log.warning("%s: filesystem not frozen for a snapshot: %s", machine.computer_id, exc)
     try:
         await machine.vm.pause()
+        faults.reached("snapshot.vcpus_stopped")
         started = time.monotonic()
         try:
             layer = await _freeze_disk(snaps, rt, machine.dir, machine.vm)
@@ -153,11 +154,13 @@ async def _running_with_memory(
     stream = mem / f"{memory.VMSTATE}.tmp"
     keys = suspend.compat(spec, image, vm.isolation), time.monotonic(), rt.memory_key
     await vm.pause()
+    faults.reached("snapshot.vcpus_stopped")
     started = time.monotonic()
     ram_in_stream = False
     try:
         layer = await _freeze_disk(snaps, rt, machine.dir, vm)
         ram_in_stream = await vm.save_state(stream)
+        faults.reached("snapshot.state_saved")
         if not ram_in_stream:  # the RAM is a shared file: copied while the vCPUs are stopped
             ram = rt.data_dir.ram_file(spec.computer_id)
             await asyncio.to_thread(memory.write, mem, stream, ram, *keys)

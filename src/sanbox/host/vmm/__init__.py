@@ -2,13 +2,14 @@
 
 from .accel import AccelChoice, cached_accel, choose_accel
 from .errors import QmpError, VmmError, VmNotRunningError, VmStartError
-from .hypervisor import Hypervisor, NetAttachment, VmHandle, VmSpec, VmUser
+from .hypervisor import Hypervisor, Liveness, NetAttachment, VmHandle, VmSpec, VmUser
 from .qemu import QemuHypervisor, QemuVm, qemu_argv
 from .qmp import QmpClient
 
 __all__ = [
     "AccelChoice",
     "Hypervisor",
+    "Liveness",
     "NetAttachment",
     "QemuHypervisor",
     "QemuVm",

@@ -3,6 +3,7 @@ to it by its run dir. Drivers: qemu.py (QEMU -M microvm, KVM or TCG)."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -73,6 +74,15 @@ class VmSpec:
 VM_ISOLATIONS = frozenset({"qemu-kvm", "qemu-tcg", "firecracker-kvm"})  # a guest kernel of its own
 
 
+class Liveness(enum.Enum):
+    """What a look at a VM process found. UNKNOWN: the look itself failed (no descriptor left,
+    a transient error): nothing is known of the VM, and nobody may take it for dead."""
+
+    ALIVE = "alive"
+    DEAD = "dead"
+    UNKNOWN = "unknown"
+
+
 class VmHandle(Protocol):
     """A running (or once running) VM process, not a child of the caller."""
 
@@ -83,7 +93,16 @@ class VmHandle(Protocol):
     @property
     def agent_socket(self) -> Path: ...
 
-    def alive(self) -> bool: ...
+    def alive(self) -> bool:
+        """False only when the process is known to be gone (a look that failed is not a death:
+        see `liveness`)."""
+
+    def liveness(self) -> Liveness:
+        """ALIVE, DEAD, or UNKNOWN when the look itself failed (descriptors exhausted, ...)."""
+
+    async def frozen(self) -> bool | None:
+        """Whether the host stopped its vCPUs (a save, a pause the caller never finished) so
+        that `continue_running` runs them again; None if it could not be asked."""
 
     async def wait_exit(self, timeout: float) -> bool: ...
 

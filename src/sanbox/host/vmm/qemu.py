@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import re
 import shlex
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from ..disk.qcow2 import format_of
 from .accel import host_mhz, qemu_binary, qemu_version
 from .confine import SANDBOX, open_tap, prepare, setpriv_argv
-from .errors import QmpError, VmNotRunningError, VmStartError
-from .hypervisor import VmSpec
+from .errors import QmpError, VmmError, VmNotRunningError, VmStartError
+from .hypervisor import Liveness, VmSpec
 from .qmp import QmpClient
 
 AGENT_PORT_NAME = "org.sanbox.agent"
@@ -134,16 +136,39 @@ def launcher_argv(argv: list[str], cgroup_procs: tuple[Path, ...], log: Path) ->
     return ["sh", "-c", script, "sanbox-launch", *argv]
 
 
-def _pid_alive(pid: int, run_dir: Path) -> bool:
-    """True if `pid` is a live QEMU process of this run dir (guards against pid reuse)."""
+# the errors that mean "no such process": anything else is a failure to look
+_GONE = frozenset({errno.ENOENT, errno.ESRCH})
+
+
+def _read_proc(pid: int) -> tuple[bytes, str]:
+    """`/proc/PID`'s command line and run state (a letter: R, S, T, Z, ...)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read()
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    return cmdline, state
+
+
+def liveness(
+    pid: int, run_dir: Path, read: Callable[[int], tuple[bytes, str]] = _read_proc
+) -> Liveness:
+    """Whether `pid` is a live QEMU process of this run dir (the command line guards against pid
+    reuse). A process that is gone, a zombie or another program is DEAD; a look that failed for
+    another reason (EMFILE, ENFILE, EAGAIN, EPERM, ...) is UNKNOWN."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z" and str(run_dir).encode() in cmdline
+        cmdline, state = read(pid)
+    except OSError as exc:
+        return Liveness.DEAD if exc.errno in _GONE else Liveness.UNKNOWN
+    except IndexError:  # a stat line cut short: the process is going
+        return Liveness.DEAD
+    if state == "Z" or str(run_dir).encode() not in cmdline:
+        return Liveness.DEAD
+    return Liveness.ALIVE
+
+
+def _pid_alive(pid: int, run_dir: Path) -> bool:
+    """False only if `pid` is known not to be this run dir's live QEMU (an unknown is alive)."""
+    return liveness(pid, run_dir) is not Liveness.DEAD
 
 
 def _said(log: Path) -> str:
@@ -201,8 +226,19 @@ class QemuVm:
     def qmp_socket(self) -> Path:
         return self.run_dir / "qmp.sock"
 
+    def liveness(self) -> Liveness:
+        return liveness(self.pid, self.run_dir)
+
     def alive(self) -> bool:
-        return _pid_alive(self.pid, self.run_dir)
+        """False only when the process is known to be gone: a failed look is not a death."""
+        return self.liveness() is not Liveness.DEAD
+
+    async def frozen(self) -> bool | None:
+        """Whether the vCPUs are stopped by the host (QMP `stop`, a state save): True, False, or
+        None if the monitor could not be asked."""
+        from .qemu_state import vcpus_stopped
+
+        return await vcpus_stopped(self)
 
     async def qmp(self, timeout: float = 10.0) -> QmpClient:
         if not self.alive():
@@ -221,8 +257,11 @@ class QemuVm:
     async def kill(self, timeout: float = 5.0) -> None:
         """SIGTERM (QEMU exits at once), then SIGKILL if it is still there after `timeout`."""
         for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            if not self.alive():
+            state = self.liveness()
+            if state is Liveness.DEAD:
                 return
+            if state is Liveness.UNKNOWN:  # never signal a pid not known to be this VM's
+                raise VmmError(f"VM process {self.pid} could not be checked: not killed")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
             if await self.wait_exit(wait):

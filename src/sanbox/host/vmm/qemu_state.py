@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import QmpError, VmNotRunningError
+from .errors import QmpError, VmmError, VmNotRunningError
 from .qmp import QmpClient
 
 if TYPE_CHECKING:  # qemu.py calls into this module
@@ -91,6 +91,28 @@ async def resume_vcpus(vm: QemuVm) -> None:
             await qmp.execute("cont")
     finally:
         await qmp.close()
+
+
+# QEMU run states in which the host stopped the vCPUs (`stop`, a state save) and `cont` runs
+# them again; `io-error` (a disk error) and the guest's own shutdown are not among them
+HOST_STOPPED = frozenset({"paused", "postmigrate", "finish-migrate"})
+
+
+async def vcpus_stopped(vm: QemuVm) -> bool | None:
+    """True if the host stopped the VM's vCPUs (a fork's or snapshot's save the caller never
+    finished), False if they run (or stopped for another reason), None if QEMU's monitor could
+    not be asked."""
+    try:
+        qmp = await vm.qmp(timeout=5.0)
+    except (VmmError, OSError):
+        return None
+    try:
+        status = (await qmp.execute("query-status", timeout=5.0) or {}).get("status")
+    except (QmpError, OSError):
+        return None
+    finally:
+        await qmp.close()
+    return status in HOST_STOPPED
 
 
 async def quit_vm(vm: QemuVm) -> None:
