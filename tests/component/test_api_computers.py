@@ -228,7 +228,7 @@ def test_a_computer_keeps_the_image_build_its_disk_came_from(
     shutil.copytree(images / first, images / "rebuilt")
     manifest = images / "rebuilt" / "manifest.json"
     manifest.write_text(manifest.read_text().replace(first, "rebuilt"))
-    monkeypatch.setattr(Recipe, "build_id", lambda self: "rebuilt")
+    monkeypatch.setattr(Recipe, "build_id", lambda self, archive=None: "rebuilt")
     assert create(server, name="newcomer")["image"] == "rebuilt"
     # ...and the old computer still boots the kernel and initramfs its disk was made with
     assert server.client.post("/v1/computers/old-timer/start", headers=h).status_code == 200

@@ -46,7 +46,7 @@ def test_builds_in_use_are_kept_and_the_rest_pruned(
     add_build(server.data_dir, "stale", age=3600)
     add_build(server.data_dir, "older", age=1800)
     with monkeypatch.context() as m:  # a computer made while "older" was the current build
-        m.setattr(Recipe, "build_id", lambda self: "older")
+        m.setattr(Recipe, "build_id", lambda self, archive=None: "older")
         r = server.client.post("/v1/computers", json={"name": "on-older"}, headers=h)
         assert r.json()["image"] == "older"
 
