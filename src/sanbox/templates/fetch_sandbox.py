@@ -17,7 +17,6 @@ run the tools as this user, unconfined (development only)."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import pwd
@@ -30,6 +29,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from ..host.net.listen import Endpoint, bind_in_netns
 from .fetch_common import DEFAULT_TIMEOUT, FetchError, ToolResult, run_tool, traversable
 from .fetch_policy import (
     FETCH_USER,
@@ -46,11 +46,9 @@ from .fetch_policy import (
 
 log = logging.getLogger(__name__)
 
-CLONE_NEWNET = 0x40000000
 DIAL_TIMEOUT = 20.0  # seconds to connect to a registry
 IDLE_TIMEOUT = 300.0  # seconds a proxied connection may sit without a byte
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # where a tool is looked for first (as proxy_env's)
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def fetch_user() -> tuple[int, int]:
@@ -69,31 +67,10 @@ def fetch_user() -> tuple[int, int]:
 
 
 def _listen_in(netns: str) -> socket.socket:
-    """A listening socket on 127.0.0.1 inside `netns` (made by a thread that enters it)."""
-    result: list[socket.socket] = []
-    error: list[BaseException] = []
-
-    def work() -> None:  # this thread's namespace changes; it ends right after
-        try:
-            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sock.listen(64)
-            result.append(sock)
-        except BaseException as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=work, name=f"fetch-netns-{netns}")
-    thread.start()
-    thread.join()
-    if error:
-        raise error[0]
-    return result[0]
+    """A listening socket on 127.0.0.1 inside `netns`, for the proxy's blocking accept loop."""
+    (sock,) = bind_in_netns(netns, [Endpoint(0, socket.SOCK_STREAM)], "127.0.0.1")
+    sock.setblocking(True)
+    return sock
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:

@@ -23,7 +23,7 @@ class Endpoint:
     kind: int  # socket.SOCK_STREAM or socket.SOCK_DGRAM
 
 
-def _bind_all(netns: str, endpoints: list[Endpoint]) -> list[socket.socket]:
+def _bind_all(netns: str, endpoints: list[Endpoint], address: str) -> list[socket.socket]:
     fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
     try:
         if _libc.setns(fd, CLONE_NEWNET) != 0:
@@ -37,7 +37,7 @@ def _bind_all(netns: str, endpoints: list[Endpoint]) -> list[socket.socket]:
             sock = socket.socket(socket.AF_INET, ep.kind)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((GATEWAY_IP, ep.port))
+            sock.bind((address, ep.port))
             if ep.kind == socket.SOCK_STREAM:
                 sock.listen(128)
             sock.setblocking(False)
@@ -48,14 +48,17 @@ def _bind_all(netns: str, endpoints: list[Endpoint]) -> list[socket.socket]:
     return sockets
 
 
-def bind_in_netns(netns: str, endpoints: list[Endpoint]) -> list[socket.socket]:
-    """Bound (and listening) sockets on the gateway address inside `netns`, in order."""
+def bind_in_netns(
+    netns: str, endpoints: list[Endpoint], address: str = GATEWAY_IP
+) -> list[socket.socket]:
+    """Bound (and listening), non-blocking sockets on `address` (the gateway's by default)
+    inside `netns`, in order."""
     result: list[socket.socket] = []
     error: list[BaseException] = []
 
     def work() -> None:  # this thread's namespace changes; it ends right after
         try:
-            result.extend(_bind_all(netns, endpoints))
+            result.extend(_bind_all(netns, endpoints, address))
         except BaseException as exc:
             error.append(exc)
 
