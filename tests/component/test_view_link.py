@@ -9,11 +9,15 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from typer.testing import CliRunner
 
+from sanbox import Sanbox
 from sanbox.api.ports.view_link import LinkTarget
 from sanbox.api.published import view_link_signer
+from sanbox.cli.main import app
+from sanbox.sdk.errors import SanboxError
 
-from .conftest import Server
+from .conftest import LiveServer, Server
 from .test_published_access import Seen, get, guest, make_org, publish
 
 pytestmark = pytest.mark.component
@@ -229,3 +233,25 @@ def test_a_view_link_stops_when_its_publication_computer_or_key_goes(
     trade(server, host, path)
     assert server.client.delete(f"/v1/keys/{lender['id']}", headers=h).status_code in (200, 204)
     assert shape(get(server, host, path)) == keyless(server, host)
+
+
+def test_the_sdk_and_the_cli_make_view_links(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Sanbox(live_server.url, live_server.key) as client:
+        c = client.computers.create(name="linked")
+        c.publish(8080)
+        link = c.view_link(8080, expires_in=120)
+        assert "sanbox_view_token=" in link.url and link.expires_at
+        with pytest.raises(SanboxError) as exc:
+            c.view_link(8080, expires_in=1)
+        assert exc.value.status == 422
+    monkeypatch.setenv("SANBOX_URL", live_server.url)
+    monkeypatch.setenv("SANBOX_API_KEY", live_server.key)
+    runner = CliRunner()
+    r = runner.invoke(app, ["port", "view-link", "linked", "8080", "--expires-in", "600"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("http://8080-linked.localhost:") and live_server.key not in r.output
+    r = runner.invoke(app, ["port", "view-link", "linked", "8081"])
+    assert r.exit_code == 1 and "port_not_found" in r.output and "Traceback" not in r.output
+    assert runner.invoke(app, ["rm", "linked"]).exit_code == 0
