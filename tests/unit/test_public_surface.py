@@ -25,6 +25,7 @@ def test_every_exported_name_exists_and_is_listed_once(module: object) -> None:
 def test_sdk_errors_and_handles() -> None:
     expected = ["Sanbox", "AsyncSanbox", "Computer", "SanboxError", "ComputerNotRunningError"]
     expected += ["InvalidPathError", "AuthenticationError", "PublishedPort", "ExecResult"]
+    expected += ["ViewLink"]
     expected += ["Secret", "SecretBinding", "Secrets", "AsyncSecrets", "SecretNotFoundError"]
     expected += ["InvalidSecretError", "BindingNotFoundError"]
     for name in expected:

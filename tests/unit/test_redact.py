@@ -26,6 +26,9 @@ SECRET = "s3cr3tvalue"
         f"GET /x?a=1&Access_Token={SECRET} HTTP/1.1",
         f"GET /x?tok%2565n={SECRET} HTTP/1.1",  # encoded twice
         f"GET /x?token+={SECRET}",  # `+` is a space, stripped by nobody: still blanked
+        f"GET /x?sanbox_view_token={SECRET} HTTP/1.1",  # a view link's token
+        f"GET /x?a=1&Sanbox_View_Token={SECRET}&b=2 HTTP/1.1",
+        f"GET /x?sanbox%5Fview%5Ftoken={SECRET} HTTP/1.1",
     ],
 )
 def test_a_token_parameter_is_blanked_however_it_is_spelled(line: str) -> None:

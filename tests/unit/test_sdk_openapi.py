@@ -33,6 +33,7 @@ RECORDS: dict[type, str] = {
     types.HostInfo: "HostInfo",
     types.SshAccess: "SshAccess",
     types.PublishedPort: "PortOut",
+    types.ViewLink: "ViewLinkOut",
     types.Snapshot: "Snapshot",
     types.Template: "Template",
     types.Pool: "Pool",

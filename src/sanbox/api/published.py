@@ -10,14 +10,18 @@ whether the port is private or does not exist: 404 `port_not_found` with the sam
 the same lookups, so URLs cannot be enumerated; a key of the URL's own org gets the precise
 answer. A wrong key is refused (401) before anything is looked up, the same for every URL.
 Cookie-authenticated requests come from a browser: their `Origin` must be the port's own
-(`ports.origin`), and a cookie minted view-only (`?token=KEY&view=1`) opens only safe methods
-and WebSockets whose client input is dropped (`ports.rfb`)."""
+(`ports.origin`), and a cookie minted view-only (`?token=KEY&sanbox_view=1`, or a view link's
+`?sanbox_view_token=`, `ports.view_link`) opens only safe methods and WebSockets whose client
+input is dropped (`ports.rfb`). A view link that is not valid for this URL, here and now, is no
+credential: the visitor gets the keyless answer."""
 
 from __future__ import annotations
 
 import html
 import json
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
@@ -25,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..control.errors import ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
+from ..control.network import publication
 from ..host.secret import derived_key
 from ..store.models import ComputerRow, Org
 from ..store.repo import ACTOR
@@ -44,6 +49,8 @@ from .ports.access import (
 )
 from .ports.origin import check_origin
 from .ports.rfb import RfbViewOnly
+from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
+from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
 from .settings import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
@@ -71,10 +78,21 @@ def hidden(target: PortHost) -> NotFoundError:
     )
 
 
+def view_link_signer(secret_key: Path) -> ViewLinkSigner:
+    """The signer of view links, under the host's key for that purpose (`host.secret`)."""
+    return ViewLinkSigner(derived_key(secret_key, VIEW_LINK_PURPOSE))
+
+
+def _page_load(scope: Scope) -> bool:
+    """A browser's navigation: where a credential in the URL is traded for the port cookie."""
+    return scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+
+
 class PublishedPorts:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._signer: CookieSigner | None = None
+        self._links: ViewLinkSigner | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -95,6 +113,11 @@ class PublishedPorts:
                 derived_key(state.settings.layout.secret_key, "port-cookie")
             )
         return self._signer
+
+    def link_signer(self, state: Any) -> ViewLinkSigner:
+        if self._links is None:
+            self._links = view_link_signer(state.settings.layout.secret_key)
+        return self._links
 
     def _find(self, state: Any, target: PortHost) -> tuple[ComputerRow, Org, bool]:
         try:
@@ -130,6 +153,28 @@ class PublishedPorts:
         ACTOR.set(key.prefix)  # a computer this request wakes names the key
         return key.id, mode
 
+    def _link_key(
+        self, state: Any, token: str | None, row: ComputerRow | None, port: int
+    ) -> tuple[str, int] | None:
+        """The key id and expiry of a valid view link of this computer and port, if the key that
+        made it still opens anything. Checked like a cookie: the MAC whether or not the port
+        exists."""
+        if token is None:
+            return None
+        target = NOWHERE
+        if row is not None:
+            target = LinkTarget(row.id, row.org_id, port, publication(row, port))
+        verified = self.link_signer(state).verify(token, target)
+        if verified is None or row is None:
+            return None
+        key_id, expires = verified
+        keys: Keys = state.keys
+        key = keys.usable_key(key_id)
+        if key is None or key.org_id != row.org_id:
+            return None
+        ACTOR.set(key.prefix)
+        return key.id, expires
+
     async def _relay(
         self, scope: Scope, receive: Receive, send: Send, state: Any, target: PortHost
     ) -> None:
@@ -144,6 +189,7 @@ class PublishedPorts:
         except NotFoundError as exc:
             found, missing = None, exc
         cookie = self._cookie_key(state, creds.cookie, found[0] if found else None, target.port)
+        link = self._link_key(state, creds.view_token, found[0] if found else None, target.port)
         own = principal is not None and principal.org.name == (target.org or DEFAULT_ORG)
         if found is None:
             raise missing if own and missing is not None else hidden(target)
@@ -153,13 +199,19 @@ class PublishedPorts:
             return
         if principal is not None and own:
             ACTOR.set(principal.key.prefix)  # a computer this request wakes names the key
-            if creds.from_query and scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            if creds.from_query and _page_load(scope):
                 mode = VIEW if view_requested(scope) else FULL
                 await self._send_to_cookie(
                     scope, send, state, row.id, target.port, principal.key.id, mode
                 )
                 return
             await self._open(scope, receive, send, state, owner, row, target.port)
+            return
+        if principal is None and link is not None and _page_load(scope):
+            key_id, expires = link  # a view link: traded for a view-only cookie, never longer
+            await self._send_to_cookie(
+                scope, send, state, row.id, target.port, key_id, VIEW, not_after=expires
+            )
             return
         if principal is None and cookie is not None:
             check_origin(scope, forwarded_proto(scope))  # a browser's: from the port's own page
@@ -205,6 +257,7 @@ class PublishedPorts:
         port: int,
         key_id: str,
         mode: str,
+        not_after: int | None = None,
     ) -> None:
         """A browser that came with ?token=: a page that moves to the same URL without it, with
         the cookie (a meta refresh, so the Strict cookie goes along: see `ports.access`)."""
@@ -216,9 +269,12 @@ class PublishedPorts:
         url = html.escape(location.decode("latin-1"), quote=True)
         body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
         secure = forwarded_proto(scope) == "https"
+        now = int(time.time())
+        value = signer.mint(computer_id, port, key_id, mode, now=now, not_after=not_after)
+        max_age = signer.ttl if not_after is None else max(0, min(signer.ttl, not_after - now))
         headers = [
             (b"content-type", b"text/html; charset=utf-8"),
-            signer.set_cookie_header(signer.mint(computer_id, port, key_id, mode), secure),
+            signer.set_cookie_header(value, max_age, secure),
             (b"cache-control", b"no-store"),
             (b"referrer-policy", b"no-referrer"),
             (b"content-length", str(len(body)).encode()),

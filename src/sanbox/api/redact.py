@@ -1,6 +1,6 @@
 """Keys and tokens never reach a log line: a logging filter for uvicorn's access and error logs
-(which print request paths, query strings included) that blanks `token=` values and anything that
-looks like a Sanbox API key.
+(which print request paths, query strings included) that blanks `token=` (and a view link's
+`sanbox_view_token=`) values and anything that looks like a Sanbox API key.
 
 A query parameter is judged as the server would read it: its name and value percent-decoded
 (`%74oken=`, `tok%65n=`, `token%3D...`, `TOKEN=`), separated by `&` or `;`. Text decoded up to
@@ -12,10 +12,12 @@ import logging
 import re
 from urllib.parse import unquote_plus
 
+from .ports.access import VIEW_TOKEN_PARAM
+
 _PARAM = re.compile(r"(^|[?&;\s])([^?&;\s\"'#]+)")  # a separator, then one name=value
 _ENCODED = re.compile(r"[A-Za-z0-9_.~+%-]*%[0-9A-Fa-f]{2}[A-Za-z0-9_.~+%-]*")
 _KEY = re.compile(r"sbk_[A-Za-z0-9_-]+")
-TOKEN_NAMES = frozenset({"token", "access_token"})
+TOKEN_NAMES = frozenset({"token", "access_token", VIEW_TOKEN_PARAM})  # a view link's too
 REDACTED = "[redacted]"
 DECODE_ROUNDS = 3
 LOGGERS = ("uvicorn.access", "uvicorn.error", "uvicorn")

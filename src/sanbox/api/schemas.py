@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
 from ..store.models import ApiKey, AuditRow, ComputerRow, SnapshotRow
+from .ports.view_link import VIEW_LINK_MAX_TTL, VIEW_LINK_MIN_TTL, VIEW_LINK_TTL
 from .secret_schemas import SecretRef
 
 _NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
@@ -326,6 +327,19 @@ class PortOut(BaseModel):
 
 class PortList(BaseModel):
     ports: list[PortOut]
+
+
+class ViewLinkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    expires_in: int = Field(
+        default=VIEW_LINK_TTL, ge=VIEW_LINK_MIN_TTL, le=VIEW_LINK_MAX_TTL,
+        description="seconds the link opens the port view-only",
+    )  # fmt: skip
+
+
+class ViewLinkOut(BaseModel):
+    url: str = Field(description="the port's URL with a view token (no API key): view-only")
+    expires_at: datetime
 
 
 class SshKeyAdd(BaseModel):

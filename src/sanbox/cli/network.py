@@ -1,4 +1,5 @@
-"""`sanbox net allow|deny|show` (the egress allowlist) and `sanbox port publish|ls|unpublish`."""
+"""`sanbox net allow|deny|show` (the egress allowlist) and
+`sanbox port publish|ls|unpublish|view-link` (published ports)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import typer
 from rich.table import Table
 
 from . import config
-from ._output import console
+from ._output import console, err_console
 
 net_app = typer.Typer(help="A computer's egress allowlist (nothing goes out unless listed).",
                       no_args_is_help=True)  # fmt: skip
@@ -91,6 +92,27 @@ def unpublish(name: Name, port: Annotated[int, typer.Argument(min=1, max=65535)]
     with config.reported(), config.client() as client:
         client.computers.get(name).unpublish(port)
     console.print(f"port {port} of {name} is no longer published", highlight=False)
+
+
+@port_app.command("view-link")
+def view_link(
+    name: Name,
+    port: Annotated[int, typer.Argument(min=1, max=65535, help="A private published port.")],
+    expires_in: Annotated[
+        int | None,
+        typer.Option(
+            "--expires-in",
+            help="Seconds the link works (default: an hour; 60 to 7 days, the server checks).",
+        ),
+    ] = None,
+) -> None:
+    """Print a URL that opens PORT view-only for whoever holds it (watch, never take over). It
+    holds no API key, and stops working when it expires, the port is unpublished, the computer
+    is deleted or your key revoked."""
+    with config.reported(), config.client() as client:
+        link = client.computers.get(name).view_link(port, expires_in)
+    print(link.url)
+    err_console.print(f"view-only until {link.expires_at}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -47,9 +47,15 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
 
 
 def publish(fleet: Fleet, org: Org, ref: str, port: int, public: bool) -> ComputerRow:
+    """Publish `port` (again: with `public` changed). Each publication has an id of its own
+    (`publication`) that its view links are bound to: a link made before an unpublish never
+    opens the port published again."""
     check_port(port)
     row = fleet.get(org, ref)
-    ports = [p for p in row.ports if p["port"] != port] + [{"port": port, "public": public}]
+    current = next((p for p in row.ports if p["port"] == port), None)
+    publication = current.get("publication") if current is not None else None
+    entry = {"port": port, "public": public, "publication": publication or repo.new_id("pub_")}
+    ports = [p for p in row.ports if p["port"] != port] + [entry]
     ports.sort(key=lambda p: int(p["port"]))
     how = "public" if public else "private (API key required)"
     return fleet.record(row.id, None, "port.published", f"port {port} published, {how}",
@@ -81,3 +87,10 @@ def find_published(
             "port_not_found",
         )
     return row, org, bool(published[0]["public"])
+
+
+def publication(row: ComputerRow, port: int) -> str:
+    """The id of `port`'s current publication on `row` ("" for one published before ids, or by a
+    template at create: they get one when published again)."""
+    entry = next((p for p in row.ports if p["port"] == port), None)
+    return str(entry.get("publication") or "") if entry is not None else ""

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         Stderr,
         Stdout,
         Template,
+        ViewLink,
     )
 
 _MODULES = {  # each public name -> the module that defines it, imported on first use
@@ -189,6 +190,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "Pool",
         "Template",
         "BuildCachePruned",
+        "ViewLink",
     ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
@@ -224,6 +226,7 @@ __all__ = [
     "Exit",
     "FileEntry",
     "PublishedPort",
+    "ViewLink",
     "Files",
     "HostInfo",
     "IdempotencyConflictError",

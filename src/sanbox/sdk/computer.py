@@ -21,6 +21,7 @@ from .types import (
     PublishedPort,
     Snapshot,
     SshAccess,
+    ViewLink,
 )
 
 if TYPE_CHECKING:
@@ -221,6 +222,15 @@ class AsyncComputer(ComputerFields):
 
     async def unpublish(self, port: int) -> None:
         await self._client.http.request("DELETE", f"{self.path}/ports/{port}")
+
+    async def view_link(self, port: int, expires_in: int | None = None) -> ViewLink:
+        """A URL that opens the private `port` view-only, for whoever holds it, for `expires_in`
+        seconds (the server's default: an hour). It carries no API key."""
+        body = {} if expires_in is None else {"expires_in": expires_in}
+        data = await self._client.http.json(
+            "POST", f"{self.path}/ports/{port}/view-link", json_body=body
+        )
+        return ViewLink.from_json(data)
 
 
 class AsyncFiles:

@@ -121,6 +121,7 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     ports = blocking(AsyncComputer.ports)
     publish = blocking(AsyncComputer.publish)
     unpublish = blocking(AsyncComputer.unpublish)
+    view_link = blocking(AsyncComputer.view_link)
     authorize_ssh_key = blocking(AsyncComputer.authorize_ssh_key)
 
     def ssh_stream(self) -> SshStream:

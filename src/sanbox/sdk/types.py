@@ -11,7 +11,7 @@ from .exec_protocol import ExecEvent, Exit, Stderr, Stdout
 __all__ = [
     "ApiKey", "AuditRecord", "ComputerRecord", "Event", "ExecEvent", "ExecResult", "Exit",
     "FileEntry", "HostInfo", "ImageBuild", "Org", "PublishedPort", "Secret", "SecretBinding",
-    "Snapshot", "SshAccess", "Stderr", "Stdout",
+    "Snapshot", "SshAccess", "Stderr", "Stdout", "ViewLink",
 ]  # fmt: skip
 
 
@@ -214,6 +214,18 @@ class PublishedPort:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PublishedPort:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class ViewLink:
+    """A URL that opens one private port view-only for whoever holds it (no API key in it)."""
+
+    url: str
+    expires_at: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ViewLink:
         return cls(**_known(cls, data))
 
 

@@ -7,10 +7,12 @@ server for this computer and port only (host-only, HttpOnly, SameSite=Strict). T
 ``?token=`` is a small page that moves to the URL without it (a meta refresh, not a redirect:
 a navigation started by the port's own page is same-site, so the Strict cookie goes with it even
 when the link was followed from another site). ``?token=KEY&sanbox_view=1`` mints a view-only
-cookie: it opens safe methods only, and its WebSockets carry no client input (`rfb`).
+cookie: it opens safe methods only, and its WebSockets carry no client input (`rfb`). A view
+link's ``?sanbox_view_token=`` (`view_link`, no API key) is traded the same way for a view-only
+cookie that expires no later than the link.
 Before anything is relayed, the request loses every credential of Sanbox's: a Sanbox bearer key,
-the ``token`` and ``sanbox_view`` query parameters and the port cookie. Other ``Authorization``
-headers and cookies are the guest's own and pass.
+the ``token``, ``sanbox_view`` and ``sanbox_view_token`` query parameters and the port cookie.
+Other ``Authorization`` headers and cookies are the guest's own and pass.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from starlette.types import Scope
 COOKIE = "sanbox_port"
 TOKEN_PARAM = "token"
 VIEW_PARAM = "sanbox_view"  # ?sanbox_view=1 beside ?token=: the cookie opens view-only
-SANBOX_PARAMS = frozenset({TOKEN_PARAM, VIEW_PARAM})
+VIEW_TOKEN_PARAM = "sanbox_view_token"  # a view link's token (`view_link`)
+SANBOX_PARAMS = frozenset({TOKEN_PARAM, VIEW_PARAM, VIEW_TOKEN_PARAM})
 FULL, VIEW = "full", "view"  # what a cookie opens
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 KEY_PREFIX = "sbk_"
 COOKIE_TTL = 3600  # seconds
+EXPIRY_DIGITS = 12  # an expiry (Unix seconds) longer than this is no expiry of ours
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Credentials:
     key: str | None  # a Sanbox API key, from the Authorization header or ?token=
     from_query: bool  # the key came in the URL (a browser to send back without it)
     cookie: str | None  # the port cookie's value
+    view_token: str | None = None  # a view link's token (?sanbox_view_token=)
 
 
 def _header_values(scope: Scope, name: bytes) -> list[bytes]:
@@ -73,7 +78,8 @@ def credentials(scope: Scope) -> Credentials:
          if n == COOKIE),
         None,
     )  # fmt: skip
-    return Credentials(key, from_query, cookie)
+    view_token = next((v for k, v in query if k == VIEW_TOKEN_PARAM and v), None)
+    return Credentials(key, from_query, cookie, view_token)
 
 
 def view_requested(scope: Scope) -> bool:
@@ -120,12 +126,22 @@ class CookieSigner:
         return hmac.new(self._secret, msg, hashlib.sha256).hexdigest()
 
     def mint(
-        self, computer_id: str, port: int, key_id: str, mode: str = FULL, now: float | None = None
+        self,
+        computer_id: str,
+        port: int,
+        key_id: str,
+        mode: str = FULL,
+        now: float | None = None,
+        not_after: int | None = None,
     ) -> str:
+        """A cookie that expires in `ttl`, or at `not_after` (Unix seconds) if that is sooner."""
         if mode not in (FULL, VIEW):
             raise ValueError(f"a port cookie opens {FULL} or {VIEW}, not {mode!r}")
         expires = int(now if now is not None else time.time()) + self.ttl
-        return f"{key_id}.{expires}.{mode}.{self._mac(computer_id, port, key_id, expires, mode)}"
+        if not_after is not None:
+            expires = min(expires, not_after)
+        mac = self._mac(computer_id, port, key_id, expires, mode)
+        return f"{key_id}.{expires}.{mode}.{mac}"
 
     def verify(
         self, value: str, computer_id: str, port: int, now: float | None = None
@@ -135,15 +151,22 @@ class CookieSigner:
         key_id, _, rest = value.partition(".")
         expires_text, _, rest = rest.partition(".")
         mode, _, mac = rest.partition(".")
-        well_formed = bool(key_id and expires_text.isascii() and expires_text.isdigit() and mac)
+        well_formed = bool(
+            key_id
+            and expires_text.isascii()
+            and expires_text.isdigit()
+            and len(expires_text) <= EXPIRY_DIGITS
+            and mac
+        )
         expires = int(expires_text) if well_formed else 0
-        good = hmac.compare_digest(mac, self._mac(computer_id, port, key_id, expires, mode))
+        expected = self._mac(computer_id, port, key_id, expires, mode)
+        good = hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode())  # any text
         if not (well_formed and good and mode in (FULL, VIEW)):
             return None
         if expires < (now if now is not None else time.time()):
             return None
         return key_id, mode
 
-    def set_cookie_header(self, value: str, secure: bool) -> tuple[bytes, bytes]:
-        attrs = f"{COOKIE}={value}; Path=/; Max-Age={self.ttl}; HttpOnly; SameSite=Strict"
+    def set_cookie_header(self, value: str, max_age: int, secure: bool) -> tuple[bytes, bytes]:
+        attrs = f"{COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict"
         return b"set-cookie", (attrs + ("; Secure" if secure else "")).encode("latin-1")

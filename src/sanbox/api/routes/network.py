@@ -1,10 +1,27 @@
-"""/v1/computers/{ref}/network and /ports: the egress allowlist (live) and published ports."""
+"""/v1/computers/{ref}/network and /ports: the egress allowlist (live), published ports and their
+view links."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Request, Response
 
-from ..schemas import NetworkOut, NetworkPolicy, PortList, PortOut, PortPublish
+from ...control.errors import ConflictError, NotFoundError
+from ...control.network import publication
+from ..ports.access import VIEW_TOKEN_PARAM
+from ..ports.view_link import LinkTarget
+from ..published import view_link_signer
+from ..schemas import (
+    NetworkOut,
+    NetworkPolicy,
+    PortList,
+    PortOut,
+    PortPublish,
+    ViewLinkOut,
+    ViewLinkRequest,
+)
 from ._deps import Auth, Plane
 from .computers import ERRORS
 
@@ -53,3 +70,37 @@ async def publish_port(
 async def unpublish_port(ref: str, port: int, auth: Auth, plane: Plane) -> Response:
     plane.unpublish(auth.org, ref, port)
     return Response(status_code=204)
+
+
+@router.post("/{ref}/ports/{port}/view-link", response_model=ViewLinkOut)
+async def view_link(
+    ref: str,
+    port: int,
+    auth: Auth,
+    plane: Plane,
+    request: Request,
+    body: ViewLinkRequest | None = None,
+) -> ViewLinkOut:
+    """A URL that opens this private port view-only for whoever holds it, until it expires (no
+    API key in it). It stops working when the port is unpublished, the computer deleted, or this
+    key revoked."""
+    row = plane.get(auth.org, ref)
+    published = [p for p in row.ports if p["port"] == port]
+    if not published:
+        raise NotFoundError(f"port {port} of {row.name} is not published", "port_not_found")
+    if published[0]["public"]:
+        raise ConflictError(
+            f"port {port} of {row.name} is public: anyone may open it fully, so a view link "
+            "would limit nothing; publish it private first",
+            "port_public",
+        )
+    settings = request.app.state.settings
+    signer = view_link_signer(settings.layout.secret_key)
+    ttl = (body or ViewLinkRequest()).expires_in
+    target = LinkTarget(row.id, row.org_id, port, publication(row, port))
+    token, expires = signer.mint(target, auth.key.id, ttl)
+    url = settings.port_url(port, row.name, auth.org.name)
+    return ViewLinkOut(
+        url=f"{url}?{urlencode({VIEW_TOKEN_PARAM: token})}",
+        expires_at=datetime.fromtimestamp(expires, UTC),
+    )
