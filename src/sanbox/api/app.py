@@ -76,18 +76,22 @@ def create_app(
         host_runtime = runtime or HostRuntime(settings.layout)
         reach = Reach.of(settings.tenant_private_ranges)
         resolver = Resolver(settings.upstream or system_upstream())
-        computers = Computers(db, host_runtime, reach=reach, resolver=resolver,
-                              egress_max_connections=settings.egress_max_connections,
-                              capacity=Capacity.of_host(settings.disk_overcommit),
-                              secrets_key_file=settings.secrets_key_file,
-                              ca_bundle=settings.ca_bundle,
-                              strict_placeholders=settings.strict_placeholders,
-                              substitute_any_header=settings.substitute_any_header,
-                              egress_budget=ConnectionBudget(
-                                  settings.egress_max_connections_per_org,
-                                  settings.egress_max_connections_total),
-                              pool_bounds=(settings.org_max_pools,
-                                           settings.org_max_pool_members))  # fmt: skip
+        computers = Computers(
+            db,
+            host_runtime,
+            reach=reach,
+            resolver=resolver,
+            egress_max_connections=settings.egress_max_connections,
+            capacity=Capacity.of_host(settings.disk_overcommit),
+            secrets_key_file=settings.secrets_key_file,
+            ca_bundle=settings.ca_bundle,
+            strict_placeholders=settings.strict_placeholders,
+            substitute_any_header=settings.substitute_any_header,
+            egress_budget=ConnectionBudget(
+                settings.egress_max_connections_per_org, settings.egress_max_connections_total
+            ),
+            pool_bounds=(settings.org_max_pools, settings.org_max_pool_members),
+        )
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()

@@ -43,27 +43,32 @@ class ComputerCreate(BaseModel):
         None, ge=1, le=16 * 1024, description="default: the image's size, or the snapshot's"
     )
     from_snapshot: str | None = Field(
-        None, max_length=63,
+        None,
+        max_length=63,
         description="a snapshot of the org (id or name): the new computer starts from its disk, "
         "and resumes from its memory if it has memory",
-    )  # fmt: skip
+    )
     env: Env = Field(default_factory=dict)
     labels: Labels = Field(default_factory=dict)
     idle_timeout: int | None = Field(
-        None, ge=0, le=365 * 86400,
+        None,
+        ge=0,
+        le=365 * 86400,
         description="seconds without activity before it is suspended; 0 = never; "
         "default: the template's",
-    )  # fmt: skip
+    )
     allow: list[str] | None = Field(
-        None, max_length=1000,
+        None,
+        max_length=1000,
         description="hosts (api.github.com), wildcards (*.pypi.org) and cidr:port rules it may "
         "reach; empty: nothing goes out; default: the template's",
-    )  # fmt: skip
+    )
     secrets: list[SecretRef] = Field(
-        default_factory=list, max_length=32,
+        default_factory=list,
+        max_length=32,
         description="secrets of the org to bind (with the template's): the computer gets their "
         "placeholders, its requests to their hosts get their values",
-    )  # fmt: skip
+    )
 
 
 class ComputerUpdate(BaseModel):
@@ -125,11 +130,12 @@ class ExecRequest(BaseModel):
     stdin: str | None = None
     timeout: float | None = Field(None, gt=0, le=24 * 3600)
     max_output_bytes: int | None = Field(
-        None, ge=0,
+        None,
+        ge=0,
         description="Output kept per stream (stdout, stderr); at most, and by default, the "
         "server's limit (10 MiB unless configured). The first bytes are kept; the command's "
         "further output is read and dropped, and `stdout_truncated`/`stderr_truncated` say so.",
-    )  # fmt: skip
+    )
 
 
 class ExecResponse(BaseModel):
@@ -332,9 +338,11 @@ class PortList(BaseModel):
 class ViewLinkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     expires_in: int = Field(
-        default=VIEW_LINK_TTL, ge=VIEW_LINK_MIN_TTL, le=VIEW_LINK_MAX_TTL,
+        default=VIEW_LINK_TTL,
+        ge=VIEW_LINK_MIN_TTL,
+        le=VIEW_LINK_MAX_TTL,
         description="seconds the link opens the port view-only",
-    )  # fmt: skip
+    )
 
 
 class ViewLinkOut(BaseModel):
@@ -397,6 +405,7 @@ class ForkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     count: int = Field(1, ge=1, le=16)
     name: Name | None = Field(
-        None, description="the fork's name (PREFIX-1..N for several); default: the source's "
+        None,
+        description="the fork's name (PREFIX-1..N for several); default: the source's "
         "name with a random suffix",
-    )  # fmt: skip
+    )

@@ -66,8 +66,13 @@ class Computers:
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
-        book = SecretBook(db, secrets_key_file or runtime.data_dir.sealing_key, ca_bundle,
-                          strict_placeholders, substitute_any_header)  # fmt: skip
+        book = SecretBook(
+            db,
+            secrets_key_file or runtime.data_dir.sealing_key,
+            ca_bundle,
+            strict_placeholders,
+            substitute_any_header,
+        )
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)

@@ -74,8 +74,13 @@ async def shutdown(fleet: Fleet, row: ComputerRow) -> ComputerRow:
             await fleet.runtime.kill(row.id)
     except HostError as exc:  # its VM may still run: never said stopped
         why = "its VM did not end"
-        fleet.record(row.id, State.ERROR, "computer.error", f"stop failed: {why}",
-                     last_error=f"stop failed: {why}")  # fmt: skip
+        fleet.record(
+            row.id,
+            State.ERROR,
+            "computer.error",
+            f"stop failed: {why}",
+            last_error=f"stop failed: {why}",
+        )
         raise failed("stop", why, "the computer is in error: stop or delete it again") from exc
     how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
     return fleet.record(
@@ -123,8 +128,13 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
         except HostError as exc:  # its record stays, in error: a second delete tries again
             log.warning("delete of %s failed: %s", row.id, exc)
             why = "its VM or files could not be removed"
-            fleet.record(row.id, State.ERROR, "computer.error", f"delete failed: {why}",
-                         last_error=f"delete failed: {why}")  # fmt: skip
+            fleet.record(
+                row.id,
+                State.ERROR,
+                "computer.error",
+                f"delete failed: {why}",
+                last_error=f"delete failed: {why}",
+            )
             raise failed("delete", why, "the computer is in error: delete it again") from exc
     row.state = State.DELETED
     return row

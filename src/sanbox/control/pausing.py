@@ -45,8 +45,12 @@ async def _pause_locked(
         log.warning("pause of %s failed: %s", row.id, exc)
         why = pause_failure(exc)
         if machine.vm.alive():
-            fleet.record(row.id, State.RUNNING, "computer.pause_failed",
-                         f"pause failed: {why}; still running as it was")  # fmt: skip
+            fleet.record(
+                row.id,
+                State.RUNNING,
+                "computer.pause_failed",
+                f"pause failed: {why}; still running as it was",
+            )
             raise failed("pause", why, "the computer is still running as it was") from exc
         await fleet.vm_exited(row.id, f"its VM died during a pause ({why})")
         raise failed("pause", why, "its VM died: the computer is stopped, its disk kept") from exc

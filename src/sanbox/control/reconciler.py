@@ -140,9 +140,14 @@ class Reconciler:
                 if pending is not None and not await self._finish_copy(computer_id, report):
                     return
                 machine = fleet.machines[computer_id]
-                fleet.record(computer_id, State.RUNNING, "computer.running",
-                           "running: its create completed across a server restart",
-                           isolation=machine.isolation, identity_pending=None)  # fmt: skip
+                fleet.record(
+                    computer_id,
+                    State.RUNNING,
+                    "computer.running",
+                    "running: its create completed across a server restart",
+                    isolation=machine.isolation,
+                    identity_pending=None,
+                )
                 report.reattached.append(computer_id)
                 return
             # a fork is all or none, and its caller was never answered: none
@@ -160,9 +165,14 @@ class Reconciler:
                 if pending is not None and not await self._finish_copy(computer_id, report):
                     return
                 machine = fleet.machines[computer_id]
-                fleet.record(computer_id, State.RUNNING, "computer.reattached",
-                           "re-attached to its running VM after a server restart",
-                           isolation=machine.isolation, identity_pending=None)  # fmt: skip
+                fleet.record(
+                    computer_id,
+                    State.RUNNING,
+                    "computer.reattached",
+                    "re-attached to its running VM after a server restart",
+                    isolation=machine.isolation,
+                    identity_pending=None,
+                )
                 report.reattached.append(computer_id)
             else:
                 await fleet.vm_exited(computer_id, "its VM was gone when the server restarted")
@@ -197,9 +207,12 @@ class Reconciler:
         except HostError as exc:  # it cannot run on: attaching finds it unusable, and says so
             log.warning("%s was left frozen and could not be continued: %s", computer_id, exc)
             return
-        self.fleet.record(computer_id, None, "computer.continued",
-                          "its vCPUs, stopped for a snapshot or fork the server did not finish, "
-                          "run again")  # fmt: skip
+        self.fleet.record(
+            computer_id,
+            None,
+            "computer.continued",
+            "its vCPUs, stopped for a snapshot or fork the server did not finish, run again",
+        )
         report.continued.append(computer_id)
 
     async def _finish_copy(self, computer_id: str, report: ReconcileReport) -> bool:
@@ -215,12 +228,20 @@ class Reconciler:
             log.warning("%s could not be given its identity after a restart: %s", computer_id, exc)
             with contextlib.suppress(Exception):
                 await machine.agent.close()
-            await self._remove(computer_id, "removed: the server stopped before it had its own "
-                               "identity, and giving it one failed", report)  # fmt: skip
+            await self._remove(
+                computer_id,
+                "removed: the server stopped before it had its own "
+                "identity, and giving it one failed",
+                report,
+            )
             return False
         await fleet.trust_secrets(computer_id, machine)
-        fleet.record(computer_id, None, "computer.identity",
-                     "given its own identity: the server stopped before it had it")  # fmt: skip
+        fleet.record(
+            computer_id,
+            None,
+            "computer.identity",
+            "given its own identity: the server stopped before it had it",
+        )
         return True
 
     async def _interrupted_rest(

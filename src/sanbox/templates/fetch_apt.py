@@ -60,8 +60,12 @@ def apt_key(
     digest of the lists' Release files: a moved archive gives a new bundle): same bundle.
     Mirrors are left out: where a package comes from does not change what it is."""
     suites = sorted(" ".join(line.split()[2:]) for line in sources)
-    inputs = {"packages": sorted(set(packages)), "arch": ARCH, "suites": suites,
-              "status": hashlib.sha256(dpkg_status).hexdigest()}  # fmt: skip
+    inputs = {
+        "packages": sorted(set(packages)),
+        "arch": ARCH,
+        "suites": suites,
+        "status": hashlib.sha256(dpkg_status).hexdigest(),
+    }
     return content_key("apt", {**inputs, "archive": archive} if archive else inputs)
 
 
@@ -178,15 +182,20 @@ def _lists(cache_dir: Path, sources: Sequence[str], today: datetime.date, timeou
             with FetchSandbox.open(source_urls(sources)) as sandbox:
                 sandbox.own(work)
                 try:
-                    result = sandbox.run(["apt-get", *options, *sandbox.apt_options(), "-q",
-                                          "update"], work=work, timeout=timeout)  # fmt: skip
+                    result = sandbox.run(
+                        ["apt-get", *options, *sandbox.apt_options(), "-q", "update"],
+                        work=work,
+                        timeout=timeout,
+                    )
                 finally:
                     sandbox.reclaim(work)
             if result.returncode != 0 or re.search(r"^(E:|Err:)", result.output, re.M):
-                log.warning("apt-get update from %s failed: %s", sources,
-                            output_tail(result.output))  # fmt: skip
-                raise FetchError("apt", "could not update the package lists from the Debian "
-                                        "archive; try again")  # fmt: skip
+                log.warning(
+                    "apt-get update from %s failed: %s", sources, output_tail(result.output)
+                )
+                raise FetchError(
+                    "apt", "could not update the package lists from the Debian archive; try again"
+                )
             os.rename(lists, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -218,8 +227,9 @@ def fetch_apt(
     names = check_names("apt", packages)
     srcs = list(sources if sources is not None else recipe_for("base").sources())
     if dpkg_status.stat().st_size > MAX_STATUS_BYTES:
-        raise FetchError("apt", f"the guest's /var/lib/dpkg/status is over "
-                                f"{MAX_STATUS_BYTES >> 20} MiB")  # fmt: skip
+        raise FetchError(
+            "apt", f"the guest's /var/lib/dpkg/status is over {MAX_STATUS_BYTES >> 20} MiB"
+        )
     status = dpkg_status.read_bytes()  # hashed here; only the fetch user's apt parses it
     require("apt-get", "apt")
     lists = _lists(cache_dir, srcs, today or datetime.date.today(), timeout)
@@ -233,8 +243,11 @@ def fetch_apt(
         with FetchSandbox.open(source_urls(srcs)) as sandbox:
             sandbox.own(work)
             try:
-                result = sandbox.run(download_argv(names, [*options, *sandbox.apt_options()]),
-                                     work=work, timeout=timeout)  # fmt: skip
+                result = sandbox.run(
+                    download_argv(names, [*options, *sandbox.apt_options()]),
+                    work=work,
+                    timeout=timeout,
+                )
             finally:
                 sandbox.reclaim(work)
         if result.returncode != 0:

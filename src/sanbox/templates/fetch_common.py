@@ -130,8 +130,10 @@ def unknown_failure(kind: str, what: Sequence[str], output: str) -> str:
     """The reason a tenant reads for a failure no pattern knows: generic, while the tool's own
     words (addresses, proxy errors, host paths) go to the server's log only."""
     log.warning("%s fetch of %s failed: %s", kind, " ".join(what), output_tail(output))
-    return (f"could not fetch {' '.join(what)[:200]} from the package registry; try again, or "
-            "check the name")  # fmt: skip
+    return (
+        f"could not fetch {' '.join(what)[:200]} from the package registry; try again, or "
+        "check the name"
+    )
 
 
 def require(tool: str, package: str) -> str:
@@ -163,10 +165,15 @@ def run_tool(
     log_file = (log_dir or work) / f"{Path(argv[0]).name}.log"
     with log_file.open("wb") as out:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                    env=dict(env) if env is not None else None,
-                                    cwd=cwd)  # fmt: skip
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+            )
             try:
                 code = proc.wait(timeout=timeout)
             finally:

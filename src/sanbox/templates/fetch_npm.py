@@ -58,8 +58,10 @@ def failure_reason(packages: Sequence[str], output: str) -> str:
                 "from the step")  # fmt: skip
     for line in output.splitlines():
         if "ETARGET" in line or "No matching version" in line:
-            return (f"no version of {' '.join(packages)[:200]} matches: pick one that "
-                    "`npm view NAME versions` lists")  # fmt: skip
+            return (
+                f"no version of {' '.join(packages)[:200]} matches: pick one that "
+                "`npm view NAME versions` lists"
+            )
     return unknown_failure("npm", packages, output)
 
 
@@ -116,12 +118,16 @@ def fetch_npm(
         registry = os.environ.get("npm_config_registry", "")  # noqa: SIM112 (npm's own name)
         with FetchSandbox.open([registry] if registry else []) as sandbox:
             sandbox.own(files, work)
-            env = {**sandbox.env(work), "npm_config_cache": str(work / "npm-cache"),
-                   "npm_config_userconfig": str(empty_rc(work)),
-                   **({"npm_config_registry": registry} if registry else {})}  # fmt: skip
+            env = {
+                **sandbox.env(work),
+                "npm_config_cache": str(work / "npm-cache"),
+                "npm_config_userconfig": str(empty_rc(work)),
+                **({"npm_config_registry": registry} if registry else {}),
+            }
             try:
-                result = sandbox.run(install_argv(prefix, names), work=work, timeout=timeout,
-                                     env=env)  # fmt: skip
+                result = sandbox.run(
+                    install_argv(prefix, names), work=work, timeout=timeout, env=env
+                )
             finally:
                 sandbox.reclaim(files, work)
         if result.returncode != 0:

@@ -145,12 +145,14 @@ def fetch_pip(
         with FetchSandbox.open(index_urls(os.environ)) as sandbox:
             sandbox.own(files, work)
             try:
-                result = sandbox.run(download_argv(python, names, files / "wheels"), work=work,
-                                     timeout=timeout)  # fmt: skip
+                result = sandbox.run(
+                    download_argv(python, names, files / "wheels"), work=work, timeout=timeout
+                )
                 if result.returncode != 0:
                     raise FetchError("pip", failure_reason(names, result.output))
-                result = sandbox.run(pip_wheel_argv(python, files / "pip"), work=work,
-                                     timeout=timeout)  # fmt: skip
+                result = sandbox.run(
+                    pip_wheel_argv(python, files / "pip"), work=work, timeout=timeout
+                )
             finally:
                 sandbox.reclaim(files, work)
         wheels = sorted((files / "pip").glob("pip-*.whl"))

@@ -56,8 +56,16 @@ def fetch_user() -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(FETCH_USER)
     except KeyError:
-        argv = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                "--shell", "/usr/sbin/nologin", FETCH_USER]  # fmt: skip
+        argv = [
+            "useradd",
+            "--system",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            FETCH_USER,
+        ]
         out = subprocess.run(argv, capture_output=True, text=True, check=False)
         if out.returncode not in (0, 9):  # 9: another process made it first
             log.error("cannot create %s: %s", FETCH_USER, out.stderr.strip())
@@ -130,8 +138,9 @@ class RegistryProxy:
                 self.refused.append(str(exc))
                 log.warning("fetch proxy refused a request: %s", exc)
                 with contextlib.suppress(OSError):
-                    conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
-                                 b"Connection: close\r\n\r\n")  # fmt: skip
+                    conn.sendall(
+                        b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
                 return
             try:
                 upstream = socket.create_connection((req.host, req.port), DIAL_TIMEOUT)
@@ -147,12 +156,20 @@ class RegistryProxy:
                     rest = head.split(b"\r\n\r\n", 1)[1]
                 else:  # one request per connection, sent in origin form
                     lines = head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]
-                    kept = [h for h in lines if not h.lower().startswith(
-                        (b"proxy-", b"connection:", b"keep-alive:"))]  # fmt: skip
-                    rest = b"\r\n".join([
-                        f"{req.method} {req.target} HTTP/1.1".encode(), *kept,
-                        b"Connection: close", b"", b"",
-                    ])  # fmt: skip
+                    kept = [
+                        h
+                        for h in lines
+                        if not h.lower().startswith((b"proxy-", b"connection:", b"keep-alive:"))
+                    ]
+                    rest = b"\r\n".join(
+                        [
+                            f"{req.method} {req.target} HTTP/1.1".encode(),
+                            *kept,
+                            b"Connection: close",
+                            b"",
+                            b"",
+                        ]
+                    )
                 if rest:
                     upstream.sendall(rest)
                 back = threading.Thread(target=_pipe, args=(upstream, conn), daemon=True)
@@ -175,25 +192,33 @@ class FetchSandbox:
         env = os.environ if env is None else env
         if os.geteuid() != 0:
             if env.get(UNCONFINED_SETTING) == "1":
-                log.warning("fetching packages unconfined (%s=1): development only",
-                            UNCONFINED_SETTING)  # fmt: skip
+                log.warning(
+                    "fetching packages unconfined (%s=1): development only", UNCONFINED_SETTING
+                )
                 yield cls(None, None, os.getuid(), os.getgid())
                 return
-            log.error("package fetch refused: the server is not root, so it cannot confine "
-                      "the fetch tools (set %s=1 for development)", UNCONFINED_SETTING)  # fmt: skip
-            raise FetchError("host", "this host cannot fetch packages (an operator can see why "
-                                     "in the server's log)")  # fmt: skip
+            log.error(
+                "package fetch refused: the server is not root, so it cannot confine "
+                "the fetch tools (set %s=1 for development)",
+                UNCONFINED_SETTING,
+            )
+            raise FetchError(
+                "host",
+                "this host cannot fetch packages (an operator can see why in the server's log)",
+            )
         uid, gid = fetch_user()
         netns = f"sanbox-fetch-{secrets.token_hex(6)}"
-        made = subprocess.run(["ip", "netns", "add", netns], capture_output=True, text=True,
-                              check=False)  # fmt: skip
+        made = subprocess.run(
+            ["ip", "netns", "add", netns], capture_output=True, text=True, check=False
+        )
         if made.returncode != 0:
             log.error("cannot make the fetch namespace %s: %s", netns, made.stderr.strip())
             raise FetchError("host", "this host cannot fetch packages now (see the server's log)")
         proxy = None
         try:
-            subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["ip", "-n", netns, "link", "set", "lo", "up"], check=True, capture_output=True
+            )
             proxy = RegistryProxy(_listen_in(netns), registries(env, configured))
             yield cls(netns, proxy, uid, gid)
         finally:
@@ -209,10 +234,15 @@ class FetchSandbox:
             return
         for top in paths:
             if not traversable(top.parent):
-                log.error("the %s user cannot reach %s: let it pass through the data dir's "
-                          "folders (chmod o+x on each)", FETCH_USER, top.parent)  # fmt: skip
-                raise FetchError("host", "this host cannot fetch packages now (see the server's "
-                                         "log)")  # fmt: skip
+                log.error(
+                    "the %s user cannot reach %s: let it pass through the data dir's "
+                    "folders (chmod o+x on each)",
+                    FETCH_USER,
+                    top.parent,
+                )
+                raise FetchError(
+                    "host", "this host cannot fetch packages now (see the server's log)"
+                )
         for top in paths:
             for path in [top, *top.rglob("*")]:
                 os.lchown(path, self.uid, self.gid)
@@ -250,5 +280,11 @@ class FetchSandbox:
             full = sandboxed_argv(full, self.netns, self.uid, self.gid)
         # the log in a folder of root's: root never opens a path in the user's folders
         with tempfile.TemporaryDirectory(prefix="sanbox-fetch-log-") as logs:
-            return run_tool(full, work=work, timeout=timeout, log_dir=Path(logs), cwd=work,
-                            env=env if env is not None else self.env(work))  # fmt: skip
+            return run_tool(
+                full,
+                work=work,
+                timeout=timeout,
+                log_dir=Path(logs),
+                cwd=work,
+                env=env if env is not None else self.env(work),
+            )

@@ -111,9 +111,16 @@ class EgressGateway:
             return egress.policy if egress is not None else Policy()
 
         interception = self.intercepts(computer_id) if self.intercepts is not None else None
-        proxy = EgressProxy(live, self.resolver, denied, self.reach, self.max_connections,
-                            interception=interception, budget=self.budget,
-                            org=self.org_of(computer_id))  # fmt: skip
+        proxy = EgressProxy(
+            live,
+            self.resolver,
+            denied,
+            self.reach,
+            self.max_connections,
+            interception=interception,
+            budget=self.budget,
+            org=self.org_of(computer_id),
+        )
         egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(
             lambda name: live().allows_host(name),
