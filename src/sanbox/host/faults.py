@@ -13,7 +13,7 @@ STEPS = frozenset(
     {
         "snapshot.vcpus_stopped",  # a snapshot or fork stopped the source's vCPUs (QMP `stop`)
         "snapshot.state_saved",  # ... and saved its device state (QEMU in `postmigrate`)
-        "restore.before_identity",  # a copy (fork, restore, template, pool member) runs, old identity
+        "restore.before_identity",  # a copy (fork, restore, claim) runs with its old identity
         "restore.after_identity",  # ... its identity given, its record not running yet
         "fork.children_recorded",  # a fork's records written, nothing made on the host yet
         "pool.claimed",  # a pool member's record became the claimer's, nothing applied in the VM
