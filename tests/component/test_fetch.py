@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from sanbox.templates import fetch_apt as fetch_apt_module
 from sanbox.templates.fetch import FetchError, fetch_apt, fetch_npm, fetch_pip
 
 from ..conftest import vm_data_dir
+from ..reachable import reachable_dir
 
 pytestmark = pytest.mark.component
 
@@ -46,14 +46,8 @@ def guest_dpkg_status(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cache() -> Iterator[Path]:
-    """The fetch cache in a folder the unprivileged fetch user can reach (pytest's are root's
-    alone, as a data dir must not be: docs/templates.md)."""
-    path = Path(tempfile.mkdtemp(prefix="sanbox-fetch-cache-", dir="/var/tmp"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("sanbox-fetch-cache-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def test_apt_fetches_only_what_the_guest_lacks_and_it_runs_offline(

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,8 @@ import pytest
 
 from sanbox.templates.fetch_policy import FETCH_USER
 from sanbox.templates.fetch_sandbox import FetchSandbox
+
+from ..reachable import reachable_dir
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +39,8 @@ print("uid", os.getuid(), "groups", os.getgroups())
 
 @pytest.fixture
 def open_tmp() -> Iterator[Path]:
-    """A folder the fetch user can reach (pytest's own are root's, 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="sanbox-fetch-test-", dir="/var/tmp"))
-    try:
+    with reachable_dir("sanbox-fetch-test-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace and a user need root")

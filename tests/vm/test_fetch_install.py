@@ -6,7 +6,7 @@ base image has no node."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 from sanbox.host.runtime import Machine
 from sanbox.templates.fetch import Bundle, fetch_apt, fetch_npm, fetch_pip
 
+from ..reachable import reachable_dir
 from .conftest import MakeMachine
 
 pytestmark = pytest.mark.vm
@@ -27,8 +28,9 @@ def guest(make_machine: MakeMachine) -> Machine:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fetch-cache")
+def cache() -> Iterator[Path]:
+    with reachable_dir("sanbox-fetch-cache-") as path:
+        yield path
 
 
 def push(run: Run, machine: Machine, bundle: Bundle) -> None:
