@@ -49,8 +49,8 @@ class Bench:
     def applies(self, name: str) -> bool:
         return self.on and name == "echo.test"
 
-    def server_context(self, name: str) -> ssl.SSLContext:
-        return self.minter.context(name)
+    async def server_context(self, name: str) -> ssl.SSLContext:
+        return await self.minter.context(name)
 
     def injections(self) -> list[Injection]:
         return [self.secret]
