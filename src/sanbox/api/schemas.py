@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
+from ..control.quotas import MAX_LIMIT
 from ..store.models import ApiKey, AuditRow, ComputerRow, SnapshotRow
 from .ports.view_link import VIEW_LINK_MAX_TTL, VIEW_LINK_MIN_TTL, VIEW_LINK_TTL
 from .secret_schemas import SecretRef
@@ -200,6 +201,36 @@ class OrgOut(BaseModel):
 
 class OrgList(BaseModel):
     orgs: list[OrgOut]
+
+
+_LIMIT = "at most this many at once; null: no limit"
+
+
+class QuotaLimits(BaseModel):
+    """An org's quota (every field replaced; null or absent: no limit)."""
+
+    model_config = ConfigDict(extra="forbid")
+    running: int | None = Field(None, ge=0, le=MAX_LIMIT, description="computers with compute")
+    vcpus: int | None = Field(None, ge=0, le=MAX_LIMIT, description="their vCPUs")
+    memory_mib: int | None = Field(None, ge=0, le=MAX_LIMIT, description="their memory, MiB")
+    disk_gib: int | None = Field(
+        None, ge=0, le=MAX_LIMIT, description="every computer's disk, any state, GiB"
+    )
+    snapshots: int | None = Field(None, ge=0, le=MAX_LIMIT, description=_LIMIT)
+
+
+class QuotaUse(BaseModel):
+    running: int
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+    snapshots: int
+
+
+class QuotaOut(BaseModel):
+    org: str
+    limits: QuotaLimits
+    use: QuotaUse
 
 
 class KeyCreate(BaseModel):

@@ -19,7 +19,7 @@ from ..host.image import Image, recipe_for
 from ..host.memory import MemoryOutcome
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import snapshots, templates
+from . import quotas, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -160,7 +160,8 @@ def insert(
     idempotency_key: str | None,
     pool: str | None = None,
 ) -> tuple[ComputerRow, bool]:
-    """Insert the record in `creating`; or return the one this idempotency key made. A `pool`'s
+    """Insert the record in `creating` (refused past the org's quota, in the same transaction);
+    or return the one this idempotency key made. A `pool`'s
     member gets a name no user can give (`pool.…`: names are DNS labels) until it is claimed."""
     with fleet.db.session() as s:
         if idempotency_key:
@@ -172,6 +173,7 @@ def insert(
                         "idempotency_conflict",
                     )
                 return prior, False
+        quotas.check(s, org.id, quotas.Use.computer(plan.vcpus, plan.memory_mib, plan.disk_gib))
         cid = repo.new_id("cmp_")
         name = req.name or (f"pool.{cid[4:]}" if pool else generate_name())
         if repo.name_taken(s, org.id, name):

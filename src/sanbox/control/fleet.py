@@ -21,6 +21,7 @@ from ..host.image import RECIPES, Image, find_build, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
+from . import quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
 from .errors import NotFoundError, UnavailableError
@@ -102,13 +103,16 @@ class Fleet:
         data: dict[str, Any] | None = None,
         **fields: Any,
     ) -> ComputerRow:
-        """Move a computer to `dst` (checked against the table), set fields, write the event."""
+        """Move a computer to `dst` (checked against the table, and against its org's quota when
+        it comes back to compute), set fields, write the event."""
         with self.db.session() as s:
             row = repo.computer_by_id(s, computer_id)
             if row is None:
                 raise NotFoundError(f"computer {computer_id} not found", "computer_not_found")
             if dst is not None and dst != row.state:
                 check_transition(State(row.state), dst)
+                if dst in quotas.COMPUTE and row.state not in quotas.COMPUTE:  # start, resume
+                    quotas.check(s, row.org_id, quotas.Use.compute(row))
                 row.state = dst
             for key, value in fields.items():
                 setattr(row, key, value)

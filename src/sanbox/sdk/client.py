@@ -28,6 +28,7 @@ from .types import (
     HostInfo,
     ImageBuild,
     Org,
+    Quota,
     Snapshot,
 )
 
@@ -221,6 +222,31 @@ class AsyncOrgs:
     async def list(self) -> builtins.list[Org]:
         data = await self._client.http.json("GET", "/v1/orgs")
         return [Org.from_json(o) for o in data.get("orgs", [])]
+
+    async def quota(self, org: str) -> Quota:
+        """The org's quota and what it uses now (any key: its own org; host-admin key: any)."""
+        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        return Quota.from_json(await self._client.http.json("GET", path))
+
+    async def set_quota(
+        self,
+        org: str,
+        running: int | None = None,
+        vcpus: int | None = None,
+        memory_mib: int | None = None,
+        disk_gib: int | None = None,
+        snapshots: int | None = None,
+    ) -> Quota:
+        """Replace the org's quota (host-admin key): None is no limit for that one."""
+        body = {
+            "running": running,
+            "vcpus": vcpus,
+            "memory_mib": memory_mib,
+            "disk_gib": disk_gib,
+            "snapshots": snapshots,
+        }
+        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        return Quota.from_json(await self._client.http.json("PUT", path, json_body=body))
 
 
 class AsyncImages:

@@ -128,6 +128,20 @@ class Org:
 
 
 @dataclass(frozen=True)
+class Quota:
+    """An org's quota (`limits`: running, vcpus, memory_mib, disk_gib, snapshots; None is no
+    limit) and what it uses now (`use`, the same keys)."""
+
+    org: str
+    limits: dict[str, int | None] = field(default_factory=dict)
+    use: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Quota:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class ApiKey:
     id: str
     org: str

@@ -64,6 +64,19 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)  # to the minute
 
 
+class QuotaRow(Base):
+    """What an org may use at once, set by a host admin; None (or no row) is no limit."""
+
+    __tablename__ = "quotas"
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), primary_key=True)
+    running: Mapped[int | None] = mapped_column(Integer, default=None)  # computers with compute
+    vcpus: Mapped[int | None] = mapped_column(Integer, default=None)  # of those
+    memory_mib: Mapped[int | None] = mapped_column(Integer, default=None)  # of those
+    disk_gib: Mapped[int | None] = mapped_column(Integer, default=None)  # every computer's disk
+    snapshots: Mapped[int | None] = mapped_column(Integer, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
 class ComputerRow(Base):
     __tablename__ = "computers"
     __table_args__ = (
