@@ -19,7 +19,7 @@ from ..host.image import Image, recipe_for
 from ..host.memory import MemoryOutcome
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import quotas, snapshots, templates
+from . import deadlines, quotas, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -44,6 +44,9 @@ class CreateRequest:
     allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
     from_snapshot: str | None = None  # a snapshot of the org (id or name)
     secrets: tuple[tuple[str, str | None], ...] = ()  # (secret name, env var) to bind
+    lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0 = none
+    on_lifetime: str = "stop"  # stop | delete
+    max_running: int = 0  # seconds of running since its last start, then stopped; 0 = none
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -115,6 +118,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+    deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
     fleet.capacity.check(vcpus, memory_mib)
     template = snap.template if snap else (req.template or "base")
     start: SnapshotRow | None = snap
@@ -188,6 +192,7 @@ def insert(
             idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
+            lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,
         )  # fmt: skip
         s.add(row)
         s.flush()

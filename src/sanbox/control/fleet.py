@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from ..host import console
@@ -31,6 +32,9 @@ from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
 log = logging.getLogger(__name__)
+
+# the states a computer's running time starts from (not a pause that failed: it ran on)
+_COMING_UP = frozenset({State.CREATING, State.STARTING, State.RESUMING})
 
 
 class Fleet:
@@ -113,6 +117,8 @@ class Fleet:
                 check_transition(State(row.state), dst)
                 if dst in quotas.COMPUTE and row.state not in quotas.COMPUTE:  # start, resume
                     quotas.check(s, row.org_id, quotas.Use.compute(row))
+                if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
+                    row.started_at = datetime.now(UTC)
                 row.state = dst
             for key, value in fields.items():
                 setattr(row, key, value)

@@ -41,6 +41,11 @@ class ComputerRecord:
     origin: str | None = (
         None  # the snapshot (snp_) or computer (cmp_, a fork's source) it came from
     )
+    lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0: none
+    on_lifetime: str = "stop"  # stop | delete
+    max_running: int = 0  # seconds of running from its last start, then stopped; 0: none
+    lifetime_ends_at: str | None = None
+    running_ends_at: str | None = None  # while running, with a max_running
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:

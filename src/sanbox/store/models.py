@@ -109,6 +109,12 @@ class ComputerRow(Base):
     pool: Mapped[str | None] = mapped_column(String(32), default=None, index=True)  # unclaimed
     # a copy not yet given its own identity: `copy` (from a snapshot or template), `fork`, `claim`
     identity_pending: Mapped[str | None] = mapped_column(String(16), default=None)
+    # session limits (seconds; 0 = none): a deadline `lifetime` after created_at (then stopped
+    # or deleted, `on_lifetime`), and `max_running` after started_at (the last start or resume)
+    lifetime: Mapped[int] = mapped_column(Integer, default=0)
+    on_lifetime: Mapped[str] = mapped_column(String(8), default="stop")
+    max_running: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
