@@ -241,6 +241,10 @@ class Pools:
             return
         try:
             row, _ = creating.insert(fleet, org, req, plan, None, pool=pool.id)
+        except ControlError as exc:  # the owner's quota: members count against it
+            creating.release(plan)
+            self._blocked[pool.id] = f"blocked: {exc.message}"
+            return
         except BaseException:
             creating.release(plan)
             raise
