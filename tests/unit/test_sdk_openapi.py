@@ -28,6 +28,7 @@ RECORDS: dict[type, str] = {
     types.Event: "Event",
     types.ImageBuild: "ImageBuildOut",
     types.Org: "OrgOut",
+    types.Quota: "QuotaOut",
     types.ApiKey: "KeyOut",
     types.AuditRecord: "AuditRecordOut",
     types.HostInfo: "HostInfo",

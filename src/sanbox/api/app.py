@@ -17,6 +17,7 @@ from .. import __version__
 from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
+from ..control.deadlines import DeadlineWatcher
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
@@ -103,6 +104,7 @@ def create_app(
         watchers = [
             asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
             asyncio.ensure_future(IdleWatcher(computers).watch(settings.watch_interval)),
+            asyncio.ensure_future(DeadlineWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
             asyncio.ensure_future(app.state.audit.sweep_every()),
         ]

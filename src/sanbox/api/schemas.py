@@ -7,7 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ..control.deadlines import MAX_LIMIT as DEADLINE_MAX
+from ..control.deadlines import lifetime_ends, running_ends
 from ..control.names import check_env, check_labels, check_name, check_public_key, check_text
+from ..control.quotas import MAX_LIMIT
 from ..store.models import ApiKey, AuditRow, ComputerRow, SnapshotRow
 from .ports.view_link import VIEW_LINK_MAX_TTL, VIEW_LINK_MIN_TTL, VIEW_LINK_TTL
 from .secret_schemas import SecretRef
@@ -20,6 +23,11 @@ Text = Annotated[
 ]  # fmt: skip
 Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
 Env = Annotated[dict[str, str], AfterValidator(check_env)]
+
+
+_LIFETIME = "seconds from its creation, then it is stopped or deleted (on_lifetime); 0: none"
+_MAX_RUNNING = "seconds of running since its last start or resume, then it is stopped; 0: none"
+Seconds = Annotated[int, Field(ge=0, le=DEADLINE_MAX)]
 
 
 class ErrorDetail(BaseModel):
@@ -63,6 +71,9 @@ class ComputerCreate(BaseModel):
         description="hosts (api.github.com), wildcards (*.pypi.org) and cidr:port rules it may "
         "reach; empty: nothing goes out; default: the template's",
     )
+    lifetime: Seconds = Field(0, description=_LIFETIME)
+    on_lifetime: Literal["stop", "delete"] = "stop"
+    max_running: Seconds = Field(0, description=_MAX_RUNNING)
     secrets: list[SecretRef] = Field(
         default_factory=list,
         max_length=32,
@@ -74,6 +85,9 @@ class ComputerCreate(BaseModel):
 class ComputerUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     idle_timeout: int | None = Field(None, ge=0, le=365 * 86400)
+    lifetime: Seconds | None = Field(None, description=_LIFETIME)
+    on_lifetime: Literal["stop", "delete"] | None = None
+    max_running: Seconds | None = Field(None, description=_MAX_RUNNING)
 
 
 class Computer(BaseModel):
@@ -103,6 +117,13 @@ class Computer(BaseModel):
     origin: str | None = Field(
         None, description="the snapshot (snp_) or computer (cmp_: a fork's source) it came from"
     )
+    lifetime: int = Field(0, description=_LIFETIME)
+    on_lifetime: str = "stop"
+    max_running: int = Field(0, description=_MAX_RUNNING)
+    lifetime_ends_at: datetime | None = Field(None, description="when its lifetime ends")
+    running_ends_at: datetime | None = Field(
+        None, description="while running: when its max running time ends"
+    )
 
     @classmethod
     def of(cls, row: ComputerRow, org_name: str) -> Computer:
@@ -114,6 +135,8 @@ class Computer(BaseModel):
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
             idle_timeout=row.idle_timeout, memory=row.memory,  # type: ignore[arg-type]
             memory_reason=row.memory_reason, allow=row.allow, ports=row.ports, origin=row.origin,
+            lifetime=row.lifetime, on_lifetime=row.on_lifetime, max_running=row.max_running,
+            lifetime_ends_at=lifetime_ends(row), running_ends_at=running_ends(row),
         )  # fmt: skip
 
 
@@ -200,6 +223,36 @@ class OrgOut(BaseModel):
 
 class OrgList(BaseModel):
     orgs: list[OrgOut]
+
+
+_LIMIT = "at most this many at once; null: no limit"
+
+
+class QuotaLimits(BaseModel):
+    """An org's quota (every field replaced; null or absent: no limit)."""
+
+    model_config = ConfigDict(extra="forbid")
+    running: int | None = Field(None, ge=0, le=MAX_LIMIT, description="computers with compute")
+    vcpus: int | None = Field(None, ge=0, le=MAX_LIMIT, description="their vCPUs")
+    memory_mib: int | None = Field(None, ge=0, le=MAX_LIMIT, description="their memory, MiB")
+    disk_gib: int | None = Field(
+        None, ge=0, le=MAX_LIMIT, description="every computer's disk, any state, GiB"
+    )
+    snapshots: int | None = Field(None, ge=0, le=MAX_LIMIT, description=_LIMIT)
+
+
+class QuotaUse(BaseModel):
+    running: int
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+    snapshots: int
+
+
+class QuotaOut(BaseModel):
+    org: str
+    limits: QuotaLimits
+    use: QuotaUse
 
 
 class KeyCreate(BaseModel):

@@ -1,4 +1,4 @@
-"""`sanbox org create|ls` and `sanbox key create|ls|revoke`: admin-key commands (an admin key
+"""`sanbox org create|ls|quota` and `sanbox key create|ls|revoke`: admin-key commands (an admin key
 manages its own org's keys; a host-admin key every org, and makes orgs)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -70,6 +71,69 @@ def org_ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     table = Table("NAME", "ID", "CREATED", box=None)
     for org in orgs:
         table.add_row(org.name, org.id, org.created_at or "")
+    console.print(table)
+
+
+_QUOTAS = {  # field -> (option, what, unit)
+    "running": ("--running", "running computers", ""),
+    "vcpus": ("--vcpus", "running vCPUs", ""),
+    "memory_mib": ("--memory", "running memory", " MiB"),
+    "disk_gib": ("--disk", "disk allocated", " GiB"),
+    "snapshots": ("--snapshots", "snapshots", ""),
+}
+
+
+def parse_limit(text: str | None) -> int | None | str:
+    """A quota option: a count, `none` (no limit), or unset (`""`: keep it as it is)."""
+    if text is None:
+        return ""
+    if text.strip().lower() in ("none", "-"):
+        return None
+    if not text.strip().isdigit():
+        raise ValueError(f"{text!r} is not a limit: give a number, or `none` for no limit")
+    return int(text)
+
+
+def _limit_option(flag: str, what: str) -> Any:
+    return typer.Option(None, flag, help=f"Max {what} (a number, or `none`).")
+
+
+@org_app.command("quota")
+def org_quota(
+    org: str = typer.Argument(..., help="Org name."),
+    running: str | None = _limit_option("--running", "running computers"),
+    vcpus: str | None = _limit_option("--vcpus", "vCPUs of running computers"),
+    memory: str | None = _limit_option("--memory", "MiB of memory of running computers"),
+    disk: str | None = _limit_option("--disk", "GiB of disk of all computers"),
+    snapshots: str | None = _limit_option("--snapshots", "snapshots"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show an org's quota and use; with options, set them (host-admin key; the others kept)."""
+    given = {
+        "running": running,
+        "vcpus": vcpus,
+        "memory_mib": memory,
+        "disk_gib": disk,
+        "snapshots": snapshots,
+    }
+    try:
+        wanted = {name: parse_limit(value) for name, value in given.items()}
+    except ValueError as exc:
+        fail("invalid_argument", str(exc))
+    with config.reported(), config.client() as client:
+        quota = client.orgs.quota(org)
+        if any(value != "" for value in wanted.values()):
+            limits = {k: (quota.limits.get(k) if v == "" else v) for k, v in wanted.items()}
+            quota = client.orgs.set_quota(org, **limits)  # type: ignore[arg-type]
+    if as_json:
+        console.print_json(json.dumps(asdict(quota)))
+        return
+    table = Table("QUOTA", "LIMIT", "USED", box=None)
+    for name, (flag, what, unit) in _QUOTAS.items():
+        limit = quota.limits.get(name)
+        shown = "none" if limit is None else f"{limit}{unit}"
+        table.add_row(f"{what} ({flag})", shown, f"{quota.use.get(name, 0)}{unit}")
+    console.print(f"org {quota.org}", highlight=False)
     console.print(table)
 
 

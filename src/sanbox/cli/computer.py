@@ -47,6 +47,15 @@ def create(
         None, "--from-snapshot", help="Start from this snapshot (its memory too, if it has it)."
     ),
     secrets: SecretOption = None,
+    lifetime: int = typer.Option(
+        0, "--lifetime", min=0, help="Seconds after creation to stop it (0 = no limit)."
+    ),
+    on_lifetime: str = typer.Option(
+        "stop", "--on-lifetime", help="At the end of its lifetime: stop or delete."
+    ),
+    max_running: int = typer.Option(
+        0, "--max-running", min=0, help="Seconds of running after each start (0 = no limit)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the computer as JSON."),
 ) -> None:
     """Create a computer and wait until it runs."""
@@ -65,7 +74,8 @@ def create(
             computer = client.computers.create(
                 template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
                 env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
-                secrets=bound,
+                secrets=bound, lifetime=lifetime, on_lifetime=on_lifetime,
+                max_running=max_running,
             )  # fmt: skip
     if as_json:
         console.print_json(json.dumps(computer.record.to_json()))
@@ -142,14 +152,36 @@ def _lifecycle(verb: str, done: str) -> Callable[[str], None]:
 
 def update(
     name: str = typer.Argument(..., help="Computer name or id."),
-    idle_timeout: int = typer.Option(
-        ..., "--idle-timeout", min=0, help="Seconds without activity before suspending; 0 = never."
+    idle_timeout: int | None = typer.Option(
+        None, "--idle-timeout", min=0, help="Seconds without activity before suspending; 0 = never."
+    ),
+    lifetime: int | None = typer.Option(
+        None, "--lifetime", min=0, help="Seconds after its creation to stop it; 0 = no limit."
+    ),
+    on_lifetime: str | None = typer.Option(
+        None, "--on-lifetime", help="At the end of its lifetime: stop or delete."
+    ),
+    max_running: int | None = typer.Option(
+        None, "--max-running", min=0, help="Seconds of running after each start; 0 = no limit."
     ),
 ) -> None:
-    """Change a computer's settings (its idle timeout)."""
+    """Change a computer's settings (idle timeout, session limits)."""
+    if idle_timeout is None and lifetime is None and on_lifetime is None and max_running is None:
+        fail("invalid_argument", "give --idle-timeout, --lifetime, --on-lifetime or --max-running")
     with config.reported(), config.client() as client:
-        computer = client.computers.get(name).update(idle_timeout=idle_timeout)
-    console.print(f"{computer.name}: idle timeout {computer.idle_timeout}s", highlight=False)
+        computer = client.computers.get(name).update(
+            idle_timeout=idle_timeout,
+            lifetime=lifetime,
+            on_lifetime=on_lifetime,
+            max_running=max_running,
+        )
+    record = computer.record
+    limits = [f"idle timeout {computer.idle_timeout}s", "no lifetime", "no max running"]
+    if record.lifetime:
+        limits[1] = f"lifetime {record.lifetime}s ({record.on_lifetime})"
+    if record.max_running:
+        limits[2] = f"max running {record.max_running}s"
+    console.print(f"{computer.name}: {', '.join(limits)}", highlight=False)
 
 
 def rm(

@@ -138,17 +138,17 @@ class Computers:
     async def start(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.start(self.fleet, org, ref)
 
-    async def stop(self, org: Org, ref: str) -> ComputerRow:
-        return await lifecycle.stop(self.fleet, org, ref)
+    async def stop(self, org: Org, ref: str, why: str | None = None) -> ComputerRow:
+        return await lifecycle.stop(self.fleet, org, ref, why)
 
     async def restart(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.restart(self.fleet, org, ref)
 
-    async def update(self, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
-        return await lifecycle.update(self.fleet, org, ref, idle_timeout)
+    async def update(self, org: Org, ref: str, change: lifecycle.Change) -> ComputerRow:
+        return await lifecycle.update(self.fleet, org, ref, change)
 
-    async def delete(self, org: Org, ref: str) -> ComputerRow:
-        return await lifecycle.delete(self.fleet, org, ref)
+    async def delete(self, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
+        return await lifecycle.delete(self.fleet, org, ref, why)
 
     async def pause(self, org: Org, ref: str) -> ComputerRow:
         return await pausing.pause(self.fleet, org, ref)

@@ -19,7 +19,7 @@ from ..host.image import Image, recipe_for
 from ..host.memory import MemoryOutcome
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import snapshots, templates
+from . import deadlines, quotas, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -44,6 +44,9 @@ class CreateRequest:
     allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
     from_snapshot: str | None = None  # a snapshot of the org (id or name)
     secrets: tuple[tuple[str, str | None], ...] = ()  # (secret name, env var) to bind
+    lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0 = none
+    on_lifetime: str = "stop"  # stop | delete
+    max_running: int = 0  # seconds of running since its last start, then stopped; 0 = none
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -115,6 +118,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+    deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
     fleet.capacity.check(vcpus, memory_mib)
     template = snap.template if snap else (req.template or "base")
     start: SnapshotRow | None = snap
@@ -160,7 +164,8 @@ def insert(
     idempotency_key: str | None,
     pool: str | None = None,
 ) -> tuple[ComputerRow, bool]:
-    """Insert the record in `creating`; or return the one this idempotency key made. A `pool`'s
+    """Insert the record in `creating` (refused past the org's quota, in the same transaction);
+    or return the one this idempotency key made. A `pool`'s
     member gets a name no user can give (`pool.…`: names are DNS labels) until it is claimed."""
     with fleet.db.session() as s:
         if idempotency_key:
@@ -172,6 +177,7 @@ def insert(
                         "idempotency_conflict",
                     )
                 return prior, False
+        quotas.check(s, org.id, quotas.Use.computer(plan.vcpus, plan.memory_mib, plan.disk_gib))
         cid = repo.new_id("cmp_")
         name = req.name or (f"pool.{cid[4:]}" if pool else generate_name())
         if repo.name_taken(s, org.id, name):
@@ -186,6 +192,7 @@ def insert(
             idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
+            lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,
         )  # fmt: skip
         s.add(row)
         s.flush()

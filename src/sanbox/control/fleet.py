@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from ..host import console
@@ -21,6 +22,7 @@ from ..host.image import RECIPES, Image, find_build, find_image
 from ..host.runtime import HostRuntime, Machine, MachineSpec
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
+from . import quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
 from .errors import NotFoundError, UnavailableError
@@ -30,6 +32,9 @@ from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
 log = logging.getLogger(__name__)
+
+# the states a computer's running time starts from (not a pause that failed: it ran on)
+_COMING_UP = frozenset({State.CREATING, State.STARTING, State.RESUMING})
 
 
 class Fleet:
@@ -102,13 +107,18 @@ class Fleet:
         data: dict[str, Any] | None = None,
         **fields: Any,
     ) -> ComputerRow:
-        """Move a computer to `dst` (checked against the table), set fields, write the event."""
+        """Move a computer to `dst` (checked against the table, and against its org's quota when
+        it comes back to compute), set fields, write the event."""
         with self.db.session() as s:
             row = repo.computer_by_id(s, computer_id)
             if row is None:
                 raise NotFoundError(f"computer {computer_id} not found", "computer_not_found")
             if dst is not None and dst != row.state:
                 check_transition(State(row.state), dst)
+                if dst in quotas.COMPUTE and row.state not in quotas.COMPUTE:  # start, resume
+                    quotas.check(s, row.org_id, quotas.Use.compute(row))
+                if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
+                    row.started_at = datetime.now(UTC)
                 row.state = dst
             for key, value in fields.items():
                 setattr(row, key, value)

@@ -78,7 +78,7 @@ async def _fork_locked(
             children.append(creating.insert(fleet, org, req, plan, None)[0])
             copy_bindings(fleet, row.id, children[-1].id)
     except BaseException:
-        _drop(fleet, children, "fork refused: a name was taken")
+        _drop(fleet, children, "fork refused before anything ran (a name taken, or a quota)")
         raise
     faults.reached("fork.children_recorded")
     machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from ..store import Database, repo
 from ..store.models import ApiKey, Org
+from . import quotas
 from .errors import (
     AuthError,
     ConflictError,
@@ -209,13 +210,32 @@ class Keys:
         with self.db.session() as s:
             return repo.list_orgs(s)
 
+    def quota(self, actor: Principal, org: str) -> tuple[str, quotas.Quota, quotas.Use]:
+        """An org's quota and what it uses now: any key reads its own org's, a host-admin key
+        any org's."""
+        target = self._org(actor, org, f"reading the quota of org {org!r}")
+        with self.db.session() as s:
+            return target.name, quotas.get(s, target.id), quotas.use(s, target.id)
+
+    def set_quota(self, actor: Principal, org: str, quota: quotas.Quota) -> Org:
+        """Replace an org's quota (host-admin key only, its own org's too: a tenant's admin
+        raising its own limit would make the limit meaningless)."""
+        require_host_admin(actor, f"setting the quota of org {org!r}")
+        for name, value in asdict(quota).items():
+            if value is not None and not 0 <= value <= quotas.MAX_LIMIT:
+                raise InvalidRequestError(f"{name} must be between 0 and {quotas.MAX_LIMIT}")
+        target = self._org(actor, org)
+        with self.db.session() as s:
+            quotas.set_quota(s, target.id, quota)
+        return target
+
     # keys -------------------------------------------------------------------------------------
 
-    def _org(self, actor: Principal, name: str | None) -> Org:
+    def _org(self, actor: Principal, name: str | None, what: str | None = None) -> Org:
         """The org an admin verb acts on: the actor's own, or (host admins only) another."""
         if name is None or name == actor.org.name:
             return actor.org
-        require_host_admin(actor, f"managing the keys of org {name!r}")
+        require_host_admin(actor, what or f"managing the keys of org {name!r}")
         with self.db.session() as s:
             org = repo.org_by_name(s, name)
         if org is None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import asdict, dataclass
 
 from ..host.errors import HostError
 from ..store.models import ComputerRow, Org
+from . import deadlines
 from .errors import InvalidRequestError, failed, with_state
 from .fleet import Fleet
 from .host_errors import from_host
@@ -49,17 +51,23 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
     )  # fmt: skip
 
 
-async def stop(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> ComputerRow:
+    """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`."""
     async with fleet.acting(org, ref, "stop") as row:
         if row.state in (State.PAUSED, State.SUSPENDED):
             await fleet.runtime.drop_saved_memory(row.id)
             await fleet.network_down(row.id)
-            why = "stopped: its saved memory was dropped on purpose; disk kept"
-            return fleet.record(row.id, State.STOPPED, "computer.stopped", why)
-        return await shutdown(fleet, row)
+            said = "stopped: its saved memory was dropped on purpose; disk kept"
+            if why is not None:
+                said = f"{why}; its saved memory was dropped; disk kept"
+            data = {"why": why} if why else None
+            return fleet.record(
+                row.id, State.STOPPED, "computer.stopped", said, data, last_error=why
+            )
+        return await shutdown(fleet, row, why)
 
 
-async def shutdown(fleet: Fleet, row: ComputerRow) -> ComputerRow:
+async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
     fleet.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
     await fleet.network_down(row.id)
     machine = fleet.machines.pop(row.id, None)
@@ -83,9 +91,10 @@ async def shutdown(fleet: Fleet, row: ComputerRow) -> ComputerRow:
         )
         raise failed("stop", why, "the computer is in error: stop or delete it again") from exc
     how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
+    said = f"{why or 'stopped'} ({how}); memory dropped, disk kept"
     return fleet.record(
-        row.id, State.STOPPED, "computer.stopped",
-        f"stopped ({how}); memory dropped, disk kept", {"clean": clean},
+        row.id, State.STOPPED, "computer.stopped", said,
+        {"clean": clean, **({"why": why} if why else {})}, last_error=why,
     )  # fmt: skip
 
 
@@ -96,15 +105,28 @@ async def restart(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
         return await boot(fleet, row, "restarted: a restart boots fresh")
 
 
-async def update(fleet: Fleet, org: Org, ref: str, idle_timeout: int | None) -> ComputerRow:
+@dataclass(frozen=True)
+class Change:
+    """What a PATCH changes (None: left as it is)."""
+
+    idle_timeout: int | None = None
+    lifetime: int | None = None  # seconds from its creation; 0: none
+    on_lifetime: str | None = None  # stop | delete
+    max_running: int | None = None  # seconds from its last start; 0: none
+
+
+async def update(fleet: Fleet, org: Org, ref: str, change: Change) -> ComputerRow:
     row = fleet.get(org, ref)
-    if idle_timeout is None:
+    fields = {k: v for k, v in asdict(change).items() if v is not None}
+    if not fields:
         return row
-    if idle_timeout < 0:
+    if change.idle_timeout is not None and change.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-    fleet.touch(row.id)
-    return fleet.record(row.id, None, "computer.updated", f"idle timeout {idle_timeout}s",
-                        {"idle_timeout": idle_timeout}, idle_timeout=idle_timeout)  # fmt: skip
+    deadlines.check(change.lifetime, change.on_lifetime, change.max_running)
+    if change.idle_timeout is not None:
+        fleet.touch(row.id)
+    said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in fields.items())
+    return fleet.record(row.id, None, "computer.updated", said, fields, **fields)
 
 
 async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -> None:
@@ -120,11 +142,11 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
     fleet.remove_record(computer_id, why)
 
 
-async def delete(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+async def delete(fleet: Fleet, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
         row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
         try:
-            await destroy_locked(fleet, row.id)
+            await destroy_locked(fleet, row.id, why)
         except HostError as exc:  # its record stays, in error: a second delete tries again
             log.warning("delete of %s failed: %s", row.id, exc)
             why = "its VM or files could not be removed"

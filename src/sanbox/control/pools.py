@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 
@@ -34,7 +35,7 @@ from ..host.egress.policy import Policy
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, templates
+from . import deadlines, lifecycle, quotas, templates
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .names import check_name, generate_name
@@ -160,6 +161,7 @@ class Pools:
     ) -> ComputerRow | None:
         """One transaction: the oldest running member leaves the pool as the request's."""
         fleet = self.fleet
+        deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
         with fleet.db.session() as s:
             q = select(ComputerRow).where(ComputerRow.pool == pool.id,
                                           ComputerRow.state == State.RUNNING)  # fmt: skip
@@ -174,7 +176,14 @@ class Pools:
                 raise ConflictError(
                     f"a computer named {name!r} already exists: pick another name", "name_taken"
                 )
+            grow = max(0, (req.disk_gib or 0) - row.disk_gib)
+            if grow:  # a member counts against the org already: only its growth is new
+                quotas.check(s, org.id, quotas.Use(disk_gib=grow))
             row.pool, row.name, row.labels = None, name, dict(req.labels)
+            # the request's computer begins now: its lifetime and running time count from here
+            row.created_at = row.started_at = datetime.now(UTC)
+            row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime
+            row.max_running = req.max_running
             row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
             row.env = {**row.env, **req.env}
             if req.allow is not None:
@@ -232,6 +241,10 @@ class Pools:
             return
         try:
             row, _ = creating.insert(fleet, org, req, plan, None, pool=pool.id)
+        except ControlError as exc:  # the owner's quota: members count against it
+            creating.release(plan)
+            self._blocked[pool.id] = f"blocked: {exc.message}"
+            return
         except BaseException:
             creating.release(plan)
             raise

@@ -13,6 +13,7 @@ from ..host.runtime import Machine
 from ..host.snapshot import SnapshotManifest
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
+from . import quotas
 from .errors import ConflictError, NotFoundError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
@@ -41,6 +42,7 @@ def _insert(fleet: Fleet, row: ComputerRow, memory: bool, name: str | None) -> S
             raise ConflictError(
                 f"a snapshot named {name!r} already exists: pick another name", "name_taken"
             )
+        quotas.check(s, row.org_id, quotas.Use(snapshots=1))
         snap = SnapshotRow(
             id=repo.new_id("snp_"), org_id=row.org_id, name=name, state="creating",
             computer_id=row.id, computer_name=row.name, template=row.template, image=row.image,

@@ -28,6 +28,7 @@ from .types import (
     HostInfo,
     ImageBuild,
     Org,
+    Quota,
     Snapshot,
 )
 
@@ -132,6 +133,9 @@ class AsyncComputers:
         allow: list[str] | None = None,
         from_snapshot: str | None = None,
         secrets: SecretRequests | None = None,
+        lifetime: int = 0,
+        on_lifetime: str = "stop",
+        max_running: int = 0,
     ) -> AsyncComputer:
         """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`).
 
@@ -142,7 +146,10 @@ class AsyncComputers:
         resumes its memory and processes if the snapshot kept them (`memory` then says
         `restored`, or `lost` and why); what is left out is then the snapshot's.
         `secrets` binds secrets of the org as it is made: `[("openai", "OPENAI_API_KEY")]` or
-        `{"openai": "OPENAI_API_KEY"}`, the variable its placeholder is in (None: in none)."""
+        `{"openai": "OPENAI_API_KEY"}`, the variable its placeholder is in (None: in none).
+        No session limit unless asked: `lifetime` seconds after its creation it is stopped (or
+        deleted, `on_lifetime="delete"`), `max_running` seconds after each start it is stopped.
+        """
         if from_snapshot is None:
             template = template or "base"  # the size left out is the template's (or the server's)
         body: dict[str, Any] = {
@@ -156,6 +163,8 @@ class AsyncComputers:
         }
         if idle_timeout is not None:
             body["idle_timeout"] = idle_timeout
+        if lifetime or max_running:
+            body.update(lifetime=lifetime, on_lifetime=on_lifetime, max_running=max_running)
         if allow is not None:
             body["allow"] = list(allow)
         if from_snapshot is not None:
@@ -221,6 +230,31 @@ class AsyncOrgs:
     async def list(self) -> builtins.list[Org]:
         data = await self._client.http.json("GET", "/v1/orgs")
         return [Org.from_json(o) for o in data.get("orgs", [])]
+
+    async def quota(self, org: str) -> Quota:
+        """The org's quota and what it uses now (any key: its own org; host-admin key: any)."""
+        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        return Quota.from_json(await self._client.http.json("GET", path))
+
+    async def set_quota(
+        self,
+        org: str,
+        running: int | None = None,
+        vcpus: int | None = None,
+        memory_mib: int | None = None,
+        disk_gib: int | None = None,
+        snapshots: int | None = None,
+    ) -> Quota:
+        """Replace the org's quota (host-admin key): None is no limit for that one."""
+        body = {
+            "running": running,
+            "vcpus": vcpus,
+            "memory_mib": memory_mib,
+            "disk_gib": disk_gib,
+            "snapshots": snapshots,
+        }
+        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        return Quota.from_json(await self._client.http.json("PUT", path, json_body=body))
 
 
 class AsyncImages:

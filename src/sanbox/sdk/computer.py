@@ -99,10 +99,23 @@ class AsyncComputer(ComputerFields):
         """Restore a paused or suspended computer; `memory` says whether memory was restored."""
         return await self._update("POST", "/resume")
 
-    async def update(self, idle_timeout: int | None = None) -> AsyncComputer:
-        data = await self._client.http.json(
-            "PATCH", self.path, json_body={"idle_timeout": idle_timeout}, timeout=_LONG
-        )
+    async def update(
+        self,
+        idle_timeout: int | None = None,
+        lifetime: int | None = None,
+        on_lifetime: str | None = None,
+        max_running: int | None = None,
+    ) -> AsyncComputer:
+        """Change its idle timeout or session limits (None: left as it is; 0: none).
+        `lifetime` counts from its creation, `max_running` from its last start."""
+        body = {
+            "idle_timeout": idle_timeout,
+            "lifetime": lifetime,
+            "on_lifetime": on_lifetime,
+            "max_running": max_running,
+        }
+        body = {k: v for k, v in body.items() if v is not None}
+        data = await self._client.http.json("PATCH", self.path, json_body=body, timeout=_LONG)
         self._record = ComputerRecord.from_json(data)
         return self
 

@@ -6,6 +6,8 @@ Hierarchy::
     +-- ConnectionFailedError        the server cannot be reached (no status)
     +-- AuthenticationError          401 unauthorized
     +-- PermissionDeniedError        403 forbidden
+    |   +-- QuotaExceededError       403 quota_exceeded (which quota, its limit, the use, and
+    |                                how to raise it: `sanbox org quota`)
     +-- NotFoundError                404 not_found (a file in the guest), key_not_found,
     |                                org_not_found
     |   +-- ComputerNotFoundError    404 computer_not_found
@@ -76,6 +78,10 @@ class AuthenticationError(SanboxError):
 
 class PermissionDeniedError(SanboxError):
     default_status = 403
+
+
+class QuotaExceededError(PermissionDeniedError):
+    """Refused before anything was made: the org would go past a quota its host admin set."""
 
 
 class NotFoundError(SanboxError):
@@ -199,6 +205,7 @@ class BuildFailedError(SanboxError):
 _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "unauthorized": AuthenticationError,
     "forbidden": PermissionDeniedError,
+    "quota_exceeded": QuotaExceededError,
     "not_found": NotFoundError,
     "key_not_found": NotFoundError,
     "org_not_found": NotFoundError,

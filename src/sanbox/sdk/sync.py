@@ -190,6 +190,8 @@ class Secrets(Facade[AsyncSecrets]):
 class Orgs(Facade[AsyncOrgs]):
     create = blocking(AsyncOrgs.create)
     list = blocking(AsyncOrgs.list)
+    quota = blocking(AsyncOrgs.quota)
+    set_quota = blocking(AsyncOrgs.set_quota)
 
 
 class Keys(Facade[AsyncKeys]):

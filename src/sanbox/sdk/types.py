@@ -41,6 +41,11 @@ class ComputerRecord:
     origin: str | None = (
         None  # the snapshot (snp_) or computer (cmp_, a fork's source) it came from
     )
+    lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0: none
+    on_lifetime: str = "stop"  # stop | delete
+    max_running: int = 0  # seconds of running from its last start, then stopped; 0: none
+    lifetime_ends_at: str | None = None
+    running_ends_at: str | None = None  # while running, with a max_running
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:
@@ -124,6 +129,20 @@ class Org:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Org:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Quota:
+    """An org's quota (`limits`: running, vcpus, memory_mib, disk_gib, snapshots; None is no
+    limit) and what it uses now (`use`, the same keys)."""
+
+    org: str
+    limits: dict[str, int | None] = field(default_factory=dict)
+    use: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Quota:
         return cls(**_known(cls, data))
 
 

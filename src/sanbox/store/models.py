@@ -64,6 +64,19 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)  # to the minute
 
 
+class QuotaRow(Base):
+    """What an org may use at once, set by a host admin; None (or no row) is no limit."""
+
+    __tablename__ = "quotas"
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), primary_key=True)
+    running: Mapped[int | None] = mapped_column(Integer, default=None)  # computers with compute
+    vcpus: Mapped[int | None] = mapped_column(Integer, default=None)  # of those
+    memory_mib: Mapped[int | None] = mapped_column(Integer, default=None)  # of those
+    disk_gib: Mapped[int | None] = mapped_column(Integer, default=None)  # every computer's disk
+    snapshots: Mapped[int | None] = mapped_column(Integer, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
 class ComputerRow(Base):
     __tablename__ = "computers"
     __table_args__ = (
@@ -96,6 +109,12 @@ class ComputerRow(Base):
     pool: Mapped[str | None] = mapped_column(String(32), default=None, index=True)  # unclaimed
     # a copy not yet given its own identity: `copy` (from a snapshot or template), `fork`, `claim`
     identity_pending: Mapped[str | None] = mapped_column(String(16), default=None)
+    # session limits (seconds; 0 = none): a deadline `lifetime` after created_at (then stopped
+    # or deleted, `on_lifetime`), and `max_running` after started_at (the last start or resume)
+    lifetime: Mapped[int] = mapped_column(Integer, default=0)
+    on_lifetime: Mapped[str] = mapped_column(String(8), default="stop")
+    max_running: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -136,6 +136,12 @@ def computer_by_idempotency_key(s: Session, org_id: str, key: str) -> ComputerRo
     return s.scalars(q.where(ComputerRow.idempotency_key == key)).first()
 
 
+def computers_with_limits(s: Session) -> list[ComputerRow]:
+    """Every computer with a lifetime or a max running time (pool members included)."""
+    q = select(ComputerRow).where(or_(ComputerRow.lifetime > 0, ComputerRow.max_running > 0))
+    return list(s.scalars(q).all())
+
+
 def list_computers(
     s: Session, org_id: str | None, state: str | None = None, labels: dict[str, str] | None = None
 ) -> list[ComputerRow]:

@@ -1,20 +1,24 @@
-"""/v1/orgs: tenancy. Only a host-admin key creates orgs; an admin key lists its own."""
+"""/v1/orgs: tenancy. Only a host-admin key creates orgs and sets quotas; an admin key lists its
+own org, any key reads its own org's quota."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from ...control import quotas
 from ...control.keys import Keys
-from ..auth import Principal, admin, host_admin
-from ..schemas import ErrorBody, OrgCreate, OrgList, OrgOut
+from ..auth import Principal, admin, host_admin, principal
+from ..schemas import ErrorBody, OrgCreate, OrgList, OrgOut, QuotaLimits, QuotaOut, QuotaUse
 
 router = APIRouter(
     prefix="/v1", tags=["admin"], responses={c: {"model": ErrorBody} for c in (401, 403, 409)}
 )
 Admin = Annotated[Principal, Depends(admin)]
 HostAdmin = Annotated[Principal, Depends(host_admin)]
+Anyone = Annotated[Principal, Depends(principal)]
 
 
 def keys(request: Request) -> Keys:
@@ -37,3 +41,20 @@ async def list_orgs(actor: Admin, k: KeysDep) -> OrgList:
     """Every org for a host-admin key; an admin key sees its own."""
     orgs = k.list_orgs(actor)
     return OrgList(orgs=[OrgOut(id=o.id, name=o.name, created_at=o.created_at) for o in orgs])
+
+
+def _quota_out(org: str, quota: quotas.Quota, use: quotas.Use) -> QuotaOut:
+    return QuotaOut(org=org, limits=QuotaLimits(**asdict(quota)), use=QuotaUse(**asdict(use)))
+
+
+@router.get("/orgs/{org}/quota", response_model=QuotaOut, responses={404: {"model": ErrorBody}})
+async def get_quota(org: str, actor: Anyone, k: KeysDep) -> QuotaOut:
+    """An org's quota and what it uses now (its own with any key; any org's, host-admin key)."""
+    return _quota_out(*k.quota(actor, org))
+
+
+@router.put("/orgs/{org}/quota", response_model=QuotaOut, responses={404: {"model": ErrorBody}})
+async def set_quota(org: str, body: QuotaLimits, actor: Admin, k: KeysDep) -> QuotaOut:
+    """Replace an org's quota (host-admin key; null or absent fields: no limit)."""
+    k.set_quota(actor, org, quotas.Quota(**body.model_dump()))
+    return _quota_out(*k.quota(actor, org))

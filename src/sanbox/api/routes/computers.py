@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from ...control.create import CreateRequest
 from ...control.errors import InvalidRequestError
+from ...control.lifecycle import Change
 from ..schemas import (
     Computer,
     ComputerCreate,
@@ -20,7 +21,7 @@ from ..schemas import (
 from ._deps import Auth, Plane
 
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 422, 503, 507)
+    code: {"model": ErrorBody} for code in (401, 403, 404, 409, 422, 503, 507)
 }
 router = APIRouter(prefix="/v1/computers", tags=["computers"], responses=ERRORS)
 
@@ -103,7 +104,8 @@ async def resume_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
 
 @router.patch("/{ref}", response_model=Computer)
 async def update_computer(ref: str, body: ComputerUpdate, auth: Auth, plane: Plane) -> Computer:
-    return Computer.of(await plane.update(auth.org, ref, body.idle_timeout), auth.org.name)
+    change = Change(**body.model_dump())
+    return Computer.of(await plane.update(auth.org, ref, change), auth.org.name)
 
 
 @router.get("/{ref}/events", response_model=EventList)

@@ -1,0 +1,94 @@
+"""Session limits per computer, none unless asked: a `lifetime` (seconds from its creation, then
+it is stopped or deleted, `on_lifetime`) and a `max_running` (seconds of running since its last
+start or resume, then it is stopped). 0 is none, never a default. Both are absolute times on the
+record (`created_at`, `started_at`), so no exec, shell, transfer or connection moves them and a
+restarted server keeps them. `DeadlineWatcher` enforces them, like the idle watcher, and says
+why in the event and in the computer's `last_error`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..store import repo
+from ..store.models import ComputerRow, Org
+from .errors import InvalidRequestError
+from .states import State
+
+if TYPE_CHECKING:  # the watcher acts through the front door, which imports the verbs
+    from .computers import Computers
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 10 * 365 * 86400  # seconds: the longest lifetime or running time one may ask for
+ON_LIFETIME = ("stop", "delete")
+_AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATING})
+_STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
+
+
+def check(lifetime: int | None, on_lifetime: str | None, max_running: int | None) -> None:
+    for what, value in (("lifetime", lifetime), ("max_running", max_running)):
+        if value is not None and not 0 <= value <= MAX_LIMIT:
+            raise InvalidRequestError(f"{what} is seconds: 0 (none) to {MAX_LIMIT}")
+    if on_lifetime is not None and on_lifetime not in ON_LIFETIME:
+        raise InvalidRequestError("on_lifetime is `stop` or `delete`")
+
+
+def lifetime_ends(row: ComputerRow) -> datetime | None:
+    return row.created_at + timedelta(seconds=row.lifetime) if row.lifetime else None
+
+
+def running_ends(row: ComputerRow) -> datetime | None:
+    if not row.max_running or row.started_at is None or row.state != State.RUNNING:
+        return None
+    return row.started_at + timedelta(seconds=row.max_running)
+
+
+def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
+    """(`stop` | `delete`, why) if a limit of the computer has passed and it must act, else None."""
+    ends = lifetime_ends(row)
+    if ends is not None and ends <= now:
+        why = f"its lifetime of {row.lifetime}s ended at {ends:%Y-%m-%d %H:%M:%S} UTC"
+        if row.on_lifetime == "delete" and row.state not in (State.DELETING, State.DELETED):
+            return "delete", f"deleted: {why}"
+        if row.state in _STOPPABLE:
+            return "stop", f"stopped: {why}"
+    ends = running_ends(row)
+    if ends is not None and ends <= now:
+        return "stop", f"stopped: it ran for its max running time of {row.max_running}s"
+    return None
+
+
+class DeadlineWatcher:
+    def __init__(self, computers: Computers) -> None:
+        self.computers = computers
+        self.fleet = computers.fleet
+
+    def due(self) -> list[tuple[ComputerRow, str, str]]:
+        now = datetime.now(UTC)
+        with self.fleet.db.session() as s:
+            rows = repo.computers_with_limits(s)
+        return [(row, *act) for row in rows if (act := due(row, now)) is not None]
+
+    async def check(self) -> None:
+        for row, action, why in self.due():
+            if self.fleet.lock(row.id).locked():
+                continue  # busy now: the next round
+            with self.fleet.db.session() as s:
+                org = s.get(Org, row.org_id)
+            if org is None:
+                continue
+            try:
+                if action == "delete":
+                    await self.computers.delete(org, row.id, why)
+                else:
+                    await self.computers.stop(org, row.id, why)
+            except Exception:  # one computer's failure must not stop the watcher
+                log.exception("enforcing the limits of computer %s failed", row.id)
+
+    async def watch(self, interval: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self.check()
