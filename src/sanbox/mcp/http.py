@@ -34,7 +34,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection, Request
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..api.auth import authenticate, bearer_token, client_address
 from ..api.errors import error_headers, error_response
@@ -119,12 +119,25 @@ class McpEndpoint:
             await refusal(scope, receive, send)
             return
         self._opening[key_id] += 1
+        opening = True
+
+        def opened() -> None:  # once: the session is the SDK's (or none was made)
+            nonlocal opening
+            if opening:
+                opening = False
+                self._opening[key_id] -= 1
+                if self._opening[key_id] <= 0:
+                    del self._opening[key_id]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":  # its session, if any, is registered
+                opened()
+            await send(message)
+
         try:
-            await app(scope, receive, send)
+            await app(scope, receive, sending)
         finally:
-            self._opening[key_id] -= 1
-            if self._opening[key_id] <= 0:
-                del self._opening[key_id]
+            opened()
 
 
 def through_api(api: ASGIApp) -> Clients:
