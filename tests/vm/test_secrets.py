@@ -114,8 +114,10 @@ def test_a_guest_authorization_is_replaced_and_a_placeholder_elsewhere_passes(
                  "https://echo.test/own")  # fmt: skip
     request = last(internet, "/own")
     assert headers(request, "authorization") == [f"Bearer {value}"]
-    assert headers(request, "x-key") == [value]  # its placeholder, replaced on its own host
     placeholder = sh(computer, 'printf %s "$ECHO_KEY"')
+    # only the header its rule names gets the value (issue 20): elsewhere its placeholder stays,
+    # unless the operator lets placeholders be replaced in any header
+    assert headers(request, "x-key") == [placeholder]
     sh(computer, 'curl -sS --fail -H "X-Key: $ECHO_KEY" https://allowed.test/elsewhere')
     head = [h for h in internet.heads("allowed.test") if h["path"] == "/elsewhere"][-1]["head"]
     assert f"X-Key: {placeholder}" in head and value not in head

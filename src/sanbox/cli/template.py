@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -24,16 +25,19 @@ def _print_json(value: object) -> None:
 
 
 def _line(record: dict[str, Any]) -> str | None:
+    """A log record as one line of rich markup: what the build said is escaped, never markup
+    (a guest's `[sanbox]` or `[bold]` is printed as it is)."""
     kind = record.get("type")
     if kind == "output":
-        return f"[dim]{record.get('text', '')}[/]"
+        return f"[dim]{escape(str(record.get('text', '')))}[/]"
     if kind == "step":
         cached = " [green](cached)[/]" if record.get("cached") else ""
         where = f"{record.get('index')}/{record.get('total')} " if record.get("total") else ""
-        return f"[bold]step {where}[/]{record.get('description')}{cached}"
+        return f"[bold]step {where}[/]{escape(str(record.get('description')))}{cached}"
     if kind == "done":
         colour = "green" if record.get("state") == "ready" else "red"
-        return f"[{colour}]build {record.get('state')}[/]: {record.get('message', '')}"
+        said = escape(str(record.get("message", "")))
+        return f"[{colour}]build {escape(str(record.get('state')))}[/]: {said}"
     return None
 
 

@@ -81,12 +81,17 @@ async def _fork_locked(
         _drop(fleet, children, "fork refused before anything ran (a name taken, or a quota)")
         raise
     faults.reached("fork.children_recorded")
-    machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
+    machine = None
     try:
+        if row.state == State.RUNNING:
+            machine = await fleet.machine_locked(row)
         machines = await fleet.runtime.fork(
-            machine, fleet.spec(row), plan.image,
-            [fleet.spec(c, row.disk_gib) for c in children], memory=memory,
-        )  # fmt: skip
+            machine,
+            fleet.spec(row),
+            plan.image,
+            [fleet.spec(c, row.disk_gib) for c in children],
+            memory=memory,
+        )
     except HostError as exc:
         error = from_host(exc, "fork", row.id)
         _drop(fleet, children, error.message)
@@ -94,6 +99,9 @@ async def _fork_locked(
             await fleet.vm_exited(row.id, "its VM died during a fork")
         now = state_after(fleet, row.id, machine, "no fork was made")
         raise with_state(error, now) from exc
+    except BaseException:  # its source gone meanwhile, a cancelled request: no fork either
+        _drop(fleet, children, "no fork was made")
+        raise
     how = "memory: restored" if memory else "booted on a copy of its disk"
     made = []
     for child, m in zip(children, machines, strict=True):
