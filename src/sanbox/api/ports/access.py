@@ -112,6 +112,24 @@ def stripped(scope: Scope) -> Scope:
     return {**scope, "headers": headers, "query_string": query}
 
 
+def signed_fields(key_id: str, expires_text: str, mac: str) -> tuple[bool, int]:
+    """Whether a signed credential's parts are well formed, and its expiry (0 if not): checked
+    without raising on any text, so every refusal costs the same (the MAC is still compared)."""
+    well_formed = bool(
+        key_id
+        and expires_text.isascii()
+        and expires_text.isdigit()
+        and len(expires_text) <= EXPIRY_DIGITS
+        and mac
+    )
+    return well_formed, int(expires_text) if well_formed else 0
+
+
+def mac_matches(mac: str, expected: str) -> bool:
+    """A constant-time comparison that takes any text (non-ASCII included)."""
+    return hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode())
+
+
 class CookieSigner:
     """Signs and checks port cookies: ``KEY_ID.EXPIRES.MODE.MAC`` where the MAC (HMAC-SHA256
     under a key of the server's) covers the computer, the port, the key, the expiry and the mode
@@ -151,16 +169,8 @@ class CookieSigner:
         key_id, _, rest = value.partition(".")
         expires_text, _, rest = rest.partition(".")
         mode, _, mac = rest.partition(".")
-        well_formed = bool(
-            key_id
-            and expires_text.isascii()
-            and expires_text.isdigit()
-            and len(expires_text) <= EXPIRY_DIGITS
-            and mac
-        )
-        expires = int(expires_text) if well_formed else 0
-        expected = self._mac(computer_id, port, key_id, expires, mode)
-        good = hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode())  # any text
+        well_formed, expires = signed_fields(key_id, expires_text, mac)
+        good = mac_matches(mac, self._mac(computer_id, port, key_id, expires, mode))
         if not (well_formed and good and mode in (FULL, VIEW)):
             return None
         if expires < (now if now is not None else time.time()):
