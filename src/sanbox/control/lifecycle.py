@@ -81,6 +81,7 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
         else:
             await fleet.runtime.kill(row.id)
     except HostError as exc:  # its VM may still run: never said stopped
+        log.warning("stop of %s failed: %s", row.id, exc)
         why = "its VM did not end"
         fleet.record(
             row.id,

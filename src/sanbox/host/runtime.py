@@ -38,6 +38,7 @@ from .vmm import (
     QemuHypervisor,
     VmHandle,
     VmSpec,
+    VmNotRunningError,
     VmStartError,
     VmUser,
 )
@@ -239,7 +240,7 @@ class HostRuntime:
             client = await machine.client(timeout=5.0)
             await client.exec_stream(["/sbin/sanbox-poweroff"])
             clean = await machine.vm.wait_exit(timeout)
-        except AgentError:
+        except (AgentError, VmNotRunningError):  # gone already (killed, crashed): it is down
             clean = False
         finally:
             with contextlib.suppress(AgentError):
