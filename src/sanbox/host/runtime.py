@@ -37,8 +37,8 @@ from .vmm import (
     Hypervisor,
     QemuHypervisor,
     VmHandle,
-    VmSpec,
     VmNotRunningError,
+    VmSpec,
     VmStartError,
     VmUser,
 )
