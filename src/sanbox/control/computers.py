@@ -23,7 +23,6 @@ from ..host.egress.gateway import EgressGateway
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver
 from ..host.runtime import HostRuntime
-from ..host.vmm import cached_accel
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import build_cache, forks, guest, images, lifecycle, network, pausing, snapshots, templates
@@ -289,10 +288,10 @@ class Computers:
 
     async def host_facts(self) -> HostFacts:
         data_dir = self.fleet.runtime.data_dir
-        accel = cached_accel(data_dir.host)
+        hypervisor, isolation = self.fleet.runtime.driver_facts()
         return HostFacts(
-            hypervisor="qemu",
-            isolation=f"qemu-{accel.accel}" if accel else "unknown",
+            hypervisor=hypervisor,
+            isolation=isolation,
             cpus=self.fleet.capacity.cpus,
             memory_mib=self.fleet.capacity.memory_mib,
             data_dir=str(data_dir.root),

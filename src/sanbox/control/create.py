@@ -189,7 +189,7 @@ def insert(
             image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
             ports=[{"port": p, "public": False} for p in plan.ports],
-            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
+            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor=fleet.runtime.driver.name,
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
             lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,

@@ -30,8 +30,8 @@ from ..host.agent import (
     TcpStream,
 )
 from ..host.agent.files import Source
+from ..host.drivers import VmNotRunningError
 from ..host.runtime import Machine
-from ..host.vmm import VmNotRunningError
 from ..store.models import Org
 from .errors import (
     ConflictError,

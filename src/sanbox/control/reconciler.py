@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import subprocess
 from dataclasses import dataclass, field
 
 from ..host import memory
 from ..host.disk import GIB
+from ..host.drivers import Liveness, VmHandle
 from ..host.errors import HostError
-from ..host.vmm import Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
 from .states import State
@@ -77,9 +74,7 @@ class Reconciler:
             if name.removeprefix(f"{self.runtime.data_dir.tag}-") not in known:
                 await asyncio.to_thread(cgroups.remove, name)
                 report.orphans.append(f"cgroup {name}")
-        for pid in self._stray_processes(known):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for pid in self.runtime.kill_stray_vms(known):
             report.orphans.append(f"pid {pid}")
         self._builds()
         await self._snapshots(report)
@@ -268,23 +263,6 @@ class Reconciler:
                        f"stopped: the server restarted while it was {state}; memory lost, "
                        "disk kept")  # fmt: skip
         report.stopped.append(computer_id)
-
-    def _stray_processes(self, known: set[str]) -> list[int]:
-        """VM processes under the data dir whose computer has no record."""
-        root = str(self.runtime.data_dir.computers)
-        out = subprocess.run(["pgrep", "-f", root], capture_output=True, text=True, check=False)
-        stray = []
-        for pid in (int(p) for p in out.stdout.split()):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if "qemu-system" not in cmdline:
-                continue
-            if not any(f"{root}/{cid}/" in cmdline for cid in known):
-                stray.append(pid)
-        return stray
 
     async def watch(self, interval: float = 2.0) -> None:
         """Record computers whose VM died, or stopped on a disk error, while the server ran."""
