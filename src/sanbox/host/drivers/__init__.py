@@ -1,0 +1,1 @@
+"""Hypervisor drivers, one folder each (firecracker/)."""
