@@ -159,6 +159,15 @@ class FirecrackerHypervisor:
         return FirecrackerVm(record, run_dir)
 
 
+def _running(pid: int) -> bool:
+    """`pid` exists and is not a zombie (its command line may read empty while it execs)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 async def _wait_started(vm: FirecrackerVm, spec: VmSpec, state: str) -> None:
     """Until the API answers with `state` (booted, or waiting for a snapshot), or the process
     exits: then its own words say why. One that does neither in time is killed."""
@@ -166,7 +175,7 @@ async def _wait_started(vm: FirecrackerVm, spec: VmSpec, state: str) -> None:
     deadline = loop.time() + START_TIMEOUT
     log = Path(vm.record.api_socket).with_name("firecracker.log")
     while loop.time() < deadline:
-        if not vm.alive():
+        if not _running(vm.pid):  # the launcher's child: ip or jailer, then Firecracker, one pid
             raise VmStartError(
                 f"Firecracker failed to start: {_said(spec.hypervisor_log, log) or 'no words'}"
             )
