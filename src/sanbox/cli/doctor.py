@@ -44,6 +44,7 @@ def doctor(
             console.print(f"hypervisor    qemu, acceleration unknown: {exc}")
     if accel is not None:
         console.print(f"hypervisor    qemu-{accel.accel}  [dim]({accel.reason})[/]")
+    _firecracker()
     _confinement(accel.accel if accel is not None else None)
     try:
         dd.ensure()
@@ -69,6 +70,17 @@ def doctor(
         console.print(f"image base    [yellow]{exc}[/]")
     if not ok:
         raise typer.Exit(1)
+
+
+def _firecracker() -> None:
+    """Whether Firecracker could run here (a binary, its jailer, a usable KVM), or why not."""
+    from ..host.drivers.firecracker import firecracker_available
+
+    ok, reason = firecracker_available()
+    if ok:
+        console.print(f"firecracker   {reason}  [dim](the runtime does not select it yet)[/]")
+    else:
+        console.print(f"firecracker   unavailable: {reason}")
 
 
 def _confinement(accel: str | None) -> None:
