@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from sanbox.host.drivers.firecracker.errors import (
     FirecrackerConfigError,
     NotSupportedError,
 )
+from sanbox.host.drivers.firecracker.jail import on_host
 from sanbox.host.drivers.firecracker.vm import (
     RECORD,
     FirecrackerVm,
@@ -41,10 +43,15 @@ pytestmark = pytest.mark.unit
 class FakeFirecrackerApi:
     """HTTP/1.1 on a Unix socket: one request per connection, as the client sends them."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, jail: Path | None = None) -> None:
         self.path = path
+        self.jail = jail  # paths in requests are inside this chroot
         self.state = "Running"
+        self.loaded: dict[str, bytes] = {}
         self.requests: list[tuple[str, str, Any]] = []
+
+    def seen(self, path: str) -> Path:
+        return Path(path) if self.jail is None else on_host(self.jail, Path(path))
 
     def answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, body))
@@ -61,10 +68,17 @@ class FakeFirecrackerApi:
         if (method, path) == ("PUT", "/snapshot/create"):
             if self.state != "Paused":
                 return 400, {"fault_message": "the microVM must be paused"}
-            if not Path(body["snapshot_path"]).parent.is_dir():
+            if not self.seen(body["snapshot_path"]).parent.is_dir():
                 return 400, {"fault_message": "Cannot create snapshot file: No such directory"}
-            Path(body["snapshot_path"]).write_bytes(b"state")
-            Path(body["mem_file_path"]).write_bytes(b"memory")
+            self.seen(body["snapshot_path"]).write_bytes(b"state")
+            self.seen(body["mem_file_path"]).write_bytes(b"memory")
+            return 204, None
+        if (method, path) == ("PUT", "/snapshot/load"):
+            self.loaded = {
+                "state": self.seen(body["snapshot_path"]).read_bytes(),
+                "memory": self.seen(body["mem_backend"]["backend_path"]).read_bytes(),
+            }
+            self.state = "Running" if body["resume_vm"] else "Paused"
             return 204, None
         return 400, {"fault_message": f"unexpected {method} {path}"}
 
@@ -104,12 +118,21 @@ def process() -> Iterator[subprocess.Popen[bytes]]:
 
 
 async def with_vm(
-    tmp_path: Path, pid: int
+    tmp_path: Path, pid: int, jail: Path | None = None
 ) -> AsyncIterator[tuple[FirecrackerVm, FakeFirecrackerApi]]:
     sock = tmp_path / "firecracker.sock"
-    fake = FakeFirecrackerApi(sock)
+    fake = FakeFirecrackerApi(sock, jail)
     server = await asyncio.start_unix_server(fake._serve, path=str(sock))
-    record = VmRecord(pid, "sanbox-c1", str(sock), str(tmp_path / "agent.sock"), "/d.raw")
+    owner = (os.getuid(), os.getgid())
+    record = VmRecord(
+        pid,
+        "sanbox-c1",
+        str(sock),
+        str(tmp_path / "agent.sock"),
+        "/d.raw",
+        jail=None if jail is None else str(jail),
+        owner=None if jail is None else owner,
+    )
     async with server:
         yield FirecrackerVm(record, tmp_path), fake
 
@@ -216,7 +239,7 @@ def test_capabilities() -> None:
 
 
 def test_records_and_attach(tmp_path: Path, process: subprocess.Popen[bytes]) -> None:
-    record = VmRecord(process.pid, "sanbox-c1", "/a", "/v", "/d", "/m", "tap3", "/jail")
+    record = VmRecord(process.pid, "sanbox-c1", "/a", "/v", "/d", "/m", "tap3", "/j", (990, 990))
     assert VmRecord.loads(record.dumps()) == record
     hv = FirecrackerHypervisor(Path("/usr/bin/firecracker"))
     assert hv.attach(tmp_path) is None  # no record
@@ -260,3 +283,36 @@ def test_a_firecracker_that_exits_says_why(tmp_path: Path) -> None:
         asyncio.run(FirecrackerHypervisor(fake).boot(spec))
     config = json.loads((spec.run_dir / "firecracker.json").read_text())
     assert config["drives"][0]["path_on_host"] == str(spec.disk)
+
+
+def test_a_jailed_vm_s_snapshot_leaves_the_jail_and_comes_back(
+    tmp_path: Path, process: subprocess.Popen[bytes]
+) -> None:
+    """Firecracker writes and reads its snapshot inside its chroot: the driver moves a saved
+    state out to where the caller wants it, and puts a state to load back in (the device
+    state copied, the memory linked: the same file, mapped privately by Firecracker)."""
+    jail = tmp_path / "jail"
+    jail.mkdir()
+    saved = tmp_path / "saved"
+    saved.mkdir()
+
+    async def scenario() -> FakeFirecrackerApi:
+        async for vm, fake in with_vm(tmp_path, process.pid, jail):
+            assert await vm.save_state(saved / "vmstate") is True
+            assert (saved / "vmstate").read_bytes() == b"state"
+            assert memory_of(saved / "vmstate").read_bytes() == b"memory"
+            assert not list(jail.iterdir())  # nothing left in the jail
+            await vm.load_state(saved / "vmstate")
+            return fake
+        raise AssertionError("no VM")
+
+    fake = asyncio.run(scenario())
+    assert fake.loaded == {"state": b"state", "memory": b"memory"}
+    method, path, body = fake.requests[-1]
+    assert (method, path) == ("PUT", "/snapshot/load")
+    assert body["snapshot_path"] == "/snapshot"
+    assert body["mem_backend"] == {"backend_type": "File", "backend_path": "/snapshot.mem"}
+    assert body["vsock_override"] == {"uds_path": "/agent.sock"}
+    linked, original = jail / "snapshot.mem", memory_of(saved / "vmstate")
+    assert os.stat(linked).st_ino == os.stat(original).st_ino
+    assert os.stat(jail / "snapshot").st_ino != os.stat(saved / "vmstate").st_ino

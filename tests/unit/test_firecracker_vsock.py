@@ -21,12 +21,12 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 def test_the_handshake_lines() -> None:
     assert connect_line(1024) == b"CONNECT 1024\n"
     assert parse_ack(b"OK 1073741824\n") == 1073741824
-    for bad in (-1, 2**32):
+    for port in (-1, 2**32):
         with pytest.raises(ValueError):
-            connect_line(bad)
+            connect_line(port)
     with pytest.raises(VsockHandshakeError, match="nothing listens"):
         parse_ack(b"")
-    for bad in (b"OK\n", b"OK 12", b"ok 12\n", b"OK 12 \n", b"NO 1\n", b"OK 99999999999\n"):
+    for bad in (b"OK\n", b"OK 12", b"ok 12\n", b"OK 12 \n", b"NO 1\n", b"OK 99999999999\n", b"OK 4294967296\n"):
         with pytest.raises(VsockHandshakeError, match="not 'OK <port>'"):
             parse_ack(bad)
 

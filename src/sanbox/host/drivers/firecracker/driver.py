@@ -125,7 +125,10 @@ class FirecrackerHypervisor:
         vsock = on_host(root, inside.vsock)
         spec.agent_socket.symlink_to(vsock)
         api_socket = str(on_host(root, inside.api_socket))
-        record = VmRecord(0, vmid, api_socket, str(vsock), str(spec.disk), memory, tap, str(root))
+        owner = (spec.run_as.uid, spec.run_as.gid)
+        record = VmRecord(
+            0, vmid, api_socket, str(vsock), str(spec.disk), memory, tap, str(root), owner
+        )
         return jailer_argv(spec, self.jailer, spec.run_as), record, ()
 
     async def boot(self, spec: VmSpec) -> FirecrackerVm:

@@ -40,6 +40,7 @@ class VmRecord:
     memory: str | None = None  # the saved memory a `restore=True` VM loads (mapped privately)
     tap: str | None = None
     jail: str | None = None  # the chroot's root, if the jailer started it
+    owner: tuple[int, int] | None = None  # the jailed VM user's (uid, gid)
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -49,6 +50,8 @@ class VmRecord:
         doc = json.loads(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("pid"), int):
             raise ValueError("not a Firecracker VM record")
+        if doc.get("owner") is not None:
+            doc["owner"] = tuple(doc["owner"])
         return cls(**doc)
 
 
@@ -193,8 +196,9 @@ class FirecrackerVm:
         if self.record.jail is not None:
             root, inside = Path(self.record.jail), jailed_paths()
             snapshot, vsock = inside.config.with_name("snapshot"), inside.vsock
-            await asyncio.to_thread(_link_in, vmstate, on_host(root, snapshot))
-            await asyncio.to_thread(_link_in, memory, on_host(root, memory_of(snapshot)))
+            owner = self.record.owner
+            await asyncio.to_thread(_into_jail, vmstate, on_host(root, snapshot), owner, True)
+            await asyncio.to_thread(_into_jail, memory, on_host(root, memory_of(snapshot)), owner)
             memory = memory_of(snapshot)
         taps = (("net0", self.record.tap),) if self.record.tap else ()
         await self._send(api.load_snapshot(snapshot, memory, True, vsock, taps), 120.0)
@@ -226,11 +230,19 @@ class FirecrackerVm:
         await self._send(api.update_drive("root", inside))
 
 
-def _link_in(source: Path, target: Path) -> None:
-    """A saved file into the jail: hard-linked (Firecracker maps the memory privately, so it
-    never writes to it), copied only if the jail is on another filesystem."""
+def _into_jail(
+    source: Path, target: Path, owner: tuple[int, int] | None, copy: bool = False
+) -> None:
+    """A saved file into the jail, readable by the VM user. The device state (small, and maybe
+    a snapshot's that other VMs restore too) is copied; the memory file is linked: it is this
+    VM's own (the driver does not map a shared image: `maps_read_only` is False, so the caller
+    gives each VM its own copy or reflink), and copied only across filesystems."""
     target.unlink(missing_ok=True)
     try:
+        if copy:
+            raise OSError("copy")
         os.link(source, target)
     except OSError:
         shutil.copyfile(source, target)
+    if owner is not None:
+        os.chown(target, *owner)

@@ -29,7 +29,7 @@ def parse_ack(line: bytes) -> int:
     """The host-side port of an `OK <port>\\n` answer; VsockHandshakeError for anything else
     (an empty line: nothing listens on that port in the guest). Pure."""
     match = _ACK.fullmatch(line)
-    if match is None:
+    if match is None or int(match[1]) > MAX_PORT:
         if not line:
             raise VsockHandshakeError("the vsock connection was closed: nothing listens there")
         raise VsockHandshakeError(f"the vsock answered {line[:MAX_ACK]!r}, not 'OK <port>'")
