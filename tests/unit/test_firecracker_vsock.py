@@ -26,7 +26,15 @@ def test_the_handshake_lines() -> None:
             connect_line(port)
     with pytest.raises(VsockHandshakeError, match="nothing listens"):
         parse_ack(b"")
-    for bad in (b"OK\n", b"OK 12", b"ok 12\n", b"OK 12 \n", b"NO 1\n", b"OK 99999999999\n", b"OK 4294967296\n"):
+    for bad in (
+        b"OK\n",
+        b"OK 12",
+        b"ok 12\n",
+        b"OK 12 \n",
+        b"NO 1\n",
+        b"OK 99999999999\n",
+        b"OK 4294967296\n",
+    ):
         with pytest.raises(VsockHandshakeError, match="not 'OK <port>'"):
             parse_ack(bad)
 
