@@ -86,4 +86,3 @@ def test_with_a_usable_kvm_the_fakes_pass(tmp_path: Path) -> None:
         True,
         "firecracker v1.16.1, jailer v1.16.1, KVM usable",
     )
-
