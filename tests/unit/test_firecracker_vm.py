@@ -7,6 +7,7 @@ request the server gets is also checked against Firecracker's API spec where it 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -79,6 +80,8 @@ class FakeFirecrackerApi:
                 "memory": self.seen(body["mem_backend"]["backend_path"]).read_bytes(),
             }
             self.state = "Running" if body["resume_vm"] else "Paused"
+            return 204, None
+        if (method, path) == ("PATCH", "/drives/root"):
             return 204, None
         return 400, {"fault_message": f"unexpected {method} {path}"}
 
@@ -316,3 +319,27 @@ def test_a_jailed_vm_s_snapshot_leaves_the_jail_and_comes_back(
     linked, original = jail / "snapshot.mem", memory_of(saved / "vmstate")
     assert os.stat(linked).st_ino == os.stat(original).st_ino
     assert os.stat(jail / "snapshot").st_ino != os.stat(saved / "vmstate").st_ino
+
+
+def test_a_disk_grows_and_firecracker_is_told(
+    tmp_path: Path, process: subprocess.Popen[bytes]
+) -> None:
+    disk = tmp_path / "d.raw"
+    disk.write_bytes(b"\0" * 4096)
+
+    async def scenario() -> FakeFirecrackerApi:
+        async for vm, fake in with_vm(tmp_path, process.pid):
+            vm.record = dataclasses.replace(vm.record, disk=str(disk))
+            await vm.grow_disk(1 << 20)
+            with pytest.raises(FirecrackerConfigError, match="not shrunk"):
+                await vm.grow_disk(4096)
+            return fake
+        raise AssertionError("no VM")
+
+    fake = asyncio.run(scenario())
+    assert disk.stat().st_size == 1 << 20
+    assert fake.requests[-1] == (
+        "PATCH",
+        "/drives/root",
+        {"drive_id": "root", "path_on_host": str(disk)},
+    )

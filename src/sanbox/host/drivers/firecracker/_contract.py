@@ -1,6 +1,6 @@
 """What this driver takes from the rest of the host layer, in one place: the driver contract
-(`Hypervisor`, `VmHandle`, `VmSpec`, ...), and its errors. When the
-contract moves (`host/vmm/` -> `host/drivers/driver.py`) only these imports change."""
+(`Hypervisor`, `VmHandle`, `VmSpec`, ...) and its errors. When the contract moves (`host/vmm/`
+to `host/drivers/driver.py`), only these imports change."""
 
 from __future__ import annotations
 
