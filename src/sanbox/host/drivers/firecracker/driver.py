@@ -18,7 +18,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._contract import Liveness, VmmError, VmSpec, VmStartError
+from ._contract import Hypervisor, Liveness, VmHandle, VmmError, VmSpec, VmStartError
 from .config import FirecrackerPaths, check_disk, check_spec, vm_config
 from .errors import FirecrackerConfigError
 from .jail import JailerSettings, jail_root, jailed_paths, jailer_argv, on_host, populate, vm_id
@@ -190,3 +190,8 @@ async def _wait_started(vm: FirecrackerVm, spec: VmSpec, state: str) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(vm.pid, signal.SIGKILL)
     raise VmStartError(f"Firecracker did not start within {START_TIMEOUT:.0f}s: {_said(log)}")
+
+
+def _conforms(hv: FirecrackerHypervisor, vm: FirecrackerVm) -> tuple[Hypervisor, VmHandle]:
+    """Never called: mypy checks here that the driver meets the contract's protocols."""
+    return hv, vm
