@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sanbox.host.drivers import Capabilities, Driver
+from sanbox.host.drivers.firecracker import FirecrackerHypervisor
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.drivers.qemu import QemuHypervisor
 
@@ -108,7 +109,10 @@ def test_the_drivers_import_nothing_above_them() -> None:
             assert not above, f"{name} imports {above}"
 
 
-@pytest.mark.parametrize("driver", [QemuHypervisor("tcg"), LocalDriver()], ids=["qemu", "local"])
+DRIVERS = [QemuHypervisor("tcg"), LocalDriver(), FirecrackerHypervisor(Path("/nonexistent/fc"))]
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=["qemu", "local", "firecracker"])
 def test_every_driver_states_the_contract(driver: Driver) -> None:
     caps = driver.capabilities
     assert isinstance(caps, Capabilities)

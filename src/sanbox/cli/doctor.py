@@ -47,6 +47,7 @@ def doctor(
             console.print(f"hypervisor    {driver.name}, acceleration unknown: {exc}")
     if choice is not None:
         console.print(f"hypervisor    {choice.isolation}  [dim]({choice.reason})[/]")
+    _firecracker()
     _confinement(driver.capabilities, choice.accel if choice is not None else None)
     try:
         dd.ensure()
@@ -72,6 +73,17 @@ def doctor(
         console.print(f"image base    [yellow]{exc}[/]")
     if not ok:
         raise typer.Exit(1)
+
+
+def _firecracker() -> None:
+    """Whether Firecracker could run here (a binary, its jailer, a usable KVM), or why not."""
+    from ..host.drivers import firecracker_status
+
+    ok, reason = firecracker_status()
+    if ok:
+        console.print(f"firecracker   {reason}  [dim](the runtime does not select it yet)[/]")
+    else:
+        console.print(f"firecracker   unavailable: {reason}")
 
 
 def _confinement(caps: Capabilities, accel: str | None) -> None:

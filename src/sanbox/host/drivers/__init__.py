@@ -17,6 +17,7 @@ from .select import (
     cached_choice,
     cached_driver,
     choose_driver,
+    firecracker_status,
     probe_choice,
 )
 
@@ -38,5 +39,6 @@ __all__ = [
     "cached_choice",
     "cached_driver",
     "choose_driver",
+    "firecracker_status",
     "probe_choice",
 ]

@@ -168,6 +168,7 @@ class Capabilities:
     seccomp: str | None  # its seccomp policy, in its own words; None: no filter
     disk_errors: str  # what a host-side disk error does to the guest
     memory_overhead_mib: int  # held beyond guest RAM and a base overhead (TCG's code cache)
+    agent_channel: str  # how the host reaches the guest agent: virtio-serial, vsock, unix
 
 
 class Driver(Protocol):

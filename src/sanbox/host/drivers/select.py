@@ -50,6 +50,14 @@ def cached_driver(host_dir: Path) -> Driver:
     return QemuHypervisor(choice.accel if choice else "tcg")
 
 
+def firecracker_status() -> tuple[bool, str]:
+    """Whether Firecracker could run here (a binary, its jailer, a usable KVM), or why not. It
+    is not chosen yet even where it could run: docs/firecracker.md says what remains."""
+    from .firecracker import firecracker_available
+
+    return firecracker_available()
+
+
 def cached_choice(host_dir: Path) -> Choice | None:
     """What the host's probe chose, without probing; None if it never ran."""
     choice = cached_accel(host_dir)

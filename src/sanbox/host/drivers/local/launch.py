@@ -84,6 +84,7 @@ class LocalDriver:
             seccomp=None,
             disk_errors="passed to the guest",
             memory_overhead_mib=0,
+            agent_channel="unix",
         )
 
     tools: dict[str, str] = {"unshare": "util-linux"}

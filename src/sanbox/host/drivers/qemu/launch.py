@@ -153,6 +153,7 @@ class QemuHypervisor:
             disk_errors="stop the guest (werror=stop,rerror=stop); the computer goes to error",
             # TCG's translated code cache, beyond guest RAM and QEMU's own base
             memory_overhead_mib=TCG_CODE_CACHE_MIB if self.accel == "tcg" else 0,
+            agent_channel="virtio-serial",
         )
 
     @property
