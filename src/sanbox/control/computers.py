@@ -13,16 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..host import console
-from ..host.agent import ExecProcess, ExecResult, FileInfo, PtySession, TcpStream
-from ..host.agent.files import Source
-from ..host.disk import can_reflink
-from ..host.egress.budget import ConnectionBudget
-from ..host.egress.denials import Denial
-from ..host.egress.gateway import EgressGateway
-from ..host.egress.reach import Reach
-from ..host.egress.resolver import Resolver
-from ..host.runtime import HostRuntime
+from ..host.door import (
+    ConnectionBudget,
+    Denial,
+    EgressGateway,
+    ExecProcess,
+    ExecResult,
+    FileInfo,
+    Host,
+    PtySession,
+    Reach,
+    Resolver,
+    Source,
+    TcpStream,
+    can_reflink,
+    console,
+)
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import build_cache, forks, guest, images, lifecycle, network, pausing, snapshots, templates
@@ -51,7 +57,7 @@ class Computers:
     def __init__(
         self,
         db: Database,
-        runtime: HostRuntime,
+        runtime: Host,
         *,
         reach: Reach | None = None,
         resolver: Resolver | None = None,
@@ -122,17 +128,16 @@ class Computers:
 
     def console(self, org: Org, ref: str, lines: int) -> list[str]:
         row = self.fleet.get(org, ref)
-        return console.lines(self.fleet.runtime.data_dir.computer(row.id).console_log, lines)
+        return console.lines(self.fleet.runtime.console_log(row.id), lines)
 
     # lifecycle -------------------------------------------------------------------------------
 
     async def create(
         self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
     ) -> ComputerRow:
-        claimed = await self.pools.claim(org, req, idempotency_key)
-        if claimed is not None:
-            return claimed
-        return await creating.create(self.fleet, org, req, idempotency_key, wait)
+        return await creating.create(
+            self.fleet, org, req, idempotency_key, wait, supply=self.pools.claim
+        )
 
     async def start(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.start(self.fleet, org, ref)

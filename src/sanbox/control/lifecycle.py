@@ -11,7 +11,7 @@ import contextlib
 import logging
 from dataclasses import asdict, dataclass
 
-from ..host.errors import HostError
+from ..host.door import HostError
 from ..store.models import ComputerRow, Org
 from . import deadlines
 from .errors import InvalidRequestError, failed, with_state

@@ -12,10 +12,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from ..host import memory
-from ..host.disk import GIB
-from ..host.drivers import Liveness, VmHandle
-from ..host.errors import HostError
+from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
 from .states import State
@@ -55,27 +52,7 @@ class Reconciler:
                 await self._one(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
-        for computer_id in self.runtime.data_dir.computer_ids():
-            if computer_id not in known:
-                try:
-                    await self.runtime.destroy(computer_id)
-                except HostError as exc:  # one that stays must not stop the others
-                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
-                    continue
-                report.orphans.append(computer_id)
-        network = self.runtime.network
-        for netns in network.namespaces() if network is not None else []:
-            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
-            if computer_id not in known:
-                await network.remove(computer_id)  # type: ignore[union-attr]
-                report.orphans.append(netns)
-        cgroups = self.runtime.cgroups
-        for name in cgroups.names(f"{self.runtime.data_dir.tag}-"):
-            if name.removeprefix(f"{self.runtime.data_dir.tag}-") not in known:
-                await asyncio.to_thread(cgroups.remove, name)
-                report.orphans.append(f"cgroup {name}")
-        for pid in self.runtime.kill_stray_vms(known):
-            report.orphans.append(f"pid {pid}")
+        report.orphans += await self.runtime.sweep(known)
         self._builds()
         await self._snapshots(report)
         return report
@@ -104,7 +81,7 @@ class Reconciler:
                     fleet.bus.publish(ev)
                     report.snapshots_dropped.append(row.id)
         ready = {row.id for row in rows if row.state != "creating"}  # ready, or a build's layer
-        for snapshot_id in self.runtime.snapshots.ids():
+        for snapshot_id in self.runtime.snapshot_ids():
             if snapshot_id not in ready:
                 try:
                     await self.runtime.delete_snapshot(snapshot_id)
@@ -255,7 +232,7 @@ class Reconciler:
                 report.reattached.append(computer_id)
                 return
         await self.runtime.kill(computer_id)
-        if memory.exists(self.runtime.data_dir.computer(computer_id).state):
+        if self.runtime.has_saved_memory(computer_id):
             why = f"paused: the server restarted while it was {state}; memory is saved"
             fleet.record(computer_id, State.PAUSED, "computer.paused", why)
         else:

@@ -24,6 +24,7 @@ from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
 from .disk.layers import LayerStore
 from .drivers import (
+    Capabilities,
     Driver,
     VmHandle,
     VmNotRunningError,
@@ -218,6 +219,9 @@ class HostRuntime:
         """This host's driver: the one chosen (or given), else the one its cached probe names."""
         return self._hypervisor or cached_driver(self.data_dir.host)
 
+    def capabilities(self) -> Capabilities:
+        return self.driver.capabilities
+
     def driver_facts(self) -> tuple[str, str]:
         """(hypervisor, isolation) as computers and the host show them; the isolation is
         `unknown` until the host has chosen (probed, or was given a driver)."""
@@ -228,14 +232,35 @@ class HostRuntime:
             return self.driver.name, "unknown"
         return choice.hypervisor, choice.isolation
 
-    def kill_stray_vms(self, known: set[str]) -> list[int]:
-        """Kill the VM processes under the data dir whose computer is not in `known` (the
-        caller's records): left by a crash, their folder gone. Returns their pids."""
+    async def sweep(self, known: set[str]) -> list[str]:
+        """Remove what belongs to no computer in `known` (the caller's records): folders (their
+        VMs killed), network namespaces, cgroups, and VM processes whose folder is gone. Returns
+        what went; one that stays (logged) does not stop the others."""
+        gone: list[str] = []
+        for computer_id in self.data_dir.computer_ids():
+            if computer_id not in known:
+                try:
+                    await self.destroy(computer_id)
+                except HostError as exc:
+                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
+                    continue
+                gone.append(computer_id)
+        network = self.network
+        for netns in network.namespaces() if network is not None else []:
+            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
+            if computer_id not in known:
+                await network.remove(computer_id)  # type: ignore[union-attr]
+                gone.append(netns)
+        for name in self.cgroups.names(f"{self.data_dir.tag}-"):
+            if name.removeprefix(f"{self.data_dir.tag}-") not in known:
+                await asyncio.to_thread(self.cgroups.remove, name)
+                gone.append(f"cgroup {name}")
         stray = stray_processes(self.data_dir.computers, known, self.driver.is_vm_process)
         for pid in stray:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        return stray
+            gone.append(f"pid {pid}")
+        return gone
 
     def attach_vm(self, computer_id: str) -> VmHandle | None:
         cdir = self.data_dir.computer(computer_id)
@@ -290,6 +315,13 @@ class HostRuntime:
         None for RAM copied into its RAM file already. See `suspend.run_saved`."""
         return await suspend.run_saved(self, spec, image, vmstate, memory_file)
 
+    def has_saved_memory(self, computer_id: str) -> bool:
+        """Whether a paused computer's saved state is on this host."""
+        return memory.exists(self.data_dir.computer(computer_id).state)
+
+    def console_log(self, computer_id: str) -> Path:
+        return self.data_dir.computer(computer_id).console_log
+
     async def drop_saved_memory(self, computer_id: str) -> None:
         """Remove a paused computer's saved state (a stop of a paused computer). Memory a
         running VM maps is not in the state dir (`memory.mapped_file`): it is never touched."""
@@ -328,8 +360,14 @@ class HostRuntime:
             self, self.snapshots, spec, image, snapshot_id
         )
 
-    async def fork(self, machine: Machine | None, spec: MachineSpec, image: Image,
-                   new_specs: list[MachineSpec], memory: bool = True) -> list[Machine]:  # fmt: skip
+    async def fork(
+        self,
+        machine: Machine | None,
+        spec: MachineSpec,
+        image: Image,
+        new_specs: list[MachineSpec],
+        memory: bool = True,
+    ) -> list[Machine]:
         """len(new_specs) running copies of a computer, each with its own identity: from its
         memory (`machine`, or None: its saved state) or, without `memory`, booted on its disk."""
         return await snapshot_restore.fork(
@@ -342,6 +380,10 @@ class HostRuntime:
         to repeat: every call draws a new machine-id, new host keys and fresh entropy."""
         await self.grow_disk(machine, size_bytes)
         await snapshot_restore.new_identity(await machine.client(), hostname)
+
+    def snapshot_ids(self) -> list[str]:
+        """The snapshots on this host."""
+        return self.snapshots.ids()
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot; the layers it alone needed go too."""
