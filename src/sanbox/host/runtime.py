@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import console, memory, suspend
-from .agent import AgentClient, AgentError
+from .agent import AgentClient, AgentError, RemoteError
 from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
 from .disk.layers import LayerStore
@@ -277,13 +277,17 @@ class HostRuntime:
     async def shutdown(self, machine: Machine, timeout: float = SHUTDOWN_TIMEOUT) -> bool:
         """Clean shutdown (sync, remount read-only, power off); SIGKILL after `timeout`.
         Returns True if the guest powered off by itself."""
-        clean = False
+        clean = asked = False
         try:
-            client = await machine.client(timeout=5.0)
-            await client.exec_stream(["/sbin/sanbox-poweroff"])
-            clean = await machine.vm.wait_exit(timeout)
-        except (AgentError, VmNotRunningError):  # gone already (killed, crashed): it is down
-            clean = False
+            try:
+                client = await machine.client(timeout=5.0)
+                asked = True
+                await client.exec_stream(["/sbin/sanbox-poweroff"])
+            except RemoteError:  # the guest answered that it will not: it is killed
+                asked = False
+            except (AgentError, VmNotRunningError):  # the agent went down with the guest, or
+                pass  # the VM was gone already (killed, crashed)
+            clean = asked and await machine.vm.wait_exit(timeout)
         finally:
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
