@@ -10,14 +10,14 @@ Usage: python benchmarks/pause.py [ROUNDS] [MEMORY_MIB:USED_MIB ...]"""
 from __future__ import annotations
 
 import asyncio
-import os
+import dataclasses
 import statistics
 import sys
 import time
 
 from _common import computer, data_dir, image, pct
 
-from sanbox.host import memfile, memory, suspend
+from sanbox.host import memfile, memory
 from sanbox.host.layout import default_ram_dir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
@@ -51,7 +51,7 @@ async def round_of(
         memfile.verify, state / memory.MEMORY, saved.memory_bytes, saved.chunks(), rt.memory_key
     )
     times["in-place check"].append(time.perf_counter() - t)
-    os.environ[suspend.RESTORE_ENV] = mode
+    rt.settings = dataclasses.replace(rt.settings, restore=mode)
     t = time.perf_counter()
     resumed, outcome = await rt.resume(spec, img)
     await resumed.agent.exec(["true"])
@@ -95,7 +95,6 @@ async def main(rounds: int, shapes: list[tuple[int, int]]) -> None:
     print(f"{(await rt.hypervisor(image(dd))).isolation}, {rounds} rounds of each way")
     for memory_mib, used in shapes:
         await one(rt, memory_mib, used, rounds)
-    os.environ.pop(suspend.RESTORE_ENV, None)
 
 
 if __name__ == "__main__":

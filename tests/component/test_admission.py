@@ -62,7 +62,7 @@ def small_ram_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         path.rmdir()
 
 
-def test_ram_that_running_guests_will_need_is_refused(server: Server, small_ram_dir: Path) -> None:
+def test_ram_that_running_guests_will_need_is_refused(small_ram_dir: Path, server: Server) -> None:
     """200 MiB free, but a running guest's 150 MiB RAM file (sparse: 0 used) may grow into it:
     a 128 MiB guest does not fit."""
     with open(small_ram_dir / "sanbox-0a0a0a-cmp_running.ram", "wb") as f:
@@ -79,14 +79,14 @@ def test_ram_that_running_guests_will_need_is_refused(server: Server, small_ram_
 
 
 def test_a_start_that_does_not_fit_leaves_the_computer_stopped(
-    server: Server, monkeypatch: pytest.MonkeyPatch, small_ram_dir: Path
+    small_ram_dir: Path, server: Server
 ) -> None:
     h = server.headers()
-    monkeypatch.setenv("SANBOX_RAM_DIR", "/dev/shm")
-    r = server.client.post("/v1/computers", json={"name": "big", "memory_mib": 512}, headers=h)
+    r = server.client.post("/v1/computers", json={"name": "big", "memory_mib": 128}, headers=h)
     assert r.status_code == 201, r.text
     assert server.client.post("/v1/computers/big/stop", headers=h).json()["state"] == "stopped"
-    monkeypatch.setenv("SANBOX_RAM_DIR", str(small_ram_dir))  # 200 MiB: 512 does not fit
+    with open(small_ram_dir / "sanbox-0a0a0a-cmp_running.ram", "wb") as f:
+        f.truncate(150 * 1024**2)  # another guest's RAM may grow: 128 MiB no longer fits
     r = server.client.post("/v1/computers/big/start", headers=h)
     assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_memory"
     assert server.client.get("/v1/computers/big", headers=h).json()["state"] == "stopped"

@@ -30,9 +30,11 @@ def doctor(
     from ..host.drivers import cached_choice, cached_driver, probe_choice
     from ..host.image import ImageError, find_image
     from ..host.image._command import missing_tools
-    from ..host.layout import DataDir, default_data_dir
+    from ..host.layout import DataDir
+    from ..host.settings import HostSettings
 
-    dd = DataDir(data_dir or default_data_dir())
+    settings = HostSettings.from_env()
+    dd = DataDir(data_dir or settings.data_dir, settings.ram_dir)
     ok = True
     console.print(f"data dir      {dd.root}")
     kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
@@ -42,7 +44,7 @@ def doctor(
     if choice is None and probe:
         try:
             image = find_image(dd, "base")
-            choice = probe_choice(dd.host, image.kernel, image.initrd)
+            choice = probe_choice(dd.host, image.kernel, image.initrd, settings.accel)
         except ImageError as exc:
             console.print(f"hypervisor    {driver.name}, acceleration unknown: {exc}")
     if choice is not None:

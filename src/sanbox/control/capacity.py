@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..host.door import DataDir, Room, default_ram_dir, space
+from ..host.door import DataDir, Room, space
 from .errors import InsufficientStorageError, InvalidRequestError
 
 MIB = 1024 * 1024
@@ -148,7 +148,7 @@ class Capacity:
         operations hold (`computer_id`'s own files are not counted against it); the room it
         takes, held until the caller releases it."""
         held_memory, held_disk = self.ledger.totals()
-        ram = space.ram_room(ram_dir or default_ram_dir(), computer_id, data_dir)
+        ram = space.ram_room(ram_dir or data_dir.ram_dir, computer_id, data_dir)
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
         data = None
         if disk_gib:

@@ -59,7 +59,7 @@ from .image import (
     remove_build,
 )
 from .image.archive import summary
-from .layout import DataDir, default_ram_dir
+from .layout import DataDir
 from .machine import Machine, MachineSpec
 from .memory import MemoryOutcome, PauseError, SavedState
 from .net import Network
@@ -122,7 +122,6 @@ __all__ = [
     "applies",
     "can_reflink",
     "console",
-    "default_ram_dir",
     "faults",
     "find_build",
     "find_image",

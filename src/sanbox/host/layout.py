@@ -22,23 +22,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import LayoutError
+from .settings import DEFAULT_DATA_DIR as DEFAULT_DATA_DIR
+from .settings import HostSettings
 
-DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
 _COMPUTER_ID = re.compile(r"[a-z][a-z0-9_-]{2,62}")
 _SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
 
 
 def default_ram_dir() -> Path:
     """Where running guests' RAM files live: a tmpfs, so memory is not written back to disk."""
-    return Path(os.environ.get("SANBOX_RAM_DIR") or "/dev/shm")
+    return HostSettings.from_env().ram_dir
 
 
 def default_data_dir() -> Path:
-    return Path(os.environ.get("SANBOX_DATA_DIR") or DEFAULT_DATA_DIR)
+    return HostSettings.from_env().data_dir
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class ComputerDir:
 @dataclass(frozen=True)
 class DataDir:
     root: Path
+    # guests' RAM files (a tmpfs): one per host agent on a machine, so two never count each other's
+    ram_dir: Path = field(default_factory=default_ram_dir, compare=False)
 
     @classmethod
     def default(cls) -> DataDir:
@@ -133,7 +136,7 @@ class DataDir:
 
     def ram_file(self, computer_id: str) -> Path:
         """A running computer's RAM file; named after the data dir so two data dirs never mix."""
-        return default_ram_dir() / f"sanbox-{self.tag}-{computer_id}.ram"
+        return self.ram_dir / f"sanbox-{self.tag}-{computer_id}.ram"
 
     @property
     def tag(self) -> str:

@@ -45,6 +45,7 @@ from .machine import MachineSpec as MachineSpec
 from .memory import MemoryOutcome, SavedState
 from .net import Network
 from .secret import derived_key
+from .settings import HostSettings
 from .snapshot import SnapshotManifest, Snapshots
 from .snapshot import restore as snapshot_restore
 from .snapshot import take as snapshot_take
@@ -62,9 +63,14 @@ log = logging.getLogger(__name__)
 
 class HostRuntime:
     def __init__(
-        self, data_dir: DataDir, hypervisor: Driver | None = None, networking: bool = True
+        self,
+        data_dir: DataDir,
+        hypervisor: Driver | None = None,
+        networking: bool = True,
+        settings: HostSettings | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.settings = settings or HostSettings.from_env()
         self.disks = DiskManager(data_dir)
         self._hypervisor = hypervisor
         # every computer gets its own network namespace (needs root: CAP_NET_ADMIN)
@@ -122,7 +128,12 @@ class HostRuntime:
         if self._hypervisor is None:
             user = await asyncio.to_thread(self.vm_user)
             self._hypervisor = await asyncio.to_thread(
-                choose_driver, self.data_dir.host, image.kernel, image.initrd, user
+                choose_driver,
+                self.data_dir.host,
+                image.kernel,
+                image.initrd,
+                user,
+                self.settings.accel,
             )
         return self._hypervisor
 

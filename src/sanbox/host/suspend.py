@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,14 +35,9 @@ from .memory import MemoryOutcome, PauseError, SavedState, StateError
 if TYPE_CHECKING:  # runtime.py calls into this module
     from .runtime import HostRuntime
 
-RESTORE_ENV = "SANBOX_RESTORE"  # "copy": copy saved memory back instead of mapping it
 MIB = 1024 * 1024
 
 log = logging.getLogger(__name__)
-
-
-def copies_memory() -> bool:
-    return os.environ.get(RESTORE_ENV, "map") == "copy"
 
 
 def compat(spec: MachineSpec, image: Image, driver: Driver) -> dict[str, object]:
@@ -113,7 +107,7 @@ async def resume(rt: HostRuntime, spec: MachineSpec, image: Image) -> tuple[Mach
 async def _restore(
     rt: HostRuntime, spec: MachineSpec, image: Image, cdir: ComputerDir, saved: SavedState
 ) -> Machine:
-    if copies_memory():
+    if rt.settings.restore == "copy":  # copy saved memory back instead of mapping it
         ram = rt.data_dir.ram_file(spec.computer_id)
         await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, rt.memory_key)
         mapped = None

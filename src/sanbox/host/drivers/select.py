@@ -30,9 +30,12 @@ class Choice:
     reason: str
 
 
-def choose_driver(host_dir: Path, kernel: Path, initrd: Path, user: VmUser | None) -> Driver:
-    """Probe (once per host: cached in `host_dir`) and return this host's driver."""
-    choice = choose_accel(host_dir, kernel, initrd)
+def choose_driver(
+    host_dir: Path, kernel: Path, initrd: Path, user: VmUser | None, accel: str | None = None
+) -> Driver:
+    """Probe (once per host: cached in `host_dir`; `accel` overrides) and return this host's
+    driver."""
+    choice = choose_accel(host_dir, kernel, initrd, accel)
     accel = choice.accel
     if accel == "kvm" and user is not None and not kvm_usable_by(user):
         log.warning(
@@ -67,8 +70,9 @@ def cached_choice(host_dir: Path) -> Choice | None:
     return Choice(driver.name, choice.accel, driver.isolation, choice.reason)
 
 
-def probe_choice(host_dir: Path, kernel: Path, initrd: Path) -> Choice:
-    """Probe now if needed (cached per host) and say what was chosen and why."""
-    choice = choose_accel(host_dir, kernel, initrd)
+def probe_choice(host_dir: Path, kernel: Path, initrd: Path, accel: str | None = None) -> Choice:
+    """Probe now if needed (cached per host; `accel` overrides) and say what was chosen and
+    why."""
+    choice = choose_accel(host_dir, kernel, initrd, accel)
     driver = QemuHypervisor(choice.accel)
     return Choice(driver.name, choice.accel, driver.isolation, choice.reason)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..settings import HostSettings
 from .errors import UnknownTemplateError
 
 ASSETS = Path(__file__).parent / "assets"
@@ -30,7 +30,7 @@ BASE_PACKAGES = (
 
 
 def default_mirror() -> str:
-    return os.environ.get("SANBOX_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    return HostSettings.from_env().debian_mirror
 
 
 @dataclass(frozen=True)

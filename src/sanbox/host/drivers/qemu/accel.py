@@ -98,9 +98,11 @@ def probe_kvm(kernel: Path, initrd: Path, timeout: float = PROBE_TIMEOUT) -> tup
         proc.stdout.close()
 
 
-def choose_accel(cache_dir: Path, kernel: Path, initrd: Path) -> AccelChoice:
-    """SANBOX_ACCEL if set; else the cached probe for this host; else probe now and cache."""
-    override = os.environ.get("SANBOX_ACCEL", "").strip().lower()
+def choose_accel(
+    cache_dir: Path, kernel: Path, initrd: Path, override: str | None = None
+) -> AccelChoice:
+    """`override` (the operator's SANBOX_ACCEL) if set; else the cached probe for this host;
+    else probe now and cache."""
     if override:
         if override not in ACCELS:
             raise VmmError(f"SANBOX_ACCEL={override!r} is not one of kvm, tcg")
