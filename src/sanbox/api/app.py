@@ -14,6 +14,7 @@ from datetime import timedelta
 from fastapi import FastAPI
 
 from .. import __version__
+from .. import console as web_console
 from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
@@ -135,6 +136,7 @@ def create_app(
     for module in routers:
         app.include_router(module.router)
     app.router.routes.append(mcp.route())
+    web_console.mount(app)  # the web console at /console (docs/console.md)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
     app.add_middleware(PublishedPorts)  # outermost: published ports are relayed before the limit
