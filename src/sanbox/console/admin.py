@@ -80,5 +80,4 @@ async def create_key(request: Request, v: Writer) -> Response:
 @router.post("/admin/keys/{key_id}/revoke")
 async def revoke_key(request: Request, key_id: str, v: Writer) -> Response:
     _keys(request).revoke(v.principal, key_id)
-    request.app.state.console_sessions.end_key(key_id)
     return Response(status_code=204, headers={"HX-Refresh": "true"})

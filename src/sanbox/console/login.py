@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
 from ..api.auth import client_address
-from ..control.errors import AuthError, ControlError, ForbiddenError
+from ..control.errors import AuthError, ControlError
 from ..control.keys import Keys
 from . import csrf
 from .access import COOKIE, SECURE_COOKIE, Writer, cookie_name, secure, sessions
@@ -46,11 +46,11 @@ async def login_form(request: Request, why: str = "required") -> Response:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    csrf.check_origin(request)  # a login from another site (login CSRF) is refused
     form = await request.form()
     key = form.get("key")
     keys: Keys = request.app.state.keys
     try:
+        csrf.check_origin(request)  # a login from another site (login CSRF) is refused
         if not isinstance(key, str) or len(key) > MAX_KEY:
             raise AuthError("invalid API key", "unauthorized")
         principal = keys.authenticate(key.strip(), client_address(request))

@@ -9,6 +9,10 @@
   const tabs = [];
   let count = 0;
 
+  function send(tab, data) {
+    tab.ws.send(JSON.stringify({type: "stdin", data: b64(enc.encode(data))}));
+  }
+
   function connect(tab) {
     const id = document.getElementById("computer").dataset.id;
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
@@ -18,6 +22,7 @@
     ws.onopen = () => {
       tab.live = true;
       ws.send(JSON.stringify({type: "start", pty: true, rows: tab.term.rows, cols: tab.term.cols}));
+      for (const data of tab.pending.splice(0)) send(tab, data);  // typed while connecting
     };
     ws.onmessage = (ev) => {
       const msg = JSON.parse(ev.data);
@@ -59,11 +64,11 @@
     const fit = new FitAddon.FitAddon();
     term.loadAddon(fit);
     term.open(pane);
-    const tab = {button, pane, term, fit, ws: null, live: false};
+    const tab = {button, pane, term, fit, ws: null, live: false, pending: []};
     tabs.push(tab);
     term.onData((data) => {
-      if (tab.ws && tab.live) tab.ws.send(JSON.stringify({type: "stdin", data: b64(enc.encode(data))}));
-      else if (!tab.ws) connect(tab);
+      if (tab.ws && tab.live) send(tab, data);
+      else { tab.pending.push(data); if (!tab.ws) connect(tab); }
     });
     term.onResize(({rows, cols}) => {
       if (tab.ws && tab.live) tab.ws.send(JSON.stringify({type: "resize", rows, cols}));

@@ -1,0 +1,178 @@
+"""The console in a real Chromium against a real server: log in, a computer appearing as running
+without a reload, terminals, files, ports, CSRF, revoked keys and org isolation."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Live, log_in, shot
+
+pytestmark = pytest.mark.browser
+TIMEOUT = 30_000  # ms
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, live: Live) -> Any:
+    found = log_in(browser, live, live.key)
+    yield found
+    found.context.close()
+
+
+@pytest.fixture(scope="module")
+def computer(page: Any, live: Live) -> str:
+    """web1, created from the page and seen running there without a reload."""
+    page.goto("/console/computers")
+    page.fill("#create-name", "web1")
+    page.click("#create-submit")
+    row = page.locator("#rows tr", has_text="web1")
+    row.locator(".state-running").wait_for(timeout=TIMEOUT)
+    shot(page, "computers")
+    return str(row.get_attribute("data-id"))
+
+
+def terminal_text(page: Any, index: int) -> list[str]:
+    rows = page.locator(".term-pane").nth(index).locator(".xterm-rows > div")
+    return [line.rstrip() for line in rows.all_inner_texts()]
+
+
+def test_login_keeps_the_key_out_of_pages_urls_and_cookies(page: Any, live: Live) -> None:
+    cookies = page.context.cookies()
+    assert [c["name"] for c in cookies] == ["sanbox_console"]
+    assert cookies[0]["httpOnly"] and cookies[0]["sameSite"] == "Strict"
+    for path in ("/console/computers", "/console/templates", "/console/secrets", "/console/admin"):
+        page.goto(path)
+        assert live.key not in page.content() and live.key not in page.url
+        shot(page, path.rsplit("/", 1)[1])
+    assert all(live.key not in c["value"] for c in page.context.cookies())
+    assert page.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
+    stored = page.evaluate("JSON.stringify([{...localStorage}, {...sessionStorage}])")
+    assert live.key not in stored and "csrf" not in stored
+
+
+def test_created_computer_appears_running_without_reload(computer: str) -> None:
+    assert computer.startswith("cmp_")
+
+
+def test_terminal_tabs(page: Any, computer: str) -> None:
+    page.goto(f"/console/computers/{computer}")
+    page.locator(".term-pane .xterm-rows").first.wait_for(timeout=TIMEOUT)
+    page.locator(".term-pane").first.click()
+    page.keyboard.type("echo hi\n")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.term-pane')[0]"
+        ".querySelectorAll('.xterm-rows > div')].some(d => d.textContent.trim() === 'hi')",
+        timeout=TIMEOUT,
+    )
+    page.click("#new-terminal")
+    assert page.locator(".term-tab").count() == 2
+    page.locator(".term-pane").nth(1).click()
+    page.keyboard.type("echo second-$((40+2))\n")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.term-pane')[1]"
+        ".querySelectorAll('.xterm-rows > div')].some(d => d.textContent.trim() === 'second-42')",
+        timeout=TIMEOUT,
+    )
+    shot(page, "computer-terminal")
+
+
+def test_upload_then_read_back_through_exec(page: Any, live: Live, computer: str) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="sbup", dir=live.root))
+    local = folder / "local"
+    local.mkdir()
+    (local / "note.txt").write_text("uploaded from the console\n")
+    page.goto(f"/console/computers/{computer}")
+    page.fill("#files-path", str(folder))
+    page.click("#files-nav button")
+    page.locator(f"#files-listing[data-path='{folder}']").wait_for(timeout=TIMEOUT)
+    page.set_input_files("#upload-input", str(local / "note.txt"))
+    page.locator("#files-listing tr[data-name='note.txt']").wait_for(timeout=TIMEOUT)
+    shot(page, "computer-files")
+    with live.api() as api:
+        out = api.post(
+            f"/v1/computers/{computer}/exec", json={"cmd": ["cat", f"{folder}/note.txt"]}
+        )
+    assert out.json()["stdout"] == "uploaded from the console\n"
+
+
+def test_publish_a_port_and_open_it(page: Any, live: Live, computer: str) -> None:
+    from .conftest import free_port
+
+    port = free_port()
+    folder = Path(tempfile.mkdtemp(prefix="sbweb", dir=live.root))
+    (folder / "index.html").write_text("<h1>served by the computer</h1>")
+    with live.api() as api:
+        serve = f"{sys.executable} -m http.server {port} --bind 127.0.0.1"
+        cmd = f"cd {folder} && nohup {serve} >/dev/null 2>&1 &"
+        api.post(f"/v1/computers/{computer}/exec", json={"cmd": cmd})
+    page.goto(f"/console/computers/{computer}")
+    page.fill("#publish-port", str(port))
+    page.click("#publish")
+    button = page.locator(f"#ports tr[data-port='{port}'] .open-port")
+    button.wait_for(timeout=TIMEOUT)
+    with page.context.expect_page() as opened:
+        button.click()
+    served = opened.value
+    served.wait_for_load_state()
+    served.locator("h1", has_text="served by the computer").wait_for(timeout=TIMEOUT)
+    shot(served, "published-port")
+    served.close()
+
+
+def test_a_post_without_the_csrf_token_is_refused(page: Any, live: Live) -> None:
+    page.goto("/console/computers")
+    origin = {"Origin": live.url}
+    refused = page.request.post("/console/computers", form={"name": "sneaky"}, headers=origin)
+    assert refused.status == 403 and refused.json()["error"]["code"] == "csrf_failed"
+    token = page.locator("meta[name=csrf-token]").get_attribute("content")
+    foreign = page.request.post(
+        "/console/computers",
+        form={"name": "sneaky"},
+        headers={"Origin": "http://evil.example", "X-CSRF-Token": token},
+    )
+    assert foreign.status == 403
+    with live.api() as api:
+        names = [c["name"] for c in api.get("/v1/computers").json()["computers"]]
+    assert "sneaky" not in names
+
+
+def test_revoked_key_logs_its_session_out(browser: Any, page: Any, live: Live) -> None:
+    with live.api() as api:
+        made = api.post("/v1/keys", json={"name": "visitor"}).json()
+    other = log_in(browser, live, made["key"])
+    page.goto("/console/admin")
+    revoke = page.locator(f"#keys tr[data-key='{made['id']}'] button", has_text="Revoke")
+    revoke.click()
+    revoke.wait_for(state="detached", timeout=TIMEOUT)  # the page reloads with the key revoked
+    other.click("nav >> text=Templates")
+    other.wait_for_url("**/console/login?why=ended")
+    assert "revoked" in other.content()
+    shot(other, "logged-out")
+    other.context.close()
+
+
+def test_another_org_sees_none_of_the_first_orgs_computers(
+    browser: Any, live: Live, computer: str
+) -> None:
+    with live.api() as api:
+        api.post("/v1/orgs", json={"name": "other"}).raise_for_status()
+        made = api.post("/v1/keys", json={"org": "other", "name": "o"}).json()
+    other = log_in(browser, live, made["key"])
+    assert other.locator("#rows tr").count() == 0
+    assert "web1" not in other.content()
+    denied = other.goto(f"/console/computers/{computer}")
+    assert denied is not None and denied.status == 404
+    shot(other, "other-org")
+    other.context.close()
+
+
+def test_phone_width(browser: Any, live: Live, computer: str) -> None:
+    phone = log_in(browser, live, live.key, width=390)
+    phone.goto(f"/console/computers/{computer}")
+    shot(phone, "computer-phone")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390 + 40
+    phone.context.close()
