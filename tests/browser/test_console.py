@@ -28,6 +28,10 @@ def computer(page: Any, live: Live) -> str:
     """web1, created from the page and seen running there without a reload."""
     page.goto("/console/computers")
     page.fill("#create-name", "web1")
+    # the stand-in's shells are this host's own login shells: a HOME of their own keeps them off
+    # the host's profile (a slow one, a lock another shell left)
+    home = Path(tempfile.mkdtemp(prefix="sbhome", dir=live.root))
+    page.fill("#create-env", f"HOME={home}")
     page.click("#create-submit")
     row = page.locator("#rows tr", has_text="web1")
     row.locator(".state-running").wait_for(timeout=TIMEOUT)
@@ -35,9 +39,14 @@ def computer(page: Any, live: Live) -> str:
     return str(row.get_attribute("data-id"))
 
 
-def terminal_text(page: Any, index: int) -> list[str]:
-    rows = page.locator(".term-pane").nth(index).locator(".xterm-rows > div")
-    return [line.rstrip() for line in rows.all_inner_texts()]
+def prompt(page: Any, index: int) -> None:
+    """Wait for the shell's prompt: a shell may drop what was typed before it was ready."""
+    page.wait_for_function(
+        "i => [...document.querySelectorAll('.term-pane')[i]"
+        ".querySelectorAll('.xterm-rows > div')].some(d => /[#$] ?$/.test(d.textContent.trim()))",
+        arg=index,
+        timeout=TIMEOUT,
+    )
 
 
 def test_login_keeps_the_key_out_of_pages_urls_and_cookies(page: Any, live: Live) -> None:
@@ -60,7 +69,7 @@ def test_created_computer_appears_running_without_reload(computer: str) -> None:
 
 def test_terminal_tabs(page: Any, computer: str) -> None:
     page.goto(f"/console/computers/{computer}")
-    page.locator(".term-pane .xterm-rows").first.wait_for(timeout=TIMEOUT)
+    prompt(page, 0)
     page.locator(".term-pane").first.click()
     page.keyboard.type("echo hi\n")
     page.wait_for_function(
@@ -70,6 +79,7 @@ def test_terminal_tabs(page: Any, computer: str) -> None:
     )
     page.click("#new-terminal")
     assert page.locator(".term-tab").count() == 2
+    prompt(page, 1)
     page.locator(".term-pane").nth(1).click()
     page.keyboard.type("echo second-$((40+2))\n")
     page.wait_for_function(

@@ -87,7 +87,7 @@ async def writer(request: Request) -> Viewer:
     return found
 
 
-def plane(request: Request) -> Computers:
+def plane(request: HTTPConnection) -> Computers:
     found: Computers = request.app.state.computers
     return found
 

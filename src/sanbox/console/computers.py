@@ -17,7 +17,7 @@ from ..control.create import CreateRequest
 from ..control.errors import InvalidRequestError, NotFoundError
 from ..store.models import ComputerRow
 from .access import LoginNeeded, Plane, Reader, Viewer, Writer, viewer
-from .forms import number, text, text_list
+from .forms import number, pairs, text, text_list
 from .render import ConsoleRoute, fragment, html, page
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
@@ -115,6 +115,8 @@ async def create(request: Request, v: Writer, plane: Plane) -> Response:
         disk_gib=number(form, "disk_gib"),
         idle_timeout=number(form, "idle_timeout"),
         allow=tuple(text_list(form, "allow")) if text(form, "allow") is not None else None,
+        env=pairs(form, "env"),
+        labels=pairs(form, "labels"),
     )
     if source == "snapshot" and req.from_snapshot is None:
         raise InvalidRequestError("choose the snapshot to create the computer from")

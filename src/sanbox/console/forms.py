@@ -32,3 +32,16 @@ def text_list(form: FormData, name: str) -> list[str]:
     """One item a line (or comma-separated)."""
     value = text(form, name) or ""
     return [item.strip() for item in value.replace(",", "\n").splitlines() if item.strip()]
+
+
+def pairs(form: FormData, name: str) -> dict[str, str]:
+    """KEY=VALUE, one a line."""
+    found = {}
+    for line in (text(form, name) or "").splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.strip().partition("=")
+        if not sep or not key:
+            raise InvalidRequestError(f"{name}: {line[:40]!r} is not KEY=VALUE")
+        found[key] = value
+    return found

@@ -1,0 +1,101 @@
+"""Console sessions and login links: expiry, bounds, one-time links; the view-only RFB filter."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from sanbox.console import sessions as sessions_mod
+from sanbox.console.rfb_filter import RfbRefused, ViewOnly
+from sanbox.console.sessions import ABSOLUTE, IDLE, LINK_TTL, PER_KEY, Sessions
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_session_is_found_by_its_token_only() -> None:
+    s = Sessions(Clock())
+    token, session = s.open("key_1")
+    assert s.find(token) is session
+    assert s.find(token + "x") is None and s.find(None) is None and s.find("a" * 500) is None
+    assert token not in repr(s._sessions)  # only its digest is kept
+
+
+def test_sessions_expire_when_idle_and_after_their_lifetime() -> None:
+    clock = Clock()
+    s = Sessions(clock)
+    token, _ = s.open("key_1")
+    clock.now += IDLE + 1
+    assert s.find(token) is None
+    token, _ = s.open("key_1")
+    for _ in range(int(ABSOLUTE // (IDLE / 2)) + 1):
+        clock.now += IDLE / 2
+        found = s.find(token)
+    assert found is None
+
+
+def test_a_key_keeps_at_most_its_share_of_sessions() -> None:
+    s = Sessions(Clock())
+    tokens = [s.open("key_1")[0] for _ in range(PER_KEY + 3)]
+    assert s.find(tokens[0]) is None
+    assert s.find(tokens[-1]) is not None
+    assert len(s) == PER_KEY
+
+
+def test_the_store_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sessions_mod, "CAPACITY", 5)
+    s = Sessions(Clock())
+    for i in range(20):
+        s.open(f"key_{i}")
+    assert len(s) == 5
+
+
+def test_ending_a_key_ends_its_sessions() -> None:
+    s = Sessions(Clock())
+    mine, _ = s.open("key_1")
+    other, _ = s.open("key_2")
+    assert s.end_key("key_1") == 1
+    assert s.find(mine) is None and s.find(other) is not None
+
+
+def test_a_login_link_works_once_and_expires() -> None:
+    clock = Clock()
+    s = Sessions(clock)
+    link = s.make_link("key_1")
+    assert s.spend_link(link) == "key_1"
+    assert s.spend_link(link) is None
+    late = s.make_link("key_1")
+    clock.now += LINK_TTL + 1
+    assert s.spend_link(late) is None
+
+
+HANDSHAKE = b"RFB 003.008\n" + bytes([1]) + bytes([0])
+KEY = struct.pack(">BBxxI", 4, 1, 0x61)
+POINTER = struct.pack(">BBHH", 5, 1, 10, 20)
+CUT = struct.pack(">BxxxI", 6, 3) + b"abc"
+UPDATE = struct.pack(">BBHHHH", 3, 1, 0, 0, 800, 600)
+ENCODINGS = struct.pack(">BxH", 2, 2) + struct.pack(">ii", 0, -223)
+
+
+def test_watching_relays_the_display_requests_and_drops_every_input() -> None:
+    gate = ViewOnly()
+    stream = HANDSHAKE + ENCODINGS + KEY + POINTER + UPDATE + CUT + UPDATE
+    out = b"".join(gate.feed(stream[i : i + 3]) for i in range(0, len(stream), 3))
+    assert out == b"RFB 003.008\n" + bytes([1, 1]) + ENCODINGS + UPDATE + UPDATE
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [b"HTTP/1.1 200\r\n", b"RFB 003.008\n" + bytes([2]), HANDSHAKE + bytes([99]) + bytes(20)],
+)
+def test_watching_refuses_what_it_cannot_parse(stream: bytes) -> None:
+    with pytest.raises(RfbRefused):
+        ViewOnly().feed(stream)
