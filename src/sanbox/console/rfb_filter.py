@@ -9,7 +9,6 @@ None); the client's ClientInit is forced to `shared` so a watcher never disconne
 
 from __future__ import annotations
 
-
 VERSION = 12  # "RFB 003.008\n"
 SECURITY_NONE = 1
 # client message type -> (fixed length, length of the count field after it, bytes per counted)
