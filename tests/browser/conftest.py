@@ -105,21 +105,31 @@ def running_server() -> Iterator[Live]:
 
 @pytest.fixture(scope="session")
 def browser(live: Live) -> Iterator[Any]:
+    with chromium() as found:
+        yield found
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium under Playwright (never a downloaded browser)."""
     from playwright.sync_api import sync_playwright
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         found = p.chromium.launch(executable_path=str(CHROMIUM))
-        yield found
-        found.close()
+        try:
+            yield found
+        finally:
+            found.close()
 
 
 def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def log_in(browser: Any, live: Live, key: str, width: int = 1280) -> Any:
-    context = browser.new_context(base_url=live.url, viewport={"width": width, "height": 900})
+def log_in(browser: Any, live: Live | str, key: str, width: int = 1280) -> Any:
+    url = live if isinstance(live, str) else live.url
+    context = browser.new_context(base_url=url, viewport={"width": width, "height": 900})
     page = context.new_page()
     page.on("dialog", lambda d: d.accept())
     page.goto("/console")

@@ -28,6 +28,13 @@
     return new Blob(parts, {type: "application/x-tar"});
   }
 
+  function line_of(r) {
+    if (r.type === "output") return r.text || "";
+    if (r.type === "step") return "[step " + r.index + "/" + r.total + "] " + r.description + (r.cached ? " (cached)" : "");
+    if (r.type === "done") return "[done: " + r.state + "] " + (r.message || "");
+    return "[" + r.type + "] " + (r.message || "");
+  }
+
   async function follow(ref) {
     const log = document.getElementById("build-log");
     const res = await window.sanboxCall("/console/templates/" + ref + "/logs");
@@ -42,7 +49,7 @@
       for (const line of lines) {
         if (!line) continue;
         const r = JSON.parse(line);
-        log.textContent += (r.type === "output" ? r.text || r.data || "" : "[" + r.type + "] " + (r.message || r.step || r.state || "")) + "\n";
+        log.textContent += line_of(r) + "\n";
         log.scrollTop = log.scrollHeight;
       }
     }
