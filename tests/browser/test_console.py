@@ -92,6 +92,15 @@ def test_terminal_tabs(page: Any, computer: str) -> None:
     shot(page, "computer-terminal")
 
 
+def test_cpu_and_memory_charts(page: Any, computer: str) -> None:
+    page.goto(f"/console/computers/{computer}")
+    charts = page.locator("#charts svg.chart")
+    assert charts.count() == 2
+    points = charts.nth(1).locator("polyline").get_attribute("points") or ""
+    assert len(points.split()) >= 2, "memory was sampled over time"
+    assert "Memory:" in (charts.nth(1).text_content() or "")
+
+
 def test_upload_then_read_back_through_exec(page: Any, live: Live, computer: str) -> None:
     folder = Path(tempfile.mkdtemp(prefix="sbup", dir=live.root))
     local = folder / "local"
@@ -178,6 +187,11 @@ def test_revoked_key_logs_its_session_out(browser: Any, page: Any, live: Live) -
     with live.api() as api:
         made = api.post("/v1/keys", json={"name": "visitor"}).json()
     other = log_in(browser, live, made["key"])
+    assert other.locator("nav >> text=Admin").count() == 0  # a member key: no admin pages
+    refused = other.goto("/console/admin")
+    assert refused is not None and refused.status == 403
+    assert "admin API key" in other.content()
+    other.goto("/console/computers")
     page.goto("/console/admin")
     revoke = page.locator(f"#keys tr[data-key='{made['id']}'] button", has_text="Revoke")
     revoke.click()
@@ -210,3 +224,21 @@ def test_phone_width(browser: Any, live: Live, computer: str) -> None:
     shot(phone, "computer-phone")
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390 + 40
     phone.context.close()
+
+
+def test_a_login_link_works_once(browser: Any, live: Live) -> None:
+    from sanbox.sdk import Sanbox
+
+    with Sanbox(live.url, live.key) as client:
+        url = client.console_link()
+    assert live.key not in url
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url)
+    page.click("#link-login")
+    page.wait_for_url("**/console/computers")
+    again = context.new_page()
+    again.goto(url)
+    again.click("#link-login")
+    again.wait_for_url("**/console/login?why=link")
+    context.close()

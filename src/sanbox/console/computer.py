@@ -18,6 +18,7 @@ from ..api.settings import ServerSettings
 from ..control.errors import InvalidRequestError, NotFoundError
 from ..control.network import publication
 from .access import Plane, Reader, Viewer, Writer
+from .charts import computer_charts
 from .computers import view
 from .forms import number, text, text_list
 from .render import ConsoleRoute, fragment, page
@@ -65,6 +66,7 @@ async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> 
         bindings=bindings,
         snapshots=snapshots,
         server=_settings(request).url,
+        charts=computer_charts(request.app.state.samples.of(row.id), row.memory_mib),
     )
 
 
