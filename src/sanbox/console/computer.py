@@ -25,6 +25,11 @@ from .render import ConsoleRoute, fragment, page
 
 router = APIRouter(prefix="/console/computers", route_class=ConsoleRoute, include_in_schema=False)
 VERBS = ("start", "stop", "restart", "pause", "resume")
+STARTS = (
+    "computer.running",
+    "computer.resumed",
+    "computer.woken",
+)  # what its last start or resume did
 EVENTS_SHOWN = 50
 DENIALS_SHOWN = 20
 CONSOLE_LINES = 60
@@ -53,6 +58,7 @@ async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> 
     c = view(row, v.org.name)
     events = plane.events(v.org, row.id)
     denials = [e for e in events if e["type"] == "network.denied"][-DENIALS_SHOWN:]
+    starts = [e for e in events if e["type"] in STARTS]
     bindings = plane.secrets.bindings(v.org, row.id)
     snapshots = [s for s in plane.snapshots(v.org) if s.computer_id == row.id]
     return page(
@@ -66,6 +72,7 @@ async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> 
         bindings=bindings,
         snapshots=snapshots,
         server=_settings(request).url,
+        last_start=starts[-1] if starts else None,
         charts=computer_charts(request.app.state.samples.of(row.id), row.memory_mib),
     )
 

@@ -59,10 +59,11 @@
     const row = t.firstElementChild;
     const rowId = id || (row && row.dataset.id);
     const old = document.getElementById("row-" + rowId);
-    if (!row) { if (old) old.remove(); return; }
+    if (!row) { if (old) old.remove(); document.getElementById("count").textContent = rows.children.length; return; }
     const wanted = document.getElementById("computers").dataset.filterState;
     if (wanted && row.dataset.state !== wanted) { if (old) old.remove(); return; }
     if (old) old.replaceWith(row); else rows.prepend(row);
+    document.getElementById("count").textContent = rows.children.length;
     const empty = document.getElementById("empty");
     if (empty) empty.remove();
   }
