@@ -183,7 +183,9 @@ def test_a_post_without_the_csrf_token_is_refused(page: Any, live: Live) -> None
     assert "sneaky" not in names
 
 
-def test_revoked_key_logs_its_session_out(browser: Any, page: Any, live: Live) -> None:
+def test_revoked_key_logs_its_session_out(
+    browser: Any, page: Any, live: Live, computer: str
+) -> None:
     with live.api() as api:
         made = api.post("/v1/keys", json={"name": "visitor"}).json()
     other = log_in(browser, live, made["key"])
@@ -191,11 +193,16 @@ def test_revoked_key_logs_its_session_out(browser: Any, page: Any, live: Live) -
     refused = other.goto("/console/admin")
     assert refused is not None and refused.status == 403
     assert "admin API key" in other.content()
-    other.goto("/console/computers")
+    other.goto(f"/console/computers/{computer}")  # a terminal open when the key goes
+    prompt(other, 0)
     page.goto("/console/admin")
     revoke = page.locator(f"#keys tr[data-key='{made['id']}'] button", has_text="Revoke")
     revoke.click()
     revoke.wait_for(state="detached", timeout=TIMEOUT)  # the page reloads with the key revoked
+    other.wait_for_function(
+        "() => document.querySelector('.term-pane').textContent.includes('session ended')",
+        timeout=TIMEOUT,
+    )
     other.click("nav >> text=Templates")
     other.wait_for_url("**/console/login?why=ended")
     assert "revoked" in other.content()

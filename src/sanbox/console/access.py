@@ -6,8 +6,11 @@ login page (`LoginNeeded`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
@@ -21,6 +24,7 @@ from ..store.repo import ACTOR
 from . import csrf
 from .sessions import Session, Sessions
 
+RECHECK = 5.0  # seconds between the checks of a live stream's or socket's session
 COOKIE = "sanbox_console"
 SECURE_COOKIE = "__Host-sanbox_console"  # over HTTPS: Secure, Path=/, no Domain
 
@@ -56,20 +60,20 @@ def sessions(conn: HTTPConnection) -> Sessions:
     return found
 
 
-def viewer(conn: HTTPConnection) -> Viewer:
+def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
+    """The session's viewer, or LoginNeeded; `take`: counted against the key's request rate
+    (a live stream's re-check is not)."""
     token = conn.cookies.get(cookie_name(conn))
     session = sessions(conn).find(token)
     if session is None:
         raise LoginNeeded()
     keys: Keys = conn.app.state.keys
     try:
-        principal = keys.principal_of(session.key_id)
-    except KeyRefusedError as exc:
+        principal = keys.principal_of(session.key_id, take)
+    except KeyRefusedError as exc:  # the session stays, so each of its pages can say why
         note_actor(conn.scope, exc.key_id, exc.key_prefix, exc.org_id)
-        sessions(conn).end_key(session.key_id)
         raise LoginNeeded("ended") from exc
     except AuthError as exc:
-        sessions(conn).end_key(session.key_id)
         raise LoginNeeded("ended") from exc
     note_actor(conn.scope, principal.key.id, principal.key.prefix, principal.org.id)
     ACTOR.set(principal.key.prefix)
@@ -95,3 +99,32 @@ def plane(request: HTTPConnection) -> Computers:
 Reader = Annotated[Viewer, Depends(reader)]
 Writer = Annotated[Viewer, Depends(writer)]
 Plane = Annotated[Computers, Depends(plane)]
+
+
+async def still_valid(conn: HTTPConnection, every: float = RECHECK) -> None:
+    """Return once the connection's session ends (logout, expiry, its key revoked or expired),
+    checking every `every` seconds: a live stream or socket ends with its session."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            viewer(conn, take=False)
+        except LoginNeeded:
+            return
+
+
+async def while_valid(conn: HTTPConnection, work: Coroutine[Any, Any, None]) -> bool:
+    """Run `work` (a socket's session) until it ends or the connection's session does; False
+    if the session ended first (`work` is cancelled)."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(still_valid(conn))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+            return True
+        return False
+    finally:
+        for pending in (task, watch):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,10 @@ from .forms import number, pairs, text, text_list
 from .render import ConsoleRoute, fragment, html, page
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
-KEEPALIVE = 15.0  # seconds; the session's key is checked again at each
+KEEPALIVE = 15.0  # seconds
+RECHECK = (
+    1.0  # seconds: the session's key is checked again at most this often, and at each keepalive
+)
 
 
 def view(row: ComputerRow, org: str) -> dict[str, Any]:
@@ -82,17 +86,20 @@ async def computers_stream(request: Request, v: Reader, plane: Plane, q: str = "
     async def stream() -> AsyncIterator[str]:
         async with plane.subscribe(v.org) as queue:
             yield ": open\n\n"
+            checked = time.monotonic()
             while not await request.is_disconnected():
                 try:
                     async with asyncio.timeout(KEEPALIVE):
                         item = await queue.get()
                 except TimeoutError:
                     item = None
-                try:
-                    viewer(request)  # the key may have been revoked meanwhile
-                except LoginNeeded:
-                    yield "event: logout\ndata: {}\n\n"
-                    return
+                if item is None or time.monotonic() - checked >= RECHECK:
+                    checked = time.monotonic()
+                    try:  # the key may have been revoked meanwhile (not counted as a request)
+                        viewer(request, take=False)
+                    except LoginNeeded:
+                        yield "event: logout\ndata: {}\n\n"
+                        return
                 if item is None:
                     yield ": keepalive\n\n"
                 elif item.get("computer_id"):

@@ -14,7 +14,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from ..api.routes._ws import close_with_control_error, close_with_error
 from ..control.errors import ControlError
 from ..control.guest import TcpStream
-from .access import LoginNeeded, plane, viewer
+from .access import LoginNeeded, plane, viewer, while_valid
 from .csrf import same_origin
 from .rfb_filter import RfbRefused, ViewOnly
 
@@ -42,6 +42,21 @@ async def _down(ws: WebSocket, stream: TcpStream) -> None:
         await ws.send_bytes(chunk)
 
 
+async def _relay(ws: WebSocket, stream: TcpStream, gate: ViewOnly | None) -> None:
+    """Both directions until either ends; the error of the one that failed, if one did."""
+    up = asyncio.ensure_future(_up(ws, stream, gate))
+    down = asyncio.ensure_future(_down(ws, stream))
+    try:
+        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in (up, down):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 @router.websocket("/{ref}/screen/{mode}")
 async def screen(ws: WebSocket, ref: str, mode: str) -> None:
     if not same_origin(ws) or mode not in MODES:
@@ -56,17 +71,9 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
     gate = ViewOnly() if mode == "watch" else None
     try:
         async with plane(ws).tcp(who.org, ref, DISPLAY_PORT) as stream:
-            up = asyncio.ensure_future(_up(ws, stream, gate))
-            down = asyncio.ensure_future(_down(ws, stream))
-            try:
-                done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()
-            finally:
-                for task in (up, down):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            if not await while_valid(ws, _relay(ws, stream, gate)):
+                await ws.close(code=1008, reason="your console session ended: log in again")
+                return
     except WebSocketDisconnect:
         return
     except RfbRefused as exc:

@@ -11,7 +11,7 @@ from ..api.routes._ws import close_with_error
 from ..api.routes.exec import serve_stream
 from ..control.errors import AuthError
 from ..control.keys import Principal
-from .access import LoginNeeded, viewer
+from .access import LoginNeeded, viewer, while_valid
 from .csrf import same_origin
 
 router = APIRouter(prefix="/console/computers")
@@ -33,4 +33,5 @@ async def terminal(ws: WebSocket, ref: str) -> None:
     if ws.query_params:  # nothing rides in the URL; a stray `token` is not a way in
         await close_with_error(ws, "validation_error", "the terminal takes no query parameters")
         return
-    await serve_stream(ws, ref, _principal)
+    if not await while_valid(ws, serve_stream(ws, ref, _principal)):
+        await close_with_error(ws, "unauthorized", "your console session ended: log in again")

@@ -192,10 +192,11 @@ class Keys:
         self.take(key)
         return key
 
-    def principal_of(self, key_id: str) -> Principal:
+    def principal_of(self, key_id: str, take: bool = True) -> Principal:
         """The principal of a key known by id (a console session names the key it was made
         from), checked as `authenticate` checks a presented key: AuthError if it is gone,
-        KeyRefusedError if revoked or expired, RateLimitedError past its request rate."""
+        KeyRefusedError if revoked or expired, RateLimitedError past its request rate (`take`:
+        counted as a request; a live stream's re-check is not one)."""
         now = self.now()
         with self.db.session() as s:
             key = repo.key_by_id(s, key_id)
@@ -209,7 +210,8 @@ class Keys:
             raise AuthError("this session's API key no longer exists", "unauthorized")
         if why is not None:
             raise KeyRefusedError(why, key.id, key.prefix, key.org_id)
-        self.take(key)
+        if take:
+            self.take(key)
         return Principal(org=org, key=key)
 
     # orgs -------------------------------------------------------------------------------------
