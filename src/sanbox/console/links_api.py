@@ -22,4 +22,5 @@ class ConsoleLink(BaseModel):
 async def make_link(request: Request, auth: Auth) -> ConsoleLink:
     sessions: Sessions = request.app.state.console_sessions
     token = sessions.make_link(auth.key.id)
-    return ConsoleLink(url=f"{request.base_url}console/link?t={token}", expires_in=int(LINK_TTL))
+    # in the fragment: a browser never sends it, so it is in no server's access log or Referer
+    return ConsoleLink(url=f"{request.base_url}console/link#t={token}", expires_in=int(LINK_TTL))

@@ -60,9 +60,10 @@ async def login(request: Request) -> Response:
 
 
 @router.get("/link")
-async def link_form(request: Request, t: str = "") -> Response:
-    """The page a login link opens: a button, so a link previewer fetching it spends nothing."""
-    return page("link.html", None, token=t[:128])
+async def link_form(request: Request) -> Response:
+    """The page a login link opens: its token is in the URL's fragment, which the page's script
+    puts in the form; a button, so a link previewer fetching it spends nothing."""
+    return page("link.html", None)
 
 
 @router.post("/link")

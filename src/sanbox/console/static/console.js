@@ -139,5 +139,14 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", () => { live(); files(); ports(); });
+  function loginLink() {
+    // a login link's token rides in the fragment (never sent to a server): into the form, then
+    // out of the address bar and the history
+    const field = document.getElementById("link-token");
+    if (!field) return;
+    field.value = new URLSearchParams(location.hash.slice(1)).get("t") || "";
+    history.replaceState(null, "", location.pathname);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => { loginLink(); live(); files(); ports(); });
 })();
