@@ -7,6 +7,7 @@ import io
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +250,75 @@ def test_a_login_link_works_once(browser: Any, live: Live) -> None:
     again.click("#link-login")
     again.wait_for_url("**/console/login?why=link")
     context.close()
+
+
+class FakeDisplay:
+    """A VNC server's stand-in on this host's 127.0.0.1:5901 (where the stand-in's computers'
+    loopback is this host's): it greets as RFB 3.8 with security None and records every byte a
+    client sends."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.received = bytearray()
+        self.sock = socket.create_server(("127.0.0.1", 5901))
+        self.sock.settimeout(30)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.sendall(b"RFB 003.008\n")
+                    conn.sendall(bytes([1, 1]))  # one security type: None
+                    while chunk := conn.recv(65536):
+                        self.received += chunk
+                        if self.received.endswith(b"RFB 003.008\n" + bytes([1])):
+                            conn.sendall(bytes(4))  # SecurityResult: OK
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_screen_watch_drops_input_and_take_over_passes_it(
+    page: Any, live: Live, computer: str
+) -> None:
+    """The server, not the page, keeps watching read-only: a client that sends key and pointer
+    events on the watch socket reaches the display with none of them."""
+    import struct
+
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    try:
+        display = FakeDisplay()
+    except OSError:
+        pytest.skip("127.0.0.1:5901 is taken on this host")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "sanbox_console")
+    headers = {"Origin": live.url, "Cookie": f"sanbox_console={cookie['value']}"}
+    ws_url = live.url.replace("http", "ws") + f"/console/computers/{computer}/screen/"
+    key = struct.pack(">BBxxI", 4, 1, 0x61)
+    pointer = struct.pack(">BBHH", 5, 1, 10, 20)
+    update = struct.pack(">BBHHHH", 3, 0, 0, 0, 64, 64)
+    try:
+        for mode in ("watch", "control"):
+            display.received.clear()
+            with connect(ws_url + mode, additional_headers=headers) as ws:
+                assert ws.recv(timeout=10)[:12] == b"RFB 003.008\n"
+                ws.send(b"RFB 003.008\n" + bytes([1]))
+                ws.send(bytes([1]) + key + pointer + update)
+                deadline = time.monotonic() + 10
+                while update not in display.received and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            assert update in display.received
+            sent_input = key in display.received or pointer in display.received
+            assert sent_input == (mode == "control"), mode
+        foreign = {**headers, "Origin": "http://evil.example"}
+        with pytest.raises(InvalidStatus):  # refused before any byte: it came from another site
+            connect(ws_url + "watch", additional_headers=foreign)
+    finally:
+        display.close()

@@ -1,13 +1,10 @@
-"""Console sessions and login links: expiry, bounds, one-time links; the view-only RFB filter."""
+"""Console sessions and login links: expiry, bounds, one-time links."""
 
 from __future__ import annotations
-
-import struct
 
 import pytest
 
 from sanbox.console import sessions as sessions_mod
-from sanbox.console.rfb_filter import RfbRefused, ViewOnly
 from sanbox.console.sessions import ABSOLUTE, IDLE, LINK_TTL, PER_KEY, Sessions
 
 pytestmark = pytest.mark.unit
@@ -75,27 +72,3 @@ def test_a_login_link_works_once_and_expires() -> None:
     late = s.make_link("key_1")
     clock.now += LINK_TTL + 1
     assert s.spend_link(late) is None
-
-
-HANDSHAKE = b"RFB 003.008\n" + bytes([1]) + bytes([0])
-KEY = struct.pack(">BBxxI", 4, 1, 0x61)
-POINTER = struct.pack(">BBHH", 5, 1, 10, 20)
-CUT = struct.pack(">BxxxI", 6, 3) + b"abc"
-UPDATE = struct.pack(">BBHHHH", 3, 1, 0, 0, 800, 600)
-ENCODINGS = struct.pack(">BxH", 2, 2) + struct.pack(">ii", 0, -223)
-
-
-def test_watching_relays_the_display_requests_and_drops_every_input() -> None:
-    gate = ViewOnly()
-    stream = HANDSHAKE + ENCODINGS + KEY + POINTER + UPDATE + CUT + UPDATE
-    out = b"".join(gate.feed(stream[i : i + 3]) for i in range(0, len(stream), 3))
-    assert out == b"RFB 003.008\n" + bytes([1, 1]) + ENCODINGS + UPDATE + UPDATE
-
-
-@pytest.mark.parametrize(
-    "stream",
-    [b"HTTP/1.1 200\r\n", b"RFB 003.008\n" + bytes([2]), HANDSHAKE + bytes([99]) + bytes(20)],
-)
-def test_watching_refuses_what_it_cannot_parse(stream: bytes) -> None:
-    with pytest.raises(RfbRefused):
-        ViewOnly().feed(stream)

@@ -1,6 +1,7 @@
 """A browser computer's screen: its VNC display (the browser type's Xvnc on the guest's
 127.0.0.1:5901) as a binary WebSocket for noVNC, at /console/computers/{ref}/screen/{mode}.
-`watch` passes the client's bytes through `rfb_filter.ViewOnly`, so no input reaches the guest
+`watch` passes the client's bytes through `api/ports/rfb.RfbViewOnly` (as a view-only
+port cookie does), so no input reaches the guest
 whatever the page does; `control` relays both ways (keyboard and mouse). Both check the session
 cookie and the Origin, as the terminal does."""
 
@@ -11,19 +12,19 @@ import contextlib
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from ..api.ports.rfb import RfbRefusedError, RfbViewOnly
 from ..api.routes._ws import close_with_control_error, close_with_error
 from ..control.errors import ControlError
 from ..control.guest import TcpStream
 from .access import LoginNeeded, plane, viewer, while_valid
 from .csrf import same_origin
-from .rfb_filter import RfbRefused, ViewOnly
 
 router = APIRouter(prefix="/console/computers")
 DISPLAY_PORT = 5901
 MODES = ("watch", "control")
 
 
-async def _up(ws: WebSocket, stream: TcpStream, gate: ViewOnly | None) -> None:
+async def _up(ws: WebSocket, stream: TcpStream, gate: RfbViewOnly | None) -> None:
     while True:
         message = await ws.receive()
         if message["type"] == "websocket.disconnect":
@@ -42,7 +43,7 @@ async def _down(ws: WebSocket, stream: TcpStream) -> None:
         await ws.send_bytes(chunk)
 
 
-async def _relay(ws: WebSocket, stream: TcpStream, gate: ViewOnly | None) -> None:
+async def _relay(ws: WebSocket, stream: TcpStream, gate: RfbViewOnly | None) -> None:
     """Both directions until either ends; the error of the one that failed, if one did."""
     up = asyncio.ensure_future(_up(ws, stream, gate))
     down = asyncio.ensure_future(_down(ws, stream))
@@ -68,7 +69,7 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
     except LoginNeeded:
         await close_with_error(ws, "unauthorized", "your console session ended: log in again")
         return
-    gate = ViewOnly() if mode == "watch" else None
+    gate = RfbViewOnly() if mode == "watch" else None
     try:
         async with plane(ws).tcp(who.org, ref, DISPLAY_PORT) as stream:
             if not await while_valid(ws, _relay(ws, stream, gate)):
@@ -76,7 +77,7 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
                 return
     except WebSocketDisconnect:
         return
-    except RfbRefused as exc:
+    except RfbRefusedError as exc:
         await ws.close(code=1008, reason=str(exc)[:100])
         return
     except ControlError as exc:
