@@ -230,6 +230,7 @@ def test_phone_width(browser: Any, live: Live, computer: str) -> None:
     phone = log_in(browser, live, live.key, width=390)
     phone.goto(f"/console/computers/{computer}")
     shot(phone, "computer-phone")
+    assert live.key not in phone.content()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390 + 40
     phone.context.close()
 
@@ -243,12 +244,15 @@ def test_a_login_link_works_once(browser: Any, live: Live) -> None:
     context = browser.new_context()
     page = context.new_page()
     page.goto(url)
+    shot(page, "login-link")
     page.click("#link-login")
+    assert "#" not in page.url
     page.wait_for_url("**/console/computers")
     again = context.new_page()
     again.goto(url)
     again.click("#link-login")
     again.wait_for_url("**/console/login?why=link")
+    shot(again, "login")
     context.close()
 
 
