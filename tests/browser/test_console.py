@@ -3,9 +3,7 @@ without a reload, terminals, files, ports, CSRF, revoked keys and org isolation.
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -149,14 +147,14 @@ def test_a_template_build_streams_its_log(page: Any, live: Live) -> None:
     """The log streams as the build runs. (With the stand-in the build then fails at its
     snapshot, which needs QEMU's monitor, and the log says so: builds that succeed are the vm
     tier's, tests/vm/test_templates.py.)"""
-    spec = Path(tempfile.mkdtemp(prefix="sbtpl", dir=live.root)) / "spec.tar"
-    with tarfile.open(spec, "w") as tar:
-        data = b'name = "webtpl"\n\n[[steps]]\nrun = "echo built-by-the-console"\n'
-        info = tarfile.TarInfo("sanbox.toml")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    folder = Path(tempfile.mkdtemp(prefix="sbtpl", dir=live.root)) / "webtpl"
+    folder.mkdir()
+    (folder / "sanbox.toml").write_text(
+        'name = "webtpl"\n\n[[steps]]\nrun = "cat /dev/null; echo built-by-the-console"\n'
+    )
+    (folder / "notes.txt").write_text("a file the page packs into the build context\n")
     page.goto("/console/templates")
-    page.set_input_files("#build-tar", str(spec))
+    page.set_input_files("#build-folder", str(folder))  # a folder: the page packs it as a tar
     page.click("#build-submit")
     for words in ("[step 1/", "built-by-the-console", "[done: ", "[log ended]"):
         page.wait_for_function(
@@ -164,6 +162,7 @@ def test_a_template_build_streams_its_log(page: Any, live: Live) -> None:
             arg=words,
             timeout=TIMEOUT,
         )
+    page.locator("#templates tr[data-name=webtpl]").wait_for(timeout=TIMEOUT)
     shot(page, "template-build")
 
 

@@ -54,6 +54,10 @@
       }
     }
     log.textContent += "[log ended]\n";
+    // the table says the build's outcome now
+    const fresh = new DOMParser().parseFromString(await (await fetch("/console/templates")).text(), "text/html");
+    const table = fresh.getElementById("templates");
+    if (table) document.getElementById("templates").replaceWith(table);
   }
 
   document.addEventListener("DOMContentLoaded", () => {
