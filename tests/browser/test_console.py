@@ -117,6 +117,16 @@ def test_upload_then_read_back_through_exec(page: Any, live: Live, computer: str
             f"/v1/computers/{computer}/exec", json={"cmd": ["cat", f"{folder}/note.txt"]}
         )
     assert out.json()["stdout"] == "uploaded from the console\n"
+    page.fill("#mkdir-name", "made-here")
+    page.click("#mkdir button")
+    page.locator("#files-listing tr[data-name='made-here']").wait_for(timeout=TIMEOUT)
+    assert (folder / "made-here").is_dir()
+    with page.expect_download() as got:
+        page.click("#files-listing tr[data-name='note.txt'] a")
+    assert Path(got.value.path()).read_text() == "uploaded from the console\n"
+    page.click("#files-listing tr[data-name='note.txt'] .file-delete")
+    page.locator("#files-listing tr[data-name='note.txt']").wait_for(state="detached")
+    assert not (folder / "note.txt").exists()
 
 
 def test_publish_a_port_and_open_it(page: Any, live: Live, computer: str) -> None:
@@ -325,3 +335,38 @@ def test_screen_watch_drops_input_and_take_over_passes_it(
             connect(ws_url + "watch", additional_headers=foreign)
     finally:
         display.close()
+
+
+def test_allowlist_edit(page: Any, live: Live, computer: str) -> None:
+    page.goto(f"/console/computers/{computer}")
+    page.fill("#allow", "pypi.org\n*.pythonhosted.org")
+    page.click("#network button[type=submit]")
+    page.locator("#network-said", has_text="allowlist saved").wait_for(timeout=TIMEOUT)
+    with live.api() as api:
+        assert api.get(f"/v1/computers/{computer}/network").json()["allow"] == [
+            "pypi.org",
+            "*.pythonhosted.org",
+        ]
+
+
+def test_secret_values_are_write_only(page: Any, live: Live) -> None:
+    value = "s3cr3t-value-the-page-never-shows"
+    page.goto("/console/secrets")
+    page.fill("input[name=name]", "token")
+    page.fill("input[name=value]", value)
+    page.fill("input[name=hosts]", "api.example.com")
+    page.click("form button[type=submit]")
+    page.locator("#secrets-table tr[data-name=token]").wait_for(timeout=TIMEOUT)
+    assert "api.example.com" in page.content() and value not in page.content()
+    shot(page, "secrets")
+
+
+def test_a_new_key_is_shown_once(page: Any, live: Live) -> None:
+    page.goto("/console/admin")
+    page.fill("form[hx-post='/console/admin/keys'] input[name=name]", "made-in-console")
+    page.click("form[hx-post='/console/admin/keys'] button")
+    key = page.locator("#new-key").inner_text().strip()
+    with live.api(key) as api:
+        assert api.get("/v1/computers").status_code == 200
+    page.goto("/console/admin")
+    assert key not in page.content() and "made-in-console" in page.content()
