@@ -339,9 +339,14 @@ def test_screen_watch_drops_input_and_take_over_passes_it(
 
 def test_allowlist_edit(page: Any, live: Live, computer: str) -> None:
     page.goto(f"/console/computers/{computer}")
+    before = page.locator("#event-list li").count()
     page.fill("#allow", "pypi.org\n*.pythonhosted.org")
     page.click("#network button[type=submit]")
     page.locator("#network-said", has_text="allowlist saved").wait_for(timeout=TIMEOUT)
+    page.wait_for_function(  # the event arrives live, over the page's stream
+        "n => document.querySelectorAll('#event-list li').length > n", arg=before, timeout=TIMEOUT
+    )
+    assert "network.policy" in page.locator("#event-list li").first.inner_text()
     with live.api() as api:
         assert api.get(f"/v1/computers/{computer}/network").json()["allow"] == [
             "pypi.org",

@@ -63,7 +63,8 @@ async def computers_page(v: Reader, plane: Plane, q: str = "", state: str = "") 
     )
 
 
-def _row_event(plane: Plane, v: Viewer, computer_id: str, q: str) -> str:
+def _row_event(plane: Plane, v: Viewer, item: dict[str, Any], q: str) -> str:
+    computer_id = item["computer_id"]
     try:
         c = view(plane.get(v.org, computer_id), v.org.name)
     except NotFoundError:
@@ -75,6 +76,7 @@ def _row_event(plane: Plane, v: Viewer, computer_id: str, q: str) -> str:
     }
     if c is not None:
         payload["head"] = html("computer_state.html", c=c)
+    payload["event"] = {k: item.get(k) for k in ("type", "message", "created_at")}
     return f"event: row\ndata: {json.dumps(payload)}\n\n"
 
 
@@ -103,7 +105,7 @@ async def computers_stream(request: Request, v: Reader, plane: Plane, q: str = "
                 if item is None:
                     yield ": keepalive\n\n"
                 elif item.get("computer_id"):
-                    yield _row_event(plane, v, item["computer_id"], q)
+                    yield _row_event(plane, v, item, q)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

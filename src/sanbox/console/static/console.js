@@ -81,6 +81,15 @@
         document.getElementById("head").innerHTML = msg.head;
         document.dispatchEvent(new CustomEvent("sanbox:state", {detail: msg.state}));
       }
+      if (computer && computer.dataset.id === msg.id && msg.event) {
+        const li = document.createElement("li");
+        const when = document.createElement("time");
+        when.textContent = msg.event.created_at;
+        const what = document.createElement("b");
+        what.textContent = msg.event.type;
+        li.append(when, " ", what, " " + (msg.event.message || ""));
+        document.getElementById("event-list").prepend(li);
+      }
     });
     source.addEventListener("logout", () => { source.close(); window.location = "/console/login?why=ended"; });
   }
