@@ -2,7 +2,7 @@
 from, checked again on every request by the API's own key check (`Keys.principal_of`: revoked,
 expired, request rate). Pages read with `Reader`; anything that changes something uses `Writer`,
 which also checks the CSRF token and the origin. A request without a live session is sent to the
-login page (`LoginNeeded`)."""
+login page (`LoginRequiredError`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ COOKIE = "sanbox_console"
 SECURE_COOKIE = "__Host-sanbox_console"  # over HTTPS: Secure, Path=/, no Domain
 
 
-class LoginNeeded(Exception):
+class LoginRequiredError(Exception):
     """No live session: `why` is `required` (none or expired) or `ended` (its key stopped)."""
 
     def __init__(self, why: str = "required") -> None:
@@ -61,20 +61,20 @@ def sessions(conn: HTTPConnection) -> Sessions:
 
 
 def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
-    """The session's viewer, or LoginNeeded; `take`: counted against the key's request rate
+    """The session's viewer, or LoginRequiredError; `take`: counted against the key's request rate
     (a live stream's re-check is not)."""
     token = conn.cookies.get(cookie_name(conn))
     session = sessions(conn).find(token)
     if session is None:
-        raise LoginNeeded()
+        raise LoginRequiredError()
     keys: Keys = conn.app.state.keys
     try:
         principal = keys.principal_of(session.key_id, take)
     except KeyRefusedError as exc:  # the session stays, so each of its pages can say why
         note_actor(conn.scope, exc.key_id, exc.key_prefix, exc.org_id)
-        raise LoginNeeded("ended") from exc
+        raise LoginRequiredError("ended") from exc
     except AuthError as exc:
-        raise LoginNeeded("ended") from exc
+        raise LoginRequiredError("ended") from exc
     note_actor(conn.scope, principal.key.id, principal.key.prefix, principal.org.id)
     ACTOR.set(principal.key.prefix)
     return Viewer(principal, session)
@@ -108,7 +108,7 @@ async def still_valid(conn: HTTPConnection, every: float = RECHECK) -> None:
         await asyncio.sleep(every)
         try:
             viewer(conn, take=False)
-        except LoginNeeded:
+        except LoginRequiredError:
             return
 
 

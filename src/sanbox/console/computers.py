@@ -17,7 +17,7 @@ from ..api.schemas import Computer
 from ..control.create import CreateRequest
 from ..control.errors import InvalidRequestError, NotFoundError
 from ..store.models import ComputerRow
-from .access import LoginNeeded, Plane, Reader, Viewer, Writer, viewer
+from .access import LoginRequiredError, Plane, Reader, Viewer, Writer, viewer
 from .forms import number, pairs, text, text_list
 from .render import ConsoleRoute, fragment, html, page
 
@@ -99,7 +99,7 @@ async def computers_stream(request: Request, v: Reader, plane: Plane, q: str = "
                     checked = time.monotonic()
                     try:  # the key may have been revoked meanwhile (not counted as a request)
                         viewer(request, take=False)
-                    except LoginNeeded:
+                    except LoginRequiredError:
                         yield "event: logout\ndata: {}\n\n"
                         return
                 if item is None:

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 
 from ..control.errors import ControlError
-from .access import LoginNeeded, Viewer
+from .access import LoginRequiredError, Viewer
 
 HERE = Path(__file__).parent
 ENV = jinja2.Environment(
@@ -104,7 +104,7 @@ class ConsoleRoute(APIRoute):
         async def run(request: Request) -> Response:
             try:
                 return await handler(request)
-            except LoginNeeded as exc:
+            except LoginRequiredError as exc:
                 return login_needed(request, exc.why)
             except ControlError as exc:
                 if not wants_page(request):

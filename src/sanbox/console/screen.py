@@ -16,7 +16,7 @@ from ..api.ports.rfb import RfbRefusedError, RfbViewOnly
 from ..api.routes._ws import close_with_control_error, close_with_error
 from ..control.errors import ControlError
 from ..control.guest import TcpStream
-from .access import LoginNeeded, plane, viewer, while_valid
+from .access import LoginRequiredError, plane, viewer, while_valid
 from .csrf import same_origin
 
 router = APIRouter(prefix="/console/computers")
@@ -66,7 +66,7 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
     await ws.accept(subprotocol="binary" if "binary" in ws.scope.get("subprotocols", []) else None)
     try:
         who = viewer(ws)
-    except LoginNeeded:
+    except LoginRequiredError:
         await close_with_error(ws, "unauthorized", "your console session ended: log in again")
         return
     gate = RfbViewOnly() if mode == "watch" else None

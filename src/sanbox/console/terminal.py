@@ -11,7 +11,7 @@ from ..api.routes._ws import close_with_error
 from ..api.routes.exec import serve_stream
 from ..control.errors import AuthError
 from ..control.keys import Principal
-from .access import LoginNeeded, viewer, while_valid
+from .access import LoginRequiredError, viewer, while_valid
 from .csrf import same_origin
 
 router = APIRouter(prefix="/console/computers")
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/console/computers")
 def _principal(ws: WebSocket) -> Principal:
     try:
         return viewer(ws).principal
-    except LoginNeeded as exc:
+    except LoginRequiredError as exc:
         raise AuthError("your console session ended: log in again", "unauthorized") from exc
 
 
