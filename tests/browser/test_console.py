@@ -191,6 +191,11 @@ def test_a_post_without_the_csrf_token_is_refused(page: Any, live: Live) -> None
     with live.api() as api:
         names = [c["name"] for c in api.get("/v1/computers").json()["computers"]]
     assert "sneaky" not in names
+    with live.api() as api:  # console writes are audited as the API's are, refused ones too
+        records = api.get("/v1/audit", params={"limit": 50}).json()["records"]
+    refusals = [r for r in records if r["action"] == "POST /console/computers"]
+    assert refusals and refusals[-1]["code"] == "csrf_failed" and refusals[-1]["status"] == 403
+    assert all(live.key not in str(r) for r in records)
 
 
 def test_revoked_key_logs_its_session_out(
