@@ -55,14 +55,6 @@ def test_the_store_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(s) == 5
 
 
-def test_ending_a_key_ends_its_sessions() -> None:
-    s = Sessions(Clock())
-    mine, _ = s.open("key_1")
-    other, _ = s.open("key_2")
-    assert s.end_key("key_1") == 1
-    assert s.find(mine) is None and s.find(other) is not None
-
-
 def test_a_login_link_works_once_and_expires() -> None:
     clock = Clock()
     s = Sessions(clock)

@@ -85,13 +85,6 @@ class Sessions:
         if token:
             self._sessions.pop(_digest(token), None)
 
-    def end_key(self, key_id: str) -> int:
-        """End every session of a key (it was revoked); how many there were."""
-        gone = [d for d, s in self._sessions.items() if s.key_id == key_id]
-        for digest in gone:
-            del self._sessions[digest]
-        return len(gone)
-
     # login links ------------------------------------------------------------------------------
 
     def make_link(self, key_id: str) -> str:
