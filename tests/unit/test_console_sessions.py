@@ -39,6 +39,16 @@ def test_sessions_expire_when_idle_and_after_their_lifetime() -> None:
     assert found is None
 
 
+def test_a_check_that_is_not_a_request_does_not_keep_a_session_alive() -> None:
+    clock = Clock()
+    s = Sessions(clock)
+    token, _ = s.open("key_1")
+    for _ in range(3):
+        clock.now += IDLE / 2
+        s.find(token, touch=False)
+    assert s.find(token) is None
+
+
 def test_a_key_keeps_at_most_its_share_of_sessions() -> None:
     s = Sessions(Clock())
     tokens = [s.open("key_1")[0] for _ in range(PER_KEY + 3)]

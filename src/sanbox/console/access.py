@@ -64,7 +64,7 @@ def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
     """The session's viewer, or LoginRequiredError; `take`: counted against the key's request rate
     (a live stream's re-check is not)."""
     token = conn.cookies.get(cookie_name(conn))
-    session = sessions(conn).find(token)
+    session = sessions(conn).find(token, touch=take)  # a page left open is not activity
     if session is None:
         raise LoginRequiredError()
     keys: Keys = conn.app.state.keys

@@ -65,8 +65,9 @@ class Sessions:
         self._sessions[_digest(token)] = session
         return token, session
 
-    def find(self, token: str | None) -> Session | None:
-        """The live session of a cookie token, marked as used now; None if there is none."""
+    def find(self, token: str | None, touch: bool = True) -> Session | None:
+        """The live session of a cookie token, marked as used now (`touch`: a request of its
+        user, not a live stream's re-check); None if there is none."""
         if not token or len(token) > 128:
             return None
         digest = _digest(token)
@@ -77,8 +78,9 @@ class Sessions:
         if now - session.seen > IDLE or now - session.created > ABSOLUTE:
             del self._sessions[digest]
             return None
-        session.seen = now
-        self._sessions.move_to_end(digest)
+        if touch:
+            session.seen = now
+            self._sessions.move_to_end(digest)
         return session
 
     def close(self, token: str | None) -> None:
