@@ -40,6 +40,18 @@ def test_pause_and_resume_from_the_page_restores_memory(
         page.click("#do-resume")
         page.locator("#state[data-state=running]").wait_for(timeout=TIMEOUT)
         assert page.locator("#memory-outcome").inner_text().startswith("memory: restored")
+        # the terminal the pause cut reconnects by itself to the resumed computer
+        page.wait_for_function(
+            "() => /disconnected[\\s\\S]*[#$] *$/.test(document.querySelector('.term-pane')"
+            ".querySelector('.xterm-rows').innerText.trim())",
+            timeout=TIMEOUT,
+        )
+        page.locator(".term-pane").first.click()
+        page.keyboard.type("echo back-$((20+1))\n")
+        page.wait_for_function(
+            "() => document.querySelector('.term-pane').innerText.includes('back-21')",
+            timeout=TIMEOUT,
+        )
         shot(page, "computer-resumed")
     finally:
         page.context.close()

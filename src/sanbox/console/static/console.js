@@ -40,6 +40,16 @@
   }
   window.sanboxCall = call;
 
+  // a verb's answer (or a live event) changed the computer's state: say so to the terminals
+  let lastState = null;
+  function stateChanged() {
+    const state = document.getElementById("state");
+    if (!state || state.dataset.state === lastState) return;
+    lastState = state.dataset.state;
+    document.dispatchEvent(new CustomEvent("sanbox:state", {detail: lastState}));
+  }
+  document.addEventListener("htmx:afterSettle", stateChanged);
+
   document.addEventListener("htmx:responseError", (ev) => flash(errorText(ev.detail.xhr)));
   document.addEventListener("htmx:sendError", () => flash("the server could not be reached: check that it runs, then try again"));
   document.addEventListener("htmx:afterRequest", (ev) => {
@@ -79,7 +89,7 @@
       if (table) upsert(msg.html, msg.id);
       if (computer && computer.dataset.id === msg.id && msg.head) {
         document.getElementById("head").innerHTML = msg.head;
-        document.dispatchEvent(new CustomEvent("sanbox:state", {detail: msg.state}));
+        stateChanged();
       }
       if (computer && computer.dataset.id === msg.id && msg.event) {
         const li = document.createElement("li");
@@ -157,5 +167,9 @@
     history.replaceState(null, "", location.pathname);
   }
 
-  document.addEventListener("DOMContentLoaded", () => { loginLink(); live(); files(); ports(); });
+  document.addEventListener("DOMContentLoaded", () => {
+    const state = document.getElementById("state");
+    lastState = state ? state.dataset.state : null;
+    loginLink(); live(); files(); ports();
+  });
 })();
