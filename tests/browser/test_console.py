@@ -380,3 +380,19 @@ def test_a_new_key_is_shown_once(page: Any, live: Live) -> None:
         assert api.get("/v1/computers").status_code == 200
     page.goto("/console/admin")
     assert key not in page.content() and "made-in-console" in page.content()
+
+
+def test_sanbox_console_prints_a_login_link(live: Live) -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "SANBOX_URL": live.url, "SANBOX_API_KEY": live.key}
+    out = subprocess.run(
+        [sys.executable, "-c", "from sanbox.cli.main import main; main()", "console"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{live.url}/console/link#t=" in out.stdout and live.key not in out.stdout
