@@ -14,6 +14,7 @@ from datetime import timedelta
 from fastapi import FastAPI
 
 from .. import __version__
+from .. import console as web_console
 from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
@@ -22,6 +23,7 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
+from ..control.samples import Samples
 from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
@@ -99,6 +101,7 @@ def create_app(
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
         app.state.reconciler = reconciler
+        app.state.samples = Samples(computers.fleet)  # CPU and memory for the console's charts
         faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
@@ -107,6 +110,7 @@ def create_app(
             asyncio.ensure_future(DeadlineWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
             asyncio.ensure_future(app.state.audit.sweep_every()),
+            asyncio.ensure_future(app.state.samples.watch(settings.sample_interval)),
         ]
         try:
             async with mcp.serving(app):  # its tools call this app, in-process
@@ -135,6 +139,7 @@ def create_app(
     for module in routers:
         app.include_router(module.router)
     app.router.routes.append(mcp.route())
+    web_console.mount(app)  # the web console at /console (docs/console.md)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
     app.add_middleware(PublishedPorts)  # outermost: published ports are relayed before the limit

@@ -22,11 +22,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .errors import error_response
 
 MIB = 1024 * 1024
-_UPLOAD = re.compile(r"/v1/computers/[^/]+/files")
+_UPLOAD = re.compile(r"/(?:v1|console)/computers/[^/]+/files")  # the console's uploads too
 
 
 def is_upload(scope: Scope) -> bool:
-    if scope["method"] == "POST" and scope["path"] == "/v1/templates":
+    if scope["method"] == "POST" and scope["path"] in ("/v1/templates", "/console/templates"):
         return True
     return scope["method"] == "PUT" and _UPLOAD.fullmatch(scope["path"]) is not None
 

@@ -14,6 +14,7 @@ from . import (
     audit,
     computer,
     config,
+    console,
     doctor,
     files,
     image,
@@ -41,6 +42,7 @@ app.add_typer(pool.app, name="pool")
 app.add_typer(secret.app, name="secret")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
+app.command("console")(console.console)
 computer.register(app)
 snapshot.register(app)
 shell.register(app)

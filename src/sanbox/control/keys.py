@@ -192,6 +192,28 @@ class Keys:
         self.take(key)
         return key
 
+    def principal_of(self, key_id: str, take: bool = True) -> Principal:
+        """The principal of a key known by id (a console session names the key it was made
+        from), checked as `authenticate` checks a presented key: AuthError if it is gone,
+        KeyRefusedError if revoked or expired, RateLimitedError past its request rate (`take`:
+        counted as a request; a live stream's re-check is not one)."""
+        now = self.now()
+        with self.db.session() as s:
+            key = repo.key_by_id(s, key_id)
+            org = repo.org_by_id(s, key.org_id) if key is not None else None
+            why = refusal(key, now) if key is not None else None
+            if key is not None and org is not None and why is None:
+                last = key.last_used_at
+                if last is None or now - last >= LAST_USED_STEP:
+                    key.last_used_at = now
+        if key is None or org is None:
+            raise AuthError("this session's API key no longer exists", "unauthorized")
+        if why is not None:
+            raise KeyRefusedError(why, key.id, key.prefix, key.org_id)
+        if take:
+            self.take(key)
+        return Principal(org=org, key=key)
+
     # orgs -------------------------------------------------------------------------------------
 
     def create_org(self, actor: Principal, name: str) -> Org:

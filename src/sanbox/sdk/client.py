@@ -88,6 +88,11 @@ class AsyncSanbox:
     async def host(self) -> HostInfo:
         return HostInfo.from_json(await self.http.json("GET", "/v1/host"))
 
+    async def console_link(self) -> str:
+        """A one-time URL that opens the web console logged in as this key (two minutes)."""
+        found: dict[str, Any] = await self.http.json("POST", "/v1/console/links")
+        return str(found["url"])
+
     async def events(self, after: int | None = None) -> AsyncIterator[Event]:
         """Follow the org's events (Server-Sent Events) until the caller stops.
 

@@ -253,4 +253,5 @@ class Sanbox(Facade[AsyncSanbox]):
 
     close = blocking(AsyncSanbox.aclose)
     host = blocking(AsyncSanbox.host)
+    console_link = blocking(AsyncSanbox.console_link)
     events = blocking_iter(AsyncSanbox.events)

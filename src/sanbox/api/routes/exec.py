@@ -8,7 +8,7 @@ import codecs
 import contextlib
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
@@ -25,7 +25,7 @@ from ...control.guest import (
     Stdout,
 )
 from .. import exec_protocol as wire
-from ..auth import authenticate
+from ..auth import Principal, authenticate
 from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
 from ._deps import Auth, Plane
@@ -118,9 +118,15 @@ async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> str:
 @router.websocket("/{ref}/exec/stream")
 async def exec_stream(ws: WebSocket, ref: str) -> None:
     await ws.accept()
+    await serve_stream(ws, ref, authenticate)
+
+
+async def serve_stream(ws: WebSocket, ref: str, who: Callable[[WebSocket], Principal]) -> None:
+    """The exec protocol on an accepted WebSocket, for the principal `who` finds (the API's
+    key, the console's session): a `ControlError` from it closes the socket with the error."""
     plane: Computers = ws.app.state.computers
     try:
-        auth = authenticate(ws)
+        auth = who(ws)
         req = wire.START.validate_json(await ws.receive_text())
         async with contextlib.AsyncExitStack() as stack:
             proc: ExecProcess | PtySession

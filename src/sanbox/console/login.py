@@ -1,0 +1,93 @@
+"""Logging in and out: an API key (typed into the form, or a one-time link `sanbox console`
+made) traded for a session cookie. The key is checked by the API's own `Keys.authenticate`, so
+failed attempts count against the address (`too_many_failures`) as the API's do."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
+
+from ..api.auth import client_address
+from ..control.errors import AuthError, ControlError
+from ..control.keys import Keys
+from . import csrf
+from .access import COOKIE, SECURE_COOKIE, Writer, cookie_name, secure, sessions
+from .render import ConsoleRoute, page
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+MAX_KEY = 200
+WHY = {
+    "required": "Log in with an API key of your org.",
+    "ended": "Your session ended: its API key was revoked or has expired. Log in with a "
+    "current key (an admin of your org can make one: `sanbox key create`).",
+    "out": "You are logged out.",
+    "link": "That login link was used already or has expired: run `sanbox console` again.",
+}
+
+
+def _signed_in(request: Request, key_id: str) -> Response:
+    token, _ = sessions(request).open(key_id)
+    response = RedirectResponse("/console/computers", status_code=303)
+    response.set_cookie(
+        cookie_name(request),
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+        path="/",
+    )
+    return response
+
+
+@router.get("/login")
+async def login_form(request: Request, why: str = "required") -> Response:
+    return page("login.html", None, message=WHY.get(why, WHY["required"]), error=None)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await request.form()
+    key = form.get("key")
+    keys: Keys = request.app.state.keys
+    try:
+        csrf.check_origin(request)  # a login from another site (login CSRF) is refused
+        if not isinstance(key, str) or len(key) > MAX_KEY:
+            raise AuthError("invalid API key", "unauthorized")
+        principal = keys.authenticate(key.strip(), client_address(request))
+    except ControlError as exc:
+        return page("login.html", None, exc.status, message=WHY["required"], error=str(exc))
+    return _signed_in(request, principal.key.id)
+
+
+@router.get("/link")
+async def link_form(request: Request) -> Response:
+    """The page a login link opens: its token is in the URL's fragment, which the page's script
+    puts in the form; a button, so a link previewer fetching it spends nothing."""
+    return page("link.html", None)
+
+
+@router.post("/link")
+async def link_login(request: Request) -> Response:
+    csrf.check_origin(request)
+    form = await request.form()
+    token = form.get("t")
+    key_id = sessions(request).spend_link(token if isinstance(token, str) else "")
+    if key_id is None:
+        return RedirectResponse("/console/login?why=link", status_code=303)
+    keys: Keys = request.app.state.keys
+    try:
+        keys.principal_of(key_id)
+    except AuthError:
+        return RedirectResponse("/console/login?why=ended", status_code=303)
+    return _signed_in(request, key_id)
+
+
+@router.post("/logout")
+async def logout(request: Request, viewer: Writer) -> Response:
+    sessions(request).close(request.cookies.get(cookie_name(request)))
+    response = Response(status_code=204, headers={"HX-Redirect": "/console/login?why=out"})
+    for name in (COOKIE, SECURE_COOKIE):
+        response.delete_cookie(
+            name, path="/", secure=name == SECURE_COOKIE, httponly=True, samesite="strict"
+        )
+    return response
