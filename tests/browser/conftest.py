@@ -22,9 +22,10 @@ import pytest
 import uvicorn
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
-from tests.component.conftest import LocalProcessHypervisor, fake_image, kill_agents
+from tests.component.conftest import fake_image, kill_agents
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(os.environ.get("SANBOX_TEST_DATA_DIR", "/var/lib/sanbox-test")) / "console-shots"
@@ -84,7 +85,7 @@ def running_server() -> Iterator[Live]:
         port=port,
         sample_interval=0.5,  # the charts get points within the tier
     )
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
     )
