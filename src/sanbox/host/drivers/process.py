@@ -18,7 +18,7 @@ from .errors import VmmError, VmNotRunningError
 _GONE = frozenset({errno.ENOENT, errno.ESRCH})
 
 
-def _read_proc(pid: int) -> tuple[bytes, str]:
+def read_proc(pid: int) -> tuple[bytes, str]:
     """`/proc/PID`'s command line and run state (a letter: R, S, T, Z, ...)."""
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         cmdline = f.read()
@@ -28,18 +28,20 @@ def _read_proc(pid: int) -> tuple[bytes, str]:
 
 
 def liveness(
-    pid: int, run_dir: Path, read: Callable[[int], tuple[bytes, str]] = _read_proc
+    pid: int, mark: Path | bytes, read: Callable[[int], tuple[bytes, str]] = read_proc
 ) -> Liveness:
-    """Whether `pid` is a live VM process of this run dir (the command line guards against pid
-    reuse). A process that is gone, a zombie or another program is DEAD; a look that failed for
-    another reason (EMFILE, ENFILE, EAGAIN, EPERM, ...) is UNKNOWN."""
+    """Whether `pid` is a live VM process of this run dir (or whose command line holds the bytes
+    `mark`): the command line guards against pid reuse. A process that is gone, a zombie or
+    another program is DEAD; a look that failed for another reason (EMFILE, ENFILE, EAGAIN,
+    EPERM, ...) is UNKNOWN."""
+    marker = mark if isinstance(mark, bytes) else str(mark).encode()
     try:
         cmdline, state = read(pid)
     except OSError as exc:
         return Liveness.DEAD if exc.errno in _GONE else Liveness.UNKNOWN
     except IndexError:  # a stat line cut short: the process is going
         return Liveness.DEAD
-    if state == "Z" or str(run_dir).encode() not in cmdline:
+    if state == "Z" or marker not in cmdline:
         return Liveness.DEAD
     return Liveness.ALIVE
 

@@ -17,6 +17,7 @@ import shutil
 import signal
 from pathlib import Path
 
+from ..process import process_running
 from ._contract import Capabilities, Driver, Liveness, VmHandle, VmmError, VmSpec, VmStartError
 from .config import FirecrackerPaths, check_disk, check_spec, vm_config
 from .errors import FirecrackerConfigError
@@ -167,15 +168,6 @@ class FirecrackerHypervisor:
         return FirecrackerVm(record, run_dir)
 
 
-def _running(pid: int) -> bool:
-    """`pid` exists and is not a zombie (its command line may read empty while it execs)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 async def _wait_started(vm: FirecrackerVm, spec: VmSpec, state: str) -> None:
     """Until the API answers with `state` (booted, or waiting for a snapshot), or the process
     exits: then its own words say why. One that does neither in time is killed."""
@@ -183,7 +175,9 @@ async def _wait_started(vm: FirecrackerVm, spec: VmSpec, state: str) -> None:
     deadline = loop.time() + START_TIMEOUT
     log = Path(vm.record.api_socket).with_name("firecracker.log")
     while loop.time() < deadline:
-        if not _running(vm.pid):  # the launcher's child: ip or jailer, then Firecracker, one pid
+        if not process_running(
+            vm.pid
+        ):  # the launcher's child: ip or jailer, then Firecracker, one pid
             raise VmStartError(
                 f"Firecracker failed to start: {_said(spec.hypervisor_log, log) or 'no words'}"
             )

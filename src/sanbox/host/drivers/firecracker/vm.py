@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import process
 from . import api
 from ._contract import Liveness, VmmError, VmNotRunningError
 from .api import FirecrackerApi
@@ -25,7 +25,6 @@ from .vsock import open_channel
 
 RECORD = "firecracker.vm"
 ISOLATION = "firecracker-kvm"
-_GONE = frozenset({errno.ENOENT, errno.ESRCH})
 
 
 @dataclass(frozen=True)
@@ -60,29 +59,12 @@ def memory_of(vmstate: Path) -> Path:
     return vmstate.with_name(vmstate.name + ".mem")
 
 
-def _read_proc(pid: int) -> tuple[bytes, str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        cmdline = f.read()
-    with open(f"/proc/{pid}/stat") as f:
-        state = f.read().rsplit(")", 1)[1].split()[0]
-    return cmdline, state
-
-
 def liveness(
-    pid: int, vm_id: str, read: Callable[[int], tuple[bytes, str]] = _read_proc
+    pid: int, vm_id: str, read: Callable[[int], tuple[bytes, str]] = process.read_proc
 ) -> Liveness:
     """Whether `pid` is this VM's live Firecracker: its command line has `--id <vm_id>` (the
-    jailer hands Firecracker the same `--id`), which guards against pid reuse. Gone, a zombie
-    or another program is DEAD; a look that failed otherwise (EMFILE, EPERM, ...) is UNKNOWN."""
-    try:
-        cmdline, state = read(pid)
-    except OSError as exc:
-        return Liveness.DEAD if exc.errno in _GONE else Liveness.UNKNOWN
-    except IndexError:
-        return Liveness.DEAD
-    if state == "Z" or f"\0--id\0{vm_id}\0".encode() not in cmdline:
-        return Liveness.DEAD
-    return Liveness.ALIVE
+    jailer hands Firecracker the same `--id`), which guards against pid reuse."""
+    return process.liveness(pid, f"\0--id\0{vm_id}\0".encode(), read)
 
 
 class FirecrackerVm:
