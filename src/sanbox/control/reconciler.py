@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ..host import memory
 from ..host.disk import GIB
@@ -21,7 +22,9 @@ from ..host.errors import HostError
 from ..host.vmm import Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
+from .quotas import COMPUTE
 from .states import State
+from .usage import ledger as usage
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +56,12 @@ class Reconciler:
         with self.fleet.db.session() as s:
             rows = repo.list_computers(s, None)
         known = {row.id for row in rows}
+        with self.fleet.db.session() as s:
+            usage.adopt(s)  # computers made before metering get an interval from now
         for row in rows:
             try:
-                await self._one(row.id, State(row.state), row.identity_pending, report)
+                with usage.ending_at(self._proven(row.id, State(row.state))):
+                    await self._one(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
         for computer_id in self.runtime.data_dir.computer_ids():
@@ -84,6 +90,15 @@ class Reconciler:
         self._builds()
         await self._snapshots(report)
         return report
+
+    def _proven(self, computer_id: str, state: State) -> datetime | None:
+        """For a computer with compute whose VM is gone: the last moment its usage interval was
+        seen to hold. Whatever the reconcile records for it closes that interval there, not now
+        (the time no server watched is not counted as compute; none is counted twice)."""
+        if state not in COMPUTE or self.runtime.attach_vm(computer_id) is not None:
+            return None
+        with self.fleet.db.session() as s:
+            return usage.proven_until(s, computer_id)
 
     def _builds(self) -> None:
         """A build the server did not finish failed (its computer went as an orphan above)."""
