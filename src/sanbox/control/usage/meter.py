@@ -127,7 +127,7 @@ class Meter:
             cpu_percent=pct,
             memory_used=memory_total - m.memory.get("available", 0),
             memory_total=memory_total,
-            disk_used=m.disk.get("used", 0),
+            disk_used=m.disk.get("total", 0) - m.disk.get("free", 0),
             disk_total=m.disk.get("total", 0),
         )
         self._samples.setdefault(computer_id, collections.deque(maxlen=self.keep)).append(sample)

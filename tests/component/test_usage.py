@@ -1,0 +1,212 @@
+"""Usage records with the stand-in server: intervals that tile a computer's life (opened and
+closed with every state write, cut while running), read back as JSON, CSV and CloudEvents lines
+from a cursor, each org's only its own (a host-admin key any org's); a computer's metrics; the
+Prometheus endpoint scraped and parsed with prometheus_client's own parser. CPU time is
+unmeasured here (a local process has no cgroup): it reads null, never 0."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
+
+from sanbox.api import ServerSettings, create_app
+from sanbox.host.layout import DataDir
+from sanbox.host.runtime import HostRuntime
+from sanbox.store.models import UsageRow
+
+from .conftest import LocalProcessHypervisor, fake_image, kill_agents
+
+pytestmark = pytest.mark.component
+
+SCRAPE_TOKEN = "scrape-token-for-tests"
+
+
+class Api:
+    def __init__(self, client: TestClient, key: str) -> None:
+        self.client, self.key = client, key
+
+    def call(self, method: str, path: str, key: str | None = None, **kw: Any) -> Any:
+        headers = {"Authorization": f"Bearer {key or self.key}"}
+        return self.client.request(method, path, headers=headers, **kw)
+
+    def ok(self, method: str, path: str, key: str | None = None, **kw: Any) -> Any:
+        r = self.call(method, path, key, **kw)
+        assert r.status_code < 300, r.text
+        return r
+
+    def intervals(self, computer_id: str) -> list[UsageRow]:
+        db = self.client.app.state.db  # type: ignore[attr-defined]
+        with db.session() as s:
+            q = select(UsageRow).where(UsageRow.computer_id == computer_id)
+            return list(s.scalars(q.order_by(UsageRow.ordinal)).all())
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[Api]:
+    root = Path(tempfile.mkdtemp(prefix="sbu", dir="/tmp"))
+    dd = DataDir(root / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(
+        data_dir=dd.root, client_config=root / "config.toml", watch_interval=0.2,
+        usage_sample_interval=0.1, usage_running_period=0.5, metrics_token=SCRAPE_TOKEN,
+    )  # fmt: skip
+    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    try:
+        with TestClient(app) as client:
+            yield Api(client, app.state.first_key)
+    finally:
+        kill_agents(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_for(check: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        if got := check():
+            return got
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def usage(api: Api, key: str | None = None, **params: Any) -> dict[str, Any]:
+    got: dict[str, Any] = api.ok("GET", "/v1/usage", key, params=params).json()
+    return got
+
+
+def events(api: Api, key: str | None = None, **params: Any) -> list[dict[str, Any]]:
+    r = api.ok("GET", "/v1/usage/events", key, params=params)
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    return [json.loads(line) for line in r.text.splitlines()]
+
+
+def test_a_life_is_tiled_by_intervals_and_reads_back_the_same_every_way(api: Api) -> None:
+    t0 = datetime.now().astimezone()
+    made = api.ok("POST", "/v1/computers", json={"name": "metered", "disk_gib": 2}).json()
+    cid = made["id"]
+    wait_for(lambda: len(api.intervals(cid)) >= 4)  # cut while running (every 0.5 s here)
+    api.ok("POST", "/v1/computers/metered/stop")
+    api.ok("POST", "/v1/computers/metered/start")
+    api.ok("DELETE", "/v1/computers/metered")
+    rows = api.intervals(cid)
+    assert all(r.ended_at is not None for r in rows), "a deleted computer keeps no open interval"
+    for before, after in zip(rows, rows[1:], strict=False):
+        assert after.started_at == before.ended_at  # no gap, no overlap
+        assert after.ordinal == before.ordinal + 1 and after.seq > before.seq  # type: ignore[operator]
+    states = [r.state for r in rows]
+    assert states[0] == "creating" and states[-1] == "deleting"
+    assert {"running", "stopping", "stopped", "starting"} <= set(states)
+    assert all(r.cpu_seconds is None for r in rows)  # unmeasured here, not 0
+    life = (rows[-1].ended_at - rows[0].started_at).total_seconds()  # type: ignore[operator]
+    running = sum((r.ended_at - r.started_at).total_seconds() for r in rows  # type: ignore[operator]
+                  if r.state == "running")  # fmt: skip
+
+    got = usage(api, group_by="computer", **{"from": t0.isoformat()})
+    mine = next(g for g in got["groups"] if g["key"] == cid)
+    assert mine["name"] == "metered" and mine["template"] == "base"
+    u = mine["usage"]
+    assert u["seconds"] == pytest.approx(life, abs=0.01)
+    assert u["running_seconds"] == pytest.approx(running, abs=0.01)
+    assert u["vcpu_seconds"] == pytest.approx(u["compute_seconds"], abs=0.01)  # 1 vCPU
+    assert u["disk_gib_hours"] == pytest.approx(2 * life / 3600, rel=1e-3)
+    assert u["cpu_seconds"] is None and u["paused_seconds"] == 0
+
+    table = api.ok("GET", "/v1/usage", params={"format": "csv", "from": t0.isoformat()})
+    assert table.headers["content-type"].startswith("text/csv")
+    parsed = list(csv.DictReader(io.StringIO(table.text)))
+    row = next(r for r in parsed if r["key"] == cid)
+    assert float(row["running_seconds"]) == pytest.approx(running, abs=0.01)
+    assert row["cpu_seconds"] == ""  # unmeasured
+    assert parsed[-1]["key"] == "total"
+
+    by_day = usage(api, group_by="day", **{"from": t0.isoformat()})
+    assert sum(g["usage"]["seconds"] for g in by_day["groups"]) == pytest.approx(
+        got["total"]["seconds"], abs=0.01
+    )
+    by_template = usage(api, group_by="template", **{"from": t0.isoformat()})
+    assert [g["key"] for g in by_template["groups"]] == ["base"]
+
+    feed = [e for e in events(api) if e["data"]["computer"] == cid]
+    assert len(feed) == len(rows) and len({e["id"] for e in feed}) == len(feed)
+    assert all(e["specversion"] == "1.0" and e["type"] == "sanbox.computer.usage" for e in feed)
+    assert sum(e["data"]["vcpu_seconds"] for e in feed) == pytest.approx(
+        u["vcpu_seconds"], abs=0.01
+    )
+    assert feed[0]["subject"] == "default"
+
+
+def test_the_feed_reads_on_from_a_cursor_without_repeats(api: Api) -> None:
+    first = events(api, limit=3)
+    assert len(first) == 3
+    cursor = first[-1]["sequence"]
+    rest = events(api, after=cursor)
+    assert [int(e["sequence"]) for e in rest] == sorted(int(e["sequence"]) for e in rest)
+    assert not {e["id"] for e in first} & {e["id"] for e in rest}
+    again = events(api, after=cursor)
+    assert {e["id"] for e in again} >= {e["id"] for e in rest}  # ids are stable: dedupe on them
+
+
+def test_an_org_key_reads_only_its_own_org_a_host_admin_any(api: Api) -> None:
+    api.ok("POST", "/v1/orgs", json={"name": "tenant"})
+    key = api.ok("POST", "/v1/keys", json={"org": "tenant", "name": "t"}).json()["key"]
+    mine = usage(api, key)
+    assert mine["org"] == "tenant" and mine["groups"] == []
+    refused = api.call("GET", "/v1/usage", key, params={"org": "default"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    assert api.call("GET", "/v1/usage/events", key, params={"org": "default"}).status_code == 403
+    assert events(api, key) == []  # the tenant has closed nothing; the default org's are not its
+    assert usage(api, org="tenant")["org"] == "tenant"  # the host admin reads any org
+    assert api.call("GET", "/v1/usage", "sbk_wrong").status_code == 401
+
+
+def test_a_running_computer_has_metrics_over_time(api: Api) -> None:
+    api.ok("POST", "/v1/computers", json={"name": "sampled"})
+    try:
+        got = wait_for(
+            lambda: (
+                (r := api.ok("GET", "/v1/computers/sampled/metrics").json())["samples"][2:] and r
+            )
+        )
+        last = got["samples"][-1]
+        assert 0 < last["memory_used"] <= last["memory_total"]
+        assert 0 < last["disk_used"] <= last["disk_total"]
+        assert last["cpu_percent"] is not None and 0 <= last["cpu_percent"] <= 100
+    finally:
+        api.ok("DELETE", "/v1/computers/sampled")
+    other = api.ok("POST", "/v1/keys", json={"org": "tenant", "name": "t2"}).json()["key"]
+    assert api.call("GET", "/v1/computers/sampled/metrics", other).status_code == 404
+
+
+def test_prometheus_endpoint_has_fleet_series_only(api: Api) -> None:
+    assert api.client.get("/metrics").status_code == 401
+    tenant = api.ok("POST", "/v1/keys", json={"org": "tenant", "name": "t3"}).json()["key"]
+    assert api.call("GET", "/metrics", tenant).status_code == 403
+    api.call("GET", "/v1/computers/nobody")  # one computer_not_found, counted by code
+    r = api.call("GET", "/metrics", SCRAPE_TOKEN)
+    assert r.status_code == 200, r.text
+    families = {f.name: f for f in text_string_to_metric_families(r.text)}
+    states = {s.labels["state"]: s.value for s in families["sanbox_computers"].samples}
+    assert set(states) >= {"running", "stopped", "paused"}
+    assert families["sanbox_computer_creates"].samples[0].value >= 2
+    failures = {s.labels.get("code"): s.value for s in families["sanbox_failures"].samples
+                if s.name == "sanbox_failures_total"}  # fmt: skip
+    assert failures["computer_not_found"] >= 1
+    for name in ("sanbox_running_vcpus", "sanbox_capacity_memory_bytes", "sanbox_pool_size"):
+        assert name in families
+    for family in families.values():
+        for sample in family.samples:
+            assert not {"org", "computer", "org_id", "computer_id"} & set(sample.labels)
+    assert api.call("GET", "/metrics").status_code == 200  # the host-admin key too
