@@ -17,17 +17,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.cli.app import app as cli
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
+from sanbox.sdk import Sanbox
 from sanbox.store.models import UsageRow
 
-from .conftest import LocalProcessHypervisor, fake_image, kill_agents
+from .conftest import LocalProcessHypervisor, fake_image, kill_agents, served
 
 pytestmark = pytest.mark.component
 
@@ -35,8 +38,8 @@ SCRAPE_TOKEN = "scrape-token-for-tests"
 
 
 class Api:
-    def __init__(self, client: TestClient, key: str) -> None:
-        self.client, self.key = client, key
+    def __init__(self, app: Any, url: str, client: httpx.Client, key: str) -> None:
+        self.app, self.url, self.client, self.key = app, url, client, key
 
     def call(self, method: str, path: str, key: str | None = None, **kw: Any) -> Any:
         headers = {"Authorization": f"Bearer {key or self.key}"}
@@ -48,7 +51,7 @@ class Api:
         return r
 
     def intervals(self, computer_id: str) -> list[UsageRow]:
-        db = self.client.app.state.db  # type: ignore[attr-defined]
+        db = self.app.state.db
         with db.session() as s:
             q = select(UsageRow).where(UsageRow.computer_id == computer_id)
             return list(s.scalars(q.order_by(UsageRow.ordinal)).all())
@@ -66,8 +69,8 @@ def api() -> Iterator[Api]:
     )  # fmt: skip
     app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
     try:
-        with TestClient(app) as client:
-            yield Api(client, app.state.first_key)
+        with served(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            yield Api(app, url, client, app.state.first_key)
     finally:
         kill_agents(root)
         shutil.rmtree(root, ignore_errors=True)
@@ -210,3 +213,34 @@ def test_prometheus_endpoint_has_fleet_series_only(api: Api) -> None:
         for sample in family.samples:
             assert not {"org", "computer", "org_id", "computer_id"} & set(sample.labels)
     assert api.call("GET", "/metrics").status_code == 200  # the host-admin key too
+
+
+def test_the_sdk_and_the_cli_read_the_same_usage(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Sanbox(api.url, api.key) as client:
+        computer = client.computers.create(name="via-sdk")
+        try:
+            metrics = wait_for(lambda: (m := computer.metrics()).samples and m)
+            assert metrics.computer == computer.id and metrics.samples[-1].memory_total > 0
+        finally:
+            computer.delete()
+        found = client.usage.get(by="computer")
+        mine = next(g for g in found.groups if g.key == computer.id)
+        assert mine.name == "via-sdk" and mine.usage.cpu_seconds is None
+        assert mine.usage.running_seconds > 0
+        table = list(csv.DictReader(io.StringIO(client.usage.csv(by="template"))))
+        assert table[-1]["key"] == "total"
+        first, cursor = client.usage.events(limit=2)
+        assert len(first) == 2 and cursor == int(first[-1]["sequence"])
+        rest, end = client.usage.events(after=cursor)
+        assert rest and end == int(rest[-1]["sequence"]) and end > cursor
+        assert client.usage.events(after=end) == ([], end)
+    monkeypatch.setenv("SANBOX_URL", api.url)
+    monkeypatch.setenv("SANBOX_API_KEY", api.key)
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["usage", "--by", "day"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "RUNNING H" in shown.output and "total" in shown.output
+    exported = runner.invoke(cli, ["usage", "--csv"])
+    assert exported.exit_code == 0, exported.output
+    rows = list(csv.DictReader(io.StringIO(exported.output)))
+    assert any(r["name"] == "via-sdk" for r in rows)

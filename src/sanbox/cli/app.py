@@ -26,6 +26,7 @@ from . import (
     snapshot,
     ssh,
     template,
+    usage,
 )
 
 app = typer.Typer(
@@ -48,6 +49,7 @@ ssh.register(app)
 files.register(app)
 admin.register(app)
 audit.register(app)
+usage.register(app)
 config.register(app)
 network.register(app)
 mcp.register(app)
