@@ -9,11 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,14 @@ from sanbox.host.runtime import HostRuntime
 from sanbox.sdk import Sanbox
 from sanbox.store.models import UsageRow
 
-from .conftest import LocalProcessHypervisor, fake_image, kill_agents, served
+from .conftest import (
+    LocalProcessHypervisor,
+    Server,
+    fake_image,
+    kill_agents,
+    served,
+    start_server,
+)
 
 pytestmark = pytest.mark.component
 
@@ -244,3 +253,32 @@ def test_the_sdk_and_the_cli_read_the_same_usage(api: Api, monkeypatch: pytest.M
     assert exported.exit_code == 0, exported.output
     rows = list(csv.DictReader(io.StringIO(exported.output)))
     assert any(r["name"] == "via-sdk" for r in rows)
+
+
+def test_a_vm_that_died_while_no_server_ran_is_counted_up_to_what_was_seen(
+    server: Server, short_tmp: Path
+) -> None:
+    """The host rebooted (or the VM died) while the server was down: the restart closes the
+    running interval at the last moment it was seen to hold, not at the restart, and counts the
+    time after it as stopped (disk only)."""
+    h = server.headers()
+    made = server.client.post("/v1/computers", json={"name": "gone"}, headers=h).json()
+    pid = int((server.data_dir.computer(made["id"]).run / "vm.pid").read_text())
+    server.client.__exit__(None, None, None)  # the server stops; the 'VM' runs on ...
+    seen_until = datetime.now(UTC)
+    os.kill(pid, signal.SIGKILL)  # ... until the host goes down
+    time.sleep(2)
+    client, settings, dd = start_server(short_tmp)
+    with client:
+        again = Server(client, server.key, dd, settings)
+        got = again.client.get("/v1/computers/gone", headers=h).json()
+        assert got["state"] == "stopped"
+        db = client.app.state.db  # type: ignore[attr-defined]
+        with db.session() as s:
+            q = select(UsageRow).where(UsageRow.computer_id == made["id"])
+            rows = list(s.scalars(q.order_by(UsageRow.ordinal)).all())
+        running = next(r for r in rows if r.state == "running")
+        after = rows[rows.index(running) + 1]
+        assert running.ended_at is not None and running.ended_at <= seen_until
+        assert after.state == "stopped" and after.started_at == running.ended_at
+        client.delete("/v1/computers/gone", headers=h)
