@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import select
+from sqlalchemy import select, text
 from typer.testing import CliRunner
 
 from sanbox.api import ServerSettings, create_app
@@ -30,6 +30,7 @@ from sanbox.cli.app import app as cli
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk import Sanbox
+from sanbox.store import Database
 from sanbox.store.models import UsageRow
 
 from .conftest import (
@@ -37,6 +38,7 @@ from .conftest import (
     Server,
     fake_image,
     kill_agents,
+    serve,
     served,
     start_server,
 )
@@ -282,3 +284,28 @@ def test_a_vm_that_died_while_no_server_ran_is_counted_up_to_what_was_seen(
         assert running.ended_at is not None and running.ended_at <= seen_until
         assert after.state == "stopped" and after.started_at == running.ended_at
         client.delete("/v1/computers/gone", headers=h)
+
+
+def test_usage_on_postgresql(short_tmp: Path) -> None:
+    """The same intervals, clock and cursor on PostgreSQL (its transaction time; row locks)."""
+    url = os.environ.get("SANBOX_TEST_PG_URL")
+    if not url:
+        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
+    db = Database(url)
+    with db.engine.begin() as conn:  # a clean database
+        conn.execute(text("drop schema public cascade"))
+        conn.execute(text("create schema public"))
+    db.close()
+    for server in serve(short_tmp, url):
+        h, client = server.headers(), server.client
+        made = client.post("/v1/computers", json={"name": "pg-used"}, headers=h).json()
+        assert client.post("/v1/computers/pg-used/stop", headers=h).status_code == 200
+        assert client.delete("/v1/computers/pg-used", headers=h).status_code == 200
+        got = client.get("/v1/usage", headers=h).json()
+        mine = next(g for g in got["groups"] if g["key"] == made["id"])
+        assert mine["usage"]["running_seconds"] > 0 and mine["usage"]["disk_gib_hours"] > 0
+        lines = client.get("/v1/usage/events", headers=h).text.splitlines()
+        feed = [json.loads(line) for line in lines]
+        assert [e["data"]["state"] for e in feed][:2] == ["creating", "running"]
+        starts = [e["data"]["start"] for e in feed]
+        assert [e["data"]["end"] for e in feed][:-1] == starts[1:]  # they tile its life
