@@ -121,6 +121,9 @@ class ServerSettings:
         if anywhere not in ("0", "1"):
             raise ValueError("SANBOX_SECRET_SUBSTITUTE_ANY_HEADER is 0 or 1")
         values["substitute_any_header"] = anywhere == "1"
+        if os.environ.get("SANBOX_METERING", "1") not in ("0", "1"):
+            raise ValueError("SANBOX_METERING is 0 or 1")
+        values["metering"] = os.environ.get("SANBOX_METERING", "1") == "1"
         if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -39,6 +39,8 @@ class Interval:
     def clip(self, lo: datetime, hi: datetime, now: datetime) -> Interval | None:
         """The part inside [lo, hi) (an open interval runs to `now`), measurements prorated;
         None if nothing of it is inside."""
+        if self.end is not None and lo <= self.start and self.end <= hi:
+            return self if self.end > self.start else None  # the common case: all inside
         end = min(self.end or now, hi)
         start = max(self.start, lo)
         if end <= start:
@@ -53,6 +55,9 @@ class Interval:
         """The interval cut at each UTC midnight it spans."""
         end = self.end or now
         day = self.start.replace(hour=0, minute=0, second=0, microsecond=0)
+        if end <= day + timedelta(days=1):  # the common case: within one day
+            yield self
+            return
         while day < end:
             part = self.clip(day, day + timedelta(days=1), now)
             if part is not None:
@@ -77,7 +82,7 @@ class Totals:
     states: dict[str, float] = field(default_factory=dict)
 
     def add(self, part: Interval, now: datetime) -> None:
-        s = part.seconds(now)
+        s = ((part.end or now) - part.start).total_seconds()
         self.seconds += s
         self.states[part.state] = self.states.get(part.state, 0.0) + s
         self.disk_gib_seconds += part.disk_gib * s
@@ -93,6 +98,24 @@ class Totals:
             self.cpu_seconds = (self.cpu_seconds or 0.0) + part.cpu_seconds
         if part.egress_bytes is not None:
             self.egress_bytes = (self.egress_bytes or 0) + part.egress_bytes
+
+    def merge(self, other: Totals) -> None:
+        for name in (
+            "seconds",
+            "compute_seconds",
+            "running_seconds",
+            "paused_seconds",
+            "vcpu_seconds",
+            "memory_gib_seconds",
+            "disk_gib_seconds",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.cpu_seconds is not None:
+            self.cpu_seconds = (self.cpu_seconds or 0.0) + other.cpu_seconds
+        if other.egress_bytes is not None:
+            self.egress_bytes = (self.egress_bytes or 0) + other.egress_bytes
+        for state, seconds in other.states.items():
+            self.states[state] = self.states.get(state, 0.0) + seconds
 
     def rounded(self) -> dict[str, object]:
         """The totals as the API answers them: seconds to the millisecond, disk in GiB-hours."""
@@ -142,5 +165,6 @@ def group(
                 day = piece.start.date().isoformat()
                 g = groups.setdefault(day, Group(day, None, None))
             g.totals.add(piece, now)
-            total.add(piece, now)
+    for g in groups.values():
+        total.merge(g.totals)
     return [groups[k] for k in sorted(groups)], total
