@@ -68,7 +68,7 @@ def test_usage_limits_and_a_crash_with_real_guests(metered: ServerProcess) -> No
     client = Sanbox(metered.url, metered.key, timeout=600)
     a = client.computers.create(name="usage-a")
     t_a_up = time.monotonic()
-    b = client.computers.create(name="usage-b", lifetime=20)
+    client.computers.create(name="usage-b", lifetime=20)
 
     # CPU: an idle spell costs little, a CPU-bound exec about its length
     before = cpu_after_a_check(client, a.id, since)
