@@ -89,6 +89,7 @@ class ServerSettings:
     usage_running_period: float = 60.0  # a running computer's usage interval is cut this often
     metering: bool = True  # usage intervals written with every state change (off: benchmarks)
     metrics_token: str | None = None  # may scrape /metrics besides host-admin keys
+    usage_source: str = "sanbox"  # the CloudEvents `source` of usage: one per deployment
     crash_at: str | None = None  # TEST ONLY: die at this step (SANBOX_TEST_CRASH_AT, faults.py)
 
     @classmethod
@@ -105,6 +106,7 @@ class ServerSettings:
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
             "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
             "metrics_token": os.environ.get("SANBOX_METRICS_TOKEN") or None,
+            "usage_source": os.environ.get("SANBOX_USAGE_SOURCE") or None,
         }
         for name, env, kind in _NUMBERS:
             if os.environ.get(env):

@@ -84,7 +84,9 @@ async def usage_events(
     """Closed usage intervals after the cursor, one CloudEvents 1.0 JSON object a line, in order
     of `sequence`; ids are deterministic. A host-admin key without `org` reads every org's."""
     found = plane.usage.events(auth, org, after, limit)
-    source = f"sanbox://{request.url.netloc}"
+    source = (
+        request.app.state.settings.usage_source
+    )  # never the request's Host: ids dedupe per source
     headers = {"Sanbox-Cursor": str(found[-1].seq if found else after)}
     return Response(
         cloudevents.lines(found, source), media_type=cloudevents.CONTENT_TYPE, headers=headers

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from ...store.models import ComputerRow, UsageRow, UsageSequenceRow
 from ..quotas import COMPUTE
 
-_TRACKED = ("state", "vcpus", "memory_mib", "disk_gib")
+_TRACKED = ("state", "vcpus", "memory_mib", "disk_gib", "name")  # name: a pool claim
 _ENDING_AT: ContextVar[datetime | None] = ContextVar("sanbox_usage_ending_at", default=None)
 _SQLITE_NOW = text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
 _PG_NOW = text("SELECT now()")
@@ -141,12 +141,13 @@ def _alloc_changed(row: ComputerRow) -> bool:
 
 
 def _matches(interval: UsageRow, row: ComputerRow) -> bool:
-    return (interval.state, interval.vcpus, interval.memory_mib, interval.disk_gib) == (
-        str(row.state),
-        row.vcpus,
-        row.memory_mib,
-        row.disk_gib,
-    )
+    return (
+        interval.state,
+        interval.vcpus,
+        interval.memory_mib,
+        interval.disk_gib,
+        interval.name,
+    ) == (str(row.state), row.vcpus, row.memory_mib, row.disk_gib, row.name)
 
 
 def open_interval(s: Session, computer_id: str) -> UsageRow | None:
