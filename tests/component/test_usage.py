@@ -309,3 +309,23 @@ def test_usage_on_postgresql(short_tmp: Path) -> None:
         assert [e["data"]["state"] for e in feed][:2] == ["creating", "running"]
         starts = [e["data"]["start"] for e in feed]
         assert [e["data"]["end"] for e in feed][:-1] == starts[1:]  # they tile its life
+
+
+def test_a_snapshot_is_metered_from_taken_to_deleted(api: Api) -> None:
+    api.ok("POST", "/v1/computers", json={"name": "snapped"})
+    api.ok("POST", "/v1/computers/snapped/stop")
+    snap = api.ok("POST", "/v1/computers/snapped/snapshots", json={"name": "kept"}).json()
+    try:
+        rows = api.intervals(snap["id"])
+        assert [(r.kind, r.state, r.ended_at) for r in rows] == [("snapshot", "ready", None)]
+        assert rows[0].size_bytes == snap["size_bytes"]
+        found = usage(api, group_by="computer")
+        assert any(g["key"] == snap["id"] for g in found["groups"])
+    finally:
+        api.ok("DELETE", "/v1/snapshots/kept")
+        api.ok("DELETE", "/v1/computers/snapped")
+    (closed,) = api.intervals(snap["id"])
+    assert closed.ended_at is not None
+    feed = [e for e in events(api) if e["data"].get("snapshot") == snap["id"]]
+    assert [e["type"] for e in feed] == ["sanbox.snapshot.usage"]
+    assert feed[0]["data"]["size_bytes"] == snap["size_bytes"]

@@ -149,3 +149,12 @@ def test_open_intervals_are_cut_every_period_running_and_at_hours_at_rest() -> N
     stopped = row("stopped")
     assert ledger.due_at(stopped, T0 + timedelta(minutes=59), 60) is None
     assert ledger.due_at(stopped, now, 60) == datetime(2026, 12, 2, 0, 0, tzinfo=UTC)
+
+
+def test_a_snapshot_counts_its_bytes_held_and_nothing_else() -> None:
+    held = iv("ready", 0, 3600, kind="snapshot", size_bytes=2 * 2**30, vcpus=0, disk_gib=0)
+    _groups, total = intervals.group([held], T0, T0 + timedelta(days=1), "template", T0)
+    assert total.snapshot_gib_seconds == 2 * 3600 and total.rounded()["snapshot_gib_hours"] == 2
+    assert total.seconds == 0 and total.disk_gib_seconds == 0  # not a computer's time
+    ev = cloudevents.event(cloudevents.Closed(1, 1, "acme", held), "s")
+    assert ev["type"] == "sanbox.snapshot.usage" and ev["data"]["snapshot_gib_seconds"] == 7200

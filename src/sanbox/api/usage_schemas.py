@@ -27,6 +27,9 @@ class UsageTotals(BaseModel):
         description="CPU time the VMs actually used (their cgroups); null: unmeasured here"
     )
     egress_bytes: int | None = Field(description="bytes out through the egress proxy; null: none")
+    snapshot_gib_hours: float = Field(
+        description="snapshots' and template layers' own bytes (GiB) x hours they were kept"
+    )
     states: dict[str, float] = Field(description="seconds in each state")
 
     @classmethod

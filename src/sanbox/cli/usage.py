@@ -28,6 +28,7 @@ def cells(u: UsageTotals) -> list[str]:
         f"{u.memory_gib_seconds / 3600:.3f}",
         cpu,
         f"{u.disk_gib_hours:.3f}",
+        f"{u.snapshot_gib_hours:.3f}",
         egress,
     ]
 
@@ -58,6 +59,7 @@ def usage(
         "MEM GIB-H",
         "CPU S",
         "DISK GIB-H",
+        "SNAP GIB-H",
         "EGRESS B",
         box=None,
         title=f"{found.org}: {found.start} to {found.end}",

@@ -30,6 +30,7 @@ class UsageTotals:
     disk_gib_hours: float = 0.0
     cpu_seconds: float | None = None
     egress_bytes: int | None = None
+    snapshot_gib_hours: float = 0.0
     states: dict[str, float] = field(default_factory=dict)
 
     @classmethod

@@ -279,7 +279,8 @@ class AuditRow(Base):
 
 
 class UsageRow(Base):
-    """One usage interval: a computer in one state with one allocation, from `started_at` to
+    """One usage interval: a computer in one state with one allocation (or, `kind` snapshot,
+    a snapshot or template layer holding `size_bytes`), from `started_at` to
     `ended_at` (None while open; `checked_at` is the last moment it was seen to hold). Closed at
     every transition and every minute while running; `seq` is given at close, in commit order,
     and is the cursor billing consumers read after. `cpu_seconds` is measured (None: unmeasured);
@@ -306,6 +307,7 @@ class UsageRow(Base):
     cpu_mark_usec: Mapped[int | None] = mapped_column(BigInteger, default=None)
     egress_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
     egress_mark: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # a snapshot's own bytes
     seq: Mapped[int | None] = mapped_column(BigInteger, default=None, unique=True)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from .intervals import Interval, Totals
 
 TYPE = "sanbox.computer.usage"
+SNAPSHOT_TYPE = "sanbox.snapshot.usage"  # a snapshot's or template layer's own bytes held
 CONTENT_TYPE = "application/x-ndjson"  # lines, each application/cloudevents+json
 
 
@@ -54,9 +55,21 @@ def event(closed: Closed, source: str) -> dict[str, Any]:
         "cpu_used_seconds": None if iv.cpu_seconds is None else round(iv.cpu_seconds, 6),
         "egress_bytes": iv.egress_bytes,
     }
+    if iv.kind == "snapshot":  # `computer` is the snapshot's id; nothing but bytes held
+        data = {
+            "snapshot": iv.computer,
+            "name": iv.name,
+            "template": iv.template,
+            "state": iv.state,
+            "start": data["start"],
+            "end": data["end"],
+            "duration_seconds": data["duration_seconds"],
+            "size_bytes": iv.size_bytes,
+            "snapshot_gib_seconds": round(totals.snapshot_gib_seconds, 6),
+        }
     return {
         "specversion": "1.0",
-        "type": TYPE,
+        "type": SNAPSHOT_TYPE if iv.kind == "snapshot" else TYPE,
         "id": f"{iv.computer}:{closed.ordinal}:{stamp(iv.start)}",
         "source": source,
         "subject": closed.org,

@@ -32,6 +32,8 @@ class Interval:
     end: datetime | None
     cpu_seconds: float | None = None
     egress_bytes: int | None = None
+    kind: str = "computer"  # or snapshot (a snapshot or a template's build layer)
+    size_bytes: int = 0  # a snapshot's own bytes
 
     def seconds(self, now: datetime) -> float:
         return max(0.0, ((self.end or now) - self.start).total_seconds())
@@ -80,9 +82,13 @@ class Totals:
     cpu_seconds: float | None = None
     egress_bytes: int | None = None
     states: dict[str, float] = field(default_factory=dict)
+    snapshot_gib_seconds: float = 0.0  # snapshots' and template layers' own bytes x seconds
 
     def add(self, part: Interval, now: datetime) -> None:
         s = ((part.end or now) - part.start).total_seconds()
+        if part.kind == "snapshot":
+            self.snapshot_gib_seconds += part.size_bytes / 2**30 * s
+            return
         self.seconds += s
         self.states[part.state] = self.states.get(part.state, 0.0) + s
         self.disk_gib_seconds += part.disk_gib * s
@@ -108,6 +114,7 @@ class Totals:
             "vcpu_seconds",
             "memory_gib_seconds",
             "disk_gib_seconds",
+            "snapshot_gib_seconds",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.cpu_seconds is not None:
@@ -129,6 +136,7 @@ class Totals:
             "disk_gib_hours": round(self.disk_gib_seconds / 3600, 6),
             "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "egress_bytes": self.egress_bytes,
+            "snapshot_gib_hours": round(self.snapshot_gib_seconds / 3600, 6),
             "states": {k: round(v, 3) for k, v in sorted(self.states.items())},
         }
 

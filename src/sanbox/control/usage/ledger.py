@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
-from ...store.models import ComputerRow, UsageRow, UsageSequenceRow
+from ...store.models import ComputerRow, SnapshotRow, UsageRow, UsageSequenceRow
 from ..quotas import COMPUTE
 
 _TRACKED = ("state", "vcpus", "memory_mib", "disk_gib", "name")  # name: a pool claim
@@ -109,7 +109,10 @@ class Ledger:
         for obj in s.deleted:
             if isinstance(obj, ComputerRow):
                 changed.append((obj, True))
-        if not changed:
+        snaps = [(o, False) for o in s.new if isinstance(o, SnapshotRow)]
+        snaps += [(o, False) for o in s.dirty if isinstance(o, SnapshotRow) and _held_changed(o)]
+        snaps += [(o, True) for o in s.deleted if isinstance(o, SnapshotRow)]
+        if not changed and not snaps:
             return
         with s.no_autoflush:
             now = db_now(s)
@@ -117,6 +120,8 @@ class Ledger:
             end = min(now, proven) if proven is not None else now
             for row, gone in changed:
                 self.settle(s, row, end, gone)
+            for snap, gone in snaps:
+                settle_snapshot(s, snap, now, gone)
 
     def settle(self, s: Session, row: ComputerRow, now: datetime, gone: bool = False) -> None:
         """Make the computer's open interval match its record: unchanged if it does; else
@@ -133,6 +138,44 @@ class Ledger:
             ordinal = current.ordinal + 1
         if not gone:
             opened(s, row, now, ordinal, reading if row.state in COMPUTE else Reading())
+
+
+def settle_snapshot(s: Session, snap: SnapshotRow, now: datetime, gone: bool) -> None:
+    """A snapshot or template layer holds its own bytes from when it is complete (`ready`,
+    `layer`) until it is deleted: one open interval while it does, cut hourly like any at rest."""
+    current = open_interval(s, snap.id)
+    holds = not gone and snap.state in ("ready", "layer")
+    if (
+        current is not None
+        and holds
+        and (current.state, current.size_bytes) == (snap.state, snap.size_bytes)
+    ):
+        return
+    if current is not None:
+        close(s, current, now, Reading())
+    if holds:
+        s.add(
+            UsageRow(
+                kind="snapshot",
+                org_id=snap.org_id,
+                computer_id=snap.id,
+                ordinal=current.ordinal + 1 if current is not None else 1,
+                name=snap.name or snap.id,
+                template=snap.template,
+                state=snap.state,
+                vcpus=0,
+                memory_mib=0,
+                disk_gib=0,
+                size_bytes=snap.size_bytes,
+                started_at=now,
+                checked_at=now,
+            )
+        )
+
+
+def _held_changed(snap: SnapshotRow) -> bool:
+    state = inspect(snap)
+    return any(state.attrs[name].history.has_changes() for name in ("state", "size_bytes"))
 
 
 def _alloc_changed(row: ComputerRow) -> bool:
@@ -203,6 +246,7 @@ def rotate(s: Session, interval: UsageRow, at: datetime, reading: Reading) -> Us
         vcpus=interval.vcpus,
         memory_mib=interval.memory_mib,
         disk_gib=interval.disk_gib,
+        size_bytes=interval.size_bytes,
         started_at=interval.ended_at,
         checked_at=at,
         cpu_mark_usec=interval.cpu_mark_usec,
@@ -232,10 +276,14 @@ def proven_until(s: Session, computer_id: str) -> datetime | None:
 
 
 def adopt(s: Session) -> int:
-    """Open an interval, from now, for every computer without one (made before metering)."""
+    """Open an interval, from now, for every computer and complete snapshot without one (made
+    before metering)."""
     has = select(UsageRow.computer_id).where(UsageRow.ended_at.is_(None))
     rows = s.scalars(select(ComputerRow).where(ComputerRow.id.not_in(has))).all()
-    now = db_now(s) if rows else datetime.now(UTC)
+    snaps = s.scalars(select(SnapshotRow).where(SnapshotRow.id.not_in(has))).all()
+    now = db_now(s) if rows or snaps else datetime.now(UTC)
+    for snap in snaps:
+        settle_snapshot(s, snap, now, False)
     for row in rows:
         last = s.scalar(
             select(UsageRow.ordinal)

@@ -44,6 +44,8 @@ _COLUMNS = (
     UsageRow.ended_at,
     UsageRow.cpu_seconds,
     UsageRow.egress_bytes,
+    UsageRow.kind,
+    UsageRow.size_bytes,
 )
 
 
@@ -91,6 +93,8 @@ def usage(
             UsageRow.vcpus,
             UsageRow.memory_mib,
             UsageRow.disk_gib,
+            UsageRow.kind,
+            UsageRow.size_bytes,
         ]
         if group_by == "day":
             inside = and_(inside, _day(UsageRow.started_at, pg) == _day(UsageRow.ended_at, pg))
@@ -116,7 +120,7 @@ def usage(
     for r in summed:
         begin = lo
         if group_by == "day":
-            begin = max(lo, datetime.fromisoformat(str(r[6])).replace(tzinfo=UTC))
+            begin = max(lo, datetime.fromisoformat(str(r[8])).replace(tzinfo=UTC))
         seconds = float(r[-3] or 0.0)
         found.append(
             Interval(
@@ -131,11 +135,25 @@ def usage(
                 begin + timedelta(seconds=seconds),
                 r[-2],
                 None if r[-1] is None else int(r[-1]),
+                kind=r[6],
+                size_bytes=int(r[7] or 0),
             )
         )
     found += (
         Interval(
-            r[0], r[1], r[2], r[3], r[4], r[5], r[6], _aware(r[7]) or now, _aware(r[8]), r[9], r[10]
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            _aware(r[7]) or now,
+            _aware(r[8]),
+            r[9],
+            r[10],
+            kind=r[11],
+            size_bytes=int(r[12] or 0),
         )
         for r in rows
     )
@@ -187,6 +205,8 @@ def events(
                 r.ended_at,
                 r.cpu_seconds,
                 r.egress_bytes,
+                kind=r.kind,
+                size_bytes=r.size_bytes,
             ),
         )
         for r in rows

@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("cpu_mark_usec", sa.BigInteger, nullable=True),
         sa.Column("egress_bytes", sa.BigInteger, nullable=True),
         sa.Column("egress_mark", sa.BigInteger, nullable=True),
+        sa.Column("size_bytes", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("seq", sa.BigInteger, nullable=True, unique=True),
     )
     table = op.create_table(
