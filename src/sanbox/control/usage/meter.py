@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 
@@ -59,6 +60,7 @@ class Meter:
         self.keep = max(2, int(window / sample_interval))
         self._samples: dict[str, collections.deque[Sample]] = {}
         self._busy_cpu: dict[str, tuple[float, float]] = {}  # guest (busy, total) seconds
+        self._swept_hour: datetime | None = None  # intervals at rest are cut once an hour
 
     def measure(self, computer_id: str) -> Reading:
         """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush)."""
@@ -78,23 +80,28 @@ class Meter:
     # one round ------------------------------------------------------------------------------
 
     def check_intervals(self) -> int:
-        """Check, read and cut every open interval, in one transaction; how many were cut."""
+        """Check, read and cut the open intervals with compute (and, once an hour has turned,
+        those at rest), in one transaction; how many were cut. An interval at rest is not
+        written between hours: nothing about it changes, and a crash cannot make it wrong."""
         cut = 0
         with self.fleet.db.session() as s:
             now = ledger.db_now(s)
-            q = select(UsageRow).where(UsageRow.ended_at.is_(None)).with_for_update()
-            rows = s.scalars(q).all()
-            for row in rows:
+            q = select(UsageRow).where(UsageRow.ended_at.is_(None))
+            hour = ledger.hour_floor(now)
+            if hour == self._swept_hour:
+                q = q.where(UsageRow.state.in_(COMPUTE))
+            for row in s.scalars(q.with_for_update()).all():
                 reading = Reading()
                 if row.state in COMPUTE and row.computer_id in self.fleet.machines:
                     reading = self.measure(row.computer_id)
                 at = ledger.due_at(row, now, self.running_period)
-                if at is None:
+                if at is not None:
+                    ledger.rotate(s, row, at, reading)
+                    cut += 1
+                elif row.state in COMPUTE:
                     ledger.read_into(row, reading)
                     row.checked_at = now
-                    continue
-                ledger.rotate(s, row, at, reading)
-                cut += 1
+        self._swept_hour = hour
         return cut
 
     async def sample_guests(self) -> None:
