@@ -1,6 +1,7 @@
 """The component tier runs the API, the control plane and the real store in-process, with the real
-guest agent running as a local process in place of a VM (a test double for the hypervisor only:
-disks, run dirs, sockets, the agent protocol and the store are all real)."""
+guest agent running as a local process in place of a VM: the local driver (`sanbox.host.drivers.
+local`, a test double for the hypervisor only: disks, run dirs, sockets, the agent protocol and
+the store are all real)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,94 +21,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
-from sanbox.guest import service_files, ssh
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import recipe_for
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
-from sanbox.host.vmm import QemuVm, VmSpec
-from sanbox.host.vmm.qemu import _pid_alive
 
 SRC = Path(__file__).parents[2] / "src"
-
-
-class LocalVm(QemuVm):
-    """A local agent process as a VM: its vCPUs are the process; a SIGSTOP'd process is a VM
-    whose vCPUs the host stopped (as a fork's memory save does to QEMU's), `cont` is SIGCONT."""
-
-    async def frozen(self) -> bool | None:
-        try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "T"
-        except (OSError, IndexError):
-            return None
-
-    async def continue_running(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-
-
-class LocalProcessHypervisor:
-    """Boots a 'VM' that is the real agent listening on the run dir's agent socket."""
-
-    name = "local"
-    accel = "process"
-    isolation = "local-process"
-    memory_overhead_mib = 0
-    maps_read_only = False
-
-    async def boot(self, spec: VmSpec) -> QemuVm:
-        spec.run_dir.mkdir(parents=True, exist_ok=True)
-        spec.console_log.parent.mkdir(parents=True, exist_ok=True)
-        # The agent acts on the kernel and the files of what it runs on: here that is this host,
-        # whose hostname, /etc/hostname and machine-id a computer's create, claim or fork must
-        # not change. Its own UTS and mount namespaces keep the hostname and /etc/hostname (a
-        # file bound over it) its own; its own root takes its identity and SSH files, which also
-        # keeps the agent off the kernel calls it makes only in a VM (unless a test set a root);
-        # its services' files go there too.
-        root = os.environ.get(ssh.ROOT_ENV) or str(spec.run_dir / "root")
-        Path(root, "etc").mkdir(parents=True, exist_ok=True)
-        hostname = spec.run_dir / "hostname"
-        hostname.write_text(spec.hostname + "\n")
-        env = dict(os.environ, PYTHONPATH=str(SRC), LOG=str(spec.console_log),
-                   HOSTNAME_FILE=str(hostname), **{ssh.ROOT_ENV: root})  # fmt: skip
-        env.setdefault(service_files.ROOT_ENV, root)
-        # detach like QEMU's -daemonize: the shell exits, the agent is re-parented to init
-        # (unshare, sh and setsid each exec the next: the pid is the agent's)
-        argv = [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(spec.agent_socket)]
-        inner = 'mount --bind "$HOSTNAME_FILE" /etc/hostname && hostname "$(cat "$HOSTNAME_FILE")"'
-        inner += ' && exec setsid "$@"'
-        own = ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", inner, "sh"]
-        script = 'exec "$@" </dev/null >>"$LOG" 2>&1 &\necho $!'
-        out = subprocess.run(
-            ["sh", "-c", script, "sh", *own, *argv], env=env,
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        pid = int(out.stdout.strip())
-        _wait_exec(pid, sys.executable)
-        spec.pidfile.write_text(str(pid))
-        return LocalVm(pid, spec.run_dir, self.isolation)
-
-    def attach(self, run_dir: Path) -> QemuVm | None:
-        try:
-            pid = int((run_dir / "vm.pid").read_text())
-        except (OSError, ValueError):
-            return None
-        return LocalVm(pid, run_dir, self.isolation) if _pid_alive(pid, run_dir) else None
-
-
-def _wait_exec(pid: int, executable: str, timeout: float = 10.0) -> None:
-    """Wait until `pid` has exec'd `executable`: mid-exec, /proc/PID/cmdline reads empty and the
-    runtime's liveness check would take the agent for dead (QEMU writes its own pidfile, after)."""
-    want = os.path.realpath(executable)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            exe = os.path.realpath(f"/proc/{pid}/exe")
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if exe == want and cmdline:  # exe switches before the new argv is set up
-                return
-        except OSError:
-            return  # gone already: the runtime reports the exit with the console's words
-        time.sleep(0.01)
 
 
 def fake_image(dd: DataDir, size: int = 1024**3) -> None:
@@ -181,7 +98,7 @@ def start_server(
     dd = DataDir(root / "data")
     settings = ServerSettings(data_dir=dd.root, client_config=root / "config.toml",
                               watch_interval=0.2, database_url=database_url)  # fmt: skip
-    runtime = HostRuntime(dd, LocalProcessHypervisor(), networking=False)
+    runtime = HostRuntime(dd, LocalDriver(), networking=False)
     return TestClient(create_app(settings, runtime)), settings, dd
 
 
@@ -216,7 +133,6 @@ def served(app: Any) -> Iterator[str]:
     """An ASGI app served by a real uvicorn on a free port, in a thread; yields its URL."""
     import socket
     import threading
-    import time
 
     import uvicorn
 
@@ -246,6 +162,6 @@ def live_server(short_tmp: Path) -> Iterator[LiveServer]:
     dd.ensure()
     fake_image(dd)
     settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)

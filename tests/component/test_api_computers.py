@@ -204,19 +204,18 @@ def test_a_computer_keeps_the_image_build_its_disk_came_from(
 ) -> None:
     import shutil
 
+    from sanbox.host.drivers import VmSpec
+    from sanbox.host.drivers.local import LocalDriver
     from sanbox.host.image import Recipe, recipe_for
-    from sanbox.host.vmm import VmSpec
-
-    from .conftest import LocalProcessHypervisor
 
     kernels: list[str] = []
-    boot = LocalProcessHypervisor.boot
+    boot = LocalDriver.boot
 
-    async def spying(self: LocalProcessHypervisor, spec: VmSpec) -> object:
+    async def spying(self: LocalDriver, spec: VmSpec) -> object:
         kernels.append(spec.kernel.parent.name)
         return await boot(self, spec)
 
-    monkeypatch.setattr(LocalProcessHypervisor, "boot", spying)
+    monkeypatch.setattr(LocalDriver, "boot", spying)
     first = recipe_for("base").build_id()
     c = create(server, name="old-timer")
     assert c["image"] == first and kernels == [first]

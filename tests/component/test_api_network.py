@@ -11,10 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
-from .conftest import LocalProcessHypervisor, Server, fake_image
+from .conftest import Server, fake_image
 
 pytestmark = pytest.mark.component
 
@@ -59,7 +60,7 @@ def operator_server(short_tmp: Path) -> Iterator[Server]:
     fake_image(dd)
     settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2,
                               tenant_private_ranges="10.20.0.0/16")  # fmt: skip
-    runtime = HostRuntime(dd, LocalProcessHypervisor(), networking=False)
+    runtime = HostRuntime(dd, LocalDriver(), networking=False)
     with TestClient(create_app(settings, runtime)) as client:
         yield Server(client, client.app.state.first_key, dd, settings)  # type: ignore[attr-defined]
 

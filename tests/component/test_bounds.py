@@ -28,12 +28,14 @@ from sanbox.api import ServerSettings, create_app
 from sanbox.guest import protocol as p
 from sanbox.host import console
 from sanbox.host.agent import AgentError
+from sanbox.host.drivers import VmSpec
+from sanbox.host.drivers.local import LocalDriver, LocalVm
+from sanbox.host.drivers.local.launch import wait_exec
 from sanbox.host.image import find_image
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime, MachineSpec
-from sanbox.host.vmm import QemuVm, VmSpec
 
-from .conftest import SRC, LiveServer, LocalProcessHypervisor, _wait_exec, fake_image, served
+from .conftest import SRC, LiveServer, fake_image, served
 
 pytestmark = pytest.mark.component
 
@@ -137,13 +139,13 @@ def _recv(sock: socket.socket) -> bytes:
         return b""
 
 
-class HostileHypervisor(LocalProcessHypervisor):
+class HostileHypervisor(LocalDriver):
     """The real agent as the 'VM' (as in conftest), reached only through a ``HostileLink``."""
 
     def __init__(self) -> None:
         self.links: dict[str, HostileLink] = {}
 
-    async def boot(self, spec: VmSpec) -> QemuVm:
+    async def boot(self, spec: VmSpec) -> LocalVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         spec.console_log.parent.mkdir(parents=True, exist_ok=True)
         real = spec.run_dir / "guest.sock"
@@ -154,11 +156,11 @@ class HostileHypervisor(LocalProcessHypervisor):
             env={**os.environ, "PYTHONPATH": str(SRC), "LOG": str(spec.console_log)},
         )  # fmt: skip
         pid = int(out.stdout.strip())
-        _wait_exec(pid, sys.executable)
+        wait_exec(pid, sys.executable)
         await asyncio.to_thread(wait_for, real.exists)
         self.links[spec.name] = HostileLink(spec.agent_socket, real)
         spec.pidfile.write_text(str(pid))
-        return QemuVm(pid, spec.run_dir, self.isolation)
+        return LocalVm(pid, spec.run_dir, self.isolation)
 
 
 def nesting_bomb(stream: int, depth: int = 10_000) -> bytes:

@@ -19,11 +19,12 @@ from sqlalchemy import func, select
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.control.audit import AuditEntry, AuditLog
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import AuditRow, Database
 
-from .conftest import LocalProcessHypervisor, fake_image
+from .conftest import fake_image
 
 pytestmark = pytest.mark.component
 CLIENT = ("203.0.113.7", 40000)
@@ -81,7 +82,7 @@ def api(short_tmp: Path) -> Iterator[Api]:
     fake_image(dd)
     clock = Clock()
     settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
-    runtime = HostRuntime(dd, LocalProcessHypervisor(), networking=False)
+    runtime = HostRuntime(dd, LocalDriver(), networking=False)
     app = create_app(settings, runtime, clock=clock)
     with TestClient(app, client=CLIENT) as client:
         yield Api(client, app.state.first_key, clock)

@@ -15,12 +15,12 @@ import pytest
 
 from sanbox.host.disk import qcow2
 from sanbox.host.disk.layers import MAX_CHAIN
+from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.image import Image
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime, MachineSpec
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotNotFoundError
 from sanbox.host.snapshot.restore import disk_from_snapshot
-from sanbox.host.vmm import QemuHypervisor
 
 pytestmark = pytest.mark.component
 MIB = 1024**2

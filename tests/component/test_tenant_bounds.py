@@ -16,12 +16,13 @@ from sqlalchemy import func, select
 from sanbox.api import ServerSettings, create_app
 from sanbox.control.audit import AuditEntry, AuditLog
 from sanbox.control.pools import Pools
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import AuditRow, Database
 from sanbox.store.models import PoolRow
 
-from .conftest import LocalProcessHypervisor, fake_image
+from .conftest import fake_image
 
 pytestmark = pytest.mark.component
 
@@ -39,7 +40,7 @@ def _client(root: Path, clock: Clock, **settings: Any) -> TestClient:
     dd.ensure()
     fake_image(dd)
     config = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2, **settings)
-    runtime = HostRuntime(dd, LocalProcessHypervisor(), networking=False)
+    runtime = HostRuntime(dd, LocalDriver(), networking=False)
     return TestClient(create_app(config, runtime, clock=clock))
 
 

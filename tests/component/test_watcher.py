@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from sanbox.host.vmm import Liveness
-from sanbox.host.vmm.qemu import liveness
+from sanbox.host.drivers import Liveness
+from sanbox.host.drivers.local import LocalVm
+from sanbox.host.drivers.process import liveness
 
-from .conftest import LocalVm, Server
+from .conftest import Server
 from .test_api_computers import create
 
 pytestmark = pytest.mark.component

@@ -32,11 +32,14 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def run_time_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+def run_time_imports(
+    tree: ast.AST, type_checking: bool = False
+) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run (and, with `type_checking`, those only type checkers see)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if isinstance(node, ast.If) and _type_checking_only(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -49,12 +52,12 @@ def run_time_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+def graph(type_checking: bool = False) -> dict[str, set[str]]:
     known = modules()
     edges: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in run_time_imports(ast.parse(path.read_text())):
+        for node in run_time_imports(ast.parse(path.read_text()), type_checking):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host.vmm import Liveness, QemuVm
-from sanbox.host.vmm.qemu import liveness
+from sanbox.host.drivers import Liveness
+from sanbox.host.drivers.process import DetachedVm, liveness
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +44,7 @@ def test_a_live_process_of_the_run_dir_is_alive_and_its_exit_is_seen(tmp_path: P
         deadline = time.monotonic() + 10  # until it has exec'd: its cmdline reads empty before
         while str(run).encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
             assert time.monotonic() < deadline
-        vm = QemuVm(proc.pid, run, "local-process")
+        vm = DetachedVm(proc.pid, run, "local-process")
         assert vm.liveness() is Liveness.ALIVE and vm.alive()
         assert liveness(proc.pid, tmp_path / "other") is Liveness.DEAD  # pid reuse: not ours
     finally:
@@ -65,9 +65,9 @@ def test_an_unknown_vm_is_never_signalled(tmp_path: Path) -> None:
     """`kill` refuses to signal a pid it could not check (it may be another process now)."""
     import asyncio
 
-    from sanbox.host.vmm import VmmError
+    from sanbox.host.drivers import VmmError
 
-    class Unknown(QemuVm):
+    class Unknown(DetachedVm):
         def liveness(self) -> Liveness:
             return Liveness.UNKNOWN
 

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host import memstream
-from sanbox.host.memstream import CONTINUE, EOS, MEM_SIZE, PAGE, PAGE_SIZE, ZERO, StreamError
+from sanbox.host.drivers.qemu import stream as memstream
+from sanbox.host.drivers.qemu.stream import (
+    CONTINUE,
+    EOS,
+    MEM_SIZE,
+    PAGE,
+    PAGE_SIZE,
+    ZERO,
+    StreamError,
+)
 
 pytestmark = pytest.mark.unit
 RAM = 64 * PAGE_SIZE

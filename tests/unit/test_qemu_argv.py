@@ -2,10 +2,14 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host.vmm import NetAttachment, VmSpec, qemu_argv
-from sanbox.host.vmm.confine import FIRST_VM_UID, VM_UIDS, computer_uid
-from sanbox.host.vmm.hypervisor import VmUser
-from sanbox.host.vmm.qemu import AGENT_PORT_NAME, kernel_cmdline, launcher_argv
+from sanbox.host.drivers import NetAttachment, VmSpec, VmUser
+from sanbox.host.drivers.confine import FIRST_VM_UID, VM_UIDS, computer_uid
+from sanbox.host.drivers.qemu.argv import (
+    AGENT_PORT_NAME,
+    kernel_cmdline,
+    launcher_argv,
+    qemu_argv,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -135,10 +139,11 @@ def test_the_tcg_code_cache_is_bounded_and_counted_in_the_cgroup() -> None:
     """Unbounded (1 GiB by default in QEMU 7.2), TCG's code cache grew past `memory.max` and the
     kernel OOM-killed QEMU mid-transfer; it is bounded and its size added to the limit."""
     from sanbox.host.cgroup import limits_for
-    from sanbox.host.vmm.qemu import TCG_CODE_CACHE_MIB, QemuHypervisor
+    from sanbox.host.drivers.qemu import QemuHypervisor
+    from sanbox.host.drivers.qemu.argv import TCG_CODE_CACHE_MIB
 
-    assert QemuHypervisor("tcg").memory_overhead_mib == TCG_CODE_CACHE_MIB
-    assert QemuHypervisor("kvm").memory_overhead_mib == 0
+    assert QemuHypervisor("tcg").capabilities.memory_overhead_mib == TCG_CODE_CACHE_MIB
+    assert QemuHypervisor("kvm").capabilities.memory_overhead_mib == 0
     kvm = qemu_argv(spec(), "kvm", 2445.4)
     assert kvm[kvm.index("-accel") + 1] == "kvm"
     base = limits_for(1, 512).memory_bytes

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from sanbox.host import memory
+from sanbox.host.drivers.qemu import stream as memstream
+from sanbox.host.drivers.qemu.stream import SECTION_PART
 from sanbox.host.memory import StateError
-from sanbox.host.memstream import SECTION_PART
 
 from .test_memstream import RAM, page, section, stream, zero
 
@@ -26,7 +27,7 @@ def saved_state(tmp_path: Path) -> tuple[Path, memory.SavedState]:
     part = page(0, "ram", 3) + zero(4096, None) + page(RAM - 4096, "ram", 4)
     (state / "vmstate.tmp").write_bytes(stream(section(SECTION_PART, 2, part)))
     saved = memory.write_from_stream(
-        state, state / "vmstate.tmp", RAM, COMPAT, time.monotonic(), KEY
+        state, state / "vmstate.tmp", RAM, COMPAT, time.monotonic(), KEY, memstream.split
     )
     assert sorted(p.name for p in state.iterdir()) == ["manifest.json", "memory", "vmstate"]
     return state, saved
@@ -70,5 +71,7 @@ def test_a_stream_not_understood_leaves_no_state(tmp_path: Path) -> None:
     state.mkdir()
     (state / "vmstate.tmp").write_bytes(b"QEVM" + bytes(40))
     with pytest.raises(memory.PauseError, match="migration stream"):
-        memory.write_from_stream(state, state / "vmstate.tmp", RAM, COMPAT, 0.0, KEY)
+        memory.write_from_stream(
+            state, state / "vmstate.tmp", RAM, COMPAT, 0.0, KEY, memstream.split
+        )
     assert list(state.iterdir()) == []

@@ -14,16 +14,17 @@ from types import SimpleNamespace
 import pytest
 
 from sanbox.host import memory
-from sanbox.host.snapshot import restore
-from sanbox.host.snapshot.errors import SnapshotCorruptError
-from sanbox.host.vmm import qemu
-from sanbox.host.vmm.confine import (
+from sanbox.host.drivers import VmUser
+from sanbox.host.drivers.confine import (
     SHARED_MEMORY_MODE,
     ConfinementError,
     _set_access,
     memory_access,
 )
-from sanbox.host.vmm.hypervisor import VmUser
+from sanbox.host.drivers.qemu import argv as qemu
+from sanbox.host.drivers.qemu import launch
+from sanbox.host.snapshot import restore
+from sanbox.host.snapshot.errors import SnapshotCorruptError
 
 from .test_qemu_argv import spec
 from .test_saved_memory import COMPAT, KEY, saved_state
@@ -67,8 +68,8 @@ def test_read_only_mapping_needs_qemu_8_2(
     banner: str, version: tuple[int, int], maps: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert qemu.version_of(banner) == version
-    monkeypatch.setattr(qemu, "qemu_version", lambda: banner)
-    assert qemu.QemuHypervisor("kvm").maps_read_only is maps
+    monkeypatch.setattr(launch, "qemu_version", lambda: banner)
+    assert launch.QemuHypervisor("kvm").capabilities.maps_read_only is maps
 
 
 def test_a_shared_image_stays_roots_and_no_one_may_write_it() -> None:
@@ -134,7 +135,8 @@ class FakeRuntime:
         )
 
     async def hypervisor(self, image: object) -> SimpleNamespace:
-        return SimpleNamespace(name="qemu", maps_read_only=self.maps)
+        caps = SimpleNamespace(maps_read_only=self.maps)
+        return SimpleNamespace(name="qemu", capabilities=caps)
 
     async def run_saved(
         self, spec: object, image: object, vmstate: Path, memory_file: Path | None

@@ -18,9 +18,9 @@ import pytest
 
 from sanbox import Sanbox
 from sanbox.host.cgroup import limit_files, limits_for
+from sanbox.host.drivers.confine import VM_USER, is_vm_uid
+from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.runtime import HostRuntime, Machine
-from sanbox.host.vmm.confine import VM_USER, is_vm_uid
-from sanbox.host.vmm.qemu import QemuHypervisor
 
 from .server import ServerProcess
 
@@ -63,7 +63,7 @@ def test_each_vm_has_its_own_cgroups_with_its_limits(
     name = runtime.cgroup_name(machine.computer_id)
     assert machine.vm.pid in runtime.cgroups.procs(name)
     accel = machine.isolation.removeprefix("qemu-")  # the VM's memory.max counts TCG's cache
-    limits = limits_for(1, 512, QemuHypervisor(accel).memory_overhead_mib)
+    limits = limits_for(1, 512, QemuHypervisor(accel).capabilities.memory_overhead_mib)
     checked = set()
     for controller, h in runtime.cgroups.placed.items():
         cg = h.root / "sanbox.slice" / name

@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
+from sanbox.host.drivers import VmNotRunningError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, MachineSpec
-from sanbox.host.vmm import VmNotRunningError
 
 from .conftest import MakeMachine
 

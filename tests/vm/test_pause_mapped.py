@@ -177,7 +177,7 @@ def test_two_vms_run_from_one_saved_memory_file(
     spec = spec_of(pausable)
     run(runtime.pause(pausable, spec, image))
     state = pausable.dir.state
-    compat = runtime.compat(spec, image, pausable.vm.isolation)
+    compat = runtime.compat(spec, image)
     saved = memory.load(state, compat, runtime.memory_key)
     memory.verify_memory(state, saved, runtime.memory_key)
     snap = runtime.data_dir.root / f"test-snap-{pausable.computer_id}"
@@ -196,7 +196,7 @@ def test_two_vms_run_from_one_saved_memory_file(
         fork_spec = MachineSpec(computer_id=fork_id, memory_mib=512)
         hv = run(runtime.hypervisor(image))
         shared = snap / memory.MEMORY
-        if hv.maps_read_only:
+        if hv.capabilities.maps_read_only:
             fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, shared))
             mapped = memory.mapped_file(fork.vm.run_dir)
             assert mapped.stat().st_ino == shared.stat().st_ino

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ._output import console
 
-RUNTIME_TOOLS = {
-    "qemu-system-x86_64": "qemu-system-x86",
+if TYPE_CHECKING:  # the host is imported inside the command: `sanbox` starts fast
+    from ..host.drivers import Capabilities
+
+RUNTIME_TOOLS = {  # the host's own; each driver names its tools (`Driver.tools`)
     "ip": "iproute2",
     "nft": "nftables",
 }
@@ -25,26 +27,28 @@ def doctor(
     """Say which hypervisor and acceleration this host gets, whether the data dir can reflink,
     and which tools are missing with how to install them."""
     from ..host.disk import can_reflink
+    from ..host.drivers import cached_choice, cached_driver, probe_choice
     from ..host.image import ImageError, find_image
     from ..host.image._command import missing_tools
     from ..host.layout import DataDir, default_data_dir
-    from ..host.vmm import cached_accel, choose_accel
 
     dd = DataDir(data_dir or default_data_dir())
     ok = True
     console.print(f"data dir      {dd.root}")
     kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
     console.print(f"/dev/kvm      {'present' if kvm else 'absent'}")
-    accel = cached_accel(dd.host)
-    if accel is None and probe:
+    choice = cached_choice(dd.host)
+    driver = cached_driver(dd.host)
+    if choice is None and probe:
         try:
             image = find_image(dd, "base")
-            accel = choose_accel(dd.host, image.kernel, image.initrd)
+            choice = probe_choice(dd.host, image.kernel, image.initrd)
         except ImageError as exc:
-            console.print(f"hypervisor    qemu, acceleration unknown: {exc}")
-    if accel is not None:
-        console.print(f"hypervisor    qemu-{accel.accel}  [dim]({accel.reason})[/]")
-    _confinement(accel.accel if accel is not None else None)
+            console.print(f"hypervisor    {driver.name}, acceleration unknown: {exc}")
+    if choice is not None:
+        console.print(f"hypervisor    {choice.isolation}  [dim]({choice.reason})[/]")
+    _firecracker()
+    _confinement(driver.capabilities, choice.accel if choice is not None else None)
     try:
         dd.ensure()
         reflink = can_reflink(dd.tmp)
@@ -55,7 +59,7 @@ def doctor(
     except OSError as exc:
         ok = False
         console.print(f"disk clones   [red]cannot write the data dir: {exc}[/]")
-    for tool, package in RUNTIME_TOOLS.items():
+    for tool, package in {**RUNTIME_TOOLS, **driver.tools}.items():
         if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
             ok = False
             console.print(f"[red]missing[/]       {tool}: apt-get install {package}")
@@ -71,23 +75,30 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _confinement(accel: str | None) -> None:
+def _firecracker() -> None:
+    """Whether Firecracker could run here (a binary, its jailer, a usable KVM), or why not."""
+    from ..host.drivers import firecracker_status
+
+    ok, reason = firecracker_status()
+    if ok:
+        console.print(f"firecracker   {reason}  [dim](the runtime does not select it yet)[/]")
+    else:
+        console.print(f"firecracker   unavailable: {reason}")
+
+
+def _confinement(caps: Capabilities, accel: str | None) -> None:
     """What will confine this host's VMs: seccomp, the VM user, cgroup controllers, disk errors."""
     import pwd
 
     from ..host.cgroup import Cgroups
-    from ..host.vmm.confine import (
-        FIRST_VM_UID,
-        SANDBOX,
-        VM_UIDS,
-        VM_USER,
-        kvm_group,
-        kvm_usable_by,
-    )
-    from ..host.vmm.hypervisor import VmUser
+    from ..host.drivers import VmUser
+    from ..host.drivers.confine import FIRST_VM_UID, VM_UIDS, VM_USER, kvm_group, kvm_usable_by
 
-    denied = ", ".join(o.split("=")[0] for o in SANDBOX.split(",")[1:])
-    console.print(f"seccomp       on, denied: {denied}")
+    if caps.seccomp is None:
+        console.print("seccomp       [yellow]none: this driver has no filter[/]")
+    else:
+        denied = ", ".join(o.split("=")[0] for o in caps.seccomp.split(",")[1:])
+        console.print(f"seccomp       on, denied: {denied}")
     if os.geteuid() != 0:
         console.print("vm user       [yellow]none: the server is not root, so VMs run as its "
                       "user, without cgroups[/]")  # fmt: skip
@@ -107,4 +118,4 @@ def _confinement(accel: str | None) -> None:
     for controller, where in Cgroups.detect().describe().items():
         colour = "yellow" if where.startswith("missing") else "default"
         console.print(f"cgroup {controller:<7}[{colour}]{where}[/]")
-    console.print("disk errors   stop that guest (werror=stop,rerror=stop); it goes to error")
+    console.print(f"disk errors   {caps.disk_errors}")

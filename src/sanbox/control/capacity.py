@@ -19,9 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..host import space
-from ..host.layout import DataDir, default_ram_dir
-from ..host.space import Room
+from ..host.door import DataDir, Room, default_ram_dir, space
 from .errors import InsufficientStorageError, InvalidRequestError
 
 MIB = 1024 * 1024

@@ -13,17 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..host import console
-from ..host.agent import ExecProcess, ExecResult, FileInfo, PtySession, TcpStream
-from ..host.agent.files import Source
-from ..host.disk import can_reflink
-from ..host.egress.budget import ConnectionBudget
-from ..host.egress.denials import Denial
-from ..host.egress.gateway import EgressGateway
-from ..host.egress.reach import Reach
-from ..host.egress.resolver import Resolver
-from ..host.runtime import HostRuntime
-from ..host.vmm import cached_accel
+from ..host.door import (
+    ConnectionBudget,
+    Denial,
+    EgressGateway,
+    ExecProcess,
+    ExecResult,
+    FileInfo,
+    Host,
+    PtySession,
+    Reach,
+    Resolver,
+    Source,
+    TcpStream,
+    can_reflink,
+    console,
+)
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import build_cache, forks, guest, images, lifecycle, network, pausing, snapshots, templates
@@ -53,7 +58,7 @@ class Computers:
     def __init__(
         self,
         db: Database,
-        runtime: HostRuntime,
+        runtime: Host,
         *,
         reach: Reach | None = None,
         resolver: Resolver | None = None,
@@ -127,17 +132,16 @@ class Computers:
 
     def console(self, org: Org, ref: str, lines: int) -> list[str]:
         row = self.fleet.get(org, ref)
-        return console.lines(self.fleet.runtime.data_dir.computer(row.id).console_log, lines)
+        return console.lines(self.fleet.runtime.console_log(row.id), lines)
 
     # lifecycle -------------------------------------------------------------------------------
 
     async def create(
         self, org: Org, req: CreateRequest, idempotency_key: str | None = None, wait: bool = True
     ) -> ComputerRow:
-        claimed = await self.pools.claim(org, req, idempotency_key)
-        if claimed is not None:
-            return claimed
-        return await creating.create(self.fleet, org, req, idempotency_key, wait)
+        return await creating.create(
+            self.fleet, org, req, idempotency_key, wait, supply=self.pools.claim
+        )
 
     async def start(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.start(self.fleet, org, ref)
@@ -293,10 +297,10 @@ class Computers:
 
     async def host_facts(self) -> HostFacts:
         data_dir = self.fleet.runtime.data_dir
-        accel = cached_accel(data_dir.host)
+        hypervisor, isolation = self.fleet.runtime.driver_facts()
         return HostFacts(
-            hypervisor="qemu",
-            isolation=f"qemu-{accel.accel}" if accel else "unknown",
+            hypervisor=hypervisor,
+            isolation=isolation,
             cpus=self.fleet.capacity.cpus,
             memory_mib=self.fleet.capacity.memory_mib,
             data_dir=str(data_dir.root),

@@ -9,14 +9,13 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..host.disk import GIB
-from ..host.egress.policy import PolicyError
-from ..host.errors import HostError
-from ..host.image import Image, recipe_for
-from ..host.memory import MemoryOutcome
+from sqlalchemy.orm import Session
+
+from ..host.door import GIB, HostError, Image, MemoryOutcome, PolicyError, recipe_for
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from . import deadlines, quotas, snapshots, templates
@@ -93,13 +92,27 @@ def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
     return snap
 
 
-def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
+def check(fleet: Fleet, req: CreateRequest) -> None:
+    """What a request must be whatever serves it (a boot, a restore, a pool's member): names,
+    labels, environment, allowlist rules, idle timeout, deadlines. Nothing is made before."""
     if req.name is not None:
         check_name(req.name)
     if req.template is not None:
         check_name(req.template, "template")
     check_labels(req.labels)
     check_env(req.env)
+    if req.allow is not None:
+        try:
+            fleet.reach.policy(list(req.allow))
+        except PolicyError as exc:
+            raise InvalidRequestError(str(exc), "invalid_rule") from exc
+    if req.idle_timeout is not None and req.idle_timeout < 0:
+        raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
+    deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
+
+
+def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
+    check(fleet, req)
     snap = _from_snapshot(fleet, org, req) if req.from_snapshot is not None else None
     own = None
     if snap is None and req.template is not None and not templates.builtin(req.template):
@@ -111,14 +124,6 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     )
     if vcpus < 1 or memory_mib < 128:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
-    if req.allow is not None:
-        try:
-            fleet.reach.policy(list(req.allow))
-        except PolicyError as exc:
-            raise InvalidRequestError(str(exc), "invalid_rule") from exc
-    if req.idle_timeout is not None and req.idle_timeout < 0:
-        raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-    deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
     fleet.capacity.check(vcpus, memory_mib)
     template = snap.template if snap else (req.template or "base")
     start: SnapshotRow | None = snap
@@ -168,15 +173,9 @@ def insert(
     or return the one this idempotency key made. A `pool`'s
     member gets a name no user can give (`pool.…`: names are DNS labels) until it is claimed."""
     with fleet.db.session() as s:
-        if idempotency_key:
-            prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
-            if prior is not None:
-                if prior.request_hash != req.digest():
-                    raise ConflictError(
-                        "this Idempotency-Key was used for a different request",
-                        "idempotency_conflict",
-                    )
-                return prior, False
+        prior = _previous(s, org, req, idempotency_key)
+        if prior is not None:
+            return prior, False
         quotas.check(s, org.id, quotas.Use.computer(plan.vcpus, plan.memory_mib, plan.disk_gib))
         cid = repo.new_id("cmp_")
         name = req.name or (f"pool.{cid[4:]}" if pool else generate_name())
@@ -184,12 +183,13 @@ def insert(
             raise ConflictError(
                 f"a computer named {name!r} already exists: pick another name", "name_taken"
             )
+        hypervisor, _ = fleet.runtime.driver_facts()
         row = ComputerRow(
             id=cid, org_id=org.id, name=name, template=plan.template, pool=pool,
             image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
             ports=[{"port": p, "public": False} for p in plan.ports],
-            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor="qemu",
+            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor=hypervisor,
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
             lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,
@@ -207,6 +207,20 @@ def insert(
     return row, True
 
 
+def _previous(
+    s: Session, org: Org, req: CreateRequest, idempotency_key: str | None
+) -> ComputerRow | None:
+    """The computer this idempotency key made (for this same request), if any."""
+    if not idempotency_key:
+        return None
+    prior = repo.computer_by_idempotency_key(s, org.id, idempotency_key)
+    if prior is not None and prior.request_hash != req.digest():
+        raise ConflictError(
+            "this Idempotency-Key was used for a different request", "idempotency_conflict"
+        )
+    return prior
+
+
 def pending_identity(plan: Plan) -> str | None:
     """What a new computer is a copy of, until its own identity is given: `copy` (a snapshot's
     disk or memory, an org's template), `fork` (a computer's), None (booted from an image: the
@@ -216,13 +230,29 @@ def pending_identity(plan: Plan) -> str | None:
     return "fork" if plan.origin is not None else None
 
 
+Supply = Callable[[Org, CreateRequest, "str | None"], Awaitable["ComputerRow | None"]]
+
+
 async def create(
     fleet: Fleet,
     org: Org,
     req: CreateRequest,
     idempotency_key: str | None = None,
     wait: bool = True,
+    supply: Supply | None = None,
 ) -> ComputerRow:
+    """The one create path: a retry returns what its idempotency key made; the request is
+    checked; then a `supply` (a warm pool) may serve it with a member, else it is planned
+    (admitted) and provisioned: booted from an image, restored from a snapshot or a template."""
+    with fleet.db.session() as s:
+        prior = _previous(s, org, req, idempotency_key)
+    if prior is not None:
+        return prior
+    check(fleet, req)
+    if supply is not None:
+        claimed = await supply(org, req, idempotency_key)
+        if claimed is not None:
+            return claimed
     plan = validate(fleet, org, req)
     try:
         row, new = insert(fleet, org, req, plan, idempotency_key)

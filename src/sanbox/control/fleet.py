@@ -13,13 +13,21 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from ..host import console
-from ..host.egress.gateway import EgressGateway
-from ..host.egress.policy import Policy, PolicyError
-from ..host.egress.reach import Reach
-from ..host.errors import HostError
-from ..host.image import RECIPES, Image, find_build, find_image
-from ..host.runtime import HostRuntime, Machine, MachineSpec
+from ..host.door import (
+    RECIPES,
+    EgressGateway,
+    Host,
+    HostError,
+    Image,
+    Machine,
+    MachineSpec,
+    Policy,
+    PolicyError,
+    Reach,
+    console,
+    find_build,
+    find_image,
+)
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from . import quotas
@@ -41,7 +49,7 @@ class Fleet:
     def __init__(
         self,
         db: Database,
-        runtime: HostRuntime,
+        runtime: Host,
         bus: EventBus,
         capacity: Capacity | None = None,
         egress: EgressGateway | None = None,
@@ -225,7 +233,7 @@ class Fleet:
             state = row.state if row else None
         if state not in (State.RUNNING, State.STARTING, State.STOPPING):
             return
-        tail = console.tail(self.runtime.data_dir.computer(computer_id).console_log, 4)
+        tail = console.tail(self.runtime.console_log(computer_id), 4)
         self.record(
             computer_id, State.STOPPED, "computer.vm_exited",
             f"stopped: {why}; disk kept, `sanbox start` boots it again",

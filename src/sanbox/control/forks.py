@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import secrets
 
-from ..host import faults
-from ..host.errors import HostError
+from ..host.door import HostError, faults
 from ..store.models import ComputerRow, Org
 from . import create as creating
 from .errors import InvalidRequestError, with_state

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from ..host.agent import (
+from ..host.door import (
     AgentError,
     AgentTimeoutError,
     AgentUnavailableError,
@@ -23,15 +23,15 @@ from ..host.agent import (
     FileInfo,
     FileNotFoundInGuestError,
     InvalidPathError,
+    Machine,
     PtySession,
     RemoteError,
+    Source,
     Stderr,
     Stdout,
     TcpStream,
+    VmNotRunningError,
 )
-from ..host.agent.files import Source
-from ..host.runtime import Machine
-from ..host.vmm import VmNotRunningError
 from ..store.models import Org
 from .errors import (
     ConflictError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ..host.errors import HostError
+from ..host.door import HostError
 from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
 
 log = logging.getLogger(__name__)

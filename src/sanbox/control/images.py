@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ..host.image import Image, allocated_bytes, is_current, list_builds, remove_build
+from ..host.door import Image, allocated_bytes, is_current, list_builds, remove_build
 from ..store import repo
 from .fleet import Fleet
 

@@ -11,7 +11,7 @@ import contextlib
 import logging
 from dataclasses import asdict, dataclass
 
-from ..host.errors import HostError
+from ..host.door import HostError
 from ..store.models import ComputerRow, Org
 from . import deadlines
 from .errors import InvalidRequestError, failed, with_state
@@ -81,6 +81,7 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
         else:
             await fleet.runtime.kill(row.id)
     except HostError as exc:  # its VM may still run: never said stopped
+        log.warning("stop of %s failed: %s", row.id, exc)
         why = "its VM did not end"
         fleet.record(
             row.id,

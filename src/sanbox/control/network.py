@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ..host.egress.denials import Denial
-from ..host.egress.policy import PolicyError
+from ..host.door import Denial, PolicyError
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError, NotFoundError

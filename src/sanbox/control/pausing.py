@@ -9,8 +9,7 @@ import errno
 import logging
 import time
 
-from ..host.errors import HostError
-from ..host.memory import PauseError
+from ..host.door import HostError, PauseError
 from ..store.models import ComputerRow, Org
 from .errors import failed, with_state
 from .fleet import Fleet

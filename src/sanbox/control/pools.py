@@ -29,13 +29,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from ..host import faults
-from ..host.disk import GIB
-from ..host.egress.policy import Policy
+from ..host.door import GIB, Policy, faults
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import deadlines, lifecycle, quotas, templates
+from . import lifecycle, quotas, templates
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .names import check_name, generate_name
@@ -160,8 +158,7 @@ class Pools:
         self, org: Org, pool: PoolRow, req: creating.CreateRequest, idempotency_key: str | None
     ) -> ComputerRow | None:
         """One transaction: the oldest running member leaves the pool as the request's."""
-        fleet = self.fleet
-        deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
+        fleet = self.fleet  # the request was checked (create.check) before any supply
         with fleet.db.session() as s:
             q = select(ComputerRow).where(ComputerRow.pool == pool.id,
                                           ComputerRow.state == State.RUNNING)  # fmt: skip

@@ -13,8 +13,7 @@ import asyncio
 import time
 from typing import Protocol
 
-from ..host.agent import AgentClient
-from ..host.agent.errors import AgentError, AgentTimeoutError
+from ..host.door import AgentClient, AgentError, AgentTimeoutError
 from ..templates.spec import Ready
 
 EMULATION_FACTOR = 4  # a wait is this much longer in a software-emulated guest

@@ -10,16 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..host import memory
-from ..host.disk import GIB
-from ..host.errors import HostError
-from ..host.vmm import Liveness, VmHandle
+from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
 from .quotas import COMPUTE
@@ -64,29 +58,7 @@ class Reconciler:
                     await self._one(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
-        for computer_id in self.runtime.data_dir.computer_ids():
-            if computer_id not in known:
-                try:
-                    await self.runtime.destroy(computer_id)
-                except HostError as exc:  # one that stays must not stop the others
-                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
-                    continue
-                report.orphans.append(computer_id)
-        network = self.runtime.network
-        for netns in network.namespaces() if network is not None else []:
-            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
-            if computer_id not in known:
-                await network.remove(computer_id)  # type: ignore[union-attr]
-                report.orphans.append(netns)
-        cgroups = self.runtime.cgroups
-        for name in cgroups.names(f"{self.runtime.data_dir.tag}-"):
-            if name.removeprefix(f"{self.runtime.data_dir.tag}-") not in known:
-                await asyncio.to_thread(cgroups.remove, name)
-                report.orphans.append(f"cgroup {name}")
-        for pid in self._stray_processes(known):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            report.orphans.append(f"pid {pid}")
+        report.orphans += await self.runtime.sweep(known)
         self._builds()
         await self._snapshots(report)
         return report
@@ -124,7 +96,7 @@ class Reconciler:
                     fleet.bus.publish(ev)
                     report.snapshots_dropped.append(row.id)
         ready = {row.id for row in rows if row.state != "creating"}  # ready, or a build's layer
-        for snapshot_id in self.runtime.snapshots.ids():
+        for snapshot_id in self.runtime.snapshot_ids():
             if snapshot_id not in ready:
                 try:
                     await self.runtime.delete_snapshot(snapshot_id)
@@ -275,7 +247,7 @@ class Reconciler:
                 report.reattached.append(computer_id)
                 return
         await self.runtime.kill(computer_id)
-        if memory.exists(self.runtime.data_dir.computer(computer_id).state):
+        if self.runtime.has_saved_memory(computer_id):
             why = f"paused: the server restarted while it was {state}; memory is saved"
             fleet.record(computer_id, State.PAUSED, "computer.paused", why)
         else:
@@ -283,23 +255,6 @@ class Reconciler:
                        f"stopped: the server restarted while it was {state}; memory lost, "
                        "disk kept")  # fmt: skip
         report.stopped.append(computer_id)
-
-    def _stray_processes(self, known: set[str]) -> list[int]:
-        """VM processes under the data dir whose computer has no record."""
-        root = str(self.runtime.data_dir.computers)
-        out = subprocess.run(["pgrep", "-f", root], capture_output=True, text=True, check=False)
-        stray = []
-        for pid in (int(p) for p in out.stdout.split()):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if "qemu-system" not in cmdline:
-                continue
-            if not any(f"{root}/{cid}/" in cmdline for cid in known):
-                stray.append(pid)
-        return stray
 
     async def watch(self, interval: float = 2.0) -> None:
         """Record computers whose VM died, or stopped on a disk error, while the server ran."""

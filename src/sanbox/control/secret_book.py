@@ -16,10 +16,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
 
-from ..host.agent import AgentClient
-from ..host.egress.injection import Injection, applies
-from ..host.egress.org_ca import Minter, new_ca, upstream_context
-from ..host.sealing import Sealer
+from ..host.door import AgentClient, Injection, Minter, Sealer, applies, new_ca, upstream_context
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
 from ..templates.trust import CA_FILE, SYSTEM_BUNDLE, secret_env

@@ -10,8 +10,7 @@ import re
 
 from sqlalchemy.orm import Session
 
-from ..host.egress.injection import FIELD_VALUE, FRAMING
-from ..host.egress.policy import PolicyError, parse_rule
+from ..host.door import FIELD_VALUE, FRAMING, PolicyError, parse_rule
 from ..store import repo
 from ..store.models import Org, SecretBindingRow, SecretRow
 from ..templates.trust import placeholder_for

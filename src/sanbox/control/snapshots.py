@@ -8,9 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from ..host.errors import HostError
-from ..host.runtime import Machine
-from ..host.snapshot import SnapshotManifest
+from ..host.door import HostError, Machine, SnapshotManifest
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from . import quotas

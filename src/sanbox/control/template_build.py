@@ -25,13 +25,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host.agent import AgentClient
-from ..host.agent.errors import AgentError, AgentTimeoutError
-from ..host.egress.policy import Policy, PolicyError
-from ..host.errors import HostError, MissingToolError
-from ..host.image import Image
-from ..host.image.archive import summary
-from ..host.machine import Machine, MachineSpec
+from ..host.door import (
+    AgentClient,
+    AgentError,
+    AgentTimeoutError,
+    HostError,
+    Image,
+    Machine,
+    MachineSpec,
+    MissingToolError,
+    Policy,
+    PolicyError,
+    summary,
+)
 from ..store import repo
 from ..store.models import BuildStepRow, Org, SnapshotRow
 from ..templates import fetch

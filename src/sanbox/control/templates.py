@@ -19,9 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host.egress.policy import PolicyError
-from ..host.errors import HostError
-from ..host.image import RECIPES, Image
+from ..host.door import RECIPES, HostError, Image, PolicyError
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
 from ..templates import fetch_cache

@@ -8,9 +8,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from .agent import AgentClient
+from .drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
 from .layout import ComputerDir
-from .vmm import NetAttachment, VmHandle, VmNotRunningError
-from .vmm.hypervisor import VM_ISOLATIONS
 
 
 @dataclass(frozen=True)

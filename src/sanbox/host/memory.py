@@ -19,13 +19,15 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import blake3
 
-from . import memfile, memstream
+from . import memfile
+from .drivers.errors import SavedStateError
 from .durable import fsync_path
 from .errors import HostError
 
@@ -118,16 +120,18 @@ def write_from_stream(
     compat: dict[str, Any],
     started: float,
     key: bytes,
+    split: Callable[[Path, Path, Path, int], None],
 ) -> SavedState:
-    """`write` for a VM whose RAM is a private mapping: its migration stream (`stream_tmp`)
-    carries the RAM, which goes into the memory file; the device state stays in the vmstate."""
+    """`write` for a VM whose RAM is a private mapping: its saved state (`stream_tmp`) carries
+    the RAM, which its driver's `split` takes into the memory file; the device state stays in
+    the vmstate."""
     memory_tmp = state_dir / f"{MEMORY}.tmp"
     vmstate_tmp = state_dir / f"{VMSTATE}.devices.tmp"
     try:
         try:
-            memstream.split(stream_tmp, vmstate_tmp, memory_tmp, memory_bytes)
-        except memstream.StreamError as exc:
-            raise PauseError(f"could not read the VM's migration stream: {exc}") from exc
+            split(stream_tmp, vmstate_tmp, memory_tmp, memory_bytes)
+        except SavedStateError as exc:
+            raise PauseError(f"could not read the VM's saved state: {exc}") from exc
         chunks = memfile.digest(memory_tmp, key)
         return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
     finally:

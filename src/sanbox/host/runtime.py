@@ -13,15 +13,30 @@ import functools
 import logging
 import os
 import shutil
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from . import console, memory, suspend
-from .agent import AgentClient, AgentError
+from .agent import AgentClient, AgentError, RemoteError
 from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
 from .disk.layers import LayerStore
+from .drivers import (
+    Capabilities,
+    Driver,
+    VmHandle,
+    VmNotRunningError,
+    VmSpec,
+    VmStartError,
+    VmUser,
+    cached_choice,
+    cached_driver,
+    choose_driver,
+)
+from .drivers.confine import computer_user, describe, vm_user
+from .drivers.process import stray_processes
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
@@ -33,16 +48,6 @@ from .secret import derived_key
 from .snapshot import SnapshotManifest, Snapshots
 from .snapshot import restore as snapshot_restore
 from .snapshot import take as snapshot_take
-from .vmm import (
-    Hypervisor,
-    QemuHypervisor,
-    VmHandle,
-    VmSpec,
-    VmStartError,
-    VmUser,
-)
-from .vmm.accel import cached_accel, choose_accel
-from .vmm.confine import computer_user, describe, kvm_usable_by, vm_user
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0
@@ -57,7 +62,7 @@ log = logging.getLogger(__name__)
 
 class HostRuntime:
     def __init__(
-        self, data_dir: DataDir, hypervisor: Hypervisor | None = None, networking: bool = True
+        self, data_dir: DataDir, hypervisor: Driver | None = None, networking: bool = True
     ) -> None:
         self.data_dir = data_dir
         self.disks = DiskManager(data_dir)
@@ -78,21 +83,21 @@ class HostRuntime:
 
     def confinement(self) -> dict[str, object]:
         """What confines this host's VMs (seccomp, user, cgroup controllers, disk errors)."""
-        qemu = self._hypervisor is None or isinstance(self._hypervisor, QemuHypervisor)
+        caps = self.driver.capabilities
         cgroups = self.cgroups.describe() if self.confined else {}
-        return describe(qemu, self.vm_user(), cgroups)
+        return describe(caps.seccomp, caps.disk_errors, self.vm_user(), cgroups)
 
     def cgroup_name(self, computer_id: str) -> str:
         return f"{self.data_dir.tag}-{computer_id}"
 
-    async def _launch(self, hv: Hypervisor, spec: VmSpec) -> VmHandle:
+    async def _launch(self, hv: Driver, spec: VmSpec) -> VmHandle:
         """Boot `spec`, confined: as the VM user, inside the computer's own cgroups."""
         base = await asyncio.to_thread(self.vm_user)
         if base is None:
             return await hv.boot(spec)
         name = self.cgroup_name(spec.name)
         user = await asyncio.to_thread(computer_user, base, name, spec.run_dir)
-        limits = limits_for(spec.vcpus, spec.memory_mib, hv.memory_overhead_mib)
+        limits = limits_for(spec.vcpus, spec.memory_mib, hv.capabilities.memory_overhead_mib)
         procs = await asyncio.to_thread(self.cgroups.create, name, limits)
         try:
             return await hv.boot(replace(spec, run_as=user, cgroup_procs=procs))
@@ -112,19 +117,13 @@ class HostRuntime:
             return spec
         return replace(spec, net=await self.network.ensure(spec.computer_id))
 
-    async def hypervisor(self, image: Image) -> Hypervisor:
+    async def hypervisor(self, image: Image) -> Driver:
         """The driver for this host, choosing acceleration once (probe cached per host)."""
         if self._hypervisor is None:
-            choice = await asyncio.to_thread(
-                choose_accel, self.data_dir.host, image.kernel, image.initrd
-            )
-            accel = choice.accel
             user = await asyncio.to_thread(self.vm_user)
-            if accel == "kvm" and user is not None and not kvm_usable_by(user):
-                log.warning("KVM works, but the VM user %s cannot open /dev/kvm: using TCG; give "
-                            "/dev/kvm to group kvm (mode 0660)", user.name)  # fmt: skip
-                accel = "tcg"
-            self._hypervisor = QemuHypervisor(accel)
+            self._hypervisor = await asyncio.to_thread(
+                choose_driver, self.data_dir.host, image.kernel, image.initrd, user
+            )
         return self._hypervisor
 
     def _vm_spec(
@@ -215,13 +214,57 @@ class HostRuntime:
                 with contextlib.suppress(asyncio.CancelledError, AgentError):
                     await connect
 
+    @property
+    def driver(self) -> Driver:
+        """This host's driver: the one chosen (or given), else the one its cached probe names."""
+        return self._hypervisor or cached_driver(self.data_dir.host)
+
+    def capabilities(self) -> Capabilities:
+        return self.driver.capabilities
+
+    def driver_facts(self) -> tuple[str, str]:
+        """(hypervisor, isolation) as computers and the host show them; the isolation is
+        `unknown` until the host has chosen (probed, or was given a driver)."""
+        if self._hypervisor is not None:
+            return self._hypervisor.name, self._hypervisor.isolation
+        choice = cached_choice(self.data_dir.host)
+        if choice is None:
+            return self.driver.name, "unknown"
+        return choice.hypervisor, choice.isolation
+
+    async def sweep(self, known: set[str]) -> list[str]:
+        """Remove what belongs to no computer in `known` (the caller's records): folders (their
+        VMs killed), network namespaces, cgroups, and VM processes whose folder is gone. Returns
+        what went; one that stays (logged) does not stop the others."""
+        gone: list[str] = []
+        for computer_id in self.data_dir.computer_ids():
+            if computer_id not in known:
+                try:
+                    await self.destroy(computer_id)
+                except HostError as exc:
+                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
+                    continue
+                gone.append(computer_id)
+        network = self.network
+        for netns in network.namespaces() if network is not None else []:
+            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
+            if computer_id not in known:
+                await network.remove(computer_id)  # type: ignore[union-attr]
+                gone.append(netns)
+        for name in self.cgroups.names(f"{self.data_dir.tag}-"):
+            if name.removeprefix(f"{self.data_dir.tag}-") not in known:
+                await asyncio.to_thread(self.cgroups.remove, name)
+                gone.append(f"cgroup {name}")
+        stray = stray_processes(self.data_dir.computers, known, self.driver.is_vm_process)
+        for pid in stray:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            gone.append(f"pid {pid}")
+        return gone
+
     def attach_vm(self, computer_id: str) -> VmHandle | None:
         cdir = self.data_dir.computer(computer_id)
-        hv = self._hypervisor
-        if hv is None:  # not booted anything yet: the host's cached choice names the isolation
-            choice = cached_accel(self.data_dir.host)
-            hv = QemuHypervisor(choice.accel if choice else "tcg")
-        return hv.attach(cdir.run)
+        return self.driver.attach(cdir.run)  # before any boot: the cached choice's driver
 
     async def attach(self, computer_id: str, timeout: float = 10.0) -> Machine | None:
         """Re-attach to a computer's running VM (after a restart of the caller)."""
@@ -234,13 +277,17 @@ class HostRuntime:
     async def shutdown(self, machine: Machine, timeout: float = SHUTDOWN_TIMEOUT) -> bool:
         """Clean shutdown (sync, remount read-only, power off); SIGKILL after `timeout`.
         Returns True if the guest powered off by itself."""
-        clean = False
+        clean = asked = False
         try:
-            client = await machine.client(timeout=5.0)
-            await client.exec_stream(["/sbin/sanbox-poweroff"])
-            clean = await machine.vm.wait_exit(timeout)
-        except AgentError:
-            clean = False
+            try:
+                client = await machine.client(timeout=5.0)
+                asked = True
+                await client.exec_stream(["/sbin/sanbox-poweroff"])
+            except RemoteError:  # the guest answered that it will not: it is killed
+                asked = False
+            except (AgentError, VmNotRunningError):  # the agent went down with the guest, or
+                pass  # the VM was gone already (killed, crashed)
+            clean = asked and await machine.vm.wait_exit(timeout)
         finally:
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
@@ -249,9 +296,9 @@ class HostRuntime:
 
     # memory: pause and resume (suspend.py) ------------------------------------------------
 
-    def compat(self, spec: MachineSpec, image: Image, isolation: str) -> dict[str, object]:
-        """What a saved state must match to be loaded."""
-        return suspend.compat(spec, image, isolation)
+    def compat(self, spec: MachineSpec, image: Image) -> dict[str, object]:
+        """What a saved state must match to be loaded on this host."""
+        return suspend.compat(spec, image, self.driver)
 
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
         """Save memory and devices to the state dir, durably, and end the VM process. If that
@@ -271,6 +318,13 @@ class HostRuntime:
         a shared image mapped read-only (forks: N calls with one file share its clean pages), or
         None for RAM copied into its RAM file already. See `suspend.run_saved`."""
         return await suspend.run_saved(self, spec, image, vmstate, memory_file)
+
+    def has_saved_memory(self, computer_id: str) -> bool:
+        """Whether a paused computer's saved state is on this host."""
+        return memory.exists(self.data_dir.computer(computer_id).state)
+
+    def console_log(self, computer_id: str) -> Path:
+        return self.data_dir.computer(computer_id).console_log
 
     async def drop_saved_memory(self, computer_id: str) -> None:
         """Remove a paused computer's saved state (a stop of a paused computer). Memory a
@@ -310,8 +364,14 @@ class HostRuntime:
             self, self.snapshots, spec, image, snapshot_id
         )
 
-    async def fork(self, machine: Machine | None, spec: MachineSpec, image: Image,
-                   new_specs: list[MachineSpec], memory: bool = True) -> list[Machine]:  # fmt: skip
+    async def fork(
+        self,
+        machine: Machine | None,
+        spec: MachineSpec,
+        image: Image,
+        new_specs: list[MachineSpec],
+        memory: bool = True,
+    ) -> list[Machine]:
         """len(new_specs) running copies of a computer, each with its own identity: from its
         memory (`machine`, or None: its saved state) or, without `memory`, booted on its disk."""
         return await snapshot_restore.fork(
@@ -324,6 +384,10 @@ class HostRuntime:
         to repeat: every call draws a new machine-id, new host keys and fresh entropy."""
         await self.grow_disk(machine, size_bytes)
         await snapshot_restore.new_identity(await machine.client(), hostname)
+
+    def snapshot_ids(self) -> list[str]:
+        """The snapshots on this host."""
+        return self.snapshots.ids()
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot; the layers it alone needed go too."""

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from . import memory
 from .agent import AgentError
+from .drivers import Driver
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir
 from .machine import Machine, MachineSpec
 from .memory import MemoryOutcome, PauseError, SavedState, StateError
-from .vmm.accel import qemu_version
 
 if TYPE_CHECKING:  # runtime.py calls into this module
     from .runtime import HostRuntime
@@ -46,10 +46,16 @@ def copies_memory() -> bool:
     return os.environ.get(RESTORE_ENV, "map") == "copy"
 
 
-def compat(spec: MachineSpec, image: Image, isolation: str) -> dict[str, object]:
-    """What a saved state must match to be loaded."""
-    return {"isolation": isolation, "hypervisor_build": qemu_version(), "vcpus": spec.vcpus,
-            "memory_mib": spec.memory_mib, "image": image.build_id}  # fmt: skip
+def compat(spec: MachineSpec, image: Image, driver: Driver) -> dict[str, object]:
+    """What a saved state must match to be loaded: the driver and its build, the size, the
+    image."""
+    return {
+        "isolation": driver.isolation,
+        "hypervisor_build": driver.build,
+        "vcpus": spec.vcpus,
+        "memory_mib": spec.memory_mib,
+        "image": image.build_id,
+    }
 
 
 async def pause(rt: HostRuntime, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
@@ -62,11 +68,13 @@ async def pause(rt: HostRuntime, machine: Machine, spec: MachineSpec, image: Ima
     except (HostError, OSError) as exc:
         tmp.unlink(missing_ok=True)
         raise PauseError(f"could not save the VM state: {exc}") from exc
-    keys = compat(spec, image, vm.isolation), started, rt.memory_key
+    keys = compat(spec, image, await rt.hypervisor(image)), started, rt.memory_key
     try:
         if ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
             size = spec.memory_mib * MIB
-            saved = await asyncio.to_thread(memory.write_from_stream, cdir.state, tmp, size, *keys)
+            saved = await asyncio.to_thread(
+                memory.write_from_stream, cdir.state, tmp, size, *keys, vm.split_saved_state
+            )
         else:
             ram = rt.data_dir.ram_file(spec.computer_id)
             saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, *keys)
@@ -86,8 +94,8 @@ async def pause(rt: HostRuntime, machine: Machine, spec: MachineSpec, image: Ima
 async def resume(rt: HostRuntime, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
     cdir = rt.data_dir.computer(spec.computer_id)
     hv = await rt.hypervisor(image)
-    wanted = compat(spec, image, hv.isolation)
-    try:  # usable at all? (missing, corrupt, incompatible); memory checked before QEMU runs
+    wanted = compat(spec, image, hv)
+    try:  # usable at all? (missing, corrupt, incompatible); memory checked before the VM runs
         saved = await asyncio.to_thread(memory.load, cdir.state, wanted, rt.memory_key)
         machine = await _restore(rt, spec, image, cdir, saved)
     except StateError as exc:
@@ -143,7 +151,7 @@ async def run_saved(
         if memory_file is not None:
             mapped = memory.mapped_file(cdir.run)
             shared = memory_file != mapped
-            if shared and not hv.maps_read_only:
+            if shared and not hv.capabilities.maps_read_only:
                 raise HostError(
                     f"{hv.name} cannot map a shared memory image read-only: it is copied instead"
                 )

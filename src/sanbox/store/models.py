@@ -93,7 +93,7 @@ class ComputerRow(Base):
     disk_gib: Mapped[int] = mapped_column(Integer)
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    hypervisor: Mapped[str] = mapped_column(String(32), default="qemu")
+    hypervisor: Mapped[str] = mapped_column(String(32), default="unknown")  # the driver's name
     isolation: Mapped[str] = mapped_column(String(32), default="")
     image: Mapped[str | None] = mapped_column(String(64), default=None)  # its disk's image build
     last_error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -14,14 +14,14 @@ from typing import Literal
 from .errors import DiskError
 
 DiskFormat = Literal["raw", "qcow2"]
-QEMU_IMG = "qemu-img"
+IMG_TOOL = "qemu-img"
 TIMEOUT = 60.0
 
 
 def _run(*args: str) -> str:
     try:
         out = subprocess.run(
-            [QEMU_IMG, *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
+            [IMG_TOOL, *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
         )
     except FileNotFoundError:
         raise DiskError("qemu-img is missing: install qemu-utils") from None

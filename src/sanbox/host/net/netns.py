@@ -7,8 +7,8 @@ import asyncio
 import os
 from pathlib import Path
 
+from ..drivers import NetAttachment
 from ..errors import HostError, MissingToolError
-from ..vmm import NetAttachment
 from .addresses import GATEWAY_CIDR, GATEWAY_IP, GATEWAY_MAC, GUEST_CIDR, GUEST_MAC, TAP, netns_name
 
 

@@ -102,7 +102,7 @@ async def create_from_snapshot(
             f"snapshot {snap.id} stands on image build {snap.image}, not {image.build_id}"
         )
     hv = await rt.hypervisor(image)
-    compat = suspend.compat(spec, image, hv.isolation) if snap.memory else None
+    compat = suspend.compat(spec, image, hv) if snap.memory else None
     outcome: MemoryOutcome | None = None
     try:
         await asyncio.to_thread(snaps.verify, snap, compat)
@@ -163,7 +163,8 @@ async def _restore(
     cdir = rt.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
     hv = await rt.hypervisor(image)
-    if hv.maps_read_only:  # the snapshot's file itself, mapped from a read-only descriptor
+    # the snapshot's file itself, mapped from a read-only descriptor
+    if hv.capabilities.maps_read_only:
         copy, memory_file = None, memory.mapped_file(cdir.run)
         await asyncio.to_thread(_check_memory, snaps, snap, memory_file, compat, rt.memory_key)
     else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own

@@ -31,11 +31,11 @@ from ..agent import AgentError
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
+from ..drivers import VmHandle
 from ..durable import fsync_path
 from ..errors import HostError
 from ..image import Image
 from ..layout import ComputerDir
-from ..vmm import VmHandle
 from .errors import SnapshotError
 from .manifest import MEMORY_DIR, SnapshotManifest
 from .store import Snapshots, disk_usage
@@ -152,7 +152,7 @@ async def _running_with_memory(
     mem = tmp / MEMORY_DIR
     mem.mkdir(mode=0o700)
     stream = mem / f"{memory.VMSTATE}.tmp"
-    keys = suspend.compat(spec, image, vm.isolation), time.monotonic(), rt.memory_key
+    keys = suspend.compat(spec, image, await rt.hypervisor(image)), time.monotonic(), rt.memory_key
     await vm.pause()
     faults.reached("snapshot.vcpus_stopped")
     started = time.monotonic()
@@ -169,7 +169,9 @@ async def _running_with_memory(
         paused = time.monotonic() - started
     if ram_in_stream:  # the stream holds the RAM as it was: taken out after the VM runs on
         size = spec.memory_mib * MIB
-        await asyncio.to_thread(memory.write_from_stream, mem, stream, size, *keys)
+        await asyncio.to_thread(
+            memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
+        )
     return layer, paused
 
 

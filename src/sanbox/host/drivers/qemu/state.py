@@ -15,13 +15,10 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import QmpError, VmmError, VmNotRunningError
-from .qmp import QmpClient
-
-if TYPE_CHECKING:  # qemu.py calls into this module
-    from .qemu import QemuVm
+from ..errors import VmmError, VmNotRunningError
+from .qmp import Monitored, QmpClient, QmpError
 
 MAX_BANDWIDTH = 100 * 1024**3  # bytes/s: effectively unlimited
 IGNORE_SHARED = [{"capability": "x-ignore-shared", "state": True}]
@@ -54,7 +51,7 @@ async def _ram_shared(qmp: QmpClient) -> bool:
         return False  # no memory backend object: anonymous RAM, migrated in the stream
 
 
-async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> bool:
+async def save_state(vm: Monitored, vmstate: Path, timeout: float = 120.0) -> bool:
     """Stop the vCPUs and write the device state to `vmstate`; True if the stream carries the
     guest's RAM too (its RAM is not a shared file). On failure the VM runs again."""
     qmp = await vm.qmp()
@@ -82,7 +79,7 @@ async def save_state(vm: QemuVm, vmstate: Path, timeout: float = 120.0) -> bool:
         await qmp.close()
 
 
-async def resume_vcpus(vm: QemuVm) -> None:
+async def resume_vcpus(vm: Monitored) -> None:
     """Let a VM whose state was saved (or is half-saved) run on: its vCPUs continue."""
     qmp = await vm.qmp()
     try:
@@ -98,7 +95,7 @@ async def resume_vcpus(vm: QemuVm) -> None:
 HOST_STOPPED = frozenset({"paused", "postmigrate", "finish-migrate"})
 
 
-async def vcpus_stopped(vm: QemuVm) -> bool | None:
+async def vcpus_stopped(vm: Monitored) -> bool | None:
     """True if the host stopped the VM's vCPUs (a fork's or snapshot's save the caller never
     finished), False if they run (or stopped for another reason), None if QEMU's monitor could
     not be asked."""
@@ -115,7 +112,7 @@ async def vcpus_stopped(vm: QemuVm) -> bool | None:
     return status in HOST_STOPPED
 
 
-async def quit_vm(vm: QemuVm) -> None:
+async def quit_vm(vm: Monitored) -> None:
     with contextlib.suppress(QmpError, VmNotRunningError):
         qmp = await vm.qmp()
         with contextlib.suppress(QmpError):
@@ -124,7 +121,7 @@ async def quit_vm(vm: QemuVm) -> None:
     await vm.kill()
 
 
-async def load_state(vm: QemuVm, vmstate: Path, timeout: float = 60.0) -> None:
+async def load_state(vm: Monitored, vmstate: Path, timeout: float = 60.0) -> None:
     """Load `vmstate` into a VM started with `restore=True` and let it run."""
     qmp = await vm.qmp()
     try:

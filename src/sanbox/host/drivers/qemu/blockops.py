@@ -19,18 +19,15 @@ import asyncio
 import contextlib
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import QmpError
-
-if TYPE_CHECKING:  # qemu.py calls into this module
-    from .qemu import QemuVm
+from .qmp import Monitored, QmpError
 
 DRIVE = "root"  # the -drive id qemu.py's argv gives the root disk
 STREAM_TIMEOUT = 600.0
 
 
-async def pause(vm: QemuVm) -> None:
+async def pause(vm: Monitored) -> None:
     """Stop the vCPUs (devices and the monitor keep working)."""
     qmp = await vm.qmp()
     try:
@@ -39,7 +36,7 @@ async def pause(vm: QemuVm) -> None:
         await qmp.close()
 
 
-async def switch_disk(vm: QemuVm, overlay: Path) -> None:
+async def switch_disk(vm: Monitored, overlay: Path) -> None:
     """Continue the guest's disk on `overlay`, whose backing file is the disk it has now."""
     qmp = await vm.qmp()
     node = f"sanbox-{secrets.token_hex(4)}"
@@ -58,7 +55,7 @@ async def switch_disk(vm: QemuVm, overlay: Path) -> None:
         await qmp.close()
 
 
-async def grow_disk(vm: QemuVm, size_bytes: int) -> None:
+async def grow_disk(vm: Monitored, size_bytes: int) -> None:
     """`block_resize` the root drive (its active overlay); virtio-blk tells the guest."""
     qmp = await vm.qmp()
     try:
@@ -77,7 +74,7 @@ def _node_of(nodes: list[dict[str, Any]], path: Path) -> str | None:
     return None
 
 
-async def stream_disk(vm: QemuVm, base: Path, timeout: float = STREAM_TIMEOUT) -> None:
+async def stream_disk(vm: Monitored, base: Path, timeout: float = STREAM_TIMEOUT) -> None:
     """Copy the layers between the guest's overlay and `base` into the overlay and drop them;
     the overlay then stands on `base` directly. Waits for the job; QmpError if it failed."""
     qmp = await vm.qmp()

@@ -1,10 +1,8 @@
-"""What confines a QEMU process: a seccomp sandbox, an unprivileged user of its own, and files
-that only that user (and root) can reach.
+"""What confines a VM process, whatever its driver: an unprivileged user of its own, and files
+that only that user (and root) can reach (a driver adds its own filter: QEMU's seccomp sandbox is
+in `qemu/argv.py`). The launcher drops to the user with `setpriv` before the hypervisor starts, so
+it never holds root.
 
-- `SANDBOX`: QEMU's seccomp filter with every optional group denied. `spawn=deny` forbids fork and
-  exec (so no `exec:` migration: see qemu_state.py) and `-daemonize` (the launcher detaches QEMU
-  instead); `elevateprivileges=deny` forbids set*uid, so QEMU's own `-runas` cannot be used: the
-  launcher drops to the user with `setpriv` before QEMU starts, and QEMU never holds root.
 - `vm_user()`: the system user `sanbox-vm` (created if missing), with the group that owns
   /dev/kvm when that group may use it. Each computer's QEMU runs as a uid of its own
   (`computer_uid()`: one of 65536 from FIRST_VM_UID, above what useradd hands out as subordinate
@@ -36,10 +34,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from .driver import VmSpec, VmUser
 from .errors import VmStartError
-from .hypervisor import VmSpec, VmUser
 
-SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 VM_USER = "sanbox-vm"
 FIRST_VM_UID = 0x7A000000  # 2046820352: past useradd's subordinate ids and systemd's containers
 VM_UIDS = 65536
@@ -249,7 +246,7 @@ def prepare(spec: VmSpec, user: VmUser) -> None:
         blocked = _reachable(path, user)
         if blocked is not None and not blocked.is_relative_to(computer):  # those are set below
             raise ConfinementError(
-                f"QEMU runs as {user.name}, which cannot pass through {blocked}: "
+                f"the hypervisor runs as {user.name}, which cannot pass through {blocked}: "
                 f"give it search permission (chmod o+x {blocked}) or move the data dir"
             )
     os.chown(computer, 0, 0)
@@ -269,16 +266,16 @@ def prepare(spec: VmSpec, user: VmUser) -> None:
         )
 
 
-def describe(qemu: bool, user: VmUser | None, cgroups: dict[str, str]) -> dict[str, object]:
+def describe(
+    seccomp: str | None, disk_errors: str, user: VmUser | None, cgroups: dict[str, str]
+) -> dict[str, object]:
     """The confinement in force, for `sanbox doctor` and GET /v1/host."""
     return {
-        "seccomp": SANDBOX if qemu else None,
+        "seccomp": seccomp,
         "user": None
         if user is None
         else f"{user.name}: a uid of its own per computer "
         f"({FIRST_VM_UID}-{FIRST_VM_UID + VM_UIDS - 1}), group {group_name(user.gid)}",
         "cgroups": cgroups,
-        "disk_errors": "stop the guest (werror=stop,rerror=stop); the computer goes to error"
-        if qemu
-        else "passed to the guest",
+        "disk_errors": disk_errors,
     }

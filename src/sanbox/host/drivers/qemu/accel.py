@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .confine import SANDBOX
-from .errors import VmmError
+from ..errors import VmmError
+from .argv import SANDBOX
 
 PROBE_MARKER = b"SANBOX-PROBE-OK"
 PROBE_TIMEOUT = 10.0
@@ -37,7 +37,7 @@ class AccelChoice:
 def qemu_binary() -> str:
     path = shutil.which("qemu-system-x86_64")
     if path is None:
-        from ..errors import MissingToolError
+        from ...errors import MissingToolError
 
         raise MissingToolError("qemu-system-x86_64", "qemu-system-x86")
     return path

@@ -10,9 +10,15 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .errors import QmpError
+from ..errors import MonitorError
+
+
+class QmpError(MonitorError):
+    """QEMU's monitor refused a command or did not answer."""
+
+    code = "qmp_error"
 
 
 class QmpClient:
@@ -87,3 +93,15 @@ class QmpClient:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+
+class Monitored(Protocol):
+    """A QEMU process whose monitor can be dialled (what the state and block operations need)."""
+
+    pid: int
+
+    async def qmp(self, timeout: float = 10.0) -> QmpClient: ...
+
+    def alive(self) -> bool: ...
+
+    async def kill(self, timeout: float = 5.0) -> None: ...

@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SavedStateError
+
 MAGIC = 0x5145564D  # "QEVM"
 VERSION = 3
 SECTION_START, SECTION_PART, SECTION_END = 0x01, 0x02, 0x03
@@ -70,7 +72,7 @@ def _zero_run(data: memoryview, pos: int, offset: int, ram: _RamWriter) -> tuple
     return match.end(), pos
 
 
-class StreamError(Exception):
+class StreamError(SavedStateError):
     """A migration stream this module does not understand."""
 
 

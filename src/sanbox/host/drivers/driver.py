@@ -1,5 +1,11 @@
 """The driver contract: every hypervisor boots a VmSpec into a detached process and can re-attach
-to it by its run dir. Drivers: qemu.py (QEMU -M microvm, KVM or TCG)."""
+to it by its run dir, and states what it can do as `Capabilities`: the host chooses by those,
+never by a driver's name. Drivers: `qemu/` (QEMU -M microvm, KVM or TCG), `local/` (the guest
+agent as a local process: the component tier's stand-in), `firecracker/` (KVM only).
+
+A new driver implements `Driver` (boot, attach, capabilities) and `VmHandle` (liveness, kill,
+pause and save/load of device state, the disk verbs its capabilities claim), and is chosen by
+`select.py` where its probe says it works."""
 
 from __future__ import annotations
 
@@ -71,9 +77,6 @@ class VmSpec:
         return self.console_log.with_name("hypervisor.log")
 
 
-VM_ISOLATIONS = frozenset({"qemu-kvm", "qemu-tcg", "firecracker-kvm"})  # a guest kernel of its own
-
-
 class Liveness(enum.Enum):
     """What a look at a VM process found. UNKNOWN: the look itself failed (no descriptor left,
     a transient error): nothing is known of the VM, and nobody may take it for dead."""
@@ -115,6 +118,13 @@ class VmHandle(Protocol):
         """Stop the vCPUs and write the device state. Returns whether the stream carries the
         guest's RAM too (RAM mapped privately); if not, RAM is in the shared RAM file."""
 
+    def split_saved_state(
+        self, stream: Path, vmstate: Path, memory: Path, memory_bytes: int
+    ) -> None:
+        """Take the guest's RAM out of a saved state that carries it (`save_state` said so):
+        the device state to `vmstate`, the RAM (`memory_bytes`) to `memory`. Raises
+        SavedStateError if the stream cannot be read."""
+
     async def load_state(self, vmstate: Path) -> None:
         """Load a saved device state into a VM booted with `restore=True`; it runs."""
 
@@ -144,22 +154,47 @@ class VmHandle(Protocol):
         filesystem is grown by the caller, through the agent)."""
 
 
-class Hypervisor(Protocol):
-    name: str
-    accel: str
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver's VMs can do. Disk layers, snapshots, pause and fork choose by these."""
+
+    disk_formats: tuple[str, ...]  # what a VM's disk may be: ("qcow2", "raw"); layers need qcow2
+    # switch_disk/stream_disk on a running VM (a running computer's snapshot, a live flatten)
+    live_disk_switch: bool
+    maps_read_only: bool  # maps a shared memory image copy-on-write from a read-only file (forks
+    # share clean pages); if not, a shared image is copied into the VM's own RAM file
+    snapshot_format: str  # the device-state format its save_state writes: "qemu-migration", ...
+    confinement: str  # how its process is confined: "seccomp+uid+cgroups", "jailer", "none"
+    seccomp: str | None  # its seccomp policy, in its own words; None: no filter
+    disk_errors: str  # what a host-side disk error does to the guest
+    memory_overhead_mib: int  # held beyond guest RAM and a base overhead (TCG's code cache)
+    agent_channel: str  # how the host reaches the guest agent: virtio-serial, vsock, unix
+
+
+class Driver(Protocol):
+    name: str  # the hypervisor: qemu, firecracker, local
+    accel: str  # kvm, tcg, process
 
     @property
-    def isolation(self) -> str: ...
-
-    @property
-    def memory_overhead_mib(self) -> int:
-        """Memory it holds beyond guest RAM and a base overhead (TCG's code cache)."""
+    def isolation(self) -> str:
+        """What keeps a guest apart, as computers show it: qemu-kvm, qemu-tcg, firecracker-kvm."""
         ...
 
     @property
-    def maps_read_only(self) -> bool:
-        """Whether it can map a memory image copy-on-write from a file it opens read-only
-        (`VmSpec.memory_readonly`); if not, a shared image is copied into the VM's own RAM."""
+    def build(self) -> str:
+        """The hypervisor's version: a saved state loads only into the build that wrote it."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def tools(self) -> dict[str, str]:
+        """The programs it runs, each with the Debian package that has it (`sanbox doctor`)."""
+        ...
+
+    def is_vm_process(self, cmdline: str) -> bool:
+        """Whether a process's command line is one of this driver's VMs (the stray sweep)."""
         ...
 
     async def boot(self, spec: VmSpec) -> VmHandle: ...

@@ -4,7 +4,9 @@ HostError
 └── VmmError
     ├── VmStartError         the hypervisor process did not start (with its own words)
     ├── VmNotRunningError    the VM process is gone
-    └── QmpError             the QEMU monitor refused a command or did not answer
+    ├── MonitorError         the hypervisor's control interface refused a command or did not
+    │                        answer (QEMU's QMP: QmpError)
+    └── SavedStateError      a saved state the driver cannot read
 """
 
 from __future__ import annotations
@@ -24,5 +26,9 @@ class VmNotRunningError(VmmError):
     code = "computer_not_running"
 
 
-class QmpError(VmmError):
-    code = "qmp_error"
+class MonitorError(VmmError):
+    code = "monitor_error"
+
+
+class SavedStateError(VmmError):
+    code = "saved_state_error"

@@ -1,0 +1,58 @@
+"""A create that a warm pool serves goes through the same checks as any create: a retry with the
+same Idempotency-Key returns the computer the first made (never a second member, never a
+database error), and a rule the allowlist refuses is refused with the same 422 before a member
+is touched. (Pools handing out real guests: tests/vm/test_pools.py.)"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import Server
+from .test_api_computers import error
+
+pytestmark = pytest.mark.component
+
+
+def pool_ready(server: Server, size: int) -> None:
+    r = server.client.put("/v1/pools/base", json={"size": size}, headers=server.headers())
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 60
+    while True:
+        pools = server.client.get("/v1/pools", headers=server.headers()).json()["pools"]
+        if pools and pools[0]["ready"] >= size:
+            return
+        assert time.monotonic() < deadline, pools
+        time.sleep(0.05)
+
+
+def members(server: Server) -> int:
+    return int(server.client.get("/v1/pools", headers=server.headers()).json()["pools"][0]["ready"])
+
+
+def test_a_retried_create_on_a_pool_returns_the_first_computer(server: Server) -> None:
+    pool_ready(server, 2)
+    h = {**server.headers(), "Idempotency-Key": "retry-1"}
+    first = server.client.post("/v1/computers", json={"template": "base", "name": "a1"}, headers=h)
+    assert first.status_code == 201, first.text
+    again = server.client.post("/v1/computers", json={"template": "base", "name": "a1"}, headers=h)
+    assert again.status_code in (200, 201), again.text
+    assert again.json()["id"] == first.json()["id"]
+    listed = server.client.get("/v1/computers", headers=server.headers()).json()["computers"]
+    assert [c["name"] for c in listed] == ["a1"]
+    other = server.client.post("/v1/computers", json={"template": "base", "name": "a2"}, headers=h)
+    assert error(other) == (409, "idempotency_conflict"), other.text
+
+
+def test_a_claim_with_a_refused_rule_gets_the_same_422_as_a_plain_create(server: Server) -> None:
+    h = server.headers()
+    body = {"template": "base", "allow": ["10.0.0.0/8:22"]}
+    plain = server.client.post("/v1/computers", json=body, headers=h)
+    assert plain.status_code == 422, plain.text
+    pool_ready(server, 1)
+    claimed = server.client.post("/v1/computers", json=body, headers=h)
+    assert error(claimed) == error(plain), claimed.text
+    assert claimed.json()["error"]["message"] == plain.json()["error"]["message"]
+    assert members(server) == 1, "a pool member was touched by a refused request"
+    assert server.client.get("/v1/computers", headers=h).json()["computers"] == []
