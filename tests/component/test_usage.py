@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.cli.app import app as cli
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk import Sanbox
@@ -34,7 +35,6 @@ from sanbox.store import Database
 from sanbox.store.models import UsageRow
 
 from .conftest import (
-    LocalProcessHypervisor,
     Server,
     fake_image,
     kill_agents,
@@ -78,7 +78,7 @@ def api() -> Iterator[Api]:
         data_dir=dd.root, client_config=root / "config.toml", watch_interval=0.2,
         usage_sample_interval=0.1, usage_running_period=0.5, metrics_token=SCRAPE_TOKEN,
     )  # fmt: skip
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     try:
         with served(app) as url, httpx.Client(base_url=url, timeout=30) as client:
             yield Api(app, url, client, app.state.first_key)

@@ -24,8 +24,7 @@ from ..control.computers import Computers
 from ..control.keys import require_host_admin
 from ..control.quotas import COMPUTE
 from ..control.states import State
-from ..host import space
-from ..host.layout import default_ram_dir
+from ..host.door import default_ram_dir, space
 from ..store.models import ComputerRow, EventRow, PoolRow
 from .auth import authenticate, bearer_token
 

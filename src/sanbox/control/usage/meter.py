@@ -64,10 +64,9 @@ class Meter:
 
     def measure(self, computer_id: str) -> Reading:
         """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush)."""
-        runtime = self.fleet.runtime
         cpu = None
         with contextlib.suppress(OSError):
-            cpu = runtime.cgroups.cpu_usec(runtime.cgroup_name(computer_id))
+            cpu = self.fleet.runtime.cpu_usec(computer_id)
         return Reading(cpu_usec=cpu)
 
     def samples(self, computer_id: str) -> list[Sample]:
