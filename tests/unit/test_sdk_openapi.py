@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sanbox.sdk import exec_protocol, types
+from sanbox.sdk import exec_protocol, types, usage
 
 from ..openapi_doc import check, schema
 
@@ -41,6 +41,9 @@ RECORDS: dict[type, str] = {
     types.BuildCachePruned: "BuildCachePruned",
     types.Secret: "Secret",
     types.SecretBinding: "SecretBinding",
+    usage.UsageTotals: "UsageTotals",
+    usage.MetricSample: "MetricSample",
+    usage.Metrics: "MetricsOut",
     types.Stdout: "ExecStdout",
     types.Stderr: "ExecStderr",
     types.Exit: "ExecExit",

@@ -34,6 +34,8 @@ from ..store import Database
 from . import errors, exec_protocol, redact
 from .auditing import AuditTrail
 from .bootstrap import bootstrap
+from .fleet_metrics import FleetMetrics
+from .fleet_metrics import router as metrics_router
 from .limits import BodyLimit
 from .published import PublishedPorts
 from .routes import (
@@ -52,6 +54,7 @@ from .routes import (
     snapshots,
     ssh,
     templates,
+    usage,
 )
 from .settings import ServerSettings
 
@@ -94,7 +97,13 @@ def create_app(
                 settings.egress_max_connections_per_org, settings.egress_max_connections_total
             ),
             pool_bounds=(settings.org_max_pools, settings.org_max_pool_members),
+            meter={
+                "running_period": settings.usage_running_period,
+                "sample_interval": settings.usage_sample_interval,
+            },
+            metering=settings.metering,
         )
+        app.state.fleet_metrics = FleetMetrics(computers)
         app.state.settings, app.state.computers = settings, computers
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()
@@ -112,6 +121,8 @@ def create_app(
             asyncio.ensure_future(app.state.audit.sweep_every()),
             asyncio.ensure_future(app.state.samples.watch(settings.sample_interval)),
         ]
+        if settings.metering:
+            watchers.append(asyncio.ensure_future(computers.usage.meter.watch()))
         try:
             async with mcp.serving(app):  # its tools call this app, in-process
                 yield
@@ -134,10 +145,11 @@ def create_app(
     redact.install()
     routers = (
         computers, snapshots, templates, pools, secrets, exec, files, network, ssh, events, admin,
-        keys, audit, images, host,
+        keys, audit, images, host, usage,
     )  # fmt: skip
     for module in routers:
         app.include_router(module.router)
+    app.include_router(metrics_router)  # /metrics, for Prometheus
     app.router.routes.append(mcp.route())
     web_console.mount(app)  # the web console at /console (docs/console.md)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 
 from ..control.errors import ControlError, TooManyRequestsError
 from ..host.errors import HostError
+from .fleet_metrics import count_failure
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,15 @@ def error_headers(exc: ControlError) -> dict[str, str] | None:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(ControlError)
-    async def control_error(_r: Request, exc: ControlError) -> JSONResponse:
+    async def control_error(request: Request, exc: ControlError) -> JSONResponse:
+        count_failure(request, exc.code)
         if exc.status >= 500:
             log.error("%s: %s", exc.code, exc)
         return error_response(exc.status, exc.code, exc.message, error_headers(exc))
 
     @app.exception_handler(HostError)
-    async def host_error(_r: Request, exc: HostError) -> JSONResponse:
+    async def host_error(request: Request, exc: HostError) -> JSONResponse:
+        count_failure(request, exc.code)
         log.error("host error %s: %s", exc.code, exc)
         return error_response(500, exc.code, str(exc))
 

@@ -42,6 +42,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
     ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
     ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
+    ("usage_sample_interval", "SANBOX_USAGE_SAMPLE_INTERVAL", float),
+    ("usage_running_period", "SANBOX_USAGE_RUNNING_PERIOD", float),
 )
 
 
@@ -84,6 +86,11 @@ class ServerSettings:
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
     sample_interval: float = 30.0  # seconds between the console's CPU and memory samples
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
+    usage_sample_interval: float = 5.0  # seconds between usage checks and guest metrics
+    usage_running_period: float = 60.0  # a running computer's usage interval is cut this often
+    metering: bool = True  # usage intervals written with every state change (off: benchmarks)
+    metrics_token: str | None = None  # may scrape /metrics besides host-admin keys
+    usage_source: str = "sanbox"  # the CloudEvents `source` of usage: one per deployment
     crash_at: str | None = None  # TEST ONLY: die at this step (SANBOX_TEST_CRASH_AT, faults.py)
 
     @classmethod
@@ -99,6 +106,8 @@ class ServerSettings:
             "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
             "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
+            "metrics_token": os.environ.get("SANBOX_METRICS_TOKEN") or None,
+            "usage_source": os.environ.get("SANBOX_USAGE_SOURCE") or None,
         }
         for name, env, kind in _NUMBERS:
             if os.environ.get(env):
@@ -115,6 +124,9 @@ class ServerSettings:
         if anywhere not in ("0", "1"):
             raise ValueError("SANBOX_SECRET_SUBSTITUTE_ANY_HEADER is 0 or 1")
         values["substitute_any_header"] = anywhere == "1"
+        if os.environ.get("SANBOX_METERING", "1") not in ("0", "1"):
+            raise ValueError("SANBOX_METERING is 0 or 1")
+        values["metering"] = os.environ.get("SANBOX_METERING", "1") == "1"
         if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
         values.update({k: v for k, v in overrides.items() if v is not None})

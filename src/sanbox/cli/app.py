@@ -27,6 +27,7 @@ from . import (
     snapshot,
     ssh,
     template,
+    usage,
 )
 
 app = typer.Typer(
@@ -50,6 +51,7 @@ ssh.register(app)
 files.register(app)
 admin.register(app)
 audit.register(app)
+usage.register(app)
 config.register(app)
 network.register(app)
 mcp.register(app)

@@ -40,6 +40,7 @@ from .fleet import Fleet
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
 from .secrets import Secrets
+from .usage import Meter, Usage
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,11 @@ class Computers:
         substitute_any_header: bool = False,
         egress_budget: ConnectionBudget | None = None,
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
+        meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
+        metering: bool = True,  # usage intervals written with every state change
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
+        self.usage = Usage(self.fleet, Meter(self.fleet, **(meter or {})), metering)
         book = SecretBook(
             db,
             secrets_key_file or runtime.data_dir.sealing_key,

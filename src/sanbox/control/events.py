@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..store.models import EventRow
@@ -27,8 +27,11 @@ def event_dict(ev: EventRow) -> dict[str, Any]:
 class EventBus:
     def __init__(self) -> None:
         self._subscribers: set[tuple[str, asyncio.Queue[dict[str, Any]]]] = set()
+        self.taps: list[Callable[[EventRow], None]] = []  # every event, every org (counters)
 
     def publish(self, ev: EventRow) -> None:
+        for tap in self.taps:
+            tap(ev)
         payload = event_dict(ev)
         for org_id, queue in list(self._subscribers):
             if org_id == ev.org_id:

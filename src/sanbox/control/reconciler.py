@@ -11,11 +11,14 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
+from .quotas import COMPUTE
 from .states import State
+from .usage import ledger as usage
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +50,27 @@ class Reconciler:
         with self.fleet.db.session() as s:
             rows = repo.list_computers(s, None)
         known = {row.id for row in rows}
+        with self.fleet.db.session() as s:
+            usage.adopt(s)  # computers made before metering get an interval from now
         for row in rows:
             try:
-                await self._one(row.id, State(row.state), row.identity_pending, report)
+                with usage.ending_at(self._proven(row.id, State(row.state))):
+                    await self._one(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
         report.orphans += await self.runtime.sweep(known)
         self._builds()
         await self._snapshots(report)
         return report
+
+    def _proven(self, computer_id: str, state: State) -> datetime | None:
+        """For a computer with compute whose VM is gone: the last moment its usage interval was
+        seen to hold. Whatever the reconcile records for it closes that interval there, not now
+        (the time no server watched is not counted as compute; none is counted twice)."""
+        if state not in COMPUTE or self.runtime.attach_vm(computer_id) is not None:
+            return None
+        with self.fleet.db.session() as s:
+            return usage.proven_until(s, computer_id)
 
     def _builds(self) -> None:
         """A build the server did not finish failed (its computer went as an orphan above)."""

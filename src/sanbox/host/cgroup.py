@@ -235,3 +235,26 @@ class Cgroups:
             except OSError:
                 continue
         return sorted(pids)
+
+    def cpu_usec(self, name: str) -> int | None:
+        """CPU time the VM's cgroup has used, in µs: cgroup v2's `cpu.stat` `usage_usec`, v1's
+        `cpuacct.usage` where cpuacct shares the cpu hierarchy, else the user + system time of
+        the processes in it (`/proc/PID/stat`). None when it has no cgroup here (unmeasured)."""
+        for d, (version, _controllers) in self._dirs(name).items():
+            with contextlib.suppress(OSError, ValueError):
+                if version == 2:
+                    for line in (d / "cpu.stat").read_text().splitlines():
+                        if line.startswith("usage_usec "):
+                            return int(line.split()[1])
+                elif (d / "cpuacct.usage").exists():
+                    return int((d / "cpuacct.usage").read_text()) // 1000
+        pids = self.procs(name)
+        if not pids:
+            return None
+        ticks = 0
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")

@@ -189,6 +189,10 @@ class Host(Protocol):
         """The computer's serial console log (bounded by the host's sweep)."""
         ...
 
+    def cpu_usec(self, computer_id: str) -> int | None:
+        """CPU time the computer's VM has used (its cgroup), in µs; None where unmeasured."""
+        ...
+
     # snapshots, copies and forks ------------------------------------------------------------
 
     async def snapshot(

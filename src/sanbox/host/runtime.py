@@ -337,6 +337,9 @@ class HostRuntime:
     def console_log(self, computer_id: str) -> Path:
         return self.data_dir.computer(computer_id).console_log
 
+    def cpu_usec(self, computer_id: str) -> int | None:
+        return self.cgroups.cpu_usec(self.cgroup_name(computer_id))
+
     async def drop_saved_memory(self, computer_id: str) -> None:
         """Remove a paused computer's saved state (a stop of a paused computer). Memory a
         running VM maps is not in the state dir (`memory.mapped_file`): it is never touched."""

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         Snapshots,
         SshStream,
         Templates,
+        Usage,
     )
     from .templates import AsyncPools, AsyncTemplates, BuildStarted
     from .types import (
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
         Template,
         ViewLink,
     )
+    from .usage import AsyncUsage, Metrics, MetricSample, UsageGroup, UsageReport, UsageTotals
 
 _MODULES = {  # each public name -> the module that defines it, imported on first use
     "_websocket": ("WebSocketConnector", "WebSocketLike", "asgi_connector", "websockets_connector"),
@@ -169,6 +171,7 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "SshStream",
         "Pools",
         "Templates",
+        "Usage",
     ),
     "templates": ("AsyncPools", "AsyncTemplates", "BuildStarted"),
     "types": (
@@ -196,11 +199,26 @@ _MODULES = {  # each public name -> the module that defines it, imported on firs
         "BuildCachePruned",
         "ViewLink",
     ),
+    "usage": (
+        "AsyncUsage",
+        "Metrics",
+        "MetricSample",
+        "UsageGroup",
+        "UsageReport",
+        "UsageTotals",
+    ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "ApiKey",
+    "AsyncUsage",
+    "Metrics",
+    "MetricSample",
+    "Usage",
+    "UsageGroup",
+    "UsageReport",
+    "UsageTotals",
     "AsyncAudit",
     "AsyncComputer",
     "AsyncComputers",

@@ -31,6 +31,7 @@ from .types import (
     Quota,
     Snapshot,
 )
+from .usage import AsyncUsage
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -70,6 +71,7 @@ class AsyncSanbox:
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)
         self.audit = AsyncAudit(self)
+        self.usage = AsyncUsage(self)
 
     async def __aenter__(self) -> AsyncSanbox:
         return self

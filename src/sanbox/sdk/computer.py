@@ -23,6 +23,7 @@ from .types import (
     SshAccess,
     ViewLink,
 )
+from .usage import Metrics
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -205,6 +206,10 @@ class AsyncComputer(ComputerFields):
     async def events(self) -> list[Event]:
         data = await self._client.http.json("GET", self.path + "/events")
         return [Event.from_json(e) for e in data.get("events", [])]
+
+    async def metrics(self) -> Metrics:
+        """CPU %, memory and disk the guest reported every few seconds while running."""
+        return Metrics.from_json(await self._client.http.json("GET", self.path + "/metrics"))
 
     async def console(self, lines: int = 100) -> list[str]:
         data = await self._client.http.json("GET", self.path + "/console", params={"lines": lines})

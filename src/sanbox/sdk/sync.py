@@ -32,6 +32,7 @@ from .secrets import AsyncSecrets
 from .ssh_stream import AsyncSshStream
 from .templates import AsyncPools, AsyncTemplates
 from .types import ComputerRecord, ExecEvent
+from .usage import AsyncUsage
 
 S = TypeVar("S", bound=WebSocketSession)
 
@@ -116,6 +117,7 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     exec = blocking(AsyncComputer.exec)
     events = blocking(AsyncComputer.events)
     console = blocking(AsyncComputer.console)
+    metrics = blocking(AsyncComputer.metrics)
     allowlist = blocking(AsyncComputer.allowlist)
     set_allowlist = blocking(AsyncComputer.set_allowlist)
     ports = blocking(AsyncComputer.ports)
@@ -204,6 +206,12 @@ class Audit(Facade[AsyncAudit]):
     list = blocking(AsyncAudit.list)
 
 
+class Usage(Facade[AsyncUsage]):
+    get = blocking(AsyncUsage.get)
+    csv = blocking(AsyncUsage.csv)
+    events = blocking(AsyncUsage.events)
+
+
 class Images(Facade[AsyncImages]):
     list = blocking(AsyncImages.list)
     prune = blocking(AsyncImages.prune)
@@ -239,6 +247,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)
         self.audit = Audit(inner.audit, self._portal)
+        self.usage = Usage(inner.usage, self._portal)
 
     def __enter__(self) -> Sanbox:
         return self

@@ -62,5 +62,9 @@ class Database:
         with self._sessions() as s, s.begin():
             yield s
 
+    def on_flush(self, hook: Any) -> None:
+        """Run `hook(session, flush_context, instances)` before every flush of its sessions."""
+        event.listen(self._sessions, "before_flush", hook)
+
     def close(self) -> None:
         self.engine.dispose()

@@ -276,3 +276,44 @@ class AuditRow(Base):
     status: Mapped[int] = mapped_column(Integer)  # HTTP status (101: a WebSocket session)
     code: Mapped[str | None] = mapped_column(String(64))  # the error's code, if any
     client: Mapped[str | None] = mapped_column(String(64))  # the client's address
+
+
+class UsageRow(Base):
+    """One usage interval: a computer in one state with one allocation (or, `kind` snapshot,
+    a snapshot or template layer holding `size_bytes`), from `started_at` to
+    `ended_at` (None while open; `checked_at` is the last moment it was seen to hold). Closed at
+    every transition and every minute while running; `seq` is given at close, in commit order,
+    and is the cursor billing consumers read after. `cpu_seconds` is measured (None: unmeasured);
+    `cpu_mark_usec` and `egress_mark` are the counters last read into it."""
+
+    __tablename__ = "usage_intervals"
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), default="computer")
+    org_id: Mapped[str] = mapped_column(String(32), index=True)
+    computer_id: Mapped[str] = mapped_column(String(32), index=True)
+    ordinal: Mapped[int] = mapped_column(Integer)  # its n-th interval, from 1
+    name: Mapped[str] = mapped_column(String(63))
+    template: Mapped[str] = mapped_column(String(63))
+    state: Mapped[str] = mapped_column(String(16))
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    disk_gib: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    ended_at: Mapped[datetime | None] = mapped_column(default=None, index=True)
+    checked_at: Mapped[datetime] = mapped_column()
+    cpu_seconds: Mapped[float | None] = mapped_column(default=None)
+    cpu_mark_usec: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    egress_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    egress_mark: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # a snapshot's own bytes
+    seq: Mapped[int | None] = mapped_column(BigInteger, default=None, unique=True)
+
+
+class UsageSequenceRow(Base):
+    """The one counter closed intervals take their `seq` from (its row lock orders them)."""
+
+    __tablename__ = "usage_sequence"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)

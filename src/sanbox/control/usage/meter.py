@@ -1,0 +1,153 @@
+"""The meter: every few seconds, for every computer, the interval it is in is checked (its
+`checked_at` moved to now: what a crash can later prove), its counters read into it (the VM's
+cgroup CPU time; egress bytes where the proxy counts them), and it is cut where it must be (every
+minute while it has compute, at each hour boundary at rest) so consumers get usage as it accrues.
+It also keeps, in memory and for a bounded window, what each running guest reports of itself
+(CPU %, memory and disk used): `GET /v1/computers/{ref}/metrics`.
+
+A computer the host cannot measure (a VM with no cgroup here, as the component tier's local
+processes) reads None: its CPU time stays unmeasured, never a made-up 0."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+
+from ...store.models import UsageRow
+from ..fleet import Fleet
+from ..quotas import COMPUTE
+from . import ledger
+from .ledger import Reading
+
+log = logging.getLogger(__name__)
+
+RUNNING_PERIOD = 60.0  # seconds: a computer with compute closes an interval this often
+SAMPLE_INTERVAL = 5.0  # seconds between samples
+WINDOW = 3600.0  # seconds of guest metrics kept per computer
+METRICS_TIMEOUT = 2.0  # a guest slower than this to report is skipped this round
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What a guest reported of itself at `time` (Unix seconds)."""
+
+    time: float
+    cpu_percent: float | None  # of its vCPUs together, since the previous sample
+    memory_used: int
+    memory_total: int
+    disk_used: int
+    disk_total: int
+
+
+class Meter:
+    def __init__(
+        self,
+        fleet: Fleet,
+        running_period: float = RUNNING_PERIOD,
+        window: float = WINDOW,
+        sample_interval: float = SAMPLE_INTERVAL,
+    ) -> None:
+        self.fleet = fleet
+        self.running_period = running_period
+        self.sample_interval = sample_interval
+        self.keep = max(2, int(window / sample_interval))
+        self._samples: dict[str, collections.deque[Sample]] = {}
+        self._busy_cpu: dict[str, tuple[float, float]] = {}  # guest (busy, total) seconds
+        self._swept_hour: datetime | None = None  # intervals at rest are cut once an hour
+
+    def measure(self, computer_id: str) -> Reading:
+        """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush)."""
+        cpu = None
+        with contextlib.suppress(OSError):
+            cpu = self.fleet.runtime.cpu_usec(computer_id)
+        return Reading(cpu_usec=cpu)
+
+    def samples(self, computer_id: str) -> list[Sample]:
+        return list(self._samples.get(computer_id, ()))
+
+    def forget(self, computer_id: str) -> None:
+        self._samples.pop(computer_id, None)
+        self._busy_cpu.pop(computer_id, None)
+
+    # one round ------------------------------------------------------------------------------
+
+    def check_intervals(self) -> int:
+        """Check, read and cut the open intervals with compute (and, once an hour has turned,
+        those at rest), in one transaction; how many were cut. An interval at rest is not
+        written between hours: nothing about it changes, and a crash cannot make it wrong."""
+        cut = 0
+        with self.fleet.db.session() as s:
+            now = ledger.db_now(s)
+            q = select(UsageRow).where(UsageRow.ended_at.is_(None))
+            hour = ledger.hour_floor(now)
+            if hour == self._swept_hour:
+                q = q.where(UsageRow.state.in_(COMPUTE))
+            for row in s.scalars(q.with_for_update()).all():
+                reading = Reading()
+                if row.state in COMPUTE and row.computer_id in self.fleet.machines:
+                    reading = self.measure(row.computer_id)
+                at = ledger.due_at(row, now, self.running_period)
+                if at is not None:
+                    ledger.rotate(s, row, at, reading)
+                    cut += 1
+                elif row.state in COMPUTE:
+                    ledger.read_into(row, reading)
+                    row.checked_at = now
+        self._swept_hour = hour
+        return cut
+
+    async def sample_guests(self) -> None:
+        """Ask every running guest for its metrics (in parallel, each bounded in time)."""
+        machines = list(self.fleet.machines.items())
+        await asyncio.gather(*(self._sample(cid, m) for cid, m in machines))
+        for gone in set(self._samples) - {cid for cid, _m in machines}:
+            if self.fleet.by_id(gone) is None:
+                self.forget(gone)
+
+    async def _sample(self, computer_id: str, machine: object) -> None:
+        try:
+            agent = machine.agent  # type: ignore[attr-defined]
+            m = await asyncio.wait_for(agent.metrics(), METRICS_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a guest busy, restarting or gone: no sample this round
+            return
+        idle = m.cpu_seconds.get("idle", 0.0) + m.cpu_seconds.get("iowait", 0.0)
+        total = sum(m.cpu_seconds.values())
+        pct = None
+        before = self._busy_cpu.get(computer_id)
+        if before is not None and total > before[1]:
+            pct = round(100.0 * ((total - idle) - before[0]) / (total - before[1]), 1)
+            pct = min(100.0, max(0.0, pct))
+        self._busy_cpu[computer_id] = (total - idle, total)
+        memory_total = m.memory.get("total", 0)
+        sample = Sample(
+            time=time.time(),
+            cpu_percent=pct,
+            memory_used=memory_total - m.memory.get("available", 0),
+            memory_total=memory_total,
+            disk_used=m.disk.get("total", 0) - m.disk.get("free", 0),
+            disk_total=m.disk.get("total", 0),
+        )
+        self._samples.setdefault(computer_id, collections.deque(maxlen=self.keep)).append(sample)
+
+    async def tick(self) -> None:
+        self.check_intervals()  # on the loop, as every transition's transaction: never between
+        await self.sample_guests()
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.sample_interval)
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad round must not stop the meter
+                log.exception("usage metering round failed")
