@@ -83,7 +83,7 @@ def running_server() -> Iterator[Live]:
         watch_interval=0.2,
         host="127.0.0.1",
         port=port,
-        sample_interval=0.5,  # the charts get points within the tier
+        usage_sample_interval=0.5,  # the charts get points within the tier
     )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     config = uvicorn.Config(

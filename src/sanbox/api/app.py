@@ -23,7 +23,6 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
-from ..control.samples import Samples
 from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
@@ -110,7 +109,6 @@ def create_app(
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
         app.state.reconciler = reconciler
-        app.state.samples = Samples(computers.fleet)  # CPU and memory for the console's charts
         faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
@@ -119,7 +117,6 @@ def create_app(
             asyncio.ensure_future(DeadlineWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
             asyncio.ensure_future(app.state.audit.sweep_every()),
-            asyncio.ensure_future(app.state.samples.watch(settings.sample_interval)),
         ]
         if settings.metering:
             watchers.append(asyncio.ensure_future(computers.usage.meter.watch()))

@@ -24,7 +24,7 @@ from ..control.computers import Computers
 from ..control.keys import require_host_admin
 from ..control.quotas import COMPUTE
 from ..control.states import State
-from ..host.door import default_ram_dir, space
+from ..host.door import space
 from ..store.models import ComputerRow, EventRow, PoolRow
 from .auth import authenticate, bearer_token
 
@@ -71,7 +71,7 @@ class FleetCollector(Collector):
             "sanbox_pool_size", "Warm-pool members wanted, all pools", value=int(wanted or 0)
         )
         data_dir = fleet.runtime.data_dir
-        ram = space.ram_room(default_ram_dir(), None, data_dir)
+        ram = space.ram_room(data_dir.ram_dir, None, data_dir)
         disk = space.disk_room(data_dir)
         yield GaugeMetricFamily(
             "sanbox_capacity_memory_bytes", "Room left for guest memory", value=max(0, ram.spare)

@@ -84,7 +84,6 @@ class ServerSettings:
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
     org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
-    sample_interval: float = 30.0  # seconds between the console's CPU and memory samples
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
     usage_sample_interval: float = 5.0  # seconds between usage checks and guest metrics
     usage_running_period: float = 60.0  # a running computer's usage interval is cut this often

@@ -1,6 +1,6 @@
 """Charts written by the server as SVG (no charting library): a computer's CPU and memory over
-the last hour, from `control.samples`. Every value is a number the server formats, so nothing a
-tenant wrote reaches the markup."""
+the last hour, from what the guest reports to the usage meter (`GET /v1/computers/{ref}/metrics`).
+Every value is a number the server formats, so nothing a tenant wrote reaches the markup."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from ..control.samples import Sample
+from ..control.usage.meter import Sample
 
 WIDTH, HEIGHT, PAD = 600, 140, 28
 HOUR = 3600.0
@@ -46,7 +46,7 @@ def line(
 
 def computer_charts(samples: Sequence[Sample], memory_mib: int) -> list[Markup]:
     now = time.time()
-    cpu = [(s.at, s.cpu * 100) for s in samples]
-    memory = [(s.at, s.memory_mib) for s in samples]
-    top = max([float(memory_mib), *(m for _, m in memory)])
+    cpu = [(s.time, s.cpu_percent) for s in samples if s.cpu_percent is not None]
+    memory = [(s.time, s.memory_used / 2**20) for s in samples]
+    top = max([float(memory_mib), *(s.memory_total / 2**20 for s in samples)])
     return [line(cpu, 100, "CPU", "%", now), line(memory, top, "Memory", "MiB", now)]

@@ -73,7 +73,7 @@ async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> 
         snapshots=snapshots,
         server=_settings(request).url,
         last_start=starts[-1] if starts else None,
-        charts=computer_charts(request.app.state.samples.of(row.id), row.memory_mib),
+        charts=computer_charts(plane.usage.metrics(v.org, row.id)[1], row.memory_mib),
     )
 
 
