@@ -31,6 +31,7 @@ class E2bServer:
     key: str  # org A's (the default org's host-admin key)
     other_key: str  # a key of org B
     data_dir: DataDir
+    scratch: str  # a folder for the tests' files: the stand-in's guest is this host
 
     @property
     def env(self) -> dict[str, str]:
@@ -58,7 +59,9 @@ def e2b_server() -> Iterator[E2bServer]:
             httpx.post(f"{url}/v1/orgs", json={"name": "orgb"}, headers=admin).raise_for_status()
             made = httpx.post(f"{url}/v1/keys", json={"org": "orgb"}, headers=admin)
             made.raise_for_status()
-            server = E2bServer(url, key, made.json()["key"], dd)
+            scratch = root / "guest"
+            scratch.mkdir()
+            server = E2bServer(url, key, made.json()["key"], dd, str(scratch))
             saved = {k: os.environ.get(k) for k in server.env}
             os.environ.update(server.env)
             try:

@@ -201,7 +201,10 @@ def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[
 
 def lifetime_from_now(row: ComputerRow, timeout: int) -> int:
     """The lifetime (seconds from creation) that ends `timeout` seconds from now."""
-    elapsed = (datetime.now(UTC).replace(tzinfo=None) - row.created_at).total_seconds()
+    created = row.created_at
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    elapsed = (datetime.now(UTC) - created).total_seconds()
     return max(1, math.ceil(elapsed + timeout))
 
 

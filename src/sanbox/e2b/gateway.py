@@ -52,6 +52,13 @@ async def close(state: Any) -> None:
         await found.processes.close()
 
 
+def gone(sandbox: str) -> str:
+    """E2B's proxy's words for a sandbox that does not run: the SDK looks for "was not found"."""
+    return (
+        f"The sandbox {sandbox[:40]!r} was not found: it is not running (killed, expired or paused)"
+    )
+
+
 def parse_host(host: str, domain: str) -> tuple[int, str] | None:
     """`49983-cmp-ab12….example.com[:443]` -> (49983, "cmp-ab12…") under `domain`."""
     host = host.strip().lower().rpartition(":")[0] if ":" in host else host.strip().lower()
@@ -125,7 +132,7 @@ class E2bGateway:
                 return envd_http.error(404, f"no {request.method} {path[:100]} here")
             return await self._rpc(request, envd, sb, service, method)
         except SandboxGoneError:
-            return envd_http.error(502, f"sandbox {sandbox[:40]!r} is not running")
+            return envd_http.error(502, gone(sandbox))
         except connect.ConnectError as exc:
             return JSONResponse(exc.body(), status_code=exc.status)
         except ControlError as exc:
@@ -187,7 +194,7 @@ class E2bGateway:
                     await relay_http(stripped(scope), receive, send, tcp, host_header=host_header)
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:
             status = 502 if isinstance(exc, SandboxGoneError) else getattr(exc, "status", 502)
-            message = getattr(exc, "message", "the sandbox is not running")
+            message = gone(sandbox) if status == 502 else getattr(exc, "message", "refused")
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return
