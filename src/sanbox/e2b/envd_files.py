@@ -27,6 +27,7 @@ MAX_ENTRIES = 10_000  # of one ListDir, however deep
 MAX_DEPTH = 16
 MAX_WATCHERS = 64  # per computer
 WATCH_POLL = 0.25  # seconds between two listings of the WatchDir stream
+KEEPALIVE = 30.0  # seconds of a quiet WatchDir stream before a keepalive
 _TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "symlink": "FILE_TYPE_FILE"}
 _NAMES = {0: "root"}
 
@@ -212,7 +213,13 @@ class Watchers:
     async def stream(self, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         watcher = await self._new(sb, msg)
         yield {"start": {}}
+        quiet = 0.0
         while True:
             await asyncio.sleep(WATCH_POLL)
-            for event in await watcher.poll(sb):
+            events = await watcher.poll(sb)
+            for event in events:
                 yield {"filesystem": event}
+            quiet = 0.0 if events else quiet + WATCH_POLL
+            if quiet >= KEEPALIVE:
+                quiet = 0.0
+                yield {"keepalive": {}}
