@@ -34,6 +34,17 @@ class E2bServer:
     scratch: str  # a folder for the tests' files: the stand-in's guest is this host
 
     @property
+    def envs(self) -> dict[str, str]:
+        """A sandbox's environment here: a HOME of its own, so `bash -l` reads no profile of
+        this host's (root's runs `pyenv rehash`, which may wait on a lock)."""
+        return {"HOME": f"{self.scratch}/home"}
+
+    @property
+    def hex_key(self) -> str:
+        """The key as the SDK releases that check E2B's key shape take it."""
+        return "e2b_" + self.key.encode().hex()
+
+    @property
     def env(self) -> dict[str, str]:
         return {
             "E2B_API_KEY": self.key,
@@ -60,7 +71,7 @@ def e2b_server() -> Iterator[E2bServer]:
             made = httpx.post(f"{url}/v1/keys", json={"org": "orgb"}, headers=admin)
             made.raise_for_status()
             scratch = root / "guest"
-            scratch.mkdir()
+            (scratch / "home").mkdir(parents=True)
             server = E2bServer(url, key, made.json()["key"], dd, str(scratch))
             saved = {k: os.environ.get(k) for k in server.env}
             os.environ.update(server.env)

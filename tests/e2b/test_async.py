@@ -28,7 +28,9 @@ def test_the_async_sdk(e2b_server: E2bServer) -> None:
 
 
 async def _the_async_sdk(e2b_server: E2bServer) -> None:
-    sbx = await AsyncSandbox.create("base", metadata={"suite": "async"}, envs={"A": "1"})
+    sbx = await AsyncSandbox.create(
+        "base", metadata={"suite": "async"}, envs={**e2b_server.envs, "A": "1"}
+    )
     try:
         out = await sbx.commands.run("echo $A $B; echo e >&2; pwd", envs={"B": "2"}, cwd="/")
         assert (out.stdout, out.stderr, out.exit_code) == ("1 2\n/\n", "e\n", 0)

@@ -28,7 +28,9 @@ MIB = 2**20
 
 @pytest.fixture(scope="module")
 def sandbox(e2b_server: E2bServer) -> Iterator[Sandbox]:
-    sbx = Sandbox.create("base", metadata={"suite": "sync"}, envs={"FROM_CREATE": "yes"})
+    sbx = Sandbox.create(
+        "base", metadata={"suite": "sync"}, envs={**e2b_server.envs, "FROM_CREATE": "yes"}
+    )
     yield sbx
     sbx.kill()
 
@@ -127,7 +129,7 @@ def test_pty_input_and_resize(sandbox: Sandbox) -> None:
 
 
 def test_timeout_extends_shortens_and_expires_on_time(e2b_server: E2bServer) -> None:
-    sbx = Sandbox.create("base", timeout=2)
+    sbx = Sandbox.create("base", timeout=2, envs=e2b_server.envs)
     sbx.set_timeout(30)
     assert sbx.get_info().end_at.timestamp() - time.time() > 25
     t0 = time.monotonic()
@@ -139,7 +141,7 @@ def test_timeout_extends_shortens_and_expires_on_time(e2b_server: E2bServer) -> 
 
 
 def test_list_with_metadata_kill_and_other_orgs(sandbox: Sandbox, e2b_server: E2bServer) -> None:
-    other = Sandbox.create("base", metadata={"suite": "other"})
+    other = Sandbox.create("base", metadata={"suite": "other"}, envs=e2b_server.envs)
     found = Sandbox.list(query=SandboxQuery(metadata={"suite": "sync"})).next_items()
     assert [s.sandbox_id for s in found] == [sandbox.sandbox_id]
     assert found[0].metadata == {"suite": "sync"} and found[0].state.value == "running"

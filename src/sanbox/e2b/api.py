@@ -111,11 +111,23 @@ class ForkBody(BaseModel):
     count: int = Field(1, ge=1, le=16)
 
 
+def sanbox_key(header: str | None) -> str | None:
+    """The Sanbox key in `X-API-KEY`: as it is, or spelt `e2b_<hex of the key>` for the SDK
+    releases that refuse a key not shaped like E2B's (2.45 to 2.5x: `e2b_` and hex digits)."""
+    if header is None or not header.startswith("e2b_"):
+        return header
+    try:
+        return bytes.fromhex(header[4:]).decode()
+    except ValueError:  # not hex, or not text: a key that will not be found
+        return header
+
+
 def principal(request: Request) -> Principal:
     """The key in `X-API-KEY`, checked as /v1 checks a bearer key."""
     keys: Keys = request.app.state.keys
     try:
-        p = keys.authenticate(request.headers.get("x-api-key"), client_address(request))
+        given = sanbox_key(request.headers.get("x-api-key"))
+        p = keys.authenticate(given, client_address(request))
     except KeyRefusedError as exc:
         note_actor(request.scope, exc.key_id, exc.key_prefix, exc.org_id)
         raise

@@ -40,6 +40,7 @@ class Sandbox:
     computer_id: str
     user: str
     home: str
+    env: dict[str, str]  # the computer's own (from its create), under each call's
 
     def path(self, path: str) -> str:
         """A path the SDK sent: relative ones are under the user's home, as envd does."""
@@ -94,7 +95,7 @@ class Envd:
     async def sandbox(self, sandbox_id: str, token: str | None, user: str | None) -> Sandbox:
         row, org = self.computer(sandbox_id, token)
         name, home = await self._user(org, row.id, user)
-        return Sandbox(self.plane, org, row.id, name, home)
+        return Sandbox(self.plane, org, row.id, name, home, dict(row.env or {}))
 
     async def _user(self, org: Org, computer: str, requested: str | None) -> tuple[str, str]:
         if requested == "root":

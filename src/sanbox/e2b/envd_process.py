@@ -87,7 +87,7 @@ async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[E
     cwd = sb.path(config.get("cwd", ""))
     size = _pty_size(msg)
     tag = msg.get("tag") if isinstance(msg.get("tag"), str) else None
-    env = {"HOME": sb.home, "USER": sb.user, **config["envs"]}
+    env = {"HOME": sb.home, "USER": sb.user, **sb.env, **config["envs"]}
     if size is not None:
         env.setdefault("TERM", "xterm-256color")
         session: Any = sb.plane.pty(

@@ -144,8 +144,11 @@ class E2bGateway:
     async def _rpc(
         self, request: Request, envd: Envd, sb: Any, service: str, method: str
     ) -> Response:
-        body = await _bounded_body(request)
-        msg = connect.first_message(body, request.headers.get("content-type", ""))
+        kind = request.headers.get("content-type", "")
+        if kind.split(";")[0].strip().lower() == connect.STREAM_TYPE:
+            msg = await _first_envelope(request)
+        else:
+            msg = connect.first_message(await _bounded_body(request), kind)
         unary: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {}
         stream: dict[str, Callable[..., AsyncIterator[dict[str, Any]]]] = {}
         if service == "process.Process":
@@ -208,6 +211,16 @@ async def _bounded_body(request: Request) -> bytes:
         if len(body) > connect.MAX_MESSAGE + 5:
             raise connect.ConnectError("resource_exhausted", "the request is too big")
     return bytes(body)
+
+
+async def _first_envelope(request: Request) -> dict[str, Any]:
+    """A server stream's request message: its first envelope, without waiting for the end of the
+    body (some clients end it only once the response has begun)."""
+    reader = connect.EnvelopeReader()
+    async for chunk in request.stream():
+        for envelope in reader.feed(chunk):
+            return envelope.message
+    raise connect.ConnectError("invalid_argument", "a server stream's request is one envelope")
 
 
 async def _framed(messages: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
