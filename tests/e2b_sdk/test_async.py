@@ -7,9 +7,8 @@ import asyncio
 import time
 
 import pytest
-from e2b.exceptions import AuthenticationException, SandboxNotFoundException
-
 from e2b import AsyncSandbox, CommandExitException, PtySize, SandboxQuery
+from e2b.exceptions import AuthenticationException, SandboxNotFoundException
 
 from .conftest import E2bServer
 

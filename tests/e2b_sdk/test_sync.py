@@ -11,14 +11,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from e2b import CommandExitException, PtySize, Sandbox, SandboxQuery
 from e2b.exceptions import (
     AuthenticationException,
     FileNotFoundException,
     SandboxNotFoundException,
     SandboxNotRunningException,
 )
-
-from e2b import CommandExitException, PtySize, Sandbox, SandboxQuery
 
 from .conftest import E2bServer
 
