@@ -59,6 +59,11 @@ def gone(sandbox: str) -> str:
     )
 
 
+def is_api_host(host: str, domain: str) -> bool:
+    name = host.strip().lower().rpartition(":")[0] if ":" in host else host.strip().lower()
+    return name == "api." + domain.strip(".").lower().partition(":")[0]
+
+
 def parse_host(host: str, domain: str) -> tuple[int, str] | None:
     """`49983-cmp-ab12….example.com[:443]` -> (49983, "cmp-ab12…") under `domain`."""
     host = host.strip().lower().rpartition(":")[0] if ":" in host else host.strip().lower()
@@ -91,8 +96,12 @@ class E2bGateway:
         settings = state.settings
         path: str = scope.get("path", "")
         domain = settings.e2b_domain or settings.port_domain
-        target = parse_host(_header(scope, b"host") or "", domain)
-        if target is not None:
+        host = _header(scope, b"host") or ""
+        target = parse_host(host, domain)
+        if is_api_host(host, domain):  # https://api.{domain}: E2B's API, as the SDK calls it
+            scope = {**scope, "path": "/e2b" + path, "raw_path": ("/e2b" + path).encode()}
+            await self.app(scope, receive, send)
+        elif target is not None:
             port, sandbox = target
             if port != ENVD_PORT:
                 await self._port(scope, receive, send, state, sandbox, port)
