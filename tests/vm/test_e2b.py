@@ -31,13 +31,15 @@ def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
         sbx.files.write("notes.txt", "kept")  # relative: under the user's home
         assert sbx.commands.run("stat -c %U /home/user/notes.txt").stdout == "user\n"
 
-        sleeper = sbx.commands.run("sleep 600", background=True)
+        # a process of its own session: a command's own process ends with its agent session,
+        # which a pause ends (docs/e2b.md, "What differs")
+        sleeper = sbx.commands.run("setsid sleep 600 > /dev/null 2>&1 & echo $!").stdout.strip()
         sbx.pause()
         assert not sbx.is_running()
         assert Sandbox.get_info(sbx.sandbox_id).state.value == "paused"
         again = Sandbox.connect(sbx.sandbox_id)
         assert again.is_running()
-        assert again.commands.run(f"kill -0 {sleeper.pid} && echo alive").stdout == "alive\n"
+        assert again.commands.run(f"kill -0 {sleeper} && echo alive").stdout == "alive\n"
         assert again.files.read("/home/user/notes.txt") == "kept"
     finally:
         Sandbox.kill(sbx.sandbox_id)
