@@ -123,6 +123,17 @@ def check(root: Path) -> None:
     else:
         raise AssertionError(f"curl {url}: {got.returncode} {got.stderr}")
     served.kill()
+    signed = sbx.download_url(f"{www}/index.html", use_signature_expiration=60)
+    got = subprocess.run(["curl", "-sf", signed], capture_output=True, text=True, check=False)
+    assert got.stdout == "https from the sandbox", (signed, got.returncode, got.stderr)
+    tampered = signed.replace("index.html", "other.html")
+    got = subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", tampered],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert got.stdout == "401", got.stdout
     sbx.kill()
     assert not sbx.is_running()
 

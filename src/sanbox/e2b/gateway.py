@@ -30,7 +30,7 @@ from ..control.errors import ControlError
 from . import connect, envd_files, envd_http, envd_process
 from .envd import Envd, SandboxGoneError, basic_user
 from .errors import connect_error
-from .identity import ENVD_PORT, PUBLIC_TRAFFIC, Tokens, computer_id
+from .identity import ENVD_PORT, PUBLIC_TRAFFIC, Tokens, computer_id, signature_valid
 
 PREFIX = "/e2b-envd"
 _HOST = re.compile(r"([1-9][0-9]{0,4})-(cmp-[a-z0-9]{12})")
@@ -74,6 +74,25 @@ def parse_host(host: str, domain: str) -> tuple[int, str] | None:
     if match is None or int(match[1]) > 65535:
         return None
     return int(match[1]), match[2]
+
+
+def signed(envd: Envd, sandbox: str, request: Request) -> str | None:
+    """The sandbox's token, standing in for the header, if the URL's signature is valid."""
+    computer = computer_id(sandbox)
+    if computer is None:
+        return None
+    q = request.query_params
+    token = envd.tokens.envd(computer)
+    operation = "read" if request.method == "GET" else "write"
+    ok = signature_valid(
+        token,
+        q.get("path", ""),
+        operation,
+        q.get("username", ""),
+        q["signature"],
+        q.get("signature_expiration"),
+    )
+    return token if ok else None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -126,6 +145,8 @@ class E2bGateway:
     async def _answer(self, request: Request, envd: Envd, sandbox: str, path: str) -> Response:
         token = request.headers.get("x-access-token")
         user = request.query_params.get("username") or None
+        if token is None and path == "/files" and "signature" in request.query_params:
+            token = signed(envd, sandbox, request)
         try:
             user = user or basic_user(request.headers.get("authorization"))
             if path == "/health":

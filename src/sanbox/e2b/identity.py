@@ -8,9 +8,11 @@ and a token opens one computer only."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
+import time
 from pathlib import Path
 
 from ..host.secret import derived_key
@@ -66,3 +68,24 @@ class Tokens:
 
     def traffic_matches(self, computer: str, token: str) -> bool:
         return hmac.compare_digest(self.traffic(computer), token)
+
+
+def file_signature(token: str, path: str, operation: str, user: str, expires: int | None) -> str:
+    """E2B's v1 signature of a file URL (`sandbox/signature.py`): whoever has the sandbox's
+    access token may hand out a URL that reads (or writes) one path as one user."""
+    raw = f"{path}:{operation}:{user}:{token}" + (f":{expires}" if expires is not None else "")
+    digest = hashlib.sha256(raw.encode()).digest()
+    return "v1_" + base64.b64encode(digest).rstrip(b"=").decode()
+
+
+def signature_valid(
+    token: str, path: str, operation: str, user: str, signature: str, expires: str | None
+) -> bool:
+    try:
+        until = int(expires) if expires else None
+    except ValueError:
+        return False
+    if until is not None and until < time.time():
+        return False
+    expected = file_signature(token, path, operation, user, until)
+    return hmac.compare_digest(expected, signature)
