@@ -101,3 +101,25 @@ def test_error_tables() -> None:
     assert connect_error(ConflictError("x", "name_taken")).code == "already_exists"
     assert connect_error(ConflictError("x")).code == "failed_precondition"
     assert connect_error(UnavailableError("wait")).code == "unavailable"
+
+
+def test_a_lifetime_that_pauses_pauses_a_running_computer_once() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sanbox.control import deadlines
+    from sanbox.store.models import ComputerRow
+
+    now = datetime.now(UTC)
+    row = ComputerRow(
+        state="running",
+        lifetime=5,
+        on_lifetime="pause",
+        max_running=0,
+        created_at=now - timedelta(seconds=6),
+        started_at=now - timedelta(seconds=6),
+    )
+    assert deadlines.due(row, now)[0] == "pause"  # type: ignore[index]
+    row.state = "paused"
+    assert deadlines.due(row, now) is None  # its memory is kept until it is resumed
+    row.state, row.lifetime = "running", 60
+    assert deadlines.due(row, now) is None
