@@ -48,7 +48,8 @@ def note_actor(scope: Scope, key_id: str, key_prefix: str, org_id: str) -> None:
 
 def audited(scope: Scope) -> bool:
     path: str = scope.get("path", "")
-    if scope["type"] not in ("http", "websocket") or not (path == "/v1" or path[:4] == "/v1/"):
+    ours = path in ("/v1", "/e2b") or path[:4] == "/v1/" or path[:5] == "/e2b/"  # E2B's API
+    if scope["type"] not in ("http", "websocket") or not ours:
         return False
     return scope["type"] == "websocket" or scope["method"] not in READS
 

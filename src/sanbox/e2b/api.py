@@ -231,8 +231,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
     if body.auto_pause:
         labels[AUTO_PAUSE] = "true"
     network = body.network or NetworkBody.model_validate({})
-    if network.allow_public_traffic is False:
-        labels[PUBLIC_TRAFFIC] = "false"
+    labels[PUBLIC_TRAFFIC] = "false" if network.allow_public_traffic is False else "true"
     allow: tuple[str, ...] | None = None
     if network.allow_out is not None:
         allow = tuple(network.allow_out)

@@ -8,9 +8,9 @@ Routing, the first that matches:
 
 envd calls need the sandbox's access token (`X-Access-Token`); a sandbox that is not there or
 does not run answers 502, as E2B's proxy does. Another port is open to anyone who has its URL,
-as in E2B, unless the sandbox was made with `allowPublicTraffic=false`: then it needs the
-`e2b-traffic-access-token` header. This middleware sits outside the published-port relay, so a
-host of this shape is never taken for a published port."""
+as in E2B, unless the sandbox was made with `allowPublicTraffic=false` (or not through E2B's API
+at all): then it needs the `e2b-traffic-access-token` header. This middleware sits outside the
+published-port relay, so a host of this shape is never taken for a published port."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ class E2bGateway:
                 raise SandboxGoneError(sandbox)
             row, org = envd.running(computer)
             token = _header(scope, b"e2b-traffic-access-token") or ""
-            public = row.labels.get(PUBLIC_TRAFFIC) != "false"
+            public = row.labels.get(PUBLIC_TRAFFIC) == "true"  # made by E2B's API, open
             if not public and not hmac.compare_digest(envd.tokens.traffic(computer), token):
                 raise connect.ConnectError("permission_denied", "this port needs the traffic token")
             async with envd.plane.tcp(org, computer, port) as tcp:

@@ -22,7 +22,7 @@ ENVD_PORT = 49983
 CLIENT_ID = "sanbox"
 LABEL_PREFIX = "e2b/"  # labels of E2B's settings, kept out of the metadata the SDK sees
 AUTO_PAUSE = "e2b/auto-pause"  # "true": a timed-out sandbox is paused with its memory
-PUBLIC_TRAFFIC = "e2b/public-traffic"  # "false": its ports need the traffic token
+PUBLIC_TRAFFIC = "e2b/public-traffic"  # "true": its ports are open to whoever has the URL
 
 _SANDBOX_ID = re.compile(r"cmp-[a-z0-9]{12}")
 
