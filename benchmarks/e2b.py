@@ -17,10 +17,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import data_dir, pct
-from e2b import Sandbox
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # this file is `e2b`
+from e2b import Sandbox  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from _common import data_dir, pct  # noqa: E402
 from tests.vm.server import ServerProcess  # noqa: E402
 
 from sanbox import Sanbox  # noqa: E402
