@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -162,13 +163,16 @@ def test_errors_are_the_sdks(e2b_server: E2bServer) -> None:
 
 
 def test_get_host_reached_with_curl(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    with socket.socket() as probe:  # the stand-in's guest shares this host's ports
+        probe.bind(("127.0.0.1", 0))
+        guest_port = probe.getsockname()[1]
     www = f"{e2b_server.scratch}/www"
     sandbox.files.write(f"{www}/index.html", "served from the sandbox")
     server = sandbox.commands.run(
-        "exec python3 -m http.server 18123 --bind 127.0.0.1", background=True, cwd=www
+        f"exec python3 -m http.server {guest_port} --bind 127.0.0.1", background=True, cwd=www
     )
-    host = sandbox.get_host(18123)
-    assert host == f"18123-{sandbox.sandbox_id}.localhost"
+    host = sandbox.get_host(guest_port)
+    assert host == f"{guest_port}-{sandbox.sandbox_id}.localhost"
     port = e2b_server.url.rsplit(":", 1)[1]
 
     def answered() -> bool:
@@ -181,4 +185,5 @@ def test_get_host_reached_with_curl(sandbox: Sandbox, e2b_server: E2bServer) -> 
         return got.stdout == "served from the sandbox"
 
     wait_until(answered)
-    server.kill()
+    assert server.kill()
+    wait_until(lambda: not answered())

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..api.auditing import note_actor
 from ..api.auth import client_address
@@ -258,11 +258,10 @@ async def create(body: NewSandbox, request: Request) -> JSONResponse:
     plane: Computers = request.app.state.computers
     req = _create_request(body)
     row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
-    if row.lifetime != req.lifetime or row.on_lifetime != req.on_lifetime:  # a pool's member
+    wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
+    if abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime:
         row = await plane.update(
-            p.org,
-            row.id,
-            Change(lifetime=lifetime_from_now(row, req.lifetime), on_lifetime=req.on_lifetime),
+            p.org, row.id, Change(lifetime=wanted, on_lifetime=req.on_lifetime)
         )
     return JSONResponse(sandbox(request, row), status_code=201)
 
@@ -290,7 +289,10 @@ async def pause(sandbox_id: str, request: Request) -> Response:
     p = principal(request)
     plane: Computers = request.app.state.computers
     raw = await request.body()
-    memory = PauseBody.model_validate_json(raw).memory if raw.strip() else True
+    try:
+        memory = PauseBody.model_validate_json(raw).memory if raw.strip() else True
+    except ValidationError:
+        raise InvalidRequestError("the body is {memory: bool}") from None
     row = _row(plane, p, sandbox_id)
     if State(row.state) in (State.PAUSED, State.STOPPED):
         return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
