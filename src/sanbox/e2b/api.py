@@ -15,10 +15,9 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 from __future__ import annotations
 
 import base64
-import math
 import urllib.parse
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -39,12 +38,11 @@ from ..store.models import ComputerRow
 from ..store.repo import ACTOR
 from . import identity
 from .errors import rest_error
-from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC, Tokens
+from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
+from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, sandbox, state_of
 
-MAX_TIMEOUT = 24 * 3600  # seconds: E2B's own ceiling for a sandbox's lifetime
 DEFAULT_TIMEOUT = 300
 LIST_LIMIT = 100
-_RUNNING = {State.RUNNING, State.SUSPENDED, State.RESUMING, State.STARTING, State.CREATING}
 _GONE = {State.DELETING, State.DELETED}
 
 
@@ -136,19 +134,6 @@ def principal(request: Request) -> Principal:
     return p
 
 
-def tokens(request: Request) -> Tokens:
-    found: Tokens | None = getattr(request.app.state, "e2b_tokens", None)
-    if found is None:
-        found = Tokens(request.app.state.settings.layout.secret_key)
-        request.app.state.e2b_tokens = found
-    return found
-
-
-def domain(request: Request) -> str:
-    settings = request.app.state.settings
-    return str(settings.e2b_domain or settings.port_domain)
-
-
 def _ref(sandbox_id: str) -> str:
     computer = identity.computer_id(sandbox_id)
     if computer is None:
@@ -161,63 +146,6 @@ def _row(plane: Computers, p: Principal, sandbox_id: str) -> ComputerRow:
     if State(row.state) in _GONE:
         raise NotFoundError(f"sandbox {sandbox_id} not found", "computer_not_found")
     return row
-
-
-def state_of(row: ComputerRow) -> str:
-    return "running" if State(row.state) in _RUNNING else "paused"
-
-
-def _iso(when: datetime) -> str:
-    return when.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
-
-
-def ends_at(row: ComputerRow) -> datetime:
-    return row.created_at + timedelta(seconds=row.lifetime or MAX_TIMEOUT * 365)
-
-
-def sandbox(request: Request, row: ComputerRow) -> dict[str, Any]:
-    """The body of a create or connect: what the SDK needs to reach envd (always the domain)."""
-    t = tokens(request)
-    return {
-        "templateID": row.template,
-        "sandboxID": identity.sandbox_id(row.id),
-        "clientID": identity.CLIENT_ID,
-        "envdVersion": identity.ENVD_VERSION,
-        "envdAccessToken": t.envd(row.id),
-        "trafficAccessToken": t.traffic(row.id),
-        "domain": domain(request),
-        "alias": row.template,
-    }
-
-
-def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "templateID": row.template,
-        "alias": row.template,
-        "sandboxID": identity.sandbox_id(row.id),
-        "clientID": identity.CLIENT_ID,
-        "startedAt": _iso(row.started_at or row.created_at),
-        "endAt": _iso(ends_at(row)),
-        "envdVersion": identity.ENVD_VERSION,
-        "cpuCount": row.vcpus,
-        "memoryMB": row.memory_mib,
-        "diskSizeMB": row.disk_gib * 1024,
-        "metadata": identity.metadata(row.labels),
-        "state": state_of(row),
-        "domain": domain(request),
-    }
-    if with_token:
-        body["envdAccessToken"] = tokens(request).envd(row.id)
-    return body
-
-
-def lifetime_from_now(row: ComputerRow, timeout: int) -> int:
-    """The lifetime (seconds from creation) that ends `timeout` seconds from now."""
-    created = row.created_at
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
-    elapsed = (datetime.now(UTC) - created).total_seconds()
-    return max(1, math.ceil(elapsed + timeout))
 
 
 async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout: int) -> None:
