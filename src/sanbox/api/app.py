@@ -23,6 +23,8 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
+from ..e2b import api as e2b_api
+from ..e2b import gateway as e2b_gateway
 from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
@@ -128,6 +130,7 @@ def create_app(
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
+            await e2b_gateway.close(app.state)
             await computers.close()
             db.close()
 
@@ -147,9 +150,11 @@ def create_app(
     for module in routers:
         app.include_router(module.router)
     app.include_router(metrics_router)  # /metrics, for Prometheus
+    app.include_router(e2b_api.router)  # E2B's control API, under /e2b
     app.router.routes.append(mcp.route())
     web_console.mount(app)  # the web console at /console (docs/console.md)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
-    app.add_middleware(PublishedPorts)  # outermost: published ports are relayed before the limit
+    app.add_middleware(PublishedPorts)  # published ports are relayed before the limit
+    app.add_middleware(e2b_gateway.E2bGateway)  # outermost: E2B's envd and get_host() names
     return app

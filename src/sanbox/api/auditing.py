@@ -48,9 +48,10 @@ def note_actor(scope: Scope, key_id: str, key_prefix: str, org_id: str) -> None:
 
 def audited(scope: Scope) -> bool:
     path: str = scope.get("path", "")
+    ours = path in ("/v1", "/e2b") or path[:4] == "/v1/" or path[:5] == "/e2b/"  # E2B's API
     if scope["type"] not in ("http", "websocket"):
         return False
-    if not (path == "/v1" or path[:4] == "/v1/" or path[:9] == "/console/"):  # the console's too
+    if not (ours or path[:9] == "/console/"):  # the console's too
         return False
     return scope["type"] == "websocket" or scope["method"] not in READS
 

@@ -65,6 +65,8 @@ class ServerSettings:
     upstream_dns: str | None = None  # host[:port] the DNS filter and proxy resolve with
     ca_bundle: Path | None = None  # CAs trusted for upstream TLS (the secret proxy's)
     port_domain: str = "localhost"  # published ports: http://PORT-NAME.ORG.<domain>:<port>/
+    e2b_domain: str | None = None  # E2B's `domain` (SANBOX_E2B_DOMAIN); None: the port domain
+    e2b_create_user: bool = True  # E2B's default user `user` is made in a guest without it
     tenant_private_ranges: str | None = None  # allow rules may open these: "10.20.0.0/16,..."
     egress_max_connections: int = 512  # open egress proxy connections, per computer
     egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG  # of all its computers
@@ -107,6 +109,7 @@ class ServerSettings:
             "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
             "metrics_token": os.environ.get("SANBOX_METRICS_TOKEN") or None,
             "usage_source": os.environ.get("SANBOX_USAGE_SOURCE") or None,
+            "e2b_domain": os.environ.get("SANBOX_E2B_DOMAIN") or None,
         }
         for name, env, kind in _NUMBERS:
             if os.environ.get(env):

@@ -23,6 +23,20 @@ def server(
         typer.Option("--database-url", help="e.g. postgresql://user@host/db (default: SQLite)."),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="Serve HTTPS with this certificate (PEM).")
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option("--tls-key", help="The key of --tls-cert (PEM).")
+    ] = None,
+    tls_self_signed: Annotated[
+        bool,
+        typer.Option(
+            "--tls-self-signed",
+            help="Serve HTTPS for the E2B domain and *.domain with a certificate signed by a CA "
+            "of the server's own (<data dir>/tls/ca.pem: trust it on clients).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the Sanbox API (on 127.0.0.1:7070 by default) and run this host's computers."""
     import uvicorn
@@ -36,9 +50,24 @@ def server(
         host=host, port=port, data_dir=data_dir, database_url=database_url
     )
     _raise_open_file_limit()
+    if tls_self_signed:
+        from ..api.tls import wildcard
+
+        ca, tls_cert, tls_key = wildcard(
+            settings.layout.root / "tls", settings.e2b_domain or settings.port_domain
+        )
+        logging.getLogger(__name__).info("HTTPS with the server's own CA: trust %s", ca)
+    if (tls_cert is None) != (tls_key is None):
+        raise typer.BadParameter("--tls-cert and --tls-key go together")
     app = create_app(settings)
     uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level=log_level, ws="websockets-sansio"
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        ws="websockets-sansio",
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
     )
 
 

@@ -3,7 +3,8 @@ it is stopped or deleted, `on_lifetime`) and a `max_running` (seconds of running
 start or resume, then it is stopped). 0 is none, never a default. Both are absolute times on the
 record (`created_at`, `started_at`), so no exec, shell, transfer or connection moves them and a
 restarted server keeps them. `DeadlineWatcher` enforces them, like the idle watcher, and says
-why in the event and in the computer's `last_error`."""
+why in the event and in the computer's `last_error`. `on_lifetime="pause"` (E2B's auto-pause)
+pauses a running computer with its memory instead, or stops it if that pause fails."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..store import repo
 from ..store.models import ComputerRow, Org
-from .errors import InvalidRequestError
+from .errors import ControlError, InvalidRequestError
 from .states import State
 
 if TYPE_CHECKING:  # the watcher acts through the front door, which imports the verbs
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # the watcher acts through the front door, which imports the 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 10 * 365 * 86400  # seconds: the longest lifetime or running time one may ask for
-ON_LIFETIME = ("stop", "delete")
+ON_LIFETIME = ("stop", "delete", "pause")
 _AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATING})
 _STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
 
@@ -33,7 +34,7 @@ def check(lifetime: int | None, on_lifetime: str | None, max_running: int | None
         if value is not None and not 0 <= value <= MAX_LIMIT:
             raise InvalidRequestError(f"{what} is seconds: 0 (none) to {MAX_LIMIT}")
     if on_lifetime is not None and on_lifetime not in ON_LIFETIME:
-        raise InvalidRequestError("on_lifetime is `stop` or `delete`")
+        raise InvalidRequestError("on_lifetime is `stop`, `delete` or `pause`")
 
 
 def lifetime_ends(row: ComputerRow) -> datetime | None:
@@ -47,12 +48,17 @@ def running_ends(row: ComputerRow) -> datetime | None:
 
 
 def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
-    """(`stop` | `delete`, why) if a limit of the computer has passed and it must act, else None."""
+    """(`stop` | `delete` | `pause`, why) if a limit of the computer has passed and it must act,
+    else None."""
     ends = lifetime_ends(row)
     if ends is not None and ends <= now:
         why = f"its lifetime of {row.lifetime}s ended at {ends:%Y-%m-%d %H:%M:%S} UTC"
         if row.on_lifetime == "delete" and row.state not in (State.DELETING, State.DELETED):
             return "delete", f"deleted: {why}"
+        if row.on_lifetime == "pause":
+            if row.state == State.RUNNING:
+                return "pause", f"paused: {why}"
+            return None  # paused (or at rest) already: its memory is kept until resumed
         if row.state in _STOPPABLE:
             return "stop", f"stopped: {why}"
     ends = running_ends(row)
@@ -83,10 +89,19 @@ class DeadlineWatcher:
             try:
                 if action == "delete":
                     await self.computers.delete(org, row.id, why)
+                elif action == "pause":
+                    await self._pause_or_stop(org, row, why)
                 else:
                     await self.computers.stop(org, row.id, why)
             except Exception:  # one computer's failure must not stop the watcher
                 log.exception("enforcing the limits of computer %s failed", row.id)
+
+    async def _pause_or_stop(self, org: Org, row: ComputerRow, why: str) -> None:
+        try:
+            await self.computers.pause(org, row.id)
+        except ControlError as exc:
+            log.warning("the lifetime pause of %s failed (%s): stopping it", row.id, exc)
+            await self.computers.stop(org, row.id, f"{why}; the pause failed, so stopped")
 
     async def watch(self, interval: float = 1.0) -> None:
         while True:

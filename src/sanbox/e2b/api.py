@@ -1,0 +1,357 @@
+"""E2B's control API under /e2b, mapped onto Sanbox computers through the control plane's front
+door (`Computers`), with the same checks as /v1: the `X-API-KEY` header carries a Sanbox key,
+every sandbox is a computer of the key's org, admission and quotas hold on create.
+
+- `templateID` is a template (or type) name, or a snapshot id of the org (`snp_…`).
+- `timeout` is the computer's lifetime deadline (`control.deadlines`) counted from now: the SDK
+  may lengthen or shorten it; a connect only lengthens it. At its end the computer is deleted,
+  or, with `autoPause`, paused with its memory (`on_lifetime="pause"`).
+- `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
+  starts a sandbox at rest (answering 201) and returns 200 for a running one.
+- `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
+- `metadata` are the computer's labels (Sanbox label keys); E2B's own settings are labels under
+  `e2b/`, never shown as metadata."""
+
+from __future__ import annotations
+
+import base64
+import urllib.parse
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..api.auditing import note_actor
+from ..api.auth import client_address
+from ..control.computers import Computers
+from ..control.create import CreateRequest
+from ..control.errors import ControlError, InvalidRequestError, KeyRefusedError, NotFoundError
+from ..control.keys import Keys, Principal
+from ..control.lifecycle import Change
+from ..control.states import State
+from ..store.models import ComputerRow
+from ..store.repo import ACTOR
+from . import identity
+from .errors import rest_error
+from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
+from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, sandbox, state_of
+
+DEFAULT_TIMEOUT = 300
+LIST_LIMIT = 100
+_GONE = {State.DELETING, State.DELETED}
+
+
+class E2bRoute(APIRoute):
+    """Errors in E2B's shape, `{"code": <status>, "message"}`, whatever the route raised."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ControlError as exc:
+                status, body = rest_error(exc)
+                return JSONResponse(body, status_code=status)
+            except RequestValidationError as exc:
+                where = "; ".join(
+                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                    for e in exc.errors()[:5]
+                )
+                return JSONResponse({"code": 400, "message": where[:500]}, status_code=400)
+
+        return route
+
+
+router = APIRouter(prefix="/e2b", route_class=E2bRoute, include_in_schema=False)
+
+
+class NetworkBody(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    allow_out: list[str] | None = Field(None, alias="allowOut", max_length=256)
+    allow_public_traffic: bool | None = Field(None, alias="allowPublicTraffic")
+
+
+class NewSandbox(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    template_id: str = Field(alias="templateID", min_length=1, max_length=200)
+    timeout: int = Field(DEFAULT_TIMEOUT, ge=0, le=MAX_TIMEOUT)
+    auto_pause: bool = Field(False, alias="autoPause")
+    metadata: dict[str, str] | None = None
+    env_vars: dict[str, str] | None = Field(None, alias="envVars")
+    allow_internet_access: bool | None = None
+    network: NetworkBody | None = None
+
+
+class ConnectBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout: int = Field(DEFAULT_TIMEOUT, ge=0, le=MAX_TIMEOUT)
+
+
+class PauseBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    memory: bool = True
+
+
+class TimeoutBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout: int = Field(ge=0, le=MAX_TIMEOUT)
+
+
+class ForkBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout: int = Field(15, ge=0, le=MAX_TIMEOUT)
+    count: int = Field(1, ge=1, le=16)
+
+
+def sanbox_key(header: str | None) -> str | None:
+    """The Sanbox key in `X-API-KEY`: as it is, or spelt `e2b_<hex of the key>` for the SDK
+    releases that refuse a key not shaped like E2B's (2.45 to 2.5x: `e2b_` and hex digits)."""
+    if header is None or not header.startswith("e2b_"):
+        return header
+    try:
+        return bytes.fromhex(header[4:]).decode()
+    except ValueError:  # not hex, or not text: a key that will not be found
+        return header
+
+
+def principal(request: Request) -> Principal:
+    """The key in `X-API-KEY`, checked as /v1 checks a bearer key."""
+    keys: Keys = request.app.state.keys
+    try:
+        given = sanbox_key(request.headers.get("x-api-key"))
+        p = keys.authenticate(given, client_address(request))
+    except KeyRefusedError as exc:
+        note_actor(request.scope, exc.key_id, exc.key_prefix, exc.org_id)
+        raise
+    note_actor(request.scope, p.key.id, p.key.prefix, p.org.id)
+    ACTOR.set(p.key.prefix)
+    return p
+
+
+def _ref(sandbox_id: str) -> str:
+    computer = identity.computer_id(sandbox_id)
+    if computer is None:
+        raise NotFoundError(f"sandbox {sandbox_id[:80]!r} not found", "computer_not_found")
+    return computer
+
+
+def _row(plane: Computers, p: Principal, sandbox_id: str) -> ComputerRow:
+    row = plane.get(p.org, _ref(sandbox_id))
+    if State(row.state) in _GONE:
+        raise NotFoundError(f"sandbox {sandbox_id} not found", "computer_not_found")
+    return row
+
+
+async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout: int) -> None:
+    await plane.update(p.org, row.id, Change(lifetime=lifetime_from_now(row, timeout)))
+
+
+def _create_request(body: NewSandbox) -> CreateRequest:
+    labels = dict(body.metadata or {})
+    if any(k.startswith(identity.LABEL_PREFIX) for k in labels):
+        raise InvalidRequestError("metadata keys under `e2b/` are reserved")
+    if body.auto_pause:
+        labels[AUTO_PAUSE] = "true"
+    network = body.network or NetworkBody.model_validate({})
+    labels[PUBLIC_TRAFFIC] = "false" if network.allow_public_traffic is False else "true"
+    allow: tuple[str, ...] | None = None
+    if network.allow_out is not None:
+        allow = tuple(network.allow_out)
+    if body.allow_internet_access is False:
+        allow = ()
+    template, snapshot = body.template_id, None
+    if template.startswith("snp_"):
+        template, snapshot = None, body.template_id  # type: ignore[assignment]
+    return CreateRequest(
+        template=template,
+        env=dict(body.env_vars or {}),
+        labels=labels,
+        allow=allow,
+        from_snapshot=snapshot,
+        lifetime=body.timeout or 1,
+        on_lifetime="pause" if body.auto_pause else "delete",
+    )
+
+
+@router.post("/sandboxes", status_code=201)
+@router.post("/v2/sandboxes", status_code=201)
+async def create(body: NewSandbox, request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    req = _create_request(body)
+    row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
+    wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
+    if abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime:
+        row = await plane.update(
+            p.org, row.id, Change(lifetime=wanted, on_lifetime=req.on_lifetime)
+        )
+    return JSONResponse(sandbox(request, row), status_code=201)
+
+
+@router.post("/sandboxes/{sandbox_id}/connect")
+@router.post("/v2/sandboxes/{sandbox_id}/connect")
+@router.post("/sandboxes/{sandbox_id}/resume")
+async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    row = _row(plane, p, sandbox_id)
+    status = 200
+    if State(row.state) in (State.PAUSED, State.SUSPENDED):
+        row, status = await plane.resume(p.org, row.id), 201
+    elif State(row.state) in (State.STOPPED, State.ERROR):
+        row, status = await plane.start(p.org, row.id), 201
+    wanted = lifetime_from_now(row, body.timeout)
+    if wanted > row.lifetime:  # a connect never shortens the sandbox's life
+        row = await plane.update(p.org, row.id, Change(lifetime=wanted))
+    return JSONResponse(sandbox(request, row), status_code=status)
+
+
+@router.post("/sandboxes/{sandbox_id}/pause", status_code=204)
+async def pause(sandbox_id: str, request: Request) -> Response:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    raw = await request.body()
+    try:
+        memory = PauseBody.model_validate_json(raw).memory if raw.strip() else True
+    except ValidationError:
+        raise InvalidRequestError("the body is {memory: bool}") from None
+    row = _row(plane, p, sandbox_id)
+    if State(row.state) in (State.PAUSED, State.STOPPED):
+        return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
+    if memory:
+        await plane.pause(p.org, row.id)
+    else:
+        await plane.stop(p.org, row.id, "paused without memory (E2B): stopped")
+    return Response(status_code=204)
+
+
+@router.delete("/sandboxes/{sandbox_id}", status_code=204)
+async def kill(sandbox_id: str, request: Request) -> Response:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    row = _row(plane, p, sandbox_id)
+    await plane.delete(p.org, row.id, "killed (E2B)")
+    return Response(status_code=204)
+
+
+@router.post("/sandboxes/{sandbox_id}/timeout", status_code=204)
+async def set_timeout(sandbox_id: str, body: TimeoutBody, request: Request) -> Response:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    await _set_timeout(plane, p, _row(plane, p, sandbox_id), body.timeout)
+    return Response(status_code=204)
+
+
+@router.get("/sandboxes/{sandbox_id}")
+async def info(sandbox_id: str, request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    return JSONResponse(detail(request, _row(plane, p, sandbox_id)))
+
+
+def _metadata_filter(raw: str | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)
+    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs[:64]}
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(str(offset).encode()).decode()
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return max(0, int(base64.urlsafe_b64decode(token.encode()).decode()))
+    except ValueError:
+        raise InvalidRequestError("nextToken is not one this server gave") from None
+
+
+@router.get("/sandboxes")
+@router.get("/v2/sandboxes")
+async def list_sandboxes(request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    q = request.query_params
+    states = {s for s in (q.get("state") or "").split(",") if s}
+    if request.url.path.endswith("/e2b/sandboxes") and not states:
+        states = {"running"}  # the v1 list is of running sandboxes
+    template = q.get("template")
+    try:
+        limit = min(LIST_LIMIT, max(1, int(q.get("limit") or LIST_LIMIT)))
+    except ValueError:
+        limit = LIST_LIMIT
+    rows = [
+        r
+        for r in plane.find(p.org, labels=_metadata_filter(q.get("metadata")) or None)
+        if State(r.state) not in _GONE
+        and r.pool is None
+        and (not states or state_of(r) in states)
+        and (not template or r.template == template)
+    ]
+    rows.sort(key=lambda r: (r.created_at, r.id), reverse=q.get("order") == "desc")
+    start = _offset(q.get("nextToken"))
+    page = rows[start : start + limit]
+    headers = {"x-next-token": _token(start + limit)} if start + limit < len(rows) else {}
+    return JSONResponse([detail(request, r, False) for r in page], headers=headers)
+
+
+@router.get("/sandboxes/{sandbox_id}/metrics")
+async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    row = _row(plane, p, sandbox_id)
+    now = datetime.now(UTC)
+    memory = row.memory_mib * 2**20
+    sample = {
+        "timestamp": now.isoformat().replace("+00:00", "Z"),
+        "timestampUnix": int(now.timestamp()),
+        "cpuCount": row.vcpus,
+        "cpuUsedPct": 0.0,
+        "memUsed": 0,
+        "memTotal": memory,
+        "memCache": 0,
+        "diskUsed": 0,
+        "diskTotal": row.disk_gib * 2**30,
+    }
+    return JSONResponse([sample] if state_of(row) == "running" else [])
+
+
+@router.post("/sandboxes/{sandbox_id}/fork")
+async def fork(sandbox_id: str, body: ForkBody, request: Request) -> JSONResponse:
+    """Sanbox forks all or none: on failure every entry carries the same error."""
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    row = _row(plane, p, sandbox_id)
+    try:
+        children = await plane.fork(p.org, row.id, body.count)
+    except ControlError as exc:
+        error = rest_error(exc)[1]
+        return JSONResponse([{"error": error} for _ in range(body.count)])
+    out = []
+    for child in children:
+        child = await plane.update(
+            p.org,
+            child.id,
+            Change(lifetime=lifetime_from_now(child, body.timeout), on_lifetime="delete"),
+        )
+        out.append({"sandbox": sandbox(request, child)})
+    return JSONResponse(out)
+
+
+@router.post("/sandboxes/{sandbox_id}/snapshots", status_code=201)
+async def snapshot(sandbox_id: str, request: Request) -> JSONResponse:
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    row = _row(plane, p, sandbox_id)
+    snap = await plane.snapshot(p.org, row.id, memory=True)
+    names = [snap.name] if snap.name else []
+    return JSONResponse({"snapshotID": snap.id, "names": names}, status_code=201)

@@ -1,0 +1,133 @@
+"""What an envd call acts on: the computer its sandbox id names (its access token checked), its
+org, and the OS user the call runs as.
+
+The user is the one the SDK names (`Authorization: Basic base64("<user>:")`, or `username=` on
+/files), else E2B's default user `user` (home `/home/user`). A guest without `user` gets one made
+on first use, through an exec as root (`useradd -m -s /bin/bash user`), unless the server says not
+to (`e2b_create_user`; the component tier's stand-in guest is this host): then calls run as root.
+`root` is always there. Other users must exist in the guest."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+from ..control.computers import Computers
+from ..control.errors import ControlError
+from ..control.states import State
+from ..store.models import ComputerRow, Org
+from . import identity
+from .connect import ConnectError
+from .identity import Tokens
+from .processes import ProcessTable
+
+DEFAULT_USER = "user"
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_USER_CACHE = 10_000  # (computer, user) homes remembered
+_LIVE = {State.RUNNING, State.SUSPENDED}
+
+
+class SandboxGoneError(Exception):
+    """No running sandbox by that id: envd answers 502, which the SDK reads as not running."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    plane: Computers
+    org: Org
+    computer_id: str
+    user: str
+    home: str
+    env: dict[str, str]  # the computer's own (from its create), under each call's
+
+    def path(self, path: str) -> str:
+        """A path the SDK sent: relative ones are under the user's home, as envd does."""
+        if not path:
+            return self.home
+        return path if path.startswith("/") else f"{self.home.rstrip('/')}/{path}"
+
+
+def basic_user(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise ConnectError("invalid_argument", "the Authorization header is not Basic") from None
+    return decoded.partition(":")[0] or None
+
+
+class Envd:
+    """The envd side of every sandbox: tokens, users, running processes."""
+
+    def __init__(self, plane: Computers, tokens: Tokens, create_user: bool) -> None:
+        self.plane = plane
+        self.tokens = tokens
+        self.create_user = create_user
+        self.processes = ProcessTable()
+        self._homes: dict[tuple[str, str], str | None] = {}
+
+    def computer(self, sandbox_id: str, token: str | None) -> tuple[ComputerRow, Org]:
+        """The running computer and its org, if the token is its own (SandboxGoneError if it is
+        not there or at rest; an unauthenticated ConnectError for a wrong token)."""
+        computer = identity.computer_id(sandbox_id)
+        if computer is None:
+            raise SandboxGoneError(sandbox_id)
+        if not self.tokens.envd_matches(computer, token or ""):
+            raise ConnectError("unauthenticated", "the access token is not this sandbox's")
+        return self.running(computer)
+
+    def running(self, computer: str) -> tuple[ComputerRow, Org]:
+        row = self.plane.fleet.by_id(computer)
+        if row is None or State(row.state) not in _LIVE:
+            raise SandboxGoneError(computer)
+        with self.plane.fleet.db.session() as s:
+            org = s.get(Org, row.org_id)
+        if org is None:
+            raise SandboxGoneError(computer)
+        return row, org
+
+    async def sandbox(self, sandbox_id: str, token: str | None, user: str | None) -> Sandbox:
+        row, org = self.computer(sandbox_id, token)
+        name, home = await self._user(org, row.id, user)
+        return Sandbox(self.plane, org, row.id, name, home, dict(row.env or {}))
+
+    async def _user(self, org: Org, computer: str, requested: str | None) -> tuple[str, str]:
+        if requested == "root":
+            return "root", "/root"
+        name = requested or DEFAULT_USER
+        if _USER.fullmatch(name) is None:
+            raise ConnectError("invalid_argument", f"invalid user name {name[:40]!r}")
+        home = self._homes.get((computer, name))
+        if (computer, name) not in self._homes:
+            home = await self._home(org, computer, name)
+            if home is None and name == DEFAULT_USER and self.create_user:
+                await self._exec_root(org, computer, ["useradd", "-m", "-s", "/bin/bash", name])
+                home = await self._home(org, computer, name)
+            if len(self._homes) >= _USER_CACHE:
+                self._homes.clear()
+            self._homes[(computer, name)] = home
+        if home is not None:
+            return name, home
+        if requested is None:
+            return "root", "/root"  # no default user in this guest: E2B's envd runs as root then
+        raise ConnectError("invalid_argument", f"user {name!r} does not exist in the sandbox")
+
+    async def _home(self, org: Org, computer: str, name: str) -> str | None:
+        out = await self._exec_root(org, computer, ["getent", "passwd", name])
+        fields = out.strip().split(":")
+        return fields[5] or "/" if len(fields) >= 7 else None
+
+    async def _exec_root(self, org: Org, computer: str, cmd: list[str]) -> str:
+        try:
+            result = await self.plane.exec(
+                org, computer, cmd, user=0, timeout=30, max_output=64 * 1024
+            )
+        except ControlError as exc:
+            raise ConnectError("unavailable", f"the sandbox did not answer: {exc.message}") from exc
+        return result.stdout.decode(errors="replace") if result.exit_code == 0 else ""

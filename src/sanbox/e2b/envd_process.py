@@ -1,0 +1,171 @@
+"""envd's `process.Process` service over the guest agent: Start and Connect stream a process's
+events; List, SendInput, CloseStdin, SendSignal and Update act on one by pid (or tag).
+
+Messages are proto3 JSON (`spec/process/process.proto` of e2b-dev/infra): `ProcessConfig` is
+`{cmd, args, envs, cwd}`, events are `{"event": {"start"|"data"|"end"|"keepalive": …}}`, bytes
+are base64, `Signal` is an enum name."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import signal as signals
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..control.guest import CommandNotFoundError
+from .connect import ConnectError
+from .envd import Envd, Sandbox
+from .processes import Event, Running, end_event
+
+KEEPALIVE = 30.0  # seconds without an event before a keepalive (the SDK asks for 50 or less)
+MAX_ARGS = 4096
+SIGNALS = {"SIGNAL_SIGKILL": signals.SIGKILL, "SIGNAL_SIGTERM": signals.SIGTERM, 9: 9, 15: 15}
+
+
+def _config(msg: dict[str, Any]) -> dict[str, Any]:
+    config = msg.get("process")
+    if not isinstance(config, dict) or not isinstance(config.get("cmd"), str):
+        raise ConnectError("invalid_argument", "process.cmd is required")
+    args = config.get("args") or []
+    envs = config.get("envs") or {}
+    ok_args = isinstance(args, list) and all(isinstance(a, str) for a in args)
+    ok_envs = isinstance(envs, dict) and all(isinstance(v, str) for v in envs.values())
+    if not ok_args or not ok_envs or len(args) > MAX_ARGS or len(envs) > MAX_ARGS:
+        raise ConnectError("invalid_argument", "process.args are strings, process.envs too")
+    out: dict[str, Any] = {"cmd": config["cmd"], "args": args, "envs": envs}
+    if isinstance(config.get("cwd"), str) and config["cwd"]:
+        out["cwd"] = config["cwd"]
+    return out
+
+
+def _pty_size(msg: dict[str, Any]) -> tuple[int, int] | None:
+    pty = msg.get("pty")
+    if not isinstance(pty, dict):
+        return None
+    size = pty.get("size") or {}
+    try:
+        rows, cols = int(size.get("rows") or 24), int(size.get("cols") or 80)
+    except (TypeError, ValueError):
+        raise ConnectError("invalid_argument", "pty.size is rows and cols") from None
+    if not (1 <= rows <= 1000 and 1 <= cols <= 1000):
+        raise ConnectError("invalid_argument", "pty.size is 1 to 1000 rows and cols")
+    return rows, cols
+
+
+def _selector(msg: dict[str, Any]) -> dict[str, Any]:
+    selector = msg.get("process")
+    if not isinstance(selector, dict) or not ({"pid", "tag"} & selector.keys()):
+        raise ConnectError("invalid_argument", "process is a selector: {pid} or {tag}")
+    return selector
+
+
+def _bytes(value: object) -> bytes:
+    try:
+        return base64.b64decode(str(value or ""), validate=True)
+    except (binascii.Error, ValueError):
+        raise ConnectError("invalid_argument", "input is base64") from None
+
+
+async def _events(running: Running, queue: asyncio.Queue[Event | None]) -> AsyncIterator[Event]:
+    yield {"event": {"start": {"pid": running.pid}}}
+    while True:
+        try:
+            event = await asyncio.wait_for(queue.get(), KEEPALIVE)
+        except TimeoutError:
+            yield {"event": {"keepalive": {}}}
+            continue
+        if event is None:
+            return
+        yield {"event": event}
+
+
+async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[Event]:
+    config = _config(msg)
+    cmd = [config["cmd"], *config["args"]]
+    cwd = sb.path(config.get("cwd", ""))
+    size = _pty_size(msg)
+    tag = msg.get("tag") if isinstance(msg.get("tag"), str) else None
+    env = {"HOME": sb.home, "USER": sb.user, **sb.env, **config["envs"]}
+    if size is not None:
+        env.setdefault("TERM", "xterm-256color")
+        session: Any = sb.plane.pty(
+            sb.org, sb.computer_id, cmd, rows=size[0], cols=size[1], env=env, cwd=cwd, user=sb.user
+        )
+    else:
+        session = sb.plane.exec_stream(
+            sb.org, sb.computer_id, cmd, env=env, cwd=cwd, user=sb.user, timeout=None
+        )
+    try:
+        running, queue = await envd.processes.start(
+            sb.computer_id, session, config, tag, stdin=bool(msg.get("stdin", True))
+        )
+    except CommandNotFoundError as exc:
+        yield {"event": {"start": {"pid": 0}}}
+        yield {"event": {"data": {"stderr": base64.b64encode(exc.message.encode()).decode()}}}
+        yield {"event": end_event(127)}
+        return
+    try:
+        async for event in _events(running, queue):
+            yield event
+    finally:
+        running.watchers.discard(queue)
+
+
+async def connect(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[Event]:
+    running = envd.processes.find(sb.computer_id, _selector(msg))
+    async with running.watch() as queue:
+        async for event in _events(running, queue):
+            yield event
+
+
+async def list_processes(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    return {"processes": [r.info() for r in envd.processes.of(sb.computer_id) if not r.ended]}
+
+
+async def send_input(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    running = envd.processes.find(sb.computer_id, _selector(msg))
+    given = msg.get("input") or {}
+    if not isinstance(given, dict):
+        raise ConnectError("invalid_argument", "input is {stdin} or {pty}")
+    data = _bytes(given.get("pty") if "pty" in given else given.get("stdin"))
+    if hasattr(running.proc, "write_stdin"):
+        await running.proc.write_stdin(data)
+    else:
+        await running.proc.write(data)
+    return {}
+
+
+async def close_stdin(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    running = envd.processes.find(sb.computer_id, _selector(msg))
+    if hasattr(running.proc, "close_stdin"):
+        await running.proc.close_stdin()
+    return {}
+
+
+async def send_signal(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    running = envd.processes.find(sb.computer_id, _selector(msg))
+    sig = SIGNALS.get(msg.get("signal"))
+    if sig is None:
+        raise ConnectError("invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM")
+    await running.proc.signal(sig)
+    return {}
+
+
+async def update(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    running = envd.processes.find(sb.computer_id, _selector(msg))
+    size = _pty_size(msg)
+    if size is not None and hasattr(running.proc, "resize"):
+        await running.proc.resize(*size)
+    return {}
+
+
+UNARY = {
+    "List": list_processes,
+    "SendInput": send_input,
+    "CloseStdin": close_stdin,
+    "SendSignal": send_signal,
+    "Update": update,
+}
+STREAMS = {"Start": start, "Connect": connect}

@@ -1,0 +1,89 @@
+"""What E2B's control API answers about a sandbox: a create's or connect's body (with the envd
+token and always the domain), a sandbox's details, its state in E2B's two words, and the
+lifetime that ends a timeout from now."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from starlette.requests import Request
+
+from ..control.states import State
+from ..store.models import ComputerRow
+from . import identity
+from .identity import Tokens
+
+MAX_TIMEOUT = 24 * 3600  # seconds: E2B's own ceiling for a sandbox's lifetime
+RUNNING = {State.RUNNING, State.SUSPENDED, State.RESUMING, State.STARTING, State.CREATING}
+
+
+def tokens(request: Request) -> Tokens:
+    found: Tokens | None = getattr(request.app.state, "e2b_tokens", None)
+    if found is None:
+        found = Tokens(request.app.state.settings.layout.secret_key)
+        request.app.state.e2b_tokens = found
+    return found
+
+
+def domain(request: Request) -> str:
+    settings = request.app.state.settings
+    return str(settings.e2b_domain or settings.port_domain)
+
+
+def state_of(row: ComputerRow) -> str:
+    return "running" if State(row.state) in RUNNING else "paused"
+
+
+def _iso(when: datetime) -> str:
+    return when.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+def ends_at(row: ComputerRow) -> datetime:
+    return row.created_at + timedelta(seconds=row.lifetime or MAX_TIMEOUT * 365)
+
+
+def sandbox(request: Request, row: ComputerRow) -> dict[str, Any]:
+    """The body of a create or connect: what the SDK needs to reach envd (always the domain)."""
+    t = tokens(request)
+    return {
+        "templateID": row.template,
+        "sandboxID": identity.sandbox_id(row.id),
+        "clientID": identity.CLIENT_ID,
+        "envdVersion": identity.ENVD_VERSION,
+        "envdAccessToken": t.envd(row.id),
+        "trafficAccessToken": t.traffic(row.id),
+        "domain": domain(request),
+        "alias": row.template,
+    }
+
+
+def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "templateID": row.template,
+        "alias": row.template,
+        "sandboxID": identity.sandbox_id(row.id),
+        "clientID": identity.CLIENT_ID,
+        "startedAt": _iso(row.started_at or row.created_at),
+        "endAt": _iso(ends_at(row)),
+        "envdVersion": identity.ENVD_VERSION,
+        "cpuCount": row.vcpus,
+        "memoryMB": row.memory_mib,
+        "diskSizeMB": row.disk_gib * 1024,
+        "metadata": identity.metadata(row.labels),
+        "state": state_of(row),
+        "domain": domain(request),
+    }
+    if with_token:
+        body["envdAccessToken"] = tokens(request).envd(row.id)
+    return body
+
+
+def lifetime_from_now(row: ComputerRow, timeout: int) -> int:
+    """The lifetime (seconds from creation) that ends `timeout` seconds from now."""
+    created = row.created_at
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    elapsed = (datetime.now(UTC) - created).total_seconds()
+    return max(1, math.ceil(elapsed + timeout))

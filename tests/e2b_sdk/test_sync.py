@@ -1,0 +1,189 @@
+"""E2B's sync SDK, unmodified, against Sanbox: commands, files, PTY, timeouts, list, kill, get_host,
+org isolation, and the exceptions E2B's SDK raises for a missing sandbox, a bad key and a
+command that fails."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from e2b import CommandExitException, PtySize, Sandbox, SandboxQuery
+from e2b.exceptions import (
+    AuthenticationException,
+    FileNotFoundException,
+    SandboxNotFoundException,
+    SandboxNotRunningException,
+)
+
+from .conftest import E2bServer
+
+pytestmark = pytest.mark.e2b
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def sandbox(e2b_server: E2bServer) -> Iterator[Sandbox]:
+    sbx = Sandbox.create(
+        "base", metadata={"suite": "sync"}, envs={**e2b_server.envs, "FROM_CREATE": "yes"}
+    )
+    yield sbx
+    sbx.kill()
+
+
+def wait_until(what: object, timeout: float = 10.0) -> float:
+    """Poll `what()` until it is true; the seconds it took."""
+    t0 = time.monotonic()
+    while not what():  # type: ignore[operator]
+        assert time.monotonic() - t0 < timeout, f"{what} did not happen in {timeout}s"
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def test_run_streams_exit_codes_env_and_cwd(sandbox: Sandbox) -> None:
+    seen: list[str] = []
+    out = sandbox.commands.run(
+        "echo out; echo err >&2; echo $FROM_CREATE $ONE; pwd",
+        envs={"ONE": "1"},
+        cwd="/tmp",
+        on_stdout=seen.append,
+    )
+    assert (out.exit_code, out.stdout, out.stderr) == (0, "out\nyes 1\n/tmp\n", "err\n")
+    assert "".join(seen) == out.stdout
+    with pytest.raises(CommandExitException) as failed:
+        sandbox.commands.run("echo nope >&2; exit 3")
+    assert (failed.value.exit_code, failed.value.stderr) == (3, "nope\n")
+
+
+def test_background_process_listed_then_killed(sandbox: Sandbox) -> None:
+    handle = sandbox.commands.run("sleep 300", background=True)
+    assert handle.pid in [p.pid for p in sandbox.commands.list()]
+    assert sandbox.commands.kill(handle.pid)
+    with pytest.raises(CommandExitException):
+        handle.wait()
+    wait_until(lambda: handle.pid not in [p.pid for p in sandbox.commands.list()])
+    assert not sandbox.commands.kill(handle.pid)  # gone: the SDK says False
+
+
+def test_stdin(sandbox: Sandbox) -> None:
+    handle = sandbox.commands.run("cat; echo done", background=True, stdin=True)
+    sandbox.commands.send_stdin(handle.pid, "hello\n")
+    sandbox.commands.close_stdin(handle.pid)
+    assert handle.wait().stdout == "hello\ndone\n"
+
+
+def test_files(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    files = sandbox.files
+    base = f"{e2b_server.scratch}/sync-files"
+    assert files.make_dir(base)
+    assert not files.make_dir(base)  # there already
+    info = files.write(f"{base}/a.txt", "text ✓")
+    assert (info.name, info.path) == ("a.txt", f"{base}/a.txt")
+    assert files.read(f"{base}/a.txt") == "text ✓"
+    files.write(f"{base}/b.bin", b"\x00\x01\xff")
+    assert bytes(files.read(f"{base}/b.bin", format="bytes")) == b"\x00\x01\xff"
+    assert sorted(e.name for e in files.list(base)) == ["a.txt", "b.bin"]
+    assert files.exists(f"{base}/a.txt") and not files.exists(f"{base}/none")
+    stat = files.get_info(f"{base}/a.txt")
+    assert (stat.size, stat.type.value) == (len("text ✓".encode()), "file")
+    moved = files.rename(f"{base}/a.txt", f"{base}/c.txt")
+    assert moved.path == f"{base}/c.txt" and not files.exists(f"{base}/a.txt")
+    files.remove(f"{base}/c.txt")
+    assert not files.exists(f"{base}/c.txt")
+    with pytest.raises(FileNotFoundException):
+        files.read(f"{base}/c.txt")
+
+
+def test_a_50_mib_file_both_ways(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    data, big = os.urandom(50 * MIB), f"{e2b_server.scratch}/big"
+    sandbox.files.write(f"{big}.bin", io.BytesIO(data))  # streamed (octet-stream)
+    assert bytes(sandbox.files.read(f"{big}.bin", format="bytes")) == data
+    sandbox.files.write(f"{big}2.bin", data)  # multipart
+    assert sandbox.files.get_info(f"{big}2.bin").size == len(data)
+    sandbox.commands.run(f"rm {big}.bin {big}2.bin")
+
+
+def test_watch_dir(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    watched = f"{e2b_server.scratch}/watched"
+    sandbox.files.make_dir(watched)
+    watcher = sandbox.files.watch_dir(watched)
+    sandbox.files.write(f"{watched}/new.txt", "x")
+    events = watcher.get_new_events()
+    assert [(e.name, e.type.value) for e in events] == [("new.txt", "create")]
+    sandbox.files.remove(f"{watched}/new.txt")
+    assert [(e.name, e.type.value) for e in watcher.get_new_events()] == [("new.txt", "remove")]
+    watcher.stop()
+
+
+def test_pty_input_and_resize(sandbox: Sandbox) -> None:
+    terminal = sandbox.pty.create(PtySize(rows=24, cols=80))
+    sandbox.pty.resize(terminal.pid, PtySize(rows=30, cols=100))
+    sandbox.pty.send_stdin(terminal.pid, b"stty size; exit 0\n")
+    seen = bytearray()
+    terminal.wait(on_pty=seen.extend)
+    assert b"30 100" in seen
+
+
+def test_timeout_extends_shortens_and_expires_on_time(e2b_server: E2bServer) -> None:
+    sbx = Sandbox.create("base", timeout=2, envs=e2b_server.envs)
+    sbx.set_timeout(30)
+    assert sbx.get_info().end_at.timestamp() - time.time() > 25
+    t0 = time.monotonic()
+    sbx.set_timeout(2)
+    wait_until(lambda: not sbx.is_running(), timeout=6)
+    assert 1.5 <= time.monotonic() - t0 <= 3.5  # honoured to about the second
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect(sbx.sandbox_id)
+
+
+def test_list_with_metadata_kill_and_other_orgs(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    other = Sandbox.create("base", metadata={"suite": "other"}, envs=e2b_server.envs)
+    found = Sandbox.list(query=SandboxQuery(metadata={"suite": "sync"})).next_items()
+    assert [s.sandbox_id for s in found] == [sandbox.sandbox_id]
+    assert found[0].metadata == {"suite": "sync"} and found[0].state.value == "running"
+    assert Sandbox.list(api_key=e2b_server.other_key).next_items() == []
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect(sandbox.sandbox_id, api_key=e2b_server.other_key)
+    assert not Sandbox.kill(sandbox.sandbox_id, api_key=e2b_server.other_key)
+    assert other.kill()
+    assert not other.is_running()
+    with pytest.raises(SandboxNotRunningException):
+        other.commands.run("true")  # a command to a killed sandbox
+
+
+def test_errors_are_the_sdks(e2b_server: E2bServer) -> None:
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect("cmp-000000000000")
+    with pytest.raises(AuthenticationException):
+        Sandbox.create("base", api_key="sbk_not_a_key")
+
+
+def test_get_host_reached_with_curl(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    with socket.socket() as probe:  # the stand-in's guest shares this host's ports
+        probe.bind(("127.0.0.1", 0))
+        guest_port = probe.getsockname()[1]
+    www = f"{e2b_server.scratch}/www"
+    sandbox.files.write(f"{www}/index.html", "served from the sandbox")
+    server = sandbox.commands.run(
+        f"exec python3 -m http.server {guest_port} --bind 127.0.0.1", background=True, cwd=www
+    )
+    host = sandbox.get_host(guest_port)
+    assert host == f"{guest_port}-{sandbox.sandbox_id}.localhost"
+    port = e2b_server.url.rsplit(":", 1)[1]
+
+    def answered() -> bool:
+        got = subprocess.run(
+            ["curl", "-sf", "--connect-to", f"{host}:80:127.0.0.1:{port}", f"http://{host}/"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return got.stdout == "served from the sandbox"
+
+    wait_until(answered)
+    assert server.kill()
+    wait_until(lambda: not answered())
