@@ -17,10 +17,11 @@ import httpx
 import pytest
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
-from ..component.conftest import LocalProcessHypervisor, fake_image, kill_agents, served
+from ..component.conftest import fake_image, kill_agents, served
 
 E2B_VERSION = "2.63.0"  # the newest release supported; the oldest (2.45.1) runs in a subprocess
 
@@ -62,7 +63,7 @@ def e2b_server() -> Iterator[E2bServer]:
     settings = ServerSettings(
         data_dir=dd.root, client_config=None, watch_interval=0.2, e2b_create_user=False
     )
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     try:
         with served(app) as url:
             key = app.state.first_key

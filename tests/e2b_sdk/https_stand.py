@@ -21,10 +21,11 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from sanbox.api import ServerSettings, create_app  # noqa: E402
 from sanbox.api.tls import wildcard  # noqa: E402
+from sanbox.host.drivers.local import LocalDriver  # noqa: E402
 from sanbox.host.egress import dnsmsg  # noqa: E402
 from sanbox.host.layout import DataDir  # noqa: E402
 from sanbox.host.runtime import HostRuntime  # noqa: E402
-from tests.component.conftest import LocalProcessHypervisor, fake_image, kill_agents  # noqa: E402
+from tests.component.conftest import fake_image, kill_agents  # noqa: E402
 
 DOMAIN = "e2b.test"
 BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -75,7 +76,7 @@ def main() -> None:
         e2b_domain=DOMAIN,
         port_domain=DOMAIN,
     )
-    app = create_app(settings, HostRuntime(dd, LocalProcessHypervisor(), networking=False))
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     server = uvicorn.Server(
         uvicorn.Config(
             app,
