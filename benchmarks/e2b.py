@@ -90,6 +90,11 @@ def main(rounds: int) -> None:
                 own_create.append(time.perf_counter() - t0)
                 own.delete()
             client.pools.set("base", 0)
+            deadline = time.monotonic() + 120  # members are VMs of their own: gone before the
+            while time.monotonic() < deadline and any(  # server stops, or they outlive it
+                p.ready or p.starting for p in client.pools.list()
+            ):
+                time.sleep(0.2)
     finally:
         server.stop()
     print(line("sanbox exec ['true'] (floor)", floor))
