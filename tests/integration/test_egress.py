@@ -68,6 +68,11 @@ def test_gateway_in_a_real_namespace(internet: Internet) -> None:
                 "https://allowed.test:8443/",
             )  # fmt: skip
             assert tls.stdout == "hello from allowed.test\n", tls.stderr
+            # what went upstream is counted (the usage meter's egress bytes): at least the two
+            # answers and the two requests, each plain HTTP or a TLS handshake and record
+            carried = gateway.carried("c1")
+            assert carried is not None and carried > 2 * len(ok.stdout), carried
+            assert gateway.carried("other") is None
             no = await asyncio.to_thread(
                 in_netns, ns, *curl, "-H", "Host: blocked.test", "http://10.0.0.1:8080/"
             )

@@ -4,6 +4,7 @@ server and is then stopped and deleted; one with `lifetime=20` that stops by its
 
 - running seconds match the wall clock within a second, paused time has no compute;
 - a CPU-bound exec raises the measured CPU seconds (the VM's cgroup), an idle spell does not;
+- a request through the egress proxy is counted in its egress bytes;
 - a `kill -9` of the server in the middle of a running interval loses no time and counts none
   twice: the intervals still tile the computer's life, each CloudEvent id once;
 - quota refusals (running count, memory, disk) leave no record, folder or VM behind;
@@ -23,7 +24,8 @@ from sanbox import Sanbox
 from sanbox.host.layout import DataDir
 from sanbox.sdk.errors import QuotaExceededError
 
-from .conftest import qemu_pids, wait_for
+from ..internet import Internet
+from .conftest import qemu_pids, server_env, wait_for
 from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
@@ -33,9 +35,9 @@ PERIOD = 5.0  # a running interval is cut this often
 
 
 @pytest.fixture(scope="module")
-def metered(data_dir: DataDir) -> Iterator[ServerProcess]:
+def metered(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     env = {
-        "SANBOX_DISK_OVERCOMMIT": "16",
+        **server_env(internet),
         "SANBOX_USAGE_SAMPLE_INTERVAL": str(SAMPLE),
         "SANBOX_USAGE_RUNNING_PERIOD": str(PERIOD),
     }
@@ -66,7 +68,7 @@ def cpu_after_a_check(client: Sanbox, computer_id: str, since: datetime) -> floa
 def test_usage_limits_and_a_crash_with_real_guests(metered: ServerProcess) -> None:
     since = datetime.now().astimezone()
     client = Sanbox(metered.url, metered.key, timeout=600)
-    a = client.computers.create(name="usage-a")
+    a = client.computers.create(name="usage-a", allow=["allowed.test"])
     t_a_up = time.monotonic()
     client.computers.create(name="usage-b", lifetime=20)
 
@@ -78,6 +80,10 @@ def test_usage_limits_and_a_crash_with_real_guests(metered: ServerProcess) -> No
     a.exec("timeout 4 sh -c 'while :; do :; done'; true")
     busy = cpu_after_a_check(client, a.id, since) - busy_from
     assert busy > idle + 2.0, (idle, busy)
+
+    # egress: what its proxy carried upstream (the kernel's count)
+    got = a.exec("curl -sS --max-time 20 http://allowed.test/")
+    assert got.stdout == "hello from allowed.test\n", got
 
     # paused: no compute
     t_pause = time.monotonic()
@@ -153,5 +159,6 @@ def test_usage_limits_and_a_crash_with_real_guests(metered: ServerProcess) -> No
     assert abs(u.paused_seconds - (t_resume - t_paused)) < 1.0, u
     assert u.vcpu_seconds == pytest.approx(u.compute_seconds, abs=0.01)  # 1 vCPU
     assert u.cpu_seconds is not None and u.cpu_seconds >= busy
+    assert u.egress_bytes is not None and u.egress_bytes > len(got.stdout), u
     assert sum(e["data"]["vcpu_seconds"] for e in mine) == pytest.approx(u.vcpu_seconds, abs=0.05)
     client.close()

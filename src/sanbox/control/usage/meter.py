@@ -67,7 +67,9 @@ class Meter:
         cpu = None
         with contextlib.suppress(OSError):
             cpu = self.fleet.runtime.cpu_usec(computer_id)
-        return Reading(cpu_usec=cpu)
+        egress = self.fleet.egress
+        carried = egress.carried(computer_id) if egress is not None else None
+        return Reading(cpu_usec=cpu, egress_bytes=carried)
 
     def samples(self, computer_id: str) -> list[Sample]:
         return list(self._samples.get(computer_id, ()))

@@ -70,6 +70,12 @@ class EgressGateway:
         egress = self._egress.get(computer_id)
         return egress.policy if egress else None
 
+    def carried(self, computer_id: str) -> int | None:
+        """Bytes the computer's upstream connections carried while its egress ran (sent and
+        received, counted by the kernel); None if its egress does not run here."""
+        egress = self._egress.get(computer_id)
+        return egress.proxy.traffic.total() if egress else None
+
     def open_connections(self, computer_id: str) -> int:
         """How many connections of the computer the proxy is handling now."""
         egress = self._egress.get(computer_id)

@@ -47,6 +47,7 @@ from .secret_exchange import (
     upstream_headers,
 )
 from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
+from .traffic import Traffic
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
@@ -66,6 +67,7 @@ async def intercept(
     *,
     port: int = 443,
     writers: list[asyncio.StreamWriter] | None = None,
+    traffic: Traffic | None = None,
 ) -> None:
     """Serve the guest's TLS connection to `name`, whose ClientHello is `head`, dialling `address`
     upstream. RefusedError once a refusal was answered; `writers` (the proxy's flow) is kept
@@ -82,7 +84,7 @@ async def intercept(
         raise RefusedError(name, f"the guest did not complete TLS ({why})", 502) from None
     writers = writers if writers is not None else []
     writers[:] = [guest[1]]
-    session = _Session(tls, name, (address, port), interception, writers)
+    session = _Session(tls, name, (address, port), interception, writers, traffic or Traffic())
     try:
         async with idle_timeout(idle_seconds) as idle:
             await session.run(idle)
@@ -110,8 +112,10 @@ class _Session:
         target: tuple[str, int],
         interception: Interception,
         writers: list[asyncio.StreamWriter],
+        traffic: Traffic,
     ) -> None:
         self.tls, self.name, self.target, self.interception = tls, name, target, interception
+        self.traffic = traffic  # the computer's upstream bytes
         self.writers = writers  # [the guest's, the open upstream's]
         self.upstream: Streams | None = None
         self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
@@ -341,6 +345,7 @@ class _Session:
             raise await self._refuse(502, f"cannot connect: {exc}") from None
         self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
         self.writers[1:] = [self.upstream[1]]
+        self.traffic.opened(self.upstream[1])
         return False
 
     def _upstream(self) -> Streams:
@@ -360,6 +365,7 @@ class _Session:
 
     def _drop_upstream(self) -> None:
         if self.upstream is not None:
+            self.traffic.closing(self.upstream[1])
             self.upstream[1].close()
             self.upstream = None
             del self.writers[1:]

@@ -35,6 +35,7 @@ from .reach import Reach
 from .relay import IDLE_TIMEOUT, Exchange, raw
 from .resolver import ResolveError, Resolver
 from .sniff import INCOMPLETE, NOT_TLS, tls_server_name
+from .traffic import Traffic
 
 log = logging.getLogger(__name__)
 SO_ORIGINAL_DST = 80
@@ -95,6 +96,7 @@ class EgressProxy:
         self.interception = interception  # the secrets bound to this computer, if any
         self.budget, self.org = budget, org  # shared with the other computers' proxies
         self.active = 0  # connections being handled now
+        self.traffic = Traffic()  # bytes its upstream connections carried
         self.flows: set[Flow] = set()
         self._servers: list[asyncio.Server] = []
 
@@ -198,7 +200,8 @@ class EgressProxy:
             self.flows.add(flow)
             try:
                 await intercept(guest, head, name, flow.address, self.interception,
-                                self.idle_timeout, writers=flow.writers)  # fmt: skip
+                                self.idle_timeout, writers=flow.writers,
+                                traffic=self.traffic)  # fmt: skip
             finally:
                 self.flows.discard(flow)
             return
@@ -269,8 +272,10 @@ class EgressProxy:
             raise RefusedError(flow.name or flow.address, f"cannot connect: {exc}", 502) from None
         flow.writers = [guest_writer, upstream[1]]
         self.flows.add(flow)
+        self.traffic.opened(upstream[1])
         try:
             yield upstream
         finally:
             self.flows.discard(flow)
+            self.traffic.closing(upstream[1])
             upstream[1].close()
