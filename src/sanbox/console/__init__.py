@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from . import computer, computers, files, links_api, login, pages, screen, terminal
+from . import computer, computers, files, links_api, login, pages, screen, terminal, usage
 from .render import HERE
 from .sessions import Sessions
 
@@ -17,7 +17,7 @@ __all__ = ["mount"]
 
 def mount(app: FastAPI) -> None:
     app.state.console_sessions = Sessions()
-    for module in (login, computers, computer, files, terminal, screen, pages, links_api):
+    for module in (login, computers, computer, files, terminal, screen, pages, links_api, usage):
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=HERE / "static"), name="console-static")
 

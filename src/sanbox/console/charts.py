@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..control.usage.meter import Sample
 
@@ -40,6 +40,38 @@ def line(
         f'<text x="{PAD}" y="{HEIGHT - 8}" font-size="11">1 h ago</text>'
         f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" font-size="11" text-anchor="end">now</text>'
         f'<polyline points="{path}" fill="none" stroke="#0969da" stroke-width="2"/></svg>'
+    )
+    return Markup(svg)
+
+
+def bars(values: Sequence[tuple[str, float]], title: str, unit: str) -> Markup:
+    """One bar a labelled value (a day), scaled to the largest; labels and values are written
+    by the server (the labels are dates it made)."""
+    inner_w, inner_h = WIDTH - 2 * PAD, HEIGHT - 2 * PAD
+    top = max([v for _, v in values] + [0.0]) or 1.0
+    step = inner_w / max(len(values), 1)
+    parts = []
+    for i, (label, value) in enumerate(values):
+        h = inner_h * min(max(value / top, 0.0), 1.0)
+        x = PAD + i * step
+        parts.append(
+            f'<rect x="{x + step * 0.15:.1f}" y="{PAD + inner_h - h:.1f}" '
+            f'width="{step * 0.7:.1f}" height="{h:.1f}" fill="#0969da">'
+            f"<title>{escape(label)}: {value:.2f} {unit}</title></rect>"
+        )
+    total = sum(v for _, v in values)
+    first, last = (values[0][0], values[-1][0]) if values else ("", "")
+    svg = (
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{title}: {total:.2f} {unit} in all">'
+        f'<rect x="{PAD}" y="{PAD}" width="{inner_w}" height="{inner_h}" fill="#f6f8fa" '
+        f'stroke="#d0d7de"/>'
+        f'<text x="{PAD}" y="{PAD - 8}" font-size="13">{title}: {total:.2f} {unit} in all</text>'
+        f'<text x="{WIDTH - PAD}" y="{PAD - 8}" font-size="11" text-anchor="end">'
+        f"max {top:.2f} {unit}</text>"
+        f'<text x="{PAD}" y="{HEIGHT - 8}" font-size="11">{escape(first)}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" font-size="11" text-anchor="end">'
+        f"{escape(last)}</text>{''.join(parts)}</svg>"
     )
     return Markup(svg)
 
