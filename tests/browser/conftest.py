@@ -60,7 +60,7 @@ class Live:
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def live() -> Iterator[Live]:
     reason = unavailable()
     if reason:
@@ -105,7 +105,7 @@ def running_server() -> Iterator[Live]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(live: Live) -> Iterator[Any]:
     with chromium() as found:
         yield found
