@@ -195,3 +195,41 @@ def test_an_org_has_at_most_so_many_builds_queued_or_running(
     r = post(server, context({"sanbox.toml": SPEC_OK.encode()}), name="one-more")
     assert error(r) == (429, "too_many_builds"), r.text  # type: ignore[attr-defined]
     assert "one-more" not in listed(server)
+
+
+def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server) -> None:
+    """No upload: the last accepted build's context is kept (and removed with the template); a
+    template that has none is refused with what to do."""
+    h = server.headers()
+    missing = server.client.post("/v1/templates/nope/rebuild", headers=h)
+    assert error(missing) == (404, "template_not_found")
+    spec = b'name = "again"\n\n[[steps]]\nrun = "echo one"\n'
+    first = server.client.post("/v1/templates", content=context({"sanbox.toml": spec}),
+                               headers={**h, **TAR})  # fmt: skip
+    assert first.status_code == 202, first.text
+    template_id = first.json()["template"]["id"]
+    kept = server.data_dir.root / "templates" / f"{template_id}.context.tar"
+    assert kept.read_bytes() == context({"sanbox.toml": spec})
+    deadline = time.monotonic() + 60  # the stand-in's build ends (failed: it has no monitor)
+    while server.client.get("/v1/templates/again", headers=h).json()["state"] == "building":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    again = server.client.post("/v1/templates/again/rebuild", headers=h)
+    assert again.status_code == 202, again.text
+    assert again.json()["building"] is True and again.json()["template"]["id"] == template_id
+    while server.client.get("/v1/templates/again", headers=h).json()["state"] == "building":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert server.client.delete("/v1/templates/again", headers=h).status_code == 200
+    assert not kept.exists()
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    second = server.client.post("/v1/templates", content=context({"sanbox.toml": spec}),
+                                headers={**h, **TAR})  # fmt: skip
+    assert second.status_code == 202, second.text
+    while server.client.get("/v1/templates/again", headers=h).json()["state"] == "building":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    (server.data_dir.root / "templates" / f"{second.json()['template']['id']}.context.tar").unlink()
+    lost = server.client.post("/v1/templates/again/rebuild", headers=h)
+    assert error(lost) == (409, "no_build_context"), lost.text
+    assert "sanbox template build" in lost.json()["error"]["message"]

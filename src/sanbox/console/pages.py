@@ -45,6 +45,13 @@ async def build_log(ref: str, v: Reader, plane: Plane) -> Response:
     return await template_logs(ref, v.principal, plane, follow=True)
 
 
+@router.post("/templates/{ref}/rebuild")
+async def rebuild_template(ref: str, v: Writer, plane: Plane) -> Response:
+    """Build again from the context the last build was given (the server keeps it)."""
+    await plane.rebuild_template(v.org, ref)
+    return Response(status_code=204, headers={"HX-Refresh": "true"})
+
+
 @router.post("/templates/{ref}/delete")
 async def delete_template(ref: str, v: Writer, plane: Plane) -> Response:
     await plane.delete_template(v.org, ref)

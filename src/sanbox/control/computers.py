@@ -191,6 +191,9 @@ class Computers:
 
     # templates ------------------------------------------------------------------------------
 
+    async def rebuild_template(self, org: Org, ref: str) -> tuple[TemplateRow, bool]:
+        return await templates.rebuild(self.fleet, org, ref)
+
     async def build_template(
         self, org: Org, context: bytes, name: str | None = None
     ) -> tuple[TemplateRow, bool]:

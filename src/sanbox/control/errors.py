@@ -6,7 +6,8 @@
     │                              binding_not_found, not_found (404)
     ├── ConflictError              name_taken, computer_not_running, invalid_transition,
     │                              idempotency_conflict, last_host_admin_key,
-    │                              ssh_unavailable, snapshot_corrupt, template_building (409)
+    │                              ssh_unavailable, snapshot_corrupt, template_building,
+    │                              no_build_context (409)
     ├── InvalidRequestError        invalid_name, insufficient_resources, disk_too_small,
     │                              invalid_path, invalid_public_key, invalid_spec,
     │                              invalid_context (a build context refused), invalid_secret,

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,34 @@ def find(fleet: Fleet, org: Org) -> list[TemplateRow]:
 
 def log_path(fleet: Fleet, row: TemplateRow) -> Path:
     return fleet.runtime.data_dir.root / "templates" / f"{row.id}.log"
+
+
+def context_path(fleet: Fleet, template_id: str) -> Path:
+    """The build context of the template's last accepted build (what a rebuild builds again)."""
+    return fleet.runtime.data_dir.root / "templates" / f"{template_id}.context.tar"
+
+
+def _keep_context(fleet: Fleet, template_id: str, data: bytes) -> None:
+    path = context_path(fleet, template_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+async def rebuild(fleet: Fleet, org: Org, ref: str) -> tuple[TemplateRow, bool]:
+    """Build the template again from the context its last build was given (no upload): its
+    steps' cache keys decide what runs again (a changed Debian archive, a changed base)."""
+    row = get(fleet, org, ref)
+    try:
+        data = await asyncio.to_thread(context_path(fleet, row.id).read_bytes)
+    except FileNotFoundError:
+        raise ConflictError(
+            f"template {row.name} keeps no build context (built before rebuilds were kept): "
+            "build it from its folder once (`sanbox template build DIR`)",
+            "no_build_context",
+        ) from None
+    return await build(fleet, org, data, row.name)
 
 
 def packages_path(fleet: Fleet, template_id: str) -> Path:
@@ -179,6 +208,7 @@ async def build(
             s.add(row)
         row.state, row.error = "building", None
         s.flush()
+    await asyncio.to_thread(_keep_context, fleet, row.id, data)
     blog = BuildLog(log_path(fleet, row))
     blog.start()
     blog.event("queued", message=f"building {name}")
@@ -271,6 +301,7 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
             s.delete(live)
     log_path(fleet, row).unlink(missing_ok=True)
     packages_path(fleet, row.id).unlink(missing_ok=True)
+    context_path(fleet, row.id).unlink(missing_ok=True)
     return row
 
 

@@ -169,6 +169,7 @@ class Templates(Facade[AsyncTemplates]):
     get = blocking(AsyncTemplates.get)
     delete = blocking(AsyncTemplates.delete)
     build = blocking(AsyncTemplates.build)
+    rebuild = blocking(AsyncTemplates.rebuild)
     logs = blocking_iter(AsyncTemplates.logs)
     wait = blocking(AsyncTemplates.wait)
     prune = blocking(AsyncTemplates.prune)

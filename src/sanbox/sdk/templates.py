@@ -63,6 +63,11 @@ class AsyncTemplates:
             await self._client.http.json("POST", "/v1/build-cache/prune", timeout=600.0)
         )
 
+    async def rebuild(self, name: str) -> BuildStarted:
+        """Build the template again from what its last build was given (kept by the server)."""
+        data = await self._client.http.json("POST", f"{_path(name)}/rebuild", timeout=600.0)
+        return BuildStarted(Template.from_json(data["template"]), bool(data["building"]))
+
     async def build(self, spec: str | Path, name: str | None = None) -> BuildStarted:
         """Start building the template whose spec is `spec` (a sanbox.toml, or its folder).
         The spec is checked here first: a bad one raises InvalidRequestError with its line."""

@@ -60,6 +60,16 @@ async def build_template(
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
 
 
+@router.post("/templates/{ref}/rebuild", response_model=TemplateBuild, status_code=202)
+async def rebuild_template(ref: str, auth: Auth, plane: Plane) -> JSONResponse:
+    """Build the template again from the spec and files its last build was given (kept by the
+    server), without uploading them. 202: a build runs; 200: nothing changed since; 409
+    `no_build_context` for a template built before contexts were kept."""
+    row, building = await plane.rebuild_template(auth.org, ref)
+    body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
+    return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
+
+
 @router.get("/templates", response_model=TemplateList)
 async def list_templates(auth: Auth, plane: Plane) -> TemplateList:
     own = [Template.of(r, auth.org.name) for r in plane.templates(auth.org)]
