@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,21 +66,14 @@ def liveness(
     return process.liveness(pid, f"\0--id\0{vm_id}\0".encode(), read)
 
 
-class FirecrackerVm:
-    """A Firecracker process running one computer."""
-
-    isolation = ISOLATION
+class FirecrackerVm(process.DetachedVm):
+    """A Firecracker process running one computer (waited for and killed as every detached VM
+    is; alive by its `--id`)."""
 
     def __init__(self, record: VmRecord, run_dir: Path) -> None:
+        super().__init__(record.pid, run_dir, ISOLATION)
         self.record = record
-        self.pid = record.pid
-        self.run_dir = run_dir
         self.api = FirecrackerApi(Path(record.api_socket))
-
-    @property
-    def agent_socket(self) -> Path:
-        """The vsock's Unix socket (a link to it in the jail): dial it with `open_agent`."""
-        return self.run_dir / "agent.sock"
 
     async def open_agent(
         self, timeout: float = 5.0
@@ -91,9 +83,6 @@ class FirecrackerVm:
 
     def liveness(self) -> Liveness:
         return liveness(self.pid, self.record.vm_id)
-
-    def alive(self) -> bool:
-        return self.liveness() is not Liveness.DEAD
 
     async def _send(self, call: api.ApiCall, timeout: float | None = None) -> object:
         if not self.alive():
@@ -113,29 +102,6 @@ class FirecrackerVm:
             return await self.state() == "Paused"
         except VmmError:
             return None
-
-    async def wait_exit(self, timeout: float) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self.alive():
-            if loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.02)
-        return True
-
-    async def kill(self, timeout: float = 5.0) -> None:
-        """SIGTERM (Firecracker ends at once), then SIGKILL if it is still there."""
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            state = self.liveness()
-            if state is Liveness.DEAD:
-                return
-            if state is Liveness.UNKNOWN:
-                raise VmmError(f"VM process {self.pid} could not be checked: not killed")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-            if await self.wait_exit(wait):
-                return
-        raise VmNotRunningError(f"VM process {self.pid} did not die after SIGKILL")
 
     async def disk_error(self) -> str | None:
         """Firecracker hands a disk error to the guest (an I/O error there) instead of stopping
