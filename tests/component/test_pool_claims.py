@@ -56,3 +56,19 @@ def test_a_claim_with_a_refused_rule_gets_the_same_422_as_a_plain_create(server:
     assert claimed.json()["error"]["message"] == plain.json()["error"]["message"]
     assert members(server) == 1, "a pool member was touched by a refused request"
     assert server.client.get("/v1/computers", headers=h).json()["computers"] == []
+
+
+def test_a_claim_whose_disk_growth_does_not_fit_is_refused_and_leaves_the_member(
+    server: Server,
+) -> None:
+    h = server.headers()
+    body = {"template": "base", "disk_gib": 16_384}
+    plain = server.client.post("/v1/computers", json=body, headers=h)
+    assert plain.status_code == 507, plain.text
+    pool_ready(server, 1)
+    claimed = server.client.post("/v1/computers", json=body, headers=h)
+    assert error(claimed) == error(plain), claimed.text
+    assert members(server) == 1, "the member left its pool for a refused request"
+    assert server.client.get("/v1/computers", headers=h).json()["computers"] == []
+    fits = server.client.post("/v1/computers", json={"template": "base", "disk_gib": 2}, headers=h)
+    assert fits.status_code == 201, fits.text  # grown by 1 GiB at its claim: room enough

@@ -34,6 +34,7 @@ from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
 from . import lifecycle, quotas, templates
+from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
 from .names import check_name, generate_name
@@ -136,10 +137,11 @@ class Pools:
         if pool is None or pool.size == 0:
             return None
         for _ in range(3):  # a member that cannot be configured is discarded, the next tried
-            row = self._take(org, pool, req, idempotency_key)
-            if row is None:
+            taken = self._take(org, pool, req, idempotency_key)
+            if taken is None:
                 self.wake()  # an empty pool: refill now
                 return None
+            row, hold = taken
             faults.reached("pool.claimed")
             try:
                 claimed = await self._apply(row)
@@ -148,6 +150,9 @@ class Pools:
                 await self.discard(row.id, f"not handed out: configuring it failed ({exc})")
                 self.wake()
                 continue
+            finally:
+                if hold is not None:
+                    hold.release()  # grown (or discarded): its disk measures what it takes
             # the refill (a restore: seconds of CPU) waits until the claimer's first commands ran
             self._quiet_until = asyncio.get_running_loop().time() + REFILL_DELAY
             asyncio.get_running_loop().call_later(REFILL_DELAY, self.wake)
@@ -156,45 +161,56 @@ class Pools:
 
     def _take(
         self, org: Org, pool: PoolRow, req: creating.CreateRequest, idempotency_key: str | None
-    ) -> ComputerRow | None:
-        """One transaction: the oldest running member leaves the pool as the request's."""
+    ) -> tuple[ComputerRow, Hold | None] | None:
+        """One transaction: the oldest running member leaves the pool as the request's, with the
+        room its disk's growth takes on this host held (refused as any create's would be, the
+        member left in its pool)."""
         fleet = self.fleet  # the request was checked (create.check) before any supply
-        with fleet.db.session() as s:
-            q = select(ComputerRow).where(ComputerRow.pool == pool.id,
-                                          ComputerRow.state == State.RUNNING)  # fmt: skip
-            q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
-            row = s.scalars(q.with_for_update(skip_locked=True)).first()
-            if row is None or not _fits(row, req):
-                return None
-            if req.name is not None:
-                check_name(req.name)
-            name = req.name or generate_name()
-            if repo.name_taken(s, org.id, name):
-                raise ConflictError(
-                    f"a computer named {name!r} already exists: pick another name", "name_taken"
+        hold: Hold | None = None
+        try:
+            with fleet.db.session() as s:
+                q = select(ComputerRow).where(ComputerRow.pool == pool.id,
+                                              ComputerRow.state == State.RUNNING)  # fmt: skip
+                q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
+                row = s.scalars(q.with_for_update(skip_locked=True)).first()
+                if row is None or not _fits(row, req):
+                    return None
+                if req.name is not None:
+                    check_name(req.name)
+                name = req.name or generate_name()
+                if repo.name_taken(s, org.id, name):
+                    raise ConflictError(
+                        f"a computer named {name!r} already exists: pick another name", "name_taken"
+                    )
+                grow = max(0, (req.disk_gib or 0) - row.disk_gib)
+                if grow:  # a member counts against the org already: only its growth is new
+                    quotas.check(s, org.id, quotas.Use(disk_gib=grow))
+                    hold = fleet.capacity.admit_here(fleet.runtime.data_dir, 0, grow, row.id)
+                row.pool, row.name, row.labels = None, name, dict(req.labels)
+                # the request's computer begins now: its lifetime and running time count from here
+                row.created_at = row.started_at = datetime.now(UTC)
+                row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime
+                row.max_running = req.max_running
+                row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
+                row.env = {**row.env, **req.env}
+                if req.allow is not None:
+                    row.allow = list(req.allow)
+                idle = req.idle_timeout
+                row.idle_timeout = (
+                    idle if idle is not None else templates.idle_timeout(fleet, org, row.template)
                 )
-            grow = max(0, (req.disk_gib or 0) - row.disk_gib)
-            if grow:  # a member counts against the org already: only its growth is new
-                quotas.check(s, org.id, quotas.Use(disk_gib=grow))
-            row.pool, row.name, row.labels = None, name, dict(req.labels)
-            # the request's computer begins now: its lifetime and running time count from here
-            row.created_at = row.started_at = datetime.now(UTC)
-            row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime
-            row.max_running = req.max_running
-            row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
-            row.env = {**row.env, **req.env}
-            if req.allow is not None:
-                row.allow = list(req.allow)
-            row.idle_timeout = (req.idle_timeout if req.idle_timeout is not None
-                                else templates.idle_timeout(fleet, org, row.template))  # fmt: skip
-            row.idempotency_key, row.request_hash = idempotency_key, req.digest()
-            row.identity_pending = "claim"  # its hostname, disk and policy: `_apply`
-            bind_in(s, org.id, row.id, req.secrets)  # its template's are bound already
-            s.flush()
-            s.expunge(row)
+                row.idempotency_key, row.request_hash = idempotency_key, req.digest()
+                row.identity_pending = "claim"  # its hostname, disk and policy: `_apply`
+                bind_in(s, org.id, row.id, req.secrets)  # its template's are bound already
+                s.flush()
+                s.expunge(row)
+        except BaseException:  # nothing was handed out: its room is not held
+            if hold is not None:
+                hold.release()
+            raise
         if req.secrets and fleet.book is not None:
             fleet.book.changed()
-        return row
+        return row, hold
 
     async def _apply(self, row: ComputerRow) -> ComputerRow:
         """What lives in the VM: hostname and egress policy. Raises if either fails."""
