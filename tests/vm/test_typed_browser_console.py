@@ -57,14 +57,18 @@ def test_watch_is_view_only_and_take_over_moves_the_mouse(
     try:
         page.goto(f"/console/computers/{computer.id}")
         page.locator("#screen-view[data-connected=watch] canvas").wait_for(timeout=TIMEOUT)
-        page.wait_for_timeout(2000)  # the first frame
+        colours = 0
+        for _ in range(60):  # until a frame with something on it has arrived
+            page.wait_for_timeout(1000)
+            colours = page.evaluate(
+                "() => { const c = document.querySelector('#screen-view canvas');"
+                " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                " const seen = new Set(); for (let i = 0; i < d.length; i += 400)"
+                " seen.add(d[i] * 65536 + d[i + 1] * 256 + d[i + 2]); return seen.size; }"
+            )
+            if colours > 1:
+                break
         shot(page, "browser-watch")
-        colours = page.evaluate(
-            "() => { const c = document.querySelector('#screen-view canvas');"
-            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-            " const seen = new Set(); for (let i = 0; i < d.length; i += 4000)"
-            " seen.add(d[i] * 65536 + d[i + 1] * 256 + d[i + 2]); return seen.size; }"
-        )
         assert colours > 1, "a blank frame"
         before = pointer(computer)
         box = page.locator("#screen-view canvas").bounding_box()
@@ -75,8 +79,12 @@ def test_watch_is_view_only_and_take_over_moves_the_mouse(
         assert pointer(computer) == before, "watching moved the pointer"
         page.click("#screen-toggle")
         page.locator("#screen-view[data-connected=control] canvas").wait_for(timeout=TIMEOUT)
-        page.mouse.move(box["x"] + 60, box["y"] + 60)
-        page.mouse.move(box["x"] + 220, box["y"] + 170)
+        page.wait_for_timeout(2000)  # its handshake done: pointer events are sent
+        box = page.locator("#screen-view canvas").bounding_box()
+        assert box is not None
+        for step in range(1, 11):
+            page.mouse.move(box["x"] + 20 * step, box["y"] + 15 * step)
+            page.wait_for_timeout(100)
         page.wait_for_timeout(1000)
         assert pointer(computer) != before, "taking over did not move the pointer"
         shot(page, "browser-take-over")
