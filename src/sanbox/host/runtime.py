@@ -13,12 +13,11 @@ import functools
 import logging
 import os
 import shutil
-import signal
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import console, memory, suspend
+from . import console, memory, orphans, suspend
 from .agent import AgentClient, AgentError, RemoteError
 from .cgroup import Cgroups, limits_for
 from .disk import GIB, Disk, DiskManager
@@ -36,7 +35,6 @@ from .drivers import (
     choose_driver,
 )
 from .drivers.confine import computer_user, describe, vm_user
-from .drivers.process import stray_processes
 from .errors import HostError
 from .image import Image
 from .layout import ComputerDir, DataDir
@@ -244,34 +242,9 @@ class HostRuntime:
         return choice.hypervisor, choice.isolation
 
     async def sweep(self, known: set[str]) -> list[str]:
-        """Remove what belongs to no computer in `known` (the caller's records): folders (their
-        VMs killed), network namespaces, cgroups, and VM processes whose folder is gone. Returns
-        what went; one that stays (logged) does not stop the others."""
-        gone: list[str] = []
-        for computer_id in self.data_dir.computer_ids():
-            if computer_id not in known:
-                try:
-                    await self.destroy(computer_id)
-                except HostError as exc:
-                    log.warning("orphan %s could not be removed: %s", computer_id, exc)
-                    continue
-                gone.append(computer_id)
-        network = self.network
-        for netns in network.namespaces() if network is not None else []:
-            computer_id = network.computer_of(netns)  # type: ignore[union-attr]
-            if computer_id not in known:
-                await network.remove(computer_id)  # type: ignore[union-attr]
-                gone.append(netns)
-        for name in self.cgroups.names(f"{self.data_dir.tag}-"):
-            if name.removeprefix(f"{self.data_dir.tag}-") not in known:
-                await asyncio.to_thread(self.cgroups.remove, name)
-                gone.append(f"cgroup {name}")
-        stray = stray_processes(self.data_dir.computers, known, self.driver.is_vm_process)
-        for pid in stray:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            gone.append(f"pid {pid}")
-        return gone
+        """Remove what belongs to no computer in `known` (the caller's records): `orphans.sweep`."""
+        parts = self.data_dir, self.destroy, self.network, self.cgroups
+        return await orphans.sweep(known, *parts, self.driver.is_vm_process)
 
     def attach_vm(self, computer_id: str) -> VmHandle | None:
         cdir = self.data_dir.computer(computer_id)
