@@ -9,6 +9,7 @@ Prints "ok" when all of it worked."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def main() -> None:
     finally:
         server.should_exit = True
         kill_agents(root)
+        shutil.rmtree(root, ignore_errors=True)  # the test leaves the machine as it found it
     print("ok")
 
 
