@@ -154,8 +154,17 @@ def test_publish_a_port_and_open_it(page: Any, live: Live, computer: str) -> Non
     (folder / "index.html").write_text("<h1>served by the computer</h1>")
     with live.api() as api:
         serve = f"{sys.executable} -m http.server {port} --bind 127.0.0.1"
-        cmd = f"cd {folder} && nohup {serve} >/dev/null 2>&1 &"
-        api.post(f"/v1/computers/{computer}/exec", json={"cmd": cmd})
+        cmd = f"cd {folder} && nohup {serve} >/dev/null 2>&1 & echo $!"
+        started = api.post(f"/v1/computers/{computer}/exec", json={"cmd": ["sh", "-c", cmd]})
+        pid = int(started.json()["stdout"].strip())
+    try:
+        open_the_published_port(page, computer, port)
+    finally:  # the stand-in's 'guest' is this host: what the test started there must end
+        with live.api() as api:
+            api.post(f"/v1/computers/{computer}/exec", json={"cmd": ["kill", str(pid)]})
+
+
+def open_the_published_port(page: Any, computer: str, port: int) -> None:
     page.goto(f"/console/computers/{computer}")
     page.fill("#publish-port", str(port))
     page.click("#publish")
