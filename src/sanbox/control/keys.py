@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy.orm import Session
+
 from ..store import Database, repo
 from ..store.models import ApiKey, Org
 from . import quotas
@@ -144,12 +146,7 @@ class Keys:
         now = datetime.fromtimestamp(seconds, UTC)
         with self.db.session() as s:
             key = repo.key_by_plaintext(s, token)
-            org = repo.org_by_id(s, key.org_id) if key is not None else None
-            why = refusal(key, now) if key is not None else None
-            if key is not None and org is not None and why is None:
-                last = key.last_used_at
-                if last is None or now - last >= LAST_USED_STEP:
-                    key.last_used_at = now
+            org, why = _standing(s, key, now)
         if key is None or org is None:
             self._refuse(client, seconds)
             self.failures.failed(client, seconds)
@@ -200,12 +197,7 @@ class Keys:
         now = self.now()
         with self.db.session() as s:
             key = repo.key_by_id(s, key_id)
-            org = repo.org_by_id(s, key.org_id) if key is not None else None
-            why = refusal(key, now) if key is not None else None
-            if key is not None and org is not None and why is None:
-                last = key.last_used_at
-                if last is None or now - last >= LAST_USED_STEP:
-                    key.last_used_at = now
+            org, why = _standing(s, key, now)
         if key is None or org is None:
             raise AuthError("this session's API key no longer exists", "unauthorized")
         if why is not None:
@@ -320,3 +312,17 @@ class Keys:
                     )
                 key.revoked_at = now
         return key, org.name if org is not None else key.org_id
+
+
+def _standing(s: Session, key: ApiKey | None, now: datetime) -> tuple[Org | None, str | None]:
+    """A looked-up key's org and why it opens nothing (None: it does); a key in use is marked
+    used (at most every LAST_USED_STEP, so reads do not all write)."""
+    if key is None:
+        return None, None
+    org = repo.org_by_id(s, key.org_id)
+    why = refusal(key, now)
+    if org is not None and why is None:
+        last = key.last_used_at
+        if last is None or now - last >= LAST_USED_STEP:
+            key.last_used_at = now
+    return org, why
