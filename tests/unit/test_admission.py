@@ -8,9 +8,9 @@ import pytest
 
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
-from sanbox.host import space
-from sanbox.host.layout import DataDir
-from sanbox.host.space import Room
+from sanbox.host.data import space
+from sanbox.host.data.layout import DataDir
+from sanbox.host.data.space import Room
 
 pytestmark = pytest.mark.unit
 

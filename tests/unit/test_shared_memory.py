@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from sanbox.host import memory
 from sanbox.host.drivers import VmUser
 from sanbox.host.drivers.confine import (
     SHARED_MEMORY_MODE,
@@ -23,7 +22,8 @@ from sanbox.host.drivers.confine import (
 )
 from sanbox.host.drivers.qemu import argv as qemu
 from sanbox.host.drivers.qemu import launch
-from sanbox.host.snapshot import restore
+from sanbox.host.machines import restore
+from sanbox.host.saved import memory
 from sanbox.host.snapshot.errors import SnapshotCorruptError
 
 from .test_qemu_argv import spec

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pytest
 
 from sanbox import Sanbox
+from sanbox.host.data.layout import DataDir, default_ram_dir
 from sanbox.host.image import Image, find_image
-from sanbox.host.layout import DataDir, default_ram_dir
 from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.sdk import Computer

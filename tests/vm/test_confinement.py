@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.cgroup import limit_files, limits_for
+from sanbox.host.drivers.cgroup import limit_files, limits_for
 from sanbox.host.drivers.confine import VM_USER, is_vm_uid
 from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.runtime import HostRuntime, Machine

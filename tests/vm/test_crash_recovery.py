@@ -1,4 +1,4 @@
-"""A server killed (SIGKILL, at a named step: `SANBOX_TEST_CRASH_AT`, host/faults.py) in the middle
+"""A server killed (SIGKILL, at a named step: `SANBOX_TEST_CRASH_AT`, host/machines/faults.py) in the middle
 of a fork, a create from a snapshot or a pool claim, then started again: no computer runs with its
 source's hostname or machine-id, the source runs (its vCPUs too: an exec answers), and nothing is
 left half-made (a fork is all or none; a copy is given its identity or removed).
@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
 from sanbox.sdk import Computer
 from sanbox.sdk.errors import SanboxError
 

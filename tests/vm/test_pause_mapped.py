@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sanbox.host import memfile, memory
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memfile, memory
 
 from .conftest import MakeMachine
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sanbox.host import memory
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memory
 
 from .conftest import MakeMachine
 from .test_snapshots_host import MEMORY_MIB, new_id, sh, snapshots_made, spec_of

@@ -25,10 +25,10 @@ from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
 from ..e2b import api as e2b_api
 from ..e2b import gateway as e2b_gateway
-from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
+from ..host.machines import console, faults
 from ..host.runtime import HostRuntime
 from ..mcp.http import McpEndpoint
 from ..store import Database

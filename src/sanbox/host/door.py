@@ -12,10 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-# What crosses the door besides the calls: the values, errors and ports of the host's contract.
-# The control plane imports these from here and nothing else of `sanbox.host`
-# (tests/unit/test_host_door.py).
-from . import console, faults, space
 from .agent import (
     AgentClient,
     AgentError,
@@ -36,6 +32,9 @@ from .agent import (
     TcpStream,
 )
 from .agent.files import Source
+from .data import space
+from .data.layout import DataDir
+from .data.space import Room
 from .disk import GIB, Disk, can_reflink
 from .drivers import Capabilities, Liveness, VmHandle, VmNotRunningError
 from .egress.budget import ConnectionBudget
@@ -59,13 +58,16 @@ from .image import (
     remove_build,
 )
 from .image.archive import summary
-from .layout import DataDir
-from .machine import Machine, MachineSpec
-from .memory import MemoryOutcome, PauseError, SavedState
+from .keys.sealing import Sealer
+
+# What crosses the door besides the calls: the values, errors and ports of the host's contract.
+# The control plane imports these from here and nothing else of `sanbox.host`
+# (tests/unit/test_host_door.py).
+from .machines import console, faults
+from .machines.machine import Machine, MachineSpec
 from .net import Network
-from .sealing import Sealer
+from .saved.memory import MemoryOutcome, PauseError, SavedState
 from .snapshot import SnapshotManifest
-from .space import Room
 
 __all__ = [
     "FIELD_VALUE",

@@ -17,9 +17,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import console, memory, orphans, suspend
 from .agent import AgentClient, AgentError, RemoteError
-from .cgroup import Cgroups, limits_for
+from .data.layout import ComputerDir, DataDir
 from .disk import GIB, Disk, DiskManager
 from .disk.layers import LayerStore
 from .drivers import (
@@ -34,19 +33,21 @@ from .drivers import (
     cached_driver,
     choose_driver,
 )
+from .drivers.cgroup import Cgroups, limits_for
 from .drivers.confine import computer_user, describe, vm_user
 from .errors import HostError
 from .image import Image
-from .layout import ComputerDir, DataDir
-from .machine import Machine as Machine
-from .machine import MachineSpec as MachineSpec
-from .memory import MemoryOutcome, SavedState
+from .keys.secret import derived_key
+from .machines import console, orphans, suspend
+from .machines import restore as snapshot_restore
+from .machines import snapshot as snapshot_take
+from .machines.machine import Machine as Machine
+from .machines.machine import MachineSpec as MachineSpec
 from .net import Network
-from .secret import derived_key
+from .saved import memory
+from .saved.memory import MemoryOutcome, SavedState
 from .settings import HostSettings
 from .snapshot import SnapshotManifest, Snapshots
-from .snapshot import restore as snapshot_restore
-from .snapshot import take as snapshot_take
 
 BOOT_TIMEOUT = 180.0  # under TCG and load, boots of many guests at once take long
 SHUTDOWN_TIMEOUT = 15.0

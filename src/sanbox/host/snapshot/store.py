@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import memory
+from ..data.durable import fsync_path
+from ..data.layout import DataDir
 from ..disk.layers import LayerError, LayerStore, unreferenced
-from ..durable import fsync_path
 from ..errors import LayoutError
-from ..layout import DataDir
+from ..saved import memory
 from . import manifest as mf
 from .errors import SnapshotCorruptError, SnapshotError, SnapshotNotFoundError
 from .manifest import SnapshotManifest

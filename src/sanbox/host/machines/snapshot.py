@@ -26,19 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import faults, memory, suspend
 from ..agent import AgentError
+from ..data.durable import fsync_path
+from ..data.layout import ComputerDir
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
 from ..drivers import VmHandle
-from ..durable import fsync_path
 from ..errors import HostError
 from ..image import Image
-from ..layout import ComputerDir
-from .errors import SnapshotError
-from .manifest import MEMORY_DIR, SnapshotManifest
-from .store import Snapshots, disk_usage
+from ..saved import memory
+from ..snapshot.errors import SnapshotError
+from ..snapshot.manifest import MEMORY_DIR, SnapshotManifest
+from ..snapshot.store import Snapshots, disk_usage
+from . import faults, suspend
 
 if TYPE_CHECKING:
     from ..runtime import HostRuntime, Machine, MachineSpec

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .agent import AgentClient
-from .drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
-from .layout import ComputerDir
+from ..agent import AgentClient
+from ..data.layout import ComputerDir
+from ..drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
 
 
 @dataclass(frozen=True)

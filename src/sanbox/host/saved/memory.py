@@ -26,10 +26,10 @@ from typing import Any
 
 import blake3
 
+from ..data.durable import fsync_path
+from ..drivers.errors import SavedStateError
+from ..errors import HostError
 from . import memfile
-from .drivers.errors import SavedStateError
-from .durable import fsync_path
-from .errors import HostError
 
 MANIFEST = "manifest.json"
 VMSTATE = "vmstate"

@@ -28,16 +28,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import faults, memfile, memory, suspend
 from ..agent import AgentClient, AgentError
+from ..data.layout import ComputerDir
 from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
-from ..layout import ComputerDir
-from ..memory import MemoryOutcome
-from .errors import SnapshotCorruptError, SnapshotError
-from .manifest import SnapshotManifest
-from .store import Snapshots
+from ..saved import memfile, memory
+from ..saved.memory import MemoryOutcome
+from ..snapshot.errors import SnapshotCorruptError, SnapshotError
+from ..snapshot.manifest import SnapshotManifest
+from ..snapshot.store import Snapshots
+from . import faults, suspend
 
 if TYPE_CHECKING:
     from ..runtime import HostRuntime, Machine, MachineSpec

@@ -23,17 +23,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import memory
-from .agent import AgentError
-from .drivers import Driver
-from .errors import HostError
-from .image import Image
-from .layout import ComputerDir
+from ..agent import AgentError
+from ..data.layout import ComputerDir
+from ..drivers import Driver
+from ..errors import HostError
+from ..image import Image
+from ..saved import memory
+from ..saved.memory import MemoryOutcome, PauseError, SavedState, StateError
 from .machine import Machine, MachineSpec
-from .memory import MemoryOutcome, PauseError, SavedState, StateError
 
 if TYPE_CHECKING:  # runtime.py calls into this module
-    from .runtime import HostRuntime
+    from ..runtime import HostRuntime
 
 MIB = 1024 * 1024
 
@@ -135,7 +135,7 @@ async def run_saved(
     filesystem), removed when its process ends; the snapshot may be deleted while they run
     (their mappings keep the pages; their pauses take RAM from the migration stream). QEMU 7.2
     opens a mapped file read-write (its `readonly=on` makes a ROM): a shared image is refused
-    there (HostError), the caller copies it instead (snapshot/restore.py). On failure nothing
+    there (HostError), the caller copies it instead (machines/restore.py). On failure nothing
     of the VM is left."""
     hv = await rt.hypervisor(image)
     spec = await rt._with_network(spec)
