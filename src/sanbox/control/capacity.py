@@ -3,8 +3,8 @@
 Admission (`admit`, pure) refuses a create, start or resume before anything is made when the
 guest's RAM would not fit in the shared-memory filesystem (`insufficient_memory`, 507) or its new
 disk would not fit on the data filesystem (`insufficient_storage`, 507), counting what running
-guests' RAM files and existing disks may still grow by (`host/data/space.py` measures that). Otherwise a
-full filesystem surfaces later, inside a running guest, as a disk or memory error.
+guests' RAM files and existing disks may still grow by (`host/data/space.py` measures that).
+Otherwise a full filesystem surfaces later, inside a running guest, as a disk or memory error.
 
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
 creates admitted at once cannot together promise more than there is. Disks are thin: an operator
