@@ -51,7 +51,7 @@ async def round_of(
         memfile.verify, state / memory.MEMORY, saved.memory_bytes, saved.chunks(), rt.memory_key
     )
     times["in-place check"].append(time.perf_counter() - t)
-    rt.settings = dataclasses.replace(rt.settings, restore=mode)
+    rt.machines.settings = dataclasses.replace(rt.machines.settings, restore=mode)
     t = time.perf_counter()
     resumed, outcome = await rt.resume(spec, img)
     await resumed.agent.exec(["true"])

@@ -177,6 +177,17 @@ class Snapshots:
             chains[sid] = chain
         return chains
 
+    async def discard(self, snapshot_id: str) -> None:
+        """Remove a snapshot and the layers it alone needed (the lock taken)."""
+        async with self.lock:
+            await asyncio.to_thread(self.delete, snapshot_id)
+            await asyncio.to_thread(self.collect)
+
+    async def collect_unused(self) -> list[str]:
+        """`collect`, the lock taken: the layers nothing references, deleted."""
+        async with self.lock:
+            return await asyncio.to_thread(self.collect)
+
     def delete_many(self, snapshot_ids: Iterable[str]) -> int:
         """Remove snapshots (one already gone is skipped) and the layers only they needed;
         returns the bytes this freed on disk. Call with `lock` held."""
