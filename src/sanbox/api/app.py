@@ -86,11 +86,12 @@ def create_app(
         computers = Computers(
             db,
             host_runtime,
+            home=settings.layout.root,
             reach=reach,
             resolver=resolver,
             egress_max_connections=settings.egress_max_connections,
             capacity=Capacity.of_host(settings.disk_overcommit),
-            secrets_key_file=settings.secrets_key_file,
+            secrets_key_file=settings.secrets_key_file or settings.layout.sealing_key,
             ca_bundle=settings.ca_bundle,
             strict_placeholders=settings.strict_placeholders,
             substitute_any_header=settings.substitute_any_header,

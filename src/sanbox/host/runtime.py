@@ -17,13 +17,20 @@ import asyncio
 import functools
 from pathlib import Path
 
+from .data import space
 from .data.layout import DataDir
-from .disk import Disk, DiskManager
+from .data.space import Room
+from .disk import Disk, DiskManager, can_reflink
 from .disk.layers import LayerStore
 from .drivers import Capabilities, Driver, VmHandle
 from .drivers.cgroup import Cgroups
-from .image import Image
-from .machines import orphans, restore, snapshot, suspend
+from .egress.budget import ConnectionBudget
+from .egress.computers import ComputersEgress
+from .egress.gateway import EgressGateway, Intercepts, OnDenied, OrgOf
+from .egress.reach import Reach
+from .egress.resolver import Resolver
+from .image import Image, find_build, find_image, list_builds, remove_build
+from .machines import console, orphans, restore, snapshot, suspend
 from .machines.boot import SHUTDOWN_TIMEOUT, Machines
 from .machines.boot import MachineNotFoundError as MachineNotFoundError
 from .machines.machine import Machine as Machine
@@ -77,8 +84,30 @@ class HostRuntime:
     def confinement(self) -> dict[str, object]:
         return self.machines.confinement()
 
-    def console_log(self, computer_id: str) -> Path:
-        return self.machines.console_log(computer_id)
+    def console_lines(self, computer_id: str, count: int) -> list[str]:
+        return console.lines(self.machines.console_log(computer_id), count)
+
+    def storage(self) -> tuple[str, bool]:
+        return str(self.data_dir.root), can_reflink(self.data_dir.tmp)
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        dd = self.data_dir
+        ram = space.ram_room(dd.ram_dir, computer_id, dd)
+        return ram, (space.disk_room(dd, computer_id) if disk else None)
+
+    # images (image/) ----------------------------------------------------------------------
+
+    def image(self, template: str, build_id: str | None = None) -> Image:
+        return find_image(self.data_dir, template, build_id)
+
+    def build(self, build_id: str) -> Image:
+        return find_build(self.data_dir, build_id)
+
+    def builds(self) -> list[Image]:
+        return list_builds(self.data_dir)
+
+    def remove_build(self, image: Image) -> None:
+        remove_build(self.data_dir, image)
 
     def cpu_usec(self, computer_id: str) -> int | None:
         return self.machines.cpu_usec(computer_id)
@@ -88,6 +117,29 @@ class HostRuntime:
         m = self.machines
         parts = self.data_dir, self.destroy, self.network, m.cgroups
         return await orphans.sweep(known, *parts, m.driver.is_vm_process)
+
+    # egress (egress/): each computer's firewall, DNS filter and proxies ----------------------
+
+    def open_egress(
+        self,
+        resolver: Resolver,
+        on_denied: OnDenied,
+        reach: Reach,
+        max_connections: int,
+        intercepts: Intercepts,
+        budget: ConnectionBudget,
+        org_of: OrgOf,
+    ) -> ComputersEgress | None:
+        """This host's computers' egress, through one gateway given the control plane's parts
+        (where denials are recorded, what each computer's proxy intercepts, its org); None where
+        the host makes no network of its own (tests' stand-ins)."""
+        if self.network is None:
+            return None
+        gateway = EgressGateway(
+            resolver, on_denied, reach, max_connections,
+            intercepts=intercepts, budget=budget, org_of=org_of,
+        )  # fmt: skip
+        return ComputersEgress(gateway, self.network)
 
     # machines (machines/boot.py) ----------------------------------------------------------
 
