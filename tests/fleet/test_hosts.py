@@ -13,7 +13,7 @@ from sanbox.fleet.errors import (
     RegionMismatchError,
     StaleGenerationError,
 )
-from sanbox.fleet.hosts import Capacity, Hosts, HostSpec, LeasePolicy
+from sanbox.fleet.hosts import Capacity, Hosts, HostSpec, LeasePolicy, Swept
 from sanbox.store import Database
 from sanbox.store.models import ComputerRow
 
@@ -44,7 +44,7 @@ def test_a_silent_host_is_suspect_then_lost_and_rejoins_with_a_new_epoch(pg: Dat
         seen.append(swept)
         return hosts.get("h2").state == state
 
-    seen: list = []
+    seen: list[Swept] = []
     wait_for(lambda: h2_is("suspect"))
     wait_for(lambda: h2_is("lost"))
     assert hosts.get("h1").state == "up"
