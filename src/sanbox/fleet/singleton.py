@@ -32,6 +32,7 @@ class Singleton:
         self._timeout = connect_timeout
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._held = False
+        self.tries = 0  # of taking the lock (each `held()` while not holding it)
 
     def held(self) -> bool:
         """True if this process holds the job's lock now (taking it if it is free)."""
@@ -45,6 +46,7 @@ class Singleton:
             if self._held:
                 self._conn.execute("select 1")  # the session (and so the lock) is alive
             else:
+                self.tries += 1
                 row = self._conn.execute("select pg_try_advisory_lock(%s)", (self.key,)).fetchone()
                 self._held = bool(row and row[0])
         except psycopg.Error:
