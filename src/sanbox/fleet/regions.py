@@ -15,7 +15,8 @@ def region_for(db: Database, org_id: str, requested: str | None) -> str | None:
     None: the org has no home region (one host, no regions: anywhere)."""
     with db.session() as s:
         row = s.execute(select(Org.home_region, Org.regions).where(Org.id == org_id)).one()
-    home, others = row.home_region, row.regions or []
+    home: str | None = row.home_region
+    others: list[str] = row.regions or []
     if requested is None or requested == home:
         return home
     if requested in others or home is None:

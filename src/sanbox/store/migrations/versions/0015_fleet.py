@@ -67,15 +67,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column("region", sa.String(32), nullable=True))
         batch.add_column(sa.Column("generation", sa.BigInteger, nullable=False, server_default="0"))
         batch.create_index("ix_computers_host_id", ["host_id"])
-    with op.batch_alter_table("orgs") as batch:
-        batch.add_column(sa.Column("home_region", sa.String(32), nullable=True))
-        batch.add_column(sa.Column("regions", sa.JSON, nullable=True))  # others it may use
+    op.add_column("orgs", sa.Column("home_region", sa.String(32), nullable=True))
+    op.add_column("orgs", sa.Column("regions", sa.JSON, nullable=True))  # others it may use
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("orgs") as batch:
-        batch.drop_column("regions")
-        batch.drop_column("home_region")
+    for column in ("regions", "home_region"):  # in place: a copy of orgs breaks its references
+        op.execute(f"ALTER TABLE orgs DROP COLUMN {column}")
     with op.batch_alter_table("computers") as batch:
         batch.drop_index("ix_computers_host_id")
         for column in ("generation", "region", "host_id"):
