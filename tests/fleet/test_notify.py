@@ -27,6 +27,7 @@ def test_a_notify_wakes_a_listener_at_commit(pg_url: str, pg: Database) -> None:
     try:
         assert woken(listener)[0] == []  # the poll: nothing hinted
         listener.poll = 30
+
         def send() -> None:
             with pg.engine.begin() as conn:
                 notify(conn, EVENTS, "42")
