@@ -30,14 +30,24 @@ pytestmark = pytest.mark.fleet
 GIB = 1 << 30
 
 
-def host(db: Database, name: str, region: str, slots: int = 10, **kw: object) -> Lease:
+def host(
+    db: Database,
+    name: str,
+    region: str,
+    slots: int = 10,
+    labels: dict[str, str] | None = None,
+    layers: tuple[str, ...] = (),
+    accel: str = "kvm",
+) -> Lease:
     """A host with room for `slots` computers of `small()`'s size (RAM is what binds)."""
     cap = Capacity(vcpus=64, memory_mib=512 * slots, disk_bytes=1000 * GIB)
-    return Hosts(db).register(HostSpec(name, region, f"https://{name}:7443", cap, **kw))  # type: ignore[arg-type]
+    address = f"https://{name}:7443"
+    spec = HostSpec(name, region, address, cap, labels=labels or {}, layers=layers, accel=accel)
+    return Hosts(db).register(spec)
 
 
-def small(region: str = "eu-1", **kw: object) -> Request:
-    return Request(region, vcpus=1, memory_mib=512, disk_bytes=GIB, **kw)  # type: ignore[arg-type]
+def small(region: str = "eu-1", **constraints: str) -> Request:
+    return Request(region, vcpus=1, memory_mib=512, disk_bytes=GIB, **constraints)
 
 
 def alloc(db: Database) -> dict[str, int]:
@@ -111,7 +121,7 @@ def test_concurrent_placements_never_over_commit_a_host(pg: Database) -> None:
 
 def test_constraints_filter_hosts(any_db: Database) -> None:
     host(any_db, "plain", "eu-1", accel="tcg")
-    host(any_db, "gpu", "eu-1", labels={"gpu": "1"}, layers=["bld_py"], accel="kvm")
+    host(any_db, "gpu", "eu-1", labels={"gpu": "1"}, layers=("bld_py",), accel="kvm")
     placer = Placer(any_db)
     assert placer.place(small(labels={"gpu": "1"})).host_name == "gpu"
     assert placer.place(small(layer="bld_py")).host_name == "gpu"

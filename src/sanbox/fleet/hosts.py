@@ -10,6 +10,7 @@ renewal it is `lost`. Every transition is one UPDATE, so of many sweepers exactl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +33,9 @@ from .errors import (
 
 UP, SUSPECT, LOST, DRAINING, RETIRED = "up", "suspect", "lost", "draining", "retired"
 GONE = (LOST, RETIRED)  # states a renewal or a report is refused in
+MAX_LABELS, MAX_LAYERS = 64, 10_000
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+_PLACED = {"host_id", "region", "generation"}  # only a placement writes these
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,17 @@ class HostSpec:
     accel: str = "kvm"
     labels: dict[str, str] = field(default_factory=dict)
     layers: Sequence[str] = ()  # template builds and layers it holds
+
+    def __post_init__(self) -> None:
+        for what, value, most in (("name", self.name, 63), ("region", self.region, 32)):
+            if not (_NAME.fullmatch(value) and len(value) <= most):
+                raise ValueError(f"a host's {what} is 1-{most} of a-z, 0-9, '-': {value[:70]!r}")
+        if len(self.labels) > MAX_LABELS or len(self.layers) > MAX_LAYERS:
+            raise ValueError(f"at most {MAX_LABELS} labels and {MAX_LAYERS} layers")
+        if any(len(k) > 63 or len(v) > 63 for k, v in self.labels.items()):
+            raise ValueError("a label's key and value are at most 63 characters")
+        if min(self.capacity.vcpus, self.capacity.memory_mib, self.capacity.disk_bytes) < 0:
+            raise ValueError("a capacity is not negative")
 
 
 @dataclass(frozen=True)
@@ -135,9 +150,12 @@ class Hosts:
                 )
             return Lease(row.id, row.epoch, row.lease_until)
 
-    def renew(self, lease: Lease, capacity: Capacity | None = None) -> Lease:
-        """Extend the lease on the database's clock (a suspect host is up again). Zero rows:
-        this epoch is no longer the host's (`HostLostError`): register again."""
+    def renew(
+        self, lease: Lease, capacity: Capacity | None = None, layers: Sequence[str] | None = None
+    ) -> Lease:
+        """Extend the lease on the database's clock (a suspect host is up again), with what the
+        host reports of its capacity and layers now. Zero rows: this epoch is no longer the
+        host's (`HostLostError`): register again."""
         t = HostRow.__table__.c
         with self.db.engine.begin() as conn:
             values: dict[str, Any] = {
@@ -150,6 +168,8 @@ class Hosts:
                     "memory_mib": capacity.memory_mib,
                     "disk_bytes": capacity.disk_bytes,
                 }
+            if layers is not None:
+                values["layers"] = list(layers[:MAX_LAYERS])
             until = conn.execute(
                 update(HostRow)
                 .where(t.id == lease.host_id, t.epoch == lease.epoch, t.state.not_in(GONE))
@@ -222,6 +242,8 @@ class Hosts:
         """Write a host's report on a computer (`values`: columns of `computers`) only if the
         host still holds it: this host, this epoch (not lost), this generation. In one
         statement; zero rows is `StaleGenerationError` (the host must stop that VM)."""
+        if _PLACED & values.keys():
+            raise ValueError(f"a host's report does not set {sorted(_PLACED & values.keys())}")
         c, h = ComputerRow.__table__.c, HostRow.__table__.c
         holds = exists().where(h.id == lease.host_id, h.epoch == lease.epoch, h.state.not_in(GONE))
         with self.db.engine.begin() as conn:

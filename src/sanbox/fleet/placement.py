@@ -38,6 +38,10 @@ class Request:
     accel: str | None = None
     layer: str | None = None  # a template build the host must hold
 
+    def __post_init__(self) -> None:
+        if min(self.vcpus, self.memory_mib, self.disk_bytes) < 0:
+            raise ValueError("a placement request is not negative")
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -45,6 +49,10 @@ class Policy:
     tries: int = 3  # hosts tried when they refuse for capacity
     vcpu_overcommit: float = 4.0
     disk_overcommit: float = 1.0  # RAM is never overcommitted
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.tries < 1 or min(self.vcpu_overcommit, self.disk_overcommit) <= 0:
+            raise ValueError("a placement policy needs k, tries >= 1 and overcommits > 0")
 
 
 @dataclass(frozen=True)
