@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import select
 
+from sanbox.control.errors import NotFoundError
 from sanbox.fleet.errors import (
     InsufficientCapacityError,
     RegionMismatchError,
@@ -172,6 +173,8 @@ def test_a_computer_keeps_its_region_and_each_placement_is_a_new_generation(
     assert crossing.value.code == "region_mismatch"
     with pytest.raises(RegionMismatchError):
         placer.place(small(region="us-1"), computer_id="cmp_x")
+    with pytest.raises(NotFoundError):
+        placer.place(small(), computer_id="cmp_none")
     assert alloc(any_db) == before  # nothing was written
     with any_db.session() as s:
         row = s.get_one(ComputerRow, "cmp_x")

@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 import sanbox
 from sanbox.fleet.singleton import Singleton, lock_key, run
+from sanbox.store import Database
 
 from .conftest import wait_for
 
@@ -22,7 +24,9 @@ pytestmark = pytest.mark.fleet
 HOLDER = Path(__file__).with_name("singleton_holder.py")
 
 
-def test_the_lock_moves_to_another_process_when_the_holder_is_killed(pg_url: str) -> None:
+def test_the_lock_moves_to_another_process_when_the_holder_is_killed(
+    pg_url: str, pg_db: Database
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(sanbox.__file__).parents[1])}
     ours, other_job = Singleton(pg_url, "reconciler"), Singleton(pg_url, "pool-refill")
     with subprocess.Popen(
@@ -42,6 +46,10 @@ def test_the_lock_moves_to_another_process_when_the_holder_is_killed(pg_url: str
             wait_for(ours.held, timeout=10)
             assert time.monotonic() - killed < 5
             assert ours.held()  # and keeps it
+            with pg_db.engine.begin() as conn:  # its session is ended under it
+                conn.execute(text("select pg_terminate_backend(:p)"), {"p": ours.backend_pid})
+            assert not ours.held()  # it knows at once
+            assert ours.held()  # and takes it again, being free
         finally:
             holder.kill()
             ours.close()

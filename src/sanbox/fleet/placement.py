@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, case, select, update
 
-from ..control.errors import UnavailableError
+from ..control.errors import NotFoundError, UnavailableError
 from ..store import Database
 from ..store.models import ComputerRow, HostRow
-from .errors import InsufficientCapacityError, RegionMismatchError
+from .errors import HostNotFoundError, InsufficientCapacityError, RegionMismatchError
 from .hosts import UP
 
 T = TypeVar("T")
@@ -188,10 +188,11 @@ class Placer:
         fork, pool claims): that host or nothing."""
         with self.db.engine.begin() as conn:
             host = conn.execute(select(*_LOAD).where(HostRow.id == host_id)).one_or_none()
-            if host is None or host.region != req.region:
+            if host is None:
+                raise HostNotFoundError(f"no host {host_id}")
+            if host.region != req.region:
                 raise RegionMismatchError(
-                    f"the data is on a host of region {host.region if host else 'none'}, "
-                    f"not {req.region}"
+                    f"the data is on a host of region {host.region}, not {req.region}"
                 )
             _check_region(conn, computer_id, req.region)
             if host.state != UP:
@@ -265,7 +266,10 @@ def _check_region(conn: Connection, computer_id: str | None, region: str) -> Non
     if computer_id is None:
         return
     c = ComputerRow.__table__.c
-    current = conn.execute(select(c.region).where(c.id == computer_id).with_for_update()).scalar()
+    row = conn.execute(select(c.region).where(c.id == computer_id).with_for_update()).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no computer {computer_id}", "computer_not_found")
+    current = row.region
     if current is not None and current != region:
         raise RegionMismatchError(f"computer {computer_id} is in region {current}, not {region}")
 

@@ -53,6 +53,11 @@ class Singleton:
             self.close()
         return self._held
 
+    @property
+    def backend_pid(self) -> int | None:
+        """The PostgreSQL session that holds (or tries for) the lock, if connected."""
+        return self._conn.info.backend_pid if self._conn is not None else None
+
     def release(self) -> None:
         if self._held and self._conn is not None and not self._conn.closed:
             try:
