@@ -35,7 +35,7 @@ def fleet(db: Database, rng: random.Random) -> None:
     hosts = Hosts(db)
     for i in range(HOSTS):
         cap = Capacity(vcpus=32, memory_mib=128 * 1024, disk_bytes=2000 * GIB)
-        lease = hosts.register(HostSpec(f"h{i:03}", "eu-1", f"https://h{i:03}:7443", cap))
+        lease = hosts.register(HostSpec(f"h{i:03}", "eu-1", f"https://h{i:03}:7443", cap, "qemu"))
         with db.engine.begin() as conn:
             conn.execute(
                 update(HostRow)

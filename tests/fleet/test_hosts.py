@@ -24,7 +24,7 @@ CAP = Capacity(vcpus=4, memory_mib=8192, disk_bytes=100 << 30)
 
 
 def spec(name: str, region: str = "eu-1") -> HostSpec:
-    return HostSpec(name, region, f"https://{name}.internal:7443", CAP, labels={"kvm": "1"})
+    return HostSpec(name, region, f"https://{name}.internal:7443", CAP, "qemu", labels={"kvm": "1"})
 
 
 def test_a_silent_host_is_suspect_then_lost_and_rejoins_with_a_new_epoch(pg: Database) -> None:

@@ -43,7 +43,9 @@ def host(
     """A host with room for `slots` computers of `small()`'s size (RAM is what binds)."""
     cap = Capacity(vcpus=64, memory_mib=512 * slots, disk_bytes=1000 * GIB)
     address = f"https://{name}:7443"
-    spec = HostSpec(name, region, address, cap, labels=labels or {}, layers=layers, accel=accel)
+    spec = HostSpec(
+        name, region, address, cap, "qemu", labels=labels or {}, layers=layers, accel=accel
+    )
     return Hosts(db).register(spec)
 
 

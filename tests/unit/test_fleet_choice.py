@@ -84,6 +84,6 @@ def test_inputs_are_bounded() -> None:
     cap = Capacity(1, 1, 1)
     for bad in ("", "Eu-1", "x" * 33, "eu_1"):
         with pytest.raises(ValueError):
-            HostSpec("h1", bad, "https://h1", cap)
+            HostSpec("h1", bad, "https://h1", cap, "qemu")
     with pytest.raises(ValueError):
-        HostSpec("h1", "eu-1", "https://h1", cap, labels={str(i): "" for i in range(65)})
+        HostSpec("h1", "eu-1", "https://h1", cap, "qemu", labels={str(i): "" for i in range(65)})

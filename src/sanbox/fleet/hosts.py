@@ -53,7 +53,7 @@ class HostSpec:
     region: str
     address: str
     capacity: Capacity
-    hypervisor: str = "qemu"
+    hypervisor: str  # its driver's name
     accel: str = "kvm"
     labels: dict[str, str] = field(default_factory=dict)
     layers: Sequence[str] = ()  # template builds and layers it holds
