@@ -160,13 +160,10 @@ class Placer:
         `computer_id`, the computer is put on it (its generation + 1) in the same one."""
         with self.db.engine.begin() as conn:
             _check_region(conn, computer_id, req.region)
-            hosts = [
-                HostLoad(*r)
-                for r in conn.execute(
-                    select(*_LOAD).where(HostRow.region == req.region, HostRow.state == UP)
-                )
-                if r.id not in exclude
-            ]
+            rows = conn.execute(
+                select(*_LOAD).where(HostRow.region == req.region, HostRow.state == UP)
+            ).all()
+            hosts = [HostLoad(*r) for r in rows if r.id not in exclude]
             while hosts:
                 candidates = choose(hosts, req, self.policy, self.rng)
                 for chosen in candidates:
