@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-import psycopg
 from sqlalchemy import Connection, func, select
+
+if TYPE_CHECKING:  # psycopg is the `postgres` extra: imported where PostgreSQL is used
+    import psycopg
 
 EVENTS, ROUTES = "sanbox_events", "sanbox_routes"
 
@@ -54,6 +57,8 @@ class Listener:
                 payloads, self._payloads = self._payloads, []
                 self._woken.clear()
             return payloads
+        import psycopg
+
         try:
             if self._conn is None:
                 self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
@@ -73,7 +78,7 @@ class Listener:
     def close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(Exception):  # a dead session: nothing to close
                 conn.close()
         with _local_lock:
             if self in _local[self.channel]:

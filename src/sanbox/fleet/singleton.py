@@ -13,9 +13,10 @@ import contextlib
 import hashlib
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+if TYPE_CHECKING:  # psycopg is the `postgres` extra: imported where PostgreSQL is used
+    import psycopg
 
 
 def lock_key(name: str) -> int:
@@ -38,6 +39,8 @@ class Singleton:
         """True if this process holds the job's lock now (taking it if it is free)."""
         if self._local:
             return True
+        import psycopg
+
         try:
             if self._conn is None or self._conn.closed:
                 self._held = False
@@ -60,6 +63,8 @@ class Singleton:
 
     def release(self) -> None:
         if self._held and self._conn is not None and not self._conn.closed:
+            import psycopg
+
             try:
                 self._conn.execute("select pg_advisory_unlock(%s)", (self.key,))
             except psycopg.Error:
@@ -71,7 +76,7 @@ class Singleton:
         self._held = False
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(Exception):  # a dead session: nothing to close
                 conn.close()
 
 
@@ -91,6 +96,8 @@ def run(
 def _with_keepalives(url: str, connect_timeout: int) -> str:
     """The URL with TCP keepalives on both ends: across a partition the holder finds its session
     dead, and the server ends it (freeing the lock), within about 10 s."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     params = conninfo_to_dict(url)
     server = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=2"
     params["options"] = f"{params.get('options') or ''} {server}".strip()
