@@ -33,13 +33,15 @@ def pg_url() -> Iterator[str]:
     with admin.engine.begin() as conn:
         conn.execute(text(f"create schema {schema}"))
     url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}options={quote(f'-csearch_path={schema}')}"
-    db = Database(url)
-    db.migrate()
-    db.close()
-    yield url
-    with admin.engine.begin() as conn:
-        conn.execute(text(f"drop schema {schema} cascade"))
-    admin.close()
+    try:
+        db = Database(url)
+        db.migrate()
+        db.close()
+        yield url
+    finally:
+        with admin.engine.begin() as conn:
+            conn.execute(text(f"drop schema {schema} cascade"))
+        admin.close()
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,9 @@ old epoch's renewal and reports are refused."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from sqlalchemy import select
 
@@ -62,6 +65,20 @@ def test_a_silent_host_is_suspect_then_lost_and_rejoins_with_a_new_epoch(pg: Dat
     hosts.renew(again)
     with pytest.raises(HostLostError):  # the old epoch stays refused though the host is up
         hosts.renew(h2)
+
+
+def test_concurrent_registrations_each_take_an_epoch_of_their_own(pg: Database) -> None:
+    hosts, threads = Hosts(pg), 6
+    barrier = threading.Barrier(threads)
+
+    def register(_: int) -> int:
+        barrier.wait()
+        return hosts.register(spec("h1")).epoch
+
+    with ThreadPoolExecutor(threads) as pool:
+        epochs = sorted(pool.map(register, range(threads)))
+    assert epochs == list(range(1, threads + 1))
+    assert hosts.get("h1").epoch == threads
 
 
 def test_a_silent_suspect_host_renewing_in_time_is_up_again(any_db: Database) -> None:
