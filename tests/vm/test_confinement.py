@@ -60,7 +60,7 @@ def test_each_vm_has_its_own_cgroups_with_its_limits(
 ) -> None:
     if not runtime.cgroups.placed:
         pytest.skip(f"no cgroup controllers on this host: {runtime.cgroups.describe()}")
-    name = runtime.cgroup_name(machine.computer_id)
+    name = runtime.machines.cgroup_name(machine.computer_id)
     assert machine.vm.pid in runtime.cgroups.procs(name)
     accel = machine.isolation.removeprefix("qemu-")  # the VM's memory.max counts TCG's cache
     limits = limits_for(1, 512, QemuHypervisor(accel).capabilities.memory_overhead_mib)
