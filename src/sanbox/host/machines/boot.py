@@ -324,7 +324,7 @@ class Machines:
     async def kill_vm(self, vm: VmHandle) -> None:
         """End a VM's process and remove what it ran with (sockets, RAM, mapping, cgroups)."""
         await vm.kill()
-        for name in ("agent.sock", "qmp.sock", "vm.pid"):
+        for name in self.driver.run_files:
             (vm.run_dir / name).unlink(missing_ok=True)
         self.data_dir.ram_file(vm.run_dir.parent.name).unlink(missing_ok=True)
         memory.mapped_file(vm.run_dir).unlink(missing_ok=True)  # no process maps it any more
