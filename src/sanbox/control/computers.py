@@ -128,9 +128,9 @@ class Computers:
         async with self.fleet.bus.subscribe(org.id) as queue:
             yield queue
 
-    def console(self, org: Org, ref: str, lines: int) -> list[str]:
+    async def console(self, org: Org, ref: str, lines: int) -> list[str]:
         row = self.fleet.get(org, ref)
-        return self.fleet.runtime.console_lines(row.id, lines)
+        return await self.fleet.runtime.console_lines(row.id, lines)
 
     # lifecycle -------------------------------------------------------------------------------
 

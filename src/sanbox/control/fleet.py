@@ -232,7 +232,8 @@ class Fleet:
             state = row.state if row else None
         if state not in (State.RUNNING, State.STARTING, State.STOPPING):
             return
-        tail = " | ".join(line.strip() for line in self.runtime.console_lines(computer_id, 4))
+        lines = await self.runtime.console_lines(computer_id, 4)
+        tail = " | ".join(line.strip() for line in lines)
         self.record(
             computer_id, State.STOPPED, "computer.vm_exited",
             f"stopped: {why}; disk kept, `sanbox start` boots it again",

@@ -30,6 +30,7 @@ from .agent import (
     TcpStream,
 )
 from .agent.files import Source
+from .data.layout import ComputerDir
 from .data.space import Room
 from .disk import GIB, Disk, can_reflink
 from .drivers import Capabilities, Liveness, VmHandle, VmNotRunningError
@@ -80,6 +81,7 @@ __all__ = [
     "ConnectionRefusedInGuestError",
     "Denial",
     "Disk",
+    "ComputerDir",
     "ComputersEgress",
     "ExecProcess",
     "ExecResult",
@@ -90,6 +92,7 @@ __all__ = [
     "HostError",
     "Image",
     "Injection",
+    "Intercepts",
     "InvalidPathError",
     "Liveness",
     "Machine",
@@ -97,6 +100,8 @@ __all__ = [
     "MemoryOutcome",
     "Minter",
     "MissingToolError",
+    "OnDenied",
+    "OrgOf",
     "PauseError",
     "Policy",
     "PolicyError",
@@ -218,7 +223,7 @@ class Host(Protocol):
 
     async def grow_disk(self, machine: Machine, size_bytes: int) -> None: ...
 
-    def console_lines(self, computer_id: str, count: int) -> list[str]:
+    async def console_lines(self, computer_id: str, count: int) -> list[str]:
         """The last `count` non-empty lines of the computer's serial console (a log bounded by
         the host's sweep)."""
         ...

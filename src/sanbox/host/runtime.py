@@ -84,8 +84,9 @@ class HostRuntime:
     def confinement(self) -> dict[str, object]:
         return self.machines.confinement()
 
-    def console_lines(self, computer_id: str, count: int) -> list[str]:
-        return console.lines(self.machines.console_log(computer_id), count)
+    async def console_lines(self, computer_id: str, count: int) -> list[str]:
+        log = self.machines.console_log(computer_id)
+        return await asyncio.to_thread(console.lines, log, count)
 
     def storage(self) -> tuple[str, bool]:
         return str(self.data_dir.root), can_reflink(self.data_dir.tmp)
