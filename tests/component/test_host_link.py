@@ -8,8 +8,12 @@ is gone answers `host_unreachable` within seconds."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sqlite3
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +33,7 @@ from sanbox.host.door import Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 
-from .conftest import fake_image
+from .conftest import LiveServer, fake_image
 
 pytestmark = pytest.mark.component
 
@@ -212,3 +216,71 @@ def test_a_host_that_is_gone_is_unreachable_within_seconds(host_agent: Agent) ->
             await remote.close()
 
     asyncio.run(gone())
+
+
+BIN = Path(sys.executable).parent / "sanbox"
+
+
+def _sanbox(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SANBOX_URL": live.url, "SANBOX_API_KEY": live.key,
+           "PYTHONPATH": str(Path(__file__).parents[2] / "src")}  # fmt: skip
+    return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_host_joins_with_a_one_time_token_and_serves_the_control_plane(
+    live_server: LiveServer, short_tmp: Path
+) -> None:
+    made = _sanbox(live_server, "host", "token", "--region", "eu-1", "--ttl", "10m")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("sbj_")
+    host_dir = short_tmp / "joined"
+    join = ("host", "join", "--server", live_server.url, "--token", token, "--name", "h1",
+            "--address", "127.0.0.1", "--data-dir", str(host_dir))  # fmt: skip
+    wrong_region = _sanbox(live_server, *join, "--region", "us-1")
+    assert wrong_region.returncode == 1 and "join_refused" in wrong_region.stderr
+    assert len(wrong_region.stderr.strip().splitlines()) == 1
+    assert not (host_dir / "host" / "fleet" / "host.pem").exists()  # nothing written
+    joined = _sanbox(live_server, *join, "--region", "eu-1")
+    assert joined.returncode == 0, joined.stderr
+    assert "joined as h1" in joined.stdout and "eu-1" in joined.stdout
+    again = _sanbox(live_server, *join, "--region", "eu-1")
+    assert again.returncode == 1 and "join_refused" in again.stderr  # used once
+    assert "unknown, used, expired" in again.stderr
+
+    with sqlite3.connect(live_server.data_dir.root / "sanbox.db") as db:
+        hosts = db.execute("SELECT name, region, address, state, epoch FROM hosts").fetchall()
+        used = db.execute("SELECT host_name, used_at IS NOT NULL FROM join_tokens").fetchall()
+    assert hosts == [("h1", "eu-1", "127.0.0.1", "up", 1)]
+    assert used == [("h1", 1)]
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    assert oct(me.key.stat().st_mode & 0o777) == "0o600"
+
+    # the certificates it got: a host agent served with them answers the control plane's
+    # client certificate (from the same control plane's CAs), and only that
+    control = FleetCAs(live_server.data_dir.root / "fleet").control_identity()
+    port = _free_port()
+    agent = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
+    stop = threading.Event()
+
+    def run() -> None:
+        async def main() -> None:
+            done = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            threading.Thread(
+                target=lambda: (stop.wait(), loop.call_soon_threadsafe(done.set)), daemon=True
+            ).start()
+            await serve(agent, "127.0.0.1", port, _free_port(), me, done)
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        report = httpx.get(f"https://127.0.0.1:{port}/v1/host/report",
+                           verify=client_tls(control), timeout=5).json()  # fmt: skip
+        assert report["hypervisor"] == "local" and report["computers"] == {}
+    finally:
+        stop.set()
+        thread.join(15)

@@ -46,6 +46,7 @@ from .routes import (
     events,
     exec,
     files,
+    fleet,
     host,
     images,
     keys,
@@ -146,7 +147,7 @@ def create_app(
     redact.install()
     routers = (
         computers, snapshots, templates, pools, secrets, exec, files, network, ssh, events, admin,
-        keys, audit, images, host, usage,
+        keys, audit, images, host, usage, fleet,
     )  # fmt: skip
     for module in routers:
         app.include_router(module.router)

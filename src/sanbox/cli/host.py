@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -47,3 +48,94 @@ def serve(
             f"{', '.join(map(str, missing))} missing: this host has not joined a fleet"
         )
     asyncio.run(run(HostAgent(runtime), listen, port, tunnel_port, me))
+
+
+@app.command("token")
+def token(
+    region: Annotated[str, typer.Option(help="The region the host joins.")],
+    ttl: Annotated[str, typer.Option(help="How long it is good for: 15m, 1h, 2d.")] = "1h",
+) -> None:
+    """Make a one-time join token for a host (host-admin key); shown once."""
+    from . import config
+    from ._output import console, fail
+    from .admin import parse_duration
+
+    try:
+        seconds = parse_duration(ttl)
+    except ValueError as exc:
+        fail("invalid_ttl", str(exc))
+    with config.reported(), config.client() as client:
+        console.print(client.fleet.join_token(region, float(seconds)))
+
+
+@app.command("join")
+def join(
+    server: Annotated[str, typer.Option(help="The control plane's URL.")],
+    token: Annotated[str, typer.Option(help="A join token (`sanbox host token`).")],
+    name: Annotated[str, typer.Option(help="This host's name in the fleet.")],
+    region: Annotated[str, typer.Option(help="This host's region.")],
+    address: Annotated[
+        list[str], typer.Option(help="Where the control plane reaches this host (repeat).")
+    ],
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Default $SANBOX_DATA_DIR or /var/lib/sanbox.")
+    ] = None,
+) -> None:
+    """Join a fleet: a key made here (it never leaves this host), its certificate signed by the
+    control plane's host CA for the token, written to <data dir>/host/fleet/."""
+    import httpx
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    from .. import pki
+    from ..fleet.link.pki import host_identity
+    from ..host.data.layout import DataDir
+    from ..host.data.space import disk_room
+    from ..host.runtime import HostRuntime
+    from ..host.settings import HostSettings
+    from ._output import console, fail
+
+    settings = HostSettings.from_env()
+    if data_dir is not None:
+        settings = dataclasses.replace(settings, data_dir=data_dir)
+    layout = DataDir(settings.data_dir, settings.ram_dir)
+    layout.ensure()
+    runtime = HostRuntime(layout, settings=settings)
+    hypervisor, isolation = runtime.driver_facts()
+    key = pki.new_key()
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(pki.name(f"sanbox host {name}"))
+        .sign(key, hashes.SHA256())
+    )
+    ram, _ = runtime.room(disk=False)
+    body = {
+        "token": token,
+        "name": name,
+        "region": region,
+        "addresses": address,
+        "csr": csr.public_bytes(serialization.Encoding.PEM).decode(),
+        "capacity": {
+            "vcpus": os.cpu_count() or 1,
+            "memory_mib": max(1, ram.spare // (1 << 20)),
+            "disk_bytes": max(0, disk_room(layout).spare),
+        },
+        "hypervisor": hypervisor,
+        "accel": isolation.rpartition("-")[2] if "-" in isolation else "unknown",
+    }
+    try:
+        r = httpx.post(f"{server.rstrip('/')}/v1/fleet/join", json=body, timeout=30)
+    except httpx.HTTPError as exc:
+        fail("server_unreachable", f"cannot reach {server}: {exc}")
+    if r.status_code != 201:
+        json_body = r.headers.get("content-type", "").startswith("application/json")
+        error = r.json().get("error", {}) if json_body else {}
+        fail(error.get("code", "join_refused"), f"join refused: {error.get('message', r.text)}")
+    joined = r.json()
+    me = host_identity(layout.host / "fleet")
+    me.cert.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pki.write_key(me.key, key)
+    me.cert.write_text(joined["certificate"])
+    me.peer_ca.write_text(joined["control_ca"])
+    console.print(f"joined as {name} ({joined['host_id']}, epoch {joined['epoch']}) in {region}: "
+                  "`sanbox host serve` serves it")  # fmt: skip

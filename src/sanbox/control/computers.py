@@ -34,6 +34,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
+from .hosts import FleetHosts
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
 from .secrets import Secrets
@@ -83,6 +84,7 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
+        self.hosts = FleetHosts(db, home)  # the fleet's hosts joining (docs/fleet.md)
         if resolver is not None:
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,

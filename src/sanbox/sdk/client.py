@@ -68,6 +68,7 @@ class AsyncSanbox:
         self.pools = AsyncPools(self)
         self.secrets = AsyncSecrets(self)
         self.orgs = AsyncOrgs(self)
+        self.fleet = AsyncFleet(self)
         self.keys = AsyncKeys(self)
         self.images = AsyncImages(self)
         self.audit = AsyncAudit(self)
@@ -224,6 +225,19 @@ class AsyncSnapshots:
         """Delete a snapshot; computers made from it keep working."""
         path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
         return Snapshot.from_json(await self._client.http.json("DELETE", path, timeout=600.0))
+
+
+class AsyncFleet:
+    """The fleet's hosts (host-admin key; docs/fleet.md)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def join_token(self, region: str, ttl_seconds: float = 3600.0) -> str:
+        """A one-time token for a host of `region` to join the fleet (`sanbox host join`)."""
+        body = {"region": region, "ttl_seconds": ttl_seconds}
+        data = await self._client.http.json("POST", "/v1/fleet/tokens", json_body=body)
+        return str(data["token"])
 
 
 class AsyncOrgs:

@@ -20,6 +20,7 @@ from .client import (
     DEFAULT_TIMEOUT,
     AsyncAudit,
     AsyncComputers,
+    AsyncFleet,
     AsyncImages,
     AsyncKeys,
     AsyncOrgs,
@@ -190,6 +191,10 @@ class Secrets(Facade[AsyncSecrets]):
     bindings = blocking(AsyncSecrets.bindings)
 
 
+class Fleet(Facade[AsyncFleet]):
+    join_token = blocking(AsyncFleet.join_token)
+
+
 class Orgs(Facade[AsyncOrgs]):
     create = blocking(AsyncOrgs.create)
     list = blocking(AsyncOrgs.list)
@@ -245,6 +250,7 @@ class Sanbox(Facade[AsyncSanbox]):
         self.pools = Pools(inner.pools, self._portal)
         self.secrets = Secrets(inner.secrets, self._portal)
         self.orgs = Orgs(inner.orgs, self._portal)
+        self.fleet = Fleet(inner.fleet, self._portal)
         self.keys = Keys(inner.keys, self._portal)
         self.images = Images(inner.images, self._portal)
         self.audit = Audit(inner.audit, self._portal)

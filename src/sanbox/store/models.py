@@ -379,3 +379,17 @@ class OperationRow(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(index=True)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class JoinTokenRow(Base):
+    """A one-time token for a host to join the fleet in `region` (docs/fleet.md): only its
+    SHA-256 is kept; used once (`used_at`, by `host_name`), or never after `expires_at`."""
+
+    __tablename__ = "join_tokens"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    region: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column()
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+    host_name: Mapped[str | None] = mapped_column(String(63), default=None)

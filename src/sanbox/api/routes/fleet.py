@@ -1,0 +1,85 @@
+"""/v1/fleet: hosts joining the fleet (docs/fleet.md). A host-admin key makes a one-time join
+token for a region; a host sends it with a certificate request for its own key and gets its
+server certificate and the control CA's (the token is its only credential: no API key)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ...fleet.hosts import Capacity, HostSpec
+from ..auth import Principal, host_admin
+from ..schemas import ErrorBody
+from ._deps import Plane
+
+router = APIRouter(
+    prefix="/v1/fleet",
+    tags=["fleet"],
+    responses={c: {"model": ErrorBody} for c in (401, 403, 422)},
+)
+HostAdmin = Annotated[Principal, Depends(host_admin)]
+NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+
+
+class JoinTokenCreate(BaseModel):
+    region: str = Field(pattern=NAME, max_length=32)
+    ttl_seconds: float = Field(default=3600.0, gt=0, le=7 * 86400)
+
+
+class JoinTokenOut(BaseModel):
+    token: str
+    region: str
+    ttl_seconds: float
+
+
+class HostCapacity(BaseModel):
+    vcpus: int = Field(ge=1, le=4096)
+    memory_mib: int = Field(ge=1, le=1 << 32)
+    disk_bytes: int = Field(ge=0, le=1 << 60)
+
+
+class JoinRequest(BaseModel):
+    token: str = Field(min_length=8, max_length=128)
+    name: str = Field(pattern=NAME, max_length=63)
+    region: str = Field(pattern=NAME, max_length=32)
+    addresses: list[str] = Field(min_length=1, max_length=8)
+    csr: str = Field(max_length=8192)
+    capacity: HostCapacity
+    hypervisor: str = Field(pattern=r"^[a-z0-9-]{1,32}$")
+    accel: str = Field(pattern=r"^[a-z0-9-]{1,16}$")
+    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
+class JoinOut(BaseModel):
+    host_id: str
+    epoch: int
+    certificate: str
+    control_ca: str
+
+
+@router.post("/tokens", response_model=JoinTokenOut, status_code=201)
+async def create_join_token(body: JoinTokenCreate, _actor: HostAdmin, plane: Plane) -> JoinTokenOut:
+    """A one-time token for a host of `region` to join (host-admin key); shown once."""
+    token = await asyncio.to_thread(plane.hosts.token, body.region, body.ttl_seconds)
+    return JoinTokenOut(token=token, region=body.region, ttl_seconds=body.ttl_seconds)
+
+
+@router.post("/join", response_model=JoinOut, status_code=201)
+async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
+    """A host joins with its one-time token: its certificate request signed by the host CA, the
+    host registered (a new epoch), the control CA's certificate for it to require of callers."""
+    spec = HostSpec(
+        name=body.name,
+        region=body.region,
+        address=body.addresses[0],
+        capacity=Capacity(body.capacity.vcpus, body.capacity.memory_mib, body.capacity.disk_bytes),
+        hypervisor=body.hypervisor,
+        accel=body.accel,
+        labels=body.labels,
+    )
+    joined = await asyncio.to_thread(plane.hosts.join, body.token, spec, body.addresses, body.csr)
+    return JoinOut(host_id=joined.lease.host_id, epoch=joined.lease.epoch,
+                   certificate=joined.certificate, control_ca=joined.control_ca)  # fmt: skip

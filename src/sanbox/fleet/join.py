@@ -1,0 +1,115 @@
+"""A host joining the fleet (docs/fleet.md): a host-admin makes a one-time token for a region
+(`make_token`; only its SHA-256 is kept); the host sends it with a certificate request for its
+own key (the key never leaves the host) and what it is; `join` takes the token (used once, in one
+statement, before its end), signs the host's server certificate with the host CA and registers
+the host (a new epoch). The answer: the certificate, and the control CA's certificate that the
+host must require of its callers."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from sqlalchemy import update
+
+from ..control.errors import ForbiddenError, InvalidRequestError
+from ..store import Database
+from ..store.models import JoinTokenRow, utcnow
+from ..store.repo import new_id
+from . import clock
+from .hosts import Hosts, HostSpec, Lease
+from .link.pki import FleetCAs
+
+TOKEN_TTL = 3600.0
+MAX_TTL = 7 * 86400.0
+MAX_ADDRESSES = 8
+MAX_CSR = 8192  # bytes of PEM
+
+
+class JoinRefusedError(ForbiddenError):
+    code = "join_refused"
+
+
+@dataclass(frozen=True)
+class Joined:
+    lease: Lease
+    certificate: str  # PEM, the host's server certificate
+    control_ca: str  # PEM, what the host requires of its callers
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def make_token(db: Database, region: str, ttl: float = TOKEN_TTL) -> str:
+    """A one-time join token for a host of `region`, good for `ttl` seconds."""
+    if not 0 < ttl <= MAX_TTL:
+        raise InvalidRequestError(f"a join token lasts 1 s to {MAX_TTL:.0f} s", "invalid_ttl")
+    token = "sbj_" + secrets.token_urlsafe(32)
+    now = utcnow()
+    with db.session() as s:
+        s.add(JoinTokenRow(id=new_id("jtk_"), token_sha256=_digest(token), region=region,
+                           created_at=now, expires_at=now + timedelta(seconds=ttl)))  # fmt: skip
+        s.commit()
+    return token
+
+
+def _take(db: Database, token: str, host_name: str, region: str) -> None:
+    """Use the token: once, before its end, for its region, in one statement."""
+    t = JoinTokenRow.__table__.c
+    with db.engine.begin() as conn:
+        taken = conn.execute(
+            update(JoinTokenRow)
+            .where(
+                t.token_sha256 == _digest(token),
+                t.used_at.is_(None),
+                t.expires_at > clock.now(conn.dialect),
+                t.region == region,
+            )
+            .values(used_at=clock.now(conn.dialect), host_name=host_name)
+            .returning(t.id)
+        ).scalar()
+    if taken is None:
+        raise JoinRefusedError(
+            f"the join token is unknown, used, expired or not for region {region}: "
+            "ask a host-admin for a new one (sanbox host token)"
+        )
+
+
+def _public_key(csr_pem: str) -> ec.EllipticCurvePublicKey:
+    if len(csr_pem) > MAX_CSR:
+        raise InvalidRequestError("the certificate request is too large", "invalid_csr")
+    try:
+        csr = x509.load_pem_x509_csr(csr_pem.encode())
+    except ValueError as exc:
+        raise InvalidRequestError(f"not a PEM certificate request: {exc}", "invalid_csr") from exc
+    key = csr.public_key()
+    if not csr.is_signature_valid or not isinstance(key, ec.EllipticCurvePublicKey):
+        raise InvalidRequestError("the request must be an EC key's, signed by it", "invalid_csr")
+    return key
+
+
+def join(
+    db: Database,
+    cas: FleetCAs,
+    token: str,
+    spec: HostSpec,
+    addresses: list[str],
+    csr_pem: str,
+) -> Joined:
+    """Admit a host: its token taken (once), its request checked, its certificate signed for
+    `addresses`, the host registered in the token's region (a host of another region is
+    refused). Nothing is written if the request is bad."""
+    if not 1 <= len(addresses) <= MAX_ADDRESSES or any(len(a) > 253 for a in addresses):
+        raise InvalidRequestError(f"1 to {MAX_ADDRESSES} addresses", "invalid_addresses")
+    key = _public_key(csr_pem)
+    _take(db, token, spec.name, spec.region)
+    lease = Hosts(db).register(spec)
+    cert, control_ca = cas.sign_host(spec.name, addresses, key)
+    return Joined(lease, cert.public_bytes(serialization.Encoding.PEM).decode(),
+                  control_ca.read_text())  # fmt: skip
