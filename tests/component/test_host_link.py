@@ -8,6 +8,7 @@ is gone answers `host_unreachable` within seconds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import sqlite3
@@ -16,14 +17,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from sanbox import pki
+from sanbox import Sanbox, pki
+from sanbox.api import ServerSettings, create_app
 from sanbox.fleet.link.agent import OPERATION, HostAgent
 from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, host_identity
 from sanbox.fleet.link.remote import HostUnreachableError, RemoteHost
@@ -32,8 +34,9 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.door import Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
+from sanbox.sdk.types import FleetHost
 
-from .conftest import LiveServer, fake_image
+from .conftest import LiveServer, fake_image, served
 
 pytestmark = pytest.mark.component
 
@@ -54,6 +57,32 @@ class Agent:
     stop: threading.Event
 
 
+@contextlib.contextmanager
+def _serving(agent: HostAgent, port: int, me: Identity) -> Iterator[threading.Event]:
+    """The host agent served on `port` (its tunnel on the next) in a thread; set the event (or
+    leave the block) to stop it."""
+    stop = threading.Event()
+
+    def run() -> None:
+        async def main() -> None:
+            done = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            threading.Thread(
+                target=lambda: (stop.wait(), loop.call_soon_threadsafe(done.set)), daemon=True
+            ).start()
+            await serve(agent, "127.0.0.1", port, port + 1, me, done)
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        thread.join(15)
+
+
 @pytest.fixture
 def host_agent(short_tmp: Path) -> Iterator[Agent]:
     cas = FleetCAs(short_tmp / "control" / "fleet")
@@ -67,33 +96,13 @@ def host_agent(short_tmp: Path) -> Iterator[Agent]:
     pki.write_key(me.key, key)
     pki.write_cert(me.cert, cert)
     me.peer_ca.write_bytes(control_ca.read_bytes())
-    port, tunnel_port = _free_port(), _free_port()
+    port = _free_port()
     agent = HostAgent(HostRuntime(dd, LocalDriver(), networking=False))
-    stopped, started = threading.Event(), threading.Event()
-
-    def run() -> None:
-        async def main() -> None:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            threading.Thread(
-                target=lambda: (stopped.wait(), loop.call_soon_threadsafe(stop.set)), daemon=True
-            ).start()
-            started.set()
-            await serve(agent, "127.0.0.1", port, tunnel_port, me, stop)
-
-        asyncio.run(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
     url = f"https://127.0.0.1:{port}"
     control = cas.control_identity()
-    _wait_until_up(url, control)
-    try:
-        yield Agent(url, ("127.0.0.1", tunnel_port), control, cas, dd, stopped)
-    finally:
-        stopped.set()
-        thread.join(15)
+    with _serving(agent, port, me) as stop:
+        _wait_until_up(url, control)
+        yield Agent(url, ("127.0.0.1", port + 1), control, cas, dd, stop)
 
 
 def _wait_until_up(url: str, control: Identity) -> None:
@@ -227,60 +236,78 @@ def _sanbox(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_a_host_joins_with_a_one_time_token_and_serves_the_control_plane(
-    live_server: LiveServer, short_tmp: Path
+@pytest.fixture
+def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
+    """The real app with short host leases: a host that misses 1 s is suspect, 2 s lost."""
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2,
+                              host_lease=1.0, host_lost_after=2.0)  # fmt: skip
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    with served(app) as url:
+        yield LiveServer(url, app.state.first_key, dd)
+
+
+def _hosts(live: LiveServer) -> list[FleetHost]:
+    with Sanbox(live.url, live.key) as client:
+        return list(client.fleet.hosts())
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not {what} within {timeout} s"
+        time.sleep(0.1)
+
+
+def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
+    fleet_server: LiveServer, short_tmp: Path
 ) -> None:
-    made = _sanbox(live_server, "host", "token", "--region", "eu-1", "--ttl", "10m")
+    live = fleet_server
+    made = _sanbox(live, "host", "token", "--region", "eu-1", "--ttl", "10m")
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     assert token.startswith("sbj_")
     host_dir = short_tmp / "joined"
-    join = ("host", "join", "--server", live_server.url, "--token", token, "--name", "h1",
-            "--address", "127.0.0.1", "--data-dir", str(host_dir))  # fmt: skip
-    wrong_region = _sanbox(live_server, *join, "--region", "us-1")
+    port = _free_port()
+    join = ("host", "join", "--server", live.url, "--token", token, "--name", "h1",
+            "--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir))  # fmt: skip
+    wrong_region = _sanbox(live, *join, "--region", "us-1")
     assert wrong_region.returncode == 1 and "join_refused" in wrong_region.stderr
     assert len(wrong_region.stderr.strip().splitlines()) == 1
     assert not (host_dir / "host" / "fleet" / "host.pem").exists()  # nothing written
-    joined = _sanbox(live_server, *join, "--region", "eu-1")
+    joined = _sanbox(live, *join, "--region", "eu-1")
     assert joined.returncode == 0, joined.stderr
     assert "joined as h1" in joined.stdout and "eu-1" in joined.stdout
-    again = _sanbox(live_server, *join, "--region", "eu-1")
+    again = _sanbox(live, *join, "--region", "eu-1")
     assert again.returncode == 1 and "join_refused" in again.stderr  # used once
     assert "unknown, used, expired" in again.stderr
-
-    with sqlite3.connect(live_server.data_dir.root / "sanbox.db") as db:
-        hosts = db.execute("SELECT name, region, address, state, epoch FROM hosts").fetchall()
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
         used = db.execute("SELECT host_name, used_at IS NOT NULL FROM join_tokens").fetchall()
-    assert hosts == [("h1", "eu-1", "127.0.0.1", "up", 1)]
     assert used == [("h1", 1)]
+    [h1] = _hosts(live)
+    assert (h1.name, h1.region, h1.address, h1.epoch) == ("h1", "eu-1", f"127.0.0.1:{port}", 1)
     me = host_identity(DataDir(host_dir).host / "fleet")
     assert oct(me.key.stat().st_mode & 0o777) == "0o600"
 
-    # the certificates it got: a host agent served with them answers the control plane's
-    # client certificate (from the same control plane's CAs), and only that
-    control = FleetCAs(live_server.data_dir.root / "fleet").control_identity()
-    port = _free_port()
-    agent = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
-    stop = threading.Event()
+    # served with the certificates it got: the control plane reads its reports (its client
+    # certificate from the same CAs) and renews its lease; silent, it is suspect, then lost;
+    # a host agent started again registers again, with a new epoch
+    def runtime() -> HostRuntime:
+        return HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
 
-    def run() -> None:
-        async def main() -> None:
-            done = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            threading.Thread(
-                target=lambda: (stop.wait(), loop.call_soon_threadsafe(done.set)), daemon=True
-            ).start()
-            await serve(agent, "127.0.0.1", port, _free_port(), me, done)
-
-        asyncio.run(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        _wait_until_up(f"https://127.0.0.1:{port}", control)
-        report = httpx.get(f"https://127.0.0.1:{port}/v1/host/report",
-                           verify=client_tls(control), timeout=5).json()  # fmt: skip
-        assert report["hypervisor"] == "local" and report["computers"] == {}
-    finally:
-        stop.set()
-        thread.join(15)
+    with _serving(HostAgent(runtime()), port, me):
+        _wait_until_up(
+            f"https://127.0.0.1:{port}", FleetCAs(live.data_dir.root / "fleet").control_identity()
+        )
+        first = _hosts(live)[0].lease_until
+        _until("renewed", lambda: _hosts(live)[0].lease_until > first)
+        assert _hosts(live)[0].state == "up"
+        listed = _sanbox(live, "host", "ls")
+        assert listed.returncode == 0 and "h1" in listed.stdout and "up" in listed.stdout
+    _until("suspect", lambda: _hosts(live)[0].state in ("suspect", "lost"))
+    _until("lost", lambda: _hosts(live)[0].state == "lost")
+    with _serving(HostAgent(runtime()), port, me):
+        _until("back", lambda: _hosts(live)[0].state == "up")
+        assert _hosts(live)[0].epoch > 1

@@ -32,6 +32,7 @@ RECORDS: dict[type, str] = {
     types.ApiKey: "KeyOut",
     types.AuditRecord: "AuditRecordOut",
     types.HostInfo: "HostInfo",
+    types.FleetHost: "HostOut",
     types.SshAccess: "SshAccess",
     types.PublishedPort: "PortOut",
     types.ViewLink: "ViewLinkOut",

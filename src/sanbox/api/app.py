@@ -25,6 +25,7 @@ from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
 from ..e2b import api as e2b_api
 from ..e2b import gateway as e2b_gateway
+from ..fleet.hosts import LeasePolicy
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
@@ -88,6 +89,7 @@ def create_app(
             db,
             host_runtime,
             home=settings.layout.root,
+            host_lease=LeasePolicy(settings.host_lease, settings.host_lost_after),
             reach=reach,
             resolver=resolver,
             egress_max_connections=settings.egress_max_connections,
@@ -121,6 +123,7 @@ def create_app(
             asyncio.ensure_future(DeadlineWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
             asyncio.ensure_future(app.state.audit.sweep_every()),
+            asyncio.ensure_future(computers.hosts.watch(settings.watch_interval)),
         ]
         if settings.metering:
             watchers.append(asyncio.ensure_future(computers.usage.meter.watch()))

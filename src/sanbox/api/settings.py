@@ -44,6 +44,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
     ("usage_sample_interval", "SANBOX_USAGE_SAMPLE_INTERVAL", float),
     ("usage_running_period", "SANBOX_USAGE_RUNNING_PERIOD", float),
+    ("host_lease", "SANBOX_HOST_LEASE", float),
+    ("host_lost_after", "SANBOX_HOST_LOST_AFTER", float),
 )
 
 
@@ -62,6 +64,10 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     client_config: Path | None = None  # written on first start (None: don't write)
     watch_interval: float = 2.0
+    host_lease: float = (
+        15.0  # a fleet host's lease (docs/fleet.md): no renewal for this long: suspect
+    )
+    host_lost_after: float = 60.0  # ... and for this long: lost
     upstream_dns: str | None = None  # host[:port] the DNS filter and proxy resolve with
     ca_bundle: Path | None = None  # CAs trusted for upstream TLS (the secret proxy's)
     port_domain: str = "localhost"  # published ports: http://PORT-NAME.ORG.<domain>:<port>/

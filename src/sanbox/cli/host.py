@@ -77,6 +77,7 @@ def join(
     address: Annotated[
         list[str], typer.Option(help="Where the control plane reaches this host (repeat).")
     ],
+    port: Annotated[int, typer.Option(help="The port `sanbox host serve` listens on.")] = 7071,
     data_dir: Annotated[
         Path | None, typer.Option("--data-dir", help="Default $SANBOX_DATA_DIR or /var/lib/sanbox.")
     ] = None,
@@ -114,6 +115,7 @@ def join(
         "name": name,
         "region": region,
         "addresses": address,
+        "port": port,
         "csr": csr.public_bytes(serialization.Encoding.PEM).decode(),
         "capacity": {
             "vcpus": os.cpu_count() or 1,
@@ -139,3 +141,21 @@ def join(
     me.peer_ca.write_text(joined["control_ca"])
     console.print(f"joined as {name} ({joined['host_id']}, epoch {joined['epoch']}) in {region}: "
                   "`sanbox host serve` serves it")  # fmt: skip
+
+
+@app.command("ls")
+def ls() -> None:
+    """The fleet's hosts: state, lease, capacity and what placements hold (host-admin key)."""
+    from rich.table import Table
+
+    from . import config
+    from ._output import console
+
+    with config.reported(), config.client() as client:
+        hosts = client.fleet.hosts()
+    table = Table("NAME", "REGION", "STATE", "EPOCH", "ADDRESS", "VCPUS", "MEMORY", "LEASE UNTIL")
+    for h in hosts:
+        table.add_row(h.name, h.region, h.state, str(h.epoch), h.address,
+                      f"{h.alloc_vcpus}/{h.vcpus}", f"{h.alloc_memory_mib}/{h.memory_mib} MiB",
+                      h.lease_until)  # fmt: skip
+    console.print(table)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fleet.hosts import LeasePolicy
 from ..host.door import (
     ConnectionBudget,
     Denial,
@@ -59,6 +60,7 @@ class Computers:
         runtime: Host,
         *,
         home: Path,
+        host_lease: LeasePolicy | None = None,
         reach: Reach | None = None,
         resolver: Resolver | None = None,
         egress_max_connections: int = 512,
@@ -84,7 +86,7 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
-        self.hosts = FleetHosts(db, home)  # the fleet's hosts joining (docs/fleet.md)
+        self.hosts = FleetHosts(db, home, host_lease)  # the fleet's hosts (docs/fleet.md)
         if resolver is not None:
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
@@ -100,6 +102,7 @@ class Computers:
         network.denied(self.fleet, computer_id, denial)
 
     async def close(self) -> None:
+        await self.hosts.close()
         if self.fleet.egress is not None:
             await self.fleet.egress.close()
         await self.fleet.close()

@@ -1,23 +1,136 @@
-"""The fleet's hosts as the API's routes reach them (docs/fleet.md): one-time join tokens and
-joins, over the fleet's database layer (`sanbox.fleet`) and CAs (`<home>/fleet/`)."""
+"""The fleet's hosts as the control plane keeps them (docs/fleet.md): one-time join tokens and
+joins; and the watch that reads every joined host's report over the link and renews its lease on
+the database's clock, so that a host that stops answering becomes `suspect`, then `lost`. A host
+agent that restarted (a new process epoch in its report) registers again and so takes a new
+epoch. Only one API node watches at a time (a singleton job)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from pathlib import Path
+from typing import Any
 
-from ..fleet.hosts import HostSpec
+from ..fleet.hosts import RETIRED, Capacity, Hosts, HostSpec, Lease, LeasePolicy, Swept
 from ..fleet.join import Joined, join, make_token
-from ..fleet.link.pki import FleetCAs
+from ..fleet.link.pki import FleetCAs, client_tls
+from ..fleet.link.remote import HostUnreachableError, RemoteHost
+from ..fleet.singleton import Singleton
 from ..store import Database
+from ..store.models import HostRow
+
+log = logging.getLogger(__name__)
+
+MIB = 1 << 20
+
+
+def tunnel_of(address: str) -> tuple[str, int]:
+    """A host's agent tunnel: the port after its calls' port (`host:7071` -> `host`, 7072)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port) + 1
 
 
 class FleetHosts:
-    def __init__(self, db: Database, home: Path) -> None:
+    def __init__(
+        self, db: Database, home: Path, policy: LeasePolicy | None = None, url: str = ""
+    ) -> None:
         self.db = db
         self.cas = FleetCAs(home / "fleet")
+        self.hosts = Hosts(db, policy)
+        self.links: dict[str, RemoteHost] = {}  # host name -> its link
+        self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
+        self._singleton = Singleton(url or db.url, "fleet.hosts")
 
     def token(self, region: str, ttl: float) -> str:
         return make_token(self.db, region, ttl)
 
     def join(self, token: str, spec: HostSpec, addresses: list[str], csr_pem: str) -> Joined:
         return join(self.db, self.cas, token, spec, addresses, csr_pem)
+
+    def list(self) -> list[HostRow]:
+        return self.hosts.all()
+
+    # the watch ------------------------------------------------------------------------------
+
+    async def watch(self, interval: float) -> None:
+        while True:
+            try:
+                await self.check()
+            except Exception:
+                log.exception("watching the fleet's hosts failed; trying again")
+            await asyncio.sleep(interval)
+
+    async def check(self) -> Swept | None:
+        """One round: read each host's report and renew its lease, then mark the silent ones.
+        None when another API node holds the watch."""
+        if not await asyncio.to_thread(self._singleton.held):
+            return None
+        rows = [r for r in await asyncio.to_thread(self.hosts.all) if r.state != RETIRED]
+        await asyncio.gather(*(self._renew(row) for row in rows))
+        swept = await asyncio.to_thread(self.hosts.sweep)
+        for name in swept.suspect:
+            log.warning("host %s missed its lease: suspect (nothing new is placed on it)", name)
+        for name in swept.lost:
+            log.error("host %s is lost; its computers are unknown until it comes back", name)
+        return swept
+
+    async def _renew(self, row: HostRow) -> None:
+        link = await self._link(row)
+        try:
+            report = await link.refresh()
+        except HostUnreachableError as exc:
+            log.info("host %s did not answer: %s", row.name, exc)
+            return
+        capacity = _capacity(report)
+        seen, was = str(report["epoch"]), self._epochs.get(row.name)
+        self._epochs[row.name] = seen
+        if was is not None and was != seen:  # the host agent restarted: a new epoch
+            await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
+            return
+        try:
+            await asyncio.to_thread(self.hosts.renew, Lease(row.id, row.epoch, row.lease_until),
+                                    capacity)  # fmt: skip
+        except Exception as exc:  # declared lost (or re-registered by another node): register
+            log.warning("host %s renewed a lease it no longer held (%s): registering", row.name,
+                        exc)  # fmt: skip
+            await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
+
+    async def _link(self, row: HostRow) -> RemoteHost:
+        link = self.links.get(row.name)
+        if link is None or link.url != f"https://{row.address}":
+            if link is not None:
+                await link.close()
+            tls = client_tls(self.cas.control_identity())
+            link = RemoteHost(row.name, f"https://{row.address}", tunnel_of(row.address), tls)
+            self.links[row.name] = link
+        return link
+
+    async def close(self) -> None:
+        for link in self.links.values():
+            with contextlib.suppress(Exception):
+                await link.close()
+        self.links.clear()
+        self._singleton.close()
+
+
+def _capacity(report: dict[str, Any]) -> Capacity:
+    ram = report["room"]["ram"]
+    disk = report["room"]["disk"] or {"free": 0, "promised": 0}
+    return Capacity(
+        vcpus=int(report.get("cpus") or 1),
+        memory_mib=max(0, (int(ram["free"]) - int(ram["promised"])) // MIB),
+        disk_bytes=max(0, int(disk["free"]) - int(disk["promised"])),
+    )
+
+
+def _spec(row: HostRow, capacity: Capacity) -> HostSpec:
+    return HostSpec(
+        name=row.name,
+        region=row.region,
+        address=row.address,
+        capacity=capacity,
+        hypervisor=row.hypervisor,
+        accel=row.accel,
+        labels=dict(row.labels),
+    )

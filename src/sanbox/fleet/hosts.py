@@ -231,6 +231,11 @@ class Hosts:
                 self._raise_state(conn, name, "is not lost: only a lost host can be forgotten")
             return _computers_on(conn, [host_id])
 
+    def all(self) -> list[HostRow]:
+        """Every host, by name."""
+        with self.db.session() as s:
+            return list(s.scalars(select(HostRow).order_by(HostRow.name)))
+
     def get(self, name: str) -> HostRow:
         with self.db.session() as s:
             row = s.scalars(select(HostRow).where(HostRow.name == name)).one_or_none()

@@ -25,6 +25,7 @@ from .types import (
     AuditRecord,
     ComputerRecord,
     Event,
+    FleetHost,
     HostInfo,
     ImageBuild,
     Org,
@@ -238,6 +239,11 @@ class AsyncFleet:
         body = {"region": region, "ttl_seconds": ttl_seconds}
         data = await self._client.http.json("POST", "/v1/fleet/tokens", json_body=body)
         return str(data["token"])
+
+    async def hosts(self) -> builtins.list[FleetHost]:
+        """The fleet's hosts and their leases."""
+        data = await self._client.http.json("GET", "/v1/fleet/hosts")
+        return [FleetHost.from_json(h) for h in data.get("hosts", [])]
 
 
 class AsyncOrgs:

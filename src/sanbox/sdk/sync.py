@@ -193,6 +193,7 @@ class Secrets(Facade[AsyncSecrets]):
 
 class Fleet(Facade[AsyncFleet]):
     join_token = blocking(AsyncFleet.join_token)
+    hosts = blocking(AsyncFleet.hosts)
 
 
 class Orgs(Facade[AsyncOrgs]):

@@ -5,6 +5,7 @@ server certificate and the control CA's (the token is its only credential: no AP
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -45,12 +46,35 @@ class JoinRequest(BaseModel):
     token: str = Field(min_length=8, max_length=128)
     name: str = Field(pattern=NAME, max_length=63)
     region: str = Field(pattern=NAME, max_length=32)
-    addresses: list[str] = Field(min_length=1, max_length=8)
+    addresses: list[str] = Field(min_length=1, max_length=8)  # its certificate's names
+    port: int = Field(default=7071, ge=1, le=65534)  # of its calls; its agent tunnel: the next
     csr: str = Field(max_length=8192)
     capacity: HostCapacity
     hypervisor: str = Field(pattern=r"^[a-z0-9-]{1,32}$")
     accel: str = Field(pattern=r"^[a-z0-9-]{1,16}$")
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
+class HostOut(BaseModel):
+    name: str
+    region: str
+    address: str
+    state: str  # up | suspect | lost | draining | retired
+    epoch: int
+    lease_until: datetime
+    hypervisor: str
+    accel: str
+    labels: dict[str, str]
+    vcpus: int
+    memory_mib: int
+    disk_bytes: int
+    alloc_vcpus: int
+    alloc_memory_mib: int
+    alloc_disk_bytes: int
+
+
+class HostList(BaseModel):
+    hosts: list[HostOut]
 
 
 class JoinOut(BaseModel):
@@ -74,7 +98,9 @@ async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
     spec = HostSpec(
         name=body.name,
         region=body.region,
-        address=body.addresses[0],
+        address=f"[{first}]:{body.port}"
+        if ":" in (first := body.addresses[0])
+        else f"{first}:{body.port}",
         capacity=Capacity(body.capacity.vcpus, body.capacity.memory_mib, body.capacity.disk_bytes),
         hypervisor=body.hypervisor,
         accel=body.accel,
@@ -83,3 +109,10 @@ async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
     joined = await asyncio.to_thread(plane.hosts.join, body.token, spec, body.addresses, body.csr)
     return JoinOut(host_id=joined.lease.host_id, epoch=joined.lease.epoch,
                    certificate=joined.certificate, control_ca=joined.control_ca)  # fmt: skip
+
+
+@router.get("/hosts", response_model=HostList)
+async def list_hosts(_actor: HostAdmin, plane: Plane) -> HostList:
+    """The fleet's hosts, their state and lease (host-admin key)."""
+    rows = await asyncio.to_thread(plane.hosts.list)
+    return HostList(hosts=[HostOut.model_validate(r, from_attributes=True) for r in rows])

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import ssl
@@ -92,6 +93,7 @@ class HostAgent:
             }
         return {
             "epoch": self.epoch,
+            "cpus": os.cpu_count() or 1,
             "hypervisor": hypervisor,
             "isolation": isolation,
             "capabilities": wire.plain(rt.capabilities()),
