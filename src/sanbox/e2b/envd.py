@@ -93,12 +93,8 @@ class Envd:
             return
         if ev.type in _STOPPED:
             self.processes.stopped(ev.computer_id)
-        elif ev.type in _RESUMED and self.processes.of(ev.computer_id):
-            try:
-                _, org = self.running(ev.computer_id)
-            except SandboxGoneError:
-                return
-            self.processes.resync(org, ev.computer_id)
+        elif ev.type in _RESUMED:
+            self.processes.resync(ev.computer_id)
 
     def computer(self, sandbox_id: str, token: str | None) -> tuple[ComputerRow, Org]:
         """The running computer and its org, if the token is its own (SandboxGoneError if it is

@@ -332,10 +332,11 @@ class ProcessTable:
         if self.of(computer_id) or computer_id in self._synced:
             self._spawn(self.gone(computer_id))
 
-    def resync(self, org: Org, computer_id: str) -> None:
+    def resync(self, computer_id: str) -> None:
         """After a resume: re-attach, in the background, the processes streams still watch."""
-        if any(r.proc is None and r.watchers for r in self.of(computer_id)):
-            self._spawn(self._reattach(org, computer_id))
+        watched = [r for r in self.of(computer_id) if r.proc is None and r.watchers]
+        if watched:
+            self._spawn(self._reattach(watched[0].org, computer_id))
 
     async def _reattach(self, org: Org, computer_id: str) -> None:
         try:
