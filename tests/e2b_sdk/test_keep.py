@@ -38,7 +38,7 @@ def take_over(e2b_server: E2bServer, sbx: Sandbox) -> None:
 
     async def other_host() -> None:
         async with AgentClient.connect(str(sock)) as client:
-            assert await client.kept.list()  # the processes are there, kept
+            assert client.kept.supported
 
     asyncio.run(other_host())
 
@@ -70,6 +70,8 @@ def test_background_commands_survive_a_reconnect(sandbox: Sandbox, e2b_server: E
     quick = sandbox.commands.run(f"{wait}; echo bye; touch {mark}.2; exit 5", background=True)
     assert stdout_until(handle, "first") == "first\n"
     handle.disconnect()
+    quick.disconnect()  # no stream watches either: the server leaves them detached
+    assert len(sandbox.commands.list()) == 2
     take_over(e2b_server, sandbox)  # the server's agent connection ends here
     open(f"{mark}.go", "w").close()  # both print, one exits, with no connection attached
     wait_for(f"{mark}.1")
@@ -88,3 +90,17 @@ def test_background_commands_survive_a_reconnect(sandbox: Sandbox, e2b_server: E
         again.wait()
     assert ended.value.exit_code == 137
     assert sandbox.commands.list() == []
+
+
+def test_an_open_handle_carries_on_after_a_reconnect(
+    sandbox: Sandbox, e2b_server: E2bServer
+) -> None:
+    mark = f"{e2b_server.scratch}/open-{sandbox.sandbox_id}"
+    watched = sandbox.commands.run(
+        f"echo one; while [ ! -e {mark} ]; do sleep 0.05; done; echo two", background=True
+    )
+    assert stdout_until(watched, "one") == "one\n"
+    take_over(e2b_server, sandbox)  # the server re-attaches by itself: a stream watches
+    open(mark, "w").close()
+    result = watched.wait()
+    assert (result.exit_code, result.stdout) == (0, "one\ntwo\n")

@@ -73,14 +73,17 @@ class Envd:
         self.plane = plane
         self.tokens = tokens
         self.create_user = create_user
-        self.processes = ProcessTable(plane, self._holding)
+        self.processes = ProcessTable(plane, self._standing)
         self._homes: dict[tuple[str, str], str | None] = {}
         plane.fleet.bus.taps.append(self._event)
 
-    def _holding(self, computer: str) -> bool:
-        """Whether the computer still holds its processes: running, or paused with memory."""
+    def _standing(self, computer: str) -> str:
+        """Whether the computer runs, holds its processes without running them (paused with its
+        memory, or on its way there or back), or lost them ("running", "held", "gone")."""
         row = self.plane.fleet.by_id(computer)
-        return row is not None and State(row.state) in _HOLDING
+        if row is None or State(row.state) not in _HOLDING:
+            return "gone"
+        return "running" if row.state == State.RUNNING else "held"
 
     def _event(self, ev: EventRow) -> None:
         """Processes detached by a pause are re-attached on resume, ended with their computer.

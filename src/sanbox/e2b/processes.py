@@ -10,7 +10,8 @@ watching, output is dropped, as envd does; the process runs until it exits or is
 Every process is started *kept* in the guest (guest/keeper.py; an agent too old to keep them
 runs them as before): when the agent connection ends (a pause, a server's reconnect) the process
 runs on in the guest, its output held there, and its `Running` stays, detached, with its
-watchers. The next call about that computer's processes (or its resume) re-attaches it: output
+watchers. The next call about that computer's processes re-attaches it, and so do the
+computer's resume or, after a reconnect, the server itself when a stream still watches it: output
 from the last byte delivered, then live output and the exit code. Bytes the guest could no
 longer hold are said on the process's stderr (the terminal for a PTY). Processes kept in a
 guest that this server did not start (before a restart) are adopted the same way.
@@ -152,9 +153,9 @@ def _adopted(computer_id: str, org: Org, info: KeptInfo) -> Running:
 class ProcessTable:
     """Every computer's E2B processes, by pid."""
 
-    def __init__(self, plane: Computers, live: Callable[[str], bool]) -> None:
+    def __init__(self, plane: Computers, standing: Callable[[str], str]) -> None:
         self._plane = plane
-        self._live = live  # whether a computer still holds its processes (running or paused)
+        self._standing = standing  # a computer's "running", "held" (paused...) or "gone"
         self._by_computer: dict[str, dict[int, Running]] = {}
         self._synced: set[str] = set()  # computers whose guest's kept list was read
         self._locks: dict[str, asyncio.Lock] = {}
@@ -206,8 +207,11 @@ class ProcessTable:
                         await self._forget(running)
                 else:
                     running.proc = None
-                    if not self._live(running.computer_id):
+                    standing = self._standing(running.computer_id)
+                    if standing == "gone":
                         await self.gone(running.computer_id)
+                    elif standing == "running" and running.watchers:  # a reconnect, not a pause
+                        self.resync(running.computer_id)
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
