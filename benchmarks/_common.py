@@ -9,8 +9,8 @@ import statistics
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.image import Image, find_image
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
 

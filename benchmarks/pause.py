@@ -17,9 +17,9 @@ import time
 
 from _common import computer, data_dir, image, pct
 
-from sanbox.host import memfile, memory
-from sanbox.host.layout import default_ram_dir
+from sanbox.host.data.layout import default_ram_dir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memfile, memory
 
 FILL = "nohup python3 -c 'b = bytes([7]) * ({mib} << 20); import time; time.sleep(10**6)' " \
     ">/dev/null 2>&1 &"  # fmt: skip
@@ -51,7 +51,7 @@ async def round_of(
         memfile.verify, state / memory.MEMORY, saved.memory_bytes, saved.chunks(), rt.memory_key
     )
     times["in-place check"].append(time.perf_counter() - t)
-    rt.settings = dataclasses.replace(rt.settings, restore=mode)
+    rt.machines.settings = dataclasses.replace(rt.machines.settings, restore=mode)
     t = time.perf_counter()
     resumed, outcome = await rt.resume(spec, img)
     await resumed.agent.exec(["true"])

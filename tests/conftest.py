@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.image import ImageError, find_image
-from sanbox.host.layout import DataDir
 
 from .internet import Internet
 
@@ -37,6 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=vm_reason))
         if ("integration" in item.keywords or "vm" in item.keywords) and root_reason:
             item.add_marker(pytest.mark.skip(reason=root_reason))
+    # the computer types' tests last: their builds (minutes each under TCG) run in the background
+    # from the vm tier's start, and the other vm tests keep the first core busy meanwhile
+    items.sort(key=lambda item: "vm" in item.keywords and item.path.name.startswith("test_type"))
 
 
 @pytest.fixture(scope="session")

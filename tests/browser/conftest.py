@@ -22,8 +22,8 @@ import pytest
 import uvicorn
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from tests.component.conftest import fake_image, kill_agents
 

@@ -21,9 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import recipe_for
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
 SRC = Path(__file__).parents[2] / "src"

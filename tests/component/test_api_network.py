@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
 from .conftest import Server, fake_image

@@ -26,13 +26,13 @@ import pytest
 from sanbox import Sanbox
 from sanbox.api import ServerSettings, create_app
 from sanbox.guest import protocol as p
-from sanbox.host import console
 from sanbox.host.agent import AgentError
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers import VmSpec
 from sanbox.host.drivers.local import LocalDriver, LocalVm
 from sanbox.host.drivers.local.launch import wait_exec
 from sanbox.host.image import find_image
-from sanbox.host.layout import DataDir
+from sanbox.host.machines import console
 from sanbox.host.runtime import HostRuntime, MachineSpec
 
 from .conftest import SRC, LiveServer, fake_image, served

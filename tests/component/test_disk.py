@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.disk import DiskExistsError, DiskManager, DiskTooSmallError, clone_file, qcow2
 from sanbox.host.errors import LayoutError
-from sanbox.host.layout import DataDir
 
 pytestmark = pytest.mark.component
 MIB = 1024**2

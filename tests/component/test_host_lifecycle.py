@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.door import Host, HostError, Image, Machine, MachineSpec, PauseError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import find_image
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
 from ..conftest import vm_data_dir

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.errors import MissingToolError
 from sanbox.host.image import BuildProgress, BuildStepError, ImageBuilder, find_image, recipe_for
 from sanbox.host.image import builder as builder_module
 from sanbox.host.image.errors import ImageNotFoundError
-from sanbox.host.layout import DataDir
 
 pytestmark = pytest.mark.component
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from sanbox import Sanbox
 from sanbox.cli.main import app
+from sanbox.host.data.layout import DataDir
 from sanbox.host.image import Recipe, recipe_for
-from sanbox.host.layout import DataDir
 
 from .conftest import LiveServer, Server
 

@@ -19,8 +19,8 @@ from sqlalchemy import func, select
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.control.audit import AuditEntry, AuditLog
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import AuditRow, Database
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.disk import qcow2
 from sanbox.host.disk.layers import MAX_CHAIN
 from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.image import Image
-from sanbox.host.layout import DataDir
+from sanbox.host.machines.restore import disk_from_snapshot
 from sanbox.host.runtime import HostRuntime, MachineSpec
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotNotFoundError
-from sanbox.host.snapshot.restore import disk_from_snapshot
 
 pytestmark = pytest.mark.component
 MIB = 1024**2

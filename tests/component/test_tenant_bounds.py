@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 from sanbox.api import ServerSettings, create_app
 from sanbox.control.audit import AuditEntry, AuditLog
 from sanbox.control.pools import Pools
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import AuditRow, Database
 from sanbox.store.models import PoolRow

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.cli.app import app as cli
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk import Sanbox
 from sanbox.store import Database

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from sanbox.api import ServerSettings, create_app
+from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.layout import DataDir
 from sanbox.host.runtime import HostRuntime
 
 from ..component.conftest import fake_image, kill_agents, served

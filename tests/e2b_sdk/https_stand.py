@@ -22,9 +22,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from sanbox.api import ServerSettings, create_app  # noqa: E402
 from sanbox.api.tls import wildcard  # noqa: E402
+from sanbox.host.data.layout import DataDir  # noqa: E402
 from sanbox.host.drivers.local import LocalDriver  # noqa: E402
 from sanbox.host.egress import dnsmsg  # noqa: E402
-from sanbox.host.layout import DataDir  # noqa: E402
 from sanbox.host.runtime import HostRuntime  # noqa: E402
 from tests.component.conftest import fake_image, kill_agents  # noqa: E402
 

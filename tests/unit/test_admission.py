@@ -8,9 +8,11 @@ import pytest
 
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
-from sanbox.host import space
-from sanbox.host.layout import DataDir
-from sanbox.host.space import Room
+from sanbox.host.data import space
+from sanbox.host.data.layout import DataDir
+from sanbox.host.data.space import Room
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
 
 pytestmark = pytest.mark.unit
 
@@ -96,17 +98,18 @@ def test_admitted_operations_hold_their_room_until_released(
 ) -> None:
     """Ten creates admitted before any of their files exist cannot promise more than there is."""
     monkeypatch.setattr(space, "_free", lambda path: 40 * GIB)
-    data_dir = DataDir(tmp_path / "data")
-    data_dir.computers.mkdir(parents=True)
     ram_dir = tmp_path / "shm"
     ram_dir.mkdir()
+    data_dir = DataDir(tmp_path / "data", ram_dir)
+    data_dir.computers.mkdir(parents=True)
     capacity = Capacity(2, 64 * 1024)
-    holds = [capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir) for _ in range(5)]
+    host = HostRuntime(data_dir, LocalDriver(), networking=False)
+    holds = [capacity.admit_here(host, 512, 8) for _ in range(5)]
     with pytest.raises(InsufficientStorageError, match="40960 MiB promised"):
-        capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir)
+        capacity.admit_here(host, 512, 8)
     holds[0].release()
     holds[0].release()  # idempotent
-    with capacity.admit_here(data_dir, 512, 8, ram_dir=ram_dir):
+    with capacity.admit_here(host, 512, 8):
         assert capacity.ledger.totals() == (5 * 512 * MIB, 5 * 8 * GIB)
     for hold in holds:
         hold.release()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host.cgroup import Hierarchy, limit_files, limits_for, parse_mountinfo, plan
+from sanbox.host.drivers.cgroup import Hierarchy, limit_files, limits_for, parse_mountinfo, plan
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host import console
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
+from sanbox.host.machines import console
 
 pytestmark = pytest.mark.unit
 

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.host.data.layout import DataDir
 from sanbox.host.errors import LayoutError
 from sanbox.host.image import Recipe, UnknownTemplateError, recipe_for
-from sanbox.host.layout import DataDir
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host import memfile
-from sanbox.host.memfile import CHUNK, MemoryCorruptError
+from sanbox.host.saved import memfile
+from sanbox.host.saved.memfile import CHUNK, MemoryCorruptError
 
 pytestmark = pytest.mark.unit
 KEY = bytes(range(32))

@@ -138,7 +138,7 @@ def test_each_computer_gets_a_uid_of_its_own_from_the_vm_range() -> None:
 def test_the_tcg_code_cache_is_bounded_and_counted_in_the_cgroup() -> None:
     """Unbounded (1 GiB by default in QEMU 7.2), TCG's code cache grew past `memory.max` and the
     kernel OOM-killed QEMU mid-transfer; it is bounded and its size added to the limit."""
-    from sanbox.host.cgroup import limits_for
+    from sanbox.host.drivers.cgroup import limits_for
     from sanbox.host.drivers.qemu import QemuHypervisor
     from sanbox.host.drivers.qemu.argv import TCG_CODE_CACHE_MIB
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host import memory, space
-from sanbox.host.layout import DataDir
+from sanbox.host.data import space
+from sanbox.host.data.layout import DataDir
+from sanbox.host.saved import memory
 
 pytestmark = pytest.mark.unit
 MIB = 1024 * 1024

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host import memory
 from sanbox.host.drivers.qemu import stream as memstream
 from sanbox.host.drivers.qemu.stream import SECTION_PART
-from sanbox.host.memory import StateError
+from sanbox.host.saved import memory
+from sanbox.host.saved.memory import StateError
 
 from .test_memstream import RAM, page, section, stream, zero
 

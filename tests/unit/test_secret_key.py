@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.host.secret import KEY_BYTES, SecretKeyError, derived_key
+from sanbox.host.keys.secret import KEY_BYTES, SecretKeyError, derived_key
 
 pytestmark = pytest.mark.unit
 

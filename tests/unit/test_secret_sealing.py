@@ -16,7 +16,7 @@ from sanbox.control.secret_book import header_parts, placeholder_header
 from sanbox.control.secrets import check_env_name, check_header, check_hosts, check_value
 from sanbox.host.egress.injection import Injection
 from sanbox.host.egress.org_ca import Minter, new_ca
-from sanbox.host.sealing import Sealer, SealError
+from sanbox.host.keys.sealing import Sealer, SealError
 from sanbox.templates.spec import SpecError, parse
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from sanbox.host import memory
 from sanbox.host.drivers import VmUser
 from sanbox.host.drivers.confine import (
     SHARED_MEMORY_MODE,
@@ -23,7 +22,8 @@ from sanbox.host.drivers.confine import (
 )
 from sanbox.host.drivers.qemu import argv as qemu
 from sanbox.host.drivers.qemu import launch
-from sanbox.host.snapshot import restore
+from sanbox.host.machines import restore
+from sanbox.host.saved import memory
 from sanbox.host.snapshot.errors import SnapshotCorruptError
 
 from .test_qemu_argv import spec
@@ -120,7 +120,7 @@ def test_a_shared_image_is_given_to_root_with_read_for_the_group(tmp_path: Path)
 
 
 @dataclass
-class FakeRuntime:
+class FakeMachines:
     maps: bool
     root: Path
     memory_key: bytes = KEY
@@ -134,7 +134,7 @@ class FakeRuntime:
             ram_file=lambda cid: self.root / f"{cid}.ram",
         )
 
-    async def hypervisor(self, image: object) -> SimpleNamespace:
+    async def choose(self, image: object) -> SimpleNamespace:
         caps = SimpleNamespace(maps_read_only=self.maps)
         return SimpleNamespace(name="qemu", capabilities=caps)
 
@@ -147,7 +147,7 @@ class FakeRuntime:
         return "machine"
 
 
-def restore_with(rt: FakeRuntime, state: Path) -> tuple[object, memory.MemoryOutcome]:
+def restore_with(rt: FakeMachines, state: Path) -> tuple[object, memory.MemoryOutcome]:
     snaps = SimpleNamespace(memory_dir=lambda _id: state)
     snap = SimpleNamespace(id="snp_a")
     spec_ = SimpleNamespace(computer_id="cmpa")
@@ -161,7 +161,7 @@ def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
     image = state / memory.MEMORY
     os.chmod(image, 0o400)
     before = image.stat()
-    rt = FakeRuntime(maps=False, root=tmp_path)
+    rt = FakeMachines(maps=False, root=tmp_path)
     machine, outcome = restore_with(rt, state)
     assert (machine, outcome.restored) == ("machine", True)
     assert rt.started == [None]  # QEMU is not handed the image: RAM is in its own file
@@ -179,7 +179,7 @@ def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
 
 def test_on_qemu_8_2_the_image_itself_is_mapped(tmp_path: Path) -> None:
     state, _ = saved_state(tmp_path)
-    rt = FakeRuntime(maps=True, root=tmp_path)
+    rt = FakeMachines(maps=True, root=tmp_path)
     machine, outcome = restore_with(rt, state)
     mapped = memory.mapped_file(tmp_path / "cmpa" / "run")
     assert outcome.restored and rt.started == [mapped]
@@ -191,7 +191,7 @@ def test_a_changed_image_is_refused_before_a_copy_runs(tmp_path: Path) -> None:
     state, saved = saved_state(tmp_path)
     with open(state / memory.MEMORY, "r+b") as f:
         f.write(b"\x09")  # a recorded chunk
-    rt = FakeRuntime(maps=False, root=tmp_path)
+    rt = FakeMachines(maps=False, root=tmp_path)
     with pytest.raises(SnapshotCorruptError):
         restore_with(rt, state)
     assert rt.started == [] and not (tmp_path / "cmpa.ram").exists()
@@ -199,7 +199,7 @@ def test_a_changed_image_is_refused_before_a_copy_runs(tmp_path: Path) -> None:
 
 def test_a_failed_start_leaves_no_copy(tmp_path: Path) -> None:
     state, _ = saved_state(tmp_path)
-    rt = FakeRuntime(maps=False, root=tmp_path, fail=True)
+    rt = FakeMachines(maps=False, root=tmp_path, fail=True)
     machine, outcome = restore_with(rt, state)
     assert machine is None and not outcome.restored and "QEMU said no" in str(outcome.reason)
     assert not (tmp_path / "cmpa.ram").exists() and (state / memory.MEMORY).exists()

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pytest
 
 from sanbox import Sanbox
+from sanbox.host.data.layout import DataDir, default_ram_dir
 from sanbox.host.image import Image, find_image
-from sanbox.host.layout import DataDir, default_ram_dir
 from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.sdk import Computer
@@ -78,7 +78,7 @@ def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
     created: list[str] = []
     machines: list[Machine] = []
     rt.created = created  # type: ignore[attr-defined]
-    rt.machines = machines  # type: ignore[attr-defined]
+    rt.booted = machines  # type: ignore[attr-defined]
     yield rt
     for m in machines:
         loop.run(m.agent.close())
@@ -104,7 +104,7 @@ def make_machine(runtime: HostRuntime, image: Image, loop: Loop) -> MakeMachine:
         runtime.created.append(computer_id)  # type: ignore[attr-defined]
         spec = MachineSpec(computer_id=computer_id, hostname=computer_id, **kw)
         machine, _disk = loop.run(runtime.create(spec, image))
-        runtime.machines.append(machine)  # type: ignore[attr-defined]
+        runtime.booted.append(machine)  # type: ignore[attr-defined]
         return machine
 
     return make

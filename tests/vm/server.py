@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
 
 BIN = Path(sys.executable).parent / "sanbox"
 

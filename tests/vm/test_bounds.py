@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host import console
+from sanbox.host.machines import console
 
 from .server import ServerProcess
 

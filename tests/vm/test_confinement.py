@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.cgroup import limit_files, limits_for
+from sanbox.host.drivers.cgroup import limit_files, limits_for
 from sanbox.host.drivers.confine import VM_USER, is_vm_uid
 from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.runtime import HostRuntime, Machine
@@ -60,7 +60,7 @@ def test_each_vm_has_its_own_cgroups_with_its_limits(
 ) -> None:
     if not runtime.cgroups.placed:
         pytest.skip(f"no cgroup controllers on this host: {runtime.cgroups.describe()}")
-    name = runtime.cgroup_name(machine.computer_id)
+    name = runtime.machines.cgroup_name(machine.computer_id)
     assert machine.vm.pid in runtime.cgroups.procs(name)
     accel = machine.isolation.removeprefix("qemu-")  # the VM's memory.max counts TCG's cache
     limits = limits_for(1, 512, QemuHypervisor(accel).capabilities.memory_overhead_mib)

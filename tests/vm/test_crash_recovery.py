@@ -1,7 +1,7 @@
-"""A server killed (SIGKILL, at a named step: `SANBOX_TEST_CRASH_AT`, host/faults.py) in the middle
-of a fork, a create from a snapshot or a pool claim, then started again: no computer runs with its
-source's hostname or machine-id, the source runs (its vCPUs too: an exec answers), and nothing is
-left half-made (a fork is all or none; a copy is given its identity or removed).
+"""A server killed (SIGKILL, at a named step: `SANBOX_TEST_CRASH_AT`, host/machines/faults.py) in
+the middle of a fork, a create from a snapshot or a pool claim, then started again: no computer
+runs with its source's hostname or machine-id, the source runs (its vCPUs too: an exec answers),
+and nothing is left half-made (a fork is all or none; a copy is given its identity or removed).
 
 Also the faults of the honest-outcome rule through the real server: a full data filesystem and a
 killed QEMU under a pause, a snapshot and a fork answer an error with a stable code that says what
@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
 from sanbox.sdk import Computer
 from sanbox.sdk.errors import SanboxError
 

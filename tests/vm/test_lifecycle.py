@@ -26,7 +26,7 @@ def test_disk_survives_shutdown_and_boot(
     with pytest.raises(VmNotRunningError, match="start it"):
         run(machine.client())
     again = run(runtime.start(MachineSpec(computer_id=machine.computer_id), image))
-    runtime.machines.append(again)  # type: ignore[attr-defined]
+    runtime.booted.append(again)  # type: ignore[attr-defined]
     assert run(again.agent.files.read("/root/keep.txt")) == b"still here\n"
     # a new caller (say, a restarted server) re-attaches to the running VM by its run dir
     run(again.agent.close())

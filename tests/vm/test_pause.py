@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sanbox.host.image import Image
-from sanbox.host.memory import PauseError
 from sanbox.host.net import GUEST_IP
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved.memory import PauseError
 
 from .conftest import MakeMachine
 

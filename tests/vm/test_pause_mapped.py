@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sanbox.host import memfile, memory
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memfile, memory
 
 from .conftest import MakeMachine
 
@@ -209,7 +209,7 @@ def test_two_vms_run_from_one_saved_memory_file(
             memory.restore_memory(snap, saved, ram, runtime.memory_key)
             fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, None))
             assert str(shared) not in maps_of(fork.vm.pid)
-        runtime.machines.append(fork)  # type: ignore[attr-defined]
+        runtime.booted.append(fork)  # type: ignore[attr-defined]
         for machine, word in ((pausable, b"first\n"), (fork, b"fork\n")):
             assert run(machine.agent.files.read("/tmp/note.txt")) == b"before the fork\n"
             run(machine.agent.files.put("/tmp/note.txt", word))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.sealing import Sealer
+from sanbox.host.keys.sealing import Sealer
 from sanbox.sdk import Computer
 
 from ..internet import Internet

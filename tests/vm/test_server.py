@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
 from sanbox.sdk.errors import ComputerNotRunningError
 
 from .conftest import cli, qemu_pids

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sanbox.host import memory
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memory
 
 from .conftest import MakeMachine
 from .test_snapshots_host import MEMORY_MIB, new_id, sh, snapshots_made, spec_of
@@ -123,7 +123,7 @@ def test_forks_cannot_write_their_sources_memory(
         runtime.created.append(cid)  # type: ignore[attr-defined]
         specs.append(MachineSpec(computer_id=cid, hostname=cid, memory_mib=MEMORY_MIB))
     forks = run(runtime.fork(parent, spec_of(parent), image, specs), 600)
-    runtime.machines.extend(forks)  # type: ignore[attr-defined]
+    runtime.booted.extend(forks)  # type: ignore[attr-defined]
     for fork in forks:
         assert sh(run, fork, "cat /run/parent-tmp") == "parent"
         assert sh(run, fork, FILL) == "written"

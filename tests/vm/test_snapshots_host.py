@@ -60,7 +60,7 @@ def snapshots_made(runtime: HostRuntime, loop: Any, data_dir: Any) -> Iterator[l
     for sid in made:
         with contextlib.suppress(SnapshotError):
             loop.run(runtime.delete_snapshot(sid))
-    for m in list(runtime.machines):  # type: ignore[attr-defined]
+    for m in list(runtime.booted):  # type: ignore[attr-defined]
         if m.computer_id in runtime.created[first:]:  # type: ignore[attr-defined]
             loop.run(m.agent.close())
     for cid in runtime.created[first:]:  # type: ignore[attr-defined]
@@ -79,7 +79,7 @@ def from_snapshot(
         runtime.created.append(cid)  # type: ignore[attr-defined]
         spec = MachineSpec(computer_id=cid, hostname=cid, memory_mib=MEMORY_MIB, **kw)
         machine, outcome = run(runtime.create_from_snapshot(spec, image, snapshot_id))
-        runtime.machines.append(machine)  # type: ignore[attr-defined]
+        runtime.booted.append(machine)  # type: ignore[attr-defined]
         return machine, outcome
 
     return make
@@ -221,7 +221,7 @@ def test_three_forks_share_the_past_but_not_identity_or_future(
         runtime.created.append(cid)  # type: ignore[attr-defined]
         specs.append(MachineSpec(computer_id=cid, hostname=cid, memory_mib=MEMORY_MIB))
     forks = run(runtime.fork(parent, spec_of(parent), image, specs), 600)
-    runtime.machines.extend(forks)  # type: ignore[attr-defined]
+    runtime.booted.extend(forks)  # type: ignore[attr-defined]
     assert [f.computer_id for f in forks] == [s.computer_id for s in specs]
     assert sh(run, parent, "cat /run/parent-tmp") == "parent-tmp"  # the source runs on
     seen = []
@@ -265,7 +265,7 @@ def test_twenty_generations_stay_bounded_and_boot(
         runtime.created.append(cid)  # type: ignore[attr-defined]
         spec = MachineSpec(computer_id=cid, hostname=cid, memory_mib=MEMORY_MIB)
         (child,) = run(runtime.fork(current, spec_of(current), image, [spec]), 600)
-        runtime.machines.append(child)  # type: ignore[attr-defined]
+        runtime.booted.append(child)  # type: ignore[attr-defined]
         sh(run, child, f"echo {generation} >> /root/generations; sync")
         depths.append(chain_length(child.dir.disk))
         depths.append(chain_length(current.dir.disk))
@@ -279,7 +279,7 @@ def test_twenty_generations_stay_bounded_and_boot(
     run(runtime.shutdown(current, timeout=30))
     booted = run(runtime.start(MachineSpec(computer_id=current.computer_id,
                                            memory_mib=MEMORY_MIB), image))  # fmt: skip
-    runtime.machines.append(booted)  # type: ignore[attr-defined]
+    runtime.booted.append(booted)  # type: ignore[attr-defined]
     assert sh(run, booted, "cat /root/origin") == "generation-0"
     assert sh(run, booted, "tr '\\n' ' ' < /root/generations").split() == [
         str(g) for g in range(1, 21)
@@ -340,7 +340,7 @@ def test_a_killed_hypervisor_mid_snapshot_leaves_no_snapshot_and_a_good_disk(
     assert not list(runtime.data_dir.snapshots.glob(".tmp-*"))
     run(runtime.kill(source.computer_id))
     booted = run(runtime.start(spec_of(source), image))
-    runtime.machines.append(booted)  # type: ignore[attr-defined]
+    runtime.booted.append(booted)  # type: ignore[attr-defined]
     assert sh(run, booted, "cat /root/f") == "before"
 
 

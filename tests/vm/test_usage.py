@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sanbox import Sanbox
-from sanbox.host.layout import DataDir
+from sanbox.host.data.layout import DataDir
 from sanbox.sdk.errors import QuotaExceededError
 
 from ..internet import Internet

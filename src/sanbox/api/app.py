@@ -25,10 +25,10 @@ from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
 from ..e2b import api as e2b_api
 from ..e2b import gateway as e2b_gateway
-from ..host import console, faults
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
+from ..host.machines import console, faults
 from ..host.runtime import HostRuntime
 from ..mcp.http import McpEndpoint
 from ..store import Database
@@ -86,11 +86,12 @@ def create_app(
         computers = Computers(
             db,
             host_runtime,
+            home=settings.layout.root,
             reach=reach,
             resolver=resolver,
             egress_max_connections=settings.egress_max_connections,
             capacity=Capacity.of_host(settings.disk_overcommit),
-            secrets_key_file=settings.secrets_key_file,
+            secrets_key_file=settings.secrets_key_file or settings.layout.sealing_key,
             ca_bundle=settings.ca_bundle,
             strict_placeholders=settings.strict_placeholders,
             substitute_any_header=settings.substitute_any_header,

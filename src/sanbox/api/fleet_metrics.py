@@ -24,7 +24,6 @@ from ..control.computers import Computers
 from ..control.keys import require_host_admin
 from ..control.quotas import COMPUTE
 from ..control.states import State
-from ..host.door import space
 from ..store.models import ComputerRow, EventRow, PoolRow
 from .auth import authenticate, bearer_token
 
@@ -70,16 +69,14 @@ class FleetCollector(Collector):
         yield GaugeMetricFamily(
             "sanbox_pool_size", "Warm-pool members wanted, all pools", value=int(wanted or 0)
         )
-        data_dir = fleet.runtime.data_dir
-        ram = space.ram_room(data_dir.ram_dir, None, data_dir)
-        disk = space.disk_room(data_dir)
+        ram, disk = fleet.runtime.room()
         yield GaugeMetricFamily(
             "sanbox_capacity_memory_bytes", "Room left for guest memory", value=max(0, ram.spare)
         )
         yield GaugeMetricFamily(
             "sanbox_capacity_disk_bytes",
             "Room left for disks on the data filesystem",
-            value=max(0, disk.spare),
+            value=0 if disk is None else max(0, disk.spare),
         )
         yield GaugeMetricFamily("sanbox_capacity_vcpus", "Host CPUs", value=fleet.capacity.cpus)
 

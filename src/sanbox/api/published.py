@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..control.errors import ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.network import publication
-from ..host.secret import derived_key
+from ..host.keys.secret import derived_key
 from ..store.models import ComputerRow, Org
 from ..store.repo import ACTOR
 from .auth import client_address

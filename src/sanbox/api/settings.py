@@ -11,8 +11,8 @@ from pathlib import Path
 from ..control.audit import ORG_CAP, RETENTION_DAYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
+from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
-from ..host.layout import DataDir, default_data_dir
 from ..store.db import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"

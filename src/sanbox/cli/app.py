@@ -17,6 +17,7 @@ from . import (
     console,
     doctor,
     files,
+    host,
     image,
     mcp,
     network,
@@ -41,6 +42,7 @@ app.add_typer(image.app, name="image")
 app.add_typer(template.app, name="template")
 app.add_typer(pool.app, name="pool")
 app.add_typer(secret.app, name="secret")
+app.add_typer(host.app, name="host")
 app.command("doctor")(doctor.doctor)
 app.command("server")(server.server)
 app.command("console")(console.console)

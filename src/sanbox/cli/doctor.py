@@ -26,11 +26,11 @@ def doctor(
 ) -> None:
     """Say which hypervisor and acceleration this host gets, whether the data dir can reflink,
     and which tools are missing with how to install them."""
+    from ..host.data.layout import DataDir
     from ..host.disk import can_reflink
     from ..host.drivers import cached_choice, cached_driver, probe_choice
     from ..host.image import ImageError, find_image
     from ..host.image._command import missing_tools
-    from ..host.layout import DataDir
     from ..host.settings import HostSettings
 
     settings = HostSettings.from_env()
@@ -92,8 +92,8 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
     """What will confine this host's VMs: seccomp, the VM user, cgroup controllers, disk errors."""
     import pwd
 
-    from ..host.cgroup import Cgroups
     from ..host.drivers import VmUser
+    from ..host.drivers.cgroup import Cgroups
     from ..host.drivers.confine import FIRST_VM_UID, VM_UIDS, VM_USER, kvm_group, kvm_usable_by
 
     if caps.seccomp is None:

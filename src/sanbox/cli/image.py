@@ -30,8 +30,8 @@ def build(
     force: Annotated[bool, typer.Option(help="Rebuild even if cached.")] = False,
 ) -> None:
     """Build TEMPLATE's image (kernel, initramfs, root disk), cached by content hash."""
+    from ..host.data.layout import DataDir, default_data_dir
     from ..host.image import STEPS, BuildProgress, ImageBuilder
-    from ..host.layout import DataDir, default_data_dir
 
     builder = ImageBuilder(DataDir(data_dir or default_data_dir()))
     with Progress(

@@ -67,7 +67,7 @@ async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> 
         c=c,
         events=events[-EVENTS_SHOWN:][::-1],
         denials=denials[::-1],
-        console=plane.console(v.org, row.id, CONSOLE_LINES),
+        console=await plane.console(v.org, row.id, CONSOLE_LINES),
         ports=_ports(request, v, c),
         bindings=bindings,
         snapshots=snapshots,

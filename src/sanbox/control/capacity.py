@@ -3,8 +3,8 @@
 Admission (`admit`, pure) refuses a create, start or resume before anything is made when the
 guest's RAM would not fit in the shared-memory filesystem (`insufficient_memory`, 507) or its new
 disk would not fit on the data filesystem (`insufficient_storage`, 507), counting what running
-guests' RAM files and existing disks may still grow by (`host/space.py` measures that). Otherwise a
-full filesystem surfaces later, inside a running guest, as a disk or memory error.
+guests' RAM files and existing disks may still grow by (`host/data/space.py` measures that).
+Otherwise a full filesystem surfaces later, inside a running guest, as a disk or memory error.
 
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
 creates admitted at once cannot together promise more than there is. Disks are thin: an operator
@@ -17,9 +17,8 @@ import itertools
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..host.door import DataDir, Room, space
+from ..host.door import Host, Room
 from .errors import InsufficientStorageError, InvalidRequestError
 
 MIB = 1024 * 1024
@@ -137,22 +136,14 @@ class Capacity:
             )
 
     def admit_here(
-        self,
-        data_dir: DataDir,
-        memory_mib: int,
-        disk_gib: int = 0,
-        computer_id: str | None = None,
-        ram_dir: Path | None = None,
+        self, host: Host, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
     ) -> Hold:
-        """`admit` on this host's filesystems as they are now, counting what other admitted
+        """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it); the room it
         takes, held until the caller releases it."""
         held_memory, held_disk = self.ledger.totals()
-        ram = space.ram_room(ram_dir or data_dir.ram_dir, computer_id, data_dir)
+        ram, room = host.room(computer_id, disk=bool(disk_gib))
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
-        data = None
-        if disk_gib:
-            room = space.disk_room(data_dir, computer_id)
-            data = Room(room.path, room.free, room.promised + held_disk)
+        data = None if room is None else Room(room.path, room.free, room.promised + held_disk)
         admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)

@@ -16,7 +16,6 @@ from typing import Any
 from ..host.door import (
     ConnectionBudget,
     Denial,
-    EgressGateway,
     ExecProcess,
     ExecResult,
     FileInfo,
@@ -26,8 +25,6 @@ from ..host.door import (
     Resolver,
     Source,
     TcpStream,
-    can_reflink,
-    console,
 )
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
@@ -60,11 +57,12 @@ class Computers:
         db: Database,
         runtime: Host,
         *,
+        home: Path,
         reach: Reach | None = None,
         resolver: Resolver | None = None,
         egress_max_connections: int = 512,
         capacity: Capacity | None = None,
-        secrets_key_file: Path | None = None,
+        secrets_key_file: Path,
         ca_bundle: Path | None = None,
         strict_placeholders: bool = False,
         substitute_any_header: bool = False,
@@ -73,11 +71,11 @@ class Computers:
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
     ) -> None:
-        self.fleet = Fleet(db, runtime, EventBus(), capacity=capacity, reach=reach)
+        self.fleet = Fleet(db, runtime, EventBus(), home, capacity=capacity, reach=reach)
         self.usage = Usage(self.fleet, Meter(self.fleet, **(meter or {})), metering)
         book = SecretBook(
             db,
-            secrets_key_file or runtime.data_dir.sealing_key,
+            secrets_key_file,
             ca_bundle,
             strict_placeholders,
             substitute_any_header,
@@ -85,10 +83,10 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
-        if runtime.network is not None and resolver is not None:
-            self.fleet.egress = EgressGateway(
+        if resolver is not None:
+            self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
-                intercepts=book.interception, budget=egress_budget, org_of=self._org_of,
+                book.interception, egress_budget or ConnectionBudget(), self._org_of,
             )  # fmt: skip
 
     def _org_of(self, computer_id: str) -> str:
@@ -130,9 +128,9 @@ class Computers:
         async with self.fleet.bus.subscribe(org.id) as queue:
             yield queue
 
-    def console(self, org: Org, ref: str, lines: int) -> list[str]:
+    async def console(self, org: Org, ref: str, lines: int) -> list[str]:
         row = self.fleet.get(org, ref)
-        return console.lines(self.fleet.runtime.console_log(row.id), lines)
+        return await self.fleet.runtime.console_lines(row.id, lines)
 
     # lifecycle -------------------------------------------------------------------------------
 
@@ -304,15 +302,15 @@ class Computers:
     # the host --------------------------------------------------------------------------------
 
     async def host_facts(self) -> HostFacts:
-        data_dir = self.fleet.runtime.data_dir
+        data_dir, reflink = self.fleet.runtime.storage()
         hypervisor, isolation = self.fleet.runtime.driver_facts()
         return HostFacts(
             hypervisor=hypervisor,
             isolation=isolation,
             cpus=self.fleet.capacity.cpus,
             memory_mib=self.fleet.capacity.memory_mib,
-            data_dir=str(data_dir.root),
-            reflink=can_reflink(data_dir.tmp),
+            data_dir=data_dir,
+            reflink=reflink,
             confinement=await asyncio.to_thread(self.fleet.runtime.confinement),
         )
 

@@ -149,7 +149,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     wanted = tuple(bound.items())
     check_bindable(fleet, org, wanted, template)
     # before anything is made: refused here leaves no record and no folder
-    hold = fleet.capacity.admit_here(fleet.runtime.data_dir, memory_mib, disk_gib)
+    hold = fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
         env={**(base.env if base else {}), **req.env},

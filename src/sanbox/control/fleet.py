@@ -11,11 +11,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..host.door import (
     RECIPES,
-    EgressGateway,
+    ComputersEgress,
     Host,
     HostError,
     Image,
@@ -24,9 +25,6 @@ from ..host.door import (
     Policy,
     PolicyError,
     Reach,
-    console,
-    find_build,
-    find_image,
 )
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
@@ -51,10 +49,12 @@ class Fleet:
         db: Database,
         runtime: Host,
         bus: EventBus,
+        home: Path,
         capacity: Capacity | None = None,
-        egress: EgressGateway | None = None,
+        egress: ComputersEgress | None = None,
         reach: Reach | None = None,
     ) -> None:
+        self.home = home  # the control plane's own files: template logs, contexts, caches
         self.egress = egress
         self.reach = reach or Reach()  # where allow rules may point (the operator's ranges)
         self.db = db
@@ -72,12 +72,11 @@ class Fleet:
 
     async def network_up(self, computer_id: str) -> None:
         """Firewall, DNS filter and egress proxy for a computer that now runs."""
-        network = self.runtime.network
         row = self.by_id(computer_id)
-        if self.egress is None or network is None or row is None:
+        if self.egress is None or row is None:
             return
         try:
-            await self.egress.start(computer_id, network.netns(computer_id), Policy.of(row.allow))
+            await self.egress.start(computer_id, Policy.of(row.allow))
         except (HostError, OSError, PolicyError) as exc:  # fails closed: no listener, no egress
             log.error("egress for %s could not start: %s", computer_id, exc)
             self.record(computer_id, None, "network.error", f"egress is off: {exc}")
@@ -151,8 +150,8 @@ class Fleet:
         """The template's current build (for a new computer), or `build_id` while it is there."""
         try:
             if template not in RECIPES and build_id is not None:  # an org's own template
-                return find_build(self.runtime.data_dir, build_id)
-            return find_image(self.runtime.data_dir, template, build_id)
+                return self.runtime.build(build_id)
+            return self.runtime.image(template, build_id)
         except HostError as exc:
             raise from_host(exc, "finding its image") from exc
 
@@ -233,7 +232,8 @@ class Fleet:
             state = row.state if row else None
         if state not in (State.RUNNING, State.STARTING, State.STOPPING):
             return
-        tail = console.tail(self.runtime.console_log(computer_id), 4)
+        lines = await self.runtime.console_lines(computer_id, 4)
+        tail = " | ".join(line.strip() for line in lines)
         self.record(
             computer_id, State.STOPPED, "computer.vm_exited",
             f"stopped: {why}; disk kept, `sanbox start` boots it again",

@@ -60,9 +60,7 @@ async def fork(
     async with fleet.acting(org, ref, "fork") as row:
         memory = row.state in HAS_MEMORY
         plan = _plan(fleet, row)
-        with fleet.capacity.admit_here(
-            fleet.runtime.data_dir, row.memory_mib * count, row.disk_gib * count
-        ):
+        with fleet.capacity.admit_here(fleet.runtime, row.memory_mib * count, row.disk_gib * count):
             return await _fork_locked(fleet, org, row, plan, names, memory)
     raise AssertionError("unreachable")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ..host.door import Image, allocated_bytes, is_current, list_builds, remove_build
+from ..host.door import Image, allocated_bytes, is_current
 from ..store import repo
 from .fleet import Fleet
 
@@ -25,7 +25,7 @@ class Build:
 def inventory(fleet: Fleet) -> list[Build]:
     with fleet.db.session() as s:
         in_use = repo.image_builds_in_use(s)
-    images = list_builds(fleet.runtime.data_dir)  # by template, oldest first
+    images = fleet.runtime.builds()  # by template, oldest first
     by_template: dict[str, list[Image]] = {}
     for image in images:
         by_template.setdefault(image.template, []).append(image)
@@ -50,5 +50,5 @@ async def prune(fleet: Fleet) -> list[Build]:
     event loop, so no create or start in between can come to need a build it removes."""
     doomed = [b for b in inventory(fleet) if not b.needed]
     for build in doomed:
-        await asyncio.to_thread(remove_build, fleet.runtime.data_dir, build.image)
+        await asyncio.to_thread(fleet.runtime.remove_build, build.image)
     return doomed

@@ -32,7 +32,7 @@ async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
     image = fleet.image_of(row)
-    with fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id):
+    with fleet.capacity.admit_here(fleet.runtime, row.memory_mib, 0, row.id):
         fleet.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
         try:
             machine = await fleet.runtime.start(fleet.spec(row), image)

@@ -77,7 +77,7 @@ async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
-    with fleet.capacity.admit_here(fleet.runtime.data_dir, row.memory_mib, 0, row.id):
+    with fleet.capacity.admit_here(fleet.runtime, row.memory_mib, 0, row.id):
         fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
         try:
             machine, outcome = await fleet.runtime.resume(fleet.spec(row), fleet.image_of(row))

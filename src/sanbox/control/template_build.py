@@ -143,7 +143,7 @@ class Builder:
                        allow: tuple[str, ...]) -> AsyncIterator[Machine]:  # fmt: skip
         """A running build (or readiness) computer, destroyed on the way out."""
         runtime, fleet = self.fleet.runtime, self.fleet
-        hold = fleet.capacity.admit_here(runtime.data_dir, mspec.memory_mib, mspec.disk_gib or 0)
+        hold = fleet.capacity.admit_here(runtime, mspec.memory_mib, mspec.disk_gib or 0)
         try:
             if start.snapshot_id is None:
                 machine, _disk = await runtime.create(mspec, start.image)
@@ -158,14 +158,12 @@ class Builder:
         finally:
             hold.release()
         try:
-            network = runtime.network
-            if fleet.egress is not None and network is not None:
+            if fleet.egress is not None:
                 try:
                     policy = Policy.of(list(allow))
                 except PolicyError as exc:
                     raise BuildFailed(f"build.allow: {exc}") from exc
-                await fleet.egress.start(mspec.computer_id, network.netns(mspec.computer_id),
-                                         policy)  # fmt: skip
+                await fleet.egress.start(mspec.computer_id, policy)
             yield machine
         finally:
             if fleet.egress is not None:

@@ -91,12 +91,12 @@ def find(fleet: Fleet, org: Org) -> list[TemplateRow]:
 
 
 def log_path(fleet: Fleet, row: TemplateRow) -> Path:
-    return fleet.runtime.data_dir.root / "templates" / f"{row.id}.log"
+    return fleet.home / "templates" / f"{row.id}.log"
 
 
 def context_path(fleet: Fleet, template_id: str) -> Path:
     """The build context of the template's last accepted build (what a rebuild builds again)."""
-    return fleet.runtime.data_dir.root / "templates" / f"{template_id}.context.tar"
+    return fleet.home / "templates" / f"{template_id}.context.tar"
 
 
 def _keep_context(fleet: Fleet, template_id: str, data: bytes) -> None:
@@ -124,7 +124,7 @@ async def rebuild(fleet: Fleet, org: Org, ref: str) -> tuple[TemplateRow, bool]:
 
 def packages_path(fleet: Fleet, template_id: str) -> Path:
     """The packages of the template's last build, by version (`template_build.record_packages`)."""
-    return fleet.runtime.data_dir.root / "templates" / f"{template_id}.packages.json"
+    return fleet.home / "templates" / f"{template_id}.packages.json"
 
 
 async def _context(data: bytes) -> Context:
@@ -231,7 +231,7 @@ async def _build(
         t0 = time.monotonic()
         with fleet.db.session() as s:
             name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]
-        cache = fleet.runtime.data_dir.root / "cache"
+        cache = fleet.home / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
         builder = template_build.Builder(fleet, org, name, ctx, blog, cache)

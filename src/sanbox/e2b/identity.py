@@ -15,7 +15,7 @@ import re
 import time
 from pathlib import Path
 
-from ..host.secret import derived_key
+from ..host.keys.secret import derived_key
 
 ENVD_VERSION = "0.5.7"  # turns on the default user, stdin, close_stdin, octet-stream uploads
 ENVD_PORT = 49983

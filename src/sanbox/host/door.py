@@ -2,20 +2,14 @@
 
 `HostRuntime` (in process, this machine) is the implementation today; a host reached over the
 network implements the same calls. The control plane holds a `Host`, never a `HostRuntime`, so
-the type checker keeps it to these calls. What still crosses the door as a place on this machine
-(`data_dir`: admission, image builds, template logs and caches; `network`: the egress gateway of
-each computer) is named here too, so that what a remote host must still offer is written down.
+the type checker keeps it to these calls, all by computer id and values: no path or part of this
+machine crosses it, so a host reached over the network can offer the same.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
-# What crosses the door besides the calls: the values, errors and ports of the host's contract.
-# The control plane imports these from here and nothing else of `sanbox.host`
-# (tests/unit/test_host_door.py).
-from . import console, faults, space
 from .agent import (
     AgentClient,
     AgentError,
@@ -38,11 +32,14 @@ from .agent import (
     TcpStream,
 )
 from .agent.files import Source
+from .data.layout import ComputerDir
+from .data.space import Room
 from .disk import GIB, Disk, can_reflink
 from .drivers import Capabilities, Liveness, VmHandle, VmNotRunningError
 from .egress.budget import ConnectionBudget
+from .egress.computers import ComputersEgress
 from .egress.denials import Denial
-from .egress.gateway import EgressGateway
+from .egress.gateway import Intercepts, OnDenied, OrgOf
 from .egress.injection import FIELD_VALUE, FRAMING, Injection, applies
 from .egress.org_ca import Minter, new_ca, upstream_context
 from .egress.policy import Policy, PolicyError, parse_rule
@@ -61,13 +58,15 @@ from .image import (
     remove_build,
 )
 from .image.archive import summary
-from .layout import DataDir
-from .machine import Machine, MachineSpec
-from .memory import MemoryOutcome, PauseError, SavedState
-from .net import Network
-from .sealing import Sealer
+from .keys.sealing import Sealer
+
+# What crosses the door besides the calls: the values, errors and ports of the host's contract.
+# The control plane imports these from here and nothing else of `sanbox.host`
+# (tests/unit/test_host_door.py).
+from .machines import console, faults
+from .machines.machine import Machine, MachineSpec
+from .saved.memory import MemoryOutcome, PauseError, SavedState
 from .snapshot import SnapshotManifest
-from .space import Room
 
 __all__ = [
     "FIELD_VALUE",
@@ -82,10 +81,10 @@ __all__ = [
     "CommandNotFoundError",
     "ConnectionBudget",
     "ConnectionRefusedInGuestError",
-    "DataDir",
     "Denial",
     "Disk",
-    "EgressGateway",
+    "ComputerDir",
+    "ComputersEgress",
     "ExecProcess",
     "ExecResult",
     "Exit",
@@ -95,6 +94,7 @@ __all__ = [
     "HostError",
     "Image",
     "Injection",
+    "Intercepts",
     "InvalidPathError",
     "Kept",
     "KeptInfo",
@@ -104,7 +104,8 @@ __all__ = [
     "MemoryOutcome",
     "Minter",
     "MissingToolError",
-    "Network",
+    "OnDenied",
+    "OrgOf",
     "PauseError",
     "Policy",
     "PolicyError",
@@ -135,7 +136,6 @@ __all__ = [
     "parse_rule",
     "recipe_for",
     "remove_build",
-    "space",
     "summary",
     "upstream_context",
 ]
@@ -143,9 +143,6 @@ __all__ = [
 
 class Host(Protocol):
     """One host: its computers' VMs, disks, saved memory and snapshots."""
-
-    data_dir: DataDir
-    network: Network | None
 
     # what this host is --------------------------------------------------------------------
 
@@ -159,6 +156,47 @@ class Host(Protocol):
 
     def confinement(self) -> dict[str, object]:
         """What confines this host's VMs (seccomp, user, cgroup controllers, disk errors)."""
+        ...
+
+    def open_egress(
+        self,
+        resolver: Resolver,
+        on_denied: OnDenied,
+        reach: Reach,
+        max_connections: int,
+        intercepts: Intercepts,
+        budget: ConnectionBudget,
+        org_of: OrgOf,
+    ) -> ComputersEgress | None:
+        """Its computers' egress (firewall, DNS filter, proxies) driven by computer id, with
+        the control plane's parts; None where the host makes no network of its own."""
+        ...
+
+    def storage(self) -> tuple[str, bool]:
+        """Where it keeps computers (its data dir) and whether that filesystem reflinks."""
+        ...
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        """Room for guests' RAM and (with `disk`) for disks, as the filesystems are now, counting
+        what files already made may still grow by (`computer_id`'s own not counted)."""
+        ...
+
+    # images -------------------------------------------------------------------------------
+
+    def image(self, template: str, build_id: str | None = None) -> Image:
+        """A template's build: `build_id`'s if it is still there, else the current one."""
+        ...
+
+    def build(self, build_id: str) -> Image:
+        """The build `build_id`, whatever its template (ImageNotFoundError otherwise)."""
+        ...
+
+    def builds(self) -> list[Image]:
+        """Every image build on this host, by template, oldest first."""
+        ...
+
+    def remove_build(self, image: Image) -> None:
+        """Delete a build (the caller checked nothing stands on it)."""
         ...
 
     # a computer's VM ----------------------------------------------------------------------
@@ -189,8 +227,9 @@ class Host(Protocol):
 
     async def grow_disk(self, machine: Machine, size_bytes: int) -> None: ...
 
-    def console_log(self, computer_id: str) -> Path:
-        """The computer's serial console log (bounded by the host's sweep)."""
+    async def console_lines(self, computer_id: str, count: int) -> list[str]:
+        """The last `count` non-empty lines of the computer's serial console (a log bounded by
+        the host's sweep)."""
         ...
 
     def cpu_usec(self, computer_id: str) -> int | None:

@@ -12,12 +12,14 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -47,6 +49,8 @@ class Org(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    home_region: Mapped[str | None] = mapped_column(String(32), default=None)  # None: any host
+    regions: Mapped[list[str] | None] = mapped_column(JSON, default=None)  # others it may use
 
 
 class ApiKey(Base):
@@ -117,6 +121,11 @@ class ComputerRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    # the fleet (docs/fleet.md): the host that holds it, its region (never changes) and its
+    # placement generation (every placement adds one; a host's reports count only for it)
+    host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    region: Mapped[str | None] = mapped_column(String(32), default=None)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class SnapshotRow(Base):
@@ -317,3 +326,56 @@ class UsageSequenceRow(Base):
     __tablename__ = "usage_sequence"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class HostRow(Base):
+    """A host of the fleet (docs/fleet.md): what it has (`vcpus`, `memory_mib`, `disk_bytes`) and
+    what placements reserved of it (`alloc_*`), its lease on the database's clock, and its
+    `epoch`, taken anew at every registration (a renewal names it: an old epoch is refused)."""
+
+    __tablename__ = "hosts"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    region: Mapped[str] = mapped_column(String(32), index=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    hypervisor: Mapped[str] = mapped_column(String(32))
+    accel: Mapped[str] = mapped_column(String(16))  # kvm | tcg
+    address: Mapped[str] = mapped_column(String(255))
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)  # RAM it can admit guests into
+    disk_bytes: Mapped[int] = mapped_column(BigInteger)
+    alloc_vcpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    alloc_memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    alloc_disk_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    layers: Mapped[list[str]] = mapped_column(JSON, default=list)  # template builds it holds
+    epoch: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    state: Mapped[str] = mapped_column(String(16), index=True)  # up|suspect|lost|draining|retired
+    lease_until: Mapped[datetime] = mapped_column()
+    registered_at: Mapped[datetime] = mapped_column()
+
+
+class OperationRow(Base):
+    """An operation on a computer; at most one incomplete (`finished_at` None) per computer: the
+    partial unique index is the guard across API nodes."""
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        Index(
+            "operations_one_incomplete",
+            "computer_id",
+            unique=True,
+            postgresql_where=text("finished_at IS NULL"),
+            sqlite_where=text("finished_at IS NULL"),
+        ),
+    )
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    op_id: Mapped[str] = mapped_column(String(32), unique=True)
+    computer_id: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))  # running | done | failed | abandoned
+    host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -117,4 +117,4 @@ async def computer_events(ref: str, auth: Auth, plane: Plane) -> EventList:
 async def computer_console(
     ref: str, auth: Auth, plane: Plane, lines: Annotated[int, Query(ge=1, le=5000)] = 100
 ) -> ConsoleTail:
-    return ConsoleTail(lines=plane.console(auth.org, ref, lines))
+    return ConsoleTail(lines=await plane.console(auth.org, ref, lines))

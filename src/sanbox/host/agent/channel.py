@@ -136,3 +136,15 @@ class Channel:
         if self._error is None and not self.remote_closed:
             with contextlib.suppress(AgentError):
                 self._conn.write(p.encode(p.Close(self.id)))
+
+
+class Requests(Protocol):
+    """What the agent's services (files, SSH) ask of its client: raw streams and calls."""
+
+    async def open(
+        self, kind: str, params: dict[str, Any], *, exec_stream: bool = False
+    ) -> Channel: ...
+
+    async def call(
+        self, kind: str, params: dict[str, Any], *, timeout: float | None = ...
+    ) -> dict[str, Any]: ...

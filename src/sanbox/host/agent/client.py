@@ -9,7 +9,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -91,19 +91,33 @@ async def _handshake(
     raise TimeoutError
 
 
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Dial = Callable[[], Awaitable[Streams]]  # a new byte stream to the agent (OSError: not yet)
+
+
+def unix_dial(path: str) -> Dial:
+    """The agent's Unix socket on this host (a VM's run dir)."""
+
+    async def dial() -> Streams:
+        return await asyncio.open_unix_connection(path, limit=4 * READ_SIZE)
+
+    return dial
+
+
 class _Connecting:
     """What ``AgentClient.connect`` returns: await it, or use it with ``async with``."""
 
-    def __init__(self, path: str, timeout: float) -> None:
-        self._path = path
+    def __init__(self, dial: Dial, where: str, timeout: float) -> None:
+        self._dial = dial
+        self._where = where
         self._timeout = timeout
         self._client: AgentClient | None = None
 
     def __await__(self) -> Generator[Any, None, AgentClient]:
-        return AgentClient._connect(self._path, self._timeout).__await__()
+        return AgentClient._connect(self._dial, self._where, self._timeout).__await__()
 
     async def __aenter__(self) -> AgentClient:
-        self._client = await AgentClient._connect(self._path, self._timeout)
+        self._client = await AgentClient._connect(self._dial, self._where, self._timeout)
         return self._client
 
     async def __aexit__(
@@ -140,10 +154,16 @@ class AgentClient:
     @classmethod
     def connect(cls, path: str, *, timeout: float = 30.0) -> _Connecting:
         """Connect to the agent's Unix socket, retrying until it accepts, and handshake."""
-        return _Connecting(path, timeout)
+        return _Connecting(unix_dial(path), path, timeout)
 
     @classmethod
-    async def _connect(cls, path: str, timeout: float) -> AgentClient:
+    def dial(cls, dial: Dial, where: str, *, timeout: float = 30.0) -> _Connecting:
+        """Connect through `dial` (a stream to the agent from elsewhere: a host agent's tunnel),
+        retrying until it accepts, and handshake. `where` names it in errors."""
+        return _Connecting(dial, where, timeout)
+
+    @classmethod
+    async def _connect(cls, dial: Dial, path: str, timeout: float) -> AgentClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         last: BaseException | None = None
@@ -151,7 +171,7 @@ class AgentClient:
         while (remaining := deadline - loop.time()) > 0:
             try:
                 async with asyncio.timeout(remaining):
-                    reader, writer = await asyncio.open_unix_connection(path, limit=4 * READ_SIZE)
+                    reader, writer = await dial()
             except TimeoutError:
                 break
             except OSError as exc:

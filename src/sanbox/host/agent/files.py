@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sanbox.guest import protocol as p
 
+from .channel import Requests
 from .errors import InvalidPathError, RemoteError
-
-if TYPE_CHECKING:
-    from .client import AgentClient
 
 Source = bytes | str | os.PathLike[str] | AsyncIterable[bytes]
 
@@ -76,7 +74,7 @@ async def _chunks(source: Source) -> AsyncIterator[bytes]:
 class Files:
     """``client.files``: operations on the guest filesystem."""
 
-    def __init__(self, client: AgentClient) -> None:
+    def __init__(self, client: Requests) -> None:
         self._client = client
 
     async def put(

@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .channel import Requests
 from .tcp import TcpStream
-
-if TYPE_CHECKING:
-    from .client import AgentClient
 
 
 class Ssh:
-    def __init__(self, client: AgentClient) -> None:
+    def __init__(self, client: Requests) -> None:
         self._client = client
 
     async def connect(self, env: dict[str, str] | None = None) -> TcpStream:

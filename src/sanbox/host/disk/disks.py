@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..layout import ComputerDir, DataDir
+from ..data.layout import ComputerDir, DataDir
 from . import qcow2
 from .clone import CloneMethod, can_reflink, clone_file
 from .errors import DiskError, DiskExistsError, DiskTooSmallError

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import blake3
 
-from ..durable import fsync_path
-from ..layout import DataDir
+from ..data.durable import fsync_path
+from ..data.layout import DataDir
 from . import qcow2
 from .clone import clone_file
 from .errors import DiskError

@@ -64,10 +64,6 @@ class VmSpec:
         return self.run_dir / "agent.sock"
 
     @property
-    def qmp_socket(self) -> Path:
-        return self.run_dir / "qmp.sock"
-
-    @property
     def pidfile(self) -> Path:
         return self.run_dir / "vm.pid"
 
@@ -174,6 +170,7 @@ class Capabilities:
 class Driver(Protocol):
     name: str  # the hypervisor: qemu, firecracker, local
     accel: str  # kvm, tcg, process
+    run_files: tuple[str, ...]  # what a VM of it leaves in its run dir (sockets, pid): cleared
 
     @property
     def isolation(self) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..durable import fsync_path
-from ..layout import DataDir
+from ..data.durable import fsync_path
+from ..data.layout import DataDir
 from . import archive, initramfs, kernel, rootfs
 from ._command import require_tool
 from .image import MANIFEST, Image, image_dir

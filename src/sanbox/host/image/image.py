@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..layout import DataDir
+from ..data.layout import DataDir
 from . import archive
 from .errors import ImageError, ImageNotFoundError
 from .recipe import recipe_for

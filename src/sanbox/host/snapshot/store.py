@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import memory
+from ..data.durable import fsync_path
+from ..data.layout import DataDir
 from ..disk.layers import LayerError, LayerStore, unreferenced
-from ..durable import fsync_path
 from ..errors import LayoutError
-from ..layout import DataDir
+from ..saved import memory
 from . import manifest as mf
 from .errors import SnapshotCorruptError, SnapshotError, SnapshotNotFoundError
 from .manifest import SnapshotManifest
@@ -176,6 +176,17 @@ class Snapshots:
                 layer = graph.get(layer)
             chains[sid] = chain
         return chains
+
+    async def discard(self, snapshot_id: str) -> None:
+        """Remove a snapshot and the layers it alone needed (the lock taken)."""
+        async with self.lock:
+            await asyncio.to_thread(self.delete, snapshot_id)
+            await asyncio.to_thread(self.collect)
+
+    async def collect_unused(self) -> list[str]:
+        """`collect`, the lock taken: the layers nothing references, deleted."""
+        async with self.lock:
+            return await asyncio.to_thread(self.collect)
 
     def delete_many(self, snapshot_ids: Iterable[str]) -> int:
         """Remove snapshots (one already gone is skipped) and the layers only they needed;

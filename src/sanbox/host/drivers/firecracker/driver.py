@@ -74,6 +74,7 @@ def _said(*logs: Path) -> str:
 class FirecrackerHypervisor:
     name = "firecracker"
     accel = "kvm"
+    run_files: tuple[str, ...] = ("agent.sock", "firecracker.sock", "vm.pid", RECORD)
 
     def __init__(self, firecracker: Path, jailer: JailerSettings | None = None) -> None:
         self.firecracker = firecracker
@@ -105,7 +106,7 @@ class FirecrackerHypervisor:
         check_disk(spec.disk)
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         spec.console_log.parent.mkdir(parents=True, exist_ok=True)
-        for stale in ("agent.sock", "firecracker.sock", "vm.pid", RECORD):
+        for stale in self.run_files:
             (spec.run_dir / stale).unlink(missing_ok=True)
         vmid = vm_id(spec)
         tap = spec.net.tap if spec.net is not None else None

@@ -67,6 +67,7 @@ class LocalDriver:
 
     name = "local"
     accel = "process"
+    run_files: tuple[str, ...] = ("agent.sock", "vm.pid")
     isolation = "local-process"
     build = "local"
 

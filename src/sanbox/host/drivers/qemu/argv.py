@@ -98,7 +98,7 @@ def memory_backend(spec: VmSpec) -> str:
     opens read-only (`readonly=on,rom=off`, QEMU >= 8.2: `rom=off` keeps it writable RAM to the
     guest). QEMU 7.2 has no `rom`: its `readonly=on` makes the guest's RAM a ROM, and without it
     QEMU opens the file read-write, so there a shared image is never handed to QEMU (it is
-    copied into the VM's own RAM file: snapshot/restore.py). Pure."""
+    copied into the VM's own RAM file: host/machines/restore.py). Pure."""
     assert spec.memory_file is not None
     if spec.memory_readonly:
         mode = "share=off,readonly=on,rom=off"

@@ -127,6 +127,7 @@ class QemuVm(DetachedVm):
 
 class QemuHypervisor:
     name = "qemu"
+    run_files: tuple[str, ...] = ("agent.sock", "qmp.sock", "vm.pid")
     isolations = ("qemu-kvm", "qemu-tcg")  # what `isolation` can be
 
     def __init__(self, accel: str) -> None:
@@ -166,7 +167,7 @@ class QemuHypervisor:
     async def boot(self, spec: VmSpec) -> QemuVm:
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         spec.console_log.parent.mkdir(parents=True, exist_ok=True)
-        for stale in ("agent.sock", "qmp.sock", "vm.pid"):
+        for stale in self.run_files:
             (spec.run_dir / stale).unlink(missing_ok=True)
         tap_fd = None
         if spec.run_as is not None:

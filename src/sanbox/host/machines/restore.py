@@ -26,21 +26,21 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .. import faults, memfile, memory, suspend
 from ..agent import AgentClient, AgentError
+from ..data.layout import ComputerDir
 from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
-from ..layout import ComputerDir
-from ..memory import MemoryOutcome
-from .errors import SnapshotCorruptError, SnapshotError
-from .manifest import SnapshotManifest
-from .store import Snapshots
-
-if TYPE_CHECKING:
-    from ..runtime import HostRuntime, Machine, MachineSpec
+from ..saved import memfile, memory
+from ..saved.memory import MemoryOutcome
+from ..snapshot.errors import SnapshotCorruptError, SnapshotError
+from ..snapshot.manifest import SnapshotManifest
+from ..snapshot.store import Snapshots
+from . import faults, suspend
+from .boot import Machines
+from .machine import Machine, MachineSpec
+from .snapshot import take
 
 ENTROPY_BYTES = 256
 
@@ -94,14 +94,14 @@ def disk_from_snapshot(
 
 
 async def create_from_snapshot(
-    rt: HostRuntime, snaps: Snapshots, spec: MachineSpec, image: Image, snapshot_id: str
+    m: Machines, snaps: Snapshots, spec: MachineSpec, image: Image, snapshot_id: str
 ) -> tuple[Machine, MemoryOutcome | None]:
     snap = await asyncio.to_thread(snaps.load, snapshot_id)
     if snap.image != image.build_id:
         raise SnapshotError(
             f"snapshot {snap.id} stands on image build {snap.image}, not {image.build_id}"
         )
-    hv = await rt.hypervisor(image)
+    hv = await m.choose(image)
     compat = suspend.compat(spec, image, hv) if snap.memory else None
     outcome: MemoryOutcome | None = None
     try:
@@ -109,7 +109,7 @@ async def create_from_snapshot(
     except memory.StateError as exc:  # incompatible memory: the disk is still good
         outcome = MemoryOutcome(False, exc.reason)
         compat = None
-    cdir = rt.data_dir.computer(spec.computer_id)
+    cdir = m.data_dir.computer(spec.computer_id)
     if cdir.root.exists():
         raise SnapshotError(f"computer folder {cdir.root} already exists")
     async with contextlib.AsyncExitStack() as undo:
@@ -121,9 +121,9 @@ async def create_from_snapshot(
         await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, first)
         machine = None
         if compat is not None:
-            machine, outcome = await _restore(rt, snaps, snap, spec, image, compat)
+            machine, outcome = await _restore(m, snaps, snap, spec, image, compat)
         if machine is None:
-            machine = await rt.start(spec, image)
+            machine = await m.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
         faults.reached("restore.before_identity")
         try:
@@ -136,7 +136,7 @@ async def create_from_snapshot(
             with contextlib.suppress(AgentError):
                 await machine.agent.close()
             with contextlib.suppress(HostError):  # the failure above is the answer
-                await rt.destroy(spec.computer_id)
+                await m.destroy(spec.computer_id)
             raise
         faults.reached("restore.after_identity")
         return machine, outcome
@@ -153,26 +153,26 @@ async def grow_running(machine: Machine, size_bytes: int) -> None:
 
 
 async def _restore(
-    rt: HostRuntime,
+    m: Machines,
     snaps: Snapshots,
     snap: SnapshotManifest,
     spec: MachineSpec,
     image: Image,
     compat: dict[str, object],
 ) -> tuple[Machine | None, MemoryOutcome]:
-    cdir = rt.data_dir.computer(spec.computer_id)
+    cdir = m.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
-    hv = await rt.hypervisor(image)
+    hv = await m.choose(image)
     # the snapshot's file itself, mapped from a read-only descriptor
     if hv.capabilities.maps_read_only:
         copy, memory_file = None, memory.mapped_file(cdir.run)
-        await asyncio.to_thread(_check_memory, snaps, snap, memory_file, compat, rt.memory_key)
+        await asyncio.to_thread(_check_memory, snaps, snap, memory_file, compat, m.memory_key)
     else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own
-        copy, memory_file = rt.data_dir.ram_file(spec.computer_id), None
-        await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, rt.memory_key)
+        copy, memory_file = m.data_dir.ram_file(spec.computer_id), None
+        await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, m.memory_key)
     vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
     try:
-        return await rt.run_saved(spec, image, vmstate, memory_file), MemoryOutcome(True)
+        return await m.run_saved(spec, image, vmstate, memory_file), MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
         for leftover in (copy, memory_file):
             if leftover is not None:
@@ -182,7 +182,7 @@ async def _restore(
 
 
 async def fork(
-    rt: HostRuntime,
+    m: Machines,
     snaps: Snapshots,
     machine: Machine | None,
     spec: MachineSpec,
@@ -197,14 +197,14 @@ async def fork(
     if memory and any((s.vcpus, s.memory_mib) != (spec.vcpus, spec.memory_mib) for s in new_specs):
         raise SnapshotError("a fork keeps its source's vCPUs and memory size")
     snapshot_id = "snp_fork" + secrets.token_hex(8)
-    await rt.snapshot(snapshot_id, spec.computer_id, machine, spec, image, memory=memory)
+    await take(m, snaps, snapshot_id, spec.computer_id, machine, spec, image, memory)
     try:
         results = await asyncio.gather(
-            *(create_from_snapshot(rt, snaps, s, image, snapshot_id) for s in new_specs),
+            *(create_from_snapshot(m, snaps, s, image, snapshot_id) for s in new_specs),
             return_exceptions=True,
         )
     finally:
-        await rt.delete_snapshot(snapshot_id)  # the forks' disks keep the layers they stand on
+        await snaps.discard(snapshot_id)  # the forks' disks keep the layers they stand on
     made = [r[0] for r in results if isinstance(r, tuple)]
     failed: list[BaseException] = [r for r in results if isinstance(r, BaseException)]
     lost = [
@@ -213,9 +213,9 @@ async def fork(
     if lost:  # a fork carries on from its source's memory, or it is not a fork
         failed.append(SnapshotError(f"a fork's memory was not restored: {lost[0]}"))
     if failed:
-        for m in made:
+        for child in made:
             with contextlib.suppress(HostError):  # the first failure is the answer
-                await rt.destroy(m.computer_id)
-        await rt.gc_layers()
+                await m.destroy(child.computer_id)
+        await snaps.collect_unused()
         raise failed[0]
     return made

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import HostError
+from ..errors import HostError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import blake3
 
-from .disk.clone import data_extents
+from ..disk.clone import data_extents
 
 CHUNK = 4 * 1024 * 1024
 THREADS = blake3.blake3.AUTO  # a thread per core: 7.9 GB/s on a 4 MiB chunk here, 4.5 on one

@@ -24,24 +24,23 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .. import faults, memory, suspend
 from ..agent import AgentError
+from ..data.durable import fsync_path
+from ..data.layout import ComputerDir
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
 from ..drivers import VmHandle
-from ..durable import fsync_path
 from ..errors import HostError
 from ..image import Image
-from ..layout import ComputerDir
-from .errors import SnapshotError
-from .manifest import MEMORY_DIR, SnapshotManifest
-from .store import Snapshots, disk_usage
-
-if TYPE_CHECKING:
-    from ..runtime import HostRuntime, Machine, MachineSpec
+from ..saved import memory
+from ..snapshot.errors import SnapshotError
+from ..snapshot.manifest import MEMORY_DIR, SnapshotManifest
+from ..snapshot.store import Snapshots, disk_usage
+from . import faults, suspend
+from .boot import Machines
+from .machine import Machine, MachineSpec
 
 FREEZE_TIMEOUT = 10.0  # the guest thaws by itself after this, whatever happens here
 MIB = 1024 * 1024
@@ -77,13 +76,13 @@ def _point(cdir: ComputerDir, target: str | None) -> None:
     os.replace(tmp, cdir.disk_link)
 
 
-def _switch_files(snaps: Snapshots, rt: HostRuntime, cdir: ComputerDir) -> _Switch:
+def _switch_files(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
     """Freeze the disk file as a layer where it lies (a disk in the store already) or under a
     second name in the store (a hard link: the path QEMU opened stays valid, no data moves), and
     point the computer at a new overlay on it. Nothing is renamed under a running QEMU: it
     reopens images by name when it reactivates them after saving the device state."""
     disk = cdir.disk
-    size = rt.disks.size(disk)
+    size = m.disks.size(disk)
     linked = snaps.layers.id_of(disk) is None
     layer = snaps.layers.new_path(qcow2.format_of(disk)) if linked else disk
     if linked:
@@ -104,9 +103,9 @@ def _switch_files(snaps: Snapshots, rt: HostRuntime, cdir: ComputerDir) -> _Swit
 
 
 async def _freeze_disk(
-    snaps: Snapshots, rt: HostRuntime, cdir: ComputerDir, vm: VmHandle | None
+    snaps: Snapshots, m: Machines, cdir: ComputerDir, vm: VmHandle | None
 ) -> Path:
-    switch = await asyncio.to_thread(_switch_files, snaps, rt, cdir)
+    switch = await asyncio.to_thread(_switch_files, snaps, m, cdir)
     if vm is not None:
         try:
             await vm.switch_disk(switch.overlay)
@@ -118,9 +117,7 @@ async def _freeze_disk(
     return switch.layer
 
 
-async def _running_disk_only(
-    snaps: Snapshots, rt: HostRuntime, machine: Machine
-) -> tuple[Path, float]:
+async def _running_disk_only(snaps: Snapshots, m: Machines, machine: Machine) -> tuple[Path, float]:
     frozen = False
     client = None
     try:
@@ -134,7 +131,7 @@ async def _running_disk_only(
         faults.reached("snapshot.vcpus_stopped")
         started = time.monotonic()
         try:
-            layer = await _freeze_disk(snaps, rt, machine.dir, machine.vm)
+            layer = await _freeze_disk(snaps, m, machine.dir, machine.vm)
         finally:
             await machine.vm.continue_running()
             paused = time.monotonic() - started
@@ -146,23 +143,23 @@ async def _running_disk_only(
 
 
 async def _running_with_memory(
-    snaps: Snapshots, rt: HostRuntime, machine: Machine, spec: MachineSpec, image: Image, tmp: Path
+    snaps: Snapshots, m: Machines, machine: Machine, spec: MachineSpec, image: Image, tmp: Path
 ) -> tuple[Path, float]:
     vm = machine.vm
     mem = tmp / MEMORY_DIR
     mem.mkdir(mode=0o700)
     stream = mem / f"{memory.VMSTATE}.tmp"
-    keys = suspend.compat(spec, image, await rt.hypervisor(image)), time.monotonic(), rt.memory_key
+    keys = suspend.compat(spec, image, await m.choose(image)), time.monotonic(), m.memory_key
     await vm.pause()
     faults.reached("snapshot.vcpus_stopped")
     started = time.monotonic()
     ram_in_stream = False
     try:
-        layer = await _freeze_disk(snaps, rt, machine.dir, vm)
+        layer = await _freeze_disk(snaps, m, machine.dir, vm)
         ram_in_stream = await vm.save_state(stream)
         faults.reached("snapshot.state_saved")
         if not ram_in_stream:  # the RAM is a shared file: copied while the vCPUs are stopped
-            ram = rt.data_dir.ram_file(spec.computer_id)
+            ram = m.data_dir.ram_file(spec.computer_id)
             await asyncio.to_thread(memory.write, mem, stream, ram, *keys)
     finally:
         await vm.continue_running()
@@ -192,7 +189,7 @@ def _own_size(layer: LayerInfo, tmp: Path) -> int:
 
 
 async def take(
-    rt: HostRuntime,
+    m: Machines,
     snaps: Snapshots,
     snapshot_id: str,
     computer_id: str,
@@ -201,21 +198,21 @@ async def take(
     image: Image,
     memory_too: bool,
 ) -> SnapshotManifest:
-    cdir = rt.data_dir.computer(computer_id)
+    cdir = m.data_dir.computer(computer_id)
     if not cdir.disk.is_file():
         raise SnapshotError(f"computer {computer_id} has no disk on this host")
     if memory_too and machine is None and not memory.exists(cdir.state):
         raise SnapshotError(f"computer {computer_id} has no memory to keep: it is not running")
     await asyncio.to_thread(snaps.ensure)
     tmp = snaps.tmp_dir(snapshot_id)
-    if rt.data_dir.snapshot(snapshot_id).exists():
+    if m.data_dir.snapshot(snapshot_id).exists():
         raise SnapshotError(f"snapshot {snapshot_id} exists already")
     async with snaps.lock:
         snaps.in_progress.add(snapshot_id)
         try:
             await asyncio.to_thread(shutil.rmtree, tmp, True)
             tmp.mkdir(mode=0o700)
-            return await _take(rt, snaps, snapshot_id, cdir, machine, spec, image, memory_too)
+            return await _take(m, snaps, snapshot_id, cdir, machine, spec, image, memory_too)
         except OSError as exc:
             await asyncio.to_thread(shutil.rmtree, tmp, True)
             words = exc.strerror or str(exc)
@@ -228,7 +225,7 @@ async def take(
 
 
 async def _take(
-    rt: HostRuntime,
+    m: Machines,
     snaps: Snapshots,
     snapshot_id: str,
     cdir: ComputerDir,
@@ -242,15 +239,15 @@ async def _take(
     paused = 0.0
     try:
         if machine is None:
-            layer_path = await _freeze_disk(snaps, rt, cdir, None)
+            layer_path = await _freeze_disk(snaps, m, cdir, None)
             if memory_too:
                 await asyncio.to_thread(
-                    _copy_saved_state, cdir.state, tmp / MEMORY_DIR, rt.memory_key
+                    _copy_saved_state, cdir.state, tmp / MEMORY_DIR, m.memory_key
                 )
         elif memory_too:
-            layer_path, paused = await _running_with_memory(snaps, rt, machine, spec, image, tmp)
+            layer_path, paused = await _running_with_memory(snaps, m, machine, spec, image, tmp)
         else:
-            layer_path, paused = await _running_disk_only(snaps, rt, machine)
+            layer_path, paused = await _running_disk_only(snaps, m, machine)
     except BaseException:  # a layer frozen is a layer kept: the computer's disk stands on it
         path = layer_path or await asyncio.to_thread(_frozen_but_unrecorded, snaps, cdir)
         if path is not None:
@@ -265,7 +262,7 @@ async def _take(
             await asyncio.to_thread(qcow2.rebase, cdir.disk, snaps.layers.path(top.id), True)
     if machine is not None and 1 + frozen.depth > MAX_CHAIN and _bottom_is_image(snaps, frozen):
         await machine.vm.stream_disk(_bottom(snaps, frozen))
-    disk_bytes = await asyncio.to_thread(rt.disks.size, cdir.disk)
+    disk_bytes = await asyncio.to_thread(m.disks.size, cdir.disk)
     snap = SnapshotManifest(
         id=snapshot_id, computer_id=cdir.root.name, layer=top.id, layer_digest=top.digest,
         disk_bytes=disk_bytes, memory=memory_too, image=image.build_id,

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .agent import AgentClient
-from .drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
-from .layout import ComputerDir
+from ..agent import AgentClient
+from ..agent.client import Dial
+from ..data.layout import ComputerDir
+from ..drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Machine:
     dir: ComputerDir
     vm: VmHandle
     agent: AgentClient
+    # how to reach the agent again: None, its VM's socket here; else a host agent's tunnel
+    dial: Dial | None = field(default=None, repr=False, compare=False)
     _dialing: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
 
     @property
@@ -52,7 +55,11 @@ class Machine:
             )
         if self.agent.closed:
             async with self._dialing:
-                if self.agent.closed:
+                if self.agent.closed and self.dial is not None:
+                    self.agent = await AgentClient.dial(
+                        self.dial, self.computer_id, timeout=timeout
+                    )
+                elif self.agent.closed:
                     self.agent = await AgentClient.connect(
                         str(self.vm.agent_socket), timeout=timeout
                     )

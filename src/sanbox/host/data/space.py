@@ -14,9 +14,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LayoutError
+from ..errors import LayoutError
+from ..saved.memory import MAPPED
 from .layout import DataDir
-from .memory import MAPPED
 
 QCOW2_MAGIC = b"QFI\xfb"
 

@@ -11,11 +11,11 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 
-from .cgroup import Cgroups
-from .drivers.process import stray_processes
-from .errors import HostError
-from .layout import DataDir
-from .net import Network
+from ..data.layout import DataDir
+from ..drivers.cgroup import Cgroups
+from ..drivers.process import stray_processes
+from ..errors import HostError
+from ..net import Network
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import logging
 import os
 from pathlib import Path
 
-from .errors import LayoutError
-from .layout import DataDir
+from ..data.layout import DataDir
+from ..errors import LayoutError
 
 CAP = 1024 * 1024
 ROTATE_AT = CAP // 2

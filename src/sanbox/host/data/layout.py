@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import LayoutError
-from .settings import DEFAULT_DATA_DIR as DEFAULT_DATA_DIR
-from .settings import HostSettings
+from ..errors import LayoutError
+from ..settings import DEFAULT_DATA_DIR as DEFAULT_DATA_DIR
+from ..settings import HostSettings
 
 _COMPUTER_ID = re.compile(r"[a-z][a-z0-9_-]{2,62}")
 _SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")

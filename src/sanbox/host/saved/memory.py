@@ -26,10 +26,10 @@ from typing import Any
 
 import blake3
 
+from ..data.durable import fsync_path
+from ..drivers.errors import SavedStateError
+from ..errors import HostError
 from . import memfile
-from .drivers.errors import SavedStateError
-from .durable import fsync_path
-from .errors import HostError
 
 MANIFEST = "manifest.json"
 VMSTATE = "vmstate"
@@ -225,7 +225,7 @@ def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: byte
 def mapped_file(run_dir: Path) -> Path:
     """Where the saved memory a running VM maps privately lives: in its run dir, so that a
     stop, a new pause or a drop of the saved state never removes it under the VM. It goes when
-    the VM process does (`HostRuntime._kill_and_clean`)."""
+    the VM process does (`Machines.kill_vm`)."""
     return run_dir / MAPPED
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import HostError
+from ..errors import HostError
 from .secret import load_or_create
 
 VERSION = b"s1"

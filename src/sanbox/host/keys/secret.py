@@ -10,8 +10,8 @@ import os
 import secrets
 from pathlib import Path
 
-from .durable import fsync_path
-from .errors import HostError
+from ..data.durable import fsync_path
+from ..errors import HostError
 
 KEY_BYTES = 32
 

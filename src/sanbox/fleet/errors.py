@@ -1,0 +1,58 @@
+"""The fleet's errors, in the control plane's style (control/errors.py): a stable code each.
+
+InsufficientCapacityError   insufficient_capacity (507): no host of the region has room
+RegionMismatchError         region_mismatch (409): crossing regions, refused before any write
+RegionNotAllowedError       region_not_allowed (403): a region the org may not use
+BusyError                   busy (409): the computer has an incomplete operation
+HostLostError               host_lost (409): a renewal from an epoch the database no longer
+                            holds (declared lost, or re-registered since): register anew
+StaleGenerationError        stale_generation (409): a host's report for a placement it no
+                            longer holds
+HostNotFoundError           host_not_found (404)
+HostStateError              host_not_lost (409): forgetting a host not declared lost
+"""
+
+from __future__ import annotations
+
+from ..control.errors import (
+    ConflictError,
+    ForbiddenError,
+    InsufficientStorageError,
+    NotFoundError,
+)
+
+
+class InsufficientCapacityError(InsufficientStorageError):
+    code = "insufficient_capacity"
+
+
+class RegionMismatchError(ConflictError):
+    code = "region_mismatch"
+
+
+class RegionNotAllowedError(ForbiddenError):
+    code = "region_not_allowed"
+
+
+class BusyError(ConflictError):
+    code = "busy"
+
+    def __init__(self, message: str, computer_id: str, op_id: str | None) -> None:
+        super().__init__(message)
+        self.computer_id, self.op_id = computer_id, op_id
+
+
+class HostLostError(ConflictError):
+    code = "host_lost"
+
+
+class StaleGenerationError(ConflictError):
+    code = "stale_generation"
+
+
+class HostNotFoundError(NotFoundError):
+    code = "host_not_found"
+
+
+class HostStateError(ConflictError):
+    code = "host_not_lost"

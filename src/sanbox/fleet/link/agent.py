@@ -1,0 +1,343 @@
+"""The host agent (`sanbox host serve`): this machine's one door (`HostRuntime`) served to the
+fleet's control plane over HTTPS with mutual TLS, and each computer's guest agent reached
+through it.
+
+- `POST /v1/host/calls/{name}`: one call of the door, by computer id and values (wire.py), with
+  an operation id (`Sanbox-Operation`): the journal answers a repeated id with the first answer.
+- `GET /v1/host/report`: what this host is and holds now (driver, capabilities, room, image
+  builds, snapshots, each computer's VM liveness and CPU time, saved memory); the control plane
+  reads it every few seconds, which is also how it knows the host is there.
+- The agent tunnel, a TLS port of its own: after the handshake the caller names a computer in
+  one line, and the connection is spliced to that computer's guest agent socket.
+
+Only a client whose certificate the fleet's control CA signed gets past the handshake (uvicorn
+and the tunnel both require one); the host's own certificate is signed by the host CA, so a
+host cannot act as the control plane nor the control plane as a host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import secrets
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ...host.agent import AgentError
+from ...host.door import HostError, Liveness, Machine, is_current
+from ...host.runtime import HostRuntime
+from . import wire
+from .journal import Answer, Journal
+
+log = logging.getLogger(__name__)
+
+OPERATION = "Sanbox-Operation"
+MAX_BODY = 1 << 20  # a call's arguments are small values
+_OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
+_COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
+TUNNEL_LINE = 256  # the computer id line that opens a tunnel
+Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
+
+
+class HostAgent:
+    def __init__(self, runtime: HostRuntime, journal: Journal | None = None) -> None:
+        self.runtime = runtime
+        self.journal = journal or Journal()
+        self.epoch = secrets.token_hex(8)  # this process: a restarted agent is a new epoch
+        self.machines: dict[str, Machine] = {}  # the VMs it started or re-attached
+
+    async def machine(self, computer_id: str) -> Machine:
+        """The running machine of a computer: held, or re-attached (after a restart)."""
+        held = self.machines.get(computer_id)
+        if held is not None and held.vm.alive():
+            return held
+        attached = await self.runtime.attach(computer_id)
+        if attached is None:
+            raise HostError(f"computer {computer_id} has no running VM on this host")
+        self.machines[computer_id] = attached
+        return attached
+
+    async def hand_over(self, machine: Machine) -> Machine:
+        """Keep a machine, its agent connection closed: the guest agent serves one connection,
+        and the control plane's comes through the tunnel."""
+        with contextlib.suppress(AgentError):
+            await machine.agent.close()
+        self.machines[machine.computer_id] = machine
+        return machine
+
+    def report(self) -> dict[str, Any]:
+        rt = self.runtime
+        hypervisor, isolation = rt.driver_facts()
+        storage, reflink = rt.storage()
+        ram, disk = rt.room()
+        builds = rt.builds()
+        computers: dict[str, Any] = {}
+        for computer_id in rt.data_dir.computer_ids():
+            vm = rt.attach_vm(computer_id)
+            computers[computer_id] = {
+                "liveness": (vm.liveness() if vm is not None else Liveness.DEAD).value,
+                "isolation": vm.isolation if vm is not None else None,
+                "cpu_usec": rt.cpu_usec(computer_id),
+                "saved_memory": rt.has_saved_memory(computer_id),
+                "carried": None,
+            }
+        return {
+            "epoch": self.epoch,
+            "hypervisor": hypervisor,
+            "isolation": isolation,
+            "capabilities": wire.plain(rt.capabilities()),
+            "confinement": rt.confinement(),
+            "storage": storage,
+            "reflink": reflink,
+            "room": {"ram": wire.room_out(ram), "disk": wire.room_out(disk)},
+            "builds": [wire.image_out(i) for i in builds],
+            "current": [i.build_id for i in builds if is_current(i)],
+            "snapshots": rt.snapshot_ids(),
+            "computers": computers,
+        }
+
+    def app(self) -> Starlette:
+        async def call(request: Request) -> JSONResponse:
+            name = request.path_params["name"]
+            handler = CALLS.get(name)
+            if handler is None:
+                return _error(404, "unknown_call", f"no host call {name!r}")
+            op_id = request.headers.get(OPERATION, "")
+            if not _OP_ID.fullmatch(op_id):
+                return _error(400, "invalid_operation", f"{OPERATION}: 8-128 of [A-Za-z0-9_.:-]")
+            body = await request.body()
+            if len(body) > MAX_BODY:
+                return _error(413, "too_large", "a call's arguments are at most 1 MiB")
+            try:
+                args = json.loads(body or b"{}")
+            except ValueError:
+                return _error(400, "invalid_json", "the body is not JSON")
+            if not isinstance(args, dict):
+                return _error(400, "invalid_json", "the body is a JSON object")
+
+            async def run() -> Answer:
+                try:
+                    return 200, {"value": await handler(self.runtime, self, args)}
+                except (HostError, OSError) as exc:
+                    log.warning("%s failed: %s", name, exc)
+                    return 409, {"error": wire.error_out(exc)}
+                except (KeyError, TypeError, ValueError) as exc:
+                    return 400, {"error": {"type": "HostError", "code": "invalid_call",
+                                           "message": f"{name}: bad arguments: {exc}"}}  # fmt: skip
+
+            (status, answer), _ran = await self.journal.once(f"{name}/{op_id}", run)
+            return JSONResponse(answer, status)
+
+        async def report(_request: Request) -> JSONResponse:
+            return JSONResponse(await asyncio.to_thread(self.report))
+
+        return Starlette(
+            routes=[
+                Route("/v1/host/calls/{name}", call, methods=["POST"]),
+                Route("/v1/host/report", report, methods=["GET"]),
+            ]
+        )
+
+    # the agent tunnel ---------------------------------------------------------------------
+
+    async def serve_tunnel(self, host: str, port: int, tls: ssl.SSLContext) -> asyncio.Server:
+        return await asyncio.start_server(self._tunnel, host, port, ssl=tls)
+
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(10):
+                line = await reader.readline()
+            computer_id = line[:TUNNEL_LINE].decode("ascii", "replace").strip()
+            if len(line) > TUNNEL_LINE or not _COMPUTER_ID.fullmatch(computer_id):
+                raise ValueError("not a computer id")
+            vm = self.runtime.attach_vm(computer_id)
+            if vm is None:
+                raise LookupError(f"{computer_id} has no running VM here")
+            up_reader, up_writer = await asyncio.open_unix_connection(str(vm.agent_socket))
+        except (TimeoutError, ValueError, LookupError, OSError) as exc:
+            log.info("tunnel refused: %s", exc)
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(256 * 1024):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            writer.close()
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": "HostError", "code": code, "message": message}}, status)
+
+
+# the calls: each decodes its arguments, calls the door, encodes the answer ------------------
+
+
+async def _create(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine, disk = await rt.create(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    await agent.hand_over(machine)
+    return {"machine": _machine_out(machine), "disk": wire.disk_out(disk)}
+
+
+async def _start(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine = await rt.start(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    return _machine_out(await agent.hand_over(machine))
+
+
+async def _attach(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    vm = rt.attach_vm(a["computer_id"])
+    return None if vm is None else {"computer_id": a["computer_id"], "isolation": vm.isolation}
+
+
+async def _shutdown(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine = await agent.machine(a["computer_id"])
+    agent.machines.pop(a["computer_id"], None)
+    return await rt.shutdown(machine, float(a["timeout"]))
+
+
+async def _kill(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    agent.machines.pop(a["computer_id"], None)
+    await rt.kill(a["computer_id"])
+
+
+async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    agent.machines.pop(a["computer_id"], None)
+    await rt.destroy(a["computer_id"])
+
+
+async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    spec = wire.spec_in(a["spec"])
+    machine = await agent.machine(spec.computer_id)
+    saved = await rt.pause(machine, spec, _image(rt, a["image"]))
+    agent.machines.pop(spec.computer_id, None)
+    return wire.plain(saved)
+
+
+async def _resume(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine, outcome = await rt.resume(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    await agent.hand_over(machine)
+    return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
+
+
+async def _drop_saved_memory(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    await rt.drop_saved_memory(a["computer_id"])
+
+
+async def _grow_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    await rt.grow_disk(await agent.machine(a["computer_id"]), int(a["size_bytes"]))
+
+
+async def _console_lines(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    return await rt.console_lines(a["computer_id"], int(a["count"]))
+
+
+async def _disk_error(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    vm = rt.attach_vm(a["computer_id"])
+    return None if vm is None else await vm.disk_error()
+
+
+async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    spec = wire.spec_in(a["spec"])
+    machine = await agent.machine(spec.computer_id) if a["running"] else None
+    manifest = await rt.snapshot(a["snapshot_id"], a["computer_id"], machine, spec,
+                                 _image(rt, a["image"]), bool(a["memory"]))  # fmt: skip
+    return wire.plain(manifest)
+
+
+async def _create_from_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine, outcome = await rt.create_from_snapshot(
+        wire.spec_in(a["spec"]), _image(rt, a["image"]), a["snapshot_id"]
+    )
+    await agent.hand_over(machine)
+    return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
+
+
+async def _fork(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    spec = wire.spec_in(a["spec"])
+    machine = await agent.machine(spec.computer_id) if a["running"] else None
+    new_specs = [wire.spec_in(s) for s in a["new_specs"]]
+    made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, bool(a["memory"]))
+    return [_machine_out(await agent.hand_over(m)) for m in made]
+
+
+async def _finish_copy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    machine = await agent.machine(a["computer_id"])
+    try:
+        await rt.finish_copy(machine, a["hostname"], int(a["size_bytes"]))
+    finally:
+        await agent.hand_over(machine)
+
+
+async def _delete_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    await rt.delete_snapshot(a["snapshot_id"])
+
+
+async def _delete_snapshots(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    return await rt.delete_snapshots(list(a["snapshot_ids"]))
+
+
+async def _snapshot_layers(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    return await rt.snapshot_layers(list(a["snapshot_ids"]))
+
+
+async def _gc_layers(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    return await rt.gc_layers()
+
+
+async def _remove_build(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    await asyncio.to_thread(rt.remove_build, rt.build(a["build_id"]))
+
+
+async def _sweep(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    return await rt.sweep(set(a["known"]))
+
+
+def _image(rt: HostRuntime, data: dict[str, Any]) -> Any:
+    """The image the control plane named, found on this host (never a path it sent)."""
+    return rt.build(str(data["build_id"]))
+
+
+def _machine_out(machine: Machine) -> dict[str, Any]:
+    return {"computer_id": machine.computer_id, "isolation": machine.vm.isolation}
+
+
+CALLS: dict[str, Handler] = {
+    "create": _create,
+    "start": _start,
+    "attach": _attach,
+    "shutdown": _shutdown,
+    "kill": _kill,
+    "destroy": _destroy,
+    "pause": _pause,
+    "resume": _resume,
+    "drop_saved_memory": _drop_saved_memory,
+    "grow_disk": _grow_disk,
+    "console_lines": _console_lines,
+    "disk_error": _disk_error,
+    "snapshot": _snapshot,
+    "create_from_snapshot": _create_from_snapshot,
+    "fork": _fork,
+    "finish_copy": _finish_copy,
+    "delete_snapshot": _delete_snapshot,
+    "delete_snapshots": _delete_snapshots,
+    "snapshot_layers": _snapshot_layers,
+    "gc_layers": _gc_layers,
+    "remove_build": _remove_build,
+    "sweep": _sweep,
+}

@@ -1,0 +1,84 @@
+"""The fleet's certificates: two CAs of the control plane's own, signing apart so that neither
+side can act as the other. The host CA signs each host agent's server certificate; the control
+CA signs the control plane's client certificate. A host agent accepts only clients the control
+CA signed; the control plane trusts only servers the host CA signed. Both CAs' keys stay with
+the control plane (`<home>/fleet/`); a host holds its own key, its certificate and the control
+CA's certificate (`<host data dir>/host/fleet/`)."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ... import pki
+
+HOST_CA = "host-ca"
+CONTROL_CA = "control-ca"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A certificate, its key, and the CA certificate the other side must be signed by."""
+
+    cert: Path
+    key: Path
+    peer_ca: Path
+
+
+class FleetCAs:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def host_ca(self) -> pki.Issuer:
+        return pki.ca(self.folder, HOST_CA, "Sanbox fleet host CA")
+
+    def control_ca(self) -> pki.Issuer:
+        return pki.ca(self.folder, CONTROL_CA, "Sanbox fleet control CA")
+
+    def control_identity(self) -> Identity:
+        """The control plane's client certificate (made on first use) and the host CA."""
+        self.host_ca()
+        cert, key = self.folder / "control.pem", self.folder / "control.key"
+        if not (cert.exists() and key.exists()):
+            private = pki.new_key()
+            signed = pki.sign(self.control_ca(), private.public_key(), "sanbox control plane",
+                              [], pki.CLIENT)  # fmt: skip
+            pki.write_key(key, private)
+            pki.write_cert(cert, signed)
+        return Identity(cert, key, self.folder / f"{HOST_CA}.pem")
+
+    def sign_host(
+        self, name: str, addresses: list[str], public_key: ec.EllipticCurvePublicKey
+    ) -> tuple[x509.Certificate, Path]:
+        """A host agent's server certificate for its `addresses` (DNS names or IPs), and the
+        control CA's certificate it must require of its clients."""
+        cert = pki.sign(self.host_ca(), public_key, f"sanbox host {name}", addresses, pki.SERVER)
+        self.control_ca()
+        return cert, self.folder / f"{CONTROL_CA}.pem"
+
+
+def host_identity(folder: Path) -> Identity:
+    return Identity(folder / "host.pem", folder / "host.key", folder / f"{CONTROL_CA}.pem")
+
+
+def server_tls(me: Identity) -> ssl.SSLContext:
+    """A host agent's side: its certificate, a client certificate the control CA signed
+    required of every connection."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(me.peer_ca))
+    tls.load_cert_chain(str(me.cert), str(me.key))
+    tls.verify_mode = ssl.CERT_REQUIRED
+    tls.minimum_version = ssl.TLSVersion.TLSv1_3
+    return tls
+
+
+def client_tls(me: Identity) -> ssl.SSLContext:
+    """The control plane's side: hosts' certificates checked against the host CA (and their
+    names), its own certificate shown."""
+    tls = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(me.peer_ca))
+    tls.load_cert_chain(str(me.cert), str(me.key))
+    tls.minimum_version = ssl.TLSVersion.TLSv1_3
+    return tls

@@ -1,0 +1,368 @@
+"""A host reached over the network: the `Host` protocol, each call a request to the host agent
+(agent.py) over HTTPS with mutual TLS, with an operation id of its own (a retry after a dropped
+link sends the same id, and the host's journal answers it without running it twice).
+
+What the door answers at once (the host's facts, room, builds, snapshots, each VM's liveness and
+CPU time) comes from the host's latest report, read every `REPORT_EVERY` seconds; a host whose
+report cannot be read is unreachable: its calls fail with `host_unreachable` within seconds,
+never hang. A computer's guest agent is reached through the host agent's tunnel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from ...host.door import (
+    AgentClient,
+    Capabilities,
+    ComputerDir,
+    ComputersEgress,
+    ConnectionBudget,
+    Disk,
+    Host,
+    HostError,
+    Image,
+    Intercepts,
+    Liveness,
+    Machine,
+    MachineSpec,
+    MemoryOutcome,
+    OnDenied,
+    OrgOf,
+    Reach,
+    Resolver,
+    Room,
+    SavedState,
+    SnapshotManifest,
+    VmNotRunningError,
+)
+from . import wire
+from .agent import OPERATION
+from .vm import RemoteVm
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT = 300.0  # a boot under TCG and load, a snapshot of a large guest
+CONNECT_TIMEOUT = 2.0  # a host that does not answer in this is unreachable
+REPORT_EVERY = 2.0
+STALE_AFTER = 10.0  # a report older than this: the host is unreachable
+RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
+
+
+class HostUnreachableError(HostError):
+    code = "host_unreachable"
+
+
+class RemoteHost:
+    def __init__(self, name: str, url: str, tunnel: tuple[str, int], tls: ssl.SSLContext) -> None:
+        self.name = name
+        self.url = url.rstrip("/")
+        self.tunnel = tunnel
+        self.tls = tls
+        timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
+        self._http = httpx.AsyncClient(verify=tls, timeout=timeout)
+        self._report: dict[str, Any] | None = None
+        self._read_at = 0.0
+        self._watch: asyncio.Task[None] | None = None
+
+    # the link -------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Read the first report (HostUnreachableError if the host does not answer), then keep
+        reading it in the background."""
+        await self.refresh()
+        self._watch = asyncio.ensure_future(self._keep_reading())
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        await self._http.aclose()
+
+    async def refresh(self) -> dict[str, Any]:
+        try:
+            r = await self._http.get(f"{self.url}/v1/host/report", timeout=CONNECT_TIMEOUT * 2)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
+        self._report, self._read_at = r.json(), time.monotonic()
+        return self._report
+
+    async def _keep_reading(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_EVERY)
+            with contextlib.suppress(HostUnreachableError):
+                await self.refresh()
+
+    @property
+    def reachable(self) -> bool:
+        return self._report is not None and time.monotonic() - self._read_at < STALE_AFTER
+
+    @property
+    def epoch(self) -> str | None:
+        return None if self._report is None else str(self._report["epoch"])
+
+    def _latest(self) -> dict[str, Any]:
+        if self._report is None or not self.reachable:
+            raise HostUnreachableError(f"host {self.name} has not reported: it is unreachable")
+        return self._report
+
+    async def call(self, name: str, **args: Any) -> Any:
+        """One call of the door on the host, sent again (same operation id) if the link drops
+        before its answer; HostUnreachableError if the host cannot be reached at all."""
+        op_id = secrets.token_hex(12)
+        last: Exception | None = None
+        for _ in range(1 + RETRIES):
+            try:
+                r = await self._http.post(f"{self.url}/v1/host/calls/{name}", json=args,
+                                          headers={OPERATION: op_id})  # fmt: skip
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                raise HostUnreachableError(f"host {self.name} is unreachable: {exc}") from exc
+            except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
+                last = exc
+                continue
+            body = r.json()
+            if r.status_code == 200:
+                return body["value"]
+            raise wire.error_in(body["error"])
+        raise HostUnreachableError(f"host {self.name} dropped the call {name}: {last}")
+
+    # machines -------------------------------------------------------------------------------
+
+    async def _machine(self, data: dict[str, Any]) -> Machine:
+        computer_id = str(data["computer_id"])
+        vm = RemoteVm(self, computer_id, str(data["isolation"]))
+        dial = vm.dial_agent
+        agent = await AgentClient.dial(dial, f"{computer_id} on {self.name}", timeout=30.0)
+        return Machine(computer_id, ComputerDir(vm.dir), vm, agent, dial=dial)
+
+    def liveness(self, computer_id: str) -> Liveness:
+        if not self.reachable or self._report is None:
+            return Liveness.UNKNOWN
+        seen = self._report["computers"].get(computer_id)
+        return Liveness.DEAD if seen is None else Liveness(seen["liveness"])
+
+    async def create(self, spec: MachineSpec, image: Image) -> tuple[Machine, Disk]:
+        made = await self.call("create", spec=wire.spec_out(spec), image=wire.image_out(image))
+        await self.refresh()
+        return await self._machine(made["machine"]), wire.disk_in(made["disk"])
+
+    async def start(self, spec: MachineSpec, image: Image) -> Machine:
+        made = await self.call("start", spec=wire.spec_out(spec), image=wire.image_out(image))
+        await self.refresh()
+        return await self._machine(made)
+
+    async def attach(self, computer_id: str, timeout: float = 10.0) -> Machine | None:
+        found = await self.call("attach", computer_id=computer_id)
+        return None if found is None else await self._machine(found)
+
+    def attach_vm(self, computer_id: str) -> RemoteVm | None:
+        seen = self._latest()["computers"].get(computer_id)
+        if seen is None or seen["liveness"] == Liveness.DEAD.value:
+            return None
+        return RemoteVm(self, computer_id, str(seen["isolation"]))
+
+    async def shutdown(self, machine: Machine, timeout: float = 15.0) -> bool:
+        with contextlib.suppress(Exception):
+            await machine.agent.close()
+        clean = bool(await self.call("shutdown", computer_id=machine.computer_id, timeout=timeout))
+        await self.refresh()
+        return clean
+
+    async def kill(self, computer_id: str) -> None:
+        await self.call("kill", computer_id=computer_id)
+        await self.refresh()
+
+    async def destroy(self, computer_id: str) -> None:
+        await self.call("destroy", computer_id=computer_id)
+        await self.refresh()
+
+    async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
+        with contextlib.suppress(Exception):
+            await machine.agent.close()
+        saved = await self.call("pause", spec=wire.spec_out(spec), image=wire.image_out(image))
+        await self.refresh()
+        return wire.saved_in(saved)
+
+    async def resume(self, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
+        made = await self.call("resume", spec=wire.spec_out(spec), image=wire.image_out(image))
+        await self.refresh()
+        outcome = wire.outcome_in(made["outcome"])
+        assert outcome is not None  # a resume always says what happened to memory
+        return await self._machine(made["machine"]), outcome
+
+    def has_saved_memory(self, computer_id: str) -> bool:
+        seen = self._latest()["computers"].get(computer_id)
+        return bool(seen and seen["saved_memory"])
+
+    async def drop_saved_memory(self, computer_id: str) -> None:
+        await self.call("drop_saved_memory", computer_id=computer_id)
+
+    async def grow_disk(self, machine: Machine, size_bytes: int) -> None:
+        await self.call("grow_disk", computer_id=machine.computer_id, size_bytes=size_bytes)
+
+    async def console_lines(self, computer_id: str, count: int) -> list[str]:
+        return list(await self.call("console_lines", computer_id=computer_id, count=count))
+
+    def cpu_usec(self, computer_id: str) -> int | None:
+        seen = (self._report or {}).get("computers", {}).get(computer_id)
+        return None if seen is None or seen["cpu_usec"] is None else int(seen["cpu_usec"])
+
+    # snapshots, copies and forks --------------------------------------------------------------
+
+    async def snapshot(
+        self,
+        snapshot_id: str,
+        computer_id: str,
+        machine: Machine | None,
+        spec: MachineSpec,
+        image: Image,
+        memory: bool = False,
+    ) -> SnapshotManifest:
+        if machine is not None:
+            with contextlib.suppress(Exception):  # the host's flow talks to the agent itself
+                await machine.agent.close()
+        made = await self.call("snapshot", snapshot_id=snapshot_id, computer_id=computer_id,
+                               running=machine is not None, spec=wire.spec_out(spec),
+                               image=wire.image_out(image), memory=memory)  # fmt: skip
+        await self.refresh()
+        return wire.manifest_in(made)
+
+    async def create_from_snapshot(
+        self, spec: MachineSpec, image: Image, snapshot_id: str
+    ) -> tuple[Machine, MemoryOutcome | None]:
+        made = await self.call("create_from_snapshot", spec=wire.spec_out(spec),
+                               image=wire.image_out(image), snapshot_id=snapshot_id)  # fmt: skip
+        await self.refresh()
+        return await self._machine(made["machine"]), wire.outcome_in(made["outcome"])
+
+    async def fork(
+        self,
+        machine: Machine | None,
+        spec: MachineSpec,
+        image: Image,
+        new_specs: list[MachineSpec],
+        memory: bool = True,
+    ) -> list[Machine]:
+        if machine is not None:
+            with contextlib.suppress(Exception):
+                await machine.agent.close()
+        made = await self.call("fork", running=machine is not None, spec=wire.spec_out(spec),
+                               image=wire.image_out(image), memory=memory,
+                               new_specs=[wire.spec_out(s) for s in new_specs])  # fmt: skip
+        await self.refresh()
+        return [await self._machine(m) for m in made]
+
+    async def finish_copy(self, machine: Machine, hostname: str, size_bytes: int) -> None:
+        with contextlib.suppress(Exception):
+            await machine.agent.close()
+        await self.call("finish_copy", computer_id=machine.computer_id, hostname=hostname,
+                        size_bytes=size_bytes)  # fmt: skip
+
+    def snapshot_ids(self) -> list[str]:
+        return list(self._latest()["snapshots"])
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await self.call("delete_snapshot", snapshot_id=snapshot_id)
+
+    async def delete_snapshots(self, snapshot_ids: list[str]) -> int:
+        return int(await self.call("delete_snapshots", snapshot_ids=snapshot_ids))
+
+    async def snapshot_layers(self, snapshot_ids: list[str]) -> dict[str, list[str]]:
+        return dict(await self.call("snapshot_layers", snapshot_ids=snapshot_ids))
+
+    async def gc_layers(self) -> list[str]:
+        return list(await self.call("gc_layers"))
+
+    # what the host is -------------------------------------------------------------------------
+
+    def driver_facts(self) -> tuple[str, str]:
+        report = self._latest()
+        return str(report["hypervisor"]), str(report["isolation"])
+
+    def capabilities(self) -> Capabilities:
+        return wire.capabilities_in(self._latest()["capabilities"])
+
+    def confinement(self) -> dict[str, object]:
+        return dict(self._latest()["confinement"])
+
+    def open_egress(
+        self,
+        resolver: Resolver,
+        on_denied: OnDenied,
+        reach: Reach,
+        max_connections: int,
+        intercepts: Intercepts,
+        budget: ConnectionBudget,
+        org_of: OrgOf,
+    ) -> ComputersEgress | None:
+        """Not over the link yet: a remote host's computers get no egress gateway from here
+        (docs/fleet.md says what remains)."""
+        return None
+
+    def storage(self) -> tuple[str, bool]:
+        report = self._latest()
+        return str(report["storage"]), bool(report["reflink"])
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        report = self._latest()["room"]
+        ram = wire.room_in(report["ram"])
+        assert ram is not None  # a host always reports its RAM room
+        return ram, wire.room_in(report["disk"]) if disk else None
+
+    def builds(self) -> list[Image]:
+        return [wire.image_in(i) for i in self._latest()["builds"]]
+
+    def image(self, template: str, build_id: str | None = None) -> Image:
+        """`build_id`'s build while it is there, else the template's current one (the newest
+        if none is current), as the host's `image` chooses."""
+        mine = [i for i in self.builds() if i.template == template]
+        current = set(self._latest()["current"])
+        now = next((i for i in mine if i.build_id in current), mine[-1] if mine else None)
+        chosen = next((i for i in mine if i.build_id == build_id), now)
+        if chosen is None:
+            raise HostError(f"template {template!r} is not built on host {self.name}")
+        return chosen
+
+    def build(self, build_id: str) -> Image:
+        for image in self.builds():
+            if image.build_id == build_id:
+                return image
+        raise HostError(f"build {build_id} is not on host {self.name}")
+
+    def remove_build(self, image: Image) -> None:
+        """(Called in a thread: a blocking request.)"""
+        with httpx.Client(verify=self.tls, timeout=CALL_TIMEOUT) as http:
+            r = http.post(f"{self.url}/v1/host/calls/remove_build",
+                          json={"build_id": image.build_id},
+                          headers={OPERATION: secrets.token_hex(12)})  # fmt: skip
+        if r.status_code != 200:
+            raise wire.error_in(r.json()["error"])
+
+    async def sweep(self, known: set[str]) -> list[str]:
+        return list(await self.call("sweep", known=sorted(known)))
+
+    async def disk_error(self, computer_id: str) -> str | None:
+        found = await self.call("disk_error", computer_id=computer_id)
+        return None if found is None else str(found)
+
+    def computers(self) -> Iterator[str]:
+        yield from self._latest()["computers"]
+
+
+__all__ = ["HostUnreachableError", "RemoteHost", "VmNotRunningError"]
+
+
+def as_host(remote: RemoteHost) -> Host:
+    """A remote host is a `Host` (the type checker holds it to every call of the door)."""
+    return remote

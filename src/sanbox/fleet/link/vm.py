@@ -1,0 +1,103 @@
+"""A VM on a host reached over the network, as the control plane holds it in a `Machine`: its
+liveness from the host's latest report, its end asked of the host, its guest agent dialled
+through the host agent's tunnel. What only the host does to a VM (saving its state, switching
+its disk) is the host's own flow, asked for through the door's calls; here it is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...host.door import HostError, Liveness
+
+if TYPE_CHECKING:
+    from ...host.agent.client import Streams
+    from .remote import RemoteHost
+
+TUNNEL_READ = 1 << 20
+
+
+class RemoteVm:
+    pid = 0  # a process on another machine
+
+    def __init__(self, host: RemoteHost, computer_id: str, isolation: str) -> None:
+        self.host = host
+        self.computer_id = computer_id
+        self.isolation = isolation
+        self.run_dir = Path(f"/{host.name}/computers/{computer_id}/run")  # names, never opened
+
+    @property
+    def dir(self) -> Path:
+        return self.run_dir.parent
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.run_dir / "agent.sock"
+
+    async def dial_agent(self) -> Streams:
+        """A stream to the guest agent through the host agent's tunnel."""
+        host, port = self.host.tunnel
+        tls: ssl.SSLContext = self.host.tls
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls, limit=TUNNEL_READ)
+        writer.write(f"{self.computer_id}\n".encode())
+        await writer.drain()
+        return reader, writer
+
+    def liveness(self) -> Liveness:
+        return self.host.liveness(self.computer_id)
+
+    def alive(self) -> bool:
+        return self.liveness() is not Liveness.DEAD
+
+    async def frozen(self) -> bool | None:
+        return None
+
+    async def wait_exit(self, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            await self.host.refresh()
+            if self.liveness() is Liveness.DEAD:
+                return True
+            await asyncio.sleep(0.2)
+        return False
+
+    async def kill(self, timeout: float = 5.0) -> None:
+        await self.host.kill(self.computer_id)
+
+    async def disk_error(self) -> str | None:
+        return await self.host.disk_error(self.computer_id)
+
+    def _host_only(self, what: str) -> HostError:
+        return HostError(f"{what} of {self.computer_id} is done on host {self.host.name} itself")
+
+    async def save_state(self, vmstate: Path) -> bool:
+        raise self._host_only("saving the state")
+
+    def split_saved_state(
+        self, stream: Path, vmstate: Path, memory: Path, memory_bytes: int
+    ) -> None:
+        raise self._host_only("splitting a saved state")
+
+    async def load_state(self, vmstate: Path) -> None:
+        raise self._host_only("loading a state")
+
+    async def continue_running(self) -> None:
+        raise self._host_only("running the vCPUs")
+
+    async def quit(self) -> None:
+        await self.kill()
+
+    async def pause(self) -> None:
+        raise self._host_only("stopping the vCPUs")
+
+    async def switch_disk(self, overlay: Path) -> None:
+        raise self._host_only("switching the disk")
+
+    async def stream_disk(self, base: Path) -> None:
+        raise self._host_only("streaming the disk")
+
+    async def grow_disk(self, size_bytes: int) -> None:
+        raise self._host_only("growing the disk")

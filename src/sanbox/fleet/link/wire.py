@@ -1,0 +1,151 @@
+"""The values that cross the host's door, as JSON: what a control plane sends a host agent and
+what comes back (docs/fleet.md). Paths in answers are the host's own (informational: the control
+plane never opens them); an image is sent as its template and build and found again on the host.
+An error comes back as its class name, code, message and plain attributes, and is raised again
+as that class when the door exports it (else as a HostError with its code)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from ...host.door import (
+    Capabilities,
+    Disk,
+    HostError,
+    Image,
+    MachineSpec,
+    MemoryOutcome,
+    Room,
+    SavedState,
+    SnapshotManifest,
+)
+
+Json = dict[str, Any]
+
+
+def spec_out(spec: MachineSpec) -> Json:
+    """A machine spec (its network is the host's to make: never sent)."""
+    return {
+        "computer_id": spec.computer_id,
+        "vcpus": spec.vcpus,
+        "memory_mib": spec.memory_mib,
+        "disk_gib": spec.disk_gib,
+        "hostname": spec.hostname,
+    }
+
+
+def spec_in(data: Json) -> MachineSpec:
+    return MachineSpec(
+        computer_id=str(data["computer_id"]),
+        vcpus=int(data["vcpus"]),
+        memory_mib=int(data["memory_mib"]),
+        disk_gib=None if data["disk_gib"] is None else int(data["disk_gib"]),
+        hostname=str(data["hostname"]),
+    )
+
+
+def image_out(image: Image) -> Json:
+    return {
+        "template": image.template,
+        "build_id": image.build_id,
+        "path": str(image.path),
+        "kernel_release": image.kernel_release,
+        "disk_size_gib": image.disk_size_gib,
+    }
+
+
+def image_in(data: Json) -> Image:
+    return Image(
+        template=str(data["template"]),
+        build_id=str(data["build_id"]),
+        path=Path(data["path"]),
+        kernel_release=str(data["kernel_release"]),
+        disk_size_gib=int(data["disk_size_gib"]),
+    )
+
+
+def disk_out(disk: Disk) -> Json:
+    return {"path": str(disk.path), "size_bytes": disk.size_bytes, "method": disk.method}
+
+
+def disk_in(data: Json) -> Disk:
+    return Disk(Path(data["path"]), int(data["size_bytes"]), data["method"])
+
+
+def outcome_out(outcome: MemoryOutcome | None) -> Json | None:
+    return None if outcome is None else {"restored": outcome.restored, "reason": outcome.reason}
+
+
+def outcome_in(data: Json | None) -> MemoryOutcome | None:
+    return None if data is None else MemoryOutcome(bool(data["restored"]), data["reason"])
+
+
+def saved_in(data: Json) -> SavedState:
+    return SavedState(**{f.name: data[f.name] for f in fields(SavedState)})
+
+
+def manifest_in(data: Json) -> SnapshotManifest:
+    return SnapshotManifest(**{f.name: data[f.name] for f in fields(SnapshotManifest)})
+
+
+def capabilities_in(data: Json) -> Capabilities:
+    values = {f.name: data[f.name] for f in fields(Capabilities)}
+    values["disk_formats"] = tuple(values["disk_formats"])
+    return Capabilities(**values)
+
+
+def room_out(room: Room | None) -> Json | None:
+    return None if room is None else {"path": str(room.path), "free": room.free,
+                                      "promised": room.promised}  # fmt: skip
+
+
+def room_in(data: Json | None) -> Room | None:
+    return None if data is None else Room(Path(data["path"]), int(data["free"]),
+                                          int(data["promised"]))  # fmt: skip
+
+
+def plain(value: object) -> Json:
+    """A dataclass of plain values (a saved state, a manifest, capabilities) as JSON."""
+    return asdict(value)  # type: ignore[call-overload, no-any-return]
+
+
+# errors -------------------------------------------------------------------------------------
+
+
+def error_out(exc: BaseException) -> Json:
+    attrs = {
+        k: v
+        for k, v in vars(exc).items()
+        if isinstance(v, str | int | float | bool) and not k.startswith("_")
+    }
+    return {
+        "type": type(exc).__name__,
+        "code": getattr(exc, "code", "host_error"),
+        "message": str(exc),
+        "attrs": attrs,
+    }
+
+
+def _host_errors() -> dict[str, type[HostError]]:
+    found: dict[str, type[HostError]] = {}
+    todo: list[type[HostError]] = [HostError]
+    while todo:
+        cls = todo.pop()
+        found.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def error_in(data: Json) -> HostError:
+    """The host's error as its own class (built without its constructor: its message and plain
+    attributes set), or a HostError carrying its code."""
+    cls = _host_errors().get(str(data.get("type")), HostError)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, str(data.get("message", "")))
+    for key, value in dict(data.get("attrs") or {}).items():
+        setattr(exc, key, value)
+    if cls is HostError:
+        exc.code = str(data.get("code") or "host_error")
+    return exc

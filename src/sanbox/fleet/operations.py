@@ -1,0 +1,114 @@
+"""Operations on computers, at most one incomplete per computer across every API node: `begin`
+inserts the operation and the partial unique index on `computer_id WHERE finished_at IS NULL`
+refuses a second (`BusyError`); no read-then-write. `sweep_stale` closes operations left
+running too long (an API node that died mid-call), with `FOR UPDATE SKIP LOCKED` so many
+sweepers share the work without waiting on each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from ..store import Database
+from ..store.models import OperationRow
+from ..store.repo import new_id
+from . import clock
+from .errors import BusyError
+
+RUNNING, DONE, FAILED, ABANDONED = "running", "done", "failed", "abandoned"
+
+
+@dataclass(frozen=True)
+class Operation:
+    op_id: str
+    computer_id: str
+    kind: str
+    host_id: str | None
+    started_at: datetime
+
+
+class Operations:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def begin(self, computer_id: str, kind: str, host_id: str | None = None) -> Operation:
+        """Start `kind` on the computer, or `BusyError` if it has an incomplete operation."""
+        op_id = new_id("op_")
+        t = OperationRow.__table__.c
+        try:
+            with self.db.engine.begin() as conn:
+                row = conn.execute(
+                    insert(OperationRow)
+                    .values(
+                        op_id=op_id,
+                        computer_id=computer_id,
+                        kind=kind,
+                        state=RUNNING,
+                        host_id=host_id,
+                        started_at=clock.now(conn.dialect),
+                    )
+                    .returning(t.started_at)
+                ).one()
+        except IntegrityError:
+            holder = self.incomplete(computer_id)
+            raise BusyError(
+                f"computer {computer_id} is busy"
+                + (f" with {holder.kind} ({holder.op_id})" if holder else ""),
+                computer_id,
+                holder.op_id if holder else None,
+            ) from None
+        return Operation(op_id, computer_id, kind, host_id, row.started_at)
+
+    def finish(self, op_id: str, error: str | None = None) -> bool:
+        """Close it (`failed` with `error`); False if it was already closed (by a sweep)."""
+        t = OperationRow.__table__.c
+        with self.db.engine.begin() as conn:
+            return bool(
+                conn.execute(
+                    update(OperationRow)
+                    .where(t.op_id == op_id, t.finished_at.is_(None))
+                    .values(
+                        state=FAILED if error else DONE,
+                        error=error,
+                        finished_at=clock.now(conn.dialect),
+                    )
+                ).rowcount
+            )
+
+    def incomplete(self, computer_id: str) -> Operation | None:
+        t = OperationRow.__table__.c
+        with self.db.engine.connect() as conn:
+            row = conn.execute(
+                select(t.op_id, t.computer_id, t.kind, t.host_id, t.started_at).where(
+                    t.computer_id == computer_id, t.finished_at.is_(None)
+                )
+            ).one_or_none()
+        return Operation(*row) if row else None
+
+    def sweep_stale(self, older_than: float, limit: int = 100) -> list[Operation]:
+        """Close as `abandoned` up to `limit` operations running for more than `older_than`
+        seconds (by the database's clock), skipping rows another sweeper holds."""
+        t = OperationRow.__table__.c
+        with self.db.engine.begin() as conn:
+            d = conn.dialect
+            rows = conn.execute(
+                select(t.id, t.op_id, t.computer_id, t.kind, t.host_id, t.started_at)
+                .where(t.finished_at.is_(None), t.started_at < clock.at(d, -older_than))
+                .order_by(t.started_at)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            if rows:
+                conn.execute(
+                    update(OperationRow)
+                    .where(t.id.in_([r.id for r in rows]))
+                    .values(
+                        state=ABANDONED,
+                        error=f"not finished within {older_than:g} s",
+                        finished_at=clock.now(d),
+                    )
+                )
+        return [Operation(r.op_id, r.computer_id, r.kind, r.host_id, r.started_at) for r in rows]

@@ -1,0 +1,106 @@
+"""Singleton jobs (the reconciler, pool refill, the idle and deadline sweeps): of every process
+running `Singleton(url, name)`, one holds `pg_try_advisory_lock` for the name, on a connection
+of its own kept open for that. PostgreSQL releases the lock when that session ends, so if the
+holder dies (or its connection does; TCP keepalives bound a partition) another process takes it
+at its next try. `held()` both tries and checks: call it before each run of the job.
+
+On SQLite the server is one process: the job simply runs. The lock is per session, so it breaks
+behind a transaction-pooling PgBouncer: connect it directly."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # psycopg is the `postgres` extra: imported where PostgreSQL is used
+    import psycopg
+
+
+def lock_key(name: str) -> int:
+    """The advisory lock's key for a job's name: 64 bits of its hash, signed like a bigint."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), signed=True)
+
+
+class Singleton:
+    def __init__(self, url: str, name: str, connect_timeout: int = 5) -> None:
+        self.name = name
+        self.key = lock_key(name)
+        self._url = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._local = not self._url.startswith("postgresql://")  # SQLite: one process
+        self._timeout = connect_timeout
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._held = False
+        self.tries = 0  # of taking the lock (each `held()` while not holding it)
+
+    def held(self) -> bool:
+        """True if this process holds the job's lock now (taking it if it is free)."""
+        if self._local:
+            return True
+        import psycopg
+
+        try:
+            if self._conn is None or self._conn.closed:
+                self._held = False
+                conninfo = _with_keepalives(self._url, self._timeout)
+                self._conn = psycopg.connect(conninfo, autocommit=True)
+            if self._held:
+                self._conn.execute("select 1")  # the session (and so the lock) is alive
+            else:
+                self.tries += 1
+                row = self._conn.execute("select pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+                self._held = bool(row and row[0])
+        except psycopg.Error:
+            self.close()
+        return self._held
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The PostgreSQL session that holds (or tries for) the lock, if connected."""
+        return self._conn.info.backend_pid if self._conn is not None else None
+
+    def release(self) -> None:
+        if self._held and self._conn is not None and not self._conn.closed:
+            import psycopg
+
+            try:
+                self._conn.execute("select pg_advisory_unlock(%s)", (self.key,))
+            except psycopg.Error:
+                self.close()
+        self._held = False
+
+    def close(self) -> None:
+        """Drop the session (and with it the lock)."""
+        self._held = False
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):  # a dead session: nothing to close
+                conn.close()
+
+
+def run(
+    singleton: Singleton, job: Callable[[], None], interval: float, stop: threading.Event
+) -> None:
+    """Run `job` every `interval` seconds while this process holds the singleton, until `stop`."""
+    try:
+        while not stop.is_set():
+            if singleton.held():
+                job()
+            stop.wait(interval)
+    finally:
+        singleton.close()
+
+
+def _with_keepalives(url: str, connect_timeout: int) -> str:
+    """The URL with TCP keepalives on both ends: across a partition the holder finds its session
+    dead, and the server ends it (freeing the lock), within about 10 s."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(url)
+    server = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=2"
+    params["options"] = f"{params.get('options') or ''} {server}".strip()
+    params |= {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2}
+    params |= {"keepalives_count": 2, "connect_timeout": connect_timeout}
+    return make_conninfo("", **params)

@@ -1,0 +1,114 @@
+"""Pause and resume with memory, given the host's `Machines`: a computer's devices and RAM saved
+to its state dir, durably and verifiably (saved/memory.py), and a VM started from them again.
+
+A resume maps the saved RAM privately (`memory-backend-file,share=off`: copy-on-write, clean
+pages read from the page cache, written pages the VM's own anonymous memory, charged to its
+cgroup) instead of copying it back into a RAM file first. The file leaves the state dir for the
+VM's run dir (a rename) and is checked there, in one read pass, before the VM starts; it is removed
+when the VM process ends. Set SANBOX_RESTORE=copy for the former way (a verified copy into a
+shared RAM file in the RAM dir), kept for comparison (benchmarks/pause.py).
+
+A pause of a VM that runs from mapped memory reads its RAM out of the migration stream
+(`memory.write_from_stream`); one of a VM with a shared RAM file copies the file (`memory.write`).
+Either way the state has one form: device stream, sparse memory file, MACed manifest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from ..agent import AgentError
+from ..data.layout import ComputerDir
+from ..drivers import Driver
+from ..errors import HostError
+from ..image import Image
+from ..saved import memory
+from ..saved.memory import MemoryOutcome, PauseError, SavedState, StateError
+from .boot import Machines
+from .machine import Machine, MachineSpec
+
+MIB = 1024 * 1024
+
+log = logging.getLogger(__name__)
+
+
+def compat(spec: MachineSpec, image: Image, driver: Driver) -> dict[str, object]:
+    """What a saved state must match to be loaded: the driver and its build, the size, the
+    image."""
+    return {
+        "isolation": driver.isolation,
+        "hypervisor_build": driver.build,
+        "vcpus": spec.vcpus,
+        "memory_mib": spec.memory_mib,
+        "image": image.build_id,
+    }
+
+
+async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
+    started = time.monotonic()
+    cdir, vm = machine.dir, machine.vm
+    tmp = cdir.state / f"{memory.VMSTATE}.tmp"
+    try:
+        cdir.state.mkdir(parents=True, exist_ok=True)
+        ram_in_stream = await vm.save_state(tmp)  # on failure the vCPUs run again
+    except (HostError, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise PauseError(f"could not save the VM state: {exc}") from exc
+    keys = compat(spec, image, await m.choose(image)), started, m.memory_key
+    try:
+        if ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
+            size = spec.memory_mib * MIB
+            saved = await asyncio.to_thread(
+                memory.write_from_stream, cdir.state, tmp, size, *keys, vm.split_saved_state
+            )
+        else:
+            ram = m.data_dir.ram_file(spec.computer_id)
+            saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, *keys)
+    except Exception as exc:  # whatever it was, the VM runs on as it was
+        await vm.continue_running()
+        if isinstance(exc, PauseError):
+            raise
+        words = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise PauseError(f"could not write the saved state: {words}") from exc
+    with contextlib.suppress(AgentError):
+        await machine.agent.close()
+    await vm.quit()
+    await m.kill_vm(vm)
+    return saved
+
+
+async def resume(m: Machines, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
+    cdir = m.data_dir.computer(spec.computer_id)
+    hv = await m.choose(image)
+    wanted = compat(spec, image, hv)
+    try:  # usable at all? (missing, corrupt, incompatible); memory checked before the VM runs
+        saved = await asyncio.to_thread(memory.load, cdir.state, wanted, m.memory_key)
+        machine = await _restore(m, spec, image, cdir, saved)
+    except StateError as exc:
+        log.warning("%s: saved memory not used: %s", spec.computer_id, exc)
+        await asyncio.to_thread(memory.discard, cdir.state)
+        return await m.start(spec, image), MemoryOutcome(False, exc.reason)
+    except (HostError, AgentError, OSError) as exc:
+        await asyncio.to_thread(memory.discard, cdir.state)
+        outcome = MemoryOutcome(False, f"restore failed: {exc}")
+        return await m.start(spec, image), outcome
+    await asyncio.to_thread(memory.discard, cdir.state)  # consumed: the guest moved on
+    return machine, MemoryOutcome(True)
+
+
+async def _restore(
+    m: Machines, spec: MachineSpec, image: Image, cdir: ComputerDir, saved: SavedState
+) -> Machine:
+    if m.settings.restore == "copy":  # copy saved memory back instead of mapping it
+        ram = m.data_dir.ram_file(spec.computer_id)
+        await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, m.memory_key)
+        mapped = None
+    else:
+        mapped = memory.mapped_file(cdir.run)
+        await asyncio.to_thread(memory.claim_memory, cdir.state, saved, mapped, m.memory_key)
+    # used once: were the host to crash from here on, the disk would be ahead of it
+    await asyncio.to_thread(memory.forget, cdir.state)
+    return await m.run_saved(spec, image, cdir.state / memory.VMSTATE, mapped)

@@ -1,0 +1,72 @@
+"""One incomplete operation per computer across connections (the partial unique index is the
+guard), and the sweep of stale operations that skips rows another sweeper holds."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import select
+
+from sanbox.fleet.errors import BusyError
+from sanbox.fleet.operations import Operation, Operations
+from sanbox.store import Database
+from sanbox.store.models import OperationRow
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.fleet
+
+
+def test_a_second_operation_waits_for_the_first_to_finish(any_db: Database) -> None:
+    ops = Operations(any_db)
+    first = ops.begin("cmp_a", "start", host_id="hst_1")
+    with pytest.raises(BusyError) as busy:
+        ops.begin("cmp_a", "stop")
+    assert (busy.value.code, busy.value.op_id) == ("busy", first.op_id)
+    assert "start" in busy.value.message
+    other = ops.begin("cmp_b", "stop")  # another computer is not held up
+    assert ops.finish(first.op_id)
+    assert not ops.finish(first.op_id)  # once
+    second = ops.begin("cmp_a", "stop")
+    assert ops.finish(second.op_id, error="the host refused") and ops.finish(other.op_id)
+    with any_db.session() as s:
+        states = s.scalars(select(OperationRow.state).order_by(OperationRow.id)).all()
+    assert states == ["done", "done", "failed"]
+
+
+def test_concurrent_begins_on_one_computer_exactly_one_wins(pg: Database) -> None:
+    ops, threads = Operations(pg), 6
+    barrier = threading.Barrier(threads)
+
+    def attempt(computer_id: str) -> Operation | None:
+        barrier.wait()
+        try:
+            return ops.begin(computer_id, "start")
+        except BusyError:
+            return None
+
+    with ThreadPoolExecutor(threads) as pool:
+        for round_ in range(10):
+            results = list(pool.map(attempt, [f"cmp_{round_}"] * threads))
+            winners = [r for r in results if r is not None]
+            assert len(winners) == 1, results
+
+
+def test_stale_operations_are_swept_skipping_locked_rows(pg: Database) -> None:
+    ops = Operations(pg)
+    held, free = ops.begin("cmp_held", "snapshot"), ops.begin("cmp_free", "start")
+    assert ops.sweep_stale(older_than=3600) == []
+    with pg.engine.connect() as other, other.begin():  # another sweeper is on this row
+        other.execute(
+            select(OperationRow.id).where(OperationRow.op_id == held.op_id).with_for_update()
+        )
+        swept = wait_for(lambda: ops.sweep_stale(older_than=0.2))  # does not wait for it
+        assert [o.op_id for o in swept] == [free.op_id]
+    assert [o.op_id for o in ops.sweep_stale(older_than=0.2)] == [held.op_id]
+    assert not ops.finish(free.op_id)  # it was closed as abandoned
+    with pg.session() as s:
+        row = s.scalars(select(OperationRow).where(OperationRow.op_id == free.op_id)).one()
+    assert row.state == "abandoned" and row.error == "not finished within 0.2 s"
+    ops.finish(ops.begin("cmp_free", "start").op_id)  # the computer takes work again

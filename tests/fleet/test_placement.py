@@ -1,0 +1,193 @@
+"""Placement on PostgreSQL: best-of-K spreads, stays in its region, sends work past a full host,
+answers insufficient_capacity rather than spill to another region, never over-commits a host
+under concurrent placements, retries another host when one refuses, and keeps a computer's
+region and generation."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import select
+
+from sanbox.control.errors import NotFoundError
+from sanbox.fleet.errors import (
+    InsufficientCapacityError,
+    RegionMismatchError,
+    RegionNotAllowedError,
+)
+from sanbox.fleet.hosts import Capacity, Hosts, HostSpec, Lease
+from sanbox.fleet.placement import HostRefused, Placement, Placer, Request
+from sanbox.fleet.regions import region_for, set_regions
+from sanbox.store import Database
+from sanbox.store.models import ComputerRow, HostRow
+
+from .conftest import add_computer
+
+pytestmark = pytest.mark.fleet
+GIB = 1 << 30
+
+
+def host(
+    db: Database,
+    name: str,
+    region: str,
+    slots: int = 10,
+    labels: dict[str, str] | None = None,
+    layers: tuple[str, ...] = (),
+    accel: str = "kvm",
+) -> Lease:
+    """A host with room for `slots` computers of `small()`'s size (RAM is what binds)."""
+    cap = Capacity(vcpus=64, memory_mib=512 * slots, disk_bytes=1000 * GIB)
+    address = f"https://{name}:7443"
+    spec = HostSpec(
+        name, region, address, cap, "qemu", labels=labels or {}, layers=layers, accel=accel
+    )
+    return Hosts(db).register(spec)
+
+
+def small(region: str = "eu-1", **constraints: str) -> Request:
+    return Request(region, vcpus=1, memory_mib=512, disk_bytes=GIB, **constraints)
+
+
+def alloc(db: Database) -> dict[str, int]:
+    with db.session() as s:
+        rows = s.execute(select(HostRow.name, HostRow.alloc_memory_mib)).all()
+    return {name: memory for name, memory in rows}
+
+
+def test_creates_spread_within_their_region_only(any_db: Database) -> None:
+    for name in ("eu-a", "eu-b", "eu-c", "eu-d"):
+        host(any_db, name, "eu-1")
+    host(any_db, "us-a", "us-1", slots=100)
+    placer = Placer(any_db, rng=random.Random(7))
+    placed = [placer.place(small()) for _ in range(20)]
+    counts = Counter(p.host_name for p in placed)
+    assert set(counts) == {"eu-a", "eu-b", "eu-c", "eu-d"}  # all four, none in us-1
+    assert max(counts.values()) - min(counts.values()) <= 2  # spread, not stacked
+    assert alloc(any_db)["us-a"] == 0
+    event = placed[0].event_data()
+    assert event["host"] == placed[0].host_name and len(event["candidates"]) == 3
+    assert event["candidates"][0] == {"host": event["host"], "score": event["score"]}
+
+
+def test_a_full_host_sends_the_next_to_the_other(pg: Database) -> None:
+    host(pg, "h1", "eu-1", slots=1)
+    host(pg, "h2", "eu-1", slots=10)
+    placer = Placer(pg)
+    Placer(pg).place_on(Hosts(pg).get("h1").id, small())  # h1 is full now
+    for _ in range(3):
+        p = placer.place(small())
+        assert p.host_name == "h2" and [c.name for c in p.candidates] == ["h2"]
+    assert alloc(pg) == {"h1": 512, "h2": 3 * 512}
+
+
+def test_no_room_in_the_region_is_insufficient_capacity_even_with_room_elsewhere(
+    any_db: Database,
+) -> None:
+    host(any_db, "eu-a", "eu-1", slots=2)
+    host(any_db, "us-a", "us-1", slots=100)
+    placer = Placer(any_db)
+    placer.place(small())
+    placer.place(small())
+    with pytest.raises(InsufficientCapacityError) as full:
+        placer.place(small())
+    assert (full.value.code, full.value.status) == ("insufficient_capacity", 507)
+    with pytest.raises(InsufficientCapacityError):
+        placer.place(small(region="ap-1"))  # a region with no host at all
+    assert alloc(any_db) == {"eu-a": 1024, "us-a": 0}
+
+
+def test_concurrent_placements_never_over_commit_a_host(pg: Database) -> None:
+    host(pg, "h1", "eu-1", slots=10)
+    host(pg, "h2", "eu-1", slots=10)
+    placer, threads = Placer(pg), 24
+    barrier = threading.Barrier(threads)
+
+    def one(_: int) -> Placement | None:
+        barrier.wait()
+        try:
+            return placer.place(small())
+        except InsufficientCapacityError:
+            return None
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(one, range(threads)))
+    placed = [r for r in results if r is not None]
+    assert len(placed) == 20
+    assert Counter(p.host_name for p in placed) == {"h1": 10, "h2": 10}
+    assert alloc(pg) == {"h1": 5120, "h2": 5120}
+
+
+def test_constraints_filter_hosts(any_db: Database) -> None:
+    host(any_db, "plain", "eu-1", accel="tcg")
+    host(any_db, "gpu", "eu-1", labels={"gpu": "1"}, layers=("bld_py",), accel="kvm")
+    placer = Placer(any_db)
+    assert placer.place(small(labels={"gpu": "1"})).host_name == "gpu"
+    assert placer.place(small(layer="bld_py")).host_name == "gpu"
+    assert placer.place(small(accel="tcg")).host_name == "plain"
+    with pytest.raises(InsufficientCapacityError):
+        placer.place(small(hypervisor="firecracker"))
+
+
+def test_a_refusing_host_is_released_and_another_tried(pg: Database) -> None:
+    for name in ("h1", "h2", "h3", "h4"):
+        host(pg, name, "eu-1")
+    placer, tried = Placer(pg), []
+
+    def refuse_twice(p: Placement) -> str:
+        tried.append(p.host_name)
+        if len(tried) < 3:
+            raise HostRefused(p.host_name)
+        return "created"
+
+    placement, outcome = placer.create(small(), refuse_twice)
+    assert outcome == "created" and len(set(tried)) == 3 and placement.host_name == tried[-1]
+    assert sorted(alloc(pg).values()) == [0, 0, 0, 512]  # only the one that took it
+    placer.release(placement)
+
+    def refuse(p: Placement) -> str:
+        raise HostRefused(p.host_name)
+
+    with pytest.raises(InsufficientCapacityError, match="3 hosts"):
+        placer.create(small(), refuse)
+    assert set(alloc(pg).values()) == {0}
+
+
+def test_a_computer_keeps_its_region_and_each_placement_is_a_new_generation(
+    any_db: Database,
+) -> None:
+    eu = host(any_db, "eu-a", "eu-1")
+    us = host(any_db, "us-a", "us-1")
+    add_computer(any_db, "cmp_x")
+    placer = Placer(any_db)
+    first = placer.place(small(), computer_id="cmp_x")
+    assert (first.host_id, first.generation) == (eu.host_id, 1)
+    placer.release(first)  # stopped
+    again = placer.place_on(eu.host_id, small(), computer_id="cmp_x")  # started where its disk is
+    assert again.generation == 2
+    before = alloc(any_db)
+    with pytest.raises(RegionMismatchError) as crossing:  # a fork or restore into us-1
+        placer.place_on(us.host_id, small(region="eu-1"), computer_id="cmp_x")
+    assert crossing.value.code == "region_mismatch"
+    with pytest.raises(RegionMismatchError):
+        placer.place(small(region="us-1"), computer_id="cmp_x")
+    with pytest.raises(NotFoundError):
+        placer.place(small(), computer_id="cmp_none")
+    assert alloc(any_db) == before  # nothing was written
+    with any_db.session() as s:
+        row = s.get_one(ComputerRow, "cmp_x")
+    assert (row.region, row.host_id, row.generation) == ("eu-1", eu.host_id, 2)
+
+
+def test_an_orgs_regions(any_db: Database) -> None:
+    assert region_for(any_db, "org_a", None) is None  # no regions: one host, anywhere
+    set_regions(any_db, "org_a", "eu-1", ["eu-2", "eu-1"])
+    assert region_for(any_db, "org_a", None) == "eu-1"
+    assert region_for(any_db, "org_a", "eu-2") == "eu-2"
+    with pytest.raises(RegionNotAllowedError) as refused:
+        region_for(any_db, "org_a", "us-1")
+    assert (refused.value.code, refused.value.status) == ("region_not_allowed", 403)
