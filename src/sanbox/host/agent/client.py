@@ -146,7 +146,7 @@ class AgentClient:
         self._error: AgentError | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.files = Files(self)
-        self.kept = Kept(self)
+        self.kept = Kept(self, hello)
         self.ssh = Ssh(self)
 
     # -- connection ---------------------------------------------------------------

@@ -8,13 +8,11 @@ is at most ``MAX_LISTED`` of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .channel import Requests
 from .errors import RemoteError
 from .process import ExecProcess, PtySession, command_params
-
-if TYPE_CHECKING:
-    from .client import AgentClient
 
 KEEP_PROTOCOL = 2
 MAX_LISTED = 1024
@@ -66,13 +64,12 @@ def _info(entry: object) -> KeptInfo | None:
 
 
 class Kept:
-    def __init__(self, client: AgentClient) -> None:
-        self._client = client
+    """``client.kept``; ``hello`` is the agent's HELLO_ACK (its protocol says what it offers)."""
 
-    @property
-    def supported(self) -> bool:
-        protocol = self._client.hello.get("protocol")
-        return isinstance(protocol, int) and protocol >= KEEP_PROTOCOL
+    def __init__(self, client: Requests, hello: dict[str, Any]) -> None:
+        self._client = client
+        protocol = hello.get("protocol")
+        self.supported = isinstance(protocol, int) and protocol >= KEEP_PROTOCOL
 
     def _check(self) -> None:
         if not self.supported:
