@@ -1,13 +1,16 @@
 """E2B's SDK against a real server with real guests: what the component stand-in cannot show.
 E2B's default user made on first use in `base` (`user`, /home/user, bash), root through
-`user="root"`, and a pause with memory that keeps a running process across `connect`."""
+`user="root"`, and a pause with memory that keeps running processes across `connect`: one of its
+own session, and a background command the SDK started (kept in the guest), whose output while
+paused and after is read through `commands.connect`, then killed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
-from e2b import Sandbox
+from e2b import CommandExitException, Sandbox
 
 from .server import ServerProcess
 
@@ -22,6 +25,17 @@ def e2b_env(server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     yield
 
 
+def ticks(handle: object, count: int) -> list[int]:
+    """The numbers of the next `count` whole "tick N" lines the handle reads."""
+    seen = ""
+    for out, _err, _pty in handle:  # type: ignore[attr-defined]
+        seen += out or ""
+        found = [int(n) for n in re.findall(r"^tick (\d+)$", seen, re.M)]
+        if len(found) >= count and seen.endswith("\n"):
+            return found
+    raise AssertionError(f"the command ended; it printed {seen!r}")
+
+
 def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
     sbx = Sandbox.create("base", timeout=600)
     try:
@@ -31,9 +45,12 @@ def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
         sbx.files.write("notes.txt", "kept")  # relative: under the user's home
         assert sbx.commands.run("stat -c %U /home/user/notes.txt").stdout == "user\n"
 
-        # a process of its own session: a command's own process ends with its agent session,
-        # which a pause ends (docs/e2b.md, "What differs")
         sleeper = sbx.commands.run("setsid sleep 600 > /dev/null 2>&1 & echo $!").stdout.strip()
+        ticker = sbx.commands.run(
+            "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.3; done", background=True
+        )
+        before = ticks(ticker, 1)[-1]
+        ticker.disconnect()
         sbx.pause()
         assert not sbx.is_running()
         assert Sandbox.get_info(sbx.sandbox_id).state.value == "paused"
@@ -41,5 +58,15 @@ def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
         assert again.is_running()
         assert again.commands.run(f"kill -0 {sleeper} && echo alive").stdout == "alive\n"
         assert again.files.read("/home/user/notes.txt") == "kept"
+
+        assert ticker.pid in [p.pid for p in again.commands.list()]
+        handle = again.commands.connect(ticker.pid)
+        after = ticks(handle, 3)
+        assert after[0] > before and after == list(range(after[0], after[0] + len(after)))
+        assert again.commands.kill(ticker.pid)
+        with pytest.raises(CommandExitException) as killed:
+            handle.wait()
+        assert killed.value.exit_code == 137
+        assert ticker.pid not in [p.pid for p in again.commands.list()]
     finally:
         Sandbox.kill(sbx.sandbox_id)

@@ -244,17 +244,22 @@ class Computers:
     def exec_stream(
         self, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None = None,
         cwd: str | None = None, user: str | int | None = None, timeout: float | None = None,
+        keep: bool = False, tag: str | None = None,
     ) -> contextlib.AbstractAsyncContextManager[ExecProcess]:  # fmt: skip
         return guest.exec_stream(self.fleet, org, ref, cmd, env=env, cwd=cwd, user=user,
-                                 timeout=timeout)  # fmt: skip
+                                 timeout=timeout, keep=keep, tag=tag)  # fmt: skip
 
     def pty(
         self, org: Org, ref: str, cmd: list[str] | str | None = None, *, rows: int = 24,
         cols: int = 80, env: dict[str, str] | None = None, cwd: str | None = None,
-        user: str | int | None = None,
+        user: str | int | None = None, keep: bool = False, tag: str | None = None,
     ) -> contextlib.AbstractAsyncContextManager[PtySession]:  # fmt: skip
         return guest.pty(self.fleet, org, ref, cmd, rows=rows, cols=cols, env=env, cwd=cwd,
-                         user=user)  # fmt: skip
+                         user=user, keep=keep, tag=tag)  # fmt: skip
+
+    def kept(self, org: Org, ref: str) -> contextlib.AbstractAsyncContextManager[guest.Kept]:
+        """The guest's kept processes (started with `keep`): list, attach, forget."""
+        return guest.kept(self.fleet, org, ref)
 
     async def put_file(self, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
         return await guest.put_file(self.fleet, org, ref, path, source, mode)

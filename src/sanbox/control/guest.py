@@ -23,6 +23,8 @@ from ..host.door import (
     FileInfo,
     FileNotFoundInGuestError,
     InvalidPathError,
+    Kept,
+    KeptInfo,
     Machine,
     PtySession,
     RemoteError,
@@ -49,6 +51,8 @@ __all__ = [  # what the API's routes need of the guest's types, through the cont
     "ExecResult",
     "Exit",
     "FileInfo",
+    "Kept",
+    "KeptInfo",
     "PtySession",
     "Stderr",
     "Stdout",
@@ -134,27 +138,45 @@ async def exec_command(
 @contextlib.asynccontextmanager
 async def exec_stream(
     fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
-    cwd: str | None, user: str | int | None, timeout: float | None,
+    cwd: str | None, user: str | int | None, timeout: float | None, keep: bool = False,
+    tag: str | None = None,
 ) -> AsyncIterator[ExecProcess]:  # fmt: skip
     """A started command whose streams the caller drives (CommandNotFoundError if it is not
-    there: the caller says so in its own protocol)."""
+    there: the caller says so in its own protocol). With `keep` (and no timeout) it is a kept
+    process, which outlives this block and the agent connection, where the guest's agent can
+    keep processes (`proc.kept` says whether it did)."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
-        yield await client.exec_stream(
-            cmd, env=_env(fleet, machine, env), cwd=cwd, user=user, timeout=timeout
-        )
+        env = _env(fleet, machine, env)
+        if keep and timeout is None and client.kept.supported:
+            yield await client.kept.exec(cmd, env=env, cwd=cwd, user=user, tag=tag)
+        else:
+            yield await client.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout)
 
 
 @contextlib.asynccontextmanager
 async def pty(
     fleet: Fleet, org: Org, ref: str, cmd: list[str] | str | None, *, rows: int, cols: int,
-    env: dict[str, str] | None, cwd: str | None, user: str | int | None,
+    env: dict[str, str] | None, cwd: str | None, user: str | int | None, keep: bool = False,
+    tag: str | None = None,
 ) -> AsyncIterator[PtySession]:  # fmt: skip
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
-        yield await client.pty(
-            cmd, rows=rows, cols=cols, env=_env(fleet, machine, env), cwd=cwd, user=user
-        )
+        env = _env(fleet, machine, env)
+        if keep and client.kept.supported:
+            yield await client.kept.pty(
+                cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user, tag=tag
+            )
+        else:
+            yield await client.pty(cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user)
+
+
+@contextlib.asynccontextmanager
+async def kept(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Kept]:
+    """The guest's kept processes (list, attach, forget), the computer busy and errors
+    translated until the block ends (hold it while an attached process is read)."""
+    async with guest_call(fleet, org, ref) as machine:
+        yield (await machine.client()).kept
 
 
 # files --------------------------------------------------------------------------------------

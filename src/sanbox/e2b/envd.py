@@ -9,6 +9,7 @@ to (`e2b_create_user`; the component tier's stand-in guest is this host): then c
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from ..control.computers import Computers
 from ..control.errors import ControlError
 from ..control.states import State
-from ..store.models import ComputerRow, Org
+from ..store.models import ComputerRow, EventRow, Org
 from . import identity
 from .connect import ConnectError
 from .identity import Tokens
@@ -27,6 +28,9 @@ DEFAULT_USER = "user"
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _USER_CACHE = 10_000  # (computer, user) homes remembered
 _LIVE = {State.RUNNING, State.SUSPENDED}
+_HOLDING = {State.RUNNING, State.SUSPENDED, State.PAUSING, State.PAUSED, State.RESUMING}
+_RESUMED = {"computer.resumed", "computer.woken", "computer.reattached"}
+_STOPPED = {"computer.stopped", "computer.deleted", "computer.error", "computer.vm_exited"}
 
 
 class SandboxGoneError(Exception):
@@ -69,8 +73,31 @@ class Envd:
         self.plane = plane
         self.tokens = tokens
         self.create_user = create_user
-        self.processes = ProcessTable()
+        self.processes = ProcessTable(plane, self._standing)
         self._homes: dict[tuple[str, str], str | None] = {}
+        plane.fleet.bus.taps.append(self._event)
+
+    def _standing(self, computer: str) -> str:
+        """Whether the computer runs, holds its processes without running them (paused with its
+        memory, or on its way there or back), or lost them ("running", "held", "gone")."""
+        row = self.plane.fleet.by_id(computer)
+        if row is None or State(row.state) not in _HOLDING:
+            return "gone"
+        return "running" if row.state == State.RUNNING else "held"
+
+    def _event(self, ev: EventRow) -> None:
+        """Processes detached by a pause are re-attached on resume, ended with their computer.
+        A tap must not raise (it would fail the event's publisher) nor run off the loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # published from a worker thread: the next envd call re-syncs instead
+        if ev.computer_id is None:
+            return
+        if ev.type in _STOPPED:
+            self.processes.stopped(ev.computer_id)
+        elif ev.type in _RESUMED:
+            self.processes.resync(ev.computer_id)
 
     def computer(self, sandbox_id: str, token: str | None) -> tuple[ComputerRow, Org]:
         """The running computer and its org, if the token is its own (SandboxGoneError if it is

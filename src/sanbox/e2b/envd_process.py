@@ -14,13 +14,14 @@ import signal as signals
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..control.guest import CommandNotFoundError
+from ..control.guest import CommandNotFoundError, ExecProcess, PtySession
 from .connect import ConnectError
 from .envd import Envd, Sandbox
 from .processes import Event, Running, end_event
 
 KEEPALIVE = 30.0  # seconds without an event before a keepalive (the SDK asks for 50 or less)
 MAX_ARGS = 4096
+MAX_GUEST_TAG = 256  # the guest keeps a tag this long with a kept process (a longer one: here)
 SIGNALS = {"SIGNAL_SIGKILL": signals.SIGKILL, "SIGNAL_SIGTERM": signals.SIGTERM, 9: 9, 15: 15}
 
 
@@ -88,18 +89,42 @@ async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[E
     size = _pty_size(msg)
     tag = msg.get("tag") if isinstance(msg.get("tag"), str) else None
     env = {"HOME": sb.home, "USER": sb.user, **sb.env, **config["envs"]}
+    guest_tag = tag if tag is not None and len(tag) <= MAX_GUEST_TAG else None  # for adoption
     if size is not None:
         env.setdefault("TERM", "xterm-256color")
         session: Any = sb.plane.pty(
-            sb.org, sb.computer_id, cmd, rows=size[0], cols=size[1], env=env, cwd=cwd, user=sb.user
+            sb.org,
+            sb.computer_id,
+            cmd,
+            rows=size[0],
+            cols=size[1],
+            env=env,
+            cwd=cwd,
+            user=sb.user,
+            keep=True,
+            tag=guest_tag,
         )
     else:
         session = sb.plane.exec_stream(
-            sb.org, sb.computer_id, cmd, env=env, cwd=cwd, user=sb.user, timeout=None
+            sb.org,
+            sb.computer_id,
+            cmd,
+            env=env,
+            cwd=cwd,
+            user=sb.user,
+            timeout=None,
+            keep=True,
+            tag=guest_tag,
         )
     try:
         running, queue = await envd.processes.start(
-            sb.computer_id, session, config, tag, stdin=bool(msg.get("stdin", True))
+            sb.computer_id,
+            sb.org,
+            session,
+            config,
+            tag,
+            stdin=bool(msg.get("stdin", True)),
+            pty=size is not None,
         )
     except CommandNotFoundError as exc:
         yield {"event": {"start": {"pid": 0}}}
@@ -113,51 +138,72 @@ async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[E
         running.watchers.discard(queue)
 
 
-async def connect(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[Event]:
+async def _found(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> Running:
+    """The process the selector names, re-attached first if a pause or a reconnect detached it
+    (what it printed meanwhile goes to the streams watching it, if any)."""
+    await envd.processes.sync(sb.org, sb.computer_id)
     running = envd.processes.find(sb.computer_id, _selector(msg))
+    await envd.processes.attach(running)
+    return running
+
+
+def _attached(running: Running) -> ExecProcess | PtySession:
+    if running.proc is None:
+        raise ConnectError("unavailable", f"process {running.pid} cannot be reached right now")
+    return running.proc
+
+
+async def connect(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[Event]:
+    """Watch first, then re-attach: the output a detached process's guest held comes here."""
+    await envd.processes.sync(sb.org, sb.computer_id)
+    running = envd.processes.find(sb.computer_id, _selector(msg), ended=True)
     async with running.watch() as queue:
+        await envd.processes.attach(running)
         async for event in _events(running, queue):
             yield event
+    envd.processes.discard(running)
 
 
 async def list_processes(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    return {"processes": [r.info() for r in envd.processes.of(sb.computer_id) if not r.ended]}
+    await envd.processes.sync(sb.org, sb.computer_id)
+    return {"processes": [r.info() for r in envd.processes.of(sb.computer_id) if r.listed]}
 
 
 async def send_input(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = envd.processes.find(sb.computer_id, _selector(msg))
+    running = await _found(envd, sb, msg)
     given = msg.get("input") or {}
     if not isinstance(given, dict):
         raise ConnectError("invalid_argument", "input is {stdin} or {pty}")
     data = _bytes(given.get("pty") if "pty" in given else given.get("stdin"))
-    if hasattr(running.proc, "write_stdin"):
-        await running.proc.write_stdin(data)
+    proc = _attached(running)
+    if isinstance(proc, ExecProcess):
+        await proc.write_stdin(data)
     else:
-        await running.proc.write(data)
+        await proc.write(data)
     return {}
 
 
 async def close_stdin(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = envd.processes.find(sb.computer_id, _selector(msg))
-    if hasattr(running.proc, "close_stdin"):
-        await running.proc.close_stdin()
+    proc = _attached(await _found(envd, sb, msg))
+    if isinstance(proc, ExecProcess):
+        await proc.close_stdin()
     return {}
 
 
 async def send_signal(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = envd.processes.find(sb.computer_id, _selector(msg))
+    running = await _found(envd, sb, msg)
     sig = SIGNALS.get(msg.get("signal"))
     if sig is None:
         raise ConnectError("invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM")
-    await running.proc.signal(sig)
+    await _attached(running).signal(sig)
     return {}
 
 
 async def update(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = envd.processes.find(sb.computer_id, _selector(msg))
+    proc = _attached(await _found(envd, sb, msg))
     size = _pty_size(msg)
-    if size is not None and hasattr(running.proc, "resize"):
-        await running.proc.resize(*size)
+    if size is not None and isinstance(proc, PtySession):
+        await proc.resize(*size)
     return {}
 
 

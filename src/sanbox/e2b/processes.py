@@ -1,10 +1,20 @@
-"""The processes E2B's SDK started in each computer, kept past the request that started them.
+"""The processes E2B's SDK started in each computer, kept past the request that started them and
+past the agent connection.
 
 envd's processes outlive their stream: `commands.run(background=True)` returns while the command
 runs, and later calls find it by pid (send stdin, signal, connect, list, resize a PTY). A
-`Running` holds the guest agent's exec or PTY session in a task of its own and hands each event
+`Running` reads the guest agent's exec or PTY session in a task of its own and hands each event
 to the streams watching it (`watch()`), as envd's event messages (proto3 JSON). With no stream
 watching, output is dropped, as envd does; the process runs until it exits or is killed.
+
+Every process is started *kept* in the guest (guest/keeper.py; an agent too old to keep them
+runs them as before): when the agent connection ends (a pause, a server's reconnect) the process
+runs on in the guest, its output held there, and its `Running` stays, detached, with its
+watchers. The next call about that computer's processes re-attaches it, and so do the
+computer's resume or, after a reconnect, the server itself when a stream still watches it: output
+from the last byte delivered, then live output and the exit code. Bytes the guest could no
+longer hold are said on the process's stderr (the terminal for a PTY). Processes kept in a
+guest that this server did not start (before a restart) are adopted the same way.
 
 Bounds: `MAX_PER_COMPUTER` processes per computer, `QUEUE` events queued per watching stream
 (a slow stream slows the process's output, never the server's memory)."""
@@ -15,11 +25,14 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..control.guest import ExecProcess, Exit, PtySession, Stderr, Stdout
+from ..control.computers import Computers
+from ..control.errors import ControlError
+from ..control.guest import ExecProcess, Exit, KeptInfo, PtySession, Stderr, Stdout
+from ..store.models import Org
 from .connect import ConnectError
 
 log = logging.getLogger(__name__)
@@ -28,6 +41,7 @@ MAX_PER_COMPUTER = 64
 QUEUE = 64
 
 Event = dict[str, Any]  # a ProcessEvent, `{"start": …}`, `{"data": …}` or `{"end": …}`
+Session = contextlib.AbstractAsyncContextManager[ExecProcess | PtySession]
 
 
 def _b64(data: bytes) -> str:
@@ -47,16 +61,22 @@ def end_event(exit_code: int, signal: int | None = None, error: str | None = Non
 @dataclass
 class Running:
     computer_id: str
+    org: Org
     config: dict[str, Any]  # ProcessConfig as the SDK sent it: cmd, args, envs, cwd
     tag: str | None
-    proc: ExecProcess | PtySession
+    pid: int
+    pty: bool
+    proc: ExecProcess | PtySession | None  # None while detached
+    kept: bool = False
     watchers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
-    task: asyncio.Task[None] | None = None
+    delivered: dict[int, int] = field(default_factory=dict)  # bytes published, by channel
     ended: Event | None = None
+    unread: bool = False  # it ended with no stream watching: a `connect` may still read its end
+    finished: bool = False  # it exited in the guest while detached: attached by a `connect`
 
     @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def listed(self) -> bool:
+        return self.ended is None and not self.finished
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {"config": self.config, "pid": self.pid}
@@ -68,32 +88,46 @@ class Running:
         for queue in list(self.watchers):
             await queue.put(event)
 
-    async def pump(self) -> None:
-        """The process's events to its watchers, until it exits."""
+    async def _output(self, channel: int, data: bytes) -> None:
+        self.delivered[channel] = self.delivered.get(channel, 0) + len(data)
+        name = "pty" if self.pty else ("stderr" if channel == 2 else "stdout")
+        await self._publish({"data": {name: _b64(data)}})
+
+    async def pump(self, proc: ExecProcess | PtySession) -> bool:
+        """The process's events to its watchers until it exits (True) or, for a kept process,
+        until the agent connection ends (False: detached, it runs on in the guest)."""
+        ended: Event | None = None
         try:
-            if isinstance(self.proc, PtySession):
-                while chunk := await self.proc.read():
-                    await self._publish({"data": {"pty": _b64(chunk)}})
-                code = self.proc.exit.exit_code if self.proc.exit is not None else -1
-                signal = self.proc.exit.signal if self.proc.exit is not None else None
-                self.ended = end_event(code, signal)
+            if isinstance(proc, PtySession):
+                while chunk := await proc.read():
+                    await self._output(1, chunk)
+                if proc.exit is not None:
+                    ended = end_event(proc.exit.exit_code, proc.exit.signal)
             else:
-                async for ev in self.proc.events():
-                    if isinstance(ev, Stdout):
-                        await self._publish({"data": {"stdout": _b64(ev.data)}})
-                    elif isinstance(ev, Stderr):
-                        await self._publish({"data": {"stderr": _b64(ev.data)}})
+                async for ev in proc.events():
+                    if isinstance(ev, Stdout | Stderr):
+                        await self._output(2 if isinstance(ev, Stderr) else 1, ev.data)
                     elif isinstance(ev, Exit):
-                        self.ended = end_event(ev.exit_code, ev.signal)
-        except Exception as exc:  # the agent or the VM went away: the process is over
-            log.info(
-                "process %s in %s ended without its status: %s", self.pid, self.computer_id, exc
-            )
-            self.ended = end_event(-1, None, "the sandbox stopped or its agent went away")
+                        ended = end_event(ev.exit_code, ev.signal)
+        except Exception as exc:  # the agent connection or the VM went away
+            log.info("process %s in %s lost its stream: %s", self.pid, self.computer_id, exc)
+        if ended is None and self.kept:
+            return False
+        await self.end(ended or end_event(-1, None, "the sandbox stopped or its agent went away"))
+        return True
+
+    async def end(self, event: Event) -> None:
         if self.ended is None:
-            self.ended = end_event(-1, None, "the process ended without an exit status")
-        await self._publish(self.ended)
-        await self._publish(None)
+            self.ended = event
+            self.unread = not self.watchers
+            await self._publish(event)
+            await self._publish(None)
+
+    async def said_lost(self, lost: dict[int, int]) -> None:
+        for channel, count in sorted(lost.items()):
+            note = f"[sanbox: {count} bytes of output were dropped while no one was attached]\n"
+            await self._publish({"data": {"pty" if self.pty else "stderr": _b64(note.encode())}})
+            self.delivered[channel] = self.delivered.get(channel, 0) + count
 
     @contextlib.asynccontextmanager
     async def watch(self) -> AsyncIterator[asyncio.Queue[Event | None]]:
@@ -110,17 +144,28 @@ class Running:
             self.watchers.discard(queue)
 
 
-class ProcessTable:
-    """Every computer's running E2B processes, by pid."""
+def _adopted(computer_id: str, org: Org, info: KeptInfo) -> Running:
+    """A process kept in the guest that this server did not start (it restarted since)."""
+    config = {"cmd": info.cmd, "args": [], "envs": {}}
+    return Running(computer_id, org, config, info.tag, info.pid, info.kind == "pty", None, True)
 
-    def __init__(self) -> None:
+
+class ProcessTable:
+    """Every computer's E2B processes, by pid."""
+
+    def __init__(self, plane: Computers, standing: Callable[[str], str]) -> None:
+        self._plane = plane
+        self._standing = standing  # a computer's "running", "held" (paused...) or "gone"
         self._by_computer: dict[str, dict[int, Running]] = {}
+        self._synced: set[str] = set()  # computers whose guest's kept list was read
+        self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def of(self, computer_id: str) -> list[Running]:
         return list(self._by_computer.get(computer_id, {}).values())
 
-    def find(self, computer_id: str, selector: dict[str, Any]) -> Running:
+    def find(self, computer_id: str, selector: dict[str, Any], *, ended: bool = False) -> Running:
+        """The process `selector` names; one that ended unread only when `ended` (to read it)."""
         procs = self._by_computer.get(computer_id, {})
         if "pid" in selector:
             try:
@@ -129,62 +174,191 @@ class ProcessTable:
                 found = None
         else:
             found = next((r for r in procs.values() if r.tag == selector.get("tag")), None)
-        if found is None or found.ended is not None:
+        if found is None or (not found.listed and not (ended and (found.unread or found.finished))):
             raise ConnectError("not_found", f"process with {selector} not found")
         return found
 
     def room(self, computer_id: str) -> None:
-        if len(self._by_computer.get(computer_id, {})) >= MAX_PER_COMPUTER:
+        if sum(r.listed for r in self.of(computer_id)) >= MAX_PER_COMPUTER:
             raise ConnectError(
                 "resource_exhausted",
                 f"at most {MAX_PER_COMPUTER} processes started through the SDK run at once",
             )
 
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(
+        self, session: Session, ready: asyncio.Future[Running], make: Callable[..., Running]
+    ) -> None:
+        """Enter `session` (a start or an attach), register and pump the process until it ends
+        or detaches. `make(proc)` is the process's `Running` (new, or the detached one)."""
+        try:
+            async with session as proc:
+                running = make(proc)
+                running.proc = proc
+                self._by_computer.setdefault(running.computer_id, {})[running.pid] = running
+                ready.set_result(running)
+                if await running.pump(proc):
+                    self._ended(running)
+                    if running.kept:
+                        await self._forget(running)
+                else:
+                    running.proc = None
+                    standing = self._standing(running.computer_id)
+                    if standing == "gone":
+                        await self.gone(running.computer_id)
+                    elif standing == "running" and running.watchers:  # a reconnect, not a pause
+                        self.resync(running.computer_id)
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.cancel()
+            raise
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                log.info("a process session ended with %r", exc)
+
+    def _ended(self, running: Running) -> None:
+        """An ended process leaves the table, unless no one read its end: then it stays (the
+        newest `MAX_PER_COMPUTER` such) for a `connect` to read."""
+        if not running.unread:
+            self._remove(running)
+            return
+        unread = [r for r in self.of(running.computer_id) if r.ended is not None and r.unread]
+        for old in unread[: max(0, len(unread) - MAX_PER_COMPUTER)]:
+            self._remove(old)
+
+    def discard(self, running: Running) -> None:
+        """A `connect` read the end of a process that had ended unread."""
+        if running.ended is not None:
+            self._remove(running)
+
+    def _remove(self, running: Running) -> None:
+        procs = self._by_computer.get(running.computer_id, {})
+        if procs.get(running.pid) is running:
+            del procs[running.pid]
+        if not procs:
+            self._by_computer.pop(running.computer_id, None)
+
+    async def _forget(self, running: Running) -> None:
+        """The exit was read: the guest may drop the process's record."""
+        with contextlib.suppress(ControlError):
+            async with self._plane.kept(running.org, running.computer_id) as kept:
+                await kept.forget(running.pid)
+
     async def start(
         self,
         computer_id: str,
-        session: contextlib.AbstractAsyncContextManager[ExecProcess | PtySession],
+        org: Org,
+        session: Session,
         config: dict[str, Any],
         tag: str | None,
         stdin: bool,
+        pty: bool,
     ) -> tuple[Running, asyncio.Queue[Event | None]]:
         """Enter `session` in a task of its own; the process and a queue already watching it."""
         self.room(computer_id)
-        ready: asyncio.Future[tuple[Running, asyncio.Queue[Event | None]]] = (
-            asyncio.get_running_loop().create_future()
-        )
+        ready: asyncio.Future[Running] = asyncio.get_running_loop().create_future()
+        queue: asyncio.Queue[Event | None] = asyncio.Queue(QUEUE)
 
-        async def own() -> None:
-            try:
-                async with session as proc:
-                    running = Running(computer_id, config, tag, proc)
-                    queue: asyncio.Queue[Event | None] = asyncio.Queue(QUEUE)
-                    running.watchers.add(queue)
-                    self._by_computer.setdefault(computer_id, {})[proc.pid] = running
-                    try:
-                        if isinstance(proc, ExecProcess) and not stdin:
-                            await proc.close_stdin()
-                        ready.set_result((running, queue))
-                        await running.pump()
-                    finally:
-                        procs = self._by_computer.get(computer_id, {})
-                        procs.pop(proc.pid, None)
-                        if not procs:
-                            self._by_computer.pop(computer_id, None)
-            except asyncio.CancelledError:
-                if not ready.done():
-                    ready.cancel()
-                raise
-            except Exception as exc:
-                if not ready.done():
-                    ready.set_exception(exc)
-                else:
-                    log.info("a process session in %s ended with %r", computer_id, exc)
+        def make(proc: ExecProcess | PtySession) -> Running:
+            running = Running(computer_id, org, config, tag, proc.pid, pty, proc, proc.kept)
+            running.watchers.add(queue)
+            return running
 
-        task = asyncio.get_running_loop().create_task(own())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return await ready
+        @contextlib.asynccontextmanager
+        async def started() -> AsyncIterator[ExecProcess | PtySession]:
+            async with session as proc:
+                if isinstance(proc, ExecProcess) and not stdin:
+                    await proc.close_stdin()
+                yield proc
+
+        self._spawn(self._serve(started(), ready, make))
+        return await ready, queue
+
+    async def sync(self, org: Org, computer_id: str) -> None:
+        """Learn what the computer's guest keeps: adopt the processes this server does not know,
+        mark the detached ones that exited there, end the ones it no longer has. Detached ones
+        stay detached (their output held in the guest) until `attach`. A no-op while every
+        process is attached."""
+        procs = self._by_computer.get(computer_id, {})
+        if computer_id in self._synced and all(r.proc is not None for r in procs.values()):
+            return
+        async with self._locks.setdefault(computer_id, asyncio.Lock()):
+            async with self._plane.kept(org, computer_id) as kept:
+                infos = await kept.list() if kept.supported else []
+            self._synced.add(computer_id)
+            held = {info.pid for info in infos}
+            for running in self.of(computer_id):
+                if running.proc is None and running.pid not in held:
+                    self._remove(running)
+                    await running.end(end_event(-1, None, "the process is gone from the sandbox"))
+            for info in infos:
+                procs = self._by_computer.setdefault(computer_id, {})
+                if info.pid not in procs and len(procs) < MAX_PER_COMPUTER:
+                    procs[info.pid] = _adopted(computer_id, org, info)
+                if info.pid in procs and procs[info.pid].proc is None:
+                    procs[info.pid].finished = not info.running
+
+    async def attach(self, running: Running) -> None:
+        """Re-attach a detached process (its held output and, if it exited, its end follow)."""
+        async with self._locks.setdefault(running.computer_id, asyncio.Lock()):
+            await self._attach(running)
+
+    async def _attach(self, running: Running) -> None:
+        if running.proc is not None or running.ended is not None:
+            return
+        ready: asyncio.Future[Running] = asyncio.get_running_loop().create_future()
+
+        @contextlib.asynccontextmanager
+        async def attached() -> AsyncIterator[ExecProcess | PtySession]:
+            async with self._plane.kept(running.org, running.computer_id) as kept:
+                found = await kept.attach(running.pid, running.delivered)
+                await running.said_lost(found.lost)
+                yield found.proc
+
+        self._spawn(self._serve(attached(), ready, lambda proc: running))
+        running.finished = False
+        try:
+            await ready
+        except ControlError as exc:
+            log.info("process %s of %s not re-attached: %s", running.pid, running.computer_id, exc)
+            if exc.code == "no_such_process":
+                self._remove(running)
+                await running.end(end_event(-1, None, "the process is gone from the sandbox"))
+
+    def stopped(self, computer_id: str) -> None:
+        """`gone`, from a synchronous caller (the event tap)."""
+        if self.of(computer_id) or computer_id in self._synced:
+            self._spawn(self.gone(computer_id))
+
+    def resync(self, computer_id: str) -> None:
+        """After a resume: re-attach, in the background, the processes streams still watch."""
+        watched = [r for r in self.of(computer_id) if r.proc is None and r.watchers]
+        if watched:
+            self._spawn(self._reattach(watched[0].org, computer_id))
+
+    async def _reattach(self, org: Org, computer_id: str) -> None:
+        try:
+            await self.sync(org, computer_id)
+            for running in self.of(computer_id):
+                if running.proc is None and running.watchers:
+                    await self.attach(running)
+        except (ControlError, ConnectError) as exc:
+            log.info("processes of %s not re-attached after its resume: %s", computer_id, exc)
+
+    async def gone(self, computer_id: str) -> None:
+        """The computer stopped or was deleted: its detached processes ended with it."""
+        self._synced.discard(computer_id)
+        self._locks.pop(computer_id, None)
+        for running in self.of(computer_id):
+            if running.proc is None:
+                self._remove(running)
+                await running.end(end_event(-1, None, "the sandbox stopped or its agent went away"))
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -249,31 +249,7 @@ class ProcessStream(Stream):
             reaper.add_done_callback(_reapers.discard)
 
 
-class ExecStream(ProcessStream):
-    kind = "exec"
-
-    def start_process(self) -> tuple[int, list[tuple[int, int]]]:
-        argv = command_argv(self.params)
-        proc = spawn(
-            argv,
-            self.params,
-            "dumb",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.proc = proc
-        assert proc.stdin and proc.stdout and proc.stderr
-        fds = [os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr)]
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            f.close()
-        for fd in fds:
-            os.set_blocking(fd, False)
-        self._owned_fds.extend(fds)
-        return fds[0], [(fds[1], p.STDOUT), (fds[2], p.STDERR)]
-
-
-def _set_winsize(fd: int, rows: int, cols: int) -> None:
+def set_winsize(fd: int, rows: int, cols: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
@@ -281,35 +257,78 @@ def _take_terminal() -> None:  # runs in the child, after setsid
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+@dataclass
+class Started:
+    """A spawned process and the descriptors the caller now owns."""
+
+    proc: subprocess.Popen[bytes]
+    stdin: int
+    outputs: list[tuple[int, int]]  # (fd, channel)
+    fds: list[int]  # every descriptor to close at the end
+
+
+def start_exec(params: p.JsonDict) -> Started:
+    """``argv``/``cmd`` with stdin, stdout and stderr on non-blocking pipes."""
+    proc = spawn(
+        command_argv(params),
+        params,
+        "dumb",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin and proc.stdout and proc.stderr
+    fds = [os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr)]
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        f.close()
+    for fd in fds:
+        os.set_blocking(fd, False)
+    return Started(proc, fds[0], [(fds[1], p.STDOUT), (fds[2], p.STDERR)], fds)
+
+
+def start_pty(params: p.JsonDict) -> Started:
+    """``argv``/``cmd`` (a login shell if neither) on a new terminal of ``rows`` x ``cols``."""
+    shell = ["/bin/bash", "-l"] if os.path.exists("/bin/bash") else ["/bin/sh", "-l"]
+    argv = command_argv(params, default=shell)
+    rows = param_int(params, "rows", 24)
+    cols = param_int(params, "cols", 80)
+    term = param_str(params, "term", "xterm-256color")
+    master, slave = os.openpty()
+    try:
+        set_winsize(slave, rows, cols)
+        ident = resolve_user(params.get("user"))
+        if ident.uid != os.getuid():
+            os.fchown(slave, ident.uid, -1)
+        proc = spawn(
+            argv, params, term, stdin=slave, stdout=slave, stderr=slave, preexec_fn=_take_terminal
+        )
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    os.set_blocking(master, False)
+    return Started(proc, master, [(master, p.STDOUT)], [master])
+
+
+class ExecStream(ProcessStream):
+    kind = "exec"
+
+    def start_process(self) -> tuple[int, list[tuple[int, int]]]:
+        started = start_exec(self.params)
+        self.proc = started.proc
+        self._owned_fds.extend(started.fds)
+        return started.stdin, started.outputs
+
+
 class PtyStream(ProcessStream):
     kind = "pty"
 
     def start_process(self) -> tuple[int, list[tuple[int, int]]]:
-        shell = ["/bin/bash", "-l"] if os.path.exists("/bin/bash") else ["/bin/sh", "-l"]
-        argv = command_argv(self.params, default=shell)
-        rows = param_int(self.params, "rows", 24)
-        cols = param_int(self.params, "cols", 80)
-        term = param_str(self.params, "term", "xterm-256color")
-        master, slave = os.openpty()
-        self._owned_fds.append(master)
-        try:
-            _set_winsize(slave, rows, cols)
-            ident = resolve_user(self.params.get("user"))
-            if ident.uid != os.getuid():
-                os.fchown(slave, ident.uid, -1)
-            self.proc = spawn(
-                argv,
-                self.params,
-                term,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                preexec_fn=_take_terminal,
-            )
-        finally:
-            os.close(slave)
-        os.set_blocking(master, False)
-        return master, [(master, p.STDOUT)]
+        started = start_pty(self.params)
+        self.proc = started.proc
+        self._owned_fds.extend(started.fds)
+        return started.stdin, started.outputs
 
     def stdin_eof(self, fd: int) -> None:
         pass  # the terminal stays open for output; EOF on a pty is the user's ^D
@@ -323,6 +342,6 @@ class PtyStream(ProcessStream):
             self.send_error("bad_request", "resize needs positive integer rows and cols")
             return
         if self._owned_fds and self.proc is not None:
-            _set_winsize(self._owned_fds[0], rows, cols)
+            set_winsize(self._owned_fds[0], rows, cols)
             if self.proc.returncode is None:
                 kill_group(self.proc.pid, signal.SIGWINCH)

@@ -8,6 +8,8 @@ from typing import Protocol
 from . import protocol as p
 from .control import ControlStream, identity
 from .files import FileStream
+from .keeper import Keeper
+from .kept import KeptStream, wants_keep
 from .process import ExecStream, PtyStream
 from .ssh import SshStream
 from .stream import Stream
@@ -35,9 +37,11 @@ class Session:
     A host attaches, sends SYNC + HELLO; the session resets its stream table
     (ending in-flight streams, not processes they left in the background) and
     answers SYNC + HELLO_ACK. Frames other than HELLO before that are dropped.
+    Kept processes (keeper.py) outlive all of that: a link's end only detaches them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keeper: Keeper | None = None) -> None:
+        self.keeper = keeper or Keeper()
         self.link: Link | None = None
         self.streams: dict[int, Stream] = {}
         self._decoder = p.Decoder(lenient=True)
@@ -56,6 +60,7 @@ class Session:
             self.link = None
             self._decoder.reset()
             self._greeted = False
+            self.keeper.detach_all()  # their output is held from now on, not sent to nobody
             log.info("host detached")
 
     @staticmethod
@@ -131,10 +136,15 @@ class Session:
             refuse("stream_in_use", f"stream {frame.stream} is already open", close=False)
             return
         cls = KINDS.get(frame.kind)
-        if cls is None:
+        if frame.kind == KeptStream.kind or wants_keep(frame.kind, frame.params):
+            stream: Stream = KeptStream(
+                frame.stream, frame.params, self.send, self.keeper, frame.kind
+            )
+        elif cls is None:
             refuse("unknown_kind", f"unknown stream kind {frame.kind!r}")
             return
-        stream = cls(frame.stream, frame.params, self.send)
+        else:
+            stream = cls(frame.stream, frame.params, self.send)
         stream.on_finished = self._finished
         self.streams[frame.stream] = stream
         stream.start()

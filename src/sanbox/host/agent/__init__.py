@@ -14,6 +14,7 @@ from .errors import (
     RemoteError,
 )
 from .files import FileInfo, Files
+from .kept import Attached, Kept, KeptInfo
 from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
 from .ssh import Ssh
 from .tcp import TcpStream
@@ -23,6 +24,7 @@ __all__ = [
     "AgentError",
     "AgentTimeoutError",
     "AgentUnavailableError",
+    "Attached",
     "CommandNotFoundError",
     "ConnectionRefusedInGuestError",
     "ExecError",
@@ -34,6 +36,8 @@ __all__ = [
     "FileNotFoundInGuestError",
     "Files",
     "InvalidPathError",
+    "Kept",
+    "KeptInfo",
     "Metrics",
     "Ping",
     "ProtocolError",

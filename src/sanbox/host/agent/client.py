@@ -26,6 +26,7 @@ from .errors import (
     RemoteError,
 )
 from .files import Files
+from .kept import Kept
 from .ssh import Ssh
 from .tcp import TcpStream
 
@@ -145,6 +146,7 @@ class AgentClient:
         self._error: AgentError | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.files = Files(self)
+        self.kept = Kept(self, hello)
         self.ssh = Ssh(self)
 
     # -- connection ---------------------------------------------------------------

@@ -116,6 +116,7 @@ class ExecProcess:
         self._channel = channel
         self.pid = pid
         self.exit: Exit | None = None
+        self.kept = False  # a kept process (kept.py): it outlives this stream
         self._stdin_closed = False
 
     @classmethod
@@ -209,6 +210,7 @@ class PtySession:
         self._channel = channel
         self.pid = pid
         self.exit: Exit | None = None
+        self.kept = False  # a kept process (kept.py): it outlives this stream
 
     @classmethod
     async def started(cls, channel: Channel) -> PtySession:
