@@ -111,9 +111,32 @@ def make_machine(runtime: HostRuntime, image: Image, loop: Loop) -> MakeMachine:
 
 
 @pytest.fixture(scope="session")
-def machine(make_machine: MakeMachine) -> Machine:
+def machine(make_machine: MakeMachine, runtime: HostRuntime) -> Machine:
     """One booted computer shared by most vm tests."""
-    return make_machine(memory_mib=512)
+    shared = make_machine(memory_mib=512)
+    runtime.shared = shared.computer_id  # type: ignore[attr-defined]
+    return shared
+
+
+@pytest.fixture(scope="module", autouse=True)
+def machines_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The computers a module boots on the host runtime (`make_machine`, beyond the shared
+    `machine`) are destroyed when the module ends: an idle guest under TCG still takes CPU, and
+    a session's worth of them would slow every test after."""
+    mine = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    if not any("runtime" in i.fixturenames for i in mine):
+        yield
+        return
+    runtime: HostRuntime = request.getfixturevalue("runtime")
+    loop: Loop = request.getfixturevalue("loop")
+    first = len(runtime.created)  # type: ignore[attr-defined]
+    yield
+    ended = set(runtime.created[first:]) - {getattr(runtime, "shared", None)}  # type: ignore[attr-defined]
+    for m in [m for m in runtime.booted if m.computer_id in ended]:  # type: ignore[attr-defined]
+        loop.run(m.agent.close())
+        runtime.booted.remove(m)  # type: ignore[attr-defined]
+    for computer_id in ended:
+        loop.run(runtime.destroy(computer_id))
 
 
 @pytest.fixture
