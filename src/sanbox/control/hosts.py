@@ -64,9 +64,11 @@ class FleetHosts:
     async def check(self) -> Swept | None:
         """One round: read each host's report and renew its lease, then mark the silent ones.
         None when another API node holds the watch."""
+        rows = [r for r in await asyncio.to_thread(self.hosts.all) if r.state != RETIRED]
+        if not rows:  # one host, no fleet: nothing to read, nothing to write
+            return None
         if not await asyncio.to_thread(self._singleton.held):
             return None
-        rows = [r for r in await asyncio.to_thread(self.hosts.all) if r.state != RETIRED]
         await asyncio.gather(*(self._renew(row) for row in rows))
         swept = await asyncio.to_thread(self.hosts.sweep)
         for name in swept.suspect:
