@@ -34,7 +34,7 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.door import Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
-from sanbox.sdk.types import FleetHost
+from sanbox.sdk.fleet import FleetHost
 
 from .conftest import LiveServer, fake_image, served
 
@@ -160,11 +160,21 @@ def test_an_operation_id_sent_twice_runs_once(host_agent: Agent) -> None:
     build = host_agent.data_dir.images / "base"
     build_id = next(build.iterdir()).name
     body = {
-        "spec": {"computer_id": "cmptwice", "vcpus": 1, "memory_mib": 256, "disk_gib": None,
-                 "hostname": "twice"},
-        "image": {"template": "base", "build_id": build_id, "path": "/nowhere",
-                  "kernel_release": "test", "disk_size_gib": 1},
-    }  # fmt: skip
+        "spec": {
+            "computer_id": "cmptwice",
+            "vcpus": 1,
+            "memory_mib": 256,
+            "disk_gib": None,
+            "hostname": "twice",
+        },
+        "image": {
+            "template": "base",
+            "build_id": build_id,
+            "path": "/nowhere",
+            "kernel_release": "test",
+            "disk_size_gib": 1,
+        },
+    }
     with httpx.Client(verify=tls, timeout=60) as http:
         url = f"{host_agent.url}/v1/host/calls/create"
         first = http.post(url, json=body, headers={OPERATION: "op-twice-0001"})
@@ -175,8 +185,11 @@ def test_an_operation_id_sent_twice_runs_once(host_agent: Agent) -> None:
         assert other.status_code == 409  # a new operation: its folder exists already
         assert other.json()["error"]["type"] == "HostError"
         assert http.post(url, json=body).status_code == 400  # no operation id
-        http.post(f"{host_agent.url}/v1/host/calls/destroy", json={"computer_id": "cmptwice"},
-                  headers={OPERATION: "op-twice-0003"})  # fmt: skip
+        http.post(
+            f"{host_agent.url}/v1/host/calls/destroy",
+            json={"computer_id": "cmptwice"},
+            headers={OPERATION: "op-twice-0003"},
+        )
 
 
 def test_neither_side_takes_the_others_certificate(host_agent: Agent, short_tmp: Path) -> None:
@@ -187,8 +200,9 @@ def test_neither_side_takes_the_others_certificate(host_agent: Agent, short_tmp:
     cert, _ = host_agent.cas.sign_host("h2", ["127.0.0.1"], key.public_key())
     pki.write_key(impostor / "h2.key", key)
     pki.write_cert(impostor / "h2.pem", cert)
-    as_host = client_tls(Identity(impostor / "h2.pem", impostor / "h2.key",
-                                  host_agent.control.peer_ca))  # fmt: skip
+    as_host = client_tls(
+        Identity(impostor / "h2.pem", impostor / "h2.key", host_agent.control.peer_ca)
+    )
     no_cert = ssl.create_default_context(cafile=str(host_agent.control.peer_ca))
     for tls in (as_host, no_cert):
         with pytest.raises((httpx.HTTPError, ssl.SSLError)):
@@ -231,8 +245,12 @@ BIN = Path(sys.executable).parent / "sanbox"
 
 
 def _sanbox(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SANBOX_URL": live.url, "SANBOX_API_KEY": live.key,
-           "PYTHONPATH": str(Path(__file__).parents[2] / "src")}  # fmt: skip
+    env = {
+        **os.environ,
+        "SANBOX_URL": live.url,
+        "SANBOX_API_KEY": live.key,
+        "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
+    }
     return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -242,8 +260,13 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
-    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2,
-                              host_lease=1.0, host_lost_after=2.0)  # fmt: skip
+    settings = ServerSettings(
+        data_dir=dd.root,
+        client_config=None,
+        watch_interval=0.2,
+        host_lease=1.0,
+        host_lost_after=2.0,
+    )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
@@ -271,8 +294,22 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
     assert token.startswith("sbj_")
     host_dir = short_tmp / "joined"
     port = _free_port()
-    join = ("host", "join", "--server", live.url, "--token", token, "--name", "h1",
-            "--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir))  # fmt: skip
+    join = (
+        "host",
+        "join",
+        "--server",
+        live.url,
+        "--token",
+        token,
+        "--name",
+        "h1",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(host_dir),
+    )
     wrong_region = _sanbox(live, *join, "--region", "us-1")
     assert wrong_region.returncode == 1 and "join_refused" in wrong_region.stderr
     assert len(wrong_region.stderr.strip().splitlines()) == 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sanbox.sdk import exec_protocol, types, usage
+from sanbox.sdk import exec_protocol, fleet, types, usage
 
 from ..openapi_doc import check, schema
 
@@ -32,7 +32,7 @@ RECORDS: dict[type, str] = {
     types.ApiKey: "KeyOut",
     types.AuditRecord: "AuditRecordOut",
     types.HostInfo: "HostInfo",
-    types.FleetHost: "HostOut",
+    fleet.FleetHost: "HostOut",
     types.SshAccess: "SshAccess",
     types.PublishedPort: "PortOut",
     types.ViewLink: "ViewLinkOut",

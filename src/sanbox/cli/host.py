@@ -139,8 +139,10 @@ def join(
     pki.write_key(me.key, key)
     me.cert.write_text(joined["certificate"])
     me.peer_ca.write_text(joined["control_ca"])
-    console.print(f"joined as {name} ({joined['host_id']}, epoch {joined['epoch']}) in {region}: "
-                  "`sanbox host serve` serves it")  # fmt: skip
+    console.print(
+        f"joined as {name} ({joined['host_id']}, epoch {joined['epoch']}) in {region}: "
+        "`sanbox host serve` serves it"
+    )
 
 
 @app.command("ls")
@@ -155,7 +157,14 @@ def ls() -> None:
         hosts = client.fleet.hosts()
     table = Table("NAME", "REGION", "STATE", "EPOCH", "ADDRESS", "VCPUS", "MEMORY", "LEASE UNTIL")
     for h in hosts:
-        table.add_row(h.name, h.region, h.state, str(h.epoch), h.address,
-                      f"{h.alloc_vcpus}/{h.vcpus}", f"{h.alloc_memory_mib}/{h.memory_mib} MiB",
-                      h.lease_until)  # fmt: skip
+        table.add_row(
+            h.name,
+            h.region,
+            h.state,
+            str(h.epoch),
+            h.address,
+            f"{h.alloc_vcpus}/{h.vcpus}",
+            f"{h.alloc_memory_mib}/{h.memory_mib} MiB",
+            h.lease_until,
+        )
     console.print(table)

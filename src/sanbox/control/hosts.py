@@ -91,11 +91,13 @@ class FleetHosts:
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
             return
         try:
-            await asyncio.to_thread(self.hosts.renew, Lease(row.id, row.epoch, row.lease_until),
-                                    capacity)  # fmt: skip
+            await asyncio.to_thread(
+                self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity
+            )
         except Exception as exc:  # declared lost (or re-registered by another node): register
-            log.warning("host %s renewed a lease it no longer held (%s): registering", row.name,
-                        exc)  # fmt: skip
+            log.warning(
+                "host %s renewed a lease it no longer held (%s): registering", row.name, exc
+            )
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
 
     async def _link(self, row: HostRow) -> RemoteHost:

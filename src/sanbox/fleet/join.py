@@ -53,8 +53,15 @@ def make_token(db: Database, region: str, ttl: float = TOKEN_TTL) -> str:
     token = "sbj_" + secrets.token_urlsafe(32)
     now = utcnow()
     with db.session() as s:
-        s.add(JoinTokenRow(id=new_id("jtk_"), token_sha256=_digest(token), region=region,
-                           created_at=now, expires_at=now + timedelta(seconds=ttl)))  # fmt: skip
+        s.add(
+            JoinTokenRow(
+                id=new_id("jtk_"),
+                token_sha256=_digest(token),
+                region=region,
+                created_at=now,
+                expires_at=now + timedelta(seconds=ttl),
+            )
+        )
         s.commit()
     return token
 
@@ -111,5 +118,6 @@ def join(
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)
     cert, control_ca = cas.sign_host(spec.name, addresses, key)
-    return Joined(lease, cert.public_bytes(serialization.Encoding.PEM).decode(),
-                  control_ca.read_text())  # fmt: skip
+    return Joined(
+        lease, cert.public_bytes(serialization.Encoding.PEM).decode(), control_ca.read_text()
+    )

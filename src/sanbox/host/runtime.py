@@ -137,9 +137,14 @@ class HostRuntime:
         if self.network is None:
             return None
         gateway = EgressGateway(
-            resolver, on_denied, reach, max_connections,
-            intercepts=intercepts, budget=budget, org_of=org_of,
-        )  # fmt: skip
+            resolver,
+            on_denied,
+            reach,
+            max_connections,
+            intercepts=intercepts,
+            budget=budget,
+            org_of=org_of,
+        )
         return ComputersEgress(gateway, self.network)
 
     # machines (machines/boot.py) ----------------------------------------------------------

@@ -18,6 +18,7 @@ from .computer import AsyncComputer
 from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
+from .fleet import AsyncFleet
 from .secrets import AsyncSecrets
 from .templates import AsyncPools, AsyncTemplates
 from .types import (
@@ -25,7 +26,6 @@ from .types import (
     AuditRecord,
     ComputerRecord,
     Event,
-    FleetHost,
     HostInfo,
     ImageBuild,
     Org,
@@ -226,24 +226,6 @@ class AsyncSnapshots:
         """Delete a snapshot; computers made from it keep working."""
         path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
         return Snapshot.from_json(await self._client.http.json("DELETE", path, timeout=600.0))
-
-
-class AsyncFleet:
-    """The fleet's hosts (host-admin key; docs/fleet.md)."""
-
-    def __init__(self, client: AsyncSanbox) -> None:
-        self._client = client
-
-    async def join_token(self, region: str, ttl_seconds: float = 3600.0) -> str:
-        """A one-time token for a host of `region` to join the fleet (`sanbox host join`)."""
-        body = {"region": region, "ttl_seconds": ttl_seconds}
-        data = await self._client.http.json("POST", "/v1/fleet/tokens", json_body=body)
-        return str(data["token"])
-
-    async def hosts(self) -> builtins.list[FleetHost]:
-        """The fleet's hosts and their leases."""
-        data = await self._client.http.json("GET", "/v1/fleet/hosts")
-        return [FleetHost.from_json(h) for h in data.get("hosts", [])]
 
 
 class AsyncOrgs:

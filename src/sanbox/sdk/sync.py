@@ -20,7 +20,6 @@ from .client import (
     DEFAULT_TIMEOUT,
     AsyncAudit,
     AsyncComputers,
-    AsyncFleet,
     AsyncImages,
     AsyncKeys,
     AsyncOrgs,
@@ -29,6 +28,7 @@ from .client import (
 )
 from .computer import AsyncComputer, AsyncFiles, ComputerFields
 from .exec_stream import AsyncExecStream
+from .fleet import AsyncFleet
 from .secrets import AsyncSecrets
 from .ssh_stream import AsyncSshStream
 from .templates import AsyncPools, AsyncTemplates

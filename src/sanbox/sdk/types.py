@@ -206,31 +206,6 @@ class HostInfo:
         return cls(**_known(cls, data))
 
 
-@dataclass(frozen=True)
-class FleetHost:
-    """A host of the fleet (docs/fleet.md) and its lease."""
-
-    name: str
-    region: str
-    address: str
-    state: str  # up | suspect | lost | draining | retired
-    epoch: int
-    lease_until: str
-    hypervisor: str
-    accel: str
-    vcpus: int
-    memory_mib: int
-    disk_bytes: int
-    alloc_vcpus: int = 0
-    alloc_memory_mib: int = 0
-    alloc_disk_bytes: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FleetHost:
-        return cls(**_known(cls, data))
-
-
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """Keep the fields this SDK knows, so a newer server's extra fields do not break it."""
     names = cls.__dataclass_fields__  # type: ignore[attr-defined]

@@ -107,8 +107,12 @@ async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
         labels=body.labels,
     )
     joined = await asyncio.to_thread(plane.hosts.join, body.token, spec, body.addresses, body.csr)
-    return JoinOut(host_id=joined.lease.host_id, epoch=joined.lease.epoch,
-                   certificate=joined.certificate, control_ca=joined.control_ca)  # fmt: skip
+    return JoinOut(
+        host_id=joined.lease.host_id,
+        epoch=joined.lease.epoch,
+        certificate=joined.certificate,
+        control_ca=joined.control_ca,
+    )
 
 
 @router.get("/hosts", response_model=HostList)

@@ -133,8 +133,13 @@ class HostAgent:
                     log.warning("%s failed: %s", name, exc)
                     return 409, {"error": wire.error_out(exc)}
                 except (KeyError, TypeError, ValueError) as exc:
-                    return 400, {"error": {"type": "HostError", "code": "invalid_call",
-                                           "message": f"{name}: bad arguments: {exc}"}}  # fmt: skip
+                    return 400, {
+                        "error": {
+                            "type": "HostError",
+                            "code": "invalid_call",
+                            "message": f"{name}: bad arguments: {exc}",
+                        }
+                    }
 
             (status, answer), _ran = await self.journal.once(f"{name}/{op_id}", run)
             return JSONResponse(answer, status)
@@ -257,8 +262,9 @@ async def _disk_error(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> A
 async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id) if a["running"] else None
-    manifest = await rt.snapshot(a["snapshot_id"], a["computer_id"], machine, spec,
-                                 _image(rt, a["image"]), bool(a["memory"]))  # fmt: skip
+    manifest = await rt.snapshot(
+        a["snapshot_id"], a["computer_id"], machine, spec, _image(rt, a["image"]), bool(a["memory"])
+    )
     return wire.plain(manifest)
 
 

@@ -45,8 +45,9 @@ class FleetCAs:
         cert, key = self.folder / "control.pem", self.folder / "control.key"
         if not (cert.exists() and key.exists()):
             private = pki.new_key()
-            signed = pki.sign(self.control_ca(), private.public_key(), "sanbox control plane",
-                              [], pki.CLIENT)  # fmt: skip
+            signed = pki.sign(
+                self.control_ca(), private.public_key(), "sanbox control plane", [], pki.CLIENT
+            )
             pki.write_key(key, private)
             pki.write_cert(cert, signed)
         return Identity(cert, key, self.folder / f"{HOST_CA}.pem")

@@ -124,8 +124,9 @@ class RemoteHost:
         last: Exception | None = None
         for _ in range(1 + RETRIES):
             try:
-                r = await self._http.post(f"{self.url}/v1/host/calls/{name}", json=args,
-                                          headers={OPERATION: op_id})  # fmt: skip
+                r = await self._http.post(
+                    f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
+                )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise HostUnreachableError(f"host {self.name} is unreachable: {exc}") from exc
             except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
@@ -198,7 +199,8 @@ class RemoteHost:
         made = await self.call("resume", spec=wire.spec_out(spec), image=wire.image_out(image))
         await self.refresh()
         outcome = wire.outcome_in(made["outcome"])
-        assert outcome is not None  # a resume always says what happened to memory
+        if outcome is None:
+            raise HostError(f"host {self.name}'s resume did not say what happened to memory")
         return await self._machine(made["machine"]), outcome
 
     def has_saved_memory(self, computer_id: str) -> bool:
@@ -232,17 +234,27 @@ class RemoteHost:
         if machine is not None:
             with contextlib.suppress(Exception):  # the host's flow talks to the agent itself
                 await machine.agent.close()
-        made = await self.call("snapshot", snapshot_id=snapshot_id, computer_id=computer_id,
-                               running=machine is not None, spec=wire.spec_out(spec),
-                               image=wire.image_out(image), memory=memory)  # fmt: skip
+        made = await self.call(
+            "snapshot",
+            snapshot_id=snapshot_id,
+            computer_id=computer_id,
+            running=machine is not None,
+            spec=wire.spec_out(spec),
+            image=wire.image_out(image),
+            memory=memory,
+        )
         await self.refresh()
         return wire.manifest_in(made)
 
     async def create_from_snapshot(
         self, spec: MachineSpec, image: Image, snapshot_id: str
     ) -> tuple[Machine, MemoryOutcome | None]:
-        made = await self.call("create_from_snapshot", spec=wire.spec_out(spec),
-                               image=wire.image_out(image), snapshot_id=snapshot_id)  # fmt: skip
+        made = await self.call(
+            "create_from_snapshot",
+            spec=wire.spec_out(spec),
+            image=wire.image_out(image),
+            snapshot_id=snapshot_id,
+        )
         await self.refresh()
         return await self._machine(made["machine"]), wire.outcome_in(made["outcome"])
 
@@ -257,17 +269,23 @@ class RemoteHost:
         if machine is not None:
             with contextlib.suppress(Exception):
                 await machine.agent.close()
-        made = await self.call("fork", running=machine is not None, spec=wire.spec_out(spec),
-                               image=wire.image_out(image), memory=memory,
-                               new_specs=[wire.spec_out(s) for s in new_specs])  # fmt: skip
+        made = await self.call(
+            "fork",
+            running=machine is not None,
+            spec=wire.spec_out(spec),
+            image=wire.image_out(image),
+            memory=memory,
+            new_specs=[wire.spec_out(s) for s in new_specs],
+        )
         await self.refresh()
         return [await self._machine(m) for m in made]
 
     async def finish_copy(self, machine: Machine, hostname: str, size_bytes: int) -> None:
         with contextlib.suppress(Exception):
             await machine.agent.close()
-        await self.call("finish_copy", computer_id=machine.computer_id, hostname=hostname,
-                        size_bytes=size_bytes)  # fmt: skip
+        await self.call(
+            "finish_copy", computer_id=machine.computer_id, hostname=hostname, size_bytes=size_bytes
+        )
 
     def snapshot_ids(self) -> list[str]:
         return list(self._latest()["snapshots"])
@@ -317,7 +335,8 @@ class RemoteHost:
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         report = self._latest()["room"]
         ram = wire.room_in(report["ram"])
-        assert ram is not None  # a host always reports its RAM room
+        if ram is None:
+            raise HostUnreachableError(f"host {self.name} reported no room for RAM")
         return ram, wire.room_in(report["disk"]) if disk else None
 
     def builds(self) -> list[Image]:
@@ -343,9 +362,11 @@ class RemoteHost:
     def remove_build(self, image: Image) -> None:
         """(Called in a thread: a blocking request.)"""
         with httpx.Client(verify=self.tls, timeout=CALL_TIMEOUT) as http:
-            r = http.post(f"{self.url}/v1/host/calls/remove_build",
-                          json={"build_id": image.build_id},
-                          headers={OPERATION: secrets.token_hex(12)})  # fmt: skip
+            r = http.post(
+                f"{self.url}/v1/host/calls/remove_build",
+                json={"build_id": image.build_id},
+                headers={OPERATION: secrets.token_hex(12)},
+            )
         if r.status_code != 200:
             raise wire.error_in(r.json()["error"])
 

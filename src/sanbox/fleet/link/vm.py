@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...host.door import HostError, Liveness
 
 if TYPE_CHECKING:
-    from ...host.agent.client import Streams
+    from ...host.agent.dial import Streams
     from .remote import RemoteHost
 
 TUNNEL_READ = 1 << 20

@@ -97,13 +97,17 @@ def capabilities_in(data: Json) -> Capabilities:
 
 
 def room_out(room: Room | None) -> Json | None:
-    return None if room is None else {"path": str(room.path), "free": room.free,
-                                      "promised": room.promised}  # fmt: skip
+    return (
+        None
+        if room is None
+        else {"path": str(room.path), "free": room.free, "promised": room.promised}
+    )
 
 
 def room_in(data: Json | None) -> Room | None:
-    return None if data is None else Room(Path(data["path"]), int(data["free"]),
-                                          int(data["promised"]))  # fmt: skip
+    return (
+        None if data is None else Room(Path(data["path"]), int(data["free"]), int(data["promised"]))
+    )
 
 
 def plain(value: object) -> Json:

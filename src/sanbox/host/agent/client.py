@@ -9,7 +9,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -18,6 +18,7 @@ from sanbox.guest import protocol as p
 
 from . import process
 from .channel import Channel
+from .dial import Dial, unix_dial
 from .errors import (
     AgentError,
     AgentTimeoutError,
@@ -89,19 +90,6 @@ async def _handshake(
                     decoder.errors.clear()
                     return decoder, frame.body
     raise TimeoutError
-
-
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-Dial = Callable[[], Awaitable[Streams]]  # a new byte stream to the agent (OSError: not yet)
-
-
-def unix_dial(path: str) -> Dial:
-    """The agent's Unix socket on this host (a VM's run dir)."""
-
-    async def dial() -> Streams:
-        return await asyncio.open_unix_connection(path, limit=4 * READ_SIZE)
-
-    return dial
 
 
 class _Connecting:

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..agent import AgentClient
-from ..agent.client import Dial
+from ..agent.dial import Dial
 from ..data.layout import ComputerDir
 from ..drivers import VM_ISOLATIONS, NetAttachment, VmHandle, VmNotRunningError
 

@@ -1,0 +1,56 @@
+"""The fleet's hosts (host-admin key; docs/fleet.md): `client.fleet.join_token(region)` for
+`sanbox host join`, and `client.fleet.hosts()` with their state and lease."""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .types import _known
+
+if TYPE_CHECKING:
+    from .client import AsyncSanbox
+
+
+@dataclass(frozen=True)
+class FleetHost:
+    """A host of the fleet (docs/fleet.md) and its lease."""
+
+    name: str
+    region: str
+    address: str
+    state: str  # up | suspect | lost | draining | retired
+    epoch: int
+    lease_until: str
+    hypervisor: str
+    accel: str
+    vcpus: int
+    memory_mib: int
+    disk_bytes: int
+    alloc_vcpus: int = 0
+    alloc_memory_mib: int = 0
+    alloc_disk_bytes: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FleetHost:
+        return cls(**_known(cls, data))
+
+
+class AsyncFleet:
+    """The fleet's hosts (host-admin key; docs/fleet.md)."""
+
+    def __init__(self, client: AsyncSanbox) -> None:
+        self._client = client
+
+    async def join_token(self, region: str, ttl_seconds: float = 3600.0) -> str:
+        """A one-time token for a host of `region` to join the fleet (`sanbox host join`)."""
+        body = {"region": region, "ttl_seconds": ttl_seconds}
+        data = await self._client.http.json("POST", "/v1/fleet/tokens", json_body=body)
+        return str(data["token"])
+
+    async def hosts(self) -> builtins.list[FleetHost]:
+        """The fleet's hosts and their leases."""
+        data = await self._client.http.json("GET", "/v1/fleet/hosts")
+        return [FleetHost.from_json(h) for h in data.get("hosts", [])]
