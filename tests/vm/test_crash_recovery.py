@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -80,9 +81,19 @@ def no_one_else_is(client: Sanbox, source: Computer, ids: tuple[str, str]) -> No
 
 
 def qemu_of(srv: ServerProcess, computer_id: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"{srv.data_dir.computers}/{computer_id}/"],
-                         capture_output=True, text=True)  # fmt: skip
-    return [int(p) for p in out.stdout.split()]
+    """The computer's hypervisor processes: those whose command line names its folder and
+    whose program is QEMU (a `qemu-img` or a helper working on its disk is not its QEMU)."""
+    out = subprocess.run(
+        ["pgrep", "-f", f"{srv.data_dir.computers}/{computer_id}/"], capture_output=True, text=True
+    )
+    return [int(p) for p in out.stdout.split() if _program(int(p)).startswith("qemu-system")]
+
+
+def _program(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:  # it ended between the two looks
+        return ""
 
 
 @pytest.mark.parametrize("step", FORK_STEPS)
