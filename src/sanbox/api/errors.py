@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..control.errors import ControlError, TooManyRequestsError
+from ..control.errors import ControlError, HostUnavailableError, TooManyRequestsError
 from ..host.errors import HostError
 from .fleet_metrics import count_failure
 
@@ -29,7 +29,7 @@ def error_response(
 
 def error_headers(exc: ControlError) -> dict[str, str] | None:
     """`Retry-After` for a refusal that ends in time (failed authentications, a key's rate)."""
-    if isinstance(exc, TooManyRequestsError):
+    if isinstance(exc, (TooManyRequestsError, HostUnavailableError)):
         return {"Retry-After": str(exc.retry_after)}
     return None
 
@@ -46,6 +46,9 @@ def install(app: FastAPI) -> None:
     async def host_error(request: Request, exc: HostError) -> JSONResponse:
         count_failure(request, exc.code)
         log.error("host error %s: %s", exc.code, exc)
+        if exc.code == HostUnavailableError.code:  # the computer's host does not answer
+            gone = HostUnavailableError(str(exc))
+            return error_response(503, gone.code, gone.message, error_headers(gone))
         return error_response(500, exc.code, str(exc))
 
     @app.exception_handler(RequestValidationError)

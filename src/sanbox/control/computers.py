@@ -87,6 +87,7 @@ class Computers:
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
         self.hosts = FleetHosts(db, home, host_lease)  # the fleet's hosts (docs/fleet.md)
+        self.fleet.remote = self.hosts
         if resolver is not None:
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
@@ -135,7 +136,7 @@ class Computers:
 
     async def console(self, org: Org, ref: str, lines: int) -> list[str]:
         row = self.fleet.get(org, ref)
-        return await self.fleet.runtime.console_lines(row.id, lines)
+        return await self.fleet.host_of(row).console_lines(row.id, lines)
 
     # lifecycle -------------------------------------------------------------------------------
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ..fleet.placement import Placement
 from ..host.door import GIB, HostError, Image, MemoryOutcome, PolicyError, recipe_for
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import deadlines, quotas, snapshots, templates
+from . import deadlines, placing, quotas, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -70,6 +71,9 @@ class Plan:
     booted_because: str | None = None  # from a template, but not restored: why
     ports: tuple[int, ...] = ()  # published (private) from the start: the template's
     secrets: tuple[tuple[str, str | None], ...] = ()  # bound at insert: the template's, the own
+    placed: bool = False  # on a fleet host, chosen at provision (placing.py)
+    host_id: str | None = None  # a fork's: its source's host
+    region: str | None = None
 
 
 def _from_snapshot(fleet: Fleet, org: Org, req: CreateRequest) -> SnapshotRow:
@@ -148,8 +152,10 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     bound.update(dict(req.secrets))
     wanted = tuple(bound.items())
     check_bindable(fleet, org, wanted, template)
-    # before anything is made: refused here leaves no record and no folder
-    hold = fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
+    # before anything is made: refused here leaves no record and no folder (a placed create is
+    # admitted by its placement, after its record: placing.py)
+    placed = placing.wanted(fleet, start.host_id if start else None, start is not None)
+    hold = None if placed else fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
         env={**(base.env if base else {}), **req.env},
@@ -157,7 +163,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         idle_timeout=req.idle_timeout if req.idle_timeout is not None else default_idle,
         snapshot=start, origin=start.id if start else None, hold=hold,
         from_template=own is not None, booted_because=own.booted_because if own else None,
-        ports=tuple(own.template.ports) if own else (), secrets=wanted,
+        ports=tuple(own.template.ports) if own else (), secrets=wanted, placed=placed,
     )  # fmt: skip
 
 
@@ -193,6 +199,7 @@ def insert(
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
             lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,
+            host_id=plan.host_id, region=plan.region,
         )  # fmt: skip
         s.add(row)
         s.flush()
@@ -280,41 +287,73 @@ async def provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
         release(plan)  # its disk and RAM file exist now (or never will): measured from here
 
 
+async def _placed(fleet: Fleet, row: ComputerRow, plan: Plan) -> Placement | None:
+    """Put a placed create on its host (None: it runs on this server's own); refused, nothing of
+    it stays."""
+    if not plan.placed:
+        return None
+    snap_host = plan.snapshot.host_id if plan.snapshot else None
+    try:
+        placement = await asyncio.to_thread(
+            placing.place, fleet, row, plan.disk_gib, snap_host, plan.snapshot is not None
+        )
+    except ControlError as exc:
+        fleet.remove_record(row.id, f"create failed: {exc.message}")
+        raise
+    fleet.record(
+        row.id, None, "computer.placed", f"placed on host {placement.host_name}",
+        placement.event_data(),
+    )  # fmt: skip
+    return placement
+
+
 async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
     async with fleet.lock(row.id):
-        spec = fleet.spec(row, plan.disk_gib)
+        placement = await _placed(fleet, row, plan)
         try:
-            if plan.snapshot is None:
-                machine, disk = await fleet.runtime.create(spec, plan.image)
-                how, data = f"disk {disk.method}", {"disk_clone": disk.method}
+            return await _provision_on(fleet, fleet.by_id(row.id) or row, plan)
+        finally:
+            if placement is not None:  # the host's next report counts what it runs
+                await asyncio.to_thread(placing.release, fleet, placement)
+
+
+async def _provision_on(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
+    spec = fleet.spec(row, plan.disk_gib)
+    try:
+        host = fleet.host_of(row)
+    except ControlError as exc:  # its host cannot be reached now: nothing was made
+        fleet.remove_record(row.id, f"create failed: {exc.message}")
+        raise
+    try:
+        if plan.snapshot is None:
+            machine, disk = await host.create(spec, plan.image)
+            how, data = f"disk {disk.method}", {"disk_clone": disk.method}
+        else:
+            machine, outcome = await host.create_from_snapshot(spec, plan.image, plan.snapshot.id)
+            if plan.from_template:
+                how, data = _from_template_said(plan, outcome)
             else:
-                machine, outcome = await fleet.runtime.create_from_snapshot(
-                    spec, plan.image, plan.snapshot.id
-                )
-                if plan.from_template:
-                    how, data = _from_template_said(plan, outcome)
-                else:
-                    how, data = _from_snapshot_said(plan.snapshot, outcome)
-        except (HostError, OSError) as exc:
-            error = (
-                from_host(exc, "create", row.id)
-                if isinstance(exc, HostError)
-                else ControlError(f"create failed: {exc.strerror or exc}", "host_error")
-            )
-            log.warning("create of %s failed: %s", row.id, exc)
-            with contextlib.suppress(Exception):  # nothing of it stays: no half-made computer
-                await fleet.runtime.destroy(row.id)
-            fleet.remove_record(row.id, f"create failed: {error.message}")
-            raise error from exc
-        await fleet.came_up(row.id, machine)
-        fields: dict[str, Any] = {}
-        if "memory" in data:
-            fields = {"memory": data["memory"], "memory_reason": data.get("memory_reason")}
-        return fleet.record(
-            row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}, {how})",
-            {"isolation": machine.isolation, **data}, isolation=machine.isolation,
-            last_error=None, identity_pending=None, **fields,
-        )  # fmt: skip
+                how, data = _from_snapshot_said(plan.snapshot, outcome)
+    except (HostError, OSError) as exc:
+        error = (
+            from_host(exc, "create", row.id)
+            if isinstance(exc, HostError)
+            else ControlError(f"create failed: {exc.strerror or exc}", "host_error")
+        )
+        log.warning("create of %s failed: %s", row.id, exc)
+        with contextlib.suppress(Exception):  # nothing of it stays: no half-made computer
+            await host.destroy(row.id)
+        fleet.remove_record(row.id, f"create failed: {error.message}")
+        raise error from exc
+    await fleet.came_up(row.id, machine)
+    fields: dict[str, Any] = {"hypervisor": host.driver_facts()[0]}
+    if "memory" in data:
+        fields |= {"memory": data["memory"], "memory_reason": data.get("memory_reason")}
+    return fleet.record(
+        row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}, {how})",
+        {"isolation": machine.isolation, **data}, isolation=machine.isolation,
+        last_error=None, identity_pending=None, **fields,
+    )  # fmt: skip
 
 
 def _from_template_said(plan: Plan, outcome: MemoryOutcome | None) -> tuple[str, dict[str, Any]]:

@@ -27,6 +27,8 @@
     │                              not do what was asked; the message says so and what state
     │                              the computer is in now ("...; the computer is still running")
     ├── UnavailableError           agent_unavailable (503)
+    │   └── HostUnavailableError   host_unreachable (503), with `Retry-After`: the computer's
+    │                              host does not answer
     └── OperationTimeoutError      timeout (504)
 Host errors are translated where the verbs call the host (`host_errors.from_host`): the code
 stays, the message is one a tenant may read, the detail goes to the server's log.
@@ -144,6 +146,14 @@ class ForbiddenError(ControlError):
 class UnavailableError(ControlError):
     status = 503
     code = "agent_unavailable"
+
+
+class HostUnavailableError(UnavailableError):
+    """The host that holds the computer does not answer (or this server has no link to it yet):
+    503 with `Retry-After`; nothing was done."""
+
+    code = "host_unreachable"
+    retry_after = 5
 
 
 class OperationTimeoutError(ControlError):

@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..host.door import (
     RECIPES,
@@ -31,11 +31,14 @@ from ..store.models import ComputerRow, Org
 from . import quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
-from .errors import NotFoundError, UnavailableError
+from .errors import HostUnavailableError, NotFoundError, UnavailableError
 from .events import EventBus
 from .host_errors import from_host
 from .secret_book import SecretBook
 from .states import State, check_action, check_transition
+
+if TYPE_CHECKING:
+    from .hosts import FleetHosts
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +70,18 @@ class Fleet:
         self.busy: dict[str, int] = {}  # computer id -> operations in progress
         self.clocks = ActivityClocks(db)  # last activity, for the idle watcher
         self.book: SecretBook | None = None  # the secrets bound to computers (Computers sets it)
+        self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
 
     # plumbing -------------------------------------------------------------------------------
 
     async def network_up(self, computer_id: str) -> None:
         """Firewall, DNS filter and egress proxy for a computer that now runs."""
         row = self.by_id(computer_id)
-        if self.egress is None or row is None:
+        egress = self.egress_of(row) if row is not None else None
+        if egress is None or row is None:
             return
         try:
-            await self.egress.start(computer_id, Policy.of(row.allow))
+            await egress.start(computer_id, Policy.of(row.allow))
         except (HostError, OSError, PolicyError) as exc:  # fails closed: no listener, no egress
             log.error("egress for %s could not start: %s", computer_id, exc)
             self.record(computer_id, None, "network.error", f"egress is off: {exc}")
@@ -84,6 +89,12 @@ class Fleet:
     async def network_down(self, computer_id: str) -> None:
         if self.egress is not None:
             await self.egress.stop(computer_id)
+
+    def egress_of(self, row: ComputerRow) -> ComputersEgress | None:
+        """The egress gateway of the computer's host: this server's own drives its computers'; a
+        fleet host's is not driven over the link yet, so its computers have none and no outbound
+        network at all (docs/fleet.md)."""
+        return self.egress if row.host_id is None else None
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
@@ -146,19 +157,47 @@ class Fleet:
         with self.db.session() as s:
             return repo.list_computers(s, org.id, state, labels)
 
-    def image_for(self, template: str, build_id: str | None = None) -> Image:
-        """The template's current build (for a new computer), or `build_id` while it is there."""
+    def host_of(self, row: ComputerRow) -> Host:
+        """The host that holds a computer: this server's own, or a fleet host over its link
+        (`host_unreachable` when there is none now: nothing is done)."""
+        return self.host_at(row.host_id, f"computer {row.name}'s host")
+
+    def host_at(self, host_id: str | None, what: str = "the host") -> Host:
+        """Host `host_id` (None: this server's own)."""
+        if host_id is None:
+            return self.runtime
+        if self.remote is None:
+            raise HostUnavailableError(f"{what} is not known to this server")
+        try:
+            return self.remote.host(host_id)
+        except HostError as exc:
+            raise HostUnavailableError(f"{what}: {exc}") from exc
+
+    def cpu_usec(self, computer_id: str) -> int | None:
+        """A computer's VM's CPU time, from whichever host runs it (a fleet host's from its last
+        report); None when none does. Cheap: no database read, no call."""
+        found = self.runtime.cpu_usec(computer_id)
+        if found is None and self.remote is not None:
+            found = self.remote.cpu_usec(computer_id)
+        return found
+
+    def image_for(
+        self, template: str, build_id: str | None = None, host: Host | None = None
+    ) -> Image:
+        """The template's current build (for a new computer), or `build_id` while it is there,
+        on `host` (this server's own by default)."""
+        on = host or self.runtime
         try:
             if template not in RECIPES and build_id is not None:  # an org's own template
-                return self.runtime.build(build_id)
-            return self.runtime.image(template, build_id)
+                return on.build(build_id)
+            return on.image(template, build_id)
         except HostError as exc:
             raise from_host(exc, "finding its image") from exc
 
     def image_of(self, row: ComputerRow) -> Image:
         """The build a computer's disk came from: it boots that kernel and initramfs (their
         modules and agent match its disk) and its saved memory stays compatible after a rebuild."""
-        return self.image_for(row.template, row.image)
+        return self.image_for(row.template, row.image, self.host_of(row))
 
     def spec(self, row: ComputerRow, disk_gib: int | None = None) -> MachineSpec:
         return MachineSpec(
@@ -202,11 +241,12 @@ class Fleet:
     async def machine_locked(self, row: ComputerRow) -> Machine:
         """The running machine of `row`, whose lock the caller holds."""
         check_action("use", State(row.state), row.name)
+        host = self.host_of(row)  # a fleet host that does not answer: said now, not in a hang
         machine = self.machines.get(row.id)
         if machine is not None and machine.vm.alive():
             return machine
         try:
-            machine = await self.runtime.attach(row.id)
+            machine = await host.attach(row.id)
         except HostError:
             machine = None
         except Exception as exc:  # agent unreachable on a live VM
@@ -226,13 +266,17 @@ class Fleet:
         """The VM of a running computer died: record it as stopped, disk kept."""
         self.machines.pop(computer_id, None)
         await self.network_down(computer_id)
-        await self.runtime.kill(computer_id)
         with self.db.session() as s:
             row = repo.computer_by_id(s, computer_id)
             state = row.state if row else None
+        if row is None:  # its record is gone: whatever ran of it here ends
+            await self.runtime.kill(computer_id)
+            return
+        host = self.host_of(row)
+        await host.kill(computer_id)
         if state not in (State.RUNNING, State.STARTING, State.STOPPING):
             return
-        lines = await self.runtime.console_lines(computer_id, 4)
+        lines = await host.console_lines(computer_id, 4)
         tail = " | ".join(line.strip() for line in lines)
         self.record(
             computer_id, State.STOPPED, "computer.vm_exited",

@@ -45,6 +45,7 @@ def _plan(fleet: Fleet, row: ComputerRow) -> creating.Plan:
         template=row.template, image=fleet.image_of(row), vcpus=row.vcpus,
         memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=dict(row.env),
         allow=list(row.allow), idle_timeout=row.idle_timeout, origin=row.id,
+        host_id=row.host_id, region=row.region,
     )  # fmt: skip
 
 
@@ -60,7 +61,8 @@ async def fork(
     async with fleet.acting(org, ref, "fork") as row:
         memory = row.state in HAS_MEMORY
         plan = _plan(fleet, row)
-        with fleet.capacity.admit_here(fleet.runtime, row.memory_mib * count, row.disk_gib * count):
+        host = fleet.host_of(row)
+        with fleet.capacity.admit_here(host, row.memory_mib * count, row.disk_gib * count):
             return await _fork_locked(fleet, org, row, plan, names, memory)
     raise AssertionError("unreachable")
 
@@ -82,7 +84,7 @@ async def _fork_locked(
     try:
         if row.state == State.RUNNING:
             machine = await fleet.machine_locked(row)
-        machines = await fleet.runtime.fork(
+        machines = await fleet.host_of(row).fork(
             machine,
             fleet.spec(row),
             plan.image,

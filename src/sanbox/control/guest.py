@@ -69,6 +69,7 @@ async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
         await wake(fleet, row)
         row = fleet.get(org, ref)
     check_action("use", State(row.state), row.name)
+    fleet.host_of(row)  # a fleet host that does not answer: `host_unreachable` now, no hang
     fleet.touch(row.id)
     machine = fleet.machines.get(row.id)
     if machine is not None and machine.vm.alive():

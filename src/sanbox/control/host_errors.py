@@ -11,7 +11,13 @@ from __future__ import annotations
 import logging
 
 from ..host.door import HostError
-from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError
+from .errors import (
+    ConflictError,
+    ControlError,
+    HostUnavailableError,
+    InvalidRequestError,
+    NotFoundError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,8 @@ SAFE: dict[str, str] = {
 def from_host(exc: HostError, doing: str, computer_id: str | None = None) -> ControlError:
     """`exc`, raised while `doing` (e.g. "start"), as a ControlError; the detail is logged."""
     code = exc.code if isinstance(exc.code, str) else "host_error"
+    if code == HostUnavailableError.code:  # the message names the host, never its paths
+        return HostUnavailableError(f"{doing} failed: {exc}; try again shortly")
     if code in CALLER:
         kind, public = CALLER[code]
         return kind(str(exc), public)

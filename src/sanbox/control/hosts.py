@@ -15,8 +15,9 @@ from typing import Any
 from ..fleet.hosts import RETIRED, Capacity, Hosts, HostSpec, Lease, LeasePolicy, Swept
 from ..fleet.join import Joined, join, make_token
 from ..fleet.link.pki import FleetCAs, client_tls
-from ..fleet.link.remote import HostUnreachableError, RemoteHost
+from ..fleet.link.remote import HostUnreachableError, RemoteHost, as_host
 from ..fleet.singleton import Singleton
+from ..host.door import Host
 from ..store import Database
 from ..store.models import HostRow
 
@@ -39,6 +40,7 @@ class FleetHosts:
         self.cas = FleetCAs(home / "fleet")
         self.hosts = Hosts(db, policy)
         self.links: dict[str, RemoteHost] = {}  # host name -> its link
+        self._names: dict[str, str] = {}  # host id -> name, for routing a computer to its host
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
         self._singleton = Singleton(url or db.url, "fleet.hosts")
 
@@ -50,6 +52,33 @@ class FleetHosts:
 
     def list(self) -> list[HostRow]:
         return self.hosts.all()
+
+    # routing --------------------------------------------------------------------------------
+
+    def any_joined(self) -> bool:
+        """Whether a host has joined (a create then goes to the fleet's hosts, not this one)."""
+        return bool(self._names)
+
+    def host(self, host_id: str) -> Host:
+        """The link to the host that holds a computer; `host_unreachable` when this server has
+        no link to it yet or the host stopped answering (the caller may try again)."""
+        name = self._names.get(host_id)
+        link = self.links.get(name) if name else None
+        if link is None:
+            raise HostUnreachableError(
+                f"host {name or host_id} is not linked from this server yet: try again shortly"
+            )
+        if not link.reachable:
+            raise HostUnreachableError(f"host {name} does not answer")
+        return as_host(link)
+
+    def cpu_usec(self, computer_id: str) -> int | None:
+        """A computer's CPU time from the report of the host that runs it (None: none does)."""
+        for link in self.links.values():
+            found = link.cpu_usec(computer_id)
+            if found is not None:
+                return found
+        return None
 
     # the watch ------------------------------------------------------------------------------
 
@@ -67,6 +96,9 @@ class FleetHosts:
         rows = [r for r in await asyncio.to_thread(self.hosts.all) if r.state != RETIRED]
         if not rows:  # one host, no fleet: nothing to read, nothing to write
             return None
+        for row in rows:  # every API node keeps a link to every host, for routing
+            await self._link(row)
+        self._names = {r.id: r.name for r in rows}
         if not await asyncio.to_thread(self._singleton.held):
             return None
         await asyncio.gather(*(self._renew(row) for row in rows))
@@ -84,7 +116,7 @@ class FleetHosts:
         except HostUnreachableError as exc:
             log.info("host %s did not answer: %s", row.name, exc)
             return
-        capacity = _capacity(report)
+        capacity, layers = _capacity(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen
         if was is not None and was != seen:  # the host agent restarted: a new epoch
@@ -92,7 +124,7 @@ class FleetHosts:
             return
         try:
             await asyncio.to_thread(
-                self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity
+                self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity, layers
             )
         except Exception as exc:  # declared lost (or re-registered by another node): register
             log.warning(
@@ -107,6 +139,7 @@ class FleetHosts:
                 await link.close()
             tls = client_tls(self.cas.control_identity())
             link = RemoteHost(row.name, f"https://{row.address}", tunnel_of(row.address), tls)
+            link.keep_reading()
             self.links[row.name] = link
         return link
 

@@ -31,11 +31,11 @@ async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 
 async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
-    image = fleet.image_of(row)
-    with fleet.capacity.admit_here(fleet.runtime, row.memory_mib, 0, row.id):
+    host, image = fleet.host_of(row), fleet.image_of(row)
+    with fleet.capacity.admit_here(host, row.memory_mib, 0, row.id):
         fleet.record(row.id, State.STARTING, "computer.starting", "booting on its disk")
         try:
-            machine = await fleet.runtime.start(fleet.spec(row), image)
+            machine = await host.start(fleet.spec(row), image)
         except HostError as exc:
             error = from_host(exc, "start", row.id)
             fleet.record(
@@ -55,7 +55,7 @@ async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> Comp
     """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`."""
     async with fleet.acting(org, ref, "stop") as row:
         if row.state in (State.PAUSED, State.SUSPENDED):
-            await fleet.runtime.drop_saved_memory(row.id)
+            await fleet.host_of(row).drop_saved_memory(row.id)
             await fleet.network_down(row.id)
             said = "stopped: its saved memory was dropped on purpose; disk kept"
             if why is not None:
@@ -68,18 +68,19 @@ async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> Comp
 
 
 async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
+    host = fleet.host_of(row)
     fleet.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
     await fleet.network_down(row.id)
     machine = fleet.machines.pop(row.id, None)
     clean = False
     if machine is None:
         with contextlib.suppress(HostError, OSError):
-            machine = await fleet.runtime.attach(row.id)
+            machine = await host.attach(row.id)
     try:
         if machine is not None:
-            clean = await fleet.runtime.shutdown(machine)
+            clean = await host.shutdown(machine)
         else:
-            await fleet.runtime.kill(row.id)
+            await host.kill(row.id)
     except HostError as exc:  # its VM may still run: never said stopped
         log.warning("stop of %s failed: %s", row.id, exc)
         why = "its VM did not end"
@@ -133,13 +134,15 @@ async def update(fleet: Fleet, org: Org, ref: str, change: Change) -> ComputerRo
 async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -> None:
     """A computer gone, under its lock: network, VM, folder, the disk layers only it stood on,
     then its record (its last event says `why`)."""
+    row = fleet.by_id(computer_id)
+    host = fleet.host_of(row) if row is not None else fleet.runtime
     await fleet.network_down(computer_id)
     machine = fleet.machines.pop(computer_id, None)
     if machine is not None:
         with contextlib.suppress(Exception):
             await machine.agent.close()
-    await fleet.runtime.destroy(computer_id)  # raises if anything of it stays
-    await fleet.runtime.gc_layers()
+    await host.destroy(computer_id)  # raises if anything of it stays
+    await host.gc_layers()
     fleet.remove_record(computer_id, why)
 
 

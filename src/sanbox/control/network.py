@@ -34,8 +34,9 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
             {"allow": policy.rules()}, allow=policy.rules(),
         )  # fmt: skip
         closed = 0
-        if fleet.egress is not None:
-            closed = await fleet.egress.update(row.id, policy)
+        egress = fleet.egress_of(row)
+        if egress is not None:
+            closed = await egress.update(row.id, policy)
         if closed:
             why = f"{closed} open connection(s) no longer allowed were closed"
             fleet.record(row.id, None, "network.flows_closed", why)

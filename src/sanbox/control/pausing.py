@@ -39,7 +39,7 @@ async def _pause_locked(
     machine = await fleet.machine_locked(row)
     fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
     try:
-        saved = await fleet.runtime.pause(machine, fleet.spec(row), fleet.image_of(row))
+        saved = await fleet.host_of(row).pause(machine, fleet.spec(row), fleet.image_of(row))
     except PauseError as exc:
         log.warning("pause of %s failed: %s", row.id, exc)
         why = pause_failure(exc)
@@ -77,10 +77,11 @@ async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
-    with fleet.capacity.admit_here(fleet.runtime, row.memory_mib, 0, row.id):
+    host = fleet.host_of(row)
+    with fleet.capacity.admit_here(host, row.memory_mib, 0, row.id):
         fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
         try:
-            machine, outcome = await fleet.runtime.resume(fleet.spec(row), fleet.image_of(row))
+            machine, outcome = await host.resume(fleet.spec(row), fleet.image_of(row))
         except HostError as exc:
             error = from_host(exc, "resume", row.id)
             fleet.record(

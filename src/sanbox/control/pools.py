@@ -185,7 +185,7 @@ class Pools:
                 grow = max(0, (req.disk_gib or 0) - row.disk_gib)
                 if grow:  # a member counts against the org already: only its growth is new
                     quotas.check(s, org.id, quotas.Use(disk_gib=grow))
-                    hold = fleet.capacity.admit_here(fleet.runtime, 0, grow, row.id)
+                    hold = fleet.capacity.admit_here(fleet.host_of(row), 0, grow, row.id)
                 row.pool, row.name, row.labels = None, name, dict(req.labels)
                 # the request's computer begins now: its lifetime and running time count from here
                 row.created_at = row.started_at = datetime.now(UTC)
@@ -221,9 +221,10 @@ class Pools:
                 raise ControlError("its VM is not attached")
             client = await machine.client(timeout=5.0)
             await client.set_hostname(row.name)
-            await fleet.runtime.grow_disk(machine, row.disk_gib * GIB)
-            if fleet.egress is not None:
-                await fleet.egress.set_policy(row.id, Policy.of(row.allow))
+            await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
+            egress = fleet.egress_of(row)
+            if egress is not None:
+                await egress.set_policy(row.id, Policy.of(row.allow))
             await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
             fleet.touch(row.id)
             return fleet.record(

@@ -48,8 +48,9 @@ class Reconciler:
     async def reconcile(self) -> ReconcileReport:
         report = ReconcileReport()
         with self.fleet.db.session() as s:
-            rows = repo.list_computers(s, None)
-        known = {row.id for row in rows}
+            every = repo.list_computers(s, None)
+        known = {row.id for row in every}
+        rows = [row for row in every if row.host_id is None]  # a fleet host reconciles its own
         with self.fleet.db.session() as s:
             usage.adopt(s)  # computers made before metering get an interval from now
         for row in rows:
@@ -299,6 +300,6 @@ class Reconciler:
             log.warning("%s stopped on a disk error (%s)", computer_id, error)
             fleet.machines.pop(computer_id, None)
             await fleet.network_down(computer_id)
-            await self.runtime.kill(computer_id)
+            await fleet.host_of(row).kill(computer_id)
             fleet.record(computer_id, State.ERROR, "computer.error", why, {"disk_error": error},
                        last_error=why)  # fmt: skip

@@ -46,7 +46,7 @@ def _insert(fleet: Fleet, row: ComputerRow, memory: bool, name: str | None) -> S
             computer_id=row.id, computer_name=row.name, template=row.template, image=row.image,
             vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, memory=memory,
             size_bytes=0, env=dict(row.env), allow=list(row.allow),
-            idle_timeout=row.idle_timeout,
+            idle_timeout=row.idle_timeout, host_id=row.host_id,
         )  # fmt: skip
         s.add(snap)
         s.flush()
@@ -94,7 +94,7 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
                      {"snapshot": snap.id, "memory": memory})  # fmt: skip
         machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
         try:
-            snap, taken = await kept(fleet, snap.id, fleet.runtime.snapshot(
+            snap, taken = await kept(fleet, snap.id, fleet.host_of(row).snapshot(
                 snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
             ))  # fmt: skip
         except HostError as exc:  # its record is gone already
@@ -132,7 +132,7 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
     stay until nothing references them."""
     snap = get(fleet, org, ref)
     try:
-        await fleet.runtime.delete_snapshot(snap.id)
+        await fleet.host_at(snap.host_id).delete_snapshot(snap.id)
     except HostError as exc:  # the record stays: a second delete tries again
         raise from_host(exc, "snapshot delete", snap.computer_id) from exc
     _drop(fleet, snap.id)

@@ -32,6 +32,7 @@ class FleetHost:
     alloc_memory_mib: int = 0
     alloc_disk_bytes: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    layers: list[str] = field(default_factory=list)  # the template builds it holds
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FleetHost:

@@ -153,6 +153,8 @@ class SnapshotRow(Base):
     allow: Mapped[list[str]] = mapped_column(JSON, default=list)
     idle_timeout: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the fleet host that holds its files (None: the server's own host, as its computers')
+    host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
 
 
 class TemplateRow(Base):

@@ -71,6 +71,7 @@ class HostOut(BaseModel):
     alloc_vcpus: int
     alloc_memory_mib: int
     alloc_disk_bytes: int
+    layers: list[str] = []  # the template builds it holds (placement needs the one it boots)
 
 
 class HostList(BaseModel):

@@ -66,7 +66,7 @@ class Meter:
         """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush)."""
         cpu = None
         with contextlib.suppress(OSError):
-            cpu = self.fleet.runtime.cpu_usec(computer_id)
+            cpu = self.fleet.cpu_usec(computer_id)
         egress = self.fleet.egress
         carried = egress.carried(computer_id) if egress is not None else None
         return Reading(cpu_usec=cpu, egress_bytes=carried)

@@ -80,7 +80,13 @@ class RemoteHost:
         """Read the first report (HostUnreachableError if the host does not answer), then keep
         reading it in the background."""
         await self.refresh()
-        self._watch = asyncio.ensure_future(self._keep_reading())
+        self.keep_reading()
+
+    def keep_reading(self) -> None:
+        """Read the host's report every `REPORT_EVERY` seconds from now on (a host that does not
+        answer is unreachable until it does)."""
+        if self._watch is None:
+            self._watch = asyncio.ensure_future(self._keep_reading())
 
     async def close(self) -> None:
         if self._watch is not None:
@@ -94,15 +100,16 @@ class RemoteHost:
             r = await self._http.get(f"{self.url}/v1/host/report", timeout=CONNECT_TIMEOUT * 2)
             r.raise_for_status()
         except httpx.HTTPError as exc:
+            self._read_at = 0.0  # unreachable from now until a report is read again
             raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
         self._report, self._read_at = r.json(), time.monotonic()
         return self._report
 
     async def _keep_reading(self) -> None:
         while True:
-            await asyncio.sleep(REPORT_EVERY)
             with contextlib.suppress(HostUnreachableError):
                 await self.refresh()
+            await asyncio.sleep(REPORT_EVERY)
 
     @property
     def reachable(self) -> bool:

@@ -1,0 +1,123 @@
+"""A server with a joined fleet host (a real host agent over mutual TLS, on the local driver):
+a create is placed on the host (its event names the host and the candidates), and every verb of
+that computer goes there: exec and files through the host agent's tunnel, stop, start,
+a snapshot and a computer made from it, a fork, delete; the server's own host runs none
+of them. When the host agent is gone, the computer's calls answer `host_unreachable` (503 with
+`Retry-After`) within seconds, and its record stays as it was."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sanbox import Sanbox
+from sanbox.api import ServerSettings, create_app
+from sanbox.fleet.link.agent import HostAgent
+from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
+
+from .conftest import LiveServer, fake_image, served
+from .test_host_link import _free_port, _hosts, _sanbox, _serving, _until, _wait_until_up
+
+pytestmark = pytest.mark.component
+
+
+@pytest.fixture
+def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    with served(app) as url:
+        yield LiveServer(url, app.state.first_key, dd)
+
+
+def _join(live: LiveServer, host_dir: Path, port: int) -> None:
+    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
+    joined = _sanbox(live, "host", "join", "--server", live.url, "--token", token, "--name",
+                     "h1", "--address", "127.0.0.1", "--port", str(port), "--data-dir",
+                     str(host_dir), "--region", "eu-1")  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+
+
+def test_a_computer_on_a_fleet_host_is_served_there(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    host_dir = short_tmp / "h1"
+    port = _free_port()
+    _join(live, host_dir, port)
+    fake_image(DataDir(host_dir))  # the same build as the server's own host has
+    runtime = HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    with _serving(HostAgent(runtime), port, me) as stop:
+        control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up, holding the base build", lambda: bool(_hosts(live)[0].state == "up"))
+        _until("h1's builds reported", lambda: _layers(live) != [])
+        with Sanbox(live.url, live.key, timeout=60) as client:
+            c = client.computers.create(name="far", idle_timeout=0)
+            assert c.state == "running"
+            placed = [e for e in c.events() if e.type == "computer.placed"]
+            assert placed and placed[0].data["host"] == "h1", c.events()
+            assert [x["host"] for x in placed[0].data["candidates"]] == ["h1"]
+            on_host = host_dir / "computers" / c.id
+            assert on_host.is_dir() and not (live.data_dir.computers / c.id).exists()
+
+            r = c.exec("echo from the fleet host")
+            assert (r.exit_code, r.stdout) == (0, "from the fleet host\n")
+            c.files.write("/tmp/far.txt", b"kept there")
+            assert c.files.read("/tmp/far.txt") == b"kept there"
+
+            c.stop()
+            assert c.refresh().state == "stopped"
+            c.start()
+            assert c.exec("true").exit_code == 0
+
+            c.stop()  # a local process's vCPUs cannot be stopped: its copies are of its disk
+            snap = c.snapshot(name="far-snap")
+            kid = client.computers.create(name="from-snap", from_snapshot=snap.id, idle_timeout=0)
+            assert (host_dir / "computers" / kid.id).is_dir()
+            assert kid.exec("true").exit_code == 0
+            forks = c.fork(count=1, name="far-fork")
+            assert (host_dir / "computers" / forks[0].id).is_dir()
+            assert not any(live.data_dir.computers.iterdir()), "the server's own host ran one"
+            for other in (kid, *forks):
+                other.delete()
+            client.snapshots.delete(snap.id)
+            assert not (host_dir / "snapshots" / snap.id).exists()
+            c.start()
+
+            # the host agent goes: the computer's calls say so within seconds, nothing changes
+            stop.set()
+            _until("h1's link down", lambda: _refused(live, c.id) is not None, timeout=30)
+            started = time.monotonic()
+            refused = _refused(live, c.id)
+            assert refused is not None and time.monotonic() - started < 5
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "host_unreachable", refused.text
+            assert int(refused.headers["Retry-After"]) > 0
+            assert c.refresh().state == "running"  # unknown to us: not said stopped
+
+
+def _layers(live: LiveServer) -> list[str]:
+    with Sanbox(live.url, live.key) as client:
+        return [layer for h in client.fleet.hosts() for layer in h.layers]
+
+
+def _refused(live: LiveServer, computer_id: str) -> httpx.Response | None:
+    """An exec in the computer, if it was refused (None: it ran)."""
+    r = httpx.post(
+        f"{live.url}/v1/computers/{computer_id}/exec",
+        json={"cmd": ["true"]},
+        headers={"Authorization": f"Bearer {live.key}"},
+        timeout=30,
+    )
+    return r if r.status_code >= 500 else None
