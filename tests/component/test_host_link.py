@@ -348,3 +348,22 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
     with _serving(HostAgent(runtime()), port, me):
         _until("back", lambda: _hosts(live)[0].state == "up")
         assert _hosts(live)[0].epoch > 1
+        # an operator drains it (nothing new placed), looks, and undrains it
+        drained = _sanbox(live, "host", "drain", "h1")
+        assert drained.returncode == 0 and "draining" in drained.stdout, drained.stderr
+        got = _sanbox(live, "host", "get", "h1")
+        assert got.returncode == 0 and "draining" in got.stdout and "eu-1" in got.stdout
+        assert _sanbox(live, "host", "drain", "h1", "--undo").returncode == 0
+        assert _hosts(live)[0].state == "up"
+        early = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
+        assert early.returncode == 1 and "host_not_lost" in early.stderr  # it answers: not dead
+    # gone for good: forgotten on the operator's word, and only with it
+    _until("lost again", lambda: _hosts(live)[0].state == "lost")
+    unsure = _sanbox(live, "host", "forget", "h1")
+    assert unsure.returncode == 1 and "confirmation_required" in unsure.stderr
+    assert len(unsure.stderr.strip().splitlines()) == 1
+    forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
+    assert forgot.returncode == 0 and "retired" in forgot.stdout, forgot.stderr
+    assert _hosts(live)[0].state == "retired"
+    missing = _sanbox(live, "host", "get", "h9")
+    assert missing.returncode == 1 and "host_not_found" in missing.stderr

@@ -168,3 +168,67 @@ def ls() -> None:
             h.lease_until,
         )
     console.print(table)
+
+
+@app.command("get")
+def get(name: Annotated[str, typer.Argument(help="The host's name")]) -> None:
+    """One host: its state, epoch, lease, capacity and reservations (host-admin key)."""
+    from . import config
+    from ._output import console
+
+    with config.reported(), config.client() as client:
+        h = client.fleet.get(name)
+    facts = {
+        "name": h.name,
+        "region": h.region,
+        "state": h.state,
+        "epoch": h.epoch,
+        "address": h.address,
+        "hypervisor": f"{h.hypervisor} ({h.accel})",
+        "vcpus": f"{h.alloc_vcpus}/{h.vcpus} reserved",
+        "memory": f"{h.alloc_memory_mib}/{h.memory_mib} MiB reserved",
+        "disk": f"{h.alloc_disk_bytes}/{h.disk_bytes} bytes reserved",
+        "builds": ", ".join(h.layers) or "none",
+        "lease until": h.lease_until,
+    }
+    for label, value in facts.items():
+        console.print(f"{label:<12} {value}")
+
+
+@app.command("drain")
+def drain(
+    name: Annotated[str, typer.Argument(help="The host's name")],
+    undo: Annotated[bool, typer.Option("--undo", help="Place on it again")] = False,
+) -> None:
+    """Place nothing new on a host; its computers stay and run (`--undo` to place on it again)."""
+    from . import config
+    from ._output import console
+
+    with config.reported(), config.client() as client:
+        h = client.fleet.drain(name, not undo)
+    console.print(f"host {h.name} is {h.state}")
+
+
+@app.command("forget")
+def forget(
+    name: Annotated[str, typer.Argument(help="The host's name")],
+    confirm_dead: Annotated[
+        bool, typer.Option("--confirm-dead", help="You know it is dead and will not come back")
+    ] = False,
+) -> None:
+    """Retire a lost host on your word that it is dead; lists the computers it held (their
+    disks were on it: delete them, or make them anew from a snapshot)."""
+    from . import config
+    from ._output import console, fail
+
+    if not confirm_dead:
+        fail(
+            "confirmation_required",
+            f"forgetting host {name} drops its computers' disks from the fleet: "
+            "say --confirm-dead if it is dead",
+        )
+    with config.reported(), config.client() as client:
+        held = client.fleet.forget(name, confirm_dead=True)
+    console.print(f"host {name} retired; it held {len(held)} computer(s)")
+    for computer_id in held:
+        console.print(f"  {computer_id}")

@@ -7,6 +7,7 @@ epoch. Only one API node watches at a time (a singleton job)."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 from pathlib import Path
@@ -52,6 +53,18 @@ class FleetHosts:
 
     def list(self) -> list[HostRow]:
         return self.hosts.all()
+
+    def get(self, name: str) -> HostRow:
+        return self.hosts.get(name)
+
+    def drain(self, name: str, draining: bool) -> HostRow:
+        """A host drained (nothing new placed on it) or undrained; it, as it is now."""
+        self.hosts.drain(name, draining)
+        return self.hosts.get(name)
+
+    def forget(self, name: str) -> builtins.list[str]:
+        """A lost host retired on an operator's word; the ids of the computers it held."""
+        return self.hosts.forget(name)
 
     # routing --------------------------------------------------------------------------------
 

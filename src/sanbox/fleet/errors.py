@@ -9,7 +9,8 @@ HostLostError               host_lost (409): a renewal from an epoch the databas
 StaleGenerationError        stale_generation (409): a host's report for a placement it no
                             longer holds
 HostNotFoundError           host_not_found (404)
-HostStateError              host_not_lost (409): forgetting a host not declared lost
+HostStateError              host_not_lost (409): forgetting a host not declared lost;
+                            invalid_host_state (409): draining a host that is not up
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ class Hosts:
                 update(HostRow).where(t.name == name, t.state.in_(was)).values(state=to)
             ).rowcount
             if not done:
-                self._raise_state(conn, name, f"cannot be {'drained' if draining else 'undrained'}")
+                what = "drained (only an up or suspect host)" if draining else "undrained"
+                self._raise_state(conn, name, f"cannot be {what}", "invalid_host_state")
 
     def forget(self, name: str) -> list[str]:
         """An operator's word that a lost host is dead: it is retired, its reservations dropped;
@@ -265,11 +266,11 @@ class Hosts:
             )
 
     @staticmethod
-    def _raise_state(conn: Connection, name: str, why: str) -> NoReturn:
+    def _raise_state(conn: Connection, name: str, why: str, code: str | None = None) -> NoReturn:
         state = conn.execute(select(HostRow.state).where(HostRow.name == name)).scalar()
         if state is None:
             raise HostNotFoundError(f"no host named {name}")
-        raise HostStateError(f"host {name} ({state}) {why}")
+        raise HostStateError(f"host {name} ({state}) {why}", code)
 
 
 def _computers_on(conn: Connection, host_ids: list[str]) -> list[str]:

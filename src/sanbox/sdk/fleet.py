@@ -55,3 +55,22 @@ class AsyncFleet:
         """The fleet's hosts and their leases."""
         data = await self._client.http.json("GET", "/v1/fleet/hosts")
         return [FleetHost.from_json(h) for h in data.get("hosts", [])]
+
+    async def get(self, name: str) -> FleetHost:
+        """One host (`host_not_found` if there is none)."""
+        data = await self._client.http.json("GET", f"/v1/fleet/hosts/{name}")
+        return FleetHost.from_json(data)
+
+    async def drain(self, name: str, draining: bool = True) -> FleetHost:
+        """Place nothing new on the host (`draining=False`: place on it again)."""
+        verb = "drain" if draining else "undrain"
+        data = await self._client.http.json("POST", f"/v1/fleet/hosts/{name}/{verb}")
+        return FleetHost.from_json(data)
+
+    async def forget(self, name: str, confirm_dead: bool = False) -> builtins.list[str]:
+        """Retire a lost host on your word that it is dead; the ids of the computers it held."""
+        body = {"confirm_dead": confirm_dead}
+        data = await self._client.http.json(
+            "POST", f"/v1/fleet/hosts/{name}/forget", json_body=body
+        )
+        return [str(c) for c in data["computers"]]

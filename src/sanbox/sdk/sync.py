@@ -194,6 +194,9 @@ class Secrets(Facade[AsyncSecrets]):
 class Fleet(Facade[AsyncFleet]):
     join_token = blocking(AsyncFleet.join_token)
     hosts = blocking(AsyncFleet.hosts)
+    get = blocking(AsyncFleet.get)
+    drain = blocking(AsyncFleet.drain)
+    forget = blocking(AsyncFleet.forget)
 
 
 class Orgs(Facade[AsyncOrgs]):

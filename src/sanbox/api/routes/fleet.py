@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
+from ...control.errors import InvalidRequestError
 from ...fleet.hosts import Capacity, HostSpec
 from ..auth import Principal, host_admin
 from ..schemas import ErrorBody
@@ -121,3 +122,50 @@ async def list_hosts(_actor: HostAdmin, plane: Plane) -> HostList:
     """The fleet's hosts, their state and lease (host-admin key)."""
     rows = await asyncio.to_thread(plane.hosts.list)
     return HostList(hosts=[HostOut.model_validate(r, from_attributes=True) for r in rows])
+
+
+@router.get("/hosts/{name}", response_model=HostOut)
+async def get_host(name: str, _actor: HostAdmin, plane: Plane) -> HostOut:
+    """One host, its state and lease (host-admin key); `host_not_found` if there is none."""
+    row = await asyncio.to_thread(plane.hosts.get, name)
+    return HostOut.model_validate(row, from_attributes=True)
+
+
+@router.post("/hosts/{name}/drain", response_model=HostOut)
+async def drain_host(name: str, _actor: HostAdmin, plane: Plane) -> HostOut:
+    """Place nothing new on the host; its computers stay and run (undo: `/undrain`)."""
+    row = await asyncio.to_thread(plane.hosts.drain, name, True)
+    return HostOut.model_validate(row, from_attributes=True)
+
+
+@router.post("/hosts/{name}/undrain", response_model=HostOut)
+async def undrain_host(name: str, _actor: HostAdmin, plane: Plane) -> HostOut:
+    """Place new computers on a drained host again."""
+    row = await asyncio.to_thread(plane.hosts.drain, name, False)
+    return HostOut.model_validate(row, from_attributes=True)
+
+
+class ForgetRequest(BaseModel):
+    confirm_dead: bool = Field(
+        description="The operator's word that the host is dead and will not come back"
+    )
+
+
+class Forgotten(BaseModel):
+    host: HostOut
+    computers: list[str]  # the ids of the computers that were on it (their disks went with it)
+
+
+@router.post("/hosts/{name}/forget", response_model=Forgotten)
+async def forget_host(name: str, body: ForgetRequest, _actor: HostAdmin, plane: Plane) -> Forgotten:
+    """Retire a `lost` host on the operator's word that it is dead (`confirm_dead`): its
+    reservations are dropped and its computers listed (they can be deleted, or made anew from a
+    snapshot elsewhere). Refused for a host that is not lost: a partition looks like death."""
+    if not body.confirm_dead:
+        raise InvalidRequestError(
+            "forgetting a host needs confirm_dead: true (its computers' disks are on it)",
+            "confirmation_required",
+        )
+    computers = await asyncio.to_thread(plane.hosts.forget, name)
+    row = await asyncio.to_thread(plane.hosts.get, name)
+    return Forgotten(host=HostOut.model_validate(row, from_attributes=True), computers=computers)
