@@ -118,6 +118,31 @@ def machine(make_machine: MakeMachine, runtime: HostRuntime) -> Machine:
     return shared
 
 
+def _end_since(runtime: HostRuntime, loop: Loop, first: int) -> None:
+    """Destroy the computers made on the host runtime since `first` (not the shared one)."""
+    ended = set(runtime.created[first:]) - {getattr(runtime, "shared", None)}  # type: ignore[attr-defined]
+    for m in [m for m in runtime.booted if m.computer_id in ended]:  # type: ignore[attr-defined]
+        loop.run(m.agent.close())
+        runtime.booted.remove(m)  # type: ignore[attr-defined]
+    for computer_id in ended:
+        loop.run(runtime.destroy(computer_id))
+
+
+@pytest.fixture(autouse=True)
+def machines_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The computers a test (or its function-scoped fixtures) boots on the host runtime are
+    destroyed when it ends: set up after every module and session fixture, this counts only
+    the test's own, so a module's shared computers stay for its other tests."""
+    if "runtime" not in request.fixturenames:
+        yield
+        return
+    runtime: HostRuntime = request.getfixturevalue("runtime")
+    loop: Loop = request.getfixturevalue("loop")
+    first = len(runtime.created)  # type: ignore[attr-defined]
+    yield
+    _end_since(runtime, loop, first)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def machines_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[None]:
     """The computers a module boots on the host runtime (`make_machine`, beyond the shared
@@ -131,12 +156,7 @@ def machines_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[N
     loop: Loop = request.getfixturevalue("loop")
     first = len(runtime.created)  # type: ignore[attr-defined]
     yield
-    ended = set(runtime.created[first:]) - {getattr(runtime, "shared", None)}  # type: ignore[attr-defined]
-    for m in [m for m in runtime.booted if m.computer_id in ended]:  # type: ignore[attr-defined]
-        loop.run(m.agent.close())
-        runtime.booted.remove(m)  # type: ignore[attr-defined]
-    for computer_id in ended:
-        loop.run(runtime.destroy(computer_id))
+    _end_since(runtime, loop, first)
 
 
 @pytest.fixture
