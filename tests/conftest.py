@@ -37,9 +37,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=vm_reason))
         if ("integration" in item.keywords or "vm" in item.keywords) and root_reason:
             item.add_marker(pytest.mark.skip(reason=root_reason))
-    # the computer types' tests last: their builds (minutes each under TCG) run in the background
-    # from the vm tier's start, and the other vm tests keep the first core busy meanwhile
-    items.sort(key=lambda item: "vm" in item.keywords and item.path.name.startswith("test_type"))
+    # the vm tier first, the computer types' tests last: the types' builds (minutes each under
+    # TCG, on the second core) start with the vm tier, and the other vm tests, then the lighter
+    # tiers, keep the first core busy meanwhile
+    items.sort(key=_order)
+
+
+def _order(item: pytest.Item) -> int:
+    if "vm" not in item.keywords:
+        return 1
+    return 2 if item.path.name.startswith("test_type") else 0
 
 
 @pytest.fixture(scope="session")
