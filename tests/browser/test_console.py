@@ -202,9 +202,15 @@ def test_a_template_build_streams_its_log(page: Any, live: Live) -> None:
     shot(page, "template-build")
     page.goto("/console/templates")  # its build has ended: it can be built again, no upload
     row = page.locator("#templates tr[data-name=webtpl]")
-    with page.expect_response(lambda r: r.url.endswith("/rebuild")) as answer:
+    # the answer asks the page to reload (HX-Refresh): wait for that too, or the next test's
+    # navigation races it
+    with (
+        page.expect_navigation(timeout=TIMEOUT),
+        page.expect_response(lambda r: r.url.endswith("/rebuild")) as answer,
+    ):
         row.locator("button.rebuild").click()
     assert answer.value.status == 204, answer.value.text()
+    page.locator("#templates tr[data-name=webtpl]").wait_for(timeout=TIMEOUT)
 
 
 def test_a_post_without_the_csrf_token_is_refused(page: Any, live: Live) -> None:
