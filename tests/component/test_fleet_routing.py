@@ -3,7 +3,9 @@ a create is placed on the host (its event names the host and the candidates), an
 that computer goes there: exec and files through the host agent's tunnel, stop, start,
 a snapshot and a computer made from it, a fork, delete; the server's own host runs none
 of them. When the host agent is gone, the computer's calls answer `host_unreachable` (503 with
-`Retry-After`) within seconds, and its record stays as it was."""
+`Retry-After`) within seconds, and its record stays as it was; once the host is lost the computer
+shows `unknown` with the reason (and an event), and when the host agent comes back, its own state
+again, and it runs there."""
 
 from __future__ import annotations
 
@@ -33,7 +35,13 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
-    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+    settings = ServerSettings(
+        data_dir=dd.root,
+        client_config=None,
+        watch_interval=0.2,
+        host_lease=2.0,
+        host_lost_after=4.0,
+    )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
@@ -104,7 +112,24 @@ def test_a_computer_on_a_fleet_host_is_served_there(
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "host_unreachable", refused.text
             assert int(refused.headers["Retry-After"]) > 0
-            assert c.refresh().state == "running"  # unknown to us: not said stopped
+            assert c.refresh().state in ("running", "unknown")  # never said stopped
+            # silent past its lease, then lost: the computer is shown unknown, with why, and an
+            # event says so; nothing is restarted anywhere
+            _until("unknown", lambda: c.refresh().state == "unknown", timeout=30)
+            assert "h1" in (c.unknown_reason or "") and "not known" in (c.unknown_reason or "")
+            assert [x.state for x in client.computers.list()] == ["unknown"]
+            _until("its event", lambda: any(e.type == "computer.unknown" for e in c.events()))
+            assert not (live.data_dir.computers / c.id).exists()
+        # the host agent back (a new epoch): the computer's own state again, and it runs there
+        again = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
+        with _serving(again, port, me), Sanbox(live.url, live.key, timeout=60) as client:
+            c = client.computers.get(c.id)
+            _until("back", lambda: c.refresh().state == "running", timeout=30)
+            assert c.unknown_reason is None
+            assert any(e.type == "computer.reachable" for e in c.events())
+            _until("exec again", lambda: _refused(live, c.id) is None, timeout=30)
+            assert c.exec("cat /tmp/far.txt").stdout == "kept there"
+            c.delete()
 
 
 def _layers(live: LiveServer) -> list[str]:

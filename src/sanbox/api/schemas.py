@@ -124,12 +124,17 @@ class Computer(BaseModel):
     running_ends_at: datetime | None = Field(
         None, description="while running: when its max running time ends"
     )
+    unknown_reason: str | None = Field(
+        None,
+        description="with state `unknown`: why (its fleet host is suspect, lost or forgotten)",
+    )
 
     @classmethod
-    def of(cls, row: ComputerRow, org_name: str) -> Computer:
+    def of(cls, row: ComputerRow, org_name: str, unknown: str | None = None) -> Computer:
+        """`unknown`: why its state is not known now (it is then shown `unknown`)."""
         return cls(
             id=row.id, name=row.name, org=org_name, template=row.template, image=row.image,
-            state=row.state,
+            state="unknown" if unknown else row.state, unknown_reason=unknown,
             vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=row.env,
             labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
             created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,

@@ -55,7 +55,7 @@ def _ports(request: Request, v: Viewer, c: dict[str, Any]) -> list[dict[str, Any
 @router.get("/{ref}")
 async def computer_page(request: Request, ref: str, v: Reader, plane: Plane) -> Response:
     row = plane.get(v.org, ref)
-    c = view(row, v.org.name)
+    c = view(row, v.org.name, plane.unknown_reason(row))
     events = plane.events(v.org, row.id)
     denials = [e for e in events if e["type"] == "network.denied"][-DENIALS_SHOWN:]
     starts = [e for e in events if e["type"] in STARTS]

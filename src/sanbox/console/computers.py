@@ -28,8 +28,8 @@ RECHECK = (
 )
 
 
-def view(row: ComputerRow, org: str) -> dict[str, Any]:
-    return Computer.of(row, org).model_dump()
+def view(row: ComputerRow, org: str, unknown: str | None = None) -> dict[str, Any]:
+    return Computer.of(row, org, unknown).model_dump()
 
 
 def matches(c: dict[str, Any], q: str) -> bool:
@@ -46,7 +46,7 @@ async def home() -> Response:
 
 @router.get("/computers")
 async def computers_page(v: Reader, plane: Plane, q: str = "", state: str = "") -> Response:
-    rows = [view(r, v.org.name) for r in plane.find(v.org, state or None)]
+    rows = [view(r, v.org.name, plane.unknown_reason(r)) for r in plane.find(v.org, state or None)]
     shown = [c for c in rows if matches(c, q)]
     names = [t.name for t in plane.builtin_templates()]
     names += [t.name for t in plane.templates(v.org) if t.state == "ready"]

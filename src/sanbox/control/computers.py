@@ -88,11 +88,32 @@ class Computers:
         self.pools = Pools(self.fleet, *pool_bounds)
         self.hosts = FleetHosts(db, home, host_lease)  # the fleet's hosts (docs/fleet.md)
         self.fleet.remote = self.hosts
+        self.hosts.on_change = self._host_changed
         if resolver is not None:
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
                 book.interception, egress_budget or ConnectionBudget(), self._org_of,
             )  # fmt: skip
+
+    def unknown_reason(self, row: ComputerRow) -> str | None:
+        """Why a computer's state is not known now (its fleet host is suspect, lost or gone)."""
+        return self.hosts.unknown_reason(row.host_id)
+
+    def _host_changed(self, host_id: str, name: str, back: bool) -> None:
+        """Each computer of a host declared lost, or back, gets an event that says so."""
+        with self.fleet.db.session() as s:
+            ids = [r.id for r in repo.list_computers(s, None) if r.host_id == host_id]
+        event, said = (
+            ("computer.reachable", f"its host {name} answers again")
+            if back
+            else (
+                "computer.unknown",
+                f"its host {name} is lost: what its VM does now is not known; nothing is "
+                "restarted elsewhere",
+            )
+        )
+        for computer_id in ids:
+            self.fleet.record(computer_id, None, event, said, {"host": name})
 
     def _org_of(self, computer_id: str) -> str:
         with self.fleet.db.session() as s:

@@ -10,10 +10,21 @@ import asyncio
 import builtins
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..fleet.hosts import RETIRED, Capacity, Hosts, HostSpec, Lease, LeasePolicy, Swept
+from ..fleet.hosts import (
+    LOST,
+    RETIRED,
+    SUSPECT,
+    Capacity,
+    Hosts,
+    HostSpec,
+    Lease,
+    LeasePolicy,
+    Swept,
+)
 from ..fleet.join import Joined, join, make_token
 from ..fleet.link.pki import FleetCAs, client_tls
 from ..fleet.link.remote import HostUnreachableError, RemoteHost, as_host
@@ -42,6 +53,9 @@ class FleetHosts:
         self.hosts = Hosts(db, policy)
         self.links: dict[str, RemoteHost] = {}  # host name -> its link
         self._names: dict[str, str] = {}  # host id -> name, for routing a computer to its host
+        self._seen: dict[str, HostRow] = {}  # host id -> its row at the last check (any state)
+        # told the computers of a host that was declared lost, or came back (Computers sets it)
+        self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
         self._singleton = Singleton(url or db.url, "fleet.hosts")
 
@@ -71,6 +85,20 @@ class FleetHosts:
     def any_joined(self) -> bool:
         """Whether a host has joined (a create then goes to the fleet's hosts, not this one)."""
         return bool(self._names)
+
+    def unknown_reason(self, host_id: str | None) -> str | None:
+        """Why a computer's state is not known now: its host is suspect, lost or forgotten
+        (None: its host answers, or it is this server's own)."""
+        row = self._seen.get(host_id) if host_id else None
+        if row is None or row.state not in (SUSPECT, LOST, RETIRED):
+            return None
+        if row.state == RETIRED:
+            return f"its host {row.name} was forgotten as dead: its disk went with it"
+        since = row.lease_until.strftime("%Y-%m-%d %H:%M:%S")
+        return (
+            f"its host {row.name} is {row.state} (no lease since {since} UTC): what its VM does "
+            "now is not known until the host answers again"
+        )
 
     def host(self, host_id: str) -> Host:
         """The link to the host that holds a computer; `host_unreachable` when this server has
@@ -106,7 +134,9 @@ class FleetHosts:
     async def check(self) -> Swept | None:
         """One round: read each host's report and renew its lease, then mark the silent ones.
         None when another API node holds the watch."""
-        rows = [r for r in await asyncio.to_thread(self.hosts.all) if r.state != RETIRED]
+        every = await asyncio.to_thread(self.hosts.all)
+        self._seen = {r.id: r for r in every}
+        rows = [r for r in every if r.state != RETIRED]
         if not rows:  # one host, no fleet: nothing to read, nothing to write
             return None
         for row in rows:  # every API node keeps a link to every host, for routing
@@ -120,6 +150,8 @@ class FleetHosts:
             log.warning("host %s missed its lease: suspect (nothing new is placed on it)", name)
         for name in swept.lost:
             log.error("host %s is lost; its computers are unknown until it comes back", name)
+            host_id = next(r.id for r in rows if r.name == name)
+            self.on_change(host_id, name, False)
         return swept
 
     async def _renew(self, row: HostRow) -> None:
@@ -134,6 +166,8 @@ class FleetHosts:
         self._epochs[row.name] = seen
         if was is not None and was != seen:  # the host agent restarted: a new epoch
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
+            if row.state == LOST:
+                self.on_change(row.id, row.name, True)
             return
         try:
             await asyncio.to_thread(
@@ -144,6 +178,8 @@ class FleetHosts:
                 "host %s renewed a lease it no longer held (%s): registering", row.name, exc
             )
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
+            if row.state == LOST:
+                self.on_change(row.id, row.name, True)
 
     async def _link(self, row: HostRow) -> RemoteHost:
         link = self.links.get(row.name)

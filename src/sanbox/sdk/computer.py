@@ -55,6 +55,7 @@ class ComputerFields:
     created_at = property(lambda self: self.record.created_at)
     updated_at = property(lambda self: self.record.updated_at)
     last_error = property(lambda self: self.record.last_error)
+    unknown_reason = property(lambda self: self.record.unknown_reason)
     idle_timeout = property(lambda self: self.record.idle_timeout)
     memory = property(lambda self: self.record.memory)
     memory_reason = property(lambda self: self.record.memory_reason)

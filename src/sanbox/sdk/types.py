@@ -46,6 +46,7 @@ class ComputerRecord:
     max_running: int = 0  # seconds of running from its last start, then stopped; 0: none
     lifetime_ends_at: str | None = None
     running_ends_at: str | None = None  # while running, with a max_running
+    unknown_reason: str | None = None  # with state `unknown`: why (its fleet host is not up)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:

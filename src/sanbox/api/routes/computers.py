@@ -62,12 +62,15 @@ async def list_computers(
     label: Annotated[list[str], Query()] = [],  # noqa: B006
 ) -> ComputerList:
     rows = plane.find(auth.org, state, parse_labels(label))
-    return ComputerList(computers=[Computer.of(r, auth.org.name) for r in rows])
+    return ComputerList(
+        computers=[Computer.of(r, auth.org.name, plane.unknown_reason(r)) for r in rows]
+    )
 
 
 @router.get("/{ref}", response_model=Computer)
 async def get_computer(ref: str, auth: Auth, plane: Plane) -> Computer:
-    return Computer.of(plane.get(auth.org, ref), auth.org.name)
+    row = plane.get(auth.org, ref)
+    return Computer.of(row, auth.org.name, plane.unknown_reason(row))
 
 
 @router.delete("/{ref}", response_model=Computer)
