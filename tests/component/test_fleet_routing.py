@@ -17,34 +17,30 @@ import httpx
 import pytest
 
 from sanbox import Sanbox
-from sanbox.api import ServerSettings, create_app
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 
-from .conftest import LiveServer, fake_image, served
-from .test_host_link import _free_port, _hosts, _sanbox, _serving, _until, _wait_until_up
+from .conftest import LiveServer, fake_image
+from .test_host_link import (
+    _free_port,
+    _hosts,
+    _sanbox,
+    _serving,
+    _until,
+    _wait_until_up,
+    serving_fleet,
+)
 
 pytestmark = pytest.mark.component
 
 
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root,
-        client_config=None,
-        watch_interval=0.2,
-        host_lease=2.0,
-        host_lost_after=4.0,
-    )
-    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
-    with served(app) as url:
-        yield LiveServer(url, app.state.first_key, dd)
+    """Leases long enough for the verbs to run, short enough to see a host lost."""
+    yield from serving_fleet(short_tmp, lease=4.0, lost_after=8.0)
 
 
 def _join(live: LiveServer, host_dir: Path, port: int) -> None:
@@ -115,7 +111,7 @@ def test_a_computer_on_a_fleet_host_is_served_there(
             assert c.refresh().state in ("running", "unknown")  # never said stopped
             # silent past its lease, then lost: the computer is shown unknown, with why, and an
             # event says so; nothing is restarted anywhere
-            _until("unknown", lambda: c.refresh().state == "unknown", timeout=30)
+            _until("unknown", lambda: c.refresh().state == "unknown", timeout=60)
             assert "h1" in (c.unknown_reason or "") and "not known" in (c.unknown_reason or "")
             assert [x.state for x in client.computers.list()] == ["unknown"]
             _until("its event", lambda: any(e.type == "computer.unknown" for e in c.events()))

@@ -257,6 +257,11 @@ def _sanbox(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     """The real app with short host leases: a host that misses 1 s is suspect, 2 s lost."""
+    yield from serving_fleet(short_tmp, lease=1.0, lost_after=2.0)
+
+
+def serving_fleet(short_tmp: Path, lease: float, lost_after: float) -> Iterator[LiveServer]:
+    """The real app on the local driver, watching its hosts every 0.2 s with these leases."""
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
@@ -264,8 +269,8 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
         data_dir=dd.root,
         client_config=None,
         watch_interval=0.2,
-        host_lease=1.0,
-        host_lost_after=2.0,
+        host_lease=lease,
+        host_lost_after=lost_after,
     )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:

@@ -118,6 +118,18 @@ def machine(make_machine: MakeMachine, runtime: HostRuntime) -> Machine:
     return shared
 
 
+def _ending(request: pytest.FixtureRequest, uses_runtime: bool) -> Iterator[None]:
+    """Yield once; then destroy what was made on the host runtime meanwhile (if it is used)."""
+    if not uses_runtime:
+        yield
+        return
+    runtime: HostRuntime = request.getfixturevalue("runtime")
+    loop: Loop = request.getfixturevalue("loop")
+    first = len(runtime.created)  # type: ignore[attr-defined]
+    yield
+    _end_since(runtime, loop, first)
+
+
 def _end_since(runtime: HostRuntime, loop: Loop, first: int) -> None:
     """Destroy the computers made on the host runtime since `first` (not the shared one)."""
     ended = set(runtime.created[first:]) - {getattr(runtime, "shared", None)}  # type: ignore[attr-defined]
@@ -133,14 +145,7 @@ def machines_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[Non
     """The computers a test (or its function-scoped fixtures) boots on the host runtime are
     destroyed when it ends: set up after every module and session fixture, this counts only
     the test's own, so a module's shared computers stay for its other tests."""
-    if "runtime" not in request.fixturenames:
-        yield
-        return
-    runtime: HostRuntime = request.getfixturevalue("runtime")
-    loop: Loop = request.getfixturevalue("loop")
-    first = len(runtime.created)  # type: ignore[attr-defined]
-    yield
-    _end_since(runtime, loop, first)
+    yield from _ending(request, "runtime" in request.fixturenames)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -149,14 +154,7 @@ def machines_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[N
     `machine`) are destroyed when the module ends: an idle guest under TCG still takes CPU, and
     a session's worth of them would slow every test after."""
     mine = [i for i in request.session.items if getattr(i, "module", None) is request.module]
-    if not any("runtime" in i.fixturenames for i in mine):
-        yield
-        return
-    runtime: HostRuntime = request.getfixturevalue("runtime")
-    loop: Loop = request.getfixturevalue("loop")
-    first = len(runtime.created)  # type: ignore[attr-defined]
-    yield
-    _end_since(runtime, loop, first)
+    yield from _ending(request, any("runtime" in i.fixturenames for i in mine))
 
 
 @pytest.fixture
