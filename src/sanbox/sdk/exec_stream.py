@@ -77,7 +77,13 @@ class AsyncExecStream(WebSocketSession):
         await self._send(ExecStdin(data.encode() if isinstance(data, str) else data))
 
     async def send_eof(self) -> None:
-        await self._send(ExecEof())
+        """End the command's stdin. A command that has ended already (the server closed the
+        stream normally after its exit) has no stdin to end: that is no error."""
+        try:
+            await self._send(ExecEof())
+        except WebSocketClosedError as exc:
+            if exc.close_code != 1000:
+                raise
 
     async def signal(self, sig: int | str = "SIGINT") -> None:
         """Signal the command's process group: a number, or a name ("SIGTERM", "TERM")."""
