@@ -45,9 +45,9 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
 
 def _join(live: LiveServer, host_dir: Path, port: int) -> None:
     token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    joined = _sanbox(live, "host", "join", "--server", live.url, "--token", token, "--name",
-                     "h1", "--address", "127.0.0.1", "--port", str(port), "--data-dir",
-                     str(host_dir), "--region", "eu-1")  # fmt: skip
+    who = ["--server", live.url, "--token", token, "--name", "h1", "--region", "eu-1"]
+    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
+    joined = _sanbox(live, "host", "join", *who, *where)
     assert joined.returncode == 0, joined.stderr
 
 

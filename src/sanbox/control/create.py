@@ -300,10 +300,8 @@ async def _placed(fleet: Fleet, row: ComputerRow, plan: Plan) -> Placement | Non
     except ControlError as exc:
         fleet.remove_record(row.id, f"create failed: {exc.message}")
         raise
-    fleet.record(
-        row.id, None, "computer.placed", f"placed on host {placement.host_name}",
-        placement.event_data(),
-    )  # fmt: skip
+    said = f"placed on host {placement.host_name}"
+    fleet.record(row.id, None, "computer.placed", said, placement.event_data())
     return placement
 
 
@@ -349,11 +347,10 @@ async def _provision_on(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerR
     fields: dict[str, Any] = {"hypervisor": host.driver_facts()[0]}
     if "memory" in data:
         fields |= {"memory": data["memory"], "memory_reason": data.get("memory_reason")}
-    return fleet.record(
-        row.id, State.RUNNING, "computer.running", f"running ({machine.isolation}, {how})",
-        {"isolation": machine.isolation, **data}, isolation=machine.isolation,
-        last_error=None, identity_pending=None, **fields,
-    )  # fmt: skip
+    said = f"running ({machine.isolation}, {how})"
+    fields |= {"isolation": machine.isolation, "last_error": None, "identity_pending": None}
+    told: dict[str, Any] = {"isolation": machine.isolation, **data}
+    return fleet.record(row.id, State.RUNNING, "computer.running", said, told, **fields)
 
 
 def _from_template_said(plan: Plan, outcome: MemoryOutcome | None) -> tuple[str, dict[str, Any]]:
