@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Request, Response
 
-from ..api.schemas import AuditRecordOut
+from ..api.admin_schemas import AuditRecordOut
 from ..control.audit import AuditLog
 from ..control.keys import Keys, require_admin
 from .access import Plane, Reader, Writer

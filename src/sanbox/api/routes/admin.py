@@ -10,8 +10,9 @@ from fastapi import APIRouter, Depends, Request
 
 from ...control import quotas
 from ...control.keys import Keys
+from ..admin_schemas import OrgCreate, OrgList, OrgOut, QuotaLimits, QuotaOut, QuotaUse
 from ..auth import Principal, admin, host_admin, principal
-from ..schemas import ErrorBody, OrgCreate, OrgList, OrgOut, QuotaLimits, QuotaOut, QuotaUse
+from ..schemas import ErrorBody
 
 router = APIRouter(
     prefix="/v1", tags=["admin"], responses={c: {"model": ErrorBody} for c in (401, 403, 409)}

@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from ...control.audit import AuditLog
-from ..schemas import AuditList, AuditRecordOut, ErrorBody, Name
+from ..admin_schemas import AuditList, AuditRecordOut
+from ..schemas import ErrorBody, Name
 from .admin import Admin
 
 router = APIRouter(

@@ -8,7 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from ..schemas import ErrorBody, KeyCreate, KeyInfo, KeyList, KeyOut, Name
+from ..admin_schemas import KeyCreate, KeyInfo, KeyList, KeyOut
+from ..schemas import ErrorBody, Name
 from .admin import Admin, KeysDep
 
 router = APIRouter(
