@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import struct
@@ -101,15 +102,22 @@ class Upstream(asyncio.DatagramProtocol):
 
 @contextlib.asynccontextmanager
 async def upstream_server() -> AsyncIterator[tuple[Upstream, tuple[str, int]]]:
+    """One port for UDP and TCP, as a resolver has: the kernel picks a free UDP port,
+    whose TCP twin may be taken by another socket of the machine; then pick again."""
     loop = asyncio.get_running_loop()
     proto = Upstream()
-    transport, _ = await loop.create_datagram_endpoint(lambda: proto, local_addr=("127.0.0.1", 0))
-    port = transport.get_extra_info("sockname")[1]
-    try:
-        server = await asyncio.start_server(proto.tcp_client, "127.0.0.1", port)
-    except OSError:
-        transport.close()
-        raise
+    for attempt in range(20):
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: proto, local_addr=("127.0.0.1", 0)
+        )
+        port = transport.get_extra_info("sockname")[1]
+        try:
+            server = await asyncio.start_server(proto.tcp_client, "127.0.0.1", port)
+            break
+        except OSError as e:
+            transport.close()
+            if e.errno != errno.EADDRINUSE or attempt == 19:
+                raise
     try:
         yield proto, ("127.0.0.1", port)
     finally:
