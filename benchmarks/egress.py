@@ -1,7 +1,9 @@
 """Egress through Sanbox's proxy against the same requests direct, in one run, as ratios: HTTP
 request latency, download throughput, and DNS filter latency against the upstream resolver; then
-HTTPS to one host through the proxy, intercepted with a secret injected against passed through
-(request latency on new and on kept-alive connections, a 64 MiB download). Runs against the test
+HTTPS to one host direct, passed through the proxy, and intercepted with a secret injected
+(request latency on new and on kept-alive connections, a 64 MiB download). Each proxied figure
+twice: with checked bytes relayed in the kernel (splice, the default) and through Python (the
+path before it, `kernel=False`), from two computers' namespaces at once. Runs against the test
 internet in namespaces (root needed); no VM: the client runs inside a computer's namespace, where
 the guest would be. Usage: python benchmarks/egress.py [N]"""
 
@@ -16,11 +18,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from _common import summary
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.internet import ALLOWED, DNS, Internet  # noqa: E402
+from tests.internet import ALLOWED, DNS, ECHO, Internet  # noqa: E402
 
 from sanbox.host.egress.gateway import EgressGateway  # noqa: E402
 from sanbox.host.egress.injection import Injection  # noqa: E402
@@ -56,9 +59,8 @@ class Bench:
         return [self.secret]
 
 
-def tls(ns: str, cafile: Path, n: int) -> dict[str, object]:
-    argv = ["ip", "netns", "exec", ns, sys.executable, TLS_CLIENT, GATEWAY_IP, str(TLS_PORT),
-            "echo.test", str(cafile), str(n)]  # fmt: skip
+def tls(prefix: list[str], host: str, port: int, cafile: Path, n: int) -> dict[str, object]:
+    argv = [*prefix, sys.executable, TLS_CLIENT, host, str(port), "echo.test", str(cafile), str(n)]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=900)
     result: dict[str, object] = json.loads(out.stdout)
     return result
@@ -74,55 +76,92 @@ def client(prefix: list[str], host: str, port: int, dns: str, n: int) -> dict[st
 async def main(n: int) -> None:
     internet = Internet.start()
     folder = Path(tempfile.mkdtemp(prefix="sbbench"))
-    (folder / "c1").mkdir()
     network = Network(folder, "bench")
     bench = Bench(internet.ca, on=False)
-    gateway = EgressGateway(Resolver((DNS, 53)), intercepts=lambda _c: bench)
+    gateways = {
+        kernel: EgressGateway(Resolver((DNS, 53)), intercepts=lambda _c: bench, kernel=kernel)
+        for kernel in (True, False)
+    }
+    http: dict[str, dict[str, object]] = {}
+    https: dict[str, dict[str, object]] = {}
     try:
-        ns = (await network.ensure("c1")).netns or ""
-        await gateway.start("c1", ns, Policy.of(["allowed.test", "echo.test"]))
-        proxied = await asyncio.to_thread(
-            client, ["ip", "netns", "exec", ns], GATEWAY_IP, HTTP_PORT, GATEWAY_IP, n
-        )
-        direct = await asyncio.to_thread(client, [], ALLOWED, 80, DNS, n)
         both = folder / "both.pem"  # the guest trusts the test CA and the org's
         both.write_bytes(internet.ca.read_bytes() + bench.minter.ca_pem)
-        passthrough = await asyncio.to_thread(tls, ns, both, n)
-        bench.on = True
-        intercepted = await asyncio.to_thread(tls, ns, both, n)
-        injected = [r for r in internet.echoed() if ("Authorization", "Bearer sk-bench") in
-                    [tuple(h) for h in r["headers"]]]  # type: ignore[union-attr]  # fmt: skip
+        for kernel, gateway in gateways.items():
+            (folder / f"c{int(kernel)}").mkdir()
+            ns = (await network.ensure(f"c{int(kernel)}")).netns or ""
+            await gateway.start(f"c{int(kernel)}", ns, Policy.of(["allowed.test", "echo.test"]))
+            side = "kernel" if kernel else "python"
+            http[side] = await asyncio.to_thread(
+                client, ["ip", "netns", "exec", ns], GATEWAY_IP, HTTP_PORT, GATEWAY_IP, n
+            )
+            https[side] = await asyncio.to_thread(tls, ["ip", "netns", "exec", ns], GATEWAY_IP,
+                                                  TLS_PORT, both, n)  # fmt: skip
+            if kernel:
+                bench.on = True
+                https["intercepted"] = await asyncio.to_thread(
+                    tls, ["ip", "netns", "exec", ns], GATEWAY_IP, TLS_PORT, both, n
+                )
+                bench.on = False
+        http["direct"] = await asyncio.to_thread(client, [], ALLOWED, 80, DNS, n)
+        https["direct"] = await asyncio.to_thread(tls, [], ECHO, 443, both, n)
+        wanted = ["Authorization", "Bearer sk-bench"]
+        injected = [r for r in internet.echoed() if wanted in cast(list[object], r["headers"])]
         assert len(injected) >= 2 * n, "the intercepted requests were not injected"
     finally:
-        await gateway.close()
-        await network.remove("c1")
+        for gateway in gateways.values():
+            await gateway.close()
+        for kernel in gateways:
+            await network.remove(f"c{int(kernel)}")
         internet.stop()
         shutil.rmtree(folder, ignore_errors=True)
     print(f"{n} requests and DNS queries each; client inside the computer's namespace")
-    rows = (("HTTP request", "latency"), ("DNS query (filter vs upstream)", "dns"))
-    for label, key in rows:
-        p, d = proxied[key], direct[key]
-        assert isinstance(p, list) and isinstance(d, list)
-        print(summary(f"{label}, through Sanbox", p))
-        print(summary(f"{label}, direct", d))
-        ratio = statistics.median(p) / statistics.median(d)
-        print(f"{'ratio through / direct (median)':<44} {ratio:.2f}x")
-    tp, td = float(str(proxied["throughput"])), float(str(direct["throughput"]))
-    print(f"{'64 MiB download, through Sanbox':<44} {tp:9.1f} MiB/s")
-    print(f"{'64 MiB download, direct':<44} {td:9.1f} MiB/s")
-    print(f"{'ratio through / direct':<44} {tp / td:.2f}x")
-    print(f"\nHTTPS to echo.test through the proxy, {n} requests each: injected vs passed through")
+    print("through Sanbox: checked bytes relayed in the kernel (splice) | through Python (before)")
+    report(http, "HTTP request", "latency", "64 MiB download")
+    p, d = http["kernel"]["dns"], http["direct"]["dns"]
+    assert isinstance(p, list) and isinstance(d, list)
+    print(summary("DNS query, through the filter", p))
+    print(summary("DNS query, upstream direct", d))
+    ratio = statistics.median(p) / statistics.median(d)
+    print(f"{'ratio filter / upstream (median)':<44} {ratio:.2f}x")
+    print(f"\nHTTPS to echo.test, {n} requests each")
+    report(https, "HTTPS, new connection a request", "fresh", "64 MiB HTTPS download")
+    report(https, "HTTPS, kept-alive connection", "kept", None)
     for label, key in (("new connection a request", "fresh"), ("kept-alive connection", "kept")):
-        i, p = intercepted[key], passthrough[key]
-        assert isinstance(i, list) and isinstance(p, list)
+        i, k = https["intercepted"][key], https["kernel"][key]
+        assert isinstance(i, list) and isinstance(k, list)
         print(summary(f"HTTPS, {label}, intercepted", i))
-        print(summary(f"HTTPS, {label}, passthrough", p))
         print(f"{'ratio intercepted / passthrough (median)':<44} "
-              f"{statistics.median(i) / statistics.median(p):.2f}x")  # fmt: skip
-    ti, tpass = float(str(intercepted["throughput"])), float(str(passthrough["throughput"]))
+              f"{statistics.median(i) / statistics.median(k):.2f}x")  # fmt: skip
+    ti = float(str(https["intercepted"]["throughput"]))
+    tk = float(str(https["kernel"]["throughput"]))
     print(f"{'64 MiB HTTPS download, intercepted':<44} {ti:9.1f} MiB/s")
-    print(f"{'64 MiB HTTPS download, passthrough':<44} {tpass:9.1f} MiB/s")
-    print(f"{'ratio intercepted / passthrough':<44} {ti / tpass:.2f}x")
+    print(f"{'ratio intercepted / passthrough':<44} {ti / tk:.2f}x")
+
+
+def report(runs: dict[str, dict[str, object]], label: str, key: str, download: str | None) -> None:
+    """Latency medians and the download of the kernel's relay, Python's and direct, as ratios
+    to direct."""
+    d = runs["direct"][key]
+    assert isinstance(d, list)
+    for side in ("kernel", "python"):
+        xs = runs[side][key]
+        assert isinstance(xs, list)
+        print(summary(f"{label}, through Sanbox ({side})", xs))
+    print(summary(f"{label}, direct", d))
+    for side in ("kernel", "python"):
+        xs = runs[side][key]
+        assert isinstance(xs, list)
+        ratio = statistics.median(xs) / statistics.median(d)
+        print(f"{f'ratio through ({side}) / direct, median':<44} {ratio:.2f}x")
+    if download is None:
+        return
+    direct = float(str(runs["direct"]["throughput"]))
+    for side in ("kernel", "python"):
+        through = float(str(runs[side]["throughput"]))
+        print(f"{f'{download}, through ({side})':<44} {through:9.1f} MiB/s   "
+              f"{through / direct:.2f}x direct")  # fmt: skip
+    print(f"{f'{download}, direct':<44} {direct:9.1f} MiB/s")
 
 
 if __name__ == "__main__":

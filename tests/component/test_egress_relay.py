@@ -1,18 +1,24 @@
 """The egress proxy's relays over real loopback sockets: one checked plain-HTTP request and its
 response streamed both ways (no body held whole), a WebSocket-style upgrade going raw after the
-101, a broken upstream answered with 502, and a silent connection closed by the idle timeout."""
+101, a broken upstream answered with 502, and a silent connection closed by the idle timeout;
+the kernel's relay (splice) against Python's on the same bytes, with what the streams held
+already, half-closes, an upstream that ends a body early, and a flow cut mid-relay."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import h11
 import pytest
 
+from sanbox.host.egress import splice
 from sanbox.host.egress.http_request import Accepted, GuestEvent, GuestRequest
+from sanbox.host.egress.proxy import Flow
 from sanbox.host.egress.relay import Exchange, raw
 
 pytestmark = pytest.mark.component
@@ -21,7 +27,7 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 @contextlib.asynccontextmanager
-async def proxied(upstream: Handler, idle: float = 30.0) -> AsyncIterator[int]:
+async def proxied(upstream: Handler, idle: float = 30.0, kernel: bool = True) -> AsyncIterator[int]:
     """A loopback upstream and, in front of it, the proxy's HTTP path; yields the proxy's port."""
 
     async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -32,7 +38,8 @@ async def proxied(upstream: Handler, idle: float = 30.0) -> AsyncIterator[int]:
             assert isinstance(events[0], Accepted), events
             up = await asyncio.open_connection("127.0.0.1", up_port)
             try:
-                await Exchange(request, (reader, writer), up).run(events[0], events[1:], idle)
+                exchange = Exchange(request, (reader, writer), up, kernel)
+                await exchange.run(events[0], events[1:], idle)
             finally:
                 up[1].close()
         except TimeoutError:
@@ -203,3 +210,137 @@ async def _pair() -> tuple[Streams, Streams]:
     far = await accepted
     server.close()
     return far, near
+
+
+@contextlib.contextmanager
+def splices_counted() -> Iterator[list[int]]:
+    """Each `os.splice` the relays make, by bytes moved (to tell the kernel's path was taken)."""
+    moved: list[int] = []
+    real = os.splice
+
+    def counting(*args: Any, **kw: Any) -> int:
+        n = real(*args, **kw)
+        moved.append(n)
+        return n
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "splice", counting)
+        yield moved
+
+
+def body_upstream(size: int, sent: int | None = None) -> Handler:
+    """An upstream answering with a Content-Length body of `size` bytes (a pattern that shows
+    reordering), of which it sends `sent` (all by default) before closing."""
+    pattern = bytes(range(251)) * (size // 251 + 1)
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = pattern[: size if sent is None else sent]
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + body[:1000])
+        await writer.drain()
+        for at in range(1000, len(body), 300_000):
+            writer.write(body[at : at + 300_000])
+            await writer.drain()
+
+    return upstream
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "python"])
+def test_a_known_length_body_arrives_whole_by_either_relay(kernel: bool) -> None:
+    size = 8 << 20
+
+    async def scenario() -> bytes:
+        async with proxied(body_upstream(size), kernel=kernel) as port:
+            return await exchange(port, b"GET /big HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    with splices_counted() as moved:
+        answer = asyncio.run(scenario())
+    response, body = parse(answer)
+    assert response.status_code == 200 and (b"connection", b"close") in list(response.headers)
+    assert body == (bytes(range(251)) * (size // 251 + 1))[:size]
+    assert (sum(moved) >= size - 1_000_000) if kernel else moved == []
+
+
+def test_a_body_the_upstream_ends_early_ends_the_guests_connection() -> None:
+    async def scenario() -> bytes:
+        async with proxied(body_upstream(1 << 20, sent=200_000)) as port:
+            return await exchange(port, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    answer = asyncio.run(scenario())  # no hang: the guest sees a short body and the close
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and len(body) == 200_000
+
+
+BULK = bytes(range(256)) * 4096  # 1 MiB
+
+
+def test_a_kernel_relay_sends_what_the_streams_held_first_and_passes_half_closes() -> None:
+    async def scenario() -> tuple[bytes, bytes]:
+        a_in, a_out = await _pair()
+        b_in, b_out = await _pair()
+        a_out[1].write(b"held-by-the-reader|")  # in a_in's buffer before the relay starts
+        await a_out[1].drain()
+        assert await a_in[0].readexactly(5) == b"held-"  # a check read part of it
+        b_in[1].write(b"unsent|")  # in b_in's writer, going to b_out
+        assert splice.spliceable(a_in, b_in)
+        with splices_counted() as moved:
+            relay = asyncio.ensure_future(raw(a_in, b_in, idle_seconds=10))
+            a_out[1].write(b"then-spliced" + BULK)  # large enough to be spliced
+            a_out[1].write_eof()  # a is done sending; b still answers
+            to_b = await asyncio.wait_for(b_out[0].read(-1), 10)
+            b_out[1].write(b"answer after the half-close")
+            b_out[1].write_eof()
+            to_a = await asyncio.wait_for(a_out[0].read(-1), 10)
+            await asyncio.wait_for(relay, 10)
+        assert sum(moved) > 0
+        for _reader, writer in (a_in, a_out, b_in, b_out):
+            writer.close()
+        return to_b, to_a
+
+    to_b, to_a = asyncio.run(scenario())
+    assert to_b == b"unsent|by-the-reader|then-spliced" + BULK
+    assert to_a == b"answer after the half-close"
+
+
+def test_a_cut_flow_ends_its_kernel_relay_at_once() -> None:
+    async def scenario() -> float:
+        a_in, a_out = await _pair()
+        b_in, b_out = await _pair()
+        relay = asyncio.ensure_future(raw(a_in, b_in, idle_seconds=30))
+        a_out[1].write(b"ping")
+        assert await b_out[0].readexactly(4) == b"ping"
+        started = time.monotonic()
+        Flow("a.test", "127.0.0.1", 80, [a_in[1], b_in[1]]).close()  # as a policy change does
+        await asyncio.wait_for(relay, 5)
+        took = time.monotonic() - started
+        assert await asyncio.wait_for(b_out[0].read(-1), 5) == b""  # the far ends see the end
+        assert await asyncio.wait_for(a_out[0].read(-1), 5) == b""
+        for _reader, writer in (a_out, b_out):
+            writer.close()
+        return took
+
+    assert asyncio.run(scenario()) < 2
+
+
+def test_small_and_bulk_messages_alternate_in_order_through_the_kernel_relay() -> None:
+    """Short reads are copied, full ones spliced: the switch between the two keeps every byte
+    in its place, both ways."""
+    sizes = [1, 70_000, 5, 16_384, 16_385, 3, 1 << 20, 2]
+
+    async def scenario() -> None:
+        a_in, a_out = await _pair()
+        b_in, b_out = await _pair()
+        relay = asyncio.ensure_future(raw(a_in, b_in, idle_seconds=10))
+        for i, size in enumerate(sizes):
+            message = bytes([i % 251]) * size
+            a_out[1].write(message)
+            assert await asyncio.wait_for(b_out[0].readexactly(size), 10) == message
+            b_out[1].write(message[::-1] + b"!")
+            assert await asyncio.wait_for(a_out[0].readexactly(size + 1), 10) == message + b"!"
+        relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await relay
+        for _reader, writer in (a_in, a_out, b_in, b_out):
+            writer.close()
+
+    asyncio.run(scenario())

@@ -55,8 +55,10 @@ class EgressGateway:
         intercepts: Intercepts | None = None,
         budget: ConnectionBudget | None = None,
         org_of: OrgOf | None = None,
+        kernel: bool = True,
     ) -> None:
         self.resolver = resolver
+        self.kernel = kernel  # False: every byte through Python (the benchmark's "before")
         self.on_denied: OnDenied = on_denied or (lambda *_a: None)
         self.reach = reach or Reach()
         self.max_connections = max_connections  # per computer
@@ -126,6 +128,7 @@ class EgressGateway:
             interception=interception,
             budget=self.budget,
             org=self.org_of(computer_id),
+            kernel=self.kernel,
         )
         egress = Egress(computer_id, netns, policy, proxy)
         dns = DnsFilter(

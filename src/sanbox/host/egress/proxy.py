@@ -70,7 +70,12 @@ class Flow:
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     def close(self) -> None:
+        """Cut it: both sockets shut down (bytes the kernel relays stop too), then closed."""
         for w in self.writers:
+            sock = w.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             w.close()
 
 
@@ -86,8 +91,10 @@ class EgressProxy:
         interception: Interception | None = None,
         budget: ConnectionBudget | None = None,
         org: str = "",
+        kernel: bool = True,
     ) -> None:
         self.policy = policy
+        self.kernel = kernel  # checked bytes relayed in the kernel (splice.py)
         self.resolver = resolver
         self.on_denied: Denied = on_denied or (lambda _n, _p, _r: None)
         self.reach = reach or Reach()
@@ -207,7 +214,7 @@ class EgressProxy:
             return
         async with self._dialled(flow, guest[1]) as upstream:
             upstream[1].write(head)
-            await raw(guest, upstream, self.idle_timeout)
+            await raw(guest, upstream, self.idle_timeout, self.kernel)
 
     async def _http(self, guest: Streams) -> None:
         request = GuestRequest()
@@ -226,7 +233,8 @@ class EgressProxy:
         self._check_placeholders(first)
         flow = Flow(first.head.name, await self._address(first.head.name), 80)
         async with self._dialled(flow, guest[1]) as upstream:
-            await Exchange(request, guest, upstream).run(first, events[1:], self.idle_timeout)
+            exchange = Exchange(request, guest, upstream, self.kernel)
+            await exchange.run(first, events[1:], self.idle_timeout)
 
     def _check_placeholders(self, accepted: Accepted) -> None:
         """A strict proxy refuses plain HTTP carrying a bound secret's placeholder for another
@@ -244,7 +252,7 @@ class EgressProxy:
         if why is not None:
             raise RefusedError(ip, f"{why}: not for computers")
         async with self._dialled(Flow(None, ip, port), guest[1]) as upstream:
-            await raw(guest, upstream, self.idle_timeout)
+            await raw(guest, upstream, self.idle_timeout, self.kernel)
 
     async def _address(self, name: str) -> str:
         """The address to dial for an allowed `name`: resolved here, checked."""

@@ -2,7 +2,11 @@
 memory: `raw` relays both ways (TLS passthrough, `cidr:port` flows, after a protocol switch);
 `Exchange` carries one checked plain-HTTP request and its response through h11 on both sides,
 streaming bodies chunk by chunk. Both end when no byte moved either way for the idle timeout
-(give or take a second: the deadline is pushed back at most once a second)."""
+(give or take a second: the deadline is pushed back at most once a second).
+
+Between two plain TCP sockets, the bytes that need no more checking (a raw flow, a response
+body of known length) move in the kernel (splice.py), unless `kernel=False` asks for the
+relay through Python (kept for the benchmark's before-and-after and as the fallback)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import h11
 
+from . import splice
 from .http_request import (
     MAX_HEAD,
     Accepted,
@@ -65,8 +70,21 @@ async def raw(
     a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     b: tuple[asyncio.StreamReader, asyncio.StreamWriter],
     idle_seconds: float = IDLE_TIMEOUT,
+    kernel: bool = True,
 ) -> None:
     async with idle_timeout(idle_seconds) as idle:
+        await both_ways(a, b, idle, kernel)
+
+
+async def both_ways(
+    a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    b: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    idle: Idle,
+    kernel: bool,
+) -> None:
+    if kernel and splice.spliceable(a, b):
+        await splice.both_ways(a, b, idle.touch)
+    else:
         await asyncio.gather(pump(a[0], b[1], idle), pump(b[0], a[1], idle))
 
 
@@ -83,15 +101,20 @@ class Exchange:
         guest: GuestRequest,
         guest_io: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         upstream_io: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        kernel: bool = True,
     ) -> None:
         self.guest = guest
+        self.kernel = kernel
+        self.guest_io = guest_io
         self.guest_reader, self.guest_writer = guest_io
+        self.head_request = False
         self.up_reader, self.up_writer = upstream_io
         self.upstream = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
 
     async def run(self, accepted: Accepted, pending: list[GuestEvent], idle_seconds: float) -> None:
         async with idle_timeout(idle_seconds) as idle:
             request = upstream_request(accepted.request, accepted.head.upgrade)
+            self.head_request = request.method == b"HEAD"
             self.up_writer.write(self.upstream.send(request) or b"")
             sending = asyncio.ensure_future(self._request_body(pending, idle))
             try:
@@ -140,6 +163,10 @@ class Exchange:
                     return True
             elif isinstance(event, h11.Response):
                 self.guest_writer.write(answer.send(guest_response(event)) or b"")
+                length = self._kernel_body(event)
+                if length is not None:
+                    await self._body_in_kernel(length, idle)
+                    return False
             elif isinstance(event, h11.Data):
                 self.guest_writer.write(answer.send(event) or b"")
                 await self.guest_writer.drain()
@@ -150,6 +177,40 @@ class Exchange:
             else:  # closed before a complete response, or paused without one
                 raise BrokenExchangeError(f"upstream ended the exchange: {event!r}")
 
+    def _kernel_body(self, response: h11.Response) -> int | None:
+        """The length of a body the kernel can relay as it is: a Content-Length, one, of 64 KiB
+        or more, and no Transfer-Encoding, on a response that has a body, between plain
+        sockets. None: h11 relays it (small, chunked, until close, or TLS on a side)."""
+        if not self.kernel or self.head_request or response.status_code in (204, 304):
+            return None
+        lengths = [v for n, v in response.headers if n == b"content-length"]
+        if len(lengths) != 1 or any(n == b"transfer-encoding" for n, _ in response.headers):
+            return None
+        length = int(lengths[0])  # h11 checked it is digits
+        if length < CHUNK:  # a small body costs less through h11 than setting up a splice
+            return None
+        if not splice.spliceable((self.up_reader, self.up_writer), self.guest_io):
+            return None
+        return length
+
+    async def _body_in_kernel(self, length: int, idle: Idle) -> None:
+        """The body h11 holds already, then the rest socket to socket."""
+        moved = 0
+        while moved < length:
+            event = self.upstream.next_event()
+            if event is h11.NEED_DATA:
+                break
+            if isinstance(event, h11.EndOfMessage):
+                return
+            if not isinstance(event, h11.Data):
+                raise BrokenExchangeError(f"upstream ended the exchange: {event!r}")
+            self.guest_writer.write(bytes(event.data))
+            moved += len(event.data)
+        upstream = (self.up_reader, self.up_writer)
+        moved += await splice.exactly(upstream, self.guest_io, length - moved, idle.touch)
+        if moved < length:
+            raise BrokenExchangeError(f"upstream ended the body after {moved} of {length} bytes")
+
     async def _switched(self, idle: Idle) -> None:
         """After a 101: what each side sent past its head goes on, then raw bytes both ways."""
         to_upstream, _ = self.guest.conn.trailing_data
@@ -158,7 +219,4 @@ class Exchange:
             self.up_writer.write(to_upstream)
         if to_guest:
             self.guest_writer.write(to_guest)
-        await asyncio.gather(
-            pump(self.guest_reader, self.up_writer, idle),
-            pump(self.up_reader, self.guest_writer, idle),
-        )
+        await both_ways(self.guest_io, (self.up_reader, self.up_writer), idle, self.kernel)
