@@ -85,6 +85,8 @@ def test_grow_and_refuse_to_shrink(data_dir: DataDir, disks: DiskManager) -> Non
     assert disks.size(disk.path) == 128 * MIB
     disks.grow(disk.path, 256 * MIB)
     assert disks.size(disk.path) == 256 * MIB
+    if qcow2.format_of(disk.path) == "qcow2":  # the header read agrees with qemu-img's
+        assert qcow2.virtual_size(disk.path) == qcow2.chain(disk.path)[0].virtual_size
     with pytest.raises(DiskTooSmallError, match="only grow"):
         disks.grow(disk.path, 64 * MIB)
     with pytest.raises(DiskTooSmallError, match="smaller than the image"):

@@ -15,7 +15,7 @@ from sanbox.guest.errors import AgentRequestError
 from sanbox.guest.identity import check_machine_id, decode_entropy, entropy_request
 from sanbox.host.disk.errors import DiskError
 from sanbox.host.disk.layers import MAX_CHAIN, needs_flatten, unreferenced
-from sanbox.host.disk.qcow2 import parse_backing
+from sanbox.host.disk.qcow2 import parse_backing, parse_virtual_size
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotManifest
 from sanbox.host.snapshot import manifest as mf
 
@@ -118,6 +118,16 @@ def test_qcow2_backing_name_from_the_header() -> None:
         parse_backing(header(b"/x", magic=b"RAW!"))
     with pytest.raises(DiskError, match="out of range"):
         parse_backing(struct.pack(">4sIQI", b"QFI\xfb", 3, 10_000, 20) + bytes(100))
+
+
+def test_qcow2_virtual_size_from_the_header() -> None:
+    head = bytearray(header(None))
+    head[24:32] = (20 * 1024**3).to_bytes(8, "big")
+    assert parse_virtual_size(bytes(head)) == 20 * 1024**3
+    with pytest.raises(DiskError, match="bad magic"):
+        parse_virtual_size(header(None, magic=b"RAW!"))
+    with pytest.raises(DiskError, match="too short"):
+        parse_virtual_size(b"QFI\xfb" + bytes(10))
 
 
 def test_new_identity_inputs_are_checked_by_the_guest() -> None:

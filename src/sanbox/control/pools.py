@@ -267,6 +267,22 @@ class Pools:
         except ControlError as exc:
             self._blocked[pool.id] = f"blocked: {exc.message}"
             await self.discard(row.id, f"pool member failed: {exc.message}")
+            return
+        await self._warm(row.id)
+
+    async def _warm(self, computer_id: str) -> None:
+        """One command run in a new member before anyone claims it, so the claimer's first
+        finds the guest's exec path warm (its agent's code, the kernel's fork and exec, their
+        pages, and under TCG their translation: ~35 ms of a first exec here). A failure only
+        leaves the first command colder: the member's health is the reconciler's to judge."""
+        machine = self.fleet.machines.get(computer_id)
+        if machine is None:
+            return
+        try:
+            client = await machine.client(timeout=5.0)
+            await client.exec(["true"], timeout=10.0, max_output=0)
+        except Exception as exc:  # a warm-up's failure is not the member's
+            log.info("warming pool member %s failed: %s", computer_id, exc)
 
     async def refill(self, pool: PoolRow) -> None:
         """Discard members that do not run, trim extras, make one missing member."""

@@ -99,7 +99,7 @@ class DiskManager:
     def size(self, disk: Path) -> int:
         """The size the guest sees."""
         if format_of(disk) == "qcow2":
-            return qcow2.chain(disk)[0].virtual_size
+            return qcow2.virtual_size(disk)
         return disk.stat().st_size
 
     def grow(self, disk: Path, size_bytes: int) -> None:

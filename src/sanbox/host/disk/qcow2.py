@@ -75,6 +75,25 @@ def parse_backing(header: bytes) -> str | None:
     return header[offset : offset + size].decode("utf-8", errors="strict")
 
 
+_SIZE = struct.Struct(">Q")  # the virtual size, after magic, version, backing offset and
+_SIZE_AT = 24  # size and cluster_bits (qcow2's header, versions 2 and 3)
+
+
+def parse_virtual_size(header: bytes) -> int:
+    """The size the guest sees, from a qcow2 header. Pure."""
+    if len(header) < _SIZE_AT + _SIZE.size or header[:4] != QCOW2_MAGIC:
+        raise DiskError("not a qcow2 file: bad magic or too short")
+    (size,) = _SIZE.unpack_from(header, _SIZE_AT)
+    return int(size)
+
+
+def virtual_size(path: Path) -> int:
+    """The size the guest sees of a qcow2 file, from its header (no qemu-img process: a claim
+    asks it on its way to handing a computer out)."""
+    with open(path, "rb") as f:
+        return parse_virtual_size(f.read(_SIZE_AT + _SIZE.size))
+
+
 def backing_of(path: Path) -> Path | None:
     """The backing file of a qcow2 file, from its header (no qemu-img process)."""
     with open(path, "rb") as f:
