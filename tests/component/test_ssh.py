@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,7 +193,8 @@ def test_ssh_config_makes_a_key_lets_it_in_and_records_the_host_key(
 
 
 def test_the_host_key_is_made_once_and_made_anew_on_request(ssh_root: Path) -> None:
-    """The guest control calls a fork or a pool claim will use for a new SSH identity."""
+    """The guest control calls a fork or a pool claim will use for a new SSH identity: a new
+    identity forgets the key, the next ask makes one, `new_host_key` replaces it."""
     socket_path = ssh_root / "agent.sock"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     agent = subprocess.Popen(
@@ -203,8 +205,14 @@ def test_the_host_key_is_made_once_and_made_anew_on_request(ssh_root: Path) -> N
     async def scenario() -> tuple[str, str, str, list[str]]:
         async with AgentClient.connect(str(socket_path)) as client:
             made, found = await asyncio.gather(client.ssh.host_key(), client.ssh.host_key())
+            # a copy's new identity forgets the key; the next that asks makes another
+            await client.new_identity("copy", "0123456789abcdef" * 2, bytes(64), time.time())
+            assert not [n for n in os.listdir(ssh_root / "etc/ssh") if n.startswith("ssh_host_")]
+            renewed = await client.ssh.host_key()
+            assert renewed != made and renewed == await client.ssh.host_key()
             (ssh_root / "etc/ssh/ssh_host_rsa_key").write_text("an old key of another kind")
             fresh = await client.ssh.new_host_key()
+            assert fresh != renewed
             with pytest.raises(RemoteError) as bad:
                 await client.ssh.connect({"NOT A NAME": "x"})  # refused before sshd starts
             assert bad.value.code == "bad_request"

@@ -150,8 +150,8 @@ class ControlStream(Stream):
         elif op == "fs_thaw":
             self.send_msg("result", thawed=freeze.ROOT.thaw())
         elif op == "new_identity":
-            public_key = await new_identity(self.params, set_hostname, set_clock)
-            self.send_msg("result", public_key=public_key, hostname=socket.gethostname())
+            await new_identity(self.params, set_hostname, set_clock)
+            self.send_msg("result", hostname=socket.gethostname())
         elif op == "services":
             self.send_msg("result", services=read_statuses())
         elif op == "ssh_authorize":

@@ -93,8 +93,9 @@ def write_machine_id(machine_id: str, root: str = "/") -> list[str]:
     return written
 
 
-async def new_identity(params: dict[str, Any], set_hostname: Any, set_clock: Any) -> str:
-    """Apply a new identity; returns the new SSH host public key."""
+async def new_identity(params: dict[str, Any], set_hostname: Any, set_clock: Any) -> None:
+    """Apply a new identity: entropy, clock, hostname, machine-id, and the SSH host keys
+    forgotten (a new one is made when first asked for: ssh.forget_host_key)."""
     hostname = params.get("hostname")
     machine_id = check_machine_id(params.get("machine_id"))
     entropy = decode_entropy(params.get("entropy"))
@@ -107,4 +108,4 @@ async def new_identity(params: dict[str, Any], set_hostname: Any, set_clock: Any
         set_clock(float(when))
         set_hostname(hostname)
     write_machine_id(machine_id, root)
-    return await ssh.new_host_key()
+    await ssh.forget_host_keys()

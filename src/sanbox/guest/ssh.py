@@ -192,18 +192,37 @@ def ensure_host_key(loc: SshPaths) -> str:
 def regenerate_host_key(loc: SshPaths) -> str:
     """Delete every host key and make a new one: a new SSH identity (blocking)."""
     with _keygen:
-        try:
-            names = os.listdir(loc.config_dir)
-        except FileNotFoundError:
-            names = []
-        for name in names:
-            if name.startswith("ssh_host_"):
-                os.unlink(os.path.join(loc.config_dir, name))
+        _delete_host_keys(loc)
         return _generate(loc)
+
+
+def forget_host_key(loc: SshPaths) -> None:
+    """Delete every host key, durably (blocking): the first that asks for one (`host_key`, an
+    SSH connection) makes the new one. A copied computer's identity: nothing can present its
+    source's from here on, and ssh-keygen (~0.2 s under TCG) is paid by the computers someone
+    connects to, not on every restore, claim and fork before its first command."""
+    with _keygen:
+        _delete_host_keys(loc)
+        if os.path.isdir(loc.config_dir):
+            _fsync_dir(loc.config_dir)
+
+
+def _delete_host_keys(loc: SshPaths) -> None:
+    try:
+        names = os.listdir(loc.config_dir)
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        if name.startswith("ssh_host_"):
+            os.unlink(os.path.join(loc.config_dir, name))
 
 
 async def host_key(loc: SshPaths | None = None) -> str:
     return await asyncio.get_running_loop().run_in_executor(None, ensure_host_key, loc or paths())
+
+
+async def forget_host_keys(loc: SshPaths | None = None) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, forget_host_key, loc or paths())
 
 
 async def new_host_key(loc: SshPaths | None = None) -> str:

@@ -329,12 +329,13 @@ class AgentClient:
 
     async def new_identity(
         self, hostname: str, machine_id: str, entropy: bytes, unix_time: float
-    ) -> str:
-        """A copied computer's own identity (hostname, machine-id, SSH host keys, `entropy`
-        credited to the kernel and reseeded, the clock); returns its new SSH host public key."""
+    ) -> None:
+        """A copied computer's own identity (hostname, machine-id, `entropy` credited to the
+        kernel and reseeded, the clock; its SSH host keys forgotten: `ssh.host_key()` makes the
+        new one when first asked)."""
         params = {"op": "new_identity", "hostname": hostname, "machine_id": machine_id,
                   "entropy": base64.b64encode(entropy).decode(), "time": unix_time}  # fmt: skip
-        return str((await self.call("control", params, timeout=120.0)).get("public_key", ""))
+        await self.call("control", params, timeout=120.0)
 
     async def metrics(self) -> Metrics:
         body = await self.call("control", {"op": "metrics"})

@@ -12,7 +12,9 @@ side by side. The outcome says `restored`, or why not and the computer booted on
 damaged snapshot is refused with the reason, never used.
 
 Every computer made this way gets a new identity before it is handed out (`new_identity`):
-hostname, machine-id, SSH host keys, entropy from the host credited and reseeded, the clock.
+hostname, machine-id, entropy from the host credited and reseeded, the clock, and its SSH host
+keys forgotten (the new one is made when first asked for: ~0.2 s of ssh-keygen under TCG that
+a computer nobody connects to never pays).
 A fork is a snapshot with memory and N such computers, all or none.
 """
 
@@ -47,9 +49,9 @@ ENTROPY_BYTES = 256
 log = logging.getLogger(__name__)
 
 
-async def new_identity(agent: AgentClient, hostname: str) -> str:
-    """Give a copied computer its own identity; returns its new SSH host public key."""
-    return await agent.new_identity(
+async def new_identity(agent: AgentClient, hostname: str) -> None:
+    """Give a copied computer its own identity."""
+    await agent.new_identity(
         hostname, secrets.token_hex(16), os.urandom(ENTROPY_BYTES), time.time()
     )
 
