@@ -45,9 +45,13 @@ class Bench:
         self.minter = Minter(*new_ca("bench"))
         self.upstream_context = upstream_context(internet_ca)
         self.strict_placeholders = False
-        self.secret = Injection(hosts=("echo.test",), header=b"Authorization",
-                                template=b"Bearer {value}", placeholder=b"sbx_ph_bench0000",
-                                value=b"sk-bench")  # fmt: skip
+        self.secret = Injection(
+            hosts=("echo.test",),
+            header=b"Authorization",
+            template=b"Bearer {value}",
+            placeholder=b"sbx_ph_bench0000",
+            value=b"sk-bench",
+        )
 
     def applies(self, name: str) -> bool:
         return self.on and name == "echo.test"
@@ -95,8 +99,9 @@ async def main(n: int) -> None:
             http[side] = await asyncio.to_thread(
                 client, ["ip", "netns", "exec", ns], GATEWAY_IP, HTTP_PORT, GATEWAY_IP, n
             )
-            https[side] = await asyncio.to_thread(tls, ["ip", "netns", "exec", ns], GATEWAY_IP,
-                                                  TLS_PORT, both, n)  # fmt: skip
+            https[side] = await asyncio.to_thread(
+                tls, ["ip", "netns", "exec", ns], GATEWAY_IP, TLS_PORT, both, n
+            )
             if kernel:
                 bench.on = True
                 https["intercepted"] = await asyncio.to_thread(
@@ -131,8 +136,10 @@ async def main(n: int) -> None:
         i, k = https["intercepted"][key], https["kernel"][key]
         assert isinstance(i, list) and isinstance(k, list)
         print(summary(f"HTTPS, {label}, intercepted", i))
-        print(f"{'ratio intercepted / passthrough (median)':<44} "
-              f"{statistics.median(i) / statistics.median(k):.2f}x")  # fmt: skip
+        print(
+            f"{'ratio intercepted / passthrough (median)':<44} "
+            f"{statistics.median(i) / statistics.median(k):.2f}x"
+        )
     ti = float(str(https["intercepted"]["throughput"]))
     tk = float(str(https["kernel"]["throughput"]))
     print(f"{'64 MiB HTTPS download, intercepted':<44} {ti:9.1f} MiB/s")
@@ -159,8 +166,10 @@ def report(runs: dict[str, dict[str, object]], label: str, key: str, download: s
     direct = float(str(runs["direct"]["throughput"]))
     for side in ("kernel", "python"):
         through = float(str(runs[side]["throughput"]))
-        print(f"{f'{download}, through ({side})':<44} {through:9.1f} MiB/s   "
-              f"{through / direct:.2f}x direct")  # fmt: skip
+        print(
+            f"{f'{download}, through ({side})':<44} {through:9.1f} MiB/s   "
+            f"{through / direct:.2f}x direct"
+        )
     print(f"{f'{download}, direct':<44} {direct:9.1f} MiB/s")
 
 

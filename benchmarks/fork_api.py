@@ -23,8 +23,10 @@ from sanbox.sdk.sync import Computer  # noqa: E402
 
 
 def line(name: str, xs: list[float]) -> str:
-    return (f"{name:<22} median {statistics.median(xs) * 1000:8.1f} ms   "
-            f"p90 {pct(xs, 0.9) * 1000:8.1f} ms   (n={len(xs)})")  # fmt: skip
+    return (
+        f"{name:<22} median {statistics.median(xs) * 1000:8.1f} ms   "
+        f"p90 {pct(xs, 0.9) * 1000:8.1f} ms   (n={len(xs)})"
+    )
 
 
 def timed_fork(source: Computer, count: int) -> float:
