@@ -2,6 +2,7 @@
 (``8080-NAME.localhost``: the default org)."""
 
 from .host import PortHost, parse_port_host
-from .relay import ByteStream, relay_http, relay_websocket
+from .relay import ByteStream, relay_http
+from .websocket import relay_websocket
 
 __all__ = ["ByteStream", "PortHost", "parse_port_host", "relay_http", "relay_websocket"]

@@ -330,9 +330,8 @@ class AgentClient:
     async def new_identity(
         self, hostname: str, machine_id: str, entropy: bytes, unix_time: float
     ) -> None:
-        """A copied computer's own identity (hostname, machine-id, `entropy` credited to the
-        kernel and reseeded, the clock; its SSH host keys forgotten: `ssh.host_key()` makes the
-        new one when first asked)."""
+        """A copied computer's own identity (hostname, machine-id, `entropy` credited and
+        reseeded, the clock; SSH host keys forgotten: `ssh.host_key()` makes the next)."""
         params = {"op": "new_identity", "hostname": hostname, "machine_id": machine_id,
                   "entropy": base64.b64encode(entropy).decode(), "time": unix_time}  # fmt: skip
         await self.call("control", params, timeout=120.0)
