@@ -195,6 +195,9 @@ class RemoteHost:
         await self.call("destroy", computer_id=computer_id)
         await self.refresh()
 
+    async def quarantine(self, computer_id: str) -> str:
+        return str(await self.call("quarantine", computer_id=computer_id))
+
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
         with contextlib.suppress(Exception):
             await machine.agent.close()
