@@ -27,7 +27,7 @@ from ..host.door import (
 )
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import deadlines, placing, quotas, snapshots, templates
+from . import deadlines, placing, quotas, regions, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -57,6 +57,7 @@ class CreateRequest:
     lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0 = none
     on_lifetime: str = "stop"  # stop | delete
     max_running: int = 0  # seconds of running since its last start, then stopped; 0 = none
+    region: str | None = None  # where it runs (one the org may use); None: its home region
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -165,6 +166,8 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     # before anything is made: refused here leaves no record and no folder (a placed create is
     # admitted by its placement, after its record: placing.py)
     placed = placing.wanted(fleet, start.host_id if start else None, start is not None)
+    held = start.host_id if start else None
+    region = regions.of_create(fleet, req.region, held, start is not None, placed)
     hold = None if placed else fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
@@ -174,6 +177,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         snapshot=start, origin=start.id if start else None, hold=hold,
         from_template=own is not None, booted_because=own.booted_because if own else None,
         ports=tuple(own.template.ports) if own else (), secrets=wanted, placed=placed,
+        region=region,
     )  # fmt: skip
 
 
@@ -266,6 +270,7 @@ async def create(
     if prior is not None:
         return prior
     check(fleet, req)
+    regions.check(fleet, org, req.region)
     if supply is not None:
         claimed = await supply(org, req, idempotency_key)
         if claimed is not None:
