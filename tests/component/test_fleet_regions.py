@@ -77,7 +77,9 @@ def test_computers_stay_in_their_region(fleet_server: LiveServer, short_tmp: Pat
             _wait_until_up(f"https://127.0.0.1:{port}", control)
         _until(
             "both hosts up with their builds",
-            lambda: all(h.state == "up" and h.layers for h in _hosts(live)) and len(_hosts(live)) == 2,
+            lambda: (
+                all(h.state == "up" and h.layers for h in _hosts(live)) and len(_hosts(live)) == 2
+            ),
         )
         org = client.orgs.list()[0].name
         shown = _sanbox(live, "org", "regions", org, "--home", "eu-1")
@@ -93,7 +95,9 @@ def test_computers_stay_in_their_region(fleet_server: LiveServer, short_tmp: Pat
         # another region: refused until the org may use it, then it runs there
         before = len(client.computers.list())
         _refused(lambda: client.computers.create(name="far", region="us-1"), "region_not_allowed")
-        _refused(lambda: client.computers.create(name="bad", region="Not A Region"), "invalid_region")
+        _refused(
+            lambda: client.computers.create(name="bad", region="Not A Region"), "invalid_region"
+        )
         client.orgs.set_regions(org, "eu-1", ["us-1"])
         far = client.computers.create(name="far", region="us-1", idle_timeout=0)
         assert far.region == "us-1" and (us_dir / "computers" / far.id).is_dir()

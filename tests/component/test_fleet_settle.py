@@ -162,5 +162,5 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             # the one it should run is untouched and answers
             assert (host_dir / "computers" / keep.id).is_dir()
             _until("keep back", lambda: keep.refresh().state == "running", timeout=30)
-            assert keep.exec("cat /tmp/kept.txt").stdout == "still here"
+            assert keep.exec("cat /tmp/kept.txt && rm /tmp/kept.txt").stdout == "still here"
             keep.delete()

@@ -13,6 +13,7 @@ from typing import Protocol
 from .agent import (
     AgentClient,
     AgentError,
+    AgentRouteError,
     AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
@@ -75,6 +76,7 @@ __all__ = [
     "RECIPES",
     "AgentClient",
     "AgentError",
+    "AgentRouteError",
     "AgentTimeoutError",
     "AgentUnavailableError",
     "Capabilities",

@@ -111,6 +111,10 @@ class RemoteHost:
                 await self.refresh()
             await asyncio.sleep(REPORT_EVERY)
 
+    def lost(self) -> None:
+        """Something of the host did not answer: unreachable until a report is read again."""
+        self._read_at = 0.0
+
     @property
     def reachable(self) -> bool:
         return self._report is not None and time.monotonic() - self._read_at < STALE_AFTER

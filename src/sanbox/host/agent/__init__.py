@@ -3,6 +3,7 @@
 from .client import AgentClient, Metrics, Ping
 from .errors import (
     AgentError,
+    AgentRouteError,
     AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
@@ -22,6 +23,7 @@ from .tcp import TcpStream
 __all__ = [
     "AgentClient",
     "AgentError",
+    "AgentRouteError",
     "AgentTimeoutError",
     "AgentUnavailableError",
     "Attached",
