@@ -107,6 +107,7 @@ def create_app(
                 "sample_interval": settings.usage_sample_interval,
             },
             metering=settings.metering,
+            fleet_dir=settings.fleet_dir,
         )
         app.state.fleet_metrics = FleetMetrics(computers)
         app.state.settings, app.state.computers = settings, computers

@@ -73,6 +73,7 @@ class Computers:
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
+        fleet_dir: Path | None = None,  # the fleet's CAs, shared by its API nodes
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), home, capacity=capacity, reach=reach)
         self.usage = Usage(self.fleet, Meter(self.fleet, **(meter or {})), metering)
@@ -86,7 +87,7 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
-        self.hosts = FleetHosts(db, home, host_lease)  # the fleet's hosts (docs/fleet.md)
+        self.hosts = FleetHosts(db, fleet_dir or home / "fleet", host_lease)  # docs/fleet.md
         self.fleet.remote = self.hosts
         self.hosts.on_change = self._host_changed
         if resolver is not None:

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fleet.errors import BusyError
+from ..fleet.operations import Operations, node_name
 from ..host.door import (
     RECIPES,
     ComputersEgress,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from .hosts import FleetHosts
 
 log = logging.getLogger(__name__)
+
+VERB_WAIT = 30.0  # seconds a verb waits for another API node's operation on the computer
 
 # the states a computer's running time starts from (not a pause that failed: it ran on)
 _COMING_UP = frozenset({State.CREATING, State.STARTING, State.RESUMING})
@@ -71,6 +75,8 @@ class Fleet:
         self.clocks = ActivityClocks(db)  # last activity, for the idle watcher
         self.book: SecretBook | None = None  # the secrets bound to computers (Computers sets it)
         self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
+        self.operations = Operations(db)  # one incomplete per computer across API nodes
+        self.node = node_name(home)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -98,6 +104,34 @@ class Fleet:
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def operating(
+        self, computer_id: str, kind: str, host_id: str | None = None, wait: float = 0.0
+    ) -> AsyncIterator[None]:
+        """The computer's lock on this node and its one incomplete operation across every API
+        node (fleet/operations.py) for the block; another node's operation on it is waited
+        for up to `wait` seconds, then `busy` (409). The operation ends `done`, or `failed` with
+        what the block raised."""
+        async with self.lock(computer_id):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait
+            while True:
+                try:
+                    op = self.operations.begin(computer_id, kind, host_id, self.node)
+                    break
+                except BusyError:
+                    if loop.time() >= deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+            error: str | None = None
+            try:
+                yield
+            except BaseException as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                raise
+            finally:
+                self.operations.finish(op.op_id, error)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -212,7 +246,7 @@ class Fleet:
     async def acting(self, org: Org, ref: str, action: str) -> AsyncIterator[ComputerRow]:
         """The computer under its lock, read afresh there, with `action` allowed in its state."""
         row = self.get(org, ref)
-        async with self.lock(row.id):
+        async with self.operating(row.id, action, row.host_id, wait=VERB_WAIT):
             row = self.get(org, row.id)
             check_action(action, State(row.state), row.name)
             yield row

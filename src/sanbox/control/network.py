@@ -9,7 +9,7 @@ from ..host.door import Denial, PolicyError
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError, NotFoundError
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .names import check_port
 
 
@@ -27,7 +27,7 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
     except PolicyError as exc:
         raise InvalidRequestError(str(exc), "invalid_rule") from exc
     row = fleet.get(org, ref)
-    async with fleet.lock(row.id):
+    async with fleet.operating(row.id, "network", row.host_id, wait=VERB_WAIT):
         listed = ", ".join(policy.rules()) or "nothing"
         row = fleet.record(
             row.id, None, "network.policy", f"egress allowlist: {listed}",
