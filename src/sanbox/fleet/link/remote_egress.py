@@ -1,0 +1,135 @@
+"""A fleet host's egress as the control plane drives it (`EgressControl`): each verb a call over
+the link (host_egress.py serves them), each read from the host's latest report. A start sends the
+computer's org, rules and secrets' handover (`Interception.handover`: unsealed here, carried
+over the link's mutual TLS only); `drain` records the denials the host made through `on_denied`,
+and says the count of those the host's queue had to drop."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from ...host.door import Denial, HostError, Intercepts, OnDenied, OrgOf, Policy
+from . import egress_wire as ew
+
+log = logging.getLogger(__name__)
+
+
+class Link(Protocol):
+    name: str
+
+    async def call(self, name: str, **args: Any) -> Any: ...
+
+    def reported(self) -> dict[str, Any] | None: ...
+
+
+class RemoteEgress:
+    def __init__(self, link: Link, on_denied: OnDenied, intercepts: Intercepts, org_of: OrgOf):
+        self.link = link
+        self.on_denied = on_denied
+        self.intercepts = intercepts
+        self.org_of = org_of
+
+    def secrets(self, computer_id: str) -> ew.Json | None:
+        """The computer's handover as it crosses (HostError if it cannot be made: its egress then
+        does not start, never without its secrets). The error names no value."""
+        try:
+            return ew.handover_out(self.intercepts(computer_id).handover())
+        except Exception as exc:
+            raise HostError(
+                f"the secrets bound to {computer_id} could not be handed to host "
+                f"{self.link.name} ({type(exc).__name__}): its egress stays off"
+            ) from None
+
+    def _starting(self, computer_id: str, policy: Policy) -> dict[str, Any]:
+        return {
+            "computer_id": computer_id,
+            "org_id": self.org_of(computer_id),
+            "rules": ew.rules_out(policy),
+            "secrets": self.secrets(computer_id),
+        }
+
+    async def start(self, computer_id: str, policy: Policy) -> None:
+        await self.link.call("egress_start", **self._starting(computer_id, policy))
+
+    async def set_policy(self, computer_id: str, policy: Policy) -> None:
+        await self.link.call("egress_set_policy", **self._starting(computer_id, policy))
+
+    async def update(self, computer_id: str, policy: Policy) -> int:
+        rules = ew.rules_out(policy)
+        return int(await self.link.call("egress_update", computer_id=computer_id, rules=rules))
+
+    async def renew_secrets(self, computer_id: str) -> None:
+        """The secrets bound now, for a computer whose egress runs on the host."""
+        wired = self.secrets(computer_id)
+        await self.link.call("egress_secrets", computer_id=computer_id, secrets=wired)
+
+    async def stop(self, computer_id: str) -> None:
+        await self.link.call("egress_stop", computer_id=computer_id)
+
+    # reads: the host's latest report ----------------------------------------------------------
+
+    def seen(self, computer_id: str) -> dict[str, Any] | None:
+        """The computer's egress as the host last reported it (None: not running there, or the
+        host has not reported)."""
+        egress = (self.link.reported() or {}).get("egress") or {}
+        found = egress.get("computers", {}).get(computer_id)
+        return found if isinstance(found, dict) else None
+
+    def running(self) -> set[str]:
+        egress = (self.link.reported() or {}).get("egress") or {}
+        return set(egress.get("computers", {}))
+
+    def policy(self, computer_id: str) -> Policy | None:
+        seen = self.seen(computer_id)
+        return None if seen is None else ew.rules_in(seen["rules"])
+
+    def carried(self, computer_id: str) -> int | None:
+        seen = self.seen(computer_id)
+        return None if seen is None or seen["carried"] is None else int(seen["carried"])
+
+    def open_connections(self, computer_id: str) -> int:
+        seen = self.seen(computer_id)
+        return 0 if seen is None else int(seen["open"])
+
+    def holds_secrets(self, computer_id: str) -> str | None:
+        """The digest of the handover the host holds for the computer."""
+        seen = self.seen(computer_id)
+        return None if seen is None else seen.get("secrets")
+
+    async def close(self) -> None:
+        """Nothing to close here: the host's gateway is the host's (it stops with its agent)."""
+
+    # denials ------------------------------------------------------------------------------------
+
+    def waiting(self) -> int:
+        egress = (self.link.reported() or {}).get("egress") or {}
+        return int(egress.get("denials") or 0)
+
+    async def drain(self) -> int:
+        """Record what the host denied since the last drain (a batch at a time, taken from the
+        host: a repeated operation id gets the same batch, so none is recorded twice); how many
+        were recorded."""
+        answer = await self.link.call("egress_denials")
+        recorded = 0
+        for item in answer.get("denials", [])[: ew.MAX_DENIALS]:
+            try:
+                computer_id, denial = ew.denial_in(item)
+            except ValueError as exc:
+                log.warning("host %s sent a denial that is not one: %s", self.link.name, exc)
+                continue
+            self._record(computer_id, denial)
+            recorded += 1
+        for computer_id, count in dict(answer.get("dropped") or {}).items():
+            if isinstance(count, int) and count > 0:
+                reason = f"host {self.link.name}'s queue of denials was full"
+                self._record(ew.computer_id_in(computer_id), Denial("*", 0, reason, others=count))
+        return recorded
+
+    def _record(self, computer_id: str, denial: Denial) -> None:
+        try:
+            self.on_denied(computer_id, denial)
+        except Exception:
+            log.exception(
+                "recording a denial of %s from host %s failed", computer_id, self.link.name
+            )
