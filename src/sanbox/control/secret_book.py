@@ -16,7 +16,16 @@ from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
 
-from ..host.door import AgentClient, Injection, Minter, Sealer, applies, new_ca, upstream_context
+from ..host.door import (
+    AgentClient,
+    Handover,
+    Injection,
+    Minter,
+    Sealer,
+    applies,
+    new_ca,
+    upstream_context,
+)
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
 from ..templates.trust import CA_FILE, SYSTEM_BUNDLE, secret_env
@@ -98,6 +107,7 @@ class SecretBook:
         self.substitute_any_header = substitute_any_header  # the operator's opt-in
         self._bound: dict[str, Bound] = {}
         self._minters: dict[str, Minter] = {}
+        self._ca_keys: dict[str, bytes] = {}  # org id -> its CA's key (PEM), opened once
         self._lock = threading.Lock()
 
     def changed(self) -> None:
@@ -179,7 +189,21 @@ class SecretBook:
         minter = Minter(row.cert_pem.encode(), key)
         with self._lock:
             self._minters[org_id] = minter
+            self._ca_keys[org_id] = key
         return minter
+
+    def handover(self, computer_id: str) -> Handover | None:
+        """What a fleet host needs to run this computer's secret proxy (None: nothing bound):
+        its injections and its org's CA, key included. Sent over the link's mutual TLS only."""
+        bound = self.bound(computer_id)
+        if not bound.injections:
+            return None
+        minter = self.minter(bound.org_id)
+        with self._lock:
+            key = self._ca_keys[bound.org_id]
+        return Handover(
+            bound.org_id, bound.injections, minter.ca_pem, key, self.strict_placeholders
+        )
 
     def ca_pem(self, org_id: str) -> bytes:
         return self.minter(org_id).ca_pem
@@ -212,3 +236,6 @@ class ComputerInterception:
     @property
     def strict_placeholders(self) -> bool:
         return self.book.strict_placeholders
+
+    def handover(self) -> Handover | None:
+        return self.book.handover(self.computer_id)

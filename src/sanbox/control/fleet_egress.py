@@ -1,0 +1,166 @@
+"""The egress of computers on fleet hosts (docs/fleet.md, "Egress over the link"): each host's
+gateway as the control plane holds it (`RemoteEgress`, one per link), and the watch that keeps
+them true. Every `interval` it records the denials each host made (drained from the host's
+queue) and converges each host to the records: a running computer whose egress is not running
+there (the host agent restarted, or the link dropped at its start) gets it started, with its
+secrets; an allowlist or binding the host does not hold yet is sent again; an egress for a
+computer the records do not run there is stopped. The verbs' own calls are the fast path; this
+is the path that holds when a call was lost."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING, Protocol
+
+from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
+from ..host.door import (
+    ConnectionBudget,
+    EgressControl,
+    HostError,
+    Intercepts,
+    OnDenied,
+    OrgOf,
+    Policy,
+    PolicyError,
+    Resolver,
+)
+from ..store import repo
+from .errors import HostUnavailableError
+from .states import State
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
+
+log = logging.getLogger(__name__)
+
+# the states whose egress a fleet host keeps: a paused guest's connections outlive its pause
+KEPT = frozenset({State.CREATING, State.STARTING, State.RUNNING, State.PAUSING, State.RESUMING})
+WATCH_EVERY = 2.0  # seconds: a denial on a fleet host is recorded within about this
+DRAINS_PER_ROUND = 8  # batches of denials taken from one host per round
+
+
+class FarEgress(Protocol):
+    """What the watch asks of a fleet host's egress beyond `EgressControl` (RemoteEgress)."""
+
+    def running(self) -> set[str]: ...
+
+    def seen(self, computer_id: str) -> dict[str, object] | None: ...
+
+    def secrets(self, computer_id: str) -> dict[str, object] | None: ...
+
+    def waiting(self) -> int: ...
+
+    async def drain(self) -> int: ...
+
+    async def start(self, computer_id: str, policy: Policy) -> None: ...
+
+    async def update(self, computer_id: str, policy: Policy) -> int: ...
+
+    async def renew_secrets(self, computer_id: str) -> None: ...
+
+    async def stop(self, computer_id: str) -> None: ...
+
+
+class FleetEgress:
+    def __init__(
+        self,
+        fleet: Fleet,
+        resolver: Resolver,
+        on_denied: OnDenied,
+        intercepts: Intercepts,
+        budget: ConnectionBudget,
+        org_of: OrgOf,
+    ) -> None:
+        self.fleet = fleet
+        self.parts = (resolver, on_denied, intercepts, budget, org_of)
+        self._held: dict[str, tuple[object, EgressControl]] = {}  # host id -> (its link, egress)
+        self._said: dict[str, str] = {}  # computer id -> the last failure recorded for it
+
+    def of(self, host_id: str) -> EgressControl | None:
+        """The egress of fleet host `host_id`; None while it does not answer (the watch applies
+        what the records say once it does)."""
+        try:
+            host = self.fleet.host_at(host_id)
+        except HostUnavailableError:
+            return None
+        held = self._held.get(host_id)
+        if held is not None and held[0] is host:
+            return held[1]
+        resolver, on_denied, intercepts, budget, org_of = self.parts
+        reach = self.fleet.reach
+        egress = host.open_egress(resolver, on_denied, reach, 0, intercepts, budget, org_of)
+        if egress is None:
+            return None
+        self._held[host_id] = (host, egress)
+        return egress
+
+    def carried(self, computer_id: str) -> int | None:
+        """Bytes a fleet computer's egress carried, from its host's last report."""
+        for _host, egress in self._held.values():
+            found = egress.carried(computer_id)
+            if found is not None:
+                return found
+        return None
+
+    async def watch(self, interval: float) -> None:
+        while True:
+            try:
+                await self.check()
+            except Exception:
+                log.exception("keeping the fleet hosts' egress failed; trying again")
+            await asyncio.sleep(interval)
+
+    async def check(self) -> None:
+        """One round over every fleet host that holds computers."""
+        with self.fleet.db.session() as s:
+            rows = [r for r in repo.list_computers(s, None) if r.host_id is not None]
+        by_host: dict[str, list[tuple[str, str, list[str]]]] = defaultdict(list)
+        for row in rows:
+            by_host[str(row.host_id)].append((row.id, row.state, list(row.allow)))
+        for host_id, computers in by_host.items():
+            egress = self.of(host_id)
+            if egress is None:
+                continue
+            far: FarEgress = egress  # type: ignore[assignment]
+            try:
+                await self._drain(far)
+                await self._converge(far, computers)
+            except HostError as exc:
+                log.info("egress of host %s: %s", host_id, exc)
+
+    async def _drain(self, far: FarEgress) -> None:
+        for _ in range(DRAINS_PER_ROUND):
+            if not far.waiting() or await far.drain() < MAX_DENIALS:
+                return
+
+    async def _converge(self, far: FarEgress, computers: list[tuple[str, str, list[str]]]) -> None:
+        kept = {computer_id for computer_id, state, _ in computers if state in KEPT}
+        for computer_id in far.running() - kept:
+            if not self.fleet.lock(computer_id).locked():
+                log.info("egress of %s stopped on its host: the records do not run it", computer_id)
+                await far.stop(computer_id)
+        for computer_id, state, allow in computers:
+            if state != State.RUNNING or self.fleet.lock(computer_id).locked():
+                continue  # a verb is at work on it: it brings the egress up or down itself
+            try:
+                await self._converge_one(far, computer_id, Policy.of(allow))
+            except (HostError, PolicyError) as exc:
+                why = f"egress is off: {exc}"
+                if self._said.get(computer_id) != why:  # once per reason, not every round
+                    self._said[computer_id] = why
+                    self.fleet.record(computer_id, None, "network.error", why)
+            else:
+                self._said.pop(computer_id, None)
+
+    async def _converge_one(self, far: FarEgress, computer_id: str, policy: Policy) -> None:
+        seen = far.seen(computer_id)
+        if seen is None:
+            log.info("egress of %s is not running on its host: starting it", computer_id)
+            await far.start(computer_id, policy)
+            return
+        if list(seen.get("rules") or []) != policy.rules():  # type: ignore[call-overload]
+            await far.update(computer_id, policy)
+        if seen.get("secrets") != handover_digest(far.secrets(computer_id)):
+            await far.renew_secrets(computer_id)
