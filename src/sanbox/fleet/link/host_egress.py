@@ -33,7 +33,9 @@ from ...host.egress.computers import ComputersEgress
 from ...host.egress.gateway import EgressGateway
 from ...host.egress.held import HeldInterception
 from ...host.egress.proxy import MAX_CONNECTIONS
+from ...host.egress.resolver import system_upstream
 from ...host.net import Network
+from ...host.settings import HostSettings
 from . import egress_wire as ew
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,24 @@ class HostEgress:
             org_of=lambda computer_id: self._orgs.get(computer_id, ""),
         )
         self.egress = ComputersEgress(self.gateway, network)
+
+    @classmethod
+    def of(cls, network: Network, settings: HostSettings) -> HostEgress:
+        """The gateway `sanbox host serve` runs, from the host's settings."""
+        return cls(
+            network,
+            Resolver(settings.upstream or system_upstream()),
+            Reach.of(settings.tenant_private_ranges),
+            settings.egress_max_connections,
+            ConnectionBudget(
+                settings.egress_max_connections_per_org, settings.egress_max_connections_total
+            ),
+            settings.ca_bundle,
+        )
+
+    def policy_of(self, rules: object) -> Policy:
+        """The policy of rules sent over the link, checked again by this host's own reach."""
+        return self.gateway.reach.policy(ew.rules_in(rules).rules())
 
     def _interception(self, computer_id: str) -> HeldInterception:
         held = self._held.get(computer_id)
@@ -173,7 +193,7 @@ Call = Callable[[HostEgress, dict[str, Any]], Awaitable[Any]]
 
 async def _start(egress: HostEgress, a: dict[str, Any], in_place: bool = False) -> Any:
     computer_id = ew.computer_id_in(a["computer_id"])
-    policy = ew.rules_in(a["rules"])
+    policy = egress.policy_of(a["rules"])
     handover = ew.handover_in(a.get("secrets"))
     digest = ew.handover_digest(a.get("secrets"))
     await egress.start(computer_id, ew.org_id_in(a["org_id"]), policy, handover, digest, in_place)
@@ -184,7 +204,9 @@ async def _set_policy(egress: HostEgress, a: dict[str, Any]) -> Any:
 
 
 async def _update(egress: HostEgress, a: dict[str, Any]) -> Any:
-    return await egress.egress.update(ew.computer_id_in(a["computer_id"]), ew.rules_in(a["rules"]))
+    return await egress.egress.update(
+        ew.computer_id_in(a["computer_id"]), egress.policy_of(a["rules"])
+    )
 
 
 async def _secrets(egress: HostEgress, a: dict[str, Any]) -> Any:

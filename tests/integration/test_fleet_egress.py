@@ -1,0 +1,182 @@
+"""Egress over the link: a server with a joined fleet host (a real host agent over mutual TLS, on
+the local driver, with networking: each computer gets its real namespace on the host) places a
+computer there, and the host's own egress gateway, driven over the link, serves it against the
+test internet. curl inside the computer's namespace (where the guest would be) reaches the
+allowed host and is refused the other; the denial is recorded at the control plane (an event of
+the computer); an allowlist change is applied on the host at once; a bound secret's handover
+crosses and the host's proxy injects it (the namespace never holds the value); after the host
+agent restarts (its gateway and the secrets held in memory gone), the control plane starts the
+computer's egress there again, secrets and all; a deleted computer leaves no egress behind."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sanbox import Sanbox
+from sanbox.fleet.link.agent import HostAgent
+from sanbox.fleet.link.host_egress import HostEgress
+from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.egress.resolver import Resolver
+from sanbox.host.net import GATEWAY_IP
+from sanbox.host.net.firewall import HTTP_PORT, TLS_PORT
+from sanbox.host.runtime import HostRuntime
+
+from ..component.conftest import LiveServer, fake_image, kill_agents
+from ..component.test_host_link import (
+    _free_port,
+    _hosts,
+    _sanbox,
+    _serving,
+    _until,
+    _wait_until_up,
+    serving_fleet,
+)
+from ..internet import DNS, Internet
+
+pytestmark = pytest.mark.integration
+
+VALUE = "sk-fleet-egress-5d1c"
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short folder (Unix socket paths) for the server and the host; whatever a failed test
+    left of the host's computers (their processes, their namespaces) goes with it."""
+    path = Path(tempfile.mkdtemp(prefix="sbf", dir="/tmp"))
+    yield path
+    kill_agents(path)
+    host = DataDir(path / "h1")
+    for ns in HostRuntime(host, LocalDriver()).network.namespaces():  # type: ignore[union-attr]
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
+    yield from serving_fleet(short_tmp, lease=30.0, lost_after=60.0)
+
+
+def _join(live: LiveServer, host_dir: Path, port: int) -> None:
+    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
+    who = ["--server", live.url, "--token", token, "--name", "h1", "--region", "eu-1"]
+    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
+    joined = _sanbox(live, "host", "join", *who, *where)
+    assert joined.returncode == 0, joined.stderr
+
+
+def _agent(host_dir: Path, internet: Internet) -> HostAgent:
+    runtime = HostRuntime(DataDir(host_dir), LocalDriver())  # networking: real namespaces
+    assert runtime.network is not None
+    egress = HostEgress(runtime.network, Resolver((DNS, 53)), ca_bundle=internet.ca)
+    return HostAgent(runtime, egress=egress)
+
+
+def _curl(ns: str, *args: str, cafile: Path | None = None) -> str:
+    trust = ["--cacert", str(cafile)] if cafile is not None else []
+    argv = ["ip", "netns", "exec", ns, "curl", "-sS", "--max-time", "10", *trust, *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return done.stdout + done.stderr
+
+
+def _http(ns: str, host: str) -> str:
+    return _curl(ns, "-H", f"Host: {host}", f"http://{GATEWAY_IP}:{HTTP_PORT}/")
+
+
+def _org_ca(live: LiveServer, folder: Path) -> Path:
+    """The org's egress CA certificate (what a guest with a bound secret trusts)."""
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+        (pem,) = db.execute("SELECT cert_pem FROM org_cas").fetchone()
+    path = folder / "org-ca.pem"
+    path.write_text(pem)
+    return path
+
+
+def test_a_fleet_computer_gets_its_hosts_egress(
+    fleet_server: LiveServer, short_tmp: Path, internet: Internet
+) -> None:
+    live = fleet_server
+    host_dir = short_tmp / "h1"
+    port = _free_port()
+    _join(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    agent = _agent(host_dir, internet)
+    assert agent.egress is not None
+    network = agent.runtime.network
+    assert network is not None
+    with _serving(agent, port, me) as stop, Sanbox(live.url, live.key, timeout=60) as client:
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up with its builds", lambda: bool(_hosts(live)[0].layers))
+        c = client.computers.create(name="far", idle_timeout=0, allow=["allowed.test"])
+        assert (host_dir / "computers" / c.id).is_dir()
+        ns = network.netns(c.id)
+        assert agent.egress.gateway.policy(c.id) is not None, c.events()
+
+        # the allowed host answers; the other is refused, and the refusal recorded here
+        assert _http(ns, "allowed.test") == "hello from allowed.test\n"
+        assert "not in the allowlist" in _http(ns, "blocked.test")
+        _until(
+            "the denial recorded at the control plane",
+            lambda: any(
+                e.type == "network.denied" and "blocked.test" in e.message for e in c.events()
+            ),
+        )
+
+        # an allowlist change is applied on the host at once
+        assert c.set_allowlist(["blocked.test"]) == 0
+        assert agent.egress.gateway.policy(c.id) is not None
+        assert _http(ns, "blocked.test") == "hello from blocked.test\n"
+        assert "not in the allowlist" in _http(ns, "allowed.test")
+
+        # a bound secret crosses the link; the host's proxy puts it in, the namespace sends only
+        # the placeholder
+        client.secrets.set("echo", VALUE, hosts=["echo.test"])
+        binding = client.secrets.bind("echo", "far")
+        c.set_allowlist(["echo.test"])
+        _until("the host holds the secret", lambda: bool(_held(agent, c.id)))
+        ca = _org_ca(live, short_tmp)
+        resolve = ["--resolve", f"echo.test:{TLS_PORT}:{GATEWAY_IP}"]
+        auth = ["-H", f"Authorization: Bearer {binding.placeholder}"]
+        url = f"https://echo.test:{TLS_PORT}/"
+        said = _curl(ns, *resolve, *auth, url, cafile=ca)
+        assert VALUE not in said, "the value came back to the guest"
+        echoed = internet.echoed()[-1]["headers"]
+        assert ["Authorization", f"Bearer {VALUE}"] in echoed, echoed  # type: ignore[operator]
+
+        # the host agent restarts: its gateway and what it held in memory are gone, and the
+        # control plane starts the computer's egress there again, with its secret
+        stop.set()
+    again = _agent(host_dir, internet)
+    assert again.egress is not None
+    with _serving(again, port, me), Sanbox(live.url, live.key, timeout=60) as client:
+        c = client.computers.get(c.id)
+        _until("egress back on the host", lambda: bool(_held(again, c.id)), timeout=30)
+        said = _curl(ns, *resolve, *auth, url, cafile=ca)
+        assert ["Authorization", f"Bearer {VALUE}"] in internet.echoed()[-1]["headers"]  # type: ignore[operator]
+        assert VALUE not in said
+
+        c.delete()
+        assert again.egress.gateway.policy(c.id) is None
+        _until("its namespace gone", lambda: ns not in _namespaces())
+    assert again.egress.report()["computers"] == {}
+
+
+def _held(agent: HostAgent, computer_id: str) -> bool:
+    """Whether the host's gateway runs the computer's egress with a secret handed over."""
+    assert agent.egress is not None
+    seen = agent.egress.report()["computers"].get(computer_id)
+    return seen is not None and seen["secrets"] is not None
+
+
+def _namespaces() -> str:
+    return subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
