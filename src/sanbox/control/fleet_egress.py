@@ -36,7 +36,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # the states whose egress a fleet host keeps: a paused guest's connections outlive its pause
-KEPT = frozenset({State.CREATING, State.STARTING, State.RUNNING, State.PAUSING, State.RESUMING})
+KEPT = frozenset(
+    {
+        State.CREATING,
+        State.STARTING,
+        State.RUNNING,
+        State.PAUSING,
+        State.PAUSED,
+        State.SUSPENDED,
+        State.RESUMING,
+    }
+)
 WATCH_EVERY = 2.0  # seconds: a denial on a fleet host is recorded within about this
 DRAINS_PER_ROUND = 8  # batches of denials taken from one host per round
 
@@ -116,6 +126,8 @@ class FleetEgress:
         """One round over every fleet host that holds computers."""
         with self.fleet.db.session() as s:
             rows = [r for r in repo.list_computers(s, None) if r.host_id is not None]
+        ids = {row.id for row in rows}
+        self._said = {k: v for k, v in self._said.items() if k in ids}  # the deleted forgotten
         by_host: dict[str, list[tuple[str, str, list[str]]]] = defaultdict(list)
         for row in rows:
             by_host[str(row.host_id)].append((row.id, row.state, list(row.allow)))
@@ -138,9 +150,13 @@ class FleetEgress:
     async def _converge(self, far: FarEgress, computers: list[tuple[str, str, list[str]]]) -> None:
         kept = {computer_id for computer_id, state, _ in computers if state in KEPT}
         for computer_id in far.running() - kept:
-            if not self.fleet.lock(computer_id).locked():
-                log.info("egress of %s stopped on its host: the records do not run it", computer_id)
+            if self.fleet.lock(computer_id).locked():
+                continue
+            log.info("egress of %s stopped on its host: the records do not run it", computer_id)
+            try:
                 await far.stop(computer_id)
+            except HostError as exc:  # tried again next round
+                log.warning("egress of %s was not stopped on its host: %s", computer_id, exc)
         for computer_id, state, allow in computers:
             if state != State.RUNNING or self.fleet.lock(computer_id).locked():
                 continue  # a verb is at work on it: it brings the egress up or down itself

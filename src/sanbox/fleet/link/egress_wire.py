@@ -18,7 +18,7 @@ Json = dict[str, Any]
 
 MAX_RULES = 256  # allow rules of one computer
 MAX_RULE = 300  # characters of one rule (a host name is at most 253)
-MAX_INJECTIONS = 64  # secrets bound to one computer that a host is handed
+MAX_INJECTIONS = 32  # secrets bound to one computer that a host is handed (in a 1 MiB call)
 MAX_HOSTS = 32  # hosts of one secret (`control/secrets.py` HOSTS_MAX)
 MAX_HOST = 253
 MAX_VALUE = 8192  # bytes of a secret's value (`control/secrets.py` VALUE_MAX)

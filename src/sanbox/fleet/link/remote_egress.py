@@ -34,12 +34,18 @@ class RemoteEgress:
         """The computer's handover as it crosses (HostError if it cannot be made: its egress then
         does not start, never without its secrets). The error names no value."""
         try:
-            return ew.handover_out(self.intercepts(computer_id).handover())
+            handover = self.intercepts(computer_id).handover()
         except Exception as exc:
             raise HostError(
                 f"the secrets bound to {computer_id} could not be handed to host "
                 f"{self.link.name} ({type(exc).__name__}): its egress stays off"
             ) from None
+        if handover is not None and len(handover.injections) > ew.MAX_INJECTIONS:
+            raise HostError(
+                f"{len(handover.injections)} secrets are bound to {computer_id}; a fleet host is "
+                f"handed at most {ew.MAX_INJECTIONS}: unbind some, its egress stays off"
+            )
+        return ew.handover_out(handover)
 
     def _starting(self, computer_id: str, policy: Policy) -> dict[str, Any]:
         return {
