@@ -1,4 +1,4 @@
-"""The egress of computers on fleet hosts (docs/fleet.md, "Egress over the link"): each host's
+"""The egress of computers on fleet hosts (docs/fleet.md, "Egress on fleet hosts"): each host's
 gateway as the control plane holds it (`RemoteEgress`, one per link), and the watch that keeps
 them true. Every `interval` it records the denials each host made (drained from the host's
 queue) and converges each host to the records: a running computer whose egress is not running
@@ -48,7 +48,7 @@ KEPT = frozenset(
     }
 )
 WATCH_EVERY = 2.0  # seconds: a denial on a fleet host is recorded within about this
-DRAINS_PER_ROUND = 8  # batches of denials taken from one host per round
+DRAINS_PER_ROUND = 16  # batches of denials taken from one host per round
 
 
 class FarEgress(Protocol):

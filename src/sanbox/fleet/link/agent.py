@@ -101,7 +101,7 @@ class HostAgent:
                 "isolation": vm.isolation if vm is not None else None,
                 "cpu_usec": rt.cpu_usec(computer_id),
                 "saved_memory": rt.has_saved_memory(computer_id),
-                "carried": _carried(self.egress, computer_id),
+                "carried": None,  # the egress gateway's: filled in on the event loop
             }
         return {
             "epoch": self.epoch,
@@ -118,7 +118,7 @@ class HostAgent:
             "current": [i.build_id for i in builds if is_current(i)],
             "snapshots": rt.snapshot_ids(),
             "computers": computers,
-            "egress": self.egress.report() if self.egress is not None else None,
+            "egress": None,
         }
 
     def app(self) -> Starlette:
@@ -159,7 +159,12 @@ class HostAgent:
             return JSONResponse(answer, status)
 
         async def report(_request: Request) -> JSONResponse:
-            return JSONResponse(await asyncio.to_thread(self.report))
+            found = await asyncio.to_thread(self.report)
+            if self.egress is not None:  # read on the loop, which owns the gateway's tables
+                found["egress"] = egress = self.egress.report()
+                for computer_id, seen in found["computers"].items():
+                    seen["carried"] = egress["computers"].get(computer_id, {}).get("carried")
+            return JSONResponse(found)
 
         return Starlette(
             routes=[
@@ -354,10 +359,6 @@ def _egress_call(call: EgressCall) -> Handler:
         return await call(agent.egress, a)
 
     return handler
-
-
-def _carried(egress: HostEgress | None, computer_id: str) -> int | None:
-    return egress.gateway.carried(computer_id) if egress is not None else None
 
 
 def _image(rt: HostRuntime, data: dict[str, Any]) -> Any:

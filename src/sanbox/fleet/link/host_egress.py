@@ -1,5 +1,5 @@
 """A fleet host's own egress gateway, driven by the control plane over the link (docs/fleet.md,
-"Egress over the link"). The host resolves with its own upstream and counts connections in its
+"Egress on fleet hosts"). The host resolves with its own upstream and counts connections in its
 own budget; the control plane sends, per computer, its org, its rules and its secrets' handover
 (held in memory only, forgotten when the computer's egress stops), and drains the denials the
 gateway made from a bounded queue (`DenialQueue`). What the control plane reads (each computer's
