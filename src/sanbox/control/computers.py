@@ -99,6 +99,7 @@ class Computers:
             self.fleet.far = FleetEgress(
                 self.fleet, resolver, self._denied, book.interception, budget, self._org_of
             )
+            book.on_change = self.fleet.far.poke
 
     def unknown_reason(self, row: ComputerRow) -> str | None:
         """Why a computer's state is not known now (its fleet host is suspect, lost or gone)."""

@@ -10,6 +10,7 @@ is the path that holds when a call was lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Protocol
@@ -87,6 +88,8 @@ class FleetEgress:
         self.parts = (resolver, on_denied, intercepts, budget, org_of)
         self._held: dict[str, tuple[object, EgressControl]] = {}  # host id -> (its link, egress)
         self._said: dict[str, str] = {}  # computer id -> the last failure recorded for it
+        self._loop: asyncio.AbstractEventLoop | None = None  # the watch's, once it runs
+        self._wake: asyncio.Event | None = None
 
     def of(self, host_id: str) -> EgressControl | None:
         """The egress of fleet host `host_id`; None while it does not answer (the watch applies
@@ -115,12 +118,24 @@ class FleetEgress:
         return None
 
     async def watch(self, interval: float) -> None:
+        """A round every `interval` seconds, or at once when poked (a secret or binding changed:
+        a host stops injecting an unbound or rotated value within a round trip, not a round)."""
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
         while True:
+            self._wake.clear()
             try:
                 await self.check()
             except Exception:
                 log.exception("keeping the fleet hosts' egress failed; trying again")
-            await asyncio.sleep(interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
+
+    def poke(self) -> None:
+        """Run a round now (callable from any thread)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
 
     async def check(self) -> None:
         """One round over every fleet host that holds computers."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,11 +109,14 @@ class SecretBook:
         self._minters: dict[str, Minter] = {}
         self._ca_keys: dict[str, bytes] = {}  # org id -> its CA's key (PEM), opened once
         self._lock = threading.Lock()
+        self.on_change: Callable[[], None] = lambda: None  # fleet hosts told (from any thread)
 
     def changed(self) -> None:
-        """A secret or binding changed: read them afresh on next use."""
+        """A secret or binding changed: read them afresh on next use (and fleet hosts that hold
+        a computer's secrets get them again: `on_change`)."""
         with self._lock:
             self._bound.clear()
+        self.on_change()
 
     def bound(self, computer_id: str) -> Bound:
         with self._lock:

@@ -35,6 +35,7 @@ from ...host.egress.held import HeldInterception
 from ...host.egress.proxy import MAX_CONNECTIONS
 from ...host.egress.resolver import system_upstream
 from ...host.net import Network
+from ...host.net.netns import netns_exists
 from ...host.settings import HostSettings
 from . import egress_wire as ew
 
@@ -80,7 +81,7 @@ class HostEgress:
         ca_bundle: Path | None = None,
         queue: DenialQueue | None = None,
     ) -> None:
-        self.denials = queue or DenialQueue()
+        self.denials = queue if queue is not None else DenialQueue()  # (an empty one is falsy)
         self.upstream = upstream_context(ca_bundle)
         self._held: dict[str, HeldInterception] = {}
         self._digests: dict[str, str | None] = {}  # computer id -> the handover it holds
@@ -142,6 +143,8 @@ class HostEgress:
     ) -> None:
         """Firewall, DNS filter and proxy with the computer's secrets (`in_place`: a running
         egress gets the policy, else it starts). Nothing of it is held if it fails."""
+        if not netns_exists(self.egress.network.netns(computer_id)):
+            raise HostError(f"computer {computer_id} has no network namespace on this host")
         self._hold(computer_id, org_id, handover, digest)
         try:
             if in_place:
