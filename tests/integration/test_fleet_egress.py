@@ -154,13 +154,21 @@ def test_a_fleet_computer_gets_its_hosts_egress(
         assert ["Authorization", f"Bearer {VALUE}"] in echoed, echoed  # type: ignore[operator]
 
         # the host agent restarts: its gateway and what it held in memory are gone, and the
-        # control plane starts the computer's egress there again, with its secret
+        # control plane starts the computer's egress there again, with its secret and the
+        # allowlist changed while the host was away
         stop.set()
+        _until("no proxy", lambda: "curl: (7)" in _curl(ns, *resolve, *auth, url, cafile=ca))
+        c.set_allowlist(["echo.test", "allowed.test"])  # recorded; the host does not answer
+        assert any(
+            e.type == "network.error" and "applied there when the host answers" in e.message
+            for e in c.events()
+        ), c.events()
     again = _agent(host_dir, internet)
     assert again.egress is not None
     with _serving(again, port, me), Sanbox(live.url, live.key, timeout=60) as client:
         c = client.computers.get(c.id)
         _until("egress back on the host", lambda: bool(_held(again, c.id)), timeout=30)
+        assert _http(ns, "allowed.test") == "hello from allowed.test\n"
         said = _curl(ns, *resolve, *auth, url, cafile=ca)
         assert ["Authorization", f"Bearer {VALUE}"] in internet.echoed()[-1]["headers"]  # type: ignore[operator]
         assert VALUE not in said
