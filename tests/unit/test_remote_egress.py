@@ -7,6 +7,8 @@ binding again, stops what the records do not run) and records a failure once per
 from __future__ import annotations
 
 import asyncio
+import inspect
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -14,6 +16,8 @@ import pytest
 
 from sanbox.control.fleet_egress import FleetEgress
 from sanbox.fleet.link import egress_wire as ew
+from sanbox.fleet.link.agent import CALLS
+from sanbox.fleet.link.host_egress import CALLS as EGRESS_CALLS
 from sanbox.fleet.link.remote_egress import RemoteEgress
 from sanbox.host.egress.denials import Denial
 from sanbox.host.egress.injection import Injection
@@ -190,3 +194,8 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
     assert fleet.records == [
         ("cmp_missing", "network.error", "egress is off: the namespace is gone")
     ]
+
+
+def test_every_call_the_control_plane_makes_is_one_the_host_serves() -> None:
+    made = set(re.findall(r'call\(\s*"(\w+)"', inspect.getsource(RemoteEgress)))
+    assert made == set(EGRESS_CALLS) and made <= set(CALLS), made
