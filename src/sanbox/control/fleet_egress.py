@@ -139,6 +139,9 @@ class FleetEgress:
 
     async def check(self) -> None:
         """One round over every fleet host that holds computers."""
+        remote = self.fleet.remote
+        if remote is None or not remote.any_joined():  # one host, no fleet: nothing to read
+            return
         with self.fleet.db.session() as s:
             rows = [r for r in repo.list_computers(s, None) if r.host_id is not None]
         ids = {row.id for row in rows}
