@@ -1,6 +1,7 @@
 """A fleet host's egress as the control plane drives it, over a scripted link: a start carries
 the org, the rules and the secrets' handover, and never starts without the secrets it needs;
-reads come from the host's report; `drain` records each denial and says what the host dropped;
+reads come from the host's report; `drain` records each denial and says what the host dropped,
+for the host's own computers only;
 the watch converges a host to the records (starts what is missing, sends a changed allowlist or
 binding again, stops what the records do not run) and records a failure once per reason."""
 
@@ -126,6 +127,20 @@ def test_drain_records_denials_and_says_what_was_dropped() -> None:
     computer_id, dropped = denied[1]
     assert computer_id == "cmp_2" and dropped.others == 40
     assert "queue of denials was full" in dropped.message()
+
+
+def test_a_host_speaks_for_its_own_computers_only() -> None:
+    link, denied = Link(), []
+    mine = ew.denial_out("cmp_mine", Denial("blocked.test", 443, "not in the allowlist"))
+    theirs = ew.denial_out("cmp_theirs", Denial("blocked.test", 443, "not in the allowlist"))
+    link.answers["egress_denials"] = {
+        "denials": [mine, theirs],
+        "dropped": {"cmp_theirs": 5, "cmp_mine": "many", "../x": 3},
+    }
+    assert asyncio.run(_egress(link, {}, denied).drain({"cmp_mine"})) == 1
+    assert [c for c, _d in denied] == ["cmp_mine"]
+    link.answers["egress_denials"] = "not an answer"
+    assert asyncio.run(_egress(link, {}, denied).drain({"cmp_mine"})) == 0
 
 
 class Fleet:

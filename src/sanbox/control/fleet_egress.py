@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Protocol
 
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
@@ -63,7 +64,7 @@ class FarEgress(Protocol):
 
     def waiting(self) -> int: ...
 
-    async def drain(self) -> int: ...
+    async def drain(self, owned: Collection[str] | None = None) -> int: ...
 
     async def start(self, computer_id: str, policy: Policy) -> None: ...
 
@@ -155,14 +156,14 @@ class FleetEgress:
                 continue
             far: FarEgress = egress  # type: ignore[assignment]
             try:
-                await self._drain(far)
+                await self._drain(far, {computer_id for computer_id, _s, _a in computers})
                 await self._converge(far, computers)
             except HostError as exc:
                 log.info("egress of host %s: %s", host_id, exc)
 
-    async def _drain(self, far: FarEgress) -> None:
+    async def _drain(self, far: FarEgress, owned: set[str]) -> None:
         for _ in range(DRAINS_PER_ROUND):
-            if not far.waiting() or await far.drain() < MAX_DENIALS:
+            if not far.waiting() or await far.drain(owned) < MAX_DENIALS:
                 return
 
     async def _converge(self, far: FarEgress, computers: list[tuple[str, str, list[str]]]) -> None:

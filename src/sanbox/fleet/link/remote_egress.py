@@ -7,6 +7,7 @@ and says the count of those the host's queue had to drop."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any, Protocol
 
 from ...host.door import Denial, HostError, Intercepts, OnDenied, OrgOf, Policy
@@ -112,25 +113,37 @@ class RemoteEgress:
         egress = (self.link.reported() or {}).get("egress") or {}
         return int(egress.get("denials") or 0)
 
-    async def drain(self) -> int:
+    async def drain(self, owned: Collection[str] | None = None) -> int:
         """Record what the host denied since the last drain (a batch at a time, taken from the
         host: a repeated operation id gets the same batch, so none is recorded twice); how many
-        were recorded."""
+        were recorded. With `owned`, a denial the host names for a computer it does not hold
+        is dropped and logged (a host speaks for its own computers only)."""
         answer = await self.link.call("egress_denials")
+        answer = answer if isinstance(answer, dict) else {}
+        denials, dropped = answer.get("denials"), answer.get("dropped")
         recorded = 0
-        for item in answer.get("denials", [])[: ew.MAX_DENIALS]:
+        for item in denials[: ew.MAX_DENIALS] if isinstance(denials, list) else []:
             try:
                 computer_id, denial = ew.denial_in(item)
             except ValueError as exc:
                 log.warning("host %s sent a denial that is not one: %s", self.link.name, exc)
                 continue
-            self._record(computer_id, denial)
-            recorded += 1
-        for computer_id, count in dict(answer.get("dropped") or {}).items():
-            if isinstance(count, int) and count > 0:
+            if self._own(computer_id, owned):
+                self._record(computer_id, denial)
+                recorded += 1
+        for computer_id, count in dropped.items() if isinstance(dropped, dict) else []:
+            valid = isinstance(count, int) and 0 < count < 1 << 31
+            if valid and self._own(computer_id, owned):
                 reason = f"host {self.link.name}'s queue of denials was full"
-                self._record(ew.computer_id_in(computer_id), Denial("*", 0, reason, others=count))
+                self._record(computer_id, Denial("*", 0, reason, others=count))
         return recorded
+
+    def _own(self, computer_id: str, owned: Collection[str] | None) -> bool:
+        if owned is None or computer_id in owned:
+            return True
+        log.warning("host %s named a denial of %r, not its own: dropped", self.link.name,
+                    computer_id[:64])  # fmt: skip
+        return False
 
     def _record(self, computer_id: str, denial: Denial) -> None:
         try:
