@@ -13,6 +13,7 @@ import ssl
 import pytest
 
 from sanbox.fleet.link import egress_wire as ew
+from sanbox.fleet.link.agent import MAX_BODY
 from sanbox.fleet.link.host_egress import DenialQueue
 from sanbox.host.egress.denials import Denial
 from sanbox.host.egress.held import HeldInterception
@@ -159,3 +160,19 @@ def test_what_a_host_holds_is_replaced_whole_and_forgotten() -> None:
             await held.server_context("api.example.com")
 
     asyncio.run(scenario())
+
+
+def test_the_largest_handover_fits_in_one_call() -> None:
+    value = b"v" * ew.MAX_VALUE
+    hosts = tuple(f"{n:063d}.{'b' * 63}.{'c' * 63}.{'d' * 61}" for n in range(ew.MAX_HOSTS))
+    assert {len(h) for h in hosts} == {ew.MAX_HOST}
+    injection = Injection(hosts, b"X-Api-Key", b"{value}", b"sbx_ph_" + b"0" * 64, value)
+    handover = Handover("org_1", (injection,) * ew.MAX_INJECTIONS, CA[0], CA[1])
+    call = {
+        "computer_id": "cmp_1",
+        "org_id": "org_1",
+        "rules": ["a.test"] * ew.MAX_RULES,
+        "secrets": ew.handover_out(handover),
+    }
+    assert len(json.dumps(call)) < MAX_BODY
+    assert ew.handover_in(call["secrets"]) == handover
