@@ -111,6 +111,9 @@ def test_reads_come_from_the_report() -> None:
         0,
     )
     assert egress.waiting() == 5 and egress.running() == {"cmp_1"}
+    assert egress.has_gateway()
+    link.report = {"egress": None}  # a host that makes no network runs no gateway
+    assert not egress.has_gateway() and egress.running() == set()
     link.report = None  # unreachable: nothing is known
     assert egress.carried("cmp_1") is None and egress.waiting() == 0
 

@@ -56,6 +56,8 @@ DRAINS_PER_ROUND = 16  # batches of denials taken from one host per round
 class FarEgress(Protocol):
     """What the watch asks of a fleet host's egress beyond `EgressControl` (RemoteEgress)."""
 
+    def has_gateway(self) -> bool: ...
+
     def running(self) -> set[str]: ...
 
     def seen(self, computer_id: str) -> dict[str, object] | None: ...
@@ -155,6 +157,8 @@ class FleetEgress:
             if egress is None:
                 continue
             far: FarEgress = egress  # type: ignore[assignment]
+            if not far.has_gateway():  # its computers' starts said so (network.error)
+                continue
             try:
                 await self._drain(far, {computer_id for computer_id, _s, _a in computers})
                 await self._converge(far, computers)

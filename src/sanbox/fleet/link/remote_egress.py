@@ -83,6 +83,10 @@ class RemoteEgress:
         found = egress.get("computers", {}).get(computer_id)
         return found if isinstance(found, dict) else None
 
+    def has_gateway(self) -> bool:
+        """Whether the host runs an egress gateway (one that makes no network has none)."""
+        return (self.link.reported() or {}).get("egress") is not None
+
     def running(self) -> set[str]:
         egress = (self.link.reported() or {}).get("egress") or {}
         return set(egress.get("computers", {}))
