@@ -6,7 +6,9 @@ allowed host and is refused the other; the denial is recorded at the control pla
 the computer); an allowlist change is applied on the host at once; a bound secret's handover
 crosses and the host's proxy injects it (the namespace never holds the value); after the host
 agent restarts (its gateway and the secrets held in memory gone), the control plane starts the
-computer's egress there again, secrets and all; a deleted computer leaves no egress behind."""
+computer's egress there again, secrets and all, with an allowlist changed while the host was
+away; more secrets bound than a host is handed turn its egress off there, the reason recorded;
+a deleted computer leaves no egress behind."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
+from sanbox.fleet.link import egress_wire as ew
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.host_egress import HostEgress
 from sanbox.fleet.link.pki import FleetCAs, host_identity
@@ -172,6 +175,20 @@ def test_a_fleet_computer_gets_its_hosts_egress(
         said = _curl(ns, *resolve, *auth, url, cafile=ca)
         assert ["Authorization", f"Bearer {VALUE}"] in internet.echoed()[-1]["headers"]  # type: ignore[operator]
         assert VALUE not in said
+
+        # more secrets bound than a host is handed: its egress goes off on the host, and says why
+        for n in range(ew.MAX_INJECTIONS):
+            client.secrets.set(f"more{n}", VALUE, hosts=["echo.test"])
+            client.secrets.bind(f"more{n}", "far")
+        _until("egress off on the host", lambda: again.egress.gateway.policy(c.id) is None)
+        assert "curl: (7)" in _curl(ns, *resolve, *auth, url, cafile=ca)
+        _until(
+            "the reason recorded",
+            lambda: any(
+                e.type == "network.error" and f"at most {ew.MAX_INJECTIONS}" in e.message
+                for e in c.events()
+            ),
+        )
 
         c.delete()
         assert again.egress.gateway.policy(c.id) is None

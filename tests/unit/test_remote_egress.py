@@ -95,7 +95,7 @@ def test_no_start_without_the_secrets_it_needs() -> None:
     many = Handover("org_1", _handover().injections * (ew.MAX_INJECTIONS + 1), b"c", b"k")
     with pytest.raises(HostError, match="at most"):
         asyncio.run(_egress(link, {"cmp_s": many}, []).start("cmp_s", Policy()))
-    assert link.calls == []
+    assert [name for name, _args in link.calls] == ["egress_stop", "egress_stop"]  # off, never on
 
 
 def test_reads_come_from_the_report() -> None:
@@ -212,6 +212,25 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
     assert fleet.records == [
         ("cmp_missing", "network.error", "egress is off: the namespace is gone")
     ]
+
+
+def test_a_computer_whose_secrets_cannot_cross_has_its_egress_stopped() -> None:
+    link, fleet = Link(), Fleet()
+    many = Handover("org_1", _handover().injections * (ew.MAX_INJECTIONS + 1), b"c", b"k")
+    seen = {"rules": [], "carried": 0, "open": 0, "secrets": "a-digest-of-what-it-had"}
+    link.report = {"egress": {"computers": {"cmp_s": seen}, "denials": 0}}
+    egress = _egress(link, {"cmp_s": many}, [])
+    watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
+    asyncio.run(watch._converge(egress, [("cmp_s", "running", [])]))
+    assert [(name, args["computer_id"]) for name, args in link.calls] == [("egress_stop", "cmp_s")]
+    ((computer_id, event, message),) = fleet.records
+    assert (computer_id, event) == ("cmp_s", "network.error") and "at most" in message
+    link.calls.clear()
+    with pytest.raises(HostError):  # a pool claim's set_policy, a renewal: stopped the same way
+        asyncio.run(egress.set_policy("cmp_s", Policy()))
+    with pytest.raises(HostError):
+        asyncio.run(egress.renew_secrets("cmp_s"))
+    assert [name for name, _args in link.calls] == ["egress_stop", "egress_stop"]
 
 
 def test_every_call_the_control_plane_makes_is_one_the_host_serves() -> None:

@@ -201,5 +201,10 @@ class FleetEgress:
             return
         if list(seen.get("rules") or []) != policy.rules():  # type: ignore[call-overload]
             await far.update(computer_id, policy)
-        if seen.get("secrets") != handover_digest(far.secrets(computer_id)):
+        try:
+            wanted = handover_digest(far.secrets(computer_id))
+        except HostError:  # its secrets cannot be handed over: off, not on with those it had
+            await far.stop(computer_id)
+            raise
+        if seen.get("secrets") != wanted:
             await far.renew_secrets(computer_id)

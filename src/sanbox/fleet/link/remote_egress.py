@@ -6,6 +6,7 @@ and says the count of those the host's queue had to drop."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Collection
 from typing import Any, Protocol
@@ -48,19 +49,29 @@ class RemoteEgress:
             )
         return ew.handover_out(handover)
 
-    def _starting(self, computer_id: str, policy: Policy) -> dict[str, Any]:
+    async def _secrets_or_off(self, computer_id: str) -> ew.Json | None:
+        """The computer's handover; if it cannot be made, its egress on the host is stopped
+        first (fails closed: never on with the secrets it had, or none), then HostError."""
+        try:
+            return self.secrets(computer_id)
+        except HostError:
+            with contextlib.suppress(HostError):
+                await self.stop(computer_id)
+            raise
+
+    async def _starting(self, computer_id: str, policy: Policy) -> dict[str, Any]:
         return {
             "computer_id": computer_id,
             "org_id": self.org_of(computer_id),
             "rules": ew.rules_out(policy),
-            "secrets": self.secrets(computer_id),
+            "secrets": await self._secrets_or_off(computer_id),
         }
 
     async def start(self, computer_id: str, policy: Policy) -> None:
-        await self.link.call("egress_start", **self._starting(computer_id, policy))
+        await self.link.call("egress_start", **await self._starting(computer_id, policy))
 
     async def set_policy(self, computer_id: str, policy: Policy) -> None:
-        await self.link.call("egress_set_policy", **self._starting(computer_id, policy))
+        await self.link.call("egress_set_policy", **await self._starting(computer_id, policy))
 
     async def update(self, computer_id: str, policy: Policy) -> int:
         rules = ew.rules_out(policy)
@@ -68,7 +79,7 @@ class RemoteEgress:
 
     async def renew_secrets(self, computer_id: str) -> None:
         """The secrets bound now, for a computer whose egress runs on the host."""
-        wired = self.secrets(computer_id)
+        wired = await self._secrets_or_off(computer_id)
         await self.link.call("egress_secrets", computer_id=computer_id, secrets=wired)
 
     async def stop(self, computer_id: str) -> None:
