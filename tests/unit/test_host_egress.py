@@ -1,8 +1,8 @@
 """A fleet host's side of egress over the link, without namespaces: every call checks what it is
 sent before anything is started (a computer id, rules parsed again and checked by the host's own
 reach, a handover, a namespace that must exist here), `egress_denials` answers what waits and
-what was dropped; and the control plane's watch runs at once when poked (a secret changed), from
-any thread."""
+what was dropped; the gateway is made from the host's own settings; and the control plane's
+watch runs at once when poked (a secret changed), from any thread."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from sanbox.host.egress.policy import Policy, PolicyError
 from sanbox.host.egress.resolver import Resolver
 from sanbox.host.errors import HostError
 from sanbox.host.net import Network
+from sanbox.host.settings import HostSettings, SettingsError
 
 pytestmark = pytest.mark.unit
 
@@ -94,3 +95,27 @@ def test_a_poke_runs_the_watch_at_once_from_any_thread() -> None:
 
     asyncio.run(scenario())
     assert len(rounds) == 2 and rounds[1] - rounds[0] < 5
+
+
+def test_a_host_serves_its_egress_from_its_own_settings(tmp_path: Path) -> None:
+    settings = HostSettings.from_env(
+        {
+            "SANBOX_UPSTREAM_DNS": "192.0.2.53:5353",
+            "SANBOX_TENANT_PRIVATE_RANGES": "10.20.0.0/16",
+            "SANBOX_EGRESS_MAX_CONNECTIONS": "64",
+            "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG": "128",
+            "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL": "256",
+        }
+    )
+    egress = HostEgress.of(Network(tmp_path, "unit"), settings)
+    gateway = egress.gateway
+    assert gateway.resolver.upstream == ("192.0.2.53", 5353)
+    assert gateway.max_connections == 64
+    assert (gateway.budget.per_org, gateway.budget.total) == (128, 256)
+    assert egress.policy_of(["10.20.0.0/24:5432"]).cidrs  # the operator's range opens there
+    with pytest.raises(PolicyError):
+        egress.policy_of(["10.30.0.0/24:5432"])
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(SettingsError, match="SANBOX_EGRESS_MAX_CONNECTIONS"):
+            HostSettings.from_env({"SANBOX_EGRESS_MAX_CONNECTIONS": bad})
+    assert HostSettings.from_env({}).upstream is None  # the system's resolver
