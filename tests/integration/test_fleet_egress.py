@@ -12,6 +12,7 @@ a deleted computer leaves no egress behind."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 import subprocess
@@ -21,13 +22,20 @@ from pathlib import Path
 
 import pytest
 
-from sanbox import Sanbox
+from sanbox import Sanbox, pki
 from sanbox.fleet.link import egress_wire as ew
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.host_egress import HostEgress
-from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.fleet.link.pki import FleetCAs, client_tls, host_identity
+from sanbox.fleet.link.remote import RemoteHost
+from sanbox.fleet.link.remote_egress import RemoteEgress
 from sanbox.host.data.layout import DataDir
+from sanbox.host.door import MachineSpec
 from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.egress.budget import ConnectionBudget
+from sanbox.host.egress.denials import Denial
+from sanbox.host.egress.policy import Policy
+from sanbox.host.egress.reach import Reach
 from sanbox.host.egress.resolver import Resolver
 from sanbox.host.net import GATEWAY_IP
 from sanbox.host.net.firewall import HTTP_PORT, TLS_PORT
@@ -205,3 +213,78 @@ def _held(agent: HostAgent, computer_id: str) -> bool:
 
 def _namespaces() -> str:
     return subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
+
+
+class _Unbound:
+    def handover(self) -> None:
+        return None
+
+
+def test_remote_egress_against_a_real_host(short_tmp: Path, internet: Internet) -> None:
+    """RemoteEgress straight over the link (no server): two starts of one computer at once (two
+    API nodes after a host restart) both succeed on the host, one after the other; reads come
+    from the report; denials are drained once; a stop leaves nothing running."""
+    cas = FleetCAs(short_tmp / "control" / "fleet")
+    host_dir = short_tmp / "h1"
+    dd = DataDir(host_dir)
+    dd.ensure()
+    fake_image(dd)
+    me = host_identity(dd.host / "fleet")
+    me.cert.parent.mkdir(parents=True)
+    key = pki.new_key()
+    cert, control_ca = cas.sign_host("h1", ["127.0.0.1"], key.public_key())
+    pki.write_key(me.key, key)
+    pki.write_cert(me.cert, cert)
+    me.peer_ca.write_bytes(control_ca.read_bytes())
+    port = _free_port()
+    agent = _agent(host_dir, internet)
+    assert agent.egress is not None and agent.runtime.network is not None
+    denied: list[tuple[str, Denial]] = []
+    url = f"https://127.0.0.1:{port}"
+    control = cas.control_identity()
+
+    async def scenario() -> None:
+        remote = RemoteHost("h1", url, ("127.0.0.1", port + 1), client_tls(control))
+        await remote.open()
+        try:
+            machine, _disk = await remote.create(
+                MachineSpec(computer_id="cmpegress1", hostname="e1"), remote.image("base")
+            )
+            await machine.agent.close()
+            egress = remote.open_egress(
+                Resolver((DNS, 53)),
+                lambda c, d: denied.append((c, d)),
+                Reach(),
+                512,
+                lambda _c: _Unbound(),  # type: ignore[arg-type, return-value]
+                ConnectionBudget(),
+                lambda _c: "org_1",
+            )
+            assert isinstance(egress, RemoteEgress)
+            policy = Policy.of(["allowed.test"])
+            await asyncio.gather(
+                egress.start("cmpegress1", policy), egress.start("cmpegress1", policy)
+            )
+            await remote.refresh()
+            assert egress.policy("cmpegress1") == policy
+            ns = agent.runtime.network.netns("cmpegress1")  # type: ignore[union-attr]
+            ok = await asyncio.to_thread(_http, ns, "allowed.test")
+            assert ok == "hello from allowed.test\n"
+            no = await asyncio.to_thread(_http, ns, "blocked.test")
+            assert "not in the allowlist" in no
+            await remote.refresh()
+            assert egress.waiting() >= 1 and (egress.carried("cmpegress1") or 0) > 0
+            assert await egress.drain({"cmpegress1"}) >= 1
+            assert await egress.drain({"cmpegress1"}) == 0  # taken once
+            await egress.stop("cmpegress1")
+            await remote.refresh()
+            assert egress.running() == set()
+            await remote.destroy("cmpegress1")
+        finally:
+            await remote.close()
+
+    with _serving(agent, port, me):
+        _wait_until_up(url, control)
+        asyncio.run(scenario())
+    assert [(c, d.name) for c, d in denied] == [("cmpegress1", "blocked.test")]
+    assert "cmpegress1" not in _namespaces()

@@ -13,6 +13,7 @@ what waits; a repeated operation id gets the same answer from the journal)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,7 @@ class HostEgress:
         self._held: dict[str, HeldInterception] = {}
         self._digests: dict[str, str | None] = {}  # computer id -> the handover it holds
         self._orgs: dict[str, str] = {}
+        self._locks: dict[str, asyncio.Lock] = {}  # per computer: its start or stop at a time
         self.gateway = EgressGateway(
             resolver,
             self.denials.put,
@@ -145,15 +147,16 @@ class HostEgress:
         egress gets the policy, else it starts). Nothing of it is held if it fails."""
         if not netns_exists(self.egress.network.netns(computer_id)):
             raise HostError(f"computer {computer_id} has no network namespace on this host")
-        self._hold(computer_id, org_id, handover, digest)
-        try:
-            if in_place:
-                await self.egress.set_policy(computer_id, policy)
-            else:
-                await self.egress.start(computer_id, policy)
-        except BaseException:
-            await self.stop(computer_id)
-            raise
+        async with self._lock(computer_id):  # two API nodes' starts: one after the other
+            self._hold(computer_id, org_id, handover, digest)
+            try:
+                if in_place:
+                    await self.egress.set_policy(computer_id, policy)
+                else:
+                    await self.egress.start(computer_id, policy)
+            except BaseException:
+                await self._stop(computer_id)
+                raise
 
     def secrets(self, computer_id: str, handover: Handover | None, digest: str | None) -> None:
         """The computer's secrets now, for a running egress (the next request sees them)."""
@@ -162,6 +165,16 @@ class HostEgress:
         self._hold(computer_id, self._orgs.get(computer_id, ""), handover, digest)
 
     async def stop(self, computer_id: str) -> None:
+        async with self._lock(computer_id):
+            await self._stop(computer_id)
+        lock = self._locks.get(computer_id)
+        if lock is not None and not lock.locked():
+            del self._locks[computer_id]
+
+    def _lock(self, computer_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(computer_id, asyncio.Lock())
+
+    async def _stop(self, computer_id: str) -> None:
         await self.egress.stop(computer_id)
         held = self._held.pop(computer_id, None)
         if held is not None:
