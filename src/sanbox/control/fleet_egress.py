@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
+from ..fleet.link.remote_egress import RemoteEgress
 from ..host.door import (
     ConnectionBudget,
     EgressControl,
@@ -49,32 +49,9 @@ KEPT = frozenset(
         State.RESUMING,
     }
 )
+Records = list[tuple[str, str, list[str]]]  # a host's computers: (id, state, allow rules)
 WATCH_EVERY = 2.0  # seconds: a denial on a fleet host is recorded within about this
 DRAINS_PER_ROUND = 16  # batches of denials taken from one host per round
-
-
-class FarEgress(Protocol):
-    """What the watch asks of a fleet host's egress beyond `EgressControl` (RemoteEgress)."""
-
-    def has_gateway(self) -> bool: ...
-
-    def running(self) -> set[str]: ...
-
-    def seen(self, computer_id: str) -> dict[str, object] | None: ...
-
-    def secrets(self, computer_id: str) -> dict[str, object] | None: ...
-
-    def waiting(self) -> int: ...
-
-    async def drain(self, owned: Collection[str] | None = None) -> int: ...
-
-    async def start(self, computer_id: str, policy: Policy) -> None: ...
-
-    async def update(self, computer_id: str, policy: Policy) -> int: ...
-
-    async def renew_secrets(self, computer_id: str) -> None: ...
-
-    async def stop(self, computer_id: str) -> None: ...
 
 
 class FleetEgress:
@@ -149,14 +126,16 @@ class FleetEgress:
             rows = [r for r in repo.list_computers(s, None) if r.host_id is not None]
         ids = {row.id for row in rows}
         self._said = {k: v for k, v in self._said.items() if k in ids}  # the deleted forgotten
-        by_host: dict[str, list[tuple[str, str, list[str]]]] = defaultdict(list)
+        by_host: dict[str, Records] = defaultdict(list)
         for row in rows:
             by_host[str(row.host_id)].append((row.id, row.state, list(row.allow)))
         for host_id, computers in by_host.items():
             egress = self.of(host_id)
             if egress is None:
                 continue
-            far: FarEgress = egress  # type: ignore[assignment]
+            if not isinstance(egress, RemoteEgress):  # a fleet host's is always one
+                continue
+            far = egress
             if not far.has_gateway():  # its computers' starts said so (network.error)
                 continue
             try:
@@ -165,12 +144,12 @@ class FleetEgress:
             except HostError as exc:
                 log.info("egress of host %s: %s", host_id, exc)
 
-    async def _drain(self, far: FarEgress, owned: set[str]) -> None:
+    async def _drain(self, far: RemoteEgress, owned: set[str]) -> None:
         for _ in range(DRAINS_PER_ROUND):
             if not far.waiting() or await far.drain(owned) < MAX_DENIALS:
                 return
 
-    async def _converge(self, far: FarEgress, computers: list[tuple[str, str, list[str]]]) -> None:
+    async def _converge(self, far: RemoteEgress, computers: Records) -> None:
         kept = {computer_id for computer_id, state, _ in computers if state in KEPT}
         for computer_id in far.running() - kept:
             if self.fleet.lock(computer_id).locked():
@@ -193,13 +172,13 @@ class FleetEgress:
             else:
                 self._said.pop(computer_id, None)
 
-    async def _converge_one(self, far: FarEgress, computer_id: str, policy: Policy) -> None:
+    async def _converge_one(self, far: RemoteEgress, computer_id: str, policy: Policy) -> None:
         seen = far.seen(computer_id)
         if seen is None:
             log.info("egress of %s is not running on its host: starting it", computer_id)
             await far.start(computer_id, policy)
             return
-        if list(seen.get("rules") or []) != policy.rules():  # type: ignore[call-overload]
+        if list(seen.get("rules") or []) != policy.rules():
             await far.update(computer_id, policy)
         try:
             wanted = handover_digest(far.secrets(computer_id))
