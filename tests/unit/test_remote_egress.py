@@ -19,6 +19,7 @@ from sanbox.control.fleet_egress import FleetEgress
 from sanbox.fleet.link import egress_wire as ew
 from sanbox.fleet.link.agent import CALLS
 from sanbox.fleet.link.host_egress import CALLS as EGRESS_CALLS
+from sanbox.fleet.link.remote import HostUnreachableError
 from sanbox.fleet.link.remote_egress import RemoteEgress
 from sanbox.host.egress.denials import Denial
 from sanbox.host.egress.injection import Injection
@@ -236,3 +237,33 @@ def test_a_computer_whose_secrets_cannot_cross_has_its_egress_stopped() -> None:
 def test_every_call_the_control_plane_makes_is_one_the_host_serves() -> None:
     made = set(re.findall(r'call\(\s*"(\w+)"', inspect.getsource(RemoteEgress)))
     assert made == set(EGRESS_CALLS) and made <= set(CALLS), made
+
+
+def test_an_allowlist_the_host_refuses_turns_its_egress_off_but_silence_does_not() -> None:
+    link, fleet = Link(), Fleet()
+    seen = {"rules": ["a.test"], "carried": 0, "open": 0, "secrets": None}
+    link.report = {"egress": {"computers": {"cmp_r": seen}, "denials": 0}}
+    egress = _egress(link, {}, [])
+    watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
+    calls: list[str] = []
+
+    async def refusing(name: str, **args: Any) -> Any:
+        calls.append(name)
+        if name == "egress_update":
+            raise HostError("10.30.0.0/24:5432 reaches where computers may not go")
+
+    link.call = refusing  # type: ignore[method-assign]
+    asyncio.run(watch._converge(egress, [("cmp_r", "running", ["b.test"])]))
+    assert calls == ["egress_update", "egress_stop"]  # off, not on with the old allowlist
+    why = "egress is off: 10.30.0.0/24:5432 reaches where computers may not go"
+    assert fleet.records == [("cmp_r", "network.error", why)]
+
+    async def silent(name: str, **args: Any) -> Any:
+        calls.append(name)
+        raise HostUnreachableError("host h1 is unreachable")
+
+    calls.clear()
+    link.call = silent  # type: ignore[method-assign]
+    with pytest.raises(HostUnreachableError):  # the round for this host ends; nothing said
+        asyncio.run(watch._converge(egress, [("cmp_r", "running", ["c.test"])]))
+    assert calls == ["egress_update"] and len(fleet.records) == 1

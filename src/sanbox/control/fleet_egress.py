@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
+from ..fleet.link.remote import HostUnreachableError
 from ..fleet.link.remote_egress import RemoteEgress
 from ..host.door import (
     ConnectionBudget,
@@ -164,8 +165,10 @@ class FleetEgress:
                 continue  # a verb is at work on it: it brings the egress up or down itself
             try:
                 await self._converge_one(far, computer_id, Policy.of(allow))
+            except HostUnreachableError:
+                raise  # the host keeps what it had until it answers: the next round sees
             except (HostError, PolicyError) as exc:
-                why = f"egress is off: {exc}"
+                why = str(exc)
                 if self._said.get(computer_id) != why:  # once per reason, not every round
                     self._said[computer_id] = why
                     self.fleet.record(computer_id, None, "network.error", why)
@@ -173,17 +176,27 @@ class FleetEgress:
                 self._said.pop(computer_id, None)
 
     async def _converge_one(self, far: RemoteEgress, computer_id: str, policy: Policy) -> None:
+        """One computer's egress on its host as the records say; HostError says what is not
+        (its egress stopped where the records cannot be applied: fails closed)."""
         seen = far.seen(computer_id)
         if seen is None:
             log.info("egress of %s is not running on its host: starting it", computer_id)
-            await far.start(computer_id, policy)
+            try:
+                await far.start(computer_id, policy)
+            except HostUnreachableError:
+                raise
+            except HostError as exc:
+                raise HostError(f"egress is off: {exc}") from exc
             return
-        if list(seen.get("rules") or []) != policy.rules():
-            await far.update(computer_id, policy)
         try:
+            if list(seen.get("rules") or []) != policy.rules():
+                await far.update(computer_id, policy)
             wanted = handover_digest(far.secrets(computer_id))
-        except HostError:  # its secrets cannot be handed over: off, not on with those it had
-            await far.stop(computer_id)
+            if seen.get("secrets") != wanted:
+                await far.renew_secrets(computer_id)
+        except HostUnreachableError:
             raise
-        if seen.get("secrets") != wanted:
-            await far.renew_secrets(computer_id)
+        except HostError as exc:  # off, not on with an allowlist or secrets the records dropped
+            with contextlib.suppress(HostError):
+                await far.stop(computer_id)
+            raise HostError(f"egress is off: {exc}") from exc

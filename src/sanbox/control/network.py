@@ -40,8 +40,8 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
         try:
             closed = await egress.update(row.id, policy) if egress is not None else 0
         except HostError as exc:
-            if row.host_id is None:
-                raise
+            if row.host_id is None or exc.code != "host_unreachable":
+                raise  # refused (a fleet host's: the egress watch turns its egress off)
             away = str(exc)
         if egress is None and row.host_id is not None and fleet.far is not None:
             away = "it does not answer"
