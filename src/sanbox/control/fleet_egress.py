@@ -84,6 +84,8 @@ class FleetEgress:
             return held[1]
         resolver, on_denied, intercepts, budget, org_of = self.parts
         reach = self.fleet.reach
+        # a fleet host resolves, reaches and caps with its own settings: only on_denied, intercepts
+        # and org_of are the control plane's there
         egress = host.open_egress(resolver, on_denied, reach, 0, intercepts, budget, org_of)
         if egress is None:
             return None
