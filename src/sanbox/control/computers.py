@@ -35,6 +35,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
+from .fleet_egress import FleetEgress
 from .hosts import FleetHosts
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
@@ -91,10 +92,15 @@ class Computers:
         self.fleet.remote = self.hosts
         self.hosts.on_change = self._host_changed
         if resolver is not None:
+            budget = egress_budget or ConnectionBudget()
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
-                book.interception, egress_budget or ConnectionBudget(), self._org_of,
+                book.interception, budget, self._org_of,
             )  # fmt: skip
+            self.fleet.far = FleetEgress(
+                self.fleet, resolver, self._denied, book.interception, budget, self._org_of
+            )
+            book.on_change = self.fleet.far.poke
 
     def unknown_reason(self, row: ComputerRow) -> str | None:
         """Why a computer's state is not known now (its fleet host is suspect, lost or gone)."""

@@ -18,7 +18,7 @@ from ..fleet.errors import BusyError
 from ..fleet.operations import Operations, node_name
 from ..host.door import (
     RECIPES,
-    ComputersEgress,
+    EgressControl,
     Host,
     HostError,
     Image,
@@ -40,6 +40,7 @@ from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
 if TYPE_CHECKING:
+    from .fleet_egress import FleetEgress
     from .hosts import FleetHosts
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Fleet:
         bus: EventBus,
         home: Path,
         capacity: Capacity | None = None,
-        egress: ComputersEgress | None = None,
+        egress: EgressControl | None = None,
         reach: Reach | None = None,
     ) -> None:
         self.home = home  # the control plane's own files: template logs, contexts, caches
@@ -77,6 +78,7 @@ class Fleet:
         self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
         self.operations = Operations(db)  # one incomplete per computer across API nodes
         self.node = node_name(home)
+        self.far: FleetEgress | None = None  # fleet hosts' egress, over the links (Computers)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -84,6 +86,9 @@ class Fleet:
         """Firewall, DNS filter and egress proxy for a computer that now runs."""
         row = self.by_id(computer_id)
         egress = self.egress_of(row) if row is not None else None
+        if row is not None and egress is None and row.host_id and self.far is not None:
+            why = "egress is off: its host does not answer; it starts when the host answers"
+            self.record(computer_id, None, "network.error", why)
         if egress is None or row is None:
             return
         try:
@@ -93,14 +98,29 @@ class Fleet:
             self.record(computer_id, None, "network.error", f"egress is off: {exc}")
 
     async def network_down(self, computer_id: str) -> None:
-        if self.egress is not None:
-            await self.egress.stop(computer_id)
+        row = self.by_id(computer_id)
+        egress = self.egress_of(row) if row is not None else self.egress
+        if egress is None:
+            return
+        try:
+            await egress.stop(computer_id)
+        except HostError as exc:  # a fleet host's: the egress watch stops it when it answers
+            log.warning("egress of %s was not stopped on its host: %s", computer_id, exc)
 
-    def egress_of(self, row: ComputerRow) -> ComputersEgress | None:
-        """The egress gateway of the computer's host: this server's own drives its computers'; a
-        fleet host's is not driven over the link yet, so its computers have none and no outbound
-        network at all (docs/fleet.md)."""
-        return self.egress if row.host_id is None else None
+    def egress_of(self, row: ComputerRow) -> EgressControl | None:
+        """The egress gateway of the computer's host: this server's own, or a fleet host's driven
+        over its link (None while that host does not answer: `fleet_egress.py` applies the
+        records when it does)."""
+        if row.host_id is None:
+            return self.egress
+        return self.far.of(row.host_id) if self.far is not None else None
+
+    def carried(self, computer_id: str) -> int | None:
+        """Bytes a computer's egress carried, on whichever host runs it (None: none does)."""
+        found = self.egress.carried(computer_id) if self.egress is not None else None
+        if found is None and self.far is not None:
+            found = self.far.carried(computer_id)
+        return found
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())

@@ -25,9 +25,9 @@ from ...host.door import (
     AgentClient,
     Capabilities,
     ComputerDir,
-    ComputersEgress,
     ConnectionBudget,
     Disk,
+    EgressControl,
     Host,
     HostError,
     Image,
@@ -47,6 +47,7 @@ from ...host.door import (
 )
 from . import wire
 from .agent import OPERATION
+from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
 log = logging.getLogger(__name__)
@@ -353,10 +354,14 @@ class RemoteHost:
         intercepts: Intercepts,
         budget: ConnectionBudget,
         org_of: OrgOf,
-    ) -> ComputersEgress | None:
-        """Not over the link yet: a remote host's computers get no egress gateway from here
-        (docs/fleet.md says what remains)."""
-        return None
+    ) -> EgressControl | None:
+        """The host's own gateway, driven over the link (remote_egress.py): the resolver, reach,
+        caps and budget are the host's own; denials come back through `on_denied`."""
+        return RemoteEgress(self, on_denied, intercepts, org_of)
+
+    def reported(self) -> dict[str, Any] | None:
+        """The host's latest report while it is fresh (None: unreachable)."""
+        return self._report if self.reachable else None
 
     def storage(self) -> tuple[str, bool]:
         report = self._latest()
