@@ -8,6 +8,7 @@ below reads an environment variable of its own.
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
+| SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
 
 A fleet host's egress gateway (`sanbox host serve`) reads the server's egress variables, with the
 same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
@@ -50,6 +51,7 @@ class HostSettings:
     egress_max_connections: int = 512
     egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG
     egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL
+    vm_uids: str | None = None  # FIRST-LAST (drivers/confine.py `UidRange`); None: all
 
     @property
     def upstream(self) -> tuple[str, int] | None:
@@ -83,6 +85,7 @@ class HostSettings:
             egress_max_connections_total=_count(
                 env, "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", MAX_CONNECTIONS_TOTAL
             ),
+            vm_uids=env.get("SANBOX_VM_UIDS") or None,
         )
 
 
