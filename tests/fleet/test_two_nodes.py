@@ -24,7 +24,7 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
-from tests.component.conftest import LiveServer, fake_image, served
+from tests.component.conftest import LiveServer, fake_image, kill_agents, served
 from tests.component.test_host_link import _free_port, _sanbox, _serving, _until, _wait_until_up
 
 from .conftest import fresh_schema
@@ -66,13 +66,16 @@ def two_nodes(pg_fresh: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
     b = _node(tmp_path / "b", pg_fresh, tmp_path / "a" / "fleet")  # the fleet's CAs, shared
     app_a = create_app(a, HostRuntime(a.layout, LocalDriver(), networking=False))
     app_b = create_app(b, HostRuntime(b.layout, LocalDriver(), networking=False))
-    with served(app_a) as url_a:
-        key = app_a.state.first_key
-        with served(app_b) as url_b:
-            yield (
-                Node(url_a, key, a.layout, app_a.state.computers),
-                Node(url_b, key, b.layout, app_b.state.computers),
-            )
+    try:
+        with served(app_a) as url_a:
+            key = app_a.state.first_key
+            with served(app_b) as url_b:
+                yield (
+                    Node(url_a, key, a.layout, app_a.state.computers),
+                    Node(url_b, key, b.layout, app_b.state.computers),
+                )
+    finally:
+        kill_agents(tmp_path)  # the stand-in's guests of a failed run outlive their host
 
 
 def test_two_api_nodes_serve_one_fleet(

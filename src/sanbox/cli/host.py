@@ -18,7 +18,10 @@ app = typer.Typer(help="This machine as a host of a fleet (docs/fleet.md).", no_
 def serve(
     listen: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the host's calls (HTTPS).")] = 7071,
-    tunnel_port: Annotated[int, typer.Option(help="Port of the guest agents' tunnel.")] = 7072,
+    tunnel_port: Annotated[
+        int | None,
+        typer.Option(help="Port of the guest agents' tunnel (default: the next one after --port)."),
+    ] = None,
     data_dir: Annotated[
         Path | None, typer.Option("--data-dir", help="Default $SANBOX_DATA_DIR or /var/lib/sanbox.")
     ] = None,
@@ -61,7 +64,8 @@ def serve(
     network = runtime.network
     egress = HostEgress.of(network, settings) if network is not None else None
     agent = HostAgent(runtime, room=HostRoom(runtime, disk_overcommit), egress=egress)
-    asyncio.run(run(agent, listen, port, tunnel_port, me))
+    tunnel = port + 1 if tunnel_port is None else tunnel_port  # where the control plane dials it
+    asyncio.run(run(agent, listen, port, tunnel, me))
 
 
 @app.command("token")

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 from ..fleet.placement import Placement
 from ..host.door import (
     GIB,
+    AgentError,
+    AgentRouteError,
     HostError,
     HostFullError,
     Image,
@@ -29,7 +31,13 @@ from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from . import deadlines, placing, quotas, regions, snapshots, templates
 from .capacity import Hold
-from .errors import ConflictError, ControlError, InvalidRequestError
+from .errors import (
+    ConflictError,
+    ControlError,
+    HostUnavailableError,
+    InvalidRequestError,
+    UnavailableError,
+)
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_env, check_labels, check_name, generate_name
@@ -373,12 +381,15 @@ async def _provision_on(
             raise _Refused from exc
         fleet.remove_record(row.id, f"create failed: {from_host(exc, 'create', row.id).message}")
         raise from_host(exc, "create", row.id) from exc
-    except (HostError, OSError) as exc:
-        error = (
-            from_host(exc, "create", row.id)
-            if isinstance(exc, HostError)
-            else ControlError(f"create failed: {exc.strerror or exc}", "host_error")
-        )
+    except (HostError, OSError, AgentError) as exc:  # AgentError: its new guest not reached
+        if isinstance(exc, HostError):
+            error = from_host(exc, "create", row.id)
+        elif isinstance(exc, AgentRouteError):
+            error = HostUnavailableError(f"create failed: its {exc}; try again shortly")
+        elif isinstance(exc, AgentError):
+            error = UnavailableError(f"create failed: its guest agent did not answer: {exc}")
+        else:
+            error = ControlError(f"create failed: {exc.strerror or exc}", "host_error")
         log.warning("create of %s failed: %s", row.id, exc)
         with contextlib.suppress(Exception):  # nothing of it stays: no half-made computer
             await host.destroy(row.id)
