@@ -5,12 +5,17 @@ computer (the database's one incomplete operation per computer), never running b
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
+import queue
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sanbox import Sanbox
@@ -78,6 +83,17 @@ def two_nodes(pg_fresh: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
         kill_agents(tmp_path)  # the stand-in's guests of a failed run outlive their host
 
 
+def _stream(node: Node, seen: queue.Queue[dict[str, object]], stop: threading.Event) -> None:
+    """Node's live event stream, each event put in `seen`, until `stop` (or the stream ends)."""
+    headers = {"Authorization": f"Bearer {node.key}"}
+    with httpx.stream("GET", f"{node.url}/v1/events", headers=headers, timeout=30) as r:
+        for line in r.iter_lines():
+            if stop.is_set():
+                return
+            if line.startswith("data: "):
+                seen.put(json.loads(line.removeprefix("data: ")))
+
+
 def test_two_api_nodes_serve_one_fleet(
     two_nodes: tuple[Node, Node], pg_fresh: str, tmp_path: Path
 ) -> None:
@@ -124,6 +140,26 @@ def test_two_api_nodes_serve_one_fleet(
         there.files.write(f"/tmp/{made.id}.txt", b"written through b")
         assert made.files.read(f"/tmp/{made.id}.txt") == b"written through b"
         made.exec(f"rm /tmp/{made.id}.txt")
+
+        # an event written through one node reaches a live event stream on the other
+        seen: queue.Queue[dict[str, object]] = queue.Queue()
+        stop = threading.Event()
+        streaming = threading.Thread(target=_stream, args=(b, seen, stop), daemon=True)
+        streaming.start()
+        try:
+            deadline, got = time.monotonic() + 20, None
+            for i in itertools.count(1):  # until the stream is open and an update comes through
+                via_a.computers.get(made.id).update(idle_timeout=1000 + i)
+                with contextlib.suppress(queue.Empty):
+                    while got is None:
+                        item = seen.get(timeout=1.5)
+                        if item["type"] == "computer.updated" and item["computer_id"] == made.id:
+                            got = item
+                if got is not None or time.monotonic() > deadline:
+                    break
+            assert got is not None, "node b's stream never showed node a's event"
+        finally:
+            stop.set()
 
         # another node holds an operation on it: a verb here waits until it ends
         db = Database(pg_fresh)

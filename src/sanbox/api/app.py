@@ -19,6 +19,7 @@ from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
 from ..control.deadlines import DeadlineWatcher
+from ..control.event_relay import EventRelay
 from ..control.fleet_egress import WATCH_EVERY as EGRESS_WATCH
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
@@ -131,6 +132,8 @@ def create_app(
             watchers.append(asyncio.ensure_future(computers.fleet.far.watch(EGRESS_WATCH)))
         if settings.metering:
             watchers.append(asyncio.ensure_future(computers.usage.meter.watch()))
+        if db.engine.dialect.name == "postgresql":  # other API nodes may share it: their events
+            watchers.append(asyncio.ensure_future(EventRelay(db, computers.fleet.bus).run()))
         try:
             async with mcp.serving(app):  # its tools call this app, in-process
                 yield

@@ -29,9 +29,10 @@ class EventBus:
         self._subscribers: set[tuple[str, asyncio.Queue[dict[str, Any]]]] = set()
         self.taps: list[Callable[[EventRow], None]] = []  # every event, every org (counters)
 
-    def publish(self, ev: EventRow) -> None:
-        for tap in self.taps:
-            tap(ev)
+    def publish(self, ev: EventRow, tap: bool = True) -> None:
+        """To the org's subscribers; with `tap`, to every tap first (an event of this node)."""
+        for each in self.taps if tap else ():
+            each(ev)
         payload = event_dict(ev)
         for org_id, queue in list(self._subscribers):
             if org_id == ev.org_id:

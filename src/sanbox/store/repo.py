@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from ..fleet.notify import EVENTS, notify
 from .models import (
     ApiKey,
     AuditRow,
@@ -307,6 +308,7 @@ def add_event(
     )  # fmt: skip
     s.add(ev)
     s.flush()
+    notify(s.connection(), EVENTS)  # other API nodes' relays read it at the commit
     return ev
 
 

@@ -28,10 +28,10 @@ async def event_stream(
 
     async def stream() -> AsyncIterator[str]:
         async with plane.subscribe(auth.org) as queue:
-            last = after
+            replayed: set[int] = set()  # sent from the store: not again from the live queue
             if after >= 0:
                 for item in plane.events_after(auth.org, after):
-                    last = item["id"]
+                    replayed.add(item["id"])
                     yield sse(item)
             while not await request.is_disconnected():
                 try:
@@ -40,7 +40,7 @@ async def event_stream(
                 except TimeoutError:
                     yield ": keepalive\n\n"
                     continue
-                if item["id"] <= last:
+                if item["id"] in replayed or item["id"] <= after:  # (another node's may come late)
                     continue
                 yield sse(item)
 
