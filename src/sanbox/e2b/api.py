@@ -9,8 +9,9 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 - `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one.
 - `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
-- `metadata` are the computer's labels (Sanbox label keys); E2B's own settings are labels under
-  `e2b/`, never shown as metadata."""
+- `metadata` are kept as given (any keys, `control.names.check_metadata`'s bounds), apart from the
+  labels; the pairs that are valid labels are labels too, for /v1. E2B's own settings are labels
+  under `e2b/`, never shown as metadata."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from ..control.create import CreateRequest
 from ..control.errors import ControlError, InvalidRequestError, KeyRefusedError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.lifecycle import Change
+from ..control.names import LABELS_MAX, METADATA_MAX
 from ..control.states import State
 from ..store.models import ComputerRow
 from ..store.repo import ACTOR
@@ -153,9 +155,8 @@ async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout
 
 
 def _create_request(body: NewSandbox) -> CreateRequest:
-    labels = dict(body.metadata or {})
-    if any(k.startswith(identity.LABEL_PREFIX) for k in labels):
-        raise InvalidRequestError("metadata keys under `e2b/` are reserved")
+    metadata = dict(body.metadata or {})
+    labels = identity.mirrored_labels(metadata, LABELS_MAX - 2)  # room for E2B's two settings
     if body.auto_pause:
         labels[AUTO_PAUSE] = "true"
     network = body.network or NetworkBody.model_validate({})
@@ -172,6 +173,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         template=template,
         env=dict(body.env_vars or {}),
         labels=labels,
+        e2b_metadata=metadata,
         allow=allow,
         from_snapshot=snapshot,
         lifetime=body.timeout or 1,
@@ -258,8 +260,10 @@ async def info(sandbox_id: str, request: Request) -> JSONResponse:
 def _metadata_filter(raw: str | None) -> dict[str, str]:
     if not raw:
         return {}
-    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)
-    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs[:64]}
+    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)  # the SDK quotes, then encodes
+    if len(pairs) > METADATA_MAX:
+        raise InvalidRequestError(f"a metadata filter has at most {METADATA_MAX} keys")
+    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs}
 
 
 def _token(offset: int) -> str:
@@ -289,10 +293,12 @@ async def list_sandboxes(request: Request) -> JSONResponse:
         limit = min(LIST_LIMIT, max(1, int(q.get("limit") or LIST_LIMIT)))
     except ValueError:
         limit = LIST_LIMIT
+    wanted = _metadata_filter(q.get("metadata")).items()
     rows = [
         r
-        for r in plane.find(p.org, labels=_metadata_filter(q.get("metadata")) or None)
+        for r in plane.find(p.org)
         if State(r.state) not in _GONE
+        and wanted <= identity.metadata(r).items()
         and r.pool is None
         and (not states or state_of(r) in states)
         and (not template or r.template == template)

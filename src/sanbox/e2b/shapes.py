@@ -71,7 +71,7 @@ def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[
         "cpuCount": row.vcpus,
         "memoryMB": row.memory_mib,
         "diskSizeMB": row.disk_gib * 1024,
-        "metadata": identity.metadata(row.labels),
+        "metadata": identity.metadata(row),
         "state": state_of(row),
         "domain": domain(request),
     }
