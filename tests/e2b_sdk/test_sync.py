@@ -10,9 +10,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
-from e2b import CommandExitException, PtySize, Sandbox, SandboxQuery
+from e2b import CommandExitException, PtySize, Sandbox, SandboxMetrics, SandboxQuery
 from e2b.exceptions import (
     AuthenticationException,
     FileNotFoundException,
@@ -117,6 +119,29 @@ def test_watch_dir(sandbox: Sandbox, e2b_server: E2bServer) -> None:
     sandbox.files.remove(f"{watched}/new.txt")
     assert [(e.name, e.type.value) for e in watcher.get_new_events()] == [("new.txt", "remove")]
     watcher.stop()
+
+
+def test_metrics_are_the_guests_cpu_and_memory(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    points: list[SandboxMetrics] = []
+
+    def sampled() -> bool:
+        points[:] = sandbox.get_metrics()
+        return bool(points)
+
+    wait_until(sampled, timeout=15)  # the meter's second sample has CPU use
+    last = points[-1]
+    assert last.cpu_count == 1 and 0.0 <= last.cpu_used_pct <= 100.0
+    assert 0 < last.mem_used < last.mem_total and 0 < last.mem_cache < last.mem_total
+    assert 0 < last.disk_used < last.disk_total
+    assert abs(last.timestamp.timestamp() - time.time()) < 30
+    assert sandbox.get_metrics(start=datetime.now(UTC) + timedelta(minutes=1)) == []
+    assert sandbox.get_metrics(end=datetime.now(UTC) - timedelta(days=1)) == []
+    assert len(sandbox.get_metrics(start=last.timestamp, end=last.timestamp)) == 1
+    refused = httpx.get(
+        f"{e2b_server.url}/e2b/sandboxes/{sandbox.sandbox_id}/metrics?start=yesterday",
+        headers={"X-API-KEY": e2b_server.key},
+    )
+    assert refused.json() == {"code": 400, "message": "start is Unix seconds"}
 
 
 def test_pty_input_and_resize(sandbox: Sandbox) -> None:

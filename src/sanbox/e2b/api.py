@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import urllib.parse
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -41,7 +40,7 @@ from ..store.repo import ACTOR
 from . import identity
 from .errors import rest_error
 from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
-from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, sandbox, state_of
+from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, metric, sandbox, state_of
 
 DEFAULT_TIMEOUT = 300
 LIST_LIMIT = 100
@@ -310,25 +309,36 @@ async def list_sandboxes(request: Request) -> JSONResponse:
     return JSONResponse([detail(request, r, False) for r in page], headers=headers)
 
 
+def _unix(raw: str | None, name: str) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"{name} is Unix seconds") from None
+
+
 @router.get("/sandboxes/{sandbox_id}/metrics")
 async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
+    """What the usage meter sampled of the guest (every `SANBOX_USAGE_SAMPLE_INTERVAL` seconds,
+    the last hour, in the server's memory), from `start` (default: the sandbox's creation) to `end`
+    (default: now), oldest first."""
     p = principal(request)
     plane: Computers = request.app.state.computers
     row = _row(plane, p, sandbox_id)
-    now = datetime.now(UTC)
-    memory = row.memory_mib * 2**20
-    sample = {
-        "timestamp": now.isoformat().replace("+00:00", "Z"),
-        "timestampUnix": int(now.timestamp()),
-        "cpuCount": row.vcpus,
-        "cpuUsedPct": 0.0,
-        "memUsed": 0,
-        "memTotal": memory,
-        "memCache": 0,
-        "diskUsed": 0,
-        "diskTotal": row.disk_gib * 2**30,
-    }
-    return JSONResponse([sample] if state_of(row) == "running" else [])
+    start = _unix(request.query_params.get("start"), "start")
+    end = _unix(request.query_params.get("end"), "end")
+    since = int(row.created_at.timestamp()) if start is None else start
+    _computer, samples = plane.usage.metrics(p.org, row.id)
+    return JSONResponse(
+        [
+            metric(row, s)
+            for s in samples
+            if s.cpu_percent is not None  # E2B's bounds are whole seconds, both included
+            and since <= int(s.time)
+            and (end is None or int(s.time) <= end)
+        ]
+    )
 
 
 @router.post("/sandboxes/{sandbox_id}/fork")
