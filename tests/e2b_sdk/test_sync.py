@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from e2b import CommandExitException, PtySize, Sandbox, SandboxMetrics, SandboxQuery
+from e2b import (
+    CommandExitException,
+    PtySize,
+    Sandbox,
+    SandboxMetrics,
+    SandboxQuery,
+    WatchHandle,
+)
 from e2b.exceptions import (
     AuthenticationException,
     FileNotFoundException,
@@ -109,15 +116,46 @@ def test_a_50_mib_file_both_ways(sandbox: Sandbox, e2b_server: E2bServer) -> Non
     sandbox.commands.run(f"rm {big}.bin {big}2.bin")
 
 
+def _arrived(watcher: WatchHandle, count: int) -> list[tuple[str, str]]:
+    """The next `count` events of a watcher the SDK polls (inotify reports them as they come)."""
+    seen: list[tuple[str, str]] = []
+
+    def enough() -> bool:
+        seen.extend((e.name, e.type.value) for e in watcher.get_new_events())
+        return len(seen) >= count
+
+    wait_until(enough)
+    return seen
+
+
 def test_watch_dir(sandbox: Sandbox, e2b_server: E2bServer) -> None:
     watched = f"{e2b_server.scratch}/watched"
     sandbox.files.make_dir(watched)
     watcher = sandbox.files.watch_dir(watched)
     sandbox.files.write(f"{watched}/new.txt", "x")
-    events = watcher.get_new_events()
-    assert [(e.name, e.type.value) for e in events] == [("new.txt", "create")]
-    sandbox.files.remove(f"{watched}/new.txt")
-    assert [(e.name, e.type.value) for e in watcher.get_new_events()] == [("new.txt", "remove")]
+    assert _arrived(watcher, 2) == [("new.txt", "create"), ("new.txt", "write")]
+    sandbox.files.rename(f"{watched}/new.txt", f"{watched}/moved.txt")
+    assert _arrived(watcher, 2) == [("new.txt", "rename"), ("moved.txt", "create")]
+    sandbox.commands.run(f"chmod 600 {watched}/moved.txt")
+    assert _arrived(watcher, 1) == [("moved.txt", "chmod")]
+    sandbox.files.remove(f"{watched}/moved.txt")
+    assert _arrived(watcher, 1) == [("moved.txt", "remove")]
+    sandbox.commands.run(f"cd {watched} && echo x > brief && rm brief")  # between two polls
+    assert _arrived(watcher, 3) == [("brief", "create"), ("brief", "write"), ("brief", "remove")]
+    watcher.stop()
+
+
+def test_watch_dir_recursive(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    watched = f"{e2b_server.scratch}/watched-tree"
+    sandbox.commands.run(f"mkdir -p {watched}/old")
+    watcher = sandbox.files.watch_dir(watched, recursive=True)
+    sandbox.files.write(f"{watched}/old/in-old.txt", "x")
+    assert _arrived(watcher, 2) == [("old/in-old.txt", "create"), ("old/in-old.txt", "write")]
+    sandbox.commands.run(f"mkdir -p {watched}/a/b && echo y > {watched}/a/b/deep.txt")
+    seen = _arrived(watcher, 4)
+    assert {("a", "create"), ("a/b", "create"), ("a/b/deep.txt", "create")} <= set(seen)
+    sandbox.commands.run(f"echo z >> {watched}/a/b/deep.txt")
+    assert ("a/b/deep.txt", "write") in _arrived(watcher, 1)
     watcher.stop()
 
 

@@ -18,6 +18,7 @@ from .kept import Attached, Kept, KeptInfo
 from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
 from .ssh import Ssh
 from .tcp import TcpStream
+from .watch import DirWatch, FsEvent, Watches
 
 __all__ = [
     "AgentClient",
@@ -26,6 +27,7 @@ __all__ = [
     "AgentUnavailableError",
     "Attached",
     "CommandNotFoundError",
+    "DirWatch",
     "ConnectionRefusedInGuestError",
     "ExecError",
     "ExecEvent",
@@ -34,6 +36,7 @@ __all__ = [
     "Exit",
     "FileInfo",
     "FileNotFoundInGuestError",
+    "FsEvent",
     "Files",
     "InvalidPathError",
     "Kept",
@@ -47,4 +50,5 @@ __all__ = [
     "Stderr",
     "Stdout",
     "TcpStream",
+    "Watches",
 ]
