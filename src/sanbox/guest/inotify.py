@@ -17,11 +17,12 @@ temporary's events are not reported, and its rename is what E2B's envd reports o
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from .control import libc
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
@@ -152,17 +153,12 @@ def inotify_error(errno: int, what: str) -> OSError:
     return OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-_libc: ctypes.CDLL | None = None
-
-
 def _c() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        _libc.inotify_init1.argtypes = [ctypes.c_int]
-        _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        _libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-    return _libc
+    c = libc()
+    c.inotify_init1.argtypes = [ctypes.c_int]
+    c.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    c.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+    return c
 
 
 class Inotify:
