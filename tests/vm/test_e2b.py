@@ -89,6 +89,7 @@ def test_watch_a_tree_and_metrics_in_a_real_guest(e2b_env: None) -> None:
         while ("c", "create") not in seen:
             assert time.monotonic() < deadline, f"events so far: {seen}"
             seen += [(e.name, e.type.value) for e in watcher.get_new_events()]
+            time.sleep(0.1)  # between two polls of the SDK's own
         assert seen[:2] == [("old/a.txt", "create"), ("old/a.txt", "write")]
         wanted = {("new", "create"), ("new/er", "create"), ("old/a.txt", "rename")}
         assert wanted <= set(seen)
@@ -97,6 +98,7 @@ def test_watch_a_tree_and_metrics_in_a_real_guest(e2b_env: None) -> None:
         deadline = time.monotonic() + 60  # the meter samples every 5 s; the second has CPU use
         while not (points := sbx.get_metrics()):
             assert time.monotonic() < deadline, "no metrics in 60 s"
+            time.sleep(0.5)  # between two polls
         last = points[-1]
         assert last.cpu_count == 1 and 0.0 <= last.cpu_used_pct <= 100.0
         assert 0 < last.mem_used < last.mem_total <= 512 * 2**20

@@ -6,7 +6,7 @@ path relative to the watched folder.
 
 A watcher polled by the SDK (CreateWatcher) is read into a queue of at most `MAX_QUEUED` events;
 past that, or when the guest's queue overflowed, events are lost and the next GetWatcherEvents
-says so (`data_loss`) once the events before the loss were read. A WatchDir stream ends with
+says so (`data_loss`) once the events queued were read. A WatchDir stream ends with
 `data_loss` when the guest's queue overflowed.
 
 An agent before protocol 3 has no inotify: its watchers compare listings of the folder at each
