@@ -139,6 +139,7 @@ class Watchers:
     def __init__(self) -> None:
         self._by_computer: dict[str, dict[str, Watcher]] = {}
         self._stacks: dict[str, contextlib.AsyncExitStack] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def _check(self, sb: Sandbox, msg: dict[str, Any]) -> str:
         path = path_of(sb, msg)
@@ -165,7 +166,17 @@ class Watchers:
         queued.task = asyncio.get_running_loop().create_task(queued.read(watch))
         stack.push_async_callback(_cancelled, queued.task)
         mine[watcher_id], self._stacks[watcher_id] = queued, stack
+        queued.task.add_done_callback(lambda _task: self._release(watcher_id))
         return {"watcherId": watcher_id}
+
+    def _release(self, watcher_id: str) -> None:
+        """A watch that ended (its folder gone, the guest unreachable) holds nothing more: the
+        computer is no longer busy with it. Its watcher stays, to say why, until removed."""
+        stack = self._stacks.pop(watcher_id, None)
+        if stack is not None:
+            closing = asyncio.get_running_loop().create_task(stack.aclose())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     def _find(self, sb: Sandbox, msg: dict[str, Any]) -> tuple[str, Watcher]:
         watcher_id = str(msg.get("watcherId"))
