@@ -69,6 +69,16 @@ def test_folders_made_or_moved_in_are_followed_and_moved_out_forgotten() -> None
     assert flat.meaning(Record(1, ino.IN_CREATE | ino.IN_ISDIR, "new")).watch == []
 
 
+def test_what_a_walk_reported_is_not_reported_again() -> None:
+    t = tree()
+    t.reported("sub/new")
+    assert t.meaning(Record(2, ino.IN_CREATE | ino.IN_ISDIR, "new")).events == []
+    again = t.meaning(Record(2, ino.IN_CREATE | ino.IN_ISDIR, "new"))  # made anew later
+    assert again.events == [Event("sub/new", "create")] and again.watch == ["sub/new"]
+    watched = t.meaning(Record(2, ino.IN_CREATE | ino.IN_ISDIR, "deeper"))
+    assert watched.watch == []  # watched already: not walked again
+
+
 def test_the_agents_whole_file_writes_are_a_create_and_a_write() -> None:
     t = tree()
     temporary = ino.PUT_PREFIX + "x1"

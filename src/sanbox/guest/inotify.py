@@ -46,6 +46,7 @@ RECORD = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of NUL
 READ_SIZE = 64 * 1024
 PUT_PREFIX = ".sanbox-put-"  # the agent's temporary files (files.py)
 MAX_PUTS = 1024  # renames of temporaries waiting for their other half
+MAX_REPORTED = 16384  # creations reported by a walk whose own record may still come
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,14 @@ class Tree:
         self.recursive = recursive
         self.folders: dict[int, str] = {}
         self._puts: set[int] = set()  # cookies of temporaries renamed away
+        self._reported: set[str] = set()
+
+    def reported(self, rel: str) -> None:
+        """`rel` was reported as created by a walk of a new folder: its own record, if the
+        kernel sends one (made after the folder's watch began), is not reported again."""
+        if len(self._reported) >= MAX_REPORTED:
+            self._reported.clear()
+        self._reported.add(rel)
 
     def add(self, wd: int, rel: str) -> None:
         self.folders[wd] = rel
@@ -128,9 +137,11 @@ class Tree:
             self._puts.discard(record.cookie)
             m.events += [Event(rel, "create"), Event(rel, "write")]
             return m
-        if record.mask & IN_CREATE:
+        if record.mask & IN_CREATE and rel in self._reported:
+            self._reported.discard(rel)  # said by the walk, and watched by it if a folder
+        elif record.mask & IN_CREATE:
             m.events.append(Event(rel, "create"))
-            if is_dir and self.recursive:
+            if is_dir and self.recursive and rel not in self.folders.values():
                 m.watch, m.made = [rel], True
         if record.mask & IN_MOVED_TO:
             m.events.append(Event(rel, "create"))

@@ -112,6 +112,7 @@ class WatchStream(Stream):
                 )
             if made:
                 found.append(Event(child, "create"))
+                self._tree.reported(child)
             if is_dir:
                 self._watch(root, child)
         return found
