@@ -124,7 +124,7 @@ def test_a_computer_on_a_fleet_host_is_served_there(
             assert c.unknown_reason is None
             assert any(e.type == "computer.reachable" for e in c.events())
             _until("exec again", lambda: _refused(live, c.id) is None, timeout=30)
-            assert c.exec("cat /tmp/far.txt").stdout == "kept there"
+            assert c.exec("cat /tmp/far.txt && rm /tmp/far.txt").stdout == "kept there"
             c.delete()
 
 

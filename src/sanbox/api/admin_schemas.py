@@ -50,6 +50,20 @@ class QuotaUse(BaseModel):
     snapshots: int
 
 
+class OrgRegions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    home: str | None = Field(
+        None, max_length=32, description="where its computers run unless they ask; null: anywhere"
+    )
+    allowed: list[str] = Field(
+        default_factory=list, max_length=16, description="other regions its computers may ask for"
+    )
+
+
+class OrgRegionsOut(OrgRegions):
+    org: str
+
+
 class QuotaOut(BaseModel):
     org: str
     limits: QuotaLimits

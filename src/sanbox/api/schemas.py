@@ -73,6 +73,12 @@ class ComputerCreate(BaseModel):
     lifetime: Seconds = Field(0, description=_LIFETIME)
     on_lifetime: Literal["stop", "delete"] = "stop"
     max_running: Seconds = Field(0, description=_MAX_RUNNING)
+    region: str | None = Field(
+        None,
+        max_length=32,
+        description="the region it runs in, one its org may use (a fleet's; never changes); "
+        "default: the org's home region, or where what it starts from is",
+    )
     secrets: list[SecretRef] = Field(
         default_factory=list,
         max_length=32,
@@ -127,6 +133,9 @@ class Computer(BaseModel):
         None,
         description="with state `unknown`: why (its fleet host is suspect, lost or forgotten)",
     )
+    region: str | None = Field(
+        None, description="the fleet region it runs in (None: the server's own host)"
+    )
 
     @classmethod
     def of(cls, row: ComputerRow, org_name: str, unknown: str | None = None) -> Computer:
@@ -141,6 +150,7 @@ class Computer(BaseModel):
             memory_reason=row.memory_reason, allow=row.allow, ports=row.ports, origin=row.origin,
             lifetime=row.lifetime, on_lifetime=row.on_lifetime, max_running=row.max_running,
             lifetime_ends_at=lifetime_ends(row), running_ends_at=running_ends(row),
+            region=row.region,
         )  # fmt: skip
 
 
@@ -352,4 +362,9 @@ class ForkRequest(BaseModel):
         None,
         description="the fork's name (PREFIX-1..N for several); default: the source's "
         "name with a random suffix",
+    )
+    region: str | None = Field(
+        None,
+        max_length=32,
+        description="a fork runs in its source's region: another is refused (region_mismatch)",
     )

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -135,6 +135,32 @@ def org_quota(
         table.add_row(f"{what} ({flag})", shown, f"{quota.use.get(name, 0)}{unit}")
     console.print(f"org {quota.org}", highlight=False)
     console.print(table)
+
+
+@org_app.command("regions")
+def org_regions(
+    org: str = typer.Argument(..., help="Org name."),
+    home: str | None = typer.Option(
+        None, "--home", help="Where its computers run unless they ask (`none`: anywhere)."
+    ),
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow", help="Another region its computers may ask for (repeat; `none`: none)."
+        ),
+    ] = None,
+) -> None:
+    """Show where an org's computers may run; with options, set it (host-admin key)."""
+    with config.reported(), config.client() as client:
+        now = client.orgs.regions(org)
+        if home is not None or allow is not None:
+            new_home = now.home if home is None else (None if home == "none" else home)
+            allowed = now.allowed if allow is None else [a for a in allow if a != "none"]
+            now = client.orgs.set_regions(org, new_home, allowed)
+    others = ", ".join(now.allowed) or "none"
+    console.print(
+        f"org {now.org}: home {now.home or 'none (anywhere)'}; also {others}", highlight=False
+    )
 
 
 @key_app.command("create")

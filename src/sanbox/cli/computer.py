@@ -56,6 +56,9 @@ def create(
     max_running: int = typer.Option(
         0, "--max-running", min=0, help="Seconds of running after each start (0 = no limit)."
     ),
+    region: str | None = typer.Option(
+        None, "--region", help="The fleet region to run in (default: the org's home region)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the computer as JSON."),
 ) -> None:
     """Create a computer and wait until it runs."""
@@ -75,7 +78,7 @@ def create(
                 template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
                 env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
                 secrets=bound, lifetime=lifetime, on_lifetime=on_lifetime,
-                max_running=max_running,
+                max_running=max_running, region=region,
             )  # fmt: skip
     if as_json:
         console.print_json(json.dumps(computer.record.to_json()))

@@ -23,11 +23,19 @@ def serve(
         Path | None, typer.Option("--data-dir", help="Default $SANBOX_DATA_DIR or /var/lib/sanbox.")
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+    disk_overcommit: Annotated[
+        float,
+        typer.Option(
+            envvar="SANBOX_DISK_OVERCOMMIT",
+            help="Thin disks may add up to this times the data filesystem's free space (>= 1).",
+        ),
+    ] = 1.0,
 ) -> None:
     """Serve this host's computers to the fleet's control plane over mutual TLS: its
     certificate, key and the control CA's certificate in <data dir>/host/fleet/."""
     from ..fleet.link.agent import HostAgent
     from ..fleet.link.pki import host_identity
+    from ..fleet.link.room import HostRoom
     from ..fleet.link.serve import serve as run
     from ..host.data.layout import DataDir
     from ..host.runtime import HostRuntime
@@ -47,7 +55,10 @@ def serve(
         raise typer.BadParameter(
             f"{', '.join(map(str, missing))} missing: this host has not joined a fleet"
         )
-    asyncio.run(run(HostAgent(runtime), listen, port, tunnel_port, me))
+    if not disk_overcommit >= 1.0:
+        raise typer.BadParameter("--disk-overcommit is 1 (no overcommit) or more")
+    agent = HostAgent(runtime, room=HostRoom(runtime, disk_overcommit))
+    asyncio.run(run(agent, listen, port, tunnel_port, me))
 
 
 @app.command("token")

@@ -90,13 +90,16 @@ def fork(
     name: str | None = typer.Option(
         None, "--name", "-n", help="The fork's name, or the prefix of several (NAME-1..N)."
     ),
+    region: str | None = typer.Option(
+        None, "--region", help="Forks run in their source's region: another is refused."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the forks as JSON."),
 ) -> None:
     """Make COUNT new computers that start where COMPUTER is now, each its own identity."""
     with config.reported(), config.client() as client:
         source = client.computers.get(computer)
         with err_console.status(f"forking {source.name} ×{count}…"):
-            forks = source.fork(count=count, name=name)
+            forks = source.fork(count=count, name=name, region=region)
     if as_json:
         _print_json([f.record.to_json() for f in forks])
         return

@@ -210,9 +210,14 @@ class Computers:
         return await snapshots.delete(self.fleet, org, ref)
 
     async def fork(
-        self, org: Org, ref: str, count: int = 1, prefix: str | None = None
+        self,
+        org: Org,
+        ref: str,
+        count: int = 1,
+        prefix: str | None = None,
+        region: str | None = None,
     ) -> list[ComputerRow]:
-        return await forks.fork(self.fleet, org, ref, count, prefix)
+        return await forks.fork(self.fleet, org, ref, count, prefix, region)
 
     # templates ------------------------------------------------------------------------------
 

@@ -16,10 +16,18 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ..fleet.placement import Placement
-from ..host.door import GIB, HostError, Image, MemoryOutcome, PolicyError, recipe_for
+from ..host.door import (
+    GIB,
+    HostError,
+    HostFullError,
+    Image,
+    MemoryOutcome,
+    PolicyError,
+    recipe_for,
+)
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import deadlines, placing, quotas, snapshots, templates
+from . import deadlines, placing, quotas, regions, snapshots, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import Fleet
@@ -29,6 +37,8 @@ from .secrets import bind_in, check_bindable
 from .states import State
 
 log = logging.getLogger(__name__)
+
+PLACE_TRIES = 3  # hosts a new computer may be placed on before its create fails
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class CreateRequest:
     lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0 = none
     on_lifetime: str = "stop"  # stop | delete
     max_running: int = 0  # seconds of running since its last start, then stopped; 0 = none
+    region: str | None = None  # where it runs (one the org may use); None: its home region
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -158,6 +169,8 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     # before anything is made: refused here leaves no record and no folder (a placed create is
     # admitted by its placement, after its record: placing.py)
     placed = placing.wanted(fleet, start.host_id if start else None, start is not None)
+    held = start.host_id if start else None
+    region = regions.of_create(fleet, req.region, held, start is not None, placed)
     hold = None if placed else fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
         template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
@@ -167,6 +180,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         snapshot=start, origin=start.id if start else None, hold=hold,
         from_template=own is not None, booted_because=own.booted_because if own else None,
         ports=tuple(own.template.ports) if own else (), secrets=wanted, placed=placed,
+        region=region,
     )  # fmt: skip
 
 
@@ -260,6 +274,7 @@ async def create(
     if prior is not None:
         return prior
     check(fleet, req)
+    regions.check(fleet, org, req.region)
     if supply is not None:
         claimed = await supply(org, req, idempotency_key)
         if claimed is not None:
@@ -291,15 +306,17 @@ async def provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
         release(plan)  # its disk and RAM file exist now (or never will): measured from here
 
 
-async def _placed(fleet: Fleet, row: ComputerRow, plan: Plan) -> Placement | None:
-    """Put a placed create on its host (None: it runs on this server's own); refused, nothing of
-    it stays."""
+async def _placed(
+    fleet: Fleet, row: ComputerRow, plan: Plan, refused: list[str]
+) -> Placement | None:
+    """Put a placed create on its host, none of the `refused` ones (None: it runs on this
+    server's own); refused, nothing of it stays."""
     if not plan.placed:
         return None
     snap_host = plan.snapshot.host_id if plan.snapshot else None
     try:
         placement = await asyncio.to_thread(
-            placing.place, fleet, row, plan.disk_gib, snap_host, plan.snapshot is not None
+            placing.place, fleet, row, plan.disk_gib, snap_host, plan.snapshot is not None, refused
         )
     except ControlError as exc:
         fleet.remove_record(row.id, f"create failed: {exc.message}")
@@ -309,17 +326,35 @@ async def _placed(fleet: Fleet, row: ComputerRow, plan: Plan) -> Placement | Non
     return placement
 
 
+class _Refused(Exception):
+    """The host a create was placed on had no room for it after all (host_full)."""
+
+
 async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
+    """Place and make it; a host that refuses a new computer for capacity is given back and
+    another host of its region tried (PLACE_TRIES in all; a copy goes where its data is)."""
     async with fleet.lock(row.id):
-        placement = await _placed(fleet, row, plan)
-        try:
-            return await _provision_on(fleet, fleet.by_id(row.id) or row, plan)
-        finally:
-            if placement is not None:  # the host's next report counts what it runs
-                await asyncio.to_thread(placing.release, fleet, placement)
+        refused: list[str] = []
+        while True:
+            placement = await _placed(fleet, fleet.by_id(row.id) or row, plan, refused)
+            retry = placement is not None and plan.snapshot is None
+            retry = retry and len(refused) + 1 < PLACE_TRIES
+            try:
+                return await _provision_on(fleet, fleet.by_id(row.id) or row, plan, retry)
+            except _Refused:
+                assert placement is not None
+                refused.append(placement.host_id)
+                said = f"host {placement.host_name} has no room for it: placing it again"
+                fleet.record(row.id, None, "computer.refused", said, {"host": placement.host_name})
+            finally:
+                if placement is not None:  # the host's next report counts what it runs
+                    await asyncio.to_thread(placing.release, fleet, placement)
 
 
-async def _provision_on(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
+async def _provision_on(
+    fleet: Fleet, row: ComputerRow, plan: Plan, retry: bool = False
+) -> ComputerRow:
+    """Make it on its host; `retry`: a host_full refusal raises _Refused, the record kept."""
     spec = fleet.spec(row, plan.disk_gib)
     try:
         host = fleet.host_of(row)
@@ -336,6 +371,12 @@ async def _provision_on(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerR
                 how, data = _from_template_said(plan, outcome)
             else:
                 how, data = _from_snapshot_said(plan.snapshot, outcome)
+    except HostFullError as exc:  # nothing was made there
+        if retry:
+            log.info("host of %s refused it: %s", row.id, exc)
+            raise _Refused from exc
+        fleet.remove_record(row.id, f"create failed: {from_host(exc, 'create', row.id).message}")
+        raise from_host(exc, "create", row.id) from exc
     except (HostError, OSError) as exc:
         error = (
             from_host(exc, "create", row.id)

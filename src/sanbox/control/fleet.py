@@ -247,7 +247,9 @@ class Fleet:
             return machine
         try:
             machine = await host.attach(row.id)
-        except HostError:
+        except HostError as exc:
+            if exc.code == HostUnavailableError.code:  # its host did not answer: not stopped
+                raise HostUnavailableError(f"computer {row.name}'s host: {exc}") from exc
             machine = None
         except Exception as exc:  # agent unreachable on a live VM
             raise UnavailableError(f"computer {row.name}'s agent does not answer: {exc}") from exc

@@ -12,6 +12,7 @@ import secrets
 from ..host.door import HostError, faults
 from ..store.models import ComputerRow, Org
 from . import create as creating
+from . import regions
 from .errors import InvalidRequestError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
@@ -55,9 +56,16 @@ def _drop(fleet: Fleet, children: list[ComputerRow], why: str) -> None:
 
 
 async def fork(
-    fleet: Fleet, org: Org, ref: str, count: int = 1, prefix: str | None = None
+    fleet: Fleet,
+    org: Org,
+    ref: str,
+    count: int = 1,
+    prefix: str | None = None,
+    region: str | None = None,
 ) -> list[ComputerRow]:
-    names = fork_names(fleet.get(org, ref).name, count, prefix)
+    source = fleet.get(org, ref)
+    names = fork_names(source.name, count, prefix)
+    regions.check_fork(source.region, region)  # before anything is written
     async with fleet.acting(org, ref, "fork") as row:
         memory = row.state in HAS_MEMORY
         plan = _plan(fleet, row)

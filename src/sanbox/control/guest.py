@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from ..host.door import (
     AgentError,
+    AgentRouteError,
     AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
@@ -39,6 +40,7 @@ from ..host.door import (
 from ..store.models import Org
 from .errors import (
     ConflictError,
+    HostUnavailableError,
     InvalidRequestError,
     NotFoundError,
     OperationTimeoutError,
@@ -106,6 +108,8 @@ async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
         raise InvalidRequestError(exc.message, exc.code) from exc
     except AgentTimeoutError as exc:
         raise OperationTimeoutError(f"the guest did not answer in time: {exc}") from exc
+    except AgentRouteError as exc:  # its fleet host does not answer: nothing known of it
+        raise HostUnavailableError(f"computer {machine.computer_id}'s {exc}") from exc
     except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
         if not machine.vm.alive():
             await fleet.vm_exited(machine.computer_id, "its VM process exited")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from ..fleet.errors import InsufficientCapacityError
 from ..host.door import HostError
 from .errors import (
     ConflictError,
@@ -59,6 +60,12 @@ def from_host(exc: HostError, doing: str, computer_id: str | None = None) -> Con
     code = exc.code if isinstance(exc.code, str) else "host_error"
     if code == HostUnavailableError.code:  # the message names the host, never its paths
         return HostUnavailableError(f"{doing} failed: {exc}; try again shortly")
+    if code == "host_full":  # its host had no room after all: the detail names host paths
+        log.info("%s of %s: %s", doing, computer_id or "-", exc)
+        return InsufficientCapacityError(
+            f"{doing} failed: its host has no room for it now; try again later, or ask for less "
+            "memory or a smaller disk"
+        )
     if code in CALLER:
         kind, public = CALLER[code]
         return kind(str(exc), public)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from ..fleet.hosts import (
     LOST,
     RETIRED,
@@ -29,9 +31,9 @@ from ..fleet.join import Joined, join, make_token
 from ..fleet.link.pki import FleetCAs, client_tls
 from ..fleet.link.remote import HostUnreachableError, RemoteHost, as_host
 from ..fleet.singleton import Singleton
-from ..host.door import Host
+from ..host.door import Host, HostError
 from ..store import Database
-from ..store.models import HostRow
+from ..store.models import ComputerRow, HostRow
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,14 @@ class FleetHosts:
             "now is not known until the host answers again"
         )
 
+    def forgotten(self, host_id: str | None) -> bool:
+        """Whether a computer's host was forgotten as dead: nothing of it can be reached or
+        removed there (the database's word, not this node's last look)."""
+        if host_id is None:
+            return False
+        with self.db.session() as s:
+            return s.scalar(select(HostRow.state).where(HostRow.id == host_id)) == RETIRED
+
     def host(self, host_id: str) -> Host:
         """The link to the host that holds a computer; `host_unreachable` when this server has
         no link to it yet or the host stopped answering (the caller may try again)."""
@@ -164,6 +174,8 @@ class FleetHosts:
         capacity, layers = _capacity(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen
+        if was != seen:  # first seen by this watch, or a host agent that restarted: its set
+            await self._settle(row, link, report)
         if was is not None and was != seen:  # the host agent restarted: a new epoch
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
             if row.state == LOST:
@@ -180,6 +192,35 @@ class FleetHosts:
             await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
             if row.state == LOST:
                 self.on_change(row.id, row.name, True)
+
+    async def _settle(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
+        """Tell a host the set it should run: each computer it holds that the database does not
+        place on it (its record deleted while the host was away or forgotten, a create whose
+        undo could not reach it) has its VM stopped and its folder set aside, disks kept. The
+        database is read after the report: a computer is placed (committed) before its host
+        makes it, so none the report shows can be one being made now."""
+        held = set(report["computers"])
+        if not held:
+            return
+        placed = await asyncio.to_thread(self._placed_on, row.id)
+        for computer_id in sorted(held - placed):
+            try:
+                to = await link.quarantine(computer_id)
+            except HostError as exc:
+                log.warning("host %s: %s could not be set aside: %s", row.name, computer_id, exc)
+                continue
+            log.warning(
+                "host %s held computer %s, which is not placed on it: its VM stopped, its "
+                "folder set aside in %s",
+                row.name,
+                computer_id,
+                to,
+            )
+
+    def _placed_on(self, host_id: str) -> set[str]:
+        with self.db.session() as s:
+            found = s.scalars(select(ComputerRow.id).where(ComputerRow.host_id == host_id))
+            return set(found)
 
     async def _link(self, row: HostRow) -> RemoteHost:
         link = self.links.get(row.name)
@@ -203,10 +244,11 @@ class FleetHosts:
 def _capacity(report: dict[str, Any]) -> Capacity:
     ram = report["room"]["ram"]
     disk = report["room"]["disk"] or {"free": 0, "promised": 0}
+    overcommit = float(report.get("disk_overcommit") or 1.0)  # what the host's admission allows
     return Capacity(
         vcpus=int(report.get("cpus") or 1),
         memory_mib=max(0, (int(ram["free"]) - int(ram["promised"])) // MIB),
-        disk_bytes=max(0, int(disk["free"]) - int(disk["promised"])),
+        disk_bytes=max(0, int(int(disk["free"]) * overcommit) - int(disk["promised"])),
     )
 
 

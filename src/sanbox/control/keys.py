@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from ..fleet.regions import MAX_REGIONS, set_regions
+from ..fleet.regions import check_name as check_region
 from ..store import Database, repo
 from ..store.models import ApiKey, Org
 from . import quotas
@@ -241,6 +243,28 @@ class Keys:
         target = self._org(actor, org)
         with self.db.session() as s:
             quotas.set_quota(s, target.id, quota)
+        return target
+
+    def regions(self, actor: Principal, org: str) -> tuple[str, str | None, list[str]]:
+        """An org's home region and the others it may use (any key: its own; host admin: any).
+        No home region: its computers may run in any (one host, or a fleet without regions)."""
+        target = self._org(actor, org, f"reading the regions of org {org!r}")
+        with self.db.session() as s:
+            row = s.get_one(Org, target.id)
+            return row.name, row.home_region, list(row.regions or [])
+
+    def set_regions(self, actor: Principal, org: str, home: str | None, others: list[str]) -> Org:
+        """Set an org's home region and the others it may use (host-admin key only: where a
+        tenant's data may be is the operator's promise). Computers keep the region they have."""
+        require_host_admin(actor, f"setting the regions of org {org!r}")
+        for region in ([home] if home else []) + others:
+            check_region(region)
+        if len(set(others)) > MAX_REGIONS:
+            raise InvalidRequestError(f"at most {MAX_REGIONS} regions besides the home region")
+        if others and home is None:
+            raise InvalidRequestError("other regions need a home region: set --home too")
+        target = self._org(actor, org)
+        set_regions(self.db, target.id, home, others)
         return target
 
     # keys -------------------------------------------------------------------------------------

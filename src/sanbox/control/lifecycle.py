@@ -135,6 +135,11 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
     """A computer gone, under its lock: network, VM, folder, the disk layers only it stood on,
     then its record (its last event says `why`)."""
     row = fleet.by_id(computer_id)
+    if row is not None and fleet.remote is not None and fleet.remote.forgotten(row.host_id):
+        # its host was forgotten as dead: its record goes; should the host come back, it is
+        # told the set it should run, and this computer's VM is stopped and set aside there
+        fleet.remove_record(computer_id, f"{why} (its host was forgotten: nothing on it touched)")
+        return
     host = fleet.host_of(row) if row is not None else fleet.runtime
     await fleet.network_down(computer_id)
     machine = fleet.machines.pop(computer_id, None)

@@ -6,6 +6,7 @@ call to the host; the host's next report counts what it then runs."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from sqlalchemy import select
@@ -27,12 +28,18 @@ def wanted(fleet: Fleet, snapshot_host: str | None, from_snapshot: bool) -> bool
 
 
 def place(
-    fleet: Fleet, row: ComputerRow, disk_gib: int, snapshot_host: str | None, from_snapshot: bool
+    fleet: Fleet,
+    row: ComputerRow,
+    disk_gib: int,
+    snapshot_host: str | None,
+    from_snapshot: bool,
+    exclude: Collection[str] = (),
 ) -> Placement:
-    """Reserve room for `row` on a host and put it there (its host, region and generation), in
-    one transaction; `insufficient_capacity` when no host of its region has room."""
+    """Reserve room for `row` on a host (none of `exclude`: hosts that refused it) and put it
+    there (its host, region and generation), in one transaction; `insufficient_capacity` when no
+    host of its region has room."""
     placer = Placer(fleet.db)
-    region = region_for(fleet.db, row.org_id, None)
+    region = row.region or region_for(fleet.db, row.org_id, None)  # placed before: its own
     req = Request(
         region=region or "",
         vcpus=row.vcpus,
@@ -43,16 +50,16 @@ def place(
     if from_snapshot and snapshot_host is not None:
         return placer.place_on(snapshot_host, _in_region(fleet, req, snapshot_host), row.id)
     if region is not None:
-        return placer.place(req, row.id)
+        return placer.place(req, row.id, exclude)
     last: Exception | None = None
     for name in _regions(fleet):  # an org without a home region may run in any
         try:
-            return placer.place(replace(req, region=name), row.id)
+            return placer.place(replace(req, region=name), row.id, exclude)
         except InsufficientCapacityError as exc:  # no room there: the next region
             last = exc
     if last is not None:
         raise last
-    return placer.place(req, row.id)  # none is up: said by the placer
+    return placer.place(req, row.id, exclude)  # none is up: said by the placer
 
 
 def release(fleet: Fleet, placement: Placement) -> None:

@@ -171,6 +171,8 @@ class Pools:
             with fleet.db.session() as s:
                 q = select(ComputerRow).where(ComputerRow.pool == pool.id,
                                               ComputerRow.state == State.RUNNING)  # fmt: skip
+                if req.region is not None:  # a member of the region asked for, or none
+                    q = q.where(ComputerRow.region == req.region)
                 q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
                 row = s.scalars(q.with_for_update(skip_locked=True)).first()
                 if row is None or not _fits(row, req):

@@ -3,11 +3,26 @@ use. A computer's region is set at its create and never changes (placement.py ke
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import select
 
+from ..control.errors import InvalidRequestError
 from ..store import Database
 from ..store.models import Org
 from .errors import RegionNotAllowedError
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # as hosts name theirs (hosts.py)
+MAX_REGIONS = 16  # regions an org may use besides its home
+
+
+def check_name(region: str) -> None:
+    if not _NAME.fullmatch(region):
+        raise InvalidRequestError(
+            f"a region is 1-32 of a-z, 0-9 and '-', starting with a letter or digit: "
+            f"{region[:40]!r}",
+            "invalid_region",
+        )
 
 
 def region_for(db: Database, org_id: str, requested: str | None) -> str | None:

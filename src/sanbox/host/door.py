@@ -13,6 +13,7 @@ from typing import Protocol
 from .agent import (
     AgentClient,
     AgentError,
+    AgentRouteError,
     AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
@@ -47,7 +48,7 @@ from .egress.org_ca import Minter, new_ca, upstream_context
 from .egress.policy import Policy, PolicyError, parse_rule
 from .egress.reach import Reach
 from .egress.resolver import Resolver
-from .errors import HostError, MissingToolError
+from .errors import HostError, HostFullError, MissingToolError
 from .image import (
     RECIPES,
     Image,
@@ -77,6 +78,7 @@ __all__ = [
     "RECIPES",
     "AgentClient",
     "AgentError",
+    "AgentRouteError",
     "AgentTimeoutError",
     "AgentUnavailableError",
     "Capabilities",
@@ -96,6 +98,7 @@ __all__ = [
     "FsEvent",
     "Host",
     "HostError",
+    "HostFullError",
     "Image",
     "Injection",
     "Intercepts",
@@ -220,6 +223,11 @@ class Host(Protocol):
     async def kill(self, computer_id: str) -> None: ...
 
     async def destroy(self, computer_id: str) -> None: ...
+
+    async def quarantine(self, computer_id: str) -> str:
+        """Kill its VM if it runs and set its folder aside, disks kept (a computer the control
+        plane does not place on this host: docs/fleet.md); where it went, for the log."""
+        ...
 
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState: ...
 

@@ -2,6 +2,7 @@
 
 HostError
 ├── LayoutError            a path outside the data dir, a malformed computer id
+├── HostFullError          no room on this host for it now (a fleet host's own admission)
 ├── image.ImageError       image builds and lookups
 ├── disk.DiskError         disk clones, growth, deletion
 └── vmm.VmmError           hypervisor processes
@@ -16,6 +17,13 @@ class HostError(Exception):
 
 class LayoutError(HostError):
     code = "invalid_path"
+
+
+class HostFullError(HostError):
+    """This host has no room for the RAM or disk asked for, counting what it already promised
+    (a fleet host's own admission: the control plane may place it on another host)."""
+
+    code = "host_full"
 
 
 class MissingToolError(HostError):

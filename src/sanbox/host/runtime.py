@@ -170,6 +170,9 @@ class HostRuntime:
     async def destroy(self, computer_id: str) -> None:
         await self.machines.destroy(computer_id)
 
+    async def quarantine(self, computer_id: str) -> str:
+        return str(await self.machines.quarantine(computer_id))
+
     async def run_saved(
         self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path | None
     ) -> Machine:

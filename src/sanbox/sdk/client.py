@@ -29,6 +29,7 @@ from .types import (
     HostInfo,
     ImageBuild,
     Org,
+    OrgRegions,
     Quota,
     Snapshot,
 )
@@ -145,6 +146,7 @@ class AsyncComputers:
         lifetime: int = 0,
         on_lifetime: str = "stop",
         max_running: int = 0,
+        region: str | None = None,
     ) -> AsyncComputer:
         """Create a computer; with `wait=False` it comes back `creating` (poll `refresh()`).
 
@@ -158,6 +160,7 @@ class AsyncComputers:
         `{"openai": "OPENAI_API_KEY"}`, the variable its placeholder is in (None: in none).
         No session limit unless asked: `lifetime` seconds after its creation it is stopped (or
         deleted, `on_lifetime="delete"`), `max_running` seconds after each start it is stopped.
+        `region`: the fleet region it runs in, one the org may use (left out: the org's home).
         """
         if from_snapshot is None:
             template = template or "base"  # the size left out is the template's (or the server's)
@@ -178,6 +181,8 @@ class AsyncComputers:
             body["allow"] = list(allow)
         if from_snapshot is not None:
             body["from_snapshot"] = from_snapshot
+        if region is not None:
+            body["region"] = region
         if secrets is not None:
             pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
             body["secrets"] = [{"name": secret, "env": var} for secret, var in pairs]
@@ -264,6 +269,19 @@ class AsyncOrgs:
         }
         path = f"/v1/orgs/{quote(org, safe='')}/quota"
         return Quota.from_json(await self._client.http.json("PUT", path, json_body=body))
+
+    async def regions(self, org: str) -> OrgRegions:
+        """Where the org's computers may run (any key: its own org; host-admin key: any)."""
+        path = f"/v1/orgs/{quote(org, safe='')}/regions"
+        return OrgRegions.from_json(await self._client.http.json("GET", path))
+
+    async def set_regions(
+        self, org: str, home: str | None, allowed: builtins.list[str] | None = None
+    ) -> OrgRegions:
+        """Set the org's home region and the others its computers may ask for (host-admin key)."""
+        body = {"home": home, "allowed": list(allowed or [])}
+        path = f"/v1/orgs/{quote(org, safe='')}/regions"
+        return OrgRegions.from_json(await self._client.http.json("PUT", path, json_body=body))
 
 
 class AsyncImages:

@@ -56,6 +56,7 @@ class ComputerFields:
     updated_at = property(lambda self: self.record.updated_at)
     last_error = property(lambda self: self.record.last_error)
     unknown_reason = property(lambda self: self.record.unknown_reason)
+    region = property(lambda self: self.record.region)
     idle_timeout = property(lambda self: self.record.idle_timeout)
     memory = property(lambda self: self.record.memory)
     memory_reason = property(lambda self: self.record.memory_reason)
@@ -137,12 +138,18 @@ class AsyncComputer(ComputerFields):
         )  # fmt: skip
         return Snapshot.from_json(data)
 
-    async def fork(self, count: int = 1, name: str | None = None) -> builtins.list[AsyncComputer]:
+    async def fork(
+        self, count: int = 1, name: str | None = None, region: str | None = None
+    ) -> builtins.list[AsyncComputer]:
         """`count` new running computers (1-16) that start where this one is now, each with its
         own identity (hostname, machine-id, SSH host keys, entropy); all or none. `name` names a
-        single fork, or is the prefix of several (`name-1`...`name-N`)."""
+        single fork, or is the prefix of several (`name-1`...`name-N`). Forks run in their
+        source's region (`region`, if given, must be it: else `region_mismatch`)."""
+        body: dict[str, Any] = {"count": count, "name": name}
+        if region is not None:
+            body["region"] = region
         data = await self._client.http.json(
-            "POST", self.path + "/fork", json_body={"count": count, "name": name}, timeout=_LONG
+            "POST", self.path + "/fork", json_body=body, timeout=_LONG
         )
         return [
             AsyncComputer(self._client, ComputerRecord.from_json(c))

@@ -204,6 +204,8 @@ class Orgs(Facade[AsyncOrgs]):
     list = blocking(AsyncOrgs.list)
     quota = blocking(AsyncOrgs.quota)
     set_quota = blocking(AsyncOrgs.set_quota)
+    regions = blocking(AsyncOrgs.regions)
+    set_regions = blocking(AsyncOrgs.set_regions)
 
 
 class Keys(Facade[AsyncKeys]):

@@ -47,6 +47,7 @@ class ComputerRecord:
     lifetime_ends_at: str | None = None
     running_ends_at: str | None = None  # while running, with a max_running
     unknown_reason: str | None = None  # with state `unknown`: why (its fleet host is not up)
+    region: str | None = None  # the fleet region it runs in (None: the server's own host)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ComputerRecord:
@@ -130,6 +131,20 @@ class Org:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Org:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class OrgRegions:
+    """Where an org's computers run: `home` unless they ask (None: anywhere), or one of
+    `allowed`."""
+
+    org: str
+    home: str | None = None
+    allowed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OrgRegions:
         return cls(**_known(cls, data))
 
 

@@ -10,7 +10,16 @@ from fastapi import APIRouter, Depends, Request
 
 from ...control import quotas
 from ...control.keys import Keys
-from ..admin_schemas import OrgCreate, OrgList, OrgOut, QuotaLimits, QuotaOut, QuotaUse
+from ..admin_schemas import (
+    OrgCreate,
+    OrgList,
+    OrgOut,
+    OrgRegions,
+    OrgRegionsOut,
+    QuotaLimits,
+    QuotaOut,
+    QuotaUse,
+)
 from ..auth import Principal, admin, host_admin, principal
 from ..schemas import ErrorBody
 
@@ -59,3 +68,24 @@ async def set_quota(org: str, body: QuotaLimits, actor: Admin, k: KeysDep) -> Qu
     """Replace an org's quota (host-admin key; null or absent fields: no limit)."""
     k.set_quota(actor, org, quotas.Quota(**body.model_dump()))
     return _quota_out(*k.quota(actor, org))
+
+
+@router.get(
+    "/orgs/{org}/regions", response_model=OrgRegionsOut, responses={404: {"model": ErrorBody}}
+)
+async def get_regions(org: str, actor: Anyone, k: KeysDep) -> OrgRegionsOut:
+    """Where an org's computers may run: its home region and the others they may ask for (its
+    own with any key; any org's, host-admin key)."""
+    name, home, allowed = k.regions(actor, org)
+    return OrgRegionsOut(org=name, home=home, allowed=allowed)
+
+
+@router.put(
+    "/orgs/{org}/regions", response_model=OrgRegionsOut, responses={404: {"model": ErrorBody}}
+)
+async def set_regions(org: str, body: OrgRegions, actor: Admin, k: KeysDep) -> OrgRegionsOut:
+    """Set an org's home region and the others it may use (host-admin key). Its computers keep
+    the region they were made in."""
+    k.set_regions(actor, org, body.home, body.allowed)
+    name, home, allowed = k.regions(actor, org)
+    return OrgRegionsOut(org=name, home=home, allowed=allowed)

@@ -52,5 +52,5 @@ async def fork_computer(ref: str, body: ForkRequest, auth: Auth, plane: Plane) -
     """`count` new running computers from this one as it is now: with its memory and processes
     if it runs or is paused (each with a new hostname, machine-id, SSH host keys, entropy and
     clock), else booted on a copy of its disk. All are made, or none."""
-    rows = await plane.fork(auth.org, ref, body.count, body.name)
+    rows = await plane.fork(auth.org, ref, body.count, body.name, body.region)
     return ComputerList(computers=[Computer.of(r, auth.org.name) for r in rows])

@@ -38,6 +38,7 @@ from ...host.door import HostError, Liveness, Machine, is_current
 from ...host.runtime import HostRuntime
 from . import wire
 from .journal import Answer, Journal
+from .room import HostRoom
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,12 @@ Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
 
 
 class HostAgent:
-    def __init__(self, runtime: HostRuntime, journal: Journal | None = None) -> None:
+    def __init__(
+        self, runtime: HostRuntime, journal: Journal | None = None, room: HostRoom | None = None
+    ) -> None:
         self.runtime = runtime
         self.journal = journal or Journal()
+        self.room = room or HostRoom(runtime)  # its own admission (room.py)
         self.epoch = secrets.token_hex(8)  # this process: a restarted agent is a new epoch
         self.machines: dict[str, Machine] = {}  # the VMs it started or re-attached
 
@@ -101,6 +105,7 @@ class HostAgent:
             "storage": storage,
             "reflink": reflink,
             "room": {"ram": wire.room_out(ram), "disk": wire.room_out(disk)},
+            "disk_overcommit": self.room.capacity.disk_overcommit,
             "builds": [wire.image_out(i) for i in builds],
             "current": [i.build_id for i in builds if is_current(i)],
             "snapshots": rt.snapshot_ids(),
@@ -197,13 +202,17 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 async def _create(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine, disk = await rt.create(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    spec = wire.spec_in(a["spec"])
+    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
+        machine, disk = await rt.create(spec, _image(rt, a["image"]))
     await agent.hand_over(machine)
     return {"machine": _machine_out(machine), "disk": wire.disk_out(disk)}
 
 
 async def _start(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine = await rt.start(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    spec = wire.spec_in(a["spec"])
+    with agent.room.held(spec.memory_mib, 0, spec.computer_id):
+        machine = await rt.start(spec, _image(rt, a["image"]))
     return _machine_out(await agent.hand_over(machine))
 
 
@@ -228,6 +237,13 @@ async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     await rt.destroy(a["computer_id"])
 
 
+async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    agent.machines.pop(a["computer_id"], None)
+    to = await rt.quarantine(a["computer_id"])
+    log.warning("computer %s is not this host's to run: set aside in %s", a["computer_id"], to)
+    return to
+
+
 async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id)
@@ -237,7 +253,9 @@ async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
 
 
 async def _resume(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine, outcome = await rt.resume(wire.spec_in(a["spec"]), _image(rt, a["image"]))
+    spec = wire.spec_in(a["spec"])
+    with agent.room.held(spec.memory_mib, 0, spec.computer_id):
+        machine, outcome = await rt.resume(spec, _image(rt, a["image"]))
     await agent.hand_over(machine)
     return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
 
@@ -269,9 +287,11 @@ async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any
 
 
 async def _create_from_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine, outcome = await rt.create_from_snapshot(
-        wire.spec_in(a["spec"]), _image(rt, a["image"]), a["snapshot_id"]
-    )
+    spec = wire.spec_in(a["spec"])
+    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
+        machine, outcome = await rt.create_from_snapshot(
+            spec, _image(rt, a["image"]), a["snapshot_id"]
+        )
     await agent.hand_over(machine)
     return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
 
@@ -280,7 +300,9 @@ async def _fork(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id) if a["running"] else None
     new_specs = [wire.spec_in(s) for s in a["new_specs"]]
-    made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, bool(a["memory"]))
+    memory_mib = sum(s.memory_mib for s in new_specs)
+    with agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs)):
+        made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, bool(a["memory"]))
     return [_machine_out(await agent.hand_over(m)) for m in made]
 
 
@@ -332,6 +354,7 @@ CALLS: dict[str, Handler] = {
     "shutdown": _shutdown,
     "kill": _kill,
     "destroy": _destroy,
+    "quarantine": _quarantine,
     "pause": _pause,
     "resume": _resume,
     "drop_saved_memory": _drop_saved_memory,

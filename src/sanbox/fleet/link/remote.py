@@ -111,6 +111,10 @@ class RemoteHost:
                 await self.refresh()
             await asyncio.sleep(REPORT_EVERY)
 
+    def lost(self) -> None:
+        """Something of the host did not answer: unreachable until a report is read again."""
+        self._read_at = 0.0
+
     @property
     def reachable(self) -> bool:
         return self._report is not None and time.monotonic() - self._read_at < STALE_AFTER
@@ -194,6 +198,9 @@ class RemoteHost:
     async def destroy(self, computer_id: str) -> None:
         await self.call("destroy", computer_id=computer_id)
         await self.refresh()
+
+    async def quarantine(self, computer_id: str) -> str:
+        return str(await self.call("quarantine", computer_id=computer_id))
 
     async def pause(self, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
         with contextlib.suppress(Exception):

@@ -10,13 +10,14 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...host.door import HostError, Liveness
+from ...host.door import AgentRouteError, HostError, Liveness
 
 if TYPE_CHECKING:
     from ...host.agent.dial import Streams
     from .remote import RemoteHost
 
 TUNNEL_READ = 1 << 20
+CONNECT_TIMEOUT = 2.0  # as the host's calls (remote.py)
 
 
 class RemoteVm:
@@ -37,10 +38,21 @@ class RemoteVm:
         return self.run_dir / "agent.sock"
 
     async def dial_agent(self) -> Streams:
-        """A stream to the guest agent through the host agent's tunnel."""
+        """A stream to the guest agent through the host agent's tunnel; a tunnel that does not
+        answer within CONNECT_TIMEOUT is AgentRouteError at once (not dialled again: its host
+        is unreachable until its report is read again)."""
         host, port = self.host.tunnel
         tls: ssl.SSLContext = self.host.tls
-        reader, writer = await asyncio.open_connection(host, port, ssl=tls, limit=TUNNEL_READ)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=tls, limit=TUNNEL_READ
+                )
+        except OSError as exc:  # refused, unroutable, or no answer in time (TimeoutError)
+            self.host.lost()
+            raise AgentRouteError(
+                f"host {self.host.name} does not answer: {exc or type(exc).__name__}"
+            ) from exc
         writer.write(f"{self.computer_id}\n".encode())
         await writer.drain()
         return reader, writer

@@ -3,6 +3,7 @@
 from .client import AgentClient, Metrics, Ping
 from .errors import (
     AgentError,
+    AgentRouteError,
     AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
@@ -23,6 +24,7 @@ from .watch import DirWatch, FsEvent, Watches
 __all__ = [
     "AgentClient",
     "AgentError",
+    "AgentRouteError",
     "AgentTimeoutError",
     "AgentUnavailableError",
     "Attached",

@@ -29,6 +29,11 @@ class AgentUnavailableError(AgentError):
     """The agent cannot be reached, or the channel to it died."""
 
 
+class AgentRouteError(AgentUnavailableError):
+    """The way to the agent is down (a fleet host's tunnel does not answer): nothing is known of
+    the guest itself, and the dial is not retried."""
+
+
 class AgentTimeoutError(AgentError, TimeoutError):
     """The agent did not answer in time."""
 

@@ -125,6 +125,12 @@ class DataDir:
         return self.root / "snapshots"
 
     @property
+    def quarantine(self) -> Path:
+        """Computers' folders set aside (disks kept): what a fleet host held that the control
+        plane no longer places on it (root's only: 0700)."""
+        return self.root / "quarantine"
+
+    @property
     def layers(self) -> Path:
         return self.root / "layers"
 

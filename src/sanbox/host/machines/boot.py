@@ -347,3 +347,20 @@ class Machines:
         await asyncio.to_thread(shutil.rmtree, cdir.root, True)
         if cdir.root.exists():  # a file that could not be removed: never said gone
             raise HostError(f"computer folder {cdir.root} could not be removed")
+
+    async def quarantine(self, computer_id: str) -> Path:
+        """Kill the VM if it runs and set the computer's folder aside, disks kept, under the data
+        dir's quarantine folder (root's only, so the uid its VM ran as, given to another
+        computer later, cannot reach it); where it went."""
+        await self.kill(computer_id)
+        if self.network is not None:
+            await self.network.remove(computer_id)
+        cdir = self.data_dir.computer(computer_id)
+        self.data_dir.quarantine.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.data_dir.quarantine, 0o700)
+        to = self.data_dir.quarantine / f"{computer_id}-{time.strftime('%Y%m%dT%H%M%S')}"
+        try:
+            os.rename(cdir.root, to)
+        except OSError as exc:
+            raise HostError(f"computer folder {cdir.root} could not be set aside: {exc}") from exc
+        return to

@@ -1,0 +1,37 @@
+"""A fleet host's own admission: before it makes a computer (a create, a copy, a fork) or brings
+one back to RAM (a start, a resume), the host agent checks its filesystems as they are now and
+holds the room until the call ends, so calls placed on one report's figures cannot together
+promise more than the host has. No room is `host_full` (HostFullError): the control plane then
+gives a new computer's placement back and tries another host of its region (control/create.py).
+
+The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, thin disks
+up to `disk_overcommit` times the free space."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ...control.capacity import Capacity
+from ...control.errors import InsufficientStorageError
+from ...host.door import HostFullError
+from ...host.runtime import HostRuntime
+
+
+class HostRoom:
+    def __init__(self, runtime: HostRuntime, disk_overcommit: float = 1.0) -> None:
+        self.runtime = runtime
+        self.capacity = Capacity.of_host(disk_overcommit)
+
+    @contextmanager
+    def held(
+        self, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
+    ) -> Iterator[None]:
+        """Room for `memory_mib` of guest RAM and a `disk_gib` disk, held while the block runs;
+        HostFullError (nothing made) when it does not fit."""
+        try:
+            hold = self.capacity.admit_here(self.runtime, memory_mib, disk_gib, computer_id)
+        except InsufficientStorageError as exc:
+            raise HostFullError(f"{exc.code}: {exc.message}") from exc
+        with hold:
+            yield

@@ -1,0 +1,166 @@
+"""Two fleet hosts (real host agents over mutual TLS, on the local driver) and what keeps a
+computer on the right one:
+- a host checks its own room before it makes a computer: one whose last report showed room it no
+  longer has refuses (`host_full`), and the create is placed again on another host of the region,
+  its events saying so;
+- a host that comes back is told the set it should run: a computer whose record went while the
+  host was forgotten as dead has its VM stopped and its folder set aside, disks kept, and nothing
+  it should run is touched."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sanbox import Sanbox
+from sanbox.fleet.link.agent import HostAgent
+from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.fleet.link.room import HostRoom
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
+
+from .conftest import LiveServer, fake_image
+from .test_host_link import (
+    _free_port,
+    _hosts,
+    _sanbox,
+    _serving,
+    _until,
+    _wait_until_up,
+    serving_fleet,
+)
+
+pytestmark = pytest.mark.component
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
+    yield from serving_fleet(short_tmp, lease=2.0, lost_after=4.0)
+
+
+class _Behind(HostAgent):
+    """A host whose report is a moment old: it still shows the room (many CPUs, a large disk)
+    that other work has since taken. Its admission reads the filesystem as it is."""
+
+    def report(self) -> dict[str, Any]:
+        found = super().report()
+        found["cpus"] = 64
+        found["room"]["disk"] = {"free": 1 << 42, "promised": 0, "path": "/"}
+        return found
+
+
+def _join(live: LiveServer, name: str, host_dir: Path, port: int) -> None:
+    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
+    who = ["--server", live.url, "--token", token, "--name", name, "--region", "eu-1"]
+    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
+    joined = _sanbox(live, "host", "join", *who, *where)
+    assert joined.returncode == 0, joined.stderr
+
+
+def _runtime(host_dir: Path, ram_dir: Path | None = None) -> HostRuntime:
+    dd = DataDir(host_dir, ram_dir) if ram_dir is not None else DataDir(host_dir)
+    return HostRuntime(dd, LocalDriver(), networking=False)
+
+
+def _up(live: LiveServer, *names: str) -> bool:
+    up = {h.name for h in _hosts(live) if h.state == "up" and h.layers}
+    return set(names) <= up
+
+
+def test_a_host_without_room_sends_the_create_to_another(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    free = os.statvfs(short_tmp).f_bavail * os.statvfs(short_tmp).f_frsize
+    disk_gib = free // GIB + 8  # more than the data filesystem has: fits only thinly overcommitted
+    behind_dir, roomy_dir = short_tmp / "h1", short_tmp / "h2"
+    ports = _free_port(), _free_port()
+    _join(live, "h1", behind_dir, ports[0])
+    _join(live, "h2", roomy_dir, ports[1])
+    for d in (behind_dir, roomy_dir):
+        fake_image(DataDir(d))
+    behind = _Behind(_runtime(behind_dir))  # its admission: no overcommit
+    roomy_rt = _runtime(roomy_dir, short_tmp / "h2-ram")
+    (short_tmp / "h2-ram").mkdir()
+    roomy = HostAgent(roomy_rt, room=HostRoom(roomy_rt, disk_overcommit=4.0))
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    with (
+        _serving(behind, ports[0], host_identity(DataDir(behind_dir).host / "fleet")),
+        _serving(roomy, ports[1], host_identity(DataDir(roomy_dir).host / "fleet")),
+    ):
+        for port in ports:
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("both hosts up with their builds", lambda: _up(live, "h1", "h2"))
+        with Sanbox(live.url, live.key, timeout=60) as client:
+            c = client.computers.create(name="big", disk_gib=disk_gib, idle_timeout=0)
+            assert c.state == "running"
+            events = [(e.type, e.data) for e in c.events()]
+            placed = [d["host"] for t, d in events if t == "computer.placed"]
+            refused = [d["host"] for t, d in events if t == "computer.refused"]
+            assert placed == ["h1", "h2"] and refused == ["h1"], events
+            assert (roomy_dir / "computers" / c.id).is_dir()
+            assert not (behind_dir / "computers" / c.id).exists(), "h1 made part of it"
+            assert c.exec("true").exit_code == 0
+            c.delete()
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_a_host_that_comes_back_is_told_the_set_it_should_run(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    host_dir, port = short_tmp / "h1", _free_port()
+    _join(live, "h1", host_dir, port)
+    fake_image(DataDir(host_dir))
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        with _serving(HostAgent(_runtime(host_dir)), port, me):
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+            _until("h1 up with its builds", lambda: _up(live, "h1"))
+            keep = client.computers.create(name="keep", idle_timeout=0)
+            gone = client.computers.create(name="gone", idle_timeout=0)
+            keep.files.write("/tmp/kept.txt", b"still here")
+            assert _processes_naming(gone.id), "its VM runs"
+        # the host agent goes (its VMs run on), is declared lost, and forgotten as dead; the
+        # computer deleted meanwhile loses its record only: nothing on the host is reachable
+        _until("h1 lost", lambda: _hosts(live)[0].state == "lost")
+        forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
+        assert forgot.returncode == 0, forgot.stderr
+        gone.delete()
+        assert [c.name for c in client.computers.list()] == ["keep"]
+        assert (host_dir / "computers" / gone.id).is_dir()
+
+        # the host joins again: told its set, it stops and sets aside the one it no longer runs
+        _join(live, "h1", host_dir, port)
+        with _serving(HostAgent(_runtime(host_dir)), port, me):
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+            _until("gone set aside", lambda: not (host_dir / "computers" / gone.id).exists())
+            aside = list((host_dir / "quarantine").iterdir())
+            assert [p.name.startswith(f"{gone.id}-") for p in aside] == [True], aside
+            assert (aside[0] / "disk").exists() or any(aside[0].iterdir()), "its files kept"
+            assert (host_dir / "quarantine").stat().st_mode & 0o777 == 0o700
+            _until("its VM stopped", lambda: not _processes_naming(gone.id))
+            # the one it should run is untouched and answers
+            assert (host_dir / "computers" / keep.id).is_dir()
+            _until("keep back", lambda: keep.refresh().state == "running", timeout=30)
+            assert keep.exec("cat /tmp/kept.txt && rm /tmp/kept.txt").stdout == "still here"
+            keep.delete()
