@@ -341,6 +341,20 @@ async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
     )
 
 
+@router.put("/sandboxes/{sandbox_id}/network")
+async def update_network(sandbox_id: str, request: Request) -> JSONResponse:
+    """E2B's `update_network` (SDK 2.63.0 calls it) is not offered: answered 501 in E2B's shape
+    for a sandbox of the key's org, so the SDK raises that, not `SandboxNotFoundException`."""
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    _row(plane, p, sandbox_id)
+    message = (
+        "updating a sandbox's network is not offered by Sanbox: set `network.allowOut` when "
+        "creating it, or the computer's allowlist through /v1 (PUT /v1/computers/{ref}/network)"
+    )
+    return JSONResponse({"code": 501, "message": message}, status_code=501)
+
+
 @router.post("/sandboxes/{sandbox_id}/fork")
 async def fork(sandbox_id: str, body: ForkBody, request: Request) -> JSONResponse:
     """Sanbox forks all or none: on failure every entry carries the same error."""
