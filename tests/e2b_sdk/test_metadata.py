@@ -1,8 +1,11 @@
 """E2B's metadata through its SDK, unmodified: any keys (mixed case, spaces, dots, `e2b/`), kept
-and answered as given, listed by the SDK's metadata filter, bounded with E2B's error shape; the
-pairs that are valid Sanbox labels are labels too (what /v1 filters by)."""
+and answered as given, listed by the SDK's metadata filter (with its start time filter too),
+bounded with E2B's error shape; the pairs that are valid Sanbox labels are labels too (what /v1
+filters by)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -14,6 +17,7 @@ from sanbox.control.names import METADATA_KEY_MAX, METADATA_MAX, METADATA_VALUE_
 from .conftest import E2bServer
 
 pytestmark = pytest.mark.e2b
+MICROSECOND = timedelta(microseconds=1)
 
 ANY_KEYS = {
     "userId": "A1",
@@ -42,6 +46,12 @@ def test_any_keys_are_kept_listed_and_filtered(e2b_server: E2bServer) -> None:
             listed = Sandbox.list(query=SandboxQuery(metadata=query)).next_items()
             assert sorted(s.sandbox_id for s in listed) == sorted(s.sandbox_id for s in found)
             assert all(s.metadata == given[s.sandbox_id] for s in listed)
+
+        started = sbx.get_info().started_at
+        for after, found in [(started, [sbx, other]), (started + MICROSECOND, [other])]:
+            query = SandboxQuery(metadata={"team": "blue"}, started_after=after)
+            listed = Sandbox.list(query=query).next_items()  # started at or after
+            assert {s.sandbox_id for s in listed} == {s.sandbox_id for s in found}
 
         admin = {"Authorization": f"Bearer {e2b_server.key}"}
         computer = "cmp_" + sbx.sandbox_id[4:]

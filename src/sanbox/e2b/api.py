@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import urllib.parse
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -265,6 +266,16 @@ def _metadata_filter(raw: str | None) -> dict[str, str]:
     return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs}
 
 
+def _started_after(raw: str | None) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidRequestError("startedAfter is an RFC 3339 time") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(str(offset).encode()).decode()
 
@@ -293,11 +304,13 @@ async def list_sandboxes(request: Request) -> JSONResponse:
     except ValueError:
         limit = LIST_LIMIT
     wanted = _metadata_filter(q.get("metadata")).items()
+    after = _started_after(q.get("startedAfter"))
     rows = [
         r
         for r in plane.find(p.org)
         if State(r.state) not in _GONE
         and wanted <= identity.metadata(r).items()
+        and (after is None or (r.started_at or r.created_at) >= after)
         and r.pool is None
         and (not states or state_of(r) in states)
         and (not template or r.template == template)
