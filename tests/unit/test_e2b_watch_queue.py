@@ -104,3 +104,17 @@ def test_an_agent_without_inotify_is_polled() -> None:
         assert gone.value.code == "not_found"
 
     asyncio.run(body())
+
+
+def test_watchers_that_ended_long_ago_are_forgotten() -> None:
+    old, recent, live = read(), read(), Queued()  # two ended (their folder gone), one not
+
+    async def body() -> None:
+        watchers = Watchers()
+        now = asyncio.get_running_loop().time()
+        old.ended_at, recent.ended_at = now - envd_watch.ENDED_KEPT - 1, now
+        watchers._by_computer = {"cmp_gone": {"w1": old}, "cmp_here": {"w2": recent, "w3": live}}
+        watchers._sweep()
+        assert watchers._by_computer == {"cmp_here": {"w2": recent, "w3": live}}
+
+    asyncio.run(body())

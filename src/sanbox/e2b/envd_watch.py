@@ -5,9 +5,10 @@ and `create` of the new one, and (recursive) every folder below, new ones includ
 path relative to the watched folder.
 
 A watcher polled by the SDK (CreateWatcher) is read into a queue of at most `MAX_QUEUED` events;
-past that, or when the guest's queue overflowed, events are lost and the next GetWatcherEvents
-says so (`data_loss`) once the events queued were read. A WatchDir stream ends with
-`data_loss` when the guest's queue overflowed.
+past that, or when the guest's queue overflowed, events are lost and a GetWatcherEvents says so
+(`data_loss`) once the events queued were read. One that ended (its folder or its computer gone)
+says why until it is removed, or is forgotten `ENDED_KEPT` seconds later. A WatchDir stream ends
+with `data_loss` when the guest's queue overflowed.
 
 An agent before protocol 3 has no inotify: its watchers compare listings of the folder at each
 poll (`Poll`), so they report creations, writes and removals (a rename is a removal and a
@@ -34,6 +35,7 @@ MAX_WATCHERS = 64  # per computer
 MAX_QUEUED = 4096  # events waiting for a GetWatcherEvents, per watcher
 WATCH_POLL = 0.25  # seconds between two listings of a WatchDir stream without inotify
 KEEPALIVE = 30.0  # seconds of a quiet WatchDir stream before a keepalive
+ENDED_KEPT = 600.0  # seconds an ended watcher (its folder or computer gone) still says why
 EVENT_TYPES = {
     "create": "EVENT_TYPE_CREATE",
     "write": "EVENT_TYPE_WRITE",
@@ -105,6 +107,7 @@ class Queued:
     events: collections.deque[dict[str, Any]] = field(default_factory=collections.deque)
     lost: bool = False
     ended: ConnectError | None = None
+    ended_at: float = 0.0  # the event loop's time
     task: asyncio.Task[None] | None = None
 
     def take(self) -> list[dict[str, Any]]:
@@ -128,6 +131,7 @@ class Queued:
             self.ended = ConnectError("not_found", "the watched directory is gone")
         except ControlError as exc:
             self.ended = connect_error(exc)
+        self.ended_at = asyncio.get_running_loop().time()
 
 
 Watcher = Poll | Queued
@@ -148,7 +152,19 @@ class Watchers:
             raise ConnectError("invalid_argument", f"path {path} is not a directory")
         return path
 
+    def _sweep(self) -> None:
+        """Forget the watchers that ended long ago (their computer deleted, most likely), with
+        what they held: only a watcher still watching, or ended lately, is kept."""
+        before = asyncio.get_running_loop().time() - ENDED_KEPT
+        for computer, mine in list(self._by_computer.items()):
+            for watcher_id, watcher in list(mine.items()):
+                if isinstance(watcher, Queued) and watcher.ended and watcher.ended_at < before:
+                    del mine[watcher_id]
+            if not mine:
+                del self._by_computer[computer]
+
     async def create(self, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+        self._sweep()
         mine = self._by_computer.setdefault(sb.computer_id, {})
         if len(mine) >= MAX_WATCHERS:
             raise ConnectError("resource_exhausted", f"at most {MAX_WATCHERS} watchers")
