@@ -230,11 +230,16 @@ def test_a_host_that_is_gone_is_unreachable_within_seconds(host_agent: Agent) ->
                     break
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
-            started = time.monotonic()
-            with pytest.raises(HostUnreachableError) as raised:
-                await remote.call("kill", computer_id="cmpnone")
-            assert time.monotonic() - started < 2.5
-            assert raised.value.code == "host_unreachable"
+            while True:  # a keep-alive connection the agent still drains may serve one more
+                started = time.monotonic()
+                try:
+                    await remote.call("kill", computer_id="cmpnone")
+                except HostUnreachableError as raised:
+                    assert time.monotonic() - started < 2.5
+                    assert raised.code == "host_unreachable"
+                    break
+                assert time.monotonic() < deadline, "calls still answered by a stopped agent"
+                await asyncio.sleep(0.05)
         finally:
             await remote.close()
 

@@ -26,6 +26,11 @@ PG_URL = os.environ.get("SANBOX_TEST_PG_URL")
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A URL whose connections see only a fresh schema, migrated to head."""
+    yield from fresh_schema()
+
+
+def fresh_schema() -> Iterator[str]:
+    """A URL whose connections see only a new schema, migrated to head; dropped after."""
     if not PG_URL:
         pytest.skip("the fleet tier needs SANBOX_TEST_PG_URL (scripts/test sets it)")
     schema = f"fleet_{secrets.token_hex(4)}"

@@ -70,3 +70,17 @@ def test_stale_operations_are_swept_skipping_locked_rows(pg: Database) -> None:
         row = s.scalars(select(OperationRow).where(OperationRow.op_id == free.op_id)).one()
     assert row.state == "abandoned" and row.error == "not finished within 0.2 s"
     ops.finish(ops.begin("cmp_free", "start").op_id)  # the computer takes work again
+
+
+def test_a_node_that_starts_again_abandons_what_it_left(any_db: Database) -> None:
+    ops = Operations(any_db)
+    mine = ops.begin("cmp_a", "stop", node="api-1:aaaa")
+    theirs = ops.begin("cmp_b", "pause", node="api-2:bbbb")
+    assert ops.abandon_node("api-1:aaaa") == 1
+    assert ops.incomplete("cmp_a") is None  # free again at once
+    assert ops.incomplete("cmp_b") == theirs  # another node's: untouched
+    assert not ops.finish(mine.op_id)  # closed already: its late finish changes nothing
+    with any_db.session() as s:
+        row = s.scalars(select(OperationRow).where(OperationRow.op_id == mine.op_id)).one()
+    assert (row.state, row.error) == ("abandoned", "its API node restarted")
+    assert ops.finish(theirs.op_id)

@@ -1,12 +1,14 @@
 """Leaves of the org CA are minted off the event loop and within bounds per computer: new leaves
 per window, mints at once, and a share of the kept contexts that one computer cannot push the
-others out of."""
+others out of; and a leaf's key is never written to a file."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import pathlib
 import ssl
+import tempfile
 import threading
 
 import pytest
@@ -91,3 +93,14 @@ def test_one_computer_cannot_push_the_others_leaves_out() -> None:
         assert await minter.context("api.test", "c2") is kept
 
     asyncio.run(scenario())
+
+
+def test_a_leaf_key_is_written_to_no_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    """Minted in memory only (a memfd for `ssl`'s loader): with no temporary folder to write
+    in, a leaf is still made, and it is the CA's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "none"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "none"))
+    _ends, context = Minter(*CA)._mint("api.example.com")
+    assert isinstance(context, ssl.SSLContext) and not (tmp_path / "none").exists()

@@ -148,3 +148,21 @@ def test_the_tcg_code_cache_is_bounded_and_counted_in_the_cgroup() -> None:
     assert kvm[kvm.index("-accel") + 1] == "kvm"
     base = limits_for(1, 512).memory_bytes
     assert limits_for(1, 512, TCG_CODE_CACHE_MIB).memory_bytes == base + (TCG_CODE_CACHE_MIB << 20)
+
+
+def test_a_host_agent_gives_its_vms_uids_of_its_own_range_only() -> None:
+    from sanbox.host.drivers.confine import UidRange
+
+    mine = UidRange.parse(f"{FIRST_VM_UID + 1000}-{FIRST_VM_UID + 1009}")
+    assert (mine.first, mine.count, mine.last) == (FIRST_VM_UID + 1000, 10, FIRST_VM_UID + 1009)
+    taken: set[int] = set()
+    for i in range(10):
+        uid = computer_uid(f"ab12cd-cmp_{i}", taken, mine)
+        assert uid in mine and uid not in taken
+        taken.add(uid)
+    with pytest.raises(Exception, match="all 10 VM uids"):
+        computer_uid("ab12cd-cmp_x", taken, mine)
+    bad = ["1-2", f"{FIRST_VM_UID}", f"{FIRST_VM_UID + 5}-{FIRST_VM_UID + 4}"]
+    for text in [*bad, f"{FIRST_VM_UID}-{FIRST_VM_UID + VM_UIDS}"]:
+        with pytest.raises(ValueError):
+            UidRange.parse(text)

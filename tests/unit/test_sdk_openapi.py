@@ -29,6 +29,7 @@ RECORDS: dict[type, str] = {
     types.ImageBuild: "ImageBuildOut",
     types.Org: "OrgOut",
     types.Quota: "QuotaOut",
+    types.OrgRegions: "OrgRegionsOut",
     types.ApiKey: "KeyOut",
     types.AuditRecord: "AuditRecordOut",
     types.HostInfo: "HostInfo",

@@ -19,6 +19,7 @@ from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
 from ..control.deadlines import DeadlineWatcher
+from ..control.fleet_egress import WATCH_EVERY as EGRESS_WATCH
 from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
@@ -107,6 +108,7 @@ def create_app(
                 "sample_interval": settings.usage_sample_interval,
             },
             metering=settings.metering,
+            fleet_dir=settings.fleet_dir,
         )
         app.state.fleet_metrics = FleetMetrics(computers)
         app.state.settings, app.state.computers = settings, computers
@@ -125,6 +127,8 @@ def create_app(
             asyncio.ensure_future(app.state.audit.sweep_every()),
             asyncio.ensure_future(computers.hosts.watch(settings.watch_interval)),
         ]
+        if computers.fleet.far is not None:  # fleet hosts' egress: denials and convergence
+            watchers.append(asyncio.ensure_future(computers.fleet.far.watch(EGRESS_WATCH)))
         if settings.metering:
             watchers.append(asyncio.ensure_future(computers.usage.meter.watch()))
         try:

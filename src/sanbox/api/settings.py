@@ -98,6 +98,7 @@ class ServerSettings:
     metering: bool = True  # usage intervals written with every state change (off: benchmarks)
     metrics_token: str | None = None  # may scrape /metrics besides host-admin keys
     usage_source: str = "sanbox"  # the CloudEvents `source` of usage: one per deployment
+    fleet_dir: Path | None = None  # the fleet's CAs (SANBOX_FLEET_DIR); None: <data dir>/fleet
     crash_at: str | None = None  # TEST ONLY: die at this step (SANBOX_TEST_CRASH_AT, faults.py)
 
     @classmethod
@@ -122,6 +123,8 @@ class ServerSettings:
                 values[name] = kind(os.environ[env])
         if os.environ.get("SANBOX_TRUSTED_PROXIES"):
             values["trusted_proxies"] = trusted_networks(os.environ["SANBOX_TRUSTED_PROXIES"])
+        if os.environ.get("SANBOX_FLEET_DIR"):
+            values["fleet_dir"] = Path(os.environ["SANBOX_FLEET_DIR"])
         if os.environ.get("SANBOX_SECRETS_KEY_FILE"):
             values["secrets_key_file"] = Path(os.environ["SANBOX_SECRETS_KEY_FILE"])
         placeholders = os.environ.get("SANBOX_SECRET_PLACEHOLDERS", "pass")

@@ -34,6 +34,7 @@ def serve(
     """Serve this host's computers to the fleet's control plane over mutual TLS: its
     certificate, key and the control CA's certificate in <data dir>/host/fleet/."""
     from ..fleet.link.agent import HostAgent
+    from ..fleet.link.host_egress import HostEgress
     from ..fleet.link.pki import host_identity
     from ..fleet.link.room import HostRoom
     from ..fleet.link.serve import serve as run
@@ -57,7 +58,9 @@ def serve(
         )
     if not disk_overcommit >= 1.0:
         raise typer.BadParameter("--disk-overcommit is 1 (no overcommit) or more")
-    agent = HostAgent(runtime, room=HostRoom(runtime, disk_overcommit))
+    network = runtime.network
+    egress = HostEgress.of(network, settings) if network is not None else None
+    agent = HostAgent(runtime, room=HostRoom(runtime, disk_overcommit), egress=egress)
     asyncio.run(run(agent, listen, port, tunnel_port, me))
 
 

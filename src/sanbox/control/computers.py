@@ -35,6 +35,7 @@ from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
+from .fleet_egress import FleetEgress
 from .hosts import FleetHosts
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
@@ -73,6 +74,7 @@ class Computers:
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
+        fleet_dir: Path | None = None,  # the fleet's CAs, shared by its API nodes
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), home, capacity=capacity, reach=reach)
         self.usage = Usage(self.fleet, Meter(self.fleet, **(meter or {})), metering)
@@ -86,14 +88,19 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
-        self.hosts = FleetHosts(db, home, host_lease)  # the fleet's hosts (docs/fleet.md)
+        self.hosts = FleetHosts(db, fleet_dir or home / "fleet", host_lease)  # docs/fleet.md
         self.fleet.remote = self.hosts
         self.hosts.on_change = self._host_changed
         if resolver is not None:
+            budget = egress_budget or ConnectionBudget()
             self.fleet.egress = runtime.open_egress(
                 resolver, self._denied, self.fleet.reach, egress_max_connections,
-                book.interception, egress_budget or ConnectionBudget(), self._org_of,
+                book.interception, budget, self._org_of,
             )  # fmt: skip
+            self.fleet.far = FleetEgress(
+                self.fleet, resolver, self._denied, book.interception, budget, self._org_of
+            )
+            book.on_change = self.fleet.far.poke
 
     def unknown_reason(self, row: ComputerRow) -> str | None:
         """Why a computer's state is not known now (its fleet host is suspect, lost or gone)."""

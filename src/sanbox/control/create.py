@@ -333,7 +333,7 @@ class _Refused(Exception):
 async def _provision(fleet: Fleet, row: ComputerRow, plan: Plan) -> ComputerRow:
     """Place and make it; a host that refuses a new computer for capacity is given back and
     another host of its region tried (PLACE_TRIES in all; a copy goes where its data is)."""
-    async with fleet.lock(row.id):
+    async with fleet.operating(row.id, "create"):
         refused: list[str] = []
         while True:
             placement = await _placed(fleet, fleet.by_id(row.id) or row, plan, refused)

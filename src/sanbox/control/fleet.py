@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fleet.errors import BusyError
+from ..fleet.operations import Operations, node_name
 from ..host.door import (
     RECIPES,
-    ComputersEgress,
+    EgressControl,
     Host,
     HostError,
     Image,
@@ -38,9 +40,12 @@ from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
 if TYPE_CHECKING:
+    from .fleet_egress import FleetEgress
     from .hosts import FleetHosts
 
 log = logging.getLogger(__name__)
+
+VERB_WAIT = 30.0  # seconds a verb waits for another API node's operation on the computer
 
 # the states a computer's running time starts from (not a pause that failed: it ran on)
 _COMING_UP = frozenset({State.CREATING, State.STARTING, State.RESUMING})
@@ -54,7 +59,7 @@ class Fleet:
         bus: EventBus,
         home: Path,
         capacity: Capacity | None = None,
-        egress: ComputersEgress | None = None,
+        egress: EgressControl | None = None,
         reach: Reach | None = None,
     ) -> None:
         self.home = home  # the control plane's own files: template logs, contexts, caches
@@ -71,6 +76,9 @@ class Fleet:
         self.clocks = ActivityClocks(db)  # last activity, for the idle watcher
         self.book: SecretBook | None = None  # the secrets bound to computers (Computers sets it)
         self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
+        self.operations = Operations(db)  # one incomplete per computer across API nodes
+        self.node = node_name(home)
+        self.far: FleetEgress | None = None  # fleet hosts' egress, over the links (Computers)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -78,6 +86,9 @@ class Fleet:
         """Firewall, DNS filter and egress proxy for a computer that now runs."""
         row = self.by_id(computer_id)
         egress = self.egress_of(row) if row is not None else None
+        if row is not None and egress is None and row.host_id and self.far is not None:
+            why = "egress is off: its host does not answer; it starts when the host answers"
+            self.record(computer_id, None, "network.error", why)
         if egress is None or row is None:
             return
         try:
@@ -87,17 +98,60 @@ class Fleet:
             self.record(computer_id, None, "network.error", f"egress is off: {exc}")
 
     async def network_down(self, computer_id: str) -> None:
-        if self.egress is not None:
-            await self.egress.stop(computer_id)
+        row = self.by_id(computer_id)
+        egress = self.egress_of(row) if row is not None else self.egress
+        if egress is None:
+            return
+        try:
+            await egress.stop(computer_id)
+        except HostError as exc:  # a fleet host's: the egress watch stops it when it answers
+            log.warning("egress of %s was not stopped on its host: %s", computer_id, exc)
 
-    def egress_of(self, row: ComputerRow) -> ComputersEgress | None:
-        """The egress gateway of the computer's host: this server's own drives its computers'; a
-        fleet host's is not driven over the link yet, so its computers have none and no outbound
-        network at all (docs/fleet.md)."""
-        return self.egress if row.host_id is None else None
+    def egress_of(self, row: ComputerRow) -> EgressControl | None:
+        """The egress gateway of the computer's host: this server's own, or a fleet host's driven
+        over its link (None while that host does not answer: `fleet_egress.py` applies the
+        records when it does)."""
+        if row.host_id is None:
+            return self.egress
+        return self.far.of(row.host_id) if self.far is not None else None
+
+    def carried(self, computer_id: str) -> int | None:
+        """Bytes a computer's egress carried, on whichever host runs it (None: none does)."""
+        found = self.egress.carried(computer_id) if self.egress is not None else None
+        if found is None and self.far is not None:
+            found = self.far.carried(computer_id)
+        return found
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def operating(
+        self, computer_id: str, kind: str, host_id: str | None = None, wait: float = 0.0
+    ) -> AsyncIterator[None]:
+        """The computer's lock on this node and its one incomplete operation across every API
+        node (fleet/operations.py) for the block; another node's operation on it is waited
+        for up to `wait` seconds, then `busy` (409). The operation ends `done`, or `failed` with
+        what the block raised."""
+        async with self.lock(computer_id):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait
+            while True:
+                try:
+                    op = self.operations.begin(computer_id, kind, host_id, self.node)
+                    break
+                except BusyError:
+                    if loop.time() >= deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+            error: str | None = None
+            try:
+                yield
+            except BaseException as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                raise
+            finally:
+                self.operations.finish(op.op_id, error)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -212,7 +266,7 @@ class Fleet:
     async def acting(self, org: Org, ref: str, action: str) -> AsyncIterator[ComputerRow]:
         """The computer under its lock, read afresh there, with `action` allowed in its state."""
         row = self.get(org, ref)
-        async with self.lock(row.id):
+        async with self.operating(row.id, action, row.host_id, wait=VERB_WAIT):
             row = self.get(org, row.id)
             check_action(action, State(row.state), row.name)
             yield row

@@ -111,6 +111,9 @@ async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
     except AgentRouteError as exc:  # its fleet host does not answer: nothing known of it
         raise HostUnavailableError(f"computer {machine.computer_id}'s {exc}") from exc
     except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
+        row = fleet.by_id(machine.computer_id)
+        if row is not None and row.host_id is not None:
+            fleet.host_of(row)  # its fleet host went silent: host_unreachable, not stopped
         if not machine.vm.alive():
             await fleet.vm_exited(machine.computer_id, "its VM process exited")
             raise ConflictError(

@@ -48,10 +48,10 @@ def tunnel_of(address: str) -> tuple[str, int]:
 
 class FleetHosts:
     def __init__(
-        self, db: Database, home: Path, policy: LeasePolicy | None = None, url: str = ""
+        self, db: Database, fleet_dir: Path, policy: LeasePolicy | None = None, url: str = ""
     ) -> None:
         self.db = db
-        self.cas = FleetCAs(home / "fleet")
+        self.cas = FleetCAs(fleet_dir)  # every API node of a fleet has the same (docs/fleet.md)
         self.hosts = Hosts(db, policy)
         self.links: dict[str, RemoteHost] = {}  # host name -> its link
         self._names: dict[str, str] = {}  # host id -> name, for routing a computer to its host

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 
-from ..host.door import Denial, PolicyError
+from ..host.door import Denial, HostError, PolicyError
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import InvalidRequestError, NotFoundError
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .names import check_port
 
 
@@ -21,13 +21,14 @@ def denied(fleet: Fleet, computer_id: str, denial: Denial) -> None:
 
 
 async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple[ComputerRow, int]:
-    """Replace the allowlist; applied at once. Returns the record and the flows closed."""
+    """Replace the allowlist; applied at once (on a fleet host that does not answer now: when it
+    does, by `fleet_egress.py`). Returns the record and the flows closed."""
     try:
         policy = fleet.reach.policy(rules)
     except PolicyError as exc:
         raise InvalidRequestError(str(exc), "invalid_rule") from exc
     row = fleet.get(org, ref)
-    async with fleet.lock(row.id):
+    async with fleet.operating(row.id, "network", row.host_id, wait=VERB_WAIT):
         listed = ", ".join(policy.rules()) or "nothing"
         row = fleet.record(
             row.id, None, "network.policy", f"egress allowlist: {listed}",
@@ -35,8 +36,21 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
         )  # fmt: skip
         closed = 0
         egress = fleet.egress_of(row)
-        if egress is not None:
-            closed = await egress.update(row.id, policy)
+        away = None  # why a fleet host did not take it now
+        try:
+            closed = await egress.update(row.id, policy) if egress is not None else 0
+        except HostError as exc:
+            if row.host_id is None or exc.code != "host_unreachable":
+                raise  # refused (a fleet host's: the egress watch turns its egress off)
+            away = str(exc)
+        if egress is None and row.host_id is not None and fleet.far is not None:
+            away = "it does not answer"
+        if away is not None:
+            why = (
+                f"the allowlist is recorded; its host did not take it now ({away}): "
+                "it is applied there when the host answers"
+            )
+            fleet.record(row.id, None, "network.error", why)
         if closed:
             why = f"{closed} open connection(s) no longer allowed were closed"
             fleet.record(row.id, None, "network.flows_closed", why)

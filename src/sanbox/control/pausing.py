@@ -9,6 +9,7 @@ import errno
 import logging
 import time
 
+from ..fleet.errors import BusyError
 from ..host.door import HostError, PauseError
 from ..store.models import ComputerRow, Org
 from .errors import failed, with_state
@@ -18,6 +19,8 @@ from .states import State
 
 log = logging.getLogger(__name__)
 
+WAKE_WAIT = 120.0  # seconds a wake waits for another API node's operation on the computer
+
 
 async def pause(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "pause") as row:
@@ -26,11 +29,15 @@ async def pause(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
     """Pause a computer the idle watcher found idle; None if it changed meanwhile."""
-    async with fleet.lock(computer_id):
-        row = fleet.by_id(computer_id)
-        if row is None or row.state != State.RUNNING or fleet.idle_for(computer_id) < idle * 0.99:
-            return None
-        return await _pause_locked(fleet, row, State.SUSPENDED, idle)
+    try:
+        async with fleet.operating(computer_id, "suspend"):
+            row = fleet.by_id(computer_id)
+            idle_enough = fleet.idle_for(computer_id) >= idle * 0.99
+            if row is None or row.state != State.RUNNING or not idle_enough:
+                return None
+            return await _pause_locked(fleet, row, State.SUSPENDED, idle)
+    except BusyError:  # another API node acts on it: the next round looks again
+        return None
 
 
 async def _pause_locked(
@@ -106,7 +113,7 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
 
 async def wake(fleet: Fleet, row: ComputerRow) -> None:
     """A command or request reached a suspended computer: resume it first."""
-    async with fleet.lock(row.id):
+    async with fleet.operating(row.id, "wake", row.host_id, wait=WAKE_WAIT):
         current = fleet.by_id(row.id)
         if current is not None and current.state == State.SUSPENDED:
             await resume_locked(fleet, current, woken=True)

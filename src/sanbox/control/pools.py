@@ -36,7 +36,7 @@ from . import create as creating
 from . import lifecycle, quotas, templates
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .names import check_name, generate_name
 from .secrets import bind_in
 from .states import State
@@ -218,7 +218,7 @@ class Pools:
     async def _apply(self, row: ComputerRow) -> ComputerRow:
         """What lives in the VM: hostname and egress policy. Raises if either fails."""
         fleet = self.fleet
-        async with fleet.lock(row.id):
+        async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
             machine = fleet.machines.get(row.id)
             if machine is None:
                 raise ControlError("its VM is not attached")
@@ -240,7 +240,7 @@ class Pools:
 
     async def discard(self, computer_id: str, why: str) -> None:
         fleet = self.fleet
-        async with fleet.lock(computer_id):
+        async with fleet.operating(computer_id, "delete", wait=VERB_WAIT):
             await lifecycle.destroy_locked(fleet, computer_id, why)
 
     async def _make(self, pool: PoolRow) -> None:

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..fleet.errors import BusyError
 from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
 from .computers import Computers
@@ -21,6 +22,9 @@ from .states import State
 from .usage import ledger as usage
 
 log = logging.getLogger(__name__)
+
+OPERATION_STALE = 900.0  # an operation older than this: its API node died and did not come back
+SWEEP_EVERY = 30.0  # seconds between sweeps of stale operations
 
 DISK_ERRORS = {
     "nospace": "disk write failed: no space left on the data filesystem; free space on the "
@@ -47,6 +51,9 @@ class Reconciler:
 
     async def reconcile(self) -> ReconcileReport:
         report = ReconcileReport()
+        left = self.fleet.operations.abandon_node(self.fleet.node)  # nothing of it runs now
+        if left:
+            log.warning("%d operations this node left incomplete when it ended: abandoned", left)
         with self.fleet.db.session() as s:
             every = repo.list_computers(s, None)
         known = {row.id for row in every}
@@ -258,10 +265,19 @@ class Reconciler:
         report.stopped.append(computer_id)
 
     async def watch(self, interval: float = 2.0) -> None:
-        """Record computers whose VM died, or stopped on a disk error, while the server ran."""
+        """Record computers whose VM died, or stopped on a disk error, while the server ran;
+        close operations another API node left running past OPERATION_STALE seconds."""
+        rounds = 0
         while True:
             await asyncio.sleep(interval)
             await self.check_running()
+            rounds += 1
+            if rounds * interval >= SWEEP_EVERY:
+                rounds = 0
+                stale = self.fleet.operations.sweep_stale(OPERATION_STALE)
+                for op in stale:
+                    said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"
+                    log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
 
     async def check_running(self) -> None:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:
@@ -292,14 +308,22 @@ class Reconciler:
         """A disk error stopped the guest: the computer goes to `error` with the reason, its VM
         ends (a start boots it fresh on its disk once the host has room again)."""
         fleet = self.fleet
-        async with fleet.lock(computer_id):
-            row = fleet.by_id(computer_id)
-            if row is None or row.state not in (State.RUNNING, State.STARTING):
-                return
-            why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
-            log.warning("%s stopped on a disk error (%s)", computer_id, error)
-            fleet.machines.pop(computer_id, None)
-            await fleet.network_down(computer_id)
-            await fleet.host_of(row).kill(computer_id)
-            fleet.record(computer_id, State.ERROR, "computer.error", why, {"disk_error": error},
-                       last_error=why)  # fmt: skip
+        try:
+            async with fleet.operating(computer_id, "disk_error"):
+                await self._disk_failed_locked(computer_id, error)
+        except BusyError:  # another API node acts on it: the next round looks again
+            return
+
+    async def _disk_failed_locked(self, computer_id: str, error: str) -> None:
+        fleet = self.fleet
+        row = fleet.by_id(computer_id)
+        if row is None or row.state not in (State.RUNNING, State.STARTING):
+            return
+        why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
+        log.warning("%s stopped on a disk error (%s)", computer_id, error)
+        fleet.machines.pop(computer_id, None)
+        await fleet.network_down(computer_id)
+        await fleet.host_of(row).kill(computer_id)
+        fleet.record(
+            computer_id, State.ERROR, "computer.error", why, {"disk_error": error}, last_error=why
+        )

@@ -10,13 +10,22 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
 
-from ..host.door import AgentClient, Injection, Minter, Sealer, applies, new_ca, upstream_context
+from ..host.door import (
+    AgentClient,
+    Handover,
+    Injection,
+    Minter,
+    Sealer,
+    applies,
+    new_ca,
+    upstream_context,
+)
 from ..store import Database, repo
 from ..store.models import OrgCaRow, SecretRow
 from ..templates.trust import CA_FILE, SYSTEM_BUNDLE, secret_env
@@ -98,12 +107,16 @@ class SecretBook:
         self.substitute_any_header = substitute_any_header  # the operator's opt-in
         self._bound: dict[str, Bound] = {}
         self._minters: dict[str, Minter] = {}
+        self._ca_keys: dict[str, bytes] = {}  # org id -> its CA's key (PEM), opened once
         self._lock = threading.Lock()
+        self.on_change: Callable[[], None] = lambda: None  # fleet hosts told (from any thread)
 
     def changed(self) -> None:
-        """A secret or binding changed: read them afresh on next use."""
+        """A secret or binding changed: read them afresh on next use (and fleet hosts that hold
+        a computer's secrets get them again: `on_change`)."""
         with self._lock:
             self._bound.clear()
+        self.on_change()
 
     def bound(self, computer_id: str) -> Bound:
         with self._lock:
@@ -179,7 +192,21 @@ class SecretBook:
         minter = Minter(row.cert_pem.encode(), key)
         with self._lock:
             self._minters[org_id] = minter
+            self._ca_keys[org_id] = key
         return minter
+
+    def handover(self, computer_id: str) -> Handover | None:
+        """What a fleet host needs to run this computer's secret proxy (None: nothing bound):
+        its injections and its org's CA, key included. Sent over the link's mutual TLS only."""
+        bound = self.bound(computer_id)
+        if not bound.injections:
+            return None
+        minter = self.minter(bound.org_id)
+        with self._lock:
+            key = self._ca_keys[bound.org_id]
+        return Handover(
+            bound.org_id, bound.injections, minter.ca_pem, key, self.strict_placeholders
+        )
 
     def ca_pem(self, org_id: str) -> bytes:
         return self.minter(org_id).ca_pem
@@ -212,3 +239,6 @@ class ComputerInterception:
     @property
     def strict_placeholders(self) -> bool:
         return self.book.strict_placeholders
+
+    def handover(self) -> Handover | None:
+        return self.book.handover(self.computer_id)

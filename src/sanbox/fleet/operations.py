@@ -1,13 +1,17 @@
 """Operations on computers, at most one incomplete per computer across every API node: `begin`
 inserts the operation and the partial unique index on `computer_id WHERE finished_at IS NULL`
-refuses a second (`BusyError`); no read-then-write. `sweep_stale` closes operations left
-running too long (an API node that died mid-call), with `FOR UPDATE SKIP LOCKED` so many
-sweepers share the work without waiting on each other."""
+refuses a second (`BusyError`); no read-then-write. Each names the API node that began it: a node
+that starts again closes what its previous life left (`abandon_node`), and `sweep_stale` closes
+operations left running too long (a node that died and did not come back), with
+`FOR UPDATE SKIP LOCKED` so many sweepers share the work without waiting on each other."""
 
 from __future__ import annotations
 
+import hashlib
+import socket
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -19,6 +23,13 @@ from . import clock
 from .errors import BusyError
 
 RUNNING, DONE, FAILED, ABANDONED = "running", "done", "failed", "abandoned"
+
+
+def node_name(home: Path) -> str:
+    """An API node's name, the same across its restarts: its machine and its data dir (two
+    nodes on one machine have their own)."""
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
+    return f"{socket.gethostname()[:48]}:{digest}"
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,11 @@ class Operations:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def begin(self, computer_id: str, kind: str, host_id: str | None = None) -> Operation:
-        """Start `kind` on the computer, or `BusyError` if it has an incomplete operation."""
+    def begin(
+        self, computer_id: str, kind: str, host_id: str | None = None, node: str | None = None
+    ) -> Operation:
+        """Start `kind` on the computer (by API `node`), or `BusyError` if it has an incomplete
+        operation."""
         op_id = new_id("op_")
         t = OperationRow.__table__.c
         try:
@@ -48,6 +62,7 @@ class Operations:
                         kind=kind,
                         state=RUNNING,
                         host_id=host_id,
+                        node=node,
                         started_at=clock.now(conn.dialect),
                     )
                     .returning(t.started_at)
@@ -56,7 +71,8 @@ class Operations:
             holder = self.incomplete(computer_id)
             raise BusyError(
                 f"computer {computer_id} is busy"
-                + (f" with {holder.kind} ({holder.op_id})" if holder else ""),
+                + (f" with {holder.kind} ({holder.op_id})" if holder else "")
+                + ": try again shortly",
                 computer_id,
                 holder.op_id if holder else None,
             ) from None
@@ -87,6 +103,23 @@ class Operations:
                 )
             ).one_or_none()
         return Operation(*row) if row else None
+
+    def abandon_node(self, node: str) -> int:
+        """Close as `abandoned` what `node` left incomplete (it started again: none of it runs);
+        how many."""
+        t = OperationRow.__table__.c
+        with self.db.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    update(OperationRow)
+                    .where(t.node == node, t.finished_at.is_(None))
+                    .values(
+                        state=ABANDONED,
+                        error="its API node restarted",
+                        finished_at=clock.now(conn.dialect),
+                    )
+                ).rowcount
+            )
 
     def sweep_stale(self, older_than: float, limit: int = 100) -> list[Operation]:
         """Close as `abandoned` up to `limit` operations running for more than `older_than`

@@ -40,10 +40,11 @@ from .data.space import Room
 from .disk import GIB, Disk, can_reflink
 from .drivers import Capabilities, Liveness, VmHandle, VmNotRunningError
 from .egress.budget import ConnectionBudget
-from .egress.computers import ComputersEgress
+from .egress.computers import ComputersEgress, EgressControl
 from .egress.denials import Denial
 from .egress.gateway import Intercepts, OnDenied, OrgOf
 from .egress.injection import FIELD_VALUE, FRAMING, Injection, applies
+from .egress.interception import Handover
 from .egress.org_ca import Minter, new_ca, upstream_context
 from .egress.policy import Policy, PolicyError, parse_rule
 from .egress.reach import Reach
@@ -90,6 +91,8 @@ __all__ = [
     "Disk",
     "ComputerDir",
     "ComputersEgress",
+    "EgressControl",
+    "Handover",
     "ExecProcess",
     "ExecResult",
     "Exit",
@@ -174,7 +177,7 @@ class Host(Protocol):
         intercepts: Intercepts,
         budget: ConnectionBudget,
         org_of: OrgOf,
-    ) -> ComputersEgress | None:
+    ) -> EgressControl | None:
         """Its computers' egress (firewall, DNS filter, proxies) driven by computer id, with
         the control plane's parts; None where the host makes no network of its own."""
         ...

@@ -8,6 +8,13 @@ below reads an environment variable of its own.
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
+| SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
+
+A fleet host's egress gateway (`sanbox host serve`) reads the server's egress variables, with the
+same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
+resolver), SANBOX_CA_BUNDLE (`ca_bundle`: CAs the secret proxy trusts upstream),
+SANBOX_TENANT_PRIVATE_RANGES (`tenant_private_ranges`), SANBOX_EGRESS_MAX_CONNECTIONS (per
+computer, 512), SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG and SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from .errors import HostError
 
 DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
@@ -37,6 +45,20 @@ class HostSettings:
     accel: str | None = None  # None: the probe decides
     restore: str = "map"
     debian_mirror: str = DEFAULT_MIRROR
+    upstream_dns: str | None = None  # host[:port]; None: the system's resolver
+    ca_bundle: Path | None = None
+    tenant_private_ranges: str | None = None
+    egress_max_connections: int = 512
+    egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG
+    egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL
+    vm_uids: str | None = None  # FIRST-LAST (drivers/confine.py `UidRange`); None: all
+
+    @property
+    def upstream(self) -> tuple[str, int] | None:
+        if not self.upstream_dns:
+            return None
+        host, _, port = self.upstream_dns.partition(":")
+        return host, int(port or 53)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HostSettings:
@@ -53,4 +75,24 @@ class HostSettings:
             accel=accel,
             restore=restore,
             debian_mirror=env.get("SANBOX_DEBIAN_MIRROR") or DEFAULT_MIRROR,
+            upstream_dns=env.get("SANBOX_UPSTREAM_DNS") or None,
+            ca_bundle=Path(env["SANBOX_CA_BUNDLE"]) if env.get("SANBOX_CA_BUNDLE") else None,
+            tenant_private_ranges=env.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
+            egress_max_connections=_count(env, "SANBOX_EGRESS_MAX_CONNECTIONS", 512),
+            egress_max_connections_per_org=_count(
+                env, "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", MAX_CONNECTIONS_PER_ORG
+            ),
+            egress_max_connections_total=_count(
+                env, "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", MAX_CONNECTIONS_TOTAL
+            ),
+            vm_uids=env.get("SANBOX_VM_UIDS") or None,
         )
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise SettingsError(f"{name}={text!r} is not a positive whole number")
+    return int(text)

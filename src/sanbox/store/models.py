@@ -384,6 +384,7 @@ class OperationRow(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(index=True)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    node: Mapped[str | None] = mapped_column(String(64), default=None, index=True)  # its API node
 
 
 class JoinTokenRow(Base):

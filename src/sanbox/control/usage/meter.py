@@ -68,9 +68,7 @@ class Meter:
         cpu = None
         with contextlib.suppress(OSError):
             cpu = self.fleet.cpu_usec(computer_id)
-        egress = self.fleet.egress
-        carried = egress.carried(computer_id) if egress is not None else None
-        return Reading(cpu_usec=cpu, egress_bytes=carried)
+        return Reading(cpu_usec=cpu, egress_bytes=self.fleet.carried(computer_id))
 
     def samples(self, computer_id: str) -> list[Sample]:
         return list(self._samples.get(computer_id, ()))

@@ -37,6 +37,9 @@ from ...host.agent import AgentError
 from ...host.door import HostError, Liveness, Machine, is_current
 from ...host.runtime import HostRuntime
 from . import wire
+from .host_egress import CALLS as EGRESS_CALLS
+from .host_egress import Call as EgressCall
+from .host_egress import HostEgress
 from .journal import Answer, Journal
 from .room import HostRoom
 
@@ -52,11 +55,16 @@ Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
 
 class HostAgent:
     def __init__(
-        self, runtime: HostRuntime, journal: Journal | None = None, room: HostRoom | None = None
+        self,
+        runtime: HostRuntime,
+        journal: Journal | None = None,
+        room: HostRoom | None = None,
+        egress: HostEgress | None = None,
     ) -> None:
         self.runtime = runtime
         self.journal = journal or Journal()
         self.room = room or HostRoom(runtime)  # its own admission (room.py)
+        self.egress = egress  # its computers' egress gateway (host_egress.py); None: none here
         self.epoch = secrets.token_hex(8)  # this process: a restarted agent is a new epoch
         self.machines: dict[str, Machine] = {}  # the VMs it started or re-attached
 
@@ -93,7 +101,7 @@ class HostAgent:
                 "isolation": vm.isolation if vm is not None else None,
                 "cpu_usec": rt.cpu_usec(computer_id),
                 "saved_memory": rt.has_saved_memory(computer_id),
-                "carried": None,
+                "carried": None,  # the egress gateway's: filled in on the event loop
             }
         return {
             "epoch": self.epoch,
@@ -110,6 +118,7 @@ class HostAgent:
             "current": [i.build_id for i in builds if is_current(i)],
             "snapshots": rt.snapshot_ids(),
             "computers": computers,
+            "egress": None,
         }
 
     def app(self) -> Starlette:
@@ -150,7 +159,12 @@ class HostAgent:
             return JSONResponse(answer, status)
 
         async def report(_request: Request) -> JSONResponse:
-            return JSONResponse(await asyncio.to_thread(self.report))
+            found = await asyncio.to_thread(self.report)
+            if self.egress is not None:  # read on the loop, which owns the gateway's tables
+                found["egress"] = egress = self.egress.report()
+                for computer_id, seen in found["computers"].items():
+                    seen["carried"] = egress["computers"].get(computer_id, {}).get("carried")
+            return JSONResponse(found)
 
         return Starlette(
             routes=[
@@ -338,6 +352,15 @@ async def _sweep(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     return await rt.sweep(set(a["known"]))
 
 
+def _egress_call(call: EgressCall) -> Handler:
+    async def handler(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+        if agent.egress is None:
+            raise HostError("this host runs no egress gateway (it makes no network of its own)")
+        return await call(agent.egress, a)
+
+    return handler
+
+
 def _image(rt: HostRuntime, data: dict[str, Any]) -> Any:
     """The image the control plane named, found on this host (never a path it sent)."""
     return rt.build(str(data["build_id"]))
@@ -371,4 +394,5 @@ CALLS: dict[str, Handler] = {
     "gc_layers": _gc_layers,
     "remove_build": _remove_build,
     "sweep": _sweep,
+    **{name: _egress_call(call) for name, call in EGRESS_CALLS.items()},
 }

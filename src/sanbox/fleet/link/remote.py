@@ -25,9 +25,9 @@ from ...host.door import (
     AgentClient,
     Capabilities,
     ComputerDir,
-    ComputersEgress,
     ConnectionBudget,
     Disk,
+    EgressControl,
     Host,
     HostError,
     Image,
@@ -47,6 +47,7 @@ from ...host.door import (
 )
 from . import wire
 from .agent import OPERATION
+from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT = 300.0  # a boot under TCG and load, a snapshot of a large guest
 CONNECT_TIMEOUT = 2.0  # a host that does not answer in this is unreachable
 REPORT_EVERY = 2.0
+REPORT_TIMEOUT = 3.0  # a report not read in this: the host is unreachable (a partition shows
+# within REPORT_EVERY + REPORT_TIMEOUT)
+RETRY_EVERY = 0.5  # a host that did not answer is asked again this soon
 STALE_AFTER = 10.0  # a report older than this: the host is unreachable
 RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
 
@@ -73,6 +77,7 @@ class RemoteHost:
         self._report: dict[str, Any] | None = None
         self._read_at = 0.0
         self._watch: asyncio.Task[None] | None = None
+        self._tunnels: set[asyncio.StreamWriter] = set()  # open streams to its guests' agents
 
     # the link -------------------------------------------------------------------------------
 
@@ -97,10 +102,10 @@ class RemoteHost:
 
     async def refresh(self) -> dict[str, Any]:
         try:
-            r = await self._http.get(f"{self.url}/v1/host/report", timeout=CONNECT_TIMEOUT * 2)
+            r = await self._http.get(f"{self.url}/v1/host/report", timeout=REPORT_TIMEOUT)
             r.raise_for_status()
         except httpx.HTTPError as exc:
-            self._read_at = 0.0  # unreachable from now until a report is read again
+            self.lost()  # unreachable from now until a report is read again
             raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
         self._report, self._read_at = r.json(), time.monotonic()
         return self._report
@@ -109,11 +114,20 @@ class RemoteHost:
         while True:
             with contextlib.suppress(HostUnreachableError):
                 await self.refresh()
-            await asyncio.sleep(REPORT_EVERY)
+            await asyncio.sleep(REPORT_EVERY if self.reachable else RETRY_EVERY)
 
     def lost(self) -> None:
-        """Something of the host did not answer: unreachable until a report is read again."""
+        """Something of the host did not answer: unreachable until a report is read again, and
+        every open stream to its guests is cut, so a call waiting on one (a partition leaves
+        TCP connections open and silent) fails now instead of hanging."""
         self._read_at = 0.0
+        for writer in self._tunnels:
+            writer.transport.abort()
+        self._tunnels.clear()
+
+    def tunnel_opened(self, writer: asyncio.StreamWriter) -> None:
+        self._tunnels = {w for w in self._tunnels if not w.is_closing()}
+        self._tunnels.add(writer)
 
     @property
     def reachable(self) -> bool:
@@ -176,7 +190,10 @@ class RemoteHost:
 
     async def attach(self, computer_id: str, timeout: float = 10.0) -> Machine | None:
         found = await self.call("attach", computer_id=computer_id)
-        return None if found is None else await self._machine(found)
+        if found is None:
+            return None
+        await self.refresh()  # its liveness is read from the report: one from after the attach
+        return await self._machine(found)
 
     def attach_vm(self, computer_id: str) -> RemoteVm | None:
         seen = self._latest()["computers"].get(computer_id)
@@ -337,10 +354,14 @@ class RemoteHost:
         intercepts: Intercepts,
         budget: ConnectionBudget,
         org_of: OrgOf,
-    ) -> ComputersEgress | None:
-        """Not over the link yet: a remote host's computers get no egress gateway from here
-        (docs/fleet.md says what remains)."""
-        return None
+    ) -> EgressControl | None:
+        """The host's own gateway, driven over the link (remote_egress.py): the resolver, reach,
+        caps and budget are the host's own; denials come back through `on_denied`."""
+        return RemoteEgress(self, on_denied, intercepts, org_of)
+
+    def reported(self) -> dict[str, Any] | None:
+        """The host's latest report while it is fresh (None: unreachable)."""
+        return self._report if self.reachable else None
 
     def storage(self) -> tuple[str, bool]:
         report = self._latest()

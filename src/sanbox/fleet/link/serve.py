@@ -48,6 +48,8 @@ async def serve(
                 await task
         tunnel.close()
         await tunnel.wait_closed()
+        if agent.egress is not None:  # its computers' proxies and the secrets held for them
+            await agent.egress.close()
 
 
 async def _exit_on(stop: asyncio.Event, server: uvicorn.Server) -> None:

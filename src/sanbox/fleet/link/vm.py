@@ -53,6 +53,7 @@ class RemoteVm:
             raise AgentRouteError(
                 f"host {self.host.name} does not answer: {exc or type(exc).__name__}"
             ) from exc
+        self.host.tunnel_opened(writer)
         writer.write(f"{self.computer_id}\n".encode())
         await writer.drain()
         return reader, writer

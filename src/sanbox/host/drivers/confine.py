@@ -32,6 +32,7 @@ import struct
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .driver import VmSpec, VmUser
@@ -125,33 +126,67 @@ def vm_user(name: str = VM_USER) -> VmUser:
     return VmUser(name, pw.pw_uid, pw.pw_gid, (kvm,) if kvm is not None else ())
 
 
-def computer_uid(scope: str, taken: set[int]) -> int:
+@dataclass(frozen=True)
+class UidRange:
+    """The uids one host's VMs are given: all of the VM range by default; a part of it of its
+    own for each host agent sharing a machine (`SANBOX_VM_UIDS`), so two agents' VMs never run as
+    one uid (each agent sees only its own data dir's uids)."""
+
+    first: int = FIRST_VM_UID
+    count: int = VM_UIDS
+
+    def __post_init__(self) -> None:
+        if not (self.count >= 1 and is_vm_uid(self.first) and is_vm_uid(self.last)):
+            raise ValueError(
+                f"a VM uid range lies within {FIRST_VM_UID}-{FIRST_VM_UID + VM_UIDS - 1}"
+            )
+
+    @property
+    def last(self) -> int:
+        return self.first + self.count - 1
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, int) and self.first <= uid <= self.last
+
+    @classmethod
+    def parse(cls, text: str) -> UidRange:
+        """`FIRST-LAST` (inclusive)."""
+        first, sep, last = text.partition("-")
+        if not sep or not first.strip().isdigit() or not last.strip().isdigit():
+            raise ValueError(f"a VM uid range is FIRST-LAST: {text[:40]!r}")
+        return cls(int(first), int(last) - int(first) + 1)
+
+
+def computer_uid(scope: str, taken: set[int], uids: UidRange | None = None) -> int:
     """A uid for one computer (`scope`: data-dir tag and computer id): where its hash falls in
     the range, else the next one no other computer of the data dir holds. Pure."""
-    start = int(hashlib.sha256(scope.encode()).hexdigest()[:8], 16) % VM_UIDS
-    for i in range(VM_UIDS):
-        uid = FIRST_VM_UID + (start + i) % VM_UIDS
+    uids = uids or UidRange()
+    start = int(hashlib.sha256(scope.encode()).hexdigest()[:8], 16) % uids.count
+    for i in range(uids.count):
+        uid = uids.first + (start + i) % uids.count
         if uid not in taken:
             return uid
-    raise ConfinementError(f"all {VM_UIDS} VM uids are taken")
+    raise ConfinementError(f"all {uids.count} VM uids of {uids.first}-{uids.last} are taken")
 
 
 def is_vm_uid(uid: int) -> bool:
     return FIRST_VM_UID <= uid < FIRST_VM_UID + VM_UIDS
 
 
-def computer_user(base: VmUser, scope: str, run_dir: Path) -> VmUser:
-    """The identity of one computer's QEMU: the uid its run dir records, or a new one."""
+def computer_user(base: VmUser, scope: str, run_dir: Path, uids: UidRange | None = None) -> VmUser:
+    """The identity of one computer's QEMU: the uid its run dir records (if it is of this host's
+    range), or a new one."""
+    uids = uids or UidRange()
     try:
         uid = run_dir.stat().st_uid
     except FileNotFoundError:
         uid = 0
-    if not is_vm_uid(uid):
+    if uid not in uids:
         taken = set()
         for sibling in run_dir.parent.parent.glob("*/run"):
             with contextlib.suppress(OSError):
                 taken.add(sibling.stat().st_uid)
-        uid = computer_uid(scope, taken)
+        uid = computer_uid(scope, taken, uids)
     return VmUser(f"{base.name}:{uid}", uid, base.gid, base.groups)
 
 

@@ -1,12 +1,36 @@
 """The egress of a host's computers as the control plane drives it through the host's door: by
 computer id alone. Each computer's network namespace is this host's to know (`Network.netns`);
-the gateway (gateway.py) runs the firewall, DNS filter and proxies in it."""
+the gateway (gateway.py) runs the firewall, DNS filter and proxies in it. `EgressControl` is
+what the control plane holds: this class in process, or a fleet host's egress over its link
+(`fleet/link/remote_egress.py`)."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from ..net import Network
 from .gateway import EgressGateway
 from .policy import Policy
+
+
+class EgressControl(Protocol):
+    """A host's computers' egress, driven by computer id (ComputersEgress or a fleet host's)."""
+
+    async def start(self, computer_id: str, policy: Policy) -> None: ...
+
+    async def set_policy(self, computer_id: str, policy: Policy) -> None: ...
+
+    async def update(self, computer_id: str, policy: Policy) -> int: ...
+
+    async def stop(self, computer_id: str) -> None: ...
+
+    def policy(self, computer_id: str) -> Policy | None: ...
+
+    def carried(self, computer_id: str) -> int | None: ...
+
+    def open_connections(self, computer_id: str) -> int: ...
+
+    async def close(self) -> None: ...
 
 
 class ComputersEgress:

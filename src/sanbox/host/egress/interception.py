@@ -1,11 +1,12 @@
 """What the secret proxy asks of the control side (`Interception`, implemented by
-`control/secret_book.py`, so egress never imports control), and the error a refused connection
-raises for the proxy to report."""
+`control/secret_book.py`, so egress never imports control), what a fleet host is handed to run
+it there (`Handover`), and the error a refused connection raises for the proxy to report."""
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .injection import Injection
@@ -22,6 +23,19 @@ class RefusedError(Exception):
         if self.status == 403:
             return f"{self.name} is blocked ({self.reason})"
         return f"{self.name}: {self.reason}" if self.name != "?" else self.reason
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What a host that runs a computer's proxy needs of its bound secrets when the control plane
+    is elsewhere (a fleet host): the injections with their values, the org's CA to mint leaves
+    with, and whether foreign placeholders are refused. Held in memory only; never in a repr."""
+
+    org_id: str
+    injections: tuple[Injection, ...]
+    ca_pem: bytes
+    ca_key_pem: bytes = field(repr=False)
+    strict_placeholders: bool = False
 
 
 class Interception(Protocol):
@@ -48,4 +62,8 @@ class Interception(Protocol):
     @property
     def strict_placeholders(self) -> bool:
         """Refuse a request that carries the placeholder of a secret for other hosts."""
+        ...
+
+    def handover(self) -> Handover | None:
+        """What another host running this computer's proxy needs (None: nothing is bound)."""
         ...

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import ssl
-import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,13 +238,23 @@ class Minter:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.set_alpn_protocols(ALPN)
-        with tempfile.TemporaryDirectory(prefix="sbleaf") as folder:  # 0700; gone at once
-            cert_file, key_file = Path(folder) / "leaf.pem", Path(folder) / "leaf.key"
-            cert_file.write_bytes(chain)
-            key_file.touch(mode=0o600)
-            key_file.write_bytes(key_pem)
+        with _in_memory(chain) as cert_file, _in_memory(key_pem) as key_file:
             ctx.load_cert_chain(cert_file, key_file)
         return ends, ctx
+
+
+@contextlib.contextmanager
+def _in_memory(data: bytes) -> Iterator[str]:
+    """`data` at a path that is on no disk (a memfd of this process), for `ssl`'s loaders that
+    read files only: a leaf's key is never written anywhere, on a server or a fleet host."""
+    fd = os.memfd_create("sanbox-leaf", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
 
 
 def upstream_context(ca_bundle: Path | None = None) -> ssl.SSLContext:

@@ -33,13 +33,13 @@ from ..drivers import (
     choose_driver,
 )
 from ..drivers.cgroup import Cgroups, limits_for
-from ..drivers.confine import computer_user, describe, vm_user
+from ..drivers.confine import UidRange, computer_user, describe, vm_user
 from ..errors import HostError
 from ..image import Image
 from ..keys.secret import derived_key
 from ..net import Network
 from ..saved import memory
-from ..settings import HostSettings
+from ..settings import HostSettings, SettingsError
 from . import console
 from .machine import Machine, MachineSpec
 
@@ -70,6 +70,10 @@ class Machines:
         self.confined = driver is None and os.geteuid() == 0
         self.cgroups = Cgroups.detect() if self.confined else Cgroups({})
         self._vm_user: VmUser | None = None
+        try:  # the uids its VMs run as: read at start, so a bad setting stops the host at once
+            self.uids = UidRange.parse(settings.vm_uids) if settings.vm_uids else UidRange()
+        except ValueError as exc:
+            raise SettingsError(f"SANBOX_VM_UIDS: {exc}") from exc
 
     # the driver and confinement -----------------------------------------------------------
 
@@ -138,7 +142,7 @@ class Machines:
         if base is None:
             return await driver.boot(spec)
         name = self.cgroup_name(spec.name)
-        user = await asyncio.to_thread(computer_user, base, name, spec.run_dir)
+        user = await asyncio.to_thread(computer_user, base, name, spec.run_dir, self.uids)
         limits = limits_for(spec.vcpus, spec.memory_mib, driver.capabilities.memory_overhead_mib)
         procs = await asyncio.to_thread(self.cgroups.create, name, limits)
         try:

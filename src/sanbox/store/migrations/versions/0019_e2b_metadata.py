@@ -1,15 +1,15 @@
 """A computer's E2B metadata: string pairs kept as E2B's SDK gave them (any keys), apart from its
 labels. None: a computer made before (its E2B metadata were its labels).
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

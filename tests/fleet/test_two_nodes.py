@@ -1,0 +1,141 @@
+"""Two API nodes over one PostgreSQL database and one fleet host (a real host agent over mutual
+TLS, on the local driver): a computer made through one node is used through the other (exec,
+files, its verbs), and a verb on one node waits for an operation another node holds on the same
+computer (the database's one incomplete operation per computer), never running beside it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sanbox import Sanbox
+from sanbox.api.app import create_app
+from sanbox.api.settings import ServerSettings
+from sanbox.control.computers import Computers
+from sanbox.fleet.link.agent import HostAgent
+from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.fleet.operations import Operations
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
+from sanbox.store import Database
+from tests.component.conftest import LiveServer, fake_image, served
+from tests.component.test_host_link import _free_port, _sanbox, _serving, _until, _wait_until_up
+
+from .conftest import fresh_schema
+
+pytestmark = pytest.mark.fleet
+
+
+@dataclass
+class Node(LiveServer):
+    plane: Computers  # its control plane: to wait until it reads the host's reports
+
+    def linked(self, host: str) -> bool:
+        return self.plane.hosts.links[host].reachable
+
+
+@pytest.fixture
+def pg_fresh() -> Iterator[str]:
+    yield from fresh_schema()
+
+
+def _node(root: Path, url: str, fleet_dir: Path | None) -> ServerSettings:
+    dd = DataDir(root)
+    dd.ensure()
+    fake_image(dd)
+    return ServerSettings(
+        data_dir=dd.root,
+        database_url=url,
+        client_config=None,
+        watch_interval=0.2,
+        host_lease=4.0,
+        host_lost_after=8.0,
+        fleet_dir=fleet_dir,
+    )
+
+
+@pytest.fixture
+def two_nodes(pg_fresh: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    a = _node(tmp_path / "a", pg_fresh, None)
+    b = _node(tmp_path / "b", pg_fresh, tmp_path / "a" / "fleet")  # the fleet's CAs, shared
+    app_a = create_app(a, HostRuntime(a.layout, LocalDriver(), networking=False))
+    app_b = create_app(b, HostRuntime(b.layout, LocalDriver(), networking=False))
+    with served(app_a) as url_a:
+        key = app_a.state.first_key
+        with served(app_b) as url_b:
+            yield (
+                Node(url_a, key, a.layout, app_a.state.computers),
+                Node(url_b, key, b.layout, app_b.state.computers),
+            )
+
+
+def test_two_api_nodes_serve_one_fleet(
+    two_nodes: tuple[Node, Node], pg_fresh: str, tmp_path: Path
+) -> None:
+    a, b = two_nodes
+    host_dir, port = tmp_path / "h1", _free_port()
+    token = _sanbox(a, "host", "token", "--region", "eu-1").stdout.strip()
+    joined = _sanbox(
+        b,
+        "host",
+        "join",
+        "--server",
+        b.url,
+        "--token",
+        token,
+        "--name",
+        "h1",
+        "--region",
+        "eu-1",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(host_dir),
+    )  # fmt: skip  (a token made through one node is taken by the other: one database)
+    assert joined.returncode == 0, joined.stderr
+    fake_image(DataDir(host_dir))
+    agent = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    control = FleetCAs(tmp_path / "a" / "fleet").control_identity()
+    with (
+        _serving(agent, port, me),
+        Sanbox(a.url, a.key, timeout=60) as via_a,
+        Sanbox(b.url, b.key, timeout=60) as via_b,
+    ):
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up", lambda: bool([h for h in via_a.fleet.hosts() if h.layers]))
+        for node in (a, b):  # each node links to the host and reads its report
+            _until("linked", lambda n=node: "h1" in n.plane.hosts.links and n.linked("h1"))
+        made = via_a.computers.create(name="shared", idle_timeout=0)
+        assert (host_dir / "computers" / made.id).is_dir()
+        there = via_b.computers.get(made.id)
+        assert there.exec("echo through b").stdout == "through b\n"
+        there.files.write(f"/tmp/{made.id}.txt", b"written through b")
+        assert made.files.read(f"/tmp/{made.id}.txt") == b"written through b"
+        made.exec(f"rm /tmp/{made.id}.txt")
+
+        # another node holds an operation on it: a verb here waits until it ends
+        db = Database(pg_fresh)
+        try:
+            ops = Operations(db)
+            held = ops.begin(made.id, "pause", node="another-node:0000")
+            threading.Timer(1.0, ops.finish, (held.op_id,)).start()
+            started = time.monotonic()
+            there.stop()
+            assert time.monotonic() - started >= 0.9, "the stop ran beside the other operation"
+            assert made.refresh().state == "stopped"
+            assert ops.incomplete(made.id) is None
+        finally:
+            db.close()
+        via_a.computers.get(made.id).start()
+        assert there.exec("true").exit_code == 0
+        there.delete()
+        assert not (host_dir / "computers" / made.id).exists()
