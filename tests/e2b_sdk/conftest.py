@@ -61,7 +61,11 @@ def e2b_server() -> Iterator[E2bServer]:
     dd.ensure()
     fake_image(dd)
     settings = ServerSettings(
-        data_dir=dd.root, client_config=None, watch_interval=0.2, e2b_create_user=False
+        data_dir=dd.root,
+        client_config=None,
+        watch_interval=0.2,
+        e2b_create_user=False,
+        usage_sample_interval=1.0,  # get_metrics has points within seconds
     )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     try:

@@ -92,3 +92,35 @@ async def _the_async_sdk(e2b_server: E2bServer) -> None:
 
 async def _stopped(sbx: AsyncSandbox) -> bool:
     return not await sbx.is_running()
+
+
+def test_watch_dir_streams_a_tree(e2b_server: E2bServer) -> None:
+    asyncio.run(_watch_dir_streams_a_tree(e2b_server))
+
+
+async def _watch_dir_streams_a_tree(e2b_server: E2bServer) -> None:
+    sbx = await AsyncSandbox.create("base", envs=e2b_server.envs)
+    try:
+        base = f"{e2b_server.scratch}/async-tree"
+        await sbx.files.make_dir(f"{base}/old")
+        events: list[tuple[str, str]] = []
+        ended: list[Exception | None] = []
+        watch = await sbx.files.watch_dir(
+            base,
+            lambda e: events.append((e.name, e.type.value)),
+            on_exit=ended.append,
+            recursive=True,
+        )
+        await sbx.files.write(f"{base}/old/a.txt", "a")
+        await sbx.commands.run(f"mkdir -p {base}/new/er && mv {base}/old/a.txt {base}/new/er/b")
+
+        async def seen_all() -> bool:
+            return ("new/er/b", "create") in events
+
+        await _until(seen_all)
+        assert events[:2] == [("old/a.txt", "create"), ("old/a.txt", "write")]
+        assert {("new", "create"), ("new/er", "create"), ("old/a.txt", "rename")} <= set(events)
+        await watch.stop()
+        assert ended == [None]
+    finally:
+        await AsyncSandbox.kill(sbx.sandbox_id)

@@ -10,12 +10,22 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
-from e2b import CommandExitException, PtySize, Sandbox, SandboxQuery
+from e2b import (
+    CommandExitException,
+    PtySize,
+    Sandbox,
+    SandboxMetrics,
+    SandboxQuery,
+    WatchHandle,
+)
 from e2b.exceptions import (
     AuthenticationException,
     FileNotFoundException,
+    SandboxException,
     SandboxNotFoundException,
     SandboxNotRunningException,
 )
@@ -107,16 +117,78 @@ def test_a_50_mib_file_both_ways(sandbox: Sandbox, e2b_server: E2bServer) -> Non
     sandbox.commands.run(f"rm {big}.bin {big}2.bin")
 
 
+def _arrived(watcher: WatchHandle, count: int) -> list[tuple[str, str]]:
+    """The next `count` events of a watcher the SDK polls (inotify reports them as they come)."""
+    seen: list[tuple[str, str]] = []
+
+    def enough() -> bool:
+        seen.extend((e.name, e.type.value) for e in watcher.get_new_events())
+        return len(seen) >= count
+
+    wait_until(enough)
+    return seen
+
+
 def test_watch_dir(sandbox: Sandbox, e2b_server: E2bServer) -> None:
     watched = f"{e2b_server.scratch}/watched"
     sandbox.files.make_dir(watched)
     watcher = sandbox.files.watch_dir(watched)
     sandbox.files.write(f"{watched}/new.txt", "x")
-    events = watcher.get_new_events()
-    assert [(e.name, e.type.value) for e in events] == [("new.txt", "create")]
-    sandbox.files.remove(f"{watched}/new.txt")
-    assert [(e.name, e.type.value) for e in watcher.get_new_events()] == [("new.txt", "remove")]
+    assert _arrived(watcher, 2) == [("new.txt", "create"), ("new.txt", "write")]
+    sandbox.files.rename(f"{watched}/new.txt", f"{watched}/moved.txt")
+    assert _arrived(watcher, 2) == [("new.txt", "rename"), ("moved.txt", "create")]
+    sandbox.commands.run(f"chmod 600 {watched}/moved.txt")
+    assert _arrived(watcher, 1) == [("moved.txt", "chmod")]
+    sandbox.files.remove(f"{watched}/moved.txt")
+    assert _arrived(watcher, 1) == [("moved.txt", "remove")]
+    sandbox.commands.run(f"cd {watched} && echo x > brief && rm brief")  # between two polls
+    assert _arrived(watcher, 3) == [("brief", "create"), ("brief", "write"), ("brief", "remove")]
     watcher.stop()
+
+
+def test_watch_dir_recursive(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    watched = f"{e2b_server.scratch}/watched-tree"
+    sandbox.commands.run(f"mkdir -p {watched}/old")
+    watcher = sandbox.files.watch_dir(watched, recursive=True)
+    sandbox.files.write(f"{watched}/old/in-old.txt", "x")
+    assert _arrived(watcher, 2) == [("old/in-old.txt", "create"), ("old/in-old.txt", "write")]
+    sandbox.commands.run(f"mkdir -p {watched}/a/b && echo y > {watched}/a/b/deep.txt")
+    seen = _arrived(watcher, 3)  # the file's write too, if made after its folder's watch began
+    while ("a/b/deep.txt", "create") not in seen:
+        seen += _arrived(watcher, 1)
+    assert {("a", "create"), ("a/b", "create")} <= set(seen)
+    creates = [e for e in seen if e[1] == "create"]
+    assert len(creates) == len(set(creates)) == 3  # each said once, by the kernel or a walk
+    sandbox.commands.run(f"echo z >> {watched}/a/b/deep.txt")
+    wait_until(
+        lambda: (
+            ("a/b/deep.txt", "write") in [(e.name, e.type.value) for e in watcher.get_new_events()]
+        )
+    )
+    watcher.stop()
+
+
+def test_metrics_are_the_guests_cpu_and_memory(sandbox: Sandbox, e2b_server: E2bServer) -> None:
+    points: list[SandboxMetrics] = []
+
+    def sampled() -> bool:
+        points[:] = sandbox.get_metrics()
+        return bool(points)
+
+    wait_until(sampled, timeout=15)  # the meter's second sample has CPU use
+    last = points[-1]
+    assert last.cpu_count == 1 and 0.0 <= last.cpu_used_pct <= 100.0
+    assert 0 < last.mem_used < last.mem_total and 0 < last.mem_cache < last.mem_total
+    assert 0 < last.disk_used < last.disk_total
+    assert abs(last.timestamp.timestamp() - time.time()) < 30
+    assert sandbox.get_metrics(start=datetime.now(UTC) + timedelta(minutes=1)) == []
+    assert sandbox.get_metrics(end=datetime.now(UTC) - timedelta(days=1)) == []
+    assert len(sandbox.get_metrics(start=last.timestamp, end=last.timestamp)) == 1
+    refused = httpx.get(
+        f"{e2b_server.url}/e2b/sandboxes/{sandbox.sandbox_id}/metrics?start=yesterday",
+        headers={"X-API-KEY": e2b_server.key},
+    )
+    assert refused.json() == {"code": 400, "message": "start is Unix seconds"}
 
 
 def test_pty_input_and_resize(sandbox: Sandbox) -> None:
@@ -187,3 +259,11 @@ def test_get_host_reached_with_curl(sandbox: Sandbox, e2b_server: E2bServer) -> 
     wait_until(answered)
     assert server.kill()
     wait_until(lambda: not answered())
+
+
+def test_update_network_is_refused_as_not_offered(sandbox: Sandbox) -> None:
+    with pytest.raises(SandboxException) as refused:
+        sandbox.update_network({"allow_out": ["example.com"]})
+    assert str(refused.value).startswith("501: updating a sandbox's network is not offered")
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.update_network("cmp-000000000000", {"allow_out": []})

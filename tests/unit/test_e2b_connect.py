@@ -101,6 +101,7 @@ def test_error_tables() -> None:
     assert connect_error(ConflictError("x", "name_taken")).code == "already_exists"
     assert connect_error(ConflictError("x")).code == "failed_precondition"
     assert connect_error(UnavailableError("wait")).code == "unavailable"
+    assert connect_error(InvalidRequestError("x", "too_many_watches")).code == "resource_exhausted"
 
 
 def test_a_lifetime_that_pauses_pauses_a_running_computer_once() -> None:

@@ -7,12 +7,17 @@ import pytest
 
 from sanbox.control.errors import InvalidRequestError
 from sanbox.control.names import (
+    METADATA_KEY_MAX,
+    METADATA_MAX,
+    METADATA_VALUE_MAX,
     check_env,
     check_labels,
+    check_metadata,
     check_name,
     check_port,
     check_text,
     generate_name,
+    is_label,
 )
 
 pytestmark = pytest.mark.unit
@@ -93,3 +98,32 @@ def test_bad_ports(bad: object) -> None:
     with pytest.raises(InvalidRequestError) as exc:
         check_port(bad)
     assert exc.value.code == "invalid_port"
+
+
+def test_metadata_take_any_keys_within_bounds() -> None:
+    given = {"userId": "A1", "a b.c": "", "e2b/x": "y", "✓": "ü" * METADATA_VALUE_MAX}
+    assert check_metadata(given) == given
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {f"k{i}": "" for i in range(METADATA_MAX + 1)},
+        {"": "v"},
+        {"k" * (METADATA_KEY_MAX + 1): "v"},
+        {"nul\0": "v"},
+        {"k": "nul\0"},
+        {"k": "v" * (METADATA_VALUE_MAX + 1)},
+        {f"k{i}": "ü" * 1000 for i in range(9)},  # 9 * 2000 bytes: past 16 KiB
+    ],
+)
+def test_metadata_past_their_bounds_are_refused(bad: dict[str, str]) -> None:
+    with pytest.raises(InvalidRequestError) as exc:
+        check_metadata(bad)
+    assert exc.value.code == "invalid_metadata" and "\n" not in exc.value.message
+
+
+def test_only_valid_label_pairs_are_labels() -> None:
+    assert is_label("team", "blue") and is_label("app.example/tier", "")
+    assert not is_label("userId", "x") and not is_label("a b", "x")
+    assert not is_label("team", "line\n") and not is_label("team", "v" * 256)

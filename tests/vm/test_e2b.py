@@ -7,6 +7,7 @@ paused and after is read through `commands.connect`, then killed."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -70,3 +71,37 @@ def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
         assert ticker.pid not in [p.pid for p in again.commands.list()]
     finally:
         Sandbox.kill(sbx.sandbox_id)
+
+
+def test_watch_a_tree_and_metrics_in_a_real_guest(e2b_env: None) -> None:
+    """inotify in a real guest's agent (recursive, a rename), and the guest's own CPU and memory
+    through `get_metrics`."""
+    sbx = Sandbox.create("base", timeout=600)
+    try:
+        sbx.commands.run("mkdir -p /tmp/w/old")
+        watcher = sbx.files.watch_dir("/tmp/w", recursive=True)
+        sbx.files.write("/tmp/w/old/a.txt", "a")
+        sbx.commands.run(
+            "mkdir -p /tmp/w/new/er && echo b > /tmp/w/new/er/b && mv /tmp/w/old/a.txt /tmp/w/c"
+        )
+        seen: list[tuple[str, str]] = []
+        deadline = time.monotonic() + 30
+        while ("c", "create") not in seen:
+            assert time.monotonic() < deadline, f"events so far: {seen}"
+            seen += [(e.name, e.type.value) for e in watcher.get_new_events()]
+            time.sleep(0.1)  # between two polls of the SDK's own
+        assert seen[:2] == [("old/a.txt", "create"), ("old/a.txt", "write")]
+        wanted = {("new", "create"), ("new/er", "create"), ("old/a.txt", "rename")}
+        assert wanted <= set(seen)
+        watcher.stop()
+
+        deadline = time.monotonic() + 60  # the meter samples every 5 s; the second has CPU use
+        while not (points := sbx.get_metrics()):
+            assert time.monotonic() < deadline, "no metrics in 60 s"
+            time.sleep(0.5)  # between two polls
+        last = points[-1]
+        assert last.cpu_count == 1 and 0.0 <= last.cpu_used_pct <= 100.0
+        assert 0 < last.mem_used < last.mem_total <= 512 * 2**20
+        assert 0 < last.disk_used < last.disk_total
+    finally:
+        sbx.kill()

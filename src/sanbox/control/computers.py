@@ -307,6 +307,12 @@ class Computers:
     async def list_files(self, org: Org, ref: str, path: str) -> list[FileInfo]:
         return await guest.list_files(self.fleet, org, ref, path)
 
+    def watch_dir(
+        self, org: Org, ref: str, path: str, recursive: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[guest.GuestWatch | None]:
+        """A folder watched in the guest (None: its agent cannot; list and compare instead)."""
+        return guest.watch_dir(self.fleet, org, ref, path, recursive)
+
     async def remove_file(self, org: Org, ref: str, path: str, recursive: bool = False) -> None:
         await guest.remove_file(self.fleet, org, ref, path, recursive)
 

@@ -40,7 +40,7 @@ from .errors import (
 )
 from .fleet import Fleet
 from .host_errors import from_host
-from .names import check_env, check_labels, check_name, generate_name
+from .names import check_env, check_labels, check_metadata, check_name, generate_name
 from .secrets import bind_in, check_bindable
 from .states import State
 
@@ -58,6 +58,7 @@ class CreateRequest:
     disk_gib: int | None = None  # None: the image's size, or the snapshot's
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    e2b_metadata: dict[str, str] | None = None  # E2B's, any keys (names.check_metadata)
     idle_timeout: int | None = None  # seconds; None = the template's; 0 = never
     allow: tuple[str, ...] | None = None  # egress allowlist; None = the template's
     from_snapshot: str | None = None  # a snapshot of the org (id or name)
@@ -123,6 +124,8 @@ def check(fleet: Fleet, req: CreateRequest) -> None:
     if req.template is not None:
         check_name(req.template, "template")
     check_labels(req.labels)
+    if req.e2b_metadata is not None:
+        check_metadata(req.e2b_metadata)
     check_env(req.env)
     if req.allow is not None:
         try:
@@ -218,6 +221,7 @@ def insert(
             memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
             ports=[{"port": p, "public": False} for p in plan.ports],
             idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor=hypervisor,
+            e2b_metadata=req.e2b_metadata,
             isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
             origin=plan.origin, identity_pending=pending_identity(plan),
             lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,

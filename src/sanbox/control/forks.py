@@ -81,7 +81,9 @@ async def _fork_locked(
     children: list[ComputerRow] = []
     try:  # a taken name refuses the call before anything runs
         for name in names:
-            req = creating.CreateRequest(name=name, labels=dict(row.labels))
+            req = creating.CreateRequest(
+                name=name, labels=dict(row.labels), e2b_metadata=row.e2b_metadata
+            )
             children.append(creating.insert(fleet, org, req, plan, None)[0])
             copy_bindings(fleet, row.id, children[-1].id)
     except BaseException:

@@ -18,11 +18,13 @@ from ..host.door import (
     AgentUnavailableError,
     CommandNotFoundError,
     ConnectionRefusedInGuestError,
+    DirWatch,
     ExecProcess,
     ExecResult,
     Exit,
     FileInfo,
     FileNotFoundInGuestError,
+    FsEvent,
     InvalidPathError,
     Kept,
     KeptInfo,
@@ -49,6 +51,7 @@ from .pausing import wake
 from .states import State, check_action
 
 __all__ = [  # what the API's routes need of the guest's types, through the control plane
+    "FsEvent",
     "ExecProcess",
     "ExecResult",
     "Exit",
@@ -84,34 +87,40 @@ async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
 async def guest_call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Machine]:
     """The running machine for `ref`, with agent errors translated on the way out."""
     machine = await running(fleet, org, ref)
-    async with fleet.activity(machine.computer_id):
-        try:
-            yield machine
-        except InvalidPathError as exc:
-            raise InvalidRequestError(exc.message, "invalid_path") from exc
-        except FileNotFoundInGuestError as exc:
-            raise NotFoundError(exc.message, "not_found") from exc
-        except ConnectionRefusedInGuestError as exc:
-            raise ConflictError(exc.message, "connection_refused") from exc
-        except CommandNotFoundError:
-            raise  # the exec verbs answer it in their own shape (exit 127)
-        except RemoteError as exc:
-            raise InvalidRequestError(exc.message, exc.code) from exc
-        except AgentTimeoutError as exc:
-            raise OperationTimeoutError(f"the guest did not answer in time: {exc}") from exc
-        except AgentRouteError as exc:  # its fleet host does not answer: nothing known of it
-            raise HostUnavailableError(f"computer {machine.computer_id}'s {exc}") from exc
-        except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
-            row = fleet.by_id(machine.computer_id)
-            if row is not None and row.host_id is not None:
-                fleet.host_of(row)  # its fleet host went silent: host_unreachable, not stopped
-            if not machine.vm.alive():
-                await fleet.vm_exited(machine.computer_id, "its VM process exited")
-                raise ConflictError(
-                    f"computer {machine.computer_id} stopped while in use: start it again",
-                    "computer_not_running",
-                ) from exc
-            raise UnavailableError(f"the guest agent is unavailable: {exc}") from exc
+    async with fleet.activity(machine.computer_id), translated(fleet, machine):
+        yield machine
+
+
+@contextlib.asynccontextmanager
+async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
+    """The guest agent's errors as control errors with stable codes."""
+    try:
+        yield
+    except InvalidPathError as exc:
+        raise InvalidRequestError(exc.message, "invalid_path") from exc
+    except FileNotFoundInGuestError as exc:
+        raise NotFoundError(exc.message, "not_found") from exc
+    except ConnectionRefusedInGuestError as exc:
+        raise ConflictError(exc.message, "connection_refused") from exc
+    except CommandNotFoundError:
+        raise  # the exec verbs answer it in their own shape (exit 127)
+    except RemoteError as exc:
+        raise InvalidRequestError(exc.message, exc.code) from exc
+    except AgentTimeoutError as exc:
+        raise OperationTimeoutError(f"the guest did not answer in time: {exc}") from exc
+    except AgentRouteError as exc:  # its fleet host does not answer: nothing known of it
+        raise HostUnavailableError(f"computer {machine.computer_id}'s {exc}") from exc
+    except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
+        row = fleet.by_id(machine.computer_id)
+        if row is not None and row.host_id is not None:
+            fleet.host_of(row)  # its fleet host went silent: host_unreachable, not stopped
+        if not machine.vm.alive():
+            await fleet.vm_exited(machine.computer_id, "its VM process exited")
+            raise ConflictError(
+                f"computer {machine.computer_id} stopped while in use: start it again",
+                "computer_not_running",
+            ) from exc
+        raise UnavailableError(f"the guest agent is unavailable: {exc}") from exc
 
 
 # commands -----------------------------------------------------------------------------------
@@ -217,6 +226,37 @@ async def list_files(fleet: Fleet, org: Org, ref: str, path: str) -> list[FileIn
 async def remove_file(fleet: Fleet, org: Org, ref: str, path: str, recursive: bool) -> None:
     async with guest_call(fleet, org, ref) as machine:
         await (await machine.client()).files.remove(path, recursive=recursive)
+
+
+class GuestWatch:
+    """A folder watched in the guest (`DirWatch`), its errors translated as every verb's are."""
+
+    def __init__(self, fleet: Fleet, machine: Machine, watch: DirWatch) -> None:
+        self._fleet, self._machine, self._watch = fleet, machine, watch
+
+    async def next(self) -> list[FsEvent] | None:
+        """The next events, None once the folder is gone (removed or moved)."""
+        async with translated(self._fleet, self._machine):
+            return await self._watch.next()
+
+
+@contextlib.asynccontextmanager
+async def watch_dir(
+    fleet: Fleet, org: Org, ref: str, path: str, recursive: bool
+) -> AsyncIterator[GuestWatch | None]:
+    """A folder watched in the guest with inotify until the block ends (the computer busy, as
+    while any streaming verb); None from an agent that cannot (before protocol 3): the caller
+    compares listings instead."""
+    async with guest_call(fleet, org, ref) as machine:
+        client = await machine.client()
+        if not client.watches.supported:
+            yield None
+            return
+        watch = await client.watches.open(path, recursive)
+        try:
+            yield GuestWatch(fleet, machine, watch)
+        finally:
+            await watch.close()
 
 
 async def make_dir(fleet: Fleet, org: Org, ref: str, path: str) -> None:

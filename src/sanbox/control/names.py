@@ -21,6 +21,10 @@ TEXT_MAX = 128
 LABEL_KEY_MAX = 63
 LABEL_VALUE_MAX = 255
 LABELS_MAX = 64
+METADATA_MAX = 64  # E2B's metadata: pairs, a key's and a value's characters, all pairs' bytes
+METADATA_KEY_MAX = 256
+METADATA_VALUE_MAX = 1024
+METADATA_BYTES_MAX = 16 * 1024
 ENV_MAX = 256
 ENV_VALUE_MAX = 128 * 1024
 
@@ -77,6 +81,43 @@ def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
                 "invalid_label",
             )
     return dict(labels)
+
+
+def check_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """E2B's metadata: any keys, as E2B's SDK gives them (`userId`, `a b.c`), each 1-256
+    characters, values up to 1024, at most 64 pairs and 16 KiB together; no NUL (PostgreSQL's
+    JSON cannot hold it)."""
+    if len(metadata) > METADATA_MAX:
+        raise InvalidRequestError(f"at most {METADATA_MAX} metadata keys", "invalid_metadata")
+    size = 0
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= METADATA_KEY_MAX or "\0" in key:
+            raise InvalidRequestError(
+                f"invalid metadata key {repr(key)[:80]}: use 1-{METADATA_KEY_MAX} characters, "
+                "no NUL",
+                "invalid_metadata",
+            )
+        if not isinstance(value, str) or len(value) > METADATA_VALUE_MAX or "\0" in value:
+            raise InvalidRequestError(
+                f"invalid value of metadata key {key[:80]!r}: use at most {METADATA_VALUE_MAX} "
+                "characters, no NUL",
+                "invalid_metadata",
+            )
+        size += len(key.encode()) + len(value.encode())
+    if size > METADATA_BYTES_MAX:
+        raise InvalidRequestError(
+            f"metadata are {size} bytes: at most {METADATA_BYTES_MAX}", "invalid_metadata"
+        )
+    return dict(metadata)
+
+
+def is_label(key: str, value: str) -> bool:
+    """Whether a pair would pass `check_labels`."""
+    return (
+        _LABEL_KEY.fullmatch(key) is not None
+        and len(value) <= LABEL_VALUE_MAX
+        and _CONTROL.search(value) is None
+    )
 
 
 def is_env_name(name: object) -> bool:

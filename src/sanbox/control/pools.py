@@ -189,6 +189,7 @@ class Pools:
                     quotas.check(s, org.id, quotas.Use(disk_gib=grow))
                     hold = fleet.capacity.admit_here(fleet.host_of(row), 0, grow, row.id)
                 row.pool, row.name, row.labels = None, name, dict(req.labels)
+                row.e2b_metadata = req.e2b_metadata
                 # the request's computer begins now: its lifetime and running time count from here
                 row.created_at = row.started_at = datetime.now(UTC)
                 row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime

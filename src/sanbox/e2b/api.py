@@ -9,8 +9,9 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 - `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one.
 - `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
-- `metadata` are the computer's labels (Sanbox label keys); E2B's own settings are labels under
-  `e2b/`, never shown as metadata."""
+- `metadata` are kept as given (any keys, `control.names.check_metadata`'s bounds), apart from the
+  labels; the pairs that are valid labels are labels too, for /v1. E2B's own settings are labels
+  under `e2b/`, never shown as metadata."""
 
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ from ..control.create import CreateRequest
 from ..control.errors import ControlError, InvalidRequestError, KeyRefusedError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.lifecycle import Change
+from ..control.names import LABELS_MAX, METADATA_MAX
 from ..control.states import State
 from ..store.models import ComputerRow
 from ..store.repo import ACTOR
 from . import identity
 from .errors import rest_error
 from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
-from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, sandbox, state_of
+from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, metric, sandbox, state_of
 
 DEFAULT_TIMEOUT = 300
 LIST_LIMIT = 100
@@ -153,9 +155,8 @@ async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout
 
 
 def _create_request(body: NewSandbox) -> CreateRequest:
-    labels = dict(body.metadata or {})
-    if any(k.startswith(identity.LABEL_PREFIX) for k in labels):
-        raise InvalidRequestError("metadata keys under `e2b/` are reserved")
+    metadata = dict(body.metadata or {})
+    labels = identity.mirrored_labels(metadata, LABELS_MAX - 2)  # room for E2B's two settings
     if body.auto_pause:
         labels[AUTO_PAUSE] = "true"
     network = body.network or NetworkBody.model_validate({})
@@ -172,6 +173,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         template=template,
         env=dict(body.env_vars or {}),
         labels=labels,
+        e2b_metadata=metadata,
         allow=allow,
         from_snapshot=snapshot,
         lifetime=body.timeout or 1,
@@ -258,8 +260,20 @@ async def info(sandbox_id: str, request: Request) -> JSONResponse:
 def _metadata_filter(raw: str | None) -> dict[str, str]:
     if not raw:
         return {}
-    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)
-    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs[:64]}
+    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)  # the SDK quotes, then encodes
+    if len(pairs) > METADATA_MAX:
+        raise InvalidRequestError(f"a metadata filter has at most {METADATA_MAX} keys")
+    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs}
+
+
+def _started_after(raw: str | None) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidRequestError("startedAfter is an RFC 3339 time") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def _token(offset: int) -> str:
@@ -289,10 +303,14 @@ async def list_sandboxes(request: Request) -> JSONResponse:
         limit = min(LIST_LIMIT, max(1, int(q.get("limit") or LIST_LIMIT)))
     except ValueError:
         limit = LIST_LIMIT
+    wanted = _metadata_filter(q.get("metadata")).items()
+    after = _started_after(q.get("startedAfter"))
     rows = [
         r
-        for r in plane.find(p.org, labels=_metadata_filter(q.get("metadata")) or None)
+        for r in plane.find(p.org)
         if State(r.state) not in _GONE
+        and wanted <= identity.metadata(r).items()
+        and (after is None or (r.started_at or r.created_at) >= after)
         and r.pool is None
         and (not states or state_of(r) in states)
         and (not template or r.template == template)
@@ -304,25 +322,50 @@ async def list_sandboxes(request: Request) -> JSONResponse:
     return JSONResponse([detail(request, r, False) for r in page], headers=headers)
 
 
+def _unix(raw: str | None, name: str) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"{name} is Unix seconds") from None
+
+
 @router.get("/sandboxes/{sandbox_id}/metrics")
 async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
+    """What the usage meter sampled of the guest (every `SANBOX_USAGE_SAMPLE_INTERVAL` seconds,
+    the last hour, in the server's memory), from `start` (default: the sandbox's creation) to `end`
+    (default: now), oldest first."""
     p = principal(request)
     plane: Computers = request.app.state.computers
     row = _row(plane, p, sandbox_id)
-    now = datetime.now(UTC)
-    memory = row.memory_mib * 2**20
-    sample = {
-        "timestamp": now.isoformat().replace("+00:00", "Z"),
-        "timestampUnix": int(now.timestamp()),
-        "cpuCount": row.vcpus,
-        "cpuUsedPct": 0.0,
-        "memUsed": 0,
-        "memTotal": memory,
-        "memCache": 0,
-        "diskUsed": 0,
-        "diskTotal": row.disk_gib * 2**30,
-    }
-    return JSONResponse([sample] if state_of(row) == "running" else [])
+    start = _unix(request.query_params.get("start"), "start")
+    end = _unix(request.query_params.get("end"), "end")
+    since = int(row.created_at.timestamp()) if start is None else start
+    _computer, samples = plane.usage.metrics(p.org, row.id)
+    return JSONResponse(
+        [
+            metric(row, s)
+            for s in samples
+            if s.cpu_percent is not None  # E2B's bounds are whole seconds, both included
+            and since <= int(s.time)
+            and (end is None or int(s.time) <= end)
+        ]
+    )
+
+
+@router.put("/sandboxes/{sandbox_id}/network")
+async def update_network(sandbox_id: str, request: Request) -> JSONResponse:
+    """E2B's `update_network` (SDK 2.63.0 calls it) is not offered: answered 501 in E2B's shape
+    for a sandbox of the key's org, so the SDK raises that, not `SandboxNotFoundException`."""
+    p = principal(request)
+    plane: Computers = request.app.state.computers
+    _row(plane, p, sandbox_id)
+    message = (
+        "updating a sandbox's network is not offered by Sanbox: set `network.allowOut` when "
+        "creating it, or the computer's allowlist through /v1 (PUT /v1/computers/{ref}/network)"
+    )
+    return JSONResponse({"code": 501, "message": message}, status_code=501)
 
 
 @router.post("/sandboxes/{sandbox_id}/fork")

@@ -25,6 +25,7 @@ CONNECT_CODE: dict[tuple[int, str], str] = {
     (404, "*"): "not_found",
     (409, "name_taken"): "already_exists",
     (409, "*"): "failed_precondition",
+    (422, "too_many_watches"): "resource_exhausted",
     (422, "*"): "invalid_argument",
     (413, "*"): "resource_exhausted",
     (401, "*"): "unauthenticated",

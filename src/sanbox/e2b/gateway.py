@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..api.ports import relay_http, relay_websocket
 from ..api.ports.access import stripped
 from ..control.errors import ControlError
-from . import connect, envd_files, envd_http, envd_process
+from . import connect, envd_files, envd_http, envd_process, envd_watch
 from .envd import Envd, SandboxGoneError, basic_user
 from .errors import connect_error
 from .identity import ENVD_PORT, PUBLIC_TRAFFIC, Tokens, computer_id, signature_valid
@@ -105,7 +105,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 class E2bGateway:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._watchers = envd_files.Watchers()
+        self._watchers = envd_watch.Watchers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

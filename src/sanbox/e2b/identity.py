@@ -1,5 +1,6 @@
 """How a Sanbox computer looks to E2B's SDK: its sandbox id, its envd access token, its traffic
-token, the envd version it reports, and the labels that carry E2B's own settings.
+token, the envd version it reports, the labels that carry E2B's own settings, and its metadata
+(kept apart from its labels; the pairs that are valid labels are labels too).
 
 A sandbox id is the computer's id with a dash for the underscore (`cmp_ab12` -> `cmp-ab12`): it
 must be a DNS label, since the SDK puts it in `{port}-{sandboxID}.{domain}`. The tokens are MACs
@@ -15,7 +16,9 @@ import re
 import time
 from pathlib import Path
 
+from ..control.names import is_label
 from ..host.keys.secret import derived_key
+from ..store.models import ComputerRow
 
 ENVD_VERSION = "0.5.7"  # turns on the default user, stdin, close_stdin, octet-stream uploads
 ENVD_PORT = 49983
@@ -42,8 +45,22 @@ def is_sandbox_id(label: str) -> bool:
     return _SANDBOX_ID.fullmatch(label) is not None
 
 
-def metadata(labels: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in labels.items() if not k.startswith(LABEL_PREFIX)}
+def metadata(row: ComputerRow) -> dict[str, str]:
+    """The metadata E2B's SDK gave the computer; for one made before they were kept apart (or
+    made through /v1), its labels but E2B's own settings."""
+    if row.e2b_metadata is not None:
+        return {str(k): str(v) for k, v in row.e2b_metadata.items()}
+    return {k: v for k, v in row.labels.items() if not k.startswith(LABEL_PREFIX)}
+
+
+def mirrored_labels(metadata: dict[str, str], room: int) -> dict[str, str]:
+    """The metadata pairs that are also valid labels (and not under `e2b/`), at most `room` of
+    them in the order given: what /v1 sees and filters by of a sandbox's metadata."""
+    labels: dict[str, str] = {}
+    for key, value in metadata.items():
+        if len(labels) < room and not key.startswith(LABEL_PREFIX) and is_label(key, value):
+            labels[key] = value
+    return labels
 
 
 class Tokens:

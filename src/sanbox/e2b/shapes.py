@@ -1,6 +1,6 @@
 """What E2B's control API answers about a sandbox: a create's or connect's body (with the envd
-token and always the domain), a sandbox's details, its state in E2B's two words, and the
-lifetime that ends a timeout from now."""
+token and always the domain), a sandbox's details, its state in E2B's two words, a metric, and
+the lifetime that ends a timeout from now."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ..control.states import State
+from ..control.usage import Sample
 from ..store.models import ComputerRow
 from . import identity
 from .identity import Tokens
@@ -71,13 +72,30 @@ def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[
         "cpuCount": row.vcpus,
         "memoryMB": row.memory_mib,
         "diskSizeMB": row.disk_gib * 1024,
-        "metadata": identity.metadata(row.labels),
+        "metadata": identity.metadata(row),
         "state": state_of(row),
         "domain": domain(request),
     }
     if with_token:
         body["envdAccessToken"] = tokens(request).envd(row.id)
     return body
+
+
+def metric(row: ComputerRow, sample: Sample) -> dict[str, Any]:
+    """One of the usage meter's samples as E2B's `SandboxMetric` (one with no CPU use yet, a
+    guest's first, is not one)."""
+    at = datetime.fromtimestamp(sample.time, UTC)
+    return {
+        "timestamp": _iso(at),
+        "timestampUnix": int(sample.time),
+        "cpuCount": row.vcpus,
+        "cpuUsedPct": sample.cpu_percent,
+        "memUsed": sample.memory_used,
+        "memTotal": sample.memory_total,
+        "memCache": sample.memory_cache,
+        "diskUsed": sample.disk_used,
+        "diskTotal": sample.disk_total,
+    }
 
 
 def lifetime_from_now(row: ComputerRow, timeout: int) -> int:

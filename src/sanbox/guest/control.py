@@ -106,6 +106,7 @@ def metrics() -> dict[str, Any]:
             "total": mem.get("MemTotal", 0),
             "free": mem.get("MemFree", 0),
             "available": mem.get("MemAvailable", 0),
+            "cached": mem.get("Cached", 0),  # the page cache (an agent before: absent)
         },
         "disk": {
             "total": vfs.f_blocks * vfs.f_frsize,

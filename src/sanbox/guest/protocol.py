@@ -41,7 +41,7 @@ MAX_PAYLOAD = 256 * 1024
 CHUNK = 64 * 1024
 INITIAL_WINDOW = 1024 * 1024
 MAX_JSON_DEPTH = 32
-PROTOCOL_VERSION = 2  # 2: kept processes (guest/kept.py); a host checks before using them
+PROTOCOL_VERSION = 3  # a host checks before using: 2 kept processes (guest/kept.py), 3 `watch`
 AGENT_VERSION = "0.1.0"
 
 STDIN = 0

@@ -14,12 +14,13 @@ from .process import ExecStream, PtyStream
 from .ssh import SshStream
 from .stream import Stream
 from .tcp import TcpStream
+from .watch import WatchStream
 
 log = logging.getLogger("sanbox.agent")
 
 KINDS: dict[str, type[Stream]] = {
     cls.kind: cls
-    for cls in (ExecStream, PtyStream, FileStream, TcpStream, SshStream, ControlStream)
+    for cls in (ExecStream, PtyStream, FileStream, TcpStream, SshStream, ControlStream, WatchStream)
 }
 
 

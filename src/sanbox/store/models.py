@@ -97,6 +97,9 @@ class ComputerRow(Base):
     disk_gib: Mapped[int] = mapped_column(Integer)
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # E2B's metadata as its SDK gave them (names.check_metadata); None: made before they were
+    # kept apart from the labels, or not through E2B's API
+    e2b_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     hypervisor: Mapped[str] = mapped_column(String(32), default="unknown")  # the driver's name
     isolation: Mapped[str] = mapped_column(String(32), default="")
     image: Mapped[str | None] = mapped_column(String(64), default=None)  # its disk's image build

@@ -44,6 +44,7 @@ class Sample:
     memory_total: int
     disk_used: int
     disk_total: int
+    memory_cache: int = 0  # the page cache (0 from an agent that does not report it)
 
 
 class Meter:
@@ -135,6 +136,7 @@ class Meter:
             memory_total=memory_total,
             disk_used=m.disk.get("total", 0) - m.disk.get("free", 0),
             disk_total=m.disk.get("total", 0),
+            memory_cache=m.memory.get("cached", 0),
         )
         self._samples.setdefault(computer_id, collections.deque(maxlen=self.keep)).append(sample)
 

@@ -19,6 +19,7 @@ from .kept import Attached, Kept, KeptInfo
 from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
 from .ssh import Ssh
 from .tcp import TcpStream
+from .watch import DirWatch, FsEvent, Watches
 
 __all__ = [
     "AgentClient",
@@ -28,6 +29,7 @@ __all__ = [
     "AgentUnavailableError",
     "Attached",
     "CommandNotFoundError",
+    "DirWatch",
     "ConnectionRefusedInGuestError",
     "ExecError",
     "ExecEvent",
@@ -36,6 +38,7 @@ __all__ = [
     "Exit",
     "FileInfo",
     "FileNotFoundInGuestError",
+    "FsEvent",
     "Files",
     "InvalidPathError",
     "Kept",
@@ -49,4 +52,5 @@ __all__ = [
     "Stderr",
     "Stdout",
     "TcpStream",
+    "Watches",
 ]

@@ -30,6 +30,7 @@ from .files import Files
 from .kept import Kept
 from .ssh import Ssh
 from .tcp import TcpStream
+from .watch import Watches
 
 log = logging.getLogger("sanbox.host.agent")
 
@@ -136,6 +137,7 @@ class AgentClient:
         self.files = Files(self)
         self.kept = Kept(self, hello)
         self.ssh = Ssh(self)
+        self.watches = Watches(self, hello)
 
     # -- connection ---------------------------------------------------------------
 
