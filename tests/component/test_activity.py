@@ -59,3 +59,25 @@ def test_a_restarted_server_picks_the_clock_up(db: Database) -> None:
     with db.session() as s:
         repo.set_last_active(s, "cmp_a", datetime.now(UTC) - timedelta(seconds=10))
     assert ActivityClocks(db).idle_for("cmp_a") < 1  # within the lag: no head start
+
+
+def test_a_use_another_api_node_stored_counts_here(db: Database) -> None:
+    """With several API nodes on one database, a computer used through another node (the time
+    it stored on the record) is not idle here, whatever this node's own clock says; the record
+    counts from SAVE_EVERY later than it says (never early); what this node stored itself adds
+    nothing to its own clock."""
+    now = [1000.0]
+    here = ActivityClocks(db, clock=lambda: now[0])
+    here.touch("cmp_a")
+    now[0] += 600
+    assert here.idle_for("cmp_a") == 600
+    mine = stored(db)
+    assert mine is not None
+    assert here.idle_by_record("cmp_a", mine) is None  # its own store: its clock decides
+    later = mine + timedelta(seconds=1)  # another node stored a later use: not idle here
+    got = here.idle_by_record("cmp_a", later)
+    assert got is not None and got < 0
+    assert here.idle_by_record("cmp_a", None) is None
+    fresh = ActivityClocks(db, clock=lambda: now[0])  # a node that never stored it: the record
+    got = fresh.idle_by_record("cmp_a", datetime.now(UTC) - timedelta(seconds=100))
+    assert got is not None and 100 - SAVE_EVERY - 1 < got <= 100 - SAVE_EVERY + 1

@@ -20,14 +20,20 @@ class IdleWatcher:
         self.fleet = computers.fleet
 
     def due(self) -> list[tuple[str, float]]:
-        """Running computers idle past their timeout, with that timeout."""
+        """Running computers idle past their timeout, with that timeout: by this node's clock
+        and by the time its record says it was last used (another API node's use is stored
+        there, at most SAVE_EVERY late: counted so, a computer is never suspended early)."""
         with self.fleet.db.session() as s:
             rows = repo.list_computers(s, None, State.RUNNING)
-        return [
-            (row.id, float(row.idle_timeout))
-            for row in rows
-            if row.idle_timeout > 0 and self.fleet.idle_for(row.id) >= row.idle_timeout
-        ]
+        due = []
+        for row in rows:
+            if row.idle_timeout <= 0 or self.fleet.idle_for(row.id) < row.idle_timeout:
+                continue
+            elsewhere = self.fleet.clocks.idle_by_record(row.id, row.last_active_at)
+            if elsewhere is not None and elsewhere < row.idle_timeout:  # used through another
+                continue  # node meanwhile
+            due.append((row.id, float(row.idle_timeout)))
+        return due
 
     async def check(self) -> None:
         for computer_id, idle in self.due():

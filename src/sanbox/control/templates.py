@@ -72,6 +72,11 @@ def idle_timeout(fleet: Fleet, org: Org, name: str) -> int:
     return RECIPES[name].idle_timeout if builtin(name) else get(fleet, org, name).idle_timeout
 
 
+def allow(fleet: Fleet, org: Org, name: str) -> list[str]:
+    """The egress allowlist computers of a template get unless they ask otherwise."""
+    return list(RECIPES[name].allow if builtin(name) else get(fleet, org, name).allow)
+
+
 def get(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
     with fleet.db.session() as s:
         row = repo.template(s, org.id, ref)

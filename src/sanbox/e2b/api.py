@@ -16,6 +16,7 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 from __future__ import annotations
 
 import base64
+import functools
 import urllib.parse
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..api.auditing import note_actor
 from ..api.auth import client_address
+from ..control import templates
 from ..control.computers import Computers
 from ..control.create import CreateRequest
 from ..control.errors import ControlError, InvalidRequestError, KeyRefusedError, NotFoundError
@@ -41,6 +43,7 @@ from ..store.repo import ACTOR
 from . import identity
 from .errors import rest_error
 from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
+from .network import NetworkBody, NetworkUpdate, updated_allow
 from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, metric, sandbox, state_of
 
 DEFAULT_TIMEOUT = 300
@@ -71,12 +74,6 @@ class E2bRoute(APIRoute):
 
 
 router = APIRouter(prefix="/e2b", route_class=E2bRoute, include_in_schema=False)
-
-
-class NetworkBody(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    allow_out: list[str] | None = Field(None, alias="allowOut", max_length=256)
-    allow_public_traffic: bool | None = Field(None, alias="allowPublicTraffic")
 
 
 class NewSandbox(BaseModel):
@@ -160,6 +157,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
     if body.auto_pause:
         labels[AUTO_PAUSE] = "true"
     network = body.network or NetworkBody.model_validate({})
+    network.check_offered()
     labels[PUBLIC_TRAFFIC] = "false" if network.allow_public_traffic is False else "true"
     allow: tuple[str, ...] | None = None
     if network.allow_out is not None:
@@ -354,18 +352,15 @@ async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
     )
 
 
-@router.put("/sandboxes/{sandbox_id}/network")
-async def update_network(sandbox_id: str, request: Request) -> JSONResponse:
-    """E2B's `update_network` (SDK 2.63.0 calls it) is not offered: answered 501 in E2B's shape
-    for a sandbox of the key's org, so the SDK raises that, not `SandboxNotFoundException`."""
+@router.put("/sandboxes/{sandbox_id}/network", status_code=204)
+async def update_network(sandbox_id: str, body: NetworkUpdate, request: Request) -> Response:
+    """E2B's `update_network`: the computer's allowlist replaced (network.py), applied at once."""
     p = principal(request)
     plane: Computers = request.app.state.computers
-    _row(plane, p, sandbox_id)
-    message = (
-        "updating a sandbox's network is not offered by Sanbox: set `network.allowOut` when "
-        "creating it, or the computer's allowlist through /v1 (PUT /v1/computers/{ref}/network)"
-    )
-    return JSONResponse({"code": 501, "message": message}, status_code=501)
+    row = _row(plane, p, sandbox_id)
+    default = functools.partial(templates.allow, plane.fleet, p.org, row.template)
+    await plane.set_allow(p.org, row.id, updated_allow(body, default))
+    return Response(status_code=204)
 
 
 @router.post("/sandboxes/{sandbox_id}/fork")

@@ -1,0 +1,60 @@
+"""E2B's network settings on a computer's egress allowlist (docs/e2b.md). Sanbox lets a computer
+reach only what its allowlist names, so:
+- `allowOut` is the allowlist (host names, `*.` wildcards, `cidr:port` rules; E2B's bare CIDRs
+  and IPs need a port here and are refused without one);
+- `allow_internet_access: false` is an empty allowlist;
+- `denyOut` adds nothing: E2B's allowed entries win over its denied ones, and whatever the
+  allowlist does not name is denied already;
+- neither given: the template's allowlist, as at a create without them (E2B's update clears what
+  it leaves out);
+- transform `rules`, an `egressProxy` and `dnsServers` are not offered: refused at a create and
+  at an update, never dropped without a word (Sanbox's secrets inject credentials:
+  docs/secrets.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..control.errors import InvalidRequestError
+
+
+class NetworkBody(BaseModel):
+    """`network` of a create."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    allow_out: list[str] | None = Field(None, alias="allowOut", max_length=256)
+    deny_out: list[str] | None = Field(None, alias="denyOut", max_length=256)
+    allow_public_traffic: bool | None = Field(None, alias="allowPublicTraffic")
+    rules: dict[str, Any] | None = None
+    egress_proxy: dict[str, Any] | None = Field(None, alias="egressProxy")
+    dns_servers: list[str] | None = Field(None, alias="dnsServers", max_length=16)
+
+    def check_offered(self) -> None:
+        """Refuse what Sanbox does not offer rather than run without it."""
+        for name, given in (("rules", self.rules), ("egressProxy", self.egress_proxy),
+                            ("dnsServers", self.dns_servers)):  # fmt: skip
+            if given:
+                raise InvalidRequestError(
+                    f"network.{name} is not offered by Sanbox: leave it out (docs/e2b.md)",
+                    "not_offered",
+                )
+
+
+class NetworkUpdate(NetworkBody):
+    """The body of `PUT /sandboxes/{id}/network` (the SDK's `update_network`)."""
+
+    allow_internet_access: bool | None = None
+
+
+def updated_allow(update: NetworkUpdate, default: Callable[[], list[str]]) -> list[str]:
+    """The allowlist an update sets (`default`: the computer's template's, asked for only when
+    the update names nothing)."""
+    update.check_offered()
+    if update.allow_internet_access is False:
+        return []
+    if update.allow_out is not None:
+        return list(update.allow_out)
+    return default()
