@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,3 +60,25 @@ def internet() -> Iterator[Internet]:
     net = Internet.start()
     yield net
     net.stop()
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder of its own under /tmp (Unix socket paths below it must stay short), removed with
+    what the stand-in driver's "VMs" of its computers left running."""
+    path = Path(tempfile.mkdtemp(prefix="sbc", dir="/tmp"))
+    yield path
+    kill_agents(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_agents(root: Path) -> None:
+    """The agents of computers a test left under `root`: a 'VM' here outlives its server, as
+    QEMU does, and nothing else would end it."""
+    for pidfile in root.rglob("vm.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            if str(root) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass  # gone already

@@ -25,7 +25,8 @@ from sanbox.api import ServerSettings, create_app
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
-from tests.component.conftest import fake_image, kill_agents
+from tests.component.conftest import fake_image
+from tests.conftest import kill_agents
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(os.environ.get("SANBOX_TEST_DATA_DIR", "/var/lib/sanbox-test")) / "console-shots"

@@ -8,9 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,26 +67,6 @@ class Server:
 
     def headers(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.key}"}
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sbc", dir="/tmp"))  # Unix socket paths must stay short
-    yield path
-    kill_agents(path)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def kill_agents(root: Path) -> None:
-    """The agents of computers a test left under `root`: a 'VM' here outlives its server, as
-    QEMU does, and nothing else would end it."""
-    for pidfile in root.rglob("vm.pid"):
-        try:
-            pid = int(pidfile.read_text())
-            if str(root) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError):
-            pass  # gone already
 
 
 def start_server(

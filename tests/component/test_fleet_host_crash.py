@@ -23,7 +23,14 @@ from sanbox.host.data.layout import DataDir
 
 from .conftest import LiveServer, fake_image
 from .test_fleet_routing import _refused
-from .test_host_link import _free_port, _hosts, _sanbox, _until, _wait_until_up, serving_fleet
+from .test_host_link import (
+    _free_port,
+    _hosts,
+    _until,
+    _wait_until_up,
+    join_host,
+    serving_fleet,
+)
 
 pytestmark = pytest.mark.component
 
@@ -82,13 +89,7 @@ def test_a_host_agent_killed_with_its_vms_running_comes_back_without_a_second_co
 ) -> None:
     live = fleet_server
     host_dir, port = short_tmp / "h1", _free_port()
-    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    joined = _sanbox(
-        live, "host", "join", "--server", live.url, "--token", token, "--name", "h1",
-        "--region", "eu-1", "--address", "127.0.0.1", "--port", str(port),
-        "--data-dir", str(host_dir),
-    )  # fmt: skip
-    assert joined.returncode == 0, joined.stderr
+    join_host(live, host_dir, port)
     fake_image(DataDir(host_dir))
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()
     agent = _agent(host_dir, port)

@@ -26,6 +26,7 @@ from .test_host_link import (
     _serving,
     _until,
     _wait_until_up,
+    join_host,
     serving_fleet,
 )
 
@@ -35,14 +36,6 @@ pytestmark = pytest.mark.component
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=4.0, lost_after=8.0)
-
-
-def _join(live: LiveServer, name: str, region: str, host_dir: Path, port: int) -> None:
-    token = _sanbox(live, "host", "token", "--region", region).stdout.strip()
-    who = ["--server", live.url, "--token", token, "--name", name, "--region", region]
-    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
-    joined = _sanbox(live, "host", "join", *who, *where)
-    assert joined.returncode == 0, joined.stderr
 
 
 def _refused(call: object, code: str) -> None:
@@ -59,8 +52,8 @@ def test_computers_stay_in_their_region(fleet_server: LiveServer, short_tmp: Pat
     live = fleet_server
     eu_dir, us_dir = short_tmp / "eu", short_tmp / "us"
     ports = _free_port(), _free_port()
-    _join(live, "h-eu", "eu-1", eu_dir, ports[0])
-    _join(live, "h-us", "us-1", us_dir, ports[1])
+    join_host(live, eu_dir, ports[0], "h-eu", "eu-1")
+    join_host(live, us_dir, ports[1], "h-us", "us-1")
     agents = []
     for d in (eu_dir, us_dir):
         fake_image(DataDir(d))

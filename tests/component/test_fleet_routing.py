@@ -27,10 +27,10 @@ from .conftest import LiveServer, fake_image
 from .test_host_link import (
     _free_port,
     _hosts,
-    _sanbox,
     _serving,
     _until,
     _wait_until_up,
+    join_host,
     serving_fleet,
 )
 
@@ -43,21 +43,13 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=4.0, lost_after=8.0)
 
 
-def _join(live: LiveServer, host_dir: Path, port: int) -> None:
-    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    who = ["--server", live.url, "--token", token, "--name", "h1", "--region", "eu-1"]
-    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
-    joined = _sanbox(live, "host", "join", *who, *where)
-    assert joined.returncode == 0, joined.stderr
-
-
 def test_a_computer_on_a_fleet_host_is_served_there(
     fleet_server: LiveServer, short_tmp: Path
 ) -> None:
     live = fleet_server
     host_dir = short_tmp / "h1"
     port = _free_port()
-    _join(live, host_dir, port)
+    join_host(live, host_dir, port)
     fake_image(DataDir(host_dir))  # the same build as the server's own host has
     runtime = HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
     me = host_identity(DataDir(host_dir).host / "fleet")

@@ -32,6 +32,7 @@ from .test_host_link import (
     _serving,
     _until,
     _wait_until_up,
+    join_host,
     serving_fleet,
 )
 
@@ -56,14 +57,6 @@ class _Behind(HostAgent):
         return found
 
 
-def _join(live: LiveServer, name: str, host_dir: Path, port: int) -> None:
-    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    who = ["--server", live.url, "--token", token, "--name", name, "--region", "eu-1"]
-    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
-    joined = _sanbox(live, "host", "join", *who, *where)
-    assert joined.returncode == 0, joined.stderr
-
-
 def _runtime(host_dir: Path, ram_dir: Path | None = None) -> HostRuntime:
     dd = DataDir(host_dir, ram_dir) if ram_dir is not None else DataDir(host_dir)
     return HostRuntime(dd, LocalDriver(), networking=False)
@@ -82,8 +75,8 @@ def test_a_host_without_room_sends_the_create_to_another(
     disk_gib = free // GIB + 8  # more than the data filesystem has: fits only thinly overcommitted
     behind_dir, roomy_dir = short_tmp / "h1", short_tmp / "h2"
     ports = _free_port(), _free_port()
-    _join(live, "h1", behind_dir, ports[0])
-    _join(live, "h2", roomy_dir, ports[1])
+    join_host(live, behind_dir, ports[0], "h1")
+    join_host(live, roomy_dir, ports[1], "h2")
     for d in (behind_dir, roomy_dir):
         fake_image(DataDir(d))
     behind = _Behind(_runtime(behind_dir))  # its admission: no overcommit
@@ -128,7 +121,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
 ) -> None:
     live = fleet_server
     host_dir, port = short_tmp / "h1", _free_port()
-    _join(live, "h1", host_dir, port)
+    join_host(live, host_dir, port)
     fake_image(DataDir(host_dir))
     me = host_identity(DataDir(host_dir).host / "fleet")
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()
@@ -150,7 +143,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
         assert (host_dir / "computers" / gone.id).is_dir()
 
         # the host joins again: told its set, it stops and sets aside the one it no longer runs
-        _join(live, "h1", host_dir, port)
+        join_host(live, host_dir, port)
         with _serving(HostAgent(_runtime(host_dir)), port, me):
             _wait_until_up(f"https://127.0.0.1:{port}", control)
             _until("gone set aside", lambda: not (host_dir / "computers" / gone.id).exists())

@@ -259,6 +259,23 @@ def _sanbox(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+def join_host(
+    live: LiveServer,
+    host_dir: Path,
+    port: int,
+    name: str = "h1",
+    region: str = "eu-1",
+    address: str = "127.0.0.1",
+) -> None:
+    """`sanbox host token` then `sanbox host join`, as an operator does: the host's files in
+    `host_dir`, its calls on `address:port` (the tunnel on the next port)."""
+    token = _sanbox(live, "host", "token", "--region", region).stdout.strip()
+    who = ["--server", live.url, "--token", token, "--name", name, "--region", region]
+    where = ["--address", address, "--port", str(port), "--data-dir", str(host_dir)]
+    joined = _sanbox(live, "host", "join", *who, *where)
+    assert joined.returncode == 0, joined.stderr
+
+
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     """The real app with short host leases: a host that misses 1 s is suspect, 2 s lost."""

@@ -34,10 +34,10 @@ from sanbox.sdk import Sanbox
 from sanbox.store import Database
 from sanbox.store.models import UsageRow
 
+from ..conftest import kill_agents
 from .conftest import (
     Server,
     fake_image,
-    kill_agents,
     serve,
     served,
     start_server,

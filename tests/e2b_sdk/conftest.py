@@ -21,7 +21,8 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 
-from ..component.conftest import fake_image, kill_agents, served
+from ..component.conftest import fake_image, served
+from ..conftest import kill_agents
 
 E2B_VERSION = "2.63.0"  # the newest release supported; the oldest (2.45.1) runs in a subprocess
 

@@ -26,7 +26,8 @@ from sanbox.host.data.layout import DataDir  # noqa: E402
 from sanbox.host.drivers.local import LocalDriver  # noqa: E402
 from sanbox.host.egress import dnsmsg  # noqa: E402
 from sanbox.host.runtime import HostRuntime  # noqa: E402
-from tests.component.conftest import fake_image, kill_agents  # noqa: E402
+from tests.component.conftest import fake_image  # noqa: E402
+from tests.conftest import kill_agents  # noqa: E402
 
 DOMAIN = "e2b.test"
 BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

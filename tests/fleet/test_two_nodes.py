@@ -29,8 +29,9 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
-from tests.component.conftest import LiveServer, fake_image, kill_agents, served
+from tests.component.conftest import LiveServer, fake_image, served
 from tests.component.test_host_link import _free_port, _sanbox, _serving, _until, _wait_until_up
+from tests.conftest import kill_agents
 
 from .conftest import fresh_schema
 

@@ -41,16 +41,17 @@ from sanbox.host.net import GATEWAY_IP
 from sanbox.host.net.firewall import HTTP_PORT, TLS_PORT
 from sanbox.host.runtime import HostRuntime
 
-from ..component.conftest import LiveServer, fake_image, kill_agents
+from ..component.conftest import LiveServer, fake_image
 from ..component.test_host_link import (
     _free_port,
     _hosts,
-    _sanbox,
     _serving,
     _until,
     _wait_until_up,
+    join_host,
     serving_fleet,
 )
+from ..conftest import kill_agents
 from ..internet import DNS, Internet
 
 pytestmark = pytest.mark.integration
@@ -74,14 +75,6 @@ def short_tmp() -> Iterator[Path]:
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=30.0, lost_after=60.0)
-
-
-def _join(live: LiveServer, host_dir: Path, port: int) -> None:
-    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    who = ["--server", live.url, "--token", token, "--name", "h1", "--region", "eu-1"]
-    where = ["--address", "127.0.0.1", "--port", str(port), "--data-dir", str(host_dir)]
-    joined = _sanbox(live, "host", "join", *who, *where)
-    assert joined.returncode == 0, joined.stderr
 
 
 def _agent(host_dir: Path, internet: Internet) -> HostAgent:
@@ -117,7 +110,7 @@ def test_a_fleet_computer_gets_its_hosts_egress(
     live = fleet_server
     host_dir = short_tmp / "h1"
     port = _free_port()
-    _join(live, host_dir, port)
+    join_host(live, host_dir, port)
     fake_image(DataDir(host_dir))
     me = host_identity(DataDir(host_dir).host / "fleet")
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()

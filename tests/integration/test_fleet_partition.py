@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +21,14 @@ from sanbox import Sanbox
 from sanbox.fleet.link.pki import FleetCAs
 from sanbox.host.data.layout import DataDir
 from sanbox.sdk.errors import SanboxError
-from tests.component.conftest import LiveServer, fake_image, kill_agents
+from tests.component.conftest import LiveServer, fake_image
 from tests.component.test_fleet_host_crash import _vm_processes, _Watch
 from tests.component.test_fleet_routing import _refused
 from tests.component.test_host_link import (
     _free_port,
-    _sanbox,
     _until,
     _wait_until_up,
+    join_host,
     serving_fleet,
 )
 
@@ -66,14 +64,6 @@ def netns() -> Iterator[str]:
 
 
 @pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sbp", dir="/tmp"))  # Unix socket paths must stay short
-    yield path
-    kill_agents(path)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=2.0, lost_after=4.0)
 
@@ -95,13 +85,7 @@ def test_a_partitioned_host_is_unreachable_at_once_and_comes_back_without_a_seco
 ) -> None:
     live = fleet_server
     host_dir, port = short_tmp / "h1", _free_port()
-    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
-    joined = _sanbox(
-        live, "host", "join", "--server", live.url, "--token", token, "--name", "h1",
-        "--region", "eu-1", "--address", HOST_ADDR, "--port", str(port),
-        "--data-dir", str(host_dir),
-    )  # fmt: skip
-    assert joined.returncode == 0, joined.stderr
+    join_host(live, host_dir, port, address=HOST_ADDR)
     fake_image(DataDir(host_dir))
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
     argv = [sys.executable, "-m", "tests.component.fleet_host_agent", str(host_dir), str(port)]

@@ -13,6 +13,7 @@ from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
 from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
+from ..host.settings import upstream_of
 from ..store.db import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
@@ -157,10 +158,7 @@ class ServerSettings:
 
     @property
     def upstream(self) -> tuple[str, int] | None:
-        if not self.upstream_dns:
-            return None
-        host, _, port = self.upstream_dns.partition(":")
-        return host, int(port or 53)
+        return upstream_of(self.upstream_dns)
 
     def port_url(self, port: int, name: str, org: str) -> str:
         """The URL of a published port: `PORT-NAME.ORG.<domain>`, or `PORT-NAME.<domain>` for the

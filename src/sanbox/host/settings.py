@@ -55,10 +55,7 @@ class HostSettings:
 
     @property
     def upstream(self) -> tuple[str, int] | None:
-        if not self.upstream_dns:
-            return None
-        host, _, port = self.upstream_dns.partition(":")
-        return host, int(port or 53)
+        return upstream_of(self.upstream_dns)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HostSettings:
@@ -87,6 +84,15 @@ class HostSettings:
             ),
             vm_uids=env.get("SANBOX_VM_UIDS") or None,
         )
+
+
+def upstream_of(text: str | None) -> tuple[str, int] | None:
+    """`host[:port]` (port 53 unless given) of the DNS server egress resolves with; None: the
+    system's."""
+    if not text:
+        return None
+    host, _, port = text.partition(":")
+    return host, int(port or 53)
 
 
 def _count(env: Mapping[str, str], name: str, default: int) -> int:
