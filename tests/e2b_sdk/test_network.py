@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from e2b import ALL_TRAFFIC, Sandbox
-from e2b.exceptions import SandboxException
+from e2b.exceptions import SandboxException, SandboxNotFoundException
 
 from sanbox.host.door import recipe_for
 
@@ -49,3 +49,5 @@ def test_update_network_sets_the_allowlist(e2b_server: E2bServer) -> None:
         sbx.kill()
     with pytest.raises(SandboxException):  # at create too: never run without what it asked
         Sandbox.create("base", network={"dns_servers": ["1.1.1.1"]}, envs=e2b_server.envs)
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.update_network("cmp-000000000000", {"allow_out": []})

@@ -25,7 +25,6 @@ from e2b import (
 from e2b.exceptions import (
     AuthenticationException,
     FileNotFoundException,
-    SandboxException,
     SandboxNotFoundException,
     SandboxNotRunningException,
 )
@@ -259,11 +258,3 @@ def test_get_host_reached_with_curl(sandbox: Sandbox, e2b_server: E2bServer) -> 
     wait_until(answered)
     assert server.kill()
     wait_until(lambda: not answered())
-
-
-def test_update_network_is_refused_as_not_offered(sandbox: Sandbox) -> None:
-    with pytest.raises(SandboxException) as refused:
-        sandbox.update_network({"allow_out": ["example.com"]})
-    assert str(refused.value).startswith("501: updating a sandbox's network is not offered")
-    with pytest.raises(SandboxNotFoundException):
-        Sandbox.update_network("cmp-000000000000", {"allow_out": []})
