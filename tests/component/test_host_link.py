@@ -83,19 +83,26 @@ def _serving(agent: HostAgent, port: int, me: Identity) -> Iterator[threading.Ev
         thread.join(15)
 
 
+def signed_host(cas: FleetCAs, dd: DataDir, name: str = "h1") -> Identity:
+    """A host's files as `sanbox host join` leaves them: its key, its certificate signed by the
+    fleet's host CA for 127.0.0.1, and the control CA's certificate."""
+    me = host_identity(dd.host / "fleet")
+    me.cert.parent.mkdir(parents=True)
+    key = pki.new_key()
+    cert, control_ca = cas.sign_host(name, ["127.0.0.1"], key.public_key())
+    pki.write_key(me.key, key)
+    pki.write_cert(me.cert, cert)
+    me.peer_ca.write_bytes(control_ca.read_bytes())
+    return me
+
+
 @pytest.fixture
 def host_agent(short_tmp: Path) -> Iterator[Agent]:
     cas = FleetCAs(short_tmp / "control" / "fleet")
     dd = DataDir(short_tmp / "host")
     dd.ensure()
     fake_image(dd)
-    me = host_identity(dd.host / "fleet")
-    me.cert.parent.mkdir(parents=True)
-    key = pki.new_key()
-    cert, control_ca = cas.sign_host("h1", ["127.0.0.1"], key.public_key())
-    pki.write_key(me.key, key)
-    pki.write_cert(me.cert, cert)
-    me.peer_ca.write_bytes(control_ca.read_bytes())
+    me = signed_host(cas, dd)
     port = _free_port()
     agent = HostAgent(HostRuntime(dd, LocalDriver(), networking=False))
     url = f"https://127.0.0.1:{port}"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox import Sanbox, pki
+from sanbox import Sanbox
 from sanbox.fleet.link import egress_wire as ew
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.host_egress import HostEgress
@@ -50,6 +50,7 @@ from ..component.test_host_link import (
     _wait_until_up,
     join_host,
     serving_fleet,
+    signed_host,
 )
 from ..conftest import kill_agents
 from ..internet import DNS, Internet
@@ -222,13 +223,7 @@ def test_remote_egress_against_a_real_host(short_tmp: Path, internet: Internet) 
     dd = DataDir(host_dir)
     dd.ensure()
     fake_image(dd)
-    me = host_identity(dd.host / "fleet")
-    me.cert.parent.mkdir(parents=True)
-    key = pki.new_key()
-    cert, control_ca = cas.sign_host("h1", ["127.0.0.1"], key.public_key())
-    pki.write_key(me.key, key)
-    pki.write_cert(me.cert, cert)
-    me.peer_ca.write_bytes(control_ca.read_bytes())
+    me = signed_host(cas, dd)
     port = _free_port()
     agent = _agent(host_dir, internet)
     assert agent.egress is not None and agent.runtime.network is not None
