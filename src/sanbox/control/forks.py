@@ -17,6 +17,7 @@ from .errors import InvalidRequestError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
+from .provision import Plan
 from .secrets import copy_bindings
 from .snapshots import state_after
 from .states import HAS_MEMORY, State
@@ -40,9 +41,9 @@ def fork_names(source: str, count: int, prefix: str | None) -> list[str]:
     return names
 
 
-def _plan(fleet: Fleet, row: ComputerRow) -> creating.Plan:
+def _plan(fleet: Fleet, row: ComputerRow) -> Plan:
     """What each fork is: its source's template, build, size, environment and policy."""
-    return creating.Plan(
+    return Plan(
         template=row.template, image=fleet.image_of(row), vcpus=row.vcpus,
         memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=dict(row.env),
         allow=list(row.allow), idle_timeout=row.idle_timeout, origin=row.id,
@@ -76,7 +77,7 @@ async def fork(
 
 
 async def _fork_locked(
-    fleet: Fleet, org: Org, row: ComputerRow, plan: creating.Plan, names: list[str], memory: bool
+    fleet: Fleet, org: Org, row: ComputerRow, plan: Plan, names: list[str], memory: bool
 ) -> list[ComputerRow]:
     children: list[ComputerRow] = []
     try:  # a taken name refuses the call before anything runs

@@ -34,6 +34,7 @@ from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
 from . import lifecycle, quotas, templates
+from . import provision as provisioning
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import VERB_WAIT, Fleet
@@ -258,15 +259,15 @@ class Pools:
         try:
             row, _ = creating.insert(fleet, org, req, plan, None, pool=pool.id)
         except ControlError as exc:  # the owner's quota: members count against it
-            creating.release(plan)
+            provisioning.release(plan)
             self._blocked[pool.id] = f"blocked: {exc.message}"
             return
         except BaseException:
-            creating.release(plan)
+            provisioning.release(plan)
             raise
         self._blocked.pop(pool.id, None)
         try:
-            await creating.provision(fleet, row, plan)
+            await provisioning.provision(fleet, row, plan)
         except ControlError as exc:
             self._blocked[pool.id] = f"blocked: {exc.message}"
             await self.discard(row.id, f"pool member failed: {exc.message}")
