@@ -31,7 +31,8 @@ def spec(name: str, region: str = "eu-1") -> HostSpec:
 
 
 def test_a_silent_host_is_suspect_then_lost_and_rejoins_with_a_new_epoch(pg: Database) -> None:
-    hosts = Hosts(pg, LeasePolicy(ttl=0.5, lost_after=1.5))
+    # h1 renews each round, h2 never: leases long enough for a loaded machine to keep h1 up
+    hosts = Hosts(pg, LeasePolicy(ttl=1.5, lost_after=3.0))
     h1, h2 = hosts.register(spec("h1")), hosts.register(spec("h2"))
     assert (h1.epoch, h2.epoch) == (1, 1) and h1.host_id != h2.host_id
     renewed = hosts.renew(h1)
