@@ -27,8 +27,9 @@ import pytest
 from sanbox import Sanbox, pki
 from sanbox.api import ServerSettings, create_app
 from sanbox.fleet.link.agent import OPERATION, HostAgent
+from sanbox.fleet.link.link import HostUnreachableError
 from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, host_identity
-from sanbox.fleet.link.remote import HostUnreachableError, RemoteHost
+from sanbox.fleet.link.remote import RemoteHost
 from sanbox.fleet.link.serve import serve
 from sanbox.host.data.layout import DataDir
 from sanbox.host.door import Host, MachineSpec

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
-from ..fleet.link.remote import HostUnreachableError
+from ..fleet.link.link import HostUnreachableError
 from ..fleet.link.remote_egress import RemoteEgress
 from ..host.door import (
     ConnectionBudget,

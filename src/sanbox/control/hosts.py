@@ -28,8 +28,9 @@ from ..fleet.hosts import (
     Swept,
 )
 from ..fleet.join import Joined, join, make_token
+from ..fleet.link.link import HostUnreachableError
 from ..fleet.link.pki import FleetCAs, client_tls
-from ..fleet.link.remote import HostUnreachableError, RemoteHost, as_host
+from ..fleet.link.remote import RemoteHost, as_host
 from ..fleet.singleton import Singleton
 from ..host.door import Host, HostError
 from ..store import Database

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...host.door import AgentRouteError, HostError, Liveness
+from .link import CONNECT_TIMEOUT
 
 if TYPE_CHECKING:
     from ...host.agent.dial import Streams
     from .remote import RemoteHost
 
 TUNNEL_READ = 1 << 20
-CONNECT_TIMEOUT = 2.0  # as the host's calls (remote.py)
 
 
 class RemoteVm:

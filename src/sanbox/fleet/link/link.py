@@ -1,0 +1,131 @@
+"""The link to one fleet host, as the control plane holds it: HTTPS with mutual TLS to its host
+agent (agent.py), each call with an operation id of its own (a retry after a dropped link sends
+the same id, and the host's journal answers it without running it twice); its report, read every
+`REPORT_EVERY` seconds, which is also how the control plane knows the host is there (a host
+whose report cannot be read is unreachable: its calls fail with `host_unreachable` within
+seconds, never hang); and the open streams to its guests' agents, cut when it goes silent.
+`RemoteHost` (remote.py) is the `Host` protocol over it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import ssl
+import time
+from typing import Any
+
+import httpx
+
+from ...host.door import HostError
+from . import wire
+from .agent import OPERATION
+
+CALL_TIMEOUT = 300.0  # a boot under TCG and load, a snapshot of a large guest
+CONNECT_TIMEOUT = 2.0  # a host that does not answer in this is unreachable
+REPORT_EVERY = 2.0
+REPORT_TIMEOUT = 3.0  # a report not read in this: the host is unreachable (a partition shows
+# within REPORT_EVERY + REPORT_TIMEOUT)
+RETRY_EVERY = 0.5  # a host that did not answer is asked again this soon
+STALE_AFTER = 10.0  # a report older than this: the host is unreachable
+RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
+
+
+class HostUnreachableError(HostError):
+    code = "host_unreachable"
+
+
+class HostLink:
+    def __init__(self, name: str, url: str, tunnel: tuple[str, int], tls: ssl.SSLContext) -> None:
+        self.name = name
+        self.url = url.rstrip("/")
+        self.tunnel = tunnel
+        self.tls = tls
+        timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
+        self._http = httpx.AsyncClient(verify=tls, timeout=timeout)
+        self._report: dict[str, Any] | None = None
+        self._read_at = 0.0
+        self._watch: asyncio.Task[None] | None = None
+        self._tunnels: set[asyncio.StreamWriter] = set()  # open streams to its guests' agents
+
+    async def open(self) -> None:
+        """Read the first report (HostUnreachableError if the host does not answer), then keep
+        reading it in the background."""
+        await self.refresh()
+        self.keep_reading()
+
+    def keep_reading(self) -> None:
+        """Read the host's report every `REPORT_EVERY` seconds from now on (a host that does not
+        answer is unreachable until it does)."""
+        if self._watch is None:
+            self._watch = asyncio.ensure_future(self._keep_reading())
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        await self._http.aclose()
+
+    async def refresh(self) -> dict[str, Any]:
+        try:
+            r = await self._http.get(f"{self.url}/v1/host/report", timeout=REPORT_TIMEOUT)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.lost()  # unreachable from now until a report is read again
+            raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
+        self._report, self._read_at = r.json(), time.monotonic()
+        return self._report
+
+    async def _keep_reading(self) -> None:
+        while True:
+            with contextlib.suppress(HostUnreachableError):
+                await self.refresh()
+            await asyncio.sleep(REPORT_EVERY if self.reachable else RETRY_EVERY)
+
+    def lost(self) -> None:
+        """Something of the host did not answer: unreachable until a report is read again, and
+        every open stream to its guests is cut, so a call waiting on one (a partition leaves
+        TCP connections open and silent) fails now instead of hanging."""
+        self._read_at = 0.0
+        for writer in self._tunnels:
+            writer.transport.abort()
+        self._tunnels.clear()
+
+    def tunnel_opened(self, writer: asyncio.StreamWriter) -> None:
+        self._tunnels = {w for w in self._tunnels if not w.is_closing()}
+        self._tunnels.add(writer)
+
+    @property
+    def reachable(self) -> bool:
+        return self._report is not None and time.monotonic() - self._read_at < STALE_AFTER
+
+    @property
+    def epoch(self) -> str | None:
+        return None if self._report is None else str(self._report["epoch"])
+
+    def _latest(self) -> dict[str, Any]:
+        if self._report is None or not self.reachable:
+            raise HostUnreachableError(f"host {self.name} has not reported: it is unreachable")
+        return self._report
+
+    async def call(self, name: str, **args: Any) -> Any:
+        """One call of the door on the host, sent again (same operation id) if the link drops
+        before its answer; HostUnreachableError if the host cannot be reached at all."""
+        op_id = secrets.token_hex(12)
+        last: Exception | None = None
+        for _ in range(1 + RETRIES):
+            try:
+                r = await self._http.post(
+                    f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
+                )
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                raise HostUnreachableError(f"host {self.name} is unreachable: {exc}") from exc
+            except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
+                last = exc
+                continue
+            body = r.json()
+            if r.status_code == 200:
+                return body["value"]
+            raise wire.error_in(body["error"])
+        raise HostUnreachableError(f"host {self.name} dropped the call {name}: {last}")
