@@ -171,9 +171,8 @@ def _from_template_said(plan: Plan, outcome: MemoryOutcome | None) -> tuple[str,
     if outcome is not None and outcome.restored:
         return "start: restored", {"start": "restored", "memory": "restored"}
     why = plan.booted_because or (outcome.reason if outcome is not None else None) or "booted"
-    return f"start: booted ({why})", {
-        "start": "booted", "memory": "lost", "memory_reason": f"booted: {why}",
-    }  # fmt: skip
+    said = {"start": "booted", "memory": "lost", "memory_reason": f"booted: {why}"}
+    return f"start: booted ({why})", said
 
 
 def _from_snapshot_said(

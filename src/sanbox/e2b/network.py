@@ -34,8 +34,12 @@ class NetworkBody(BaseModel):
 
     def check_offered(self) -> None:
         """Refuse what Sanbox does not offer rather than run without it."""
-        for name, given in (("rules", self.rules), ("egressProxy", self.egress_proxy),
-                            ("dnsServers", self.dns_servers)):  # fmt: skip
+        asked = {
+            "rules": self.rules,
+            "egressProxy": self.egress_proxy,
+            "dnsServers": self.dns_servers,
+        }
+        for name, given in asked.items():
             if given:
                 raise InvalidRequestError(
                     f"network.{name} is not offered by Sanbox: leave it out (docs/e2b.md)",

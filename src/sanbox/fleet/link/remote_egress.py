@@ -156,8 +156,8 @@ class RemoteEgress:
     def _own(self, computer_id: str, owned: Collection[str] | None) -> bool:
         if owned is None or computer_id in owned:
             return True
-        log.warning("host %s named a denial of %r, not its own: dropped", self.link.name,
-                    computer_id[:64])  # fmt: skip
+        said = "host %s named a denial of %r, not its own: dropped"
+        log.warning(said, self.link.name, computer_id[:64])
         return False
 
     def _record(self, computer_id: str, denial: Denial) -> None:
