@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,3 +84,22 @@ def kill_agents(root: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError):
             pass  # gone already
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 whose next port is free too (a host agent serves its calls on one
+    and its tunnel on the next), below the kernel's ephemeral range, so no client connection made
+    meanwhile takes either as its local port."""
+    low, _high = (
+        int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    )
+    for _ in range(200):
+        port = random.randrange(10000, max(10002, low - 2))
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two free ports in a row below the ephemeral range")

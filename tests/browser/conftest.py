@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -26,7 +25,7 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from tests.component.conftest import fake_image
-from tests.conftest import kill_agents
+from tests.conftest import free_port, kill_agents
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(os.environ.get("SANBOX_TEST_DATA_DIR", "/var/lib/sanbox-test")) / "console-shots"
@@ -40,12 +39,6 @@ def unavailable() -> str | None:
     except ImportError:
         return "the playwright package is not installed (pip install -e '.[test]')"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

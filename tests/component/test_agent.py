@@ -7,7 +7,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from sanbox.host.agent import (
     Stderr,
     Stdout,
 )
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.component
 
@@ -95,12 +95,6 @@ def run(agent: AgentProcess, body: Callable[[AgentClient], Awaitable[T]], limit:
             await client.close()
 
     return asyncio.run(main())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- exec ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import sqlite3
 import ssl
 import subprocess
@@ -36,16 +35,11 @@ from sanbox.host.door import Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.fleet import FleetHost
+from tests.conftest import free_port as _free_port
 
 from .conftest import LiveServer, fake_image, served
 
 pytestmark = pytest.mark.component
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

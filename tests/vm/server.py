@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from pathlib import Path
 import httpx
 
 from sanbox.host.data.layout import DataDir
+from tests.conftest import free_port
 
 BIN = Path(sys.executable).parent / "sanbox"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["BIN", "ServerProcess", "free_port"]
 
 
 class ServerProcess:

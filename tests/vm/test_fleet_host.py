@@ -1,17 +1,20 @@
-"""The fleet end to end with real guests: a `sanbox server` of its own and a `sanbox host serve`
-process (its own data dir, RAM dir, VM uid range and namespaces) joined to it over mutual TLS.
-A computer placed on the host runs there under QEMU: exec and files through the host agent's
-tunnel, its egress through the host's own gateway (an allowed name reached, another denied and
-the denial recorded at the server), a pause with memory and its resume, a stop and a start, and
-its delete leaves nothing on the host."""
+"""The fleet end to end with real guests: a `sanbox server` of its own and two `sanbox host serve`
+processes (each with its own data dir, RAM dir, VM uid range and namespaces) joined to it over
+mutual TLS. A computer placed on the first host runs there under QEMU: exec and files through
+the host agent's tunnel, its egress through the host's own gateway (an allowed name reached,
+another denied and the denial recorded at the server), a pause with memory and its resume, a stop
+and a start; stopped, it moves to the second host (`sanbox move`) and boots there with its files;
+its delete leaves nothing on either host."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,34 +30,47 @@ from .server import BIN, ServerProcess, free_port
 
 pytestmark = pytest.mark.vm
 
-HOST_UIDS = f"{FIRST_VM_UID + VM_UIDS - 4096}-{FIRST_VM_UID + VM_UIDS - 1}"  # the host's own part
+TOP = FIRST_VM_UID + VM_UIDS
+HOST_UIDS = [f"{TOP - 4096 * (i + 1)}-{TOP - 4096 * i - 1}" for i in range(2)]  # each host's part
+
+
+@dataclass
+class Fleet:
+    srv: ServerProcess
+    hosts: list[DataDir]
+    ports: list[int]
 
 
 @pytest.fixture
-def fleet(data_dir: DataDir, internet: Internet) -> Iterator[tuple[ServerProcess, DataDir, int]]:
+def fleet(data_dir: DataDir, internet: Internet) -> Iterator[Fleet]:
     tag = secrets.token_hex(2)
     srv = ServerProcess(data_dir, f"fleet-server-{tag}", server_env(internet))
     srv.start()
-    host = DataDir(data_dir.root / f"fleet-host-{tag}", Path(f"/dev/shm/sanbox-fleet-{tag}"))
-    host.root.mkdir()
-    host.ram_dir.mkdir()
-    (host.root / "images").symlink_to(data_dir.images)  # the built base, not its host keys
+    hosts = [
+        DataDir(data_dir.root / f"fleet-h{i}-{tag}", Path(f"/dev/shm/sanbox-fleet-{i}-{tag}"))
+        for i in (1, 2)
+    ]
+    for host in hosts:
+        host.root.mkdir()
+        host.ram_dir.mkdir()
+        (host.root / "images").symlink_to(data_dir.images)  # the built base, not its host keys
     try:
-        yield srv, host, free_port()
+        yield Fleet(srv, hosts, [free_port(), free_port()])
     finally:
         srv.stop()
-        for log in (srv.log, host.root / "host.log"):  # shown with a failure
+        for log in (srv.log, *(h.root / "host.log" for h in hosts)):  # shown with a failure
             print(log.name, log.read_text()[-3000:] if log.exists() else "(none)")
-        for pid in subprocess.run(
-            ["pgrep", "-f", str(host.computers)], capture_output=True, text=True
-        ).stdout.split():
-            subprocess.run(["kill", "-9", pid], capture_output=True)
-        network = Network(host.computers, host.tag)
-        for netns in network.namespaces():  # a failed run's: nothing of it stays
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        for host in hosts:
+            for pid in subprocess.run(
+                ["pgrep", "-f", str(host.computers)], capture_output=True, text=True
+            ).stdout.split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            network = Network(host.computers, host.tag)
+            for netns in network.namespaces():  # a failed run's: nothing of it stays
+                subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+            shutil.rmtree(host.root, ignore_errors=True)
+            shutil.rmtree(host.ram_dir, ignore_errors=True)
         shutil.rmtree(srv.data_dir.root, ignore_errors=True)
-        shutil.rmtree(host.root, ignore_errors=True)
-        shutil.rmtree(host.ram_dir, ignore_errors=True)
 
 
 def _sanbox(srv: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,33 +78,44 @@ def _sanbox(srv: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
-    fleet: tuple[ServerProcess, DataDir, int], internet: Internet
-) -> None:
-    srv, host, port = fleet
+def _serve(
+    f: Fleet, i: int, internet: Internet, stack: contextlib.ExitStack
+) -> subprocess.Popen[bytes]:
+    """Host h<i+1>: joined, then its `sanbox host serve` process (stopped with the stack)."""
+    srv, host, port = f.srv, f.hosts[i], f.ports[i]
     token = _sanbox(srv, "host", "token", "--region", "eu-1").stdout.strip()
     joined = _sanbox(
-        srv, "host", "join", "--server", srv.url, "--token", token, "--name", "h1",
+        srv, "host", "join", "--server", srv.url, "--token", token, "--name", f"h{i + 1}",
         "--region", "eu-1", "--address", "127.0.0.1", "--port", str(port),
         "--data-dir", str(host.root),
     )  # fmt: skip
     assert joined.returncode == 0, joined.stderr
     env = {**os.environ, **server_env(internet), "SANBOX_RAM_DIR": str(host.ram_dir),
-           "SANBOX_VM_UIDS": HOST_UIDS}  # fmt: skip
-    log = open(host.root / "host.log", "ab")  # noqa: SIM115 (closed below)
+           "SANBOX_VM_UIDS": HOST_UIDS[i]}  # fmt: skip
+    log = stack.enter_context(open(host.root / "host.log", "ab"))  # noqa: SIM115
     agent = subprocess.Popen(
         [str(BIN), "host", "serve", "--data-dir", str(host.root), "--port", str(port),
          "--log-level", "warning"],
         env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    try:
+    stack.callback(agent.wait, 30)
+    stack.callback(agent.terminate)
+    return agent
+
+
+def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
+    fleet: Fleet, internet: Internet
+) -> None:
+    srv, (host, second) = fleet.srv, fleet.hosts
+    with contextlib.ExitStack() as stack:
+        _serve(fleet, 0, internet, stack)
         with Sanbox(srv.url, srv.key, timeout=600) as client:
             wait_for(lambda: any(h.layers for h in client.fleet.hosts()), "h1 up", 120)
             c = client.computers.create(name="far", allow=["allowed.test"], idle_timeout=0)
             assert (host.computers / c.id).is_dir() and not (srv.data_dir.computers / c.id).exists()
             assert c.region == "eu-1"
             run_as = (host.computers / c.id / "run").stat().st_uid
-            assert FIRST_VM_UID + VM_UIDS - 4096 <= run_as < FIRST_VM_UID + VM_UIDS
+            assert TOP - 4096 <= run_as < TOP
             assert c.exec("uname -s").stdout == "Linux\n"
             c.files.write("/root/ca.pem", internet.ca.read_bytes())
             assert c.files.read("/root/ca.pem") == internet.ca.read_bytes()
@@ -112,11 +139,22 @@ def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
             c.stop()
             c.start()
             assert c.exec("test -f /root/ca.pem").exit_code == 0, "its disk kept"
+
+            # stopped, it moves to the second host with its files, and boots there
+            c.exec("echo moved-with-me > /root/note && sync")
+            c.stop()
+            _serve(fleet, 1, internet, stack)
+            wait_for(lambda: sum(bool(h.layers) for h in client.fleet.hosts()) == 2, "h2 up", 120)
+            moved = _sanbox(srv, "move", "far", "--to", "h2")
+            assert moved.returncode == 0, moved.stderr
+            assert not (host.computers / c.id).exists() and (second.computers / c.id).is_dir()
+            c.start()
+            run_as = (second.computers / c.id / "run").stat().st_uid
+            assert TOP - 8192 <= run_as < TOP - 4096
+            assert c.exec("cat /root/note").stdout == "moved-with-me\n", "its files moved"
+            assert c.exec("test -f /root/ca.pem").exit_code == 0
             c.delete()
-            assert not (host.computers / c.id).exists()
-            assert not Network(host.computers, host.tag).namespaces(), "namespaces left"
-            assert not list(host.ram_dir.iterdir()), "RAM files left"
-    finally:
-        agent.terminate()
-        agent.wait(30)
-        log.close()
+            for h in (host, second):
+                assert not (h.computers / c.id).exists()
+                assert not Network(h.computers, h.tag).namespaces(), "namespaces left"
+                assert not list(h.ram_dir.iterdir()), "RAM files left"

@@ -153,6 +153,21 @@ def _lifecycle(verb: str, done: str) -> Callable[[str], None]:
     return command
 
 
+def move(
+    name: str = typer.Argument(..., help="Computer name or id."),
+    host: str | None = typer.Option(
+        None, "--to", help="The fleet host to move it to (default: the best of its region)."
+    ),
+) -> None:
+    """Move a stopped computer to another host of its region, its disk copied and verified."""
+    with config.reported(), config.client() as client:
+        computer = client.computers.get(name)
+        with err_console.status(f"moving {computer.name}: copying its disk…"):
+            computer.move(host)
+    console.print(f"moved {computer.name} [dim]({computer.state})[/]: its disk was copied and "
+                  "verified", highlight=False)  # fmt: skip
+
+
 def update(
     name: str = typer.Argument(..., help="Computer name or id."),
     idle_timeout: int | None = typer.Option(
@@ -243,6 +258,7 @@ def register(app: typer.Typer) -> None:
     app.command("pause")(_lifecycle("pause", "paused"))
     app.command("resume")(_lifecycle("resume", "resumed"))
     app.command("update")(update)
+    app.command("move")(move)
     app.command("rm")(rm)
     app.command("logs")(logs)
 

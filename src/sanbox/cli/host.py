@@ -188,6 +188,18 @@ def ls() -> None:
     console.print(table)
 
 
+@app.command("jobs")
+def jobs() -> None:
+    """The control plane's singleton jobs and the API node that runs each (host-admin key)."""
+    from . import config
+    from ._output import console
+
+    with config.reported(), config.client() as client:
+        held = client.fleet.jobs()
+    for name, node in held.items():
+        console.print(f"{name:<12} {node or '(none now: another node takes it within seconds)'}")
+
+
 @app.command("get")
 def get(name: Annotated[str, typer.Argument(help="The host's name")]) -> None:
     """One host: its state, epoch, lease, capacity and reservations (host-admin key)."""

@@ -29,7 +29,18 @@ from ..host.door import (
 )
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
-from . import build_cache, forks, guest, images, lifecycle, network, pausing, snapshots, templates
+from . import (
+    build_cache,
+    forks,
+    guest,
+    images,
+    lifecycle,
+    moving,
+    network,
+    pausing,
+    snapshots,
+    templates,
+)
 from . import create as creating
 from .capacity import Capacity
 from .create import CreateRequest
@@ -88,7 +99,8 @@ class Computers:
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
-        self.hosts = FleetHosts(db, fleet_dir or home / "fleet", host_lease)  # docs/fleet.md
+        fleet_dir = fleet_dir or home / "fleet"  # docs/fleet.md
+        self.hosts = FleetHosts(db, fleet_dir, self.fleet.jobs, host_lease)
         self.fleet.remote = self.hosts
         self.hosts.on_change = self._host_changed
         if resolver is not None:
@@ -180,6 +192,14 @@ class Computers:
 
     async def stop(self, org: Org, ref: str, why: str | None = None) -> ComputerRow:
         return await lifecycle.stop(self.fleet, org, ref, why)
+
+    async def move(self, computer_id: str, host: str | None = None) -> ComputerRow:
+        return await moving.move(self.fleet, computer_id, host)
+
+    def org_name(self, org_id: str) -> str:
+        with self.fleet.db.session() as s:
+            org = s.get(Org, org_id)
+            return org.name if org is not None else org_id
 
     async def restart(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.restart(self.fleet, org, ref)

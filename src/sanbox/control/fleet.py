@@ -36,6 +36,7 @@ from .capacity import Capacity
 from .errors import HostUnavailableError, NotFoundError, UnavailableError
 from .events import EventBus
 from .host_errors import from_host
+from .jobs import Jobs
 from .secret_book import SecretBook
 from .states import State, check_action, check_transition
 
@@ -79,6 +80,7 @@ class Fleet:
         self.operations = Operations(db)  # one incomplete per computer across API nodes
         self.node = node_name(home)
         self.far: FleetEgress | None = None  # fleet hosts' egress, over the links (Computers)
+        self.jobs = Jobs(db, self.node)  # the singleton jobs this node runs now (control/jobs.py)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class Fleet:
             with contextlib.suppress(Exception):
                 await machine.agent.close()
         self.machines.clear()
+        self.jobs.close()
 
     def record(
         self,
@@ -357,6 +360,13 @@ class Fleet:
 
     def touch(self, computer_id: str) -> None:
         self.clocks.touch(computer_id)
+
+    def keep_in_use(self) -> None:
+        """Touch every computer with an operation in progress here, so that its stored use
+        (what the other API nodes see) stays fresh while a shell or a long exec is open."""
+        for computer_id, n in list(self.busy.items()):
+            if n:
+                self.touch(computer_id)
 
     def idle_for(self, computer_id: str) -> float:
         """Seconds since the last activity; 0 while an operation is in progress."""

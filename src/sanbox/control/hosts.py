@@ -31,10 +31,10 @@ from ..fleet.join import Joined, join, make_token
 from ..fleet.link.link import HostUnreachableError
 from ..fleet.link.pki import FleetCAs, client_tls
 from ..fleet.link.remote import RemoteHost, as_host
-from ..fleet.singleton import Singleton
-from ..host.door import Host, HostError
+from ..host.door import Host, HostError, Liveness
 from ..store import Database
 from ..store.models import ComputerRow, HostRow
+from .jobs import HOSTS, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def tunnel_of(address: str) -> tuple[str, int]:
 
 class FleetHosts:
     def __init__(
-        self, db: Database, fleet_dir: Path, policy: LeasePolicy | None = None, url: str = ""
+        self, db: Database, fleet_dir: Path, jobs: Jobs, policy: LeasePolicy | None = None
     ) -> None:
         self.db = db
         self.cas = FleetCAs(fleet_dir)  # every API node of a fleet has the same (docs/fleet.md)
@@ -60,7 +60,7 @@ class FleetHosts:
         # told the computers of a host that was declared lost, or came back (Computers sets it)
         self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
-        self._singleton = Singleton(url or db.url, "fleet.hosts")
+        self.jobs = jobs
 
     def token(self, region: str, ttl: float) -> str:
         return make_token(self.db, region, ttl)
@@ -111,6 +111,25 @@ class FleetHosts:
         with self.db.session() as s:
             return s.scalar(select(HostRow.state).where(HostRow.id == host_id)) == RETIRED
 
+    def liveness(self, host_id: str, computer_id: str) -> Liveness:
+        """Whether a computer's VM runs on its fleet host, by the host's last report."""
+        name = self._names.get(host_id)
+        link = self.links.get(name) if name else None
+        return Liveness.UNKNOWN if link is None else link.liveness(computer_id)
+
+    async def liveness_now(self, host_id: str, computer_id: str) -> Liveness:
+        """Whether a computer's VM runs on its fleet host, by a report read now (unknown when
+        the host does not answer)."""
+        name = self._names.get(host_id)
+        link = self.links.get(name) if name else None
+        if link is None:
+            return Liveness.UNKNOWN
+        try:
+            await link.refresh()
+        except HostUnreachableError:
+            return Liveness.UNKNOWN
+        return link.liveness(computer_id)
+
     def host(self, host_id: str) -> Host:
         """The link to the host that holds a computer; `host_unreachable` when this server has
         no link to it yet or the host stopped answering (the caller may try again)."""
@@ -153,7 +172,7 @@ class FleetHosts:
         for row in rows:  # every API node keeps a link to every host, for routing
             await self._link(row)
         self._names = {r.id: r.name for r in rows}
-        if not await asyncio.to_thread(self._singleton.held):
+        if not await self.jobs.holds(HOSTS):
             return None
         await asyncio.gather(*(self._renew(row) for row in rows))
         swept = await asyncio.to_thread(self.hosts.sweep)
@@ -239,7 +258,6 @@ class FleetHosts:
             with contextlib.suppress(Exception):
                 await link.close()
         self.links.clear()
-        self._singleton.close()
 
 
 def _capacity(report: dict[str, Any]) -> Capacity:

@@ -9,6 +9,7 @@ import logging
 
 from ..store import repo
 from .computers import Computers
+from .jobs import IDLE
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ class IdleWatcher:
                 log.exception("suspending idle computer %s failed", computer_id)
 
     async def watch(self, interval: float = 1.0) -> None:
+        """Every node stores the use it serves (a shell held open counts all along); the node
+        that holds the idle job (control/jobs.py) suspends."""
         while True:
             await asyncio.sleep(interval)
-            await self.check()
+            self.fleet.keep_in_use()
+            if await self.fleet.jobs.holds(IDLE):
+                await self.check()

@@ -38,6 +38,7 @@ from . import provision as provisioning
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
 from .fleet import VERB_WAIT, Fleet
+from .jobs import POOLS
 from .names import check_name, generate_name
 from .secrets import bind_in
 from .states import State
@@ -323,6 +324,10 @@ class Pools:
             if (quiet := self._quiet_until - loop.time()) > 0:
                 await asyncio.sleep(quiet)
             self._wake.clear()
+            if not await self.fleet.jobs.holds(POOLS):  # another API node refills them
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
+                continue
             with self.fleet.db.session() as s:
                 pools = repo.list_pools(s, None)
             for pool in pools:

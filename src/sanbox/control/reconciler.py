@@ -13,10 +13,14 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import select
+
 from ..fleet.errors import BusyError
 from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
+from ..store.models import ComputerRow
 from .computers import Computers
+from .jobs import RECONCILER
 from .quotas import COMPUTE
 from .states import State
 from .usage import ledger as usage
@@ -265,26 +269,30 @@ class Reconciler:
         report.stopped.append(computer_id)
 
     async def watch(self, interval: float = 2.0) -> None:
-        """Record computers whose VM died, or stopped on a disk error, while the server ran;
-        close operations another API node left running past OPERATION_STALE seconds."""
-        rounds = 0
+        """Record computers whose VM died, or stopped on a disk error, while the server ran:
+        this node's own VMs on every node; the fleet hosts' computers, and the sweep of
+        operations another API node left running past OPERATION_STALE seconds, on the node
+        that holds the reconciler's job (control/jobs.py)."""
+        swept_at = 0.0
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
-            await self.check_running()
-            rounds += 1
-            if rounds * interval >= SWEEP_EVERY:
-                rounds = 0
+            leading = await self.fleet.jobs.holds(RECONCILER)
+            await self.check_running(leading)
+            if leading and loop.time() - swept_at >= SWEEP_EVERY:
+                swept_at = loop.time()
                 stale = self.fleet.operations.sweep_stale(OPERATION_STALE)
                 for op in stale:
                     said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"
                     log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
 
-    async def check_running(self) -> None:
+    async def check_running(self, leading: bool = True) -> None:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:
         a look that failed (descriptors exhausted, a transient error) is unknown, and the next
-        round looks again."""
+        round looks again. The computers of fleet hosts are looked at only when `leading`."""
+        placed = await asyncio.to_thread(self._on_fleet_hosts)
         for computer_id, machine in list(self.fleet.machines.items()):
-            if self.fleet.lock(computer_id).locked():
+            if computer_id in placed or self.fleet.lock(computer_id).locked():
                 continue
             try:
                 seen = machine.vm.liveness()
@@ -296,6 +304,40 @@ class Reconciler:
                     await self.disk_failed(computer_id, error)
             except Exception:
                 log.exception("recording the end of %s failed", computer_id)
+        if leading:
+            running = [r for r in placed.values() if r.state == State.RUNNING]
+            await asyncio.gather(*(self._check_placed(row) for row in running))
+
+    def _on_fleet_hosts(self) -> dict[str, ComputerRow]:
+        """The records of computers placed on fleet hosts (none without a fleet: no read)."""
+        remote = self.fleet.remote
+        if remote is None or not remote.any_joined():
+            return {}
+        with self.fleet.db.session() as s:
+            rows = s.scalars(select(ComputerRow).where(ComputerRow.host_id.is_not(None)))
+            return {row.id: row for row in rows}
+
+    async def _check_placed(self, row: ComputerRow) -> None:
+        """A running computer on a fleet host: its VM gone (by a report read after no
+        operation was left on it) is recorded as exited; a disk error, as `error`."""
+        remote = self.fleet.remote
+        assert remote is not None and row.host_id is not None
+        try:
+            if remote.liveness(row.host_id, row.id) is Liveness.ALIVE:
+                vm = self.fleet.host_of(row).attach_vm(row.id)
+                if vm is not None and (error := await self._disk_error(vm)) is not None:
+                    await self.disk_failed(row.id, error)
+                return
+            async with self.fleet.operating(row.id, "vm_check"):
+                now = self.fleet.by_id(row.id)
+                if now is None or now.state != State.RUNNING or now.host_id != row.host_id:
+                    return
+                if await remote.liveness_now(row.host_id, row.id) is Liveness.DEAD:
+                    await self.fleet.vm_exited(row.id, "its VM process exited unexpectedly")
+        except (BusyError, HostError):  # acted on elsewhere, or its host is silent: next round
+            return
+        except Exception:
+            log.exception("looking at %s on its host failed", row.id)
 
     @staticmethod
     async def _disk_error(vm: VmHandle) -> str | None:

@@ -58,6 +58,7 @@ ACTIONS: dict[str, frozenset[State]] = {
     # a computer at rest or running; a memory snapshot also needs memory (running or saved)
     "snapshot": frozenset({State.RUNNING, State.STOPPED, State.PAUSED, State.SUSPENDED}),
     "fork": frozenset({State.RUNNING, State.STOPPED, State.PAUSED, State.SUSPENDED}),
+    "move": frozenset({State.STOPPED}),  # its disk alone: nothing runs, no memory is saved
 }
 
 
@@ -84,6 +85,12 @@ def check_action(action: str, state: State, name: str) -> None:
             f"cannot pause computer {name}: it is {state}, and only a running computer can be "
             "paused", "invalid_transition",
         )  # fmt: skip
+    if action == "move":
+        raise ConflictError(
+            f"cannot move computer {name} while it is {state}: a computer moves stopped, "
+            f"its disk alone; run `sanbox stop {name}` first",
+            "invalid_transition",
+        )
     if action == "resume":
         raise ConflictError(
             f"cannot resume computer {name}: it is {state}, not paused or suspended",

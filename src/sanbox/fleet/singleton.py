@@ -25,8 +25,9 @@ def lock_key(name: str) -> int:
 
 
 class Singleton:
-    def __init__(self, url: str, name: str, connect_timeout: int = 5) -> None:
+    def __init__(self, url: str, name: str, connect_timeout: int = 5, label: str = "") -> None:
         self.name = name
+        self.label = label  # the session's application_name: who holds it, seen by anyone
         self.key = lock_key(name)
         self._url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._local = not self._url.startswith("postgresql://")  # SQLite: one process
@@ -44,7 +45,7 @@ class Singleton:
         try:
             if self._conn is None or self._conn.closed:
                 self._held = False
-                conninfo = _with_keepalives(self._url, self._timeout)
+                conninfo = _with_keepalives(self._url, self._timeout, self.label)
                 self._conn = psycopg.connect(conninfo, autocommit=True)
             if self._held:
                 self._conn.execute("select 1")  # the session (and so the lock) is alive
@@ -54,6 +55,11 @@ class Singleton:
                 self._held = bool(row and row[0])
         except psycopg.Error:
             self.close()
+        return self._held
+
+    @property
+    def holding(self) -> bool:
+        """Whether the last `held()` found the lock held by this process (no database call)."""
         return self._held
 
     @property
@@ -93,7 +99,7 @@ def run(
         singleton.close()
 
 
-def _with_keepalives(url: str, connect_timeout: int) -> str:
+def _with_keepalives(url: str, connect_timeout: int, label: str = "") -> str:
     """The URL with TCP keepalives on both ends: across a partition the holder finds its session
     dead, and the server ends it (freeing the lock), within about 10 s."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -103,4 +109,6 @@ def _with_keepalives(url: str, connect_timeout: int) -> str:
     params["options"] = f"{params.get('options') or ''} {server}".strip()
     params |= {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2}
     params |= {"keepalives_count": 2, "connect_timeout": connect_timeout}
+    if label:
+        params["application_name"] = label[:63]
     return make_conninfo("", **params)

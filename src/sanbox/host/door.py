@@ -8,6 +8,7 @@ machine crosses it, so a host reached over the network can offer the same.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from .agent import (
@@ -38,6 +39,8 @@ from .agent.files import Source
 from .data.layout import ComputerDir
 from .data.space import Room
 from .disk import GIB, Disk, can_reflink
+from .disk.errors import DiskDamagedError
+from .disk.transfer import DiskExport
 from .drivers import Capabilities, Liveness, VmHandle, VmNotRunningError
 from .egress.budget import ConnectionBudget
 from .egress.computers import ComputersEgress, EgressControl
@@ -89,6 +92,8 @@ __all__ = [
     "Denial",
     "DirWatch",
     "Disk",
+    "DiskDamagedError",
+    "DiskExport",
     "ComputerDir",
     "ComputersEgress",
     "EgressControl",
@@ -249,6 +254,29 @@ class Host(Protocol):
 
     def cpu_usec(self, computer_id: str) -> int | None:
         """CPU time the computer's VM has used (its cgroup), in µs; None where unmeasured."""
+        ...
+
+    # a stopped computer's disk to another host (`sanbox move`) -----------------------------
+
+    async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
+        """Make the file that carries the stopped computer's disk (disk/transfer.py)."""
+        ...
+
+    def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
+        """The bytes of that file."""
+        ...
+
+    async def drop_export(self, computer_id: str) -> None: ...
+
+    async def import_disk(
+        self,
+        computer_id: str,
+        export: DiskExport,
+        image: Image | None,
+        chunks: AsyncIterator[bytes],
+    ) -> None:
+        """Make the computer's folder here from the bytes of an export, checked (its size,
+        SHA-256, format and `image`'s rootfs under it), or nothing."""
         ...
 
     # snapshots, copies and forks ------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from .data import space
@@ -22,6 +23,7 @@ from .data.layout import DataDir
 from .data.space import Room
 from .disk import Disk, DiskManager, can_reflink
 from .disk.layers import LayerStore
+from .disk.transfer import DiskExport
 from .drivers import Capabilities, Driver, VmHandle
 from .drivers.cgroup import Cgroups
 from .egress.budget import ConnectionBudget
@@ -30,7 +32,7 @@ from .egress.gateway import EgressGateway, Intercepts, OnDenied, OrgOf
 from .egress.reach import Reach
 from .egress.resolver import Resolver
 from .image import Image, find_build, find_image, list_builds, remove_build
-from .machines import console, orphans, restore, snapshot, suspend
+from .machines import carry, console, orphans, restore, snapshot, suspend
 from .machines.boot import SHUTDOWN_TIMEOUT, Machines
 from .machines.boot import MachineNotFoundError as MachineNotFoundError
 from .machines.machine import Machine as Machine
@@ -177,6 +179,26 @@ class HostRuntime:
         self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path | None
     ) -> Machine:
         return await self.machines.run_saved(spec, image, vmstate, memory_file)
+
+    # a stopped computer's disk to another host (machines/carry.py) -------------------------
+
+    async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
+        return await carry.export_disk(self.machines, computer_id, image)
+
+    def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
+        return carry.export_chunks(self.machines, computer_id)
+
+    async def drop_export(self, computer_id: str) -> None:
+        await carry.drop_export(self.machines, computer_id)
+
+    async def import_disk(
+        self,
+        computer_id: str,
+        export: DiskExport,
+        image: Image | None,
+        chunks: AsyncIterator[bytes],
+    ) -> None:
+        await carry.import_disk(self.machines, computer_id, export, image, chunks)
 
     # memory: pause and resume (machines/suspend.py) ---------------------------------------
 

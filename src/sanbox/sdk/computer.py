@@ -94,6 +94,15 @@ class AsyncComputer(ComputerFields):
     async def stop(self) -> AsyncComputer:
         return await self._update("POST", "/stop")
 
+    async def move(self, host: str | None = None) -> AsyncComputer:
+        """Move this stopped computer to another fleet host of its region (`host`, or the best
+        one), its disk copied and verified (host-admin key). It stays stopped."""
+        data = await self._client.http.json(
+            "POST", f"/v1/fleet/computers/{self.id}/move", json_body={"host": host}, timeout=_LONG
+        )
+        self._record = ComputerRecord.from_json(data)
+        return self
+
     async def pause(self) -> AsyncComputer:
         """Save memory and processes and end the VM process (no CPU, no memory on the host)."""
         return await self._update("POST", "/pause")

@@ -56,6 +56,12 @@ class AsyncFleet:
         data = await self._client.http.json("GET", "/v1/fleet/hosts")
         return [FleetHost.from_json(h) for h in data.get("hosts", [])]
 
+    async def jobs(self) -> dict[str, str | None]:
+        """Each singleton job of the control plane (reconciler, idle, deadlines, pools, usage,
+        hosts) and the API node that runs it now (None: none at this moment)."""
+        data = await self._client.http.json("GET", "/v1/fleet/jobs")
+        return {str(j["name"]): j["node"] for j in data.get("jobs", [])}
+
     async def get(self, name: str) -> FleetHost:
         """One host (`host_not_found` if there is none)."""
         data = await self._client.http.json("GET", f"/v1/fleet/hosts/{name}")

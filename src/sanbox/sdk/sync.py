@@ -108,6 +108,7 @@ class Computer(Facade[AsyncComputer], ComputerFields):
     refresh = converting(AsyncComputer.refresh, _same)
     start = converting(AsyncComputer.start, _same)
     stop = converting(AsyncComputer.stop, _same)
+    move = converting(AsyncComputer.move, _same)
     pause = converting(AsyncComputer.pause, _same)
     resume = converting(AsyncComputer.resume, _same)
     update = converting(AsyncComputer.update, _same)
@@ -194,6 +195,7 @@ class Secrets(Facade[AsyncSecrets]):
 class Fleet(Facade[AsyncFleet]):
     join_token = blocking(AsyncFleet.join_token)
     hosts = blocking(AsyncFleet.hosts)
+    jobs = blocking(AsyncFleet.jobs)
     get = blocking(AsyncFleet.get)
     drain = blocking(AsyncFleet.drain)
     forget = blocking(AsyncFleet.forget)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from ...control.errors import InvalidRequestError
 from ...fleet.hosts import Capacity, HostSpec
 from ..auth import Principal, host_admin
-from ..schemas import ErrorBody
+from ..schemas import Computer, ErrorBody
 from ._deps import Plane
 
 router = APIRouter(
@@ -115,6 +115,39 @@ async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
         certificate=joined.certificate,
         control_ca=joined.control_ca,
     )
+
+
+class JobOut(BaseModel):
+    name: str  # reconciler | idle | deadlines | pools | usage | hosts (control/jobs.py)
+    node: str | None  # the API node that runs it now; None between a holder's end and the next
+
+
+class JobList(BaseModel):
+    node: str  # the API node that answered
+    jobs: list[JobOut]
+
+
+@router.get("/jobs", response_model=JobList)
+async def list_jobs(_actor: HostAdmin, plane: Plane) -> JobList:
+    """The control plane's singleton jobs and the API node that runs each (host-admin key)."""
+    fleet = plane.fleet
+    holders = await asyncio.to_thread(fleet.jobs.holders)
+    return JobList(node=fleet.node, jobs=[JobOut(name=n, node=h) for n, h in holders.items()])
+
+
+class MoveRequest(BaseModel):
+    host: str | None = Field(default=None, pattern=NAME, max_length=63)  # None: the best
+
+
+@router.post("/computers/{computer_id}/move", response_model=Computer)
+async def move_computer(
+    computer_id: str, body: MoveRequest, _actor: HostAdmin, plane: Plane
+) -> Computer:
+    """Move a stopped computer (of any org) to another host of its region (`host`, or the best
+    one), its disk copied and verified (host-admin key). It stays stopped; if anything fails it
+    stays where it was, and nothing of it is left on the other host."""
+    row = await plane.move(computer_id, body.host)
+    return Computer.of(row, await asyncio.to_thread(plane.org_name, row.org_id))
 
 
 @router.get("/hosts", response_model=HostList)

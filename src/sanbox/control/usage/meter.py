@@ -22,6 +22,7 @@ from sqlalchemy import select
 
 from ...store.models import UsageRow
 from ..fleet import Fleet
+from ..jobs import USAGE
 from ..quotas import COMPUTE
 from . import ledger
 from .ledger import Reading
@@ -141,8 +142,9 @@ class Meter:
         self._samples.setdefault(computer_id, collections.deque(maxlen=self.keep)).append(sample)
 
     async def tick(self) -> None:
-        self.check_intervals()  # on the loop, as every transition's transaction: never between
-        await self.sample_guests()
+        if await self.fleet.jobs.holds(USAGE):  # one API node writes them (control/jobs.py)
+            self.check_intervals()  # on the loop, as every transition's transaction
+        await self.sample_guests()  # each node samples the guests it holds
 
     async def watch(self) -> None:
         while True:

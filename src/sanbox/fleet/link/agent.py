@@ -30,11 +30,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ...host.agent import AgentError
-from ...host.door import HostError, Liveness, Machine, is_current
+from ...host.door import GIB, DiskExport, HostError, Liveness, Machine, is_current
+from ...host.machines import carry
 from ...host.runtime import HostRuntime
 from . import wire
 from .host_egress import CALLS as EGRESS_CALLS
@@ -46,6 +47,8 @@ from .room import HostRoom
 log = logging.getLogger(__name__)
 
 OPERATION = "Sanbox-Operation"
+DISK_HEADER = "Sanbox-Disk"  # an import's export facts and image, as JSON
+DISK_SLACK = 1 << 26  # a carried qcow2 file holds at most its guest's size and this metadata
 MAX_BODY = 1 << 20  # a call's arguments are small values
 _OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
 _COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
@@ -166,10 +169,41 @@ class HostAgent:
                     seen["carried"] = egress["computers"].get(computer_id, {}).get("carried")
             return JSONResponse(found)
 
+        async def export(request: Request) -> Response:
+            computer_id = request.path_params["computer_id"]
+            path = self.runtime.data_dir.computer(computer_id).root / carry.EXPORT
+            if not _COMPUTER_ID.fullmatch(computer_id) or not path.is_file():
+                return _error(404, "export_not_found", f"no disk export of {computer_id} here")
+            return StreamingResponse(self.runtime.export_chunks(computer_id))
+
+        async def import_(request: Request) -> JSONResponse:
+            computer_id = request.path_params["computer_id"]
+            if not _COMPUTER_ID.fullmatch(computer_id):
+                return _error(400, "invalid_call", "not a computer id")
+            try:
+                meta = json.loads(request.headers.get(DISK_HEADER, ""))
+                export = DiskExport.of(meta["export"])
+                image = None if meta.get("image") is None else _image(self.runtime, meta["image"])
+            except (ValueError, KeyError, TypeError) as exc:
+                return _error(400, "invalid_call", f"{DISK_HEADER}: {exc}")
+            except HostError as exc:
+                return JSONResponse({"error": wire.error_out(exc)}, 409)
+            if export.size > export.virtual_size + DISK_SLACK:
+                return _error(400, "invalid_call", "the disk is larger than its guest's size")
+            try:
+                with self.room.held(0, -(-export.virtual_size // GIB)):
+                    await self.runtime.import_disk(computer_id, export, image, request.stream())
+            except (HostError, OSError) as exc:
+                log.warning("taking the disk of %s failed: %s", computer_id, exc)
+                return JSONResponse({"error": wire.error_out(exc)}, 409)
+            return JSONResponse({"value": None})
+
         return Starlette(
             routes=[
                 Route("/v1/host/calls/{name}", call, methods=["POST"]),
                 Route("/v1/host/report", report, methods=["GET"]),
+                Route("/v1/host/exports/{computer_id}", export, methods=["GET"]),
+                Route("/v1/host/imports/{computer_id}", import_, methods=["PUT"]),
             ]
         )
 
@@ -249,6 +283,15 @@ async def _kill(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
 async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     agent.machines.pop(a["computer_id"], None)
     await rt.destroy(a["computer_id"])
+
+
+async def _export_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    made = await rt.export_disk(a["computer_id"], _image(rt, a["image"]))
+    return made.out()
+
+
+async def _drop_export(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    await rt.drop_export(a["computer_id"])
 
 
 async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
@@ -378,6 +421,8 @@ CALLS: dict[str, Handler] = {
     "kill": _kill,
     "destroy": _destroy,
     "quarantine": _quarantine,
+    "export_disk": _export_disk,
+    "drop_export": _drop_export,
     "pause": _pause,
     "resume": _resume,
     "drop_saved_memory": _drop_saved_memory,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from ...host.door import (
     ComputerDir,
     ConnectionBudget,
     Disk,
+    DiskExport,
     EgressControl,
     Host,
     HostError,
@@ -35,8 +37,8 @@ from ...host.door import (
     VmNotRunningError,
 )
 from . import wire
-from .agent import OPERATION
-from .link import CALL_TIMEOUT, HostLink, HostUnreachableError
+from .agent import DISK_HEADER, OPERATION
+from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError
 from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
@@ -99,6 +101,47 @@ class RemoteHost(HostLink):
 
     async def destroy(self, computer_id: str) -> None:
         await self.call("destroy", computer_id=computer_id)
+        await self.refresh()
+
+    # a stopped computer's disk to another host: a call to make it, a stream of its bytes
+
+    async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
+        made = await self.call("export_disk", computer_id=computer_id, image=wire.image_out(image))
+        return DiskExport.of(made)
+
+    async def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
+        url = f"{self.url}/v1/host/exports/{computer_id}"
+        try:
+            async with self._http.stream("GET", url) as r:
+                if r.status_code != 200:
+                    await r.aread()
+                    raise wire.error_in(r.json()["error"])
+                async for data in r.aiter_bytes(CHUNK):
+                    yield data
+        except httpx.TransportError as exc:
+            raise HostUnreachableError(f"host {self.name} dropped the disk: {exc}") from exc
+
+    async def drop_export(self, computer_id: str) -> None:
+        await self.call("drop_export", computer_id=computer_id)
+
+    async def import_disk(
+        self,
+        computer_id: str,
+        export: DiskExport,
+        image: Image | None,
+        chunks: AsyncIterator[bytes],
+    ) -> None:
+        meta = {"export": export.out(), "image": None if image is None else wire.image_out(image)}
+        try:
+            r = await self._http.put(
+                f"{self.url}/v1/host/imports/{computer_id}",
+                content=chunks,
+                headers={DISK_HEADER: json.dumps(meta)},
+            )
+        except httpx.TransportError as exc:
+            raise HostUnreachableError(f"host {self.name} dropped the disk: {exc}") from exc
+        if r.status_code != 200:
+            raise wire.error_in(r.json()["error"])
         await self.refresh()
 
     async def quarantine(self, computer_id: str) -> str:

@@ -3,7 +3,8 @@
 HostError
 └── DiskError
     ├── DiskTooSmallError    a requested size below the image's
-    └── DiskExistsError      a clone onto an existing disk (it would be lost)
+    ├── DiskExistsError      a clone onto an existing disk (it would be lost)
+    └── DiskDamagedError     a disk carried from another host that is not what was sent
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from ..errors import HostError
 
 class DiskError(HostError):
     code = "disk_error"
+
+
+class DiskDamagedError(DiskError):
+    """A disk carried from another host that is not what was sent (its size, hash or form)."""
+
+    code = "disk_damaged"
 
 
 class DiskTooSmallError(DiskError):

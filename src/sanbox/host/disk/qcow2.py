@@ -57,6 +57,17 @@ def rebase(path: Path, new_base: Path, same_content: bool = False) -> None:
          str(path))  # fmt: skip
 
 
+def convert_to_qcow2(raw: Path, dest: Path) -> None:
+    """A standalone qcow2 file at `dest` holding what the raw disk `raw` holds (its holes are
+    left unallocated)."""
+    _run("convert", "-q", "-f", "raw", "-O", "qcow2", str(raw), str(dest))
+
+
+def check(path: Path) -> None:
+    """DiskError unless `qemu-img check` finds the qcow2 file (and its metadata) consistent."""
+    _run("check", "-q", "-f", "qcow2", str(path))
+
+
 QCOW2_MAGIC = b"QFI\xfb"
 _HEADER = struct.Struct(">4sIQI")  # magic, version, backing_file_offset, backing_file_size
 

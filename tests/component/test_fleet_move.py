@@ -1,0 +1,162 @@
+"""`sanbox move` between two fleet hosts (real host agents over mutual TLS, on the local driver;
+the disks are real qcow2 files): a stopped computer's disk is copied and verified onto the other
+host of its region, the record then names that host, and the first copy is gone. A disk damaged
+on the way is refused by the host that takes it: the computer stays where it was, whole, and
+nothing of it is left on the other host. A running computer, a host of another region and a
+host that is not there are refused before anything is written."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sanbox import Sanbox
+from sanbox.fleet.link.agent import HostAgent
+from sanbox.fleet.link.pki import FleetCAs, host_identity
+from sanbox.host.data.layout import DataDir
+from sanbox.host.disk.transfer import DiskExport
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.image import Image
+from sanbox.host.runtime import HostRuntime
+
+from .conftest import LiveServer, fake_image
+from .test_host_link import (
+    _free_port,
+    _hosts,
+    _sanbox,
+    _serving,
+    _until,
+    _wait_until_up,
+    join_host,
+    serving_fleet,
+)
+
+pytestmark = pytest.mark.component
+PATTERN = "write -P 0x5a 300M 3M"  # what the guest wrote: 3 MiB at 300 MiB into its disk
+
+
+class _Damaging(HostRuntime):
+    """A host on whose link one byte of a disk coming in is flipped, while `damage` is set."""
+
+    damage = True
+
+    def import_disk(
+        self,
+        computer_id: str,
+        export: DiskExport,
+        image: Image | None,
+        chunks: AsyncIterator[bytes],
+    ) -> Coroutine[object, object, None]:
+        async def flipped() -> AsyncIterator[bytes]:
+            first = self.damage
+            async for data in chunks:
+                if first and data:
+                    data = bytes([data[0] ^ 1]) + data[1:]
+                first = False
+                yield data
+
+        return super().import_disk(computer_id, export, image, flipped())
+
+
+@dataclass
+class Fleet:
+    live: LiveServer
+    dirs: dict[str, Path]
+    h2: _Damaging
+
+
+@pytest.fixture
+def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
+    yield from serving_fleet(short_tmp, lease=2.0, lost_after=4.0)
+
+
+@pytest.fixture
+def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
+    live = fleet_server
+    dirs = {n: short_tmp / n for n in ("h1", "h2", "h3")}
+    ports = {n: _free_port() for n in dirs}
+    regions = {"h1": "eu-1", "h2": "eu-1", "h3": "us-1"}
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    runtimes: dict[str, HostRuntime] = {}
+    with ExitStack() as stack:
+        for name, d in dirs.items():
+            join_host(live, d, ports[name], name, regions[name])
+            fake_image(DataDir(d))
+            kind = _Damaging if name == "h2" else HostRuntime
+            rt = runtimes[name] = kind(DataDir(d), LocalDriver(), networking=False)
+            me = host_identity(DataDir(d).host / "fleet")
+            stack.enter_context(_serving(HostAgent(rt), ports[name], me))
+        for port in ports.values():
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("three hosts up", lambda: sum(bool(h.layers) for h in _hosts(live)) == 3)
+        h2 = runtimes["h2"]
+        assert isinstance(h2, _Damaging)
+        yield Fleet(live, dirs, h2)
+
+
+def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["qemu-io", "-f", "qcow2", "-c", command, str(disk)], capture_output=True, text=True
+    )
+
+
+def _disk(host_dir: Path, computer_id: str) -> Path:
+    return DataDir(host_dir).computer(computer_id).disk
+
+
+def _on(dirs: dict[str, Path], computer_id: str) -> list[str]:
+    return [n for n, d in dirs.items() if (d / "computers" / computer_id).exists()]
+
+
+def test_a_stopped_computer_moves_with_its_disk_and_a_damaged_copy_is_refused(
+    fleet: Fleet,
+) -> None:
+    live, dirs = fleet.live, fleet.dirs
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="mover", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        assert _on(dirs, c.id) == ["h1"]
+
+        refused = _sanbox(live, "move", "mover")
+        assert refused.returncode != 0 and "stop" in refused.stderr, refused.stderr
+        c.stop()
+        wrote = _qemu_io(_disk(dirs["h1"], c.id), PATTERN)  # the guest's writes, on its disk
+        assert wrote.returncode == 0, wrote.stderr
+
+        # damaged on the way: refused by h2; the computer stays on h1, whole and stopped
+        bad = _sanbox(live, "move", "mover", "--to", "h2")
+        assert bad.returncode != 0 and "damaged" in bad.stderr, bad.stderr
+        assert _on(dirs, c.id) == ["h1"], "a damaged copy was kept, or the first one lost"
+        assert c.refresh().state == "stopped"
+        assert [e.type for e in c.events()][-1] == "computer.move_failed"
+
+        # another region, or no such host: refused before anything is written
+        cross = _sanbox(live, "move", "mover", "--to", "h3")
+        assert cross.returncode != 0 and "region" in cross.stderr, cross.stderr
+        missing = _sanbox(live, "move", "mover", "--to", "nowhere")
+        assert missing.returncode != 0 and "no host" in missing.stderr, missing.stderr
+        assert _on(dirs, c.id) == ["h1"]
+
+        # whole on the way: moved (the best other host of its region is h2), files kept
+        fleet.h2.damage = False
+        moved = _sanbox(live, "move", "mover")
+        assert moved.returncode == 0, moved.stderr
+        assert "verified" in moved.stdout
+        assert _on(dirs, c.id) == ["h2"], "the first copy stays, or the new one is missing"
+        read = _qemu_io(_disk(dirs["h2"], c.id), PATTERN.replace("write", "read"))
+        assert read.returncode == 0 and "verification failed" not in read.stdout, read.stdout
+        events = [(e.type, e.data) for e in c.events()]
+        done = [d for t, d in events if t == "computer.moved"]
+        assert done and done[-1]["from"] == "h1" and done[-1]["to"] == "h2", events
+        assert c.refresh().state == "stopped"
+        c.start()
+        assert c.exec("true").exit_code == 0
+        c.delete()
+        assert _on(dirs, c.id) == []
