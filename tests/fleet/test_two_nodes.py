@@ -142,6 +142,22 @@ def test_two_api_nodes_serve_one_fleet(
         assert made.files.read(f"/tmp/{made.id}.txt") == b"written through b"
         made.exec(f"rm /tmp/{made.id}.txt")
 
+        # streams through both nodes at once: the host agent holds the guest's one connection
+        # and carries each node's streams over it (a node's dial never ends the other's streams)
+        outcome: dict[str, object] = {}
+        slow = threading.Thread(
+            target=lambda: outcome.update(
+                a=made.exec("sleep 1.5 && echo still through a").stdout
+            )
+        )
+        slow.start()
+        _until("a's exec running", lambda: there.exec("pgrep -f 'sleep 1.5'").exit_code == 0)
+        for i in range(3):
+            assert there.exec(f"echo {i} through b").stdout == f"{i} through b\n"
+        there.files.write("/tmp/both.txt", b"while a runs")
+        slow.join(30)
+        assert outcome.get("a") == "still through a\n", outcome
+
         # an event written through one node reaches a live event stream on the other
         seen: queue.Queue[dict[str, object]] = queue.Queue()
         stop = threading.Event()

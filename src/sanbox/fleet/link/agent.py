@@ -33,7 +33,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ...host.agent import AgentError
+from ...host.agent import AgentClient, AgentError
+from ...host.agent.dial import unix_dial
 from ...host.door import GIB, DiskExport, HostError, Liveness, Machine, is_current
 from ...host.machines import carry
 from ...host.runtime import HostRuntime
@@ -42,6 +43,7 @@ from .host_egress import CALLS as EGRESS_CALLS
 from .host_egress import Call as EgressCall
 from .host_egress import HostEgress
 from .journal import Answer, Journal
+from .mux import GuestMuxes
 from .room import HostRoom
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ DISK_SLACK = 1 << 26  # a carried qcow2 file holds at most its guest's size and 
 MAX_BODY = 1 << 20  # a call's arguments are small values
 _OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
 _COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
+ATTACH_WAIT = 10.0  # seconds for a re-attached VM's agent to answer
 TUNNEL_LINE = 256  # the computer id line that opens a tunnel
 Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
 
@@ -70,25 +73,39 @@ class HostAgent:
         self.egress = egress  # its computers' egress gateway (host_egress.py); None: none here
         self.epoch = secrets.token_hex(8)  # this process: a restarted agent is a new epoch
         self.machines: dict[str, Machine] = {}  # the VMs it started or re-attached
+        self.muxes = GuestMuxes()  # the one connection to each guest agent, shared (mux.py)
 
     async def machine(self, computer_id: str) -> Machine:
-        """The running machine of a computer: held, or re-attached (after a restart)."""
+        """The running machine of a computer: held, or re-attached (after a restart), its agent
+        reached through the computer's shared connection."""
         held = self.machines.get(computer_id)
         if held is not None and held.vm.alive():
             return held
-        attached = await self.runtime.attach(computer_id)
-        if attached is None:
+        vm = self.runtime.attach_vm(computer_id)
+        if vm is None:
             raise HostError(f"computer {computer_id} has no running VM on this host")
-        self.machines[computer_id] = attached
-        return attached
+        dial = self.muxes.dial(computer_id, unix_dial(str(vm.agent_socket)))
+        agent = await AgentClient.dial(dial, computer_id, timeout=ATTACH_WAIT)
+        machine = Machine(computer_id, self.runtime.data_dir.computer(computer_id), vm, agent, dial)
+        self.machines[computer_id] = machine
+        return machine
 
     async def hand_over(self, machine: Machine) -> Machine:
-        """Keep a machine, its agent connection closed: the guest agent serves one connection,
-        and the control plane's comes through the tunnel."""
+        """Keep a machine made here (a create, start, resume, copy), its own agent connection
+        closed: from now on every stream to its agent, this process's and the API nodes'
+        through the tunnel, goes over the one shared connection (mux.py)."""
         with contextlib.suppress(AgentError):
             await machine.agent.close()
-        self.machines[machine.computer_id] = machine
+        computer_id = machine.computer_id
+        await self.muxes.forget(computer_id)  # whatever was left of a VM before this one
+        machine.dial = self.muxes.dial(computer_id, unix_dial(str(machine.vm.agent_socket)))
+        self.machines[computer_id] = machine
         return machine
+
+    async def ended(self, computer_id: str) -> None:
+        """A computer's VM ended here (stopped, killed, destroyed, set aside)."""
+        self.machines.pop(computer_id, None)
+        await self.muxes.forget(computer_id)
 
     def report(self) -> dict[str, Any]:
         rt = self.runtime
@@ -222,24 +239,12 @@ class HostAgent:
             vm = self.runtime.attach_vm(computer_id)
             if vm is None:
                 raise LookupError(f"{computer_id} has no running VM here")
-            up_reader, up_writer = await asyncio.open_unix_connection(str(vm.agent_socket))
         except (TimeoutError, ValueError, LookupError, OSError) as exc:
             log.info("tunnel refused: %s", exc)
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(256 * 1024):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(OSError, RuntimeError):
-            writer.close()
+        dial = unix_dial(str(vm.agent_socket))
+        await self.muxes.serve(computer_id, dial, reader, writer)
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -271,17 +276,19 @@ async def _attach(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
 
 async def _shutdown(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     machine = await agent.machine(a["computer_id"])
-    agent.machines.pop(a["computer_id"], None)
-    return await rt.shutdown(machine, float(a["timeout"]))
+    try:
+        return await rt.shutdown(machine, float(a["timeout"]))
+    finally:
+        await agent.ended(a["computer_id"])
 
 
 async def _kill(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    agent.machines.pop(a["computer_id"], None)
     await rt.kill(a["computer_id"])
+    await agent.ended(a["computer_id"])
 
 
 async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    agent.machines.pop(a["computer_id"], None)
+    await agent.ended(a["computer_id"])
     await rt.destroy(a["computer_id"])
 
 
@@ -295,7 +302,7 @@ async def _drop_export(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> 
 
 
 async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    agent.machines.pop(a["computer_id"], None)
+    await agent.ended(a["computer_id"])
     to = await rt.quarantine(a["computer_id"])
     log.warning("computer %s is not this host's to run: set aside in %s", a["computer_id"], to)
     return to
@@ -305,7 +312,7 @@ async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id)
     saved = await rt.pause(machine, spec, _image(rt, a["image"]))
-    agent.machines.pop(spec.computer_id, None)
+    await agent.ended(spec.computer_id)
     return wire.plain(saved)
 
 

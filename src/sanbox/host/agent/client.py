@@ -62,7 +62,7 @@ class _HandshakeLostError(Exception):
     """The socket closed during the handshake (agent restarting, or replaced)."""
 
 
-async def _handshake(
+async def handshake(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
 ) -> tuple[p.Decoder, dict[str, Any]]:
     """Send SYNC + HELLO until the agent answers HELLO_ACK with our latest nonce."""
@@ -170,7 +170,7 @@ class AgentClient:
                 continue
             reached = True
             try:
-                decoder, hello = await _handshake(reader, writer, deadline)
+                decoder, hello = await handshake(reader, writer, deadline)
             except _HandshakeLostError as exc:
                 last = exc
                 writer.close()
