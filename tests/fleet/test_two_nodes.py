@@ -146,9 +146,7 @@ def test_two_api_nodes_serve_one_fleet(
         # and carries each node's streams over it (a node's dial never ends the other's streams)
         outcome: dict[str, object] = {}
         slow = threading.Thread(
-            target=lambda: outcome.update(
-                a=made.exec("sleep 1.5 && echo still through a").stdout
-            )
+            target=lambda: outcome.update(a=made.exec("sleep 1.5 && echo still through a").stdout)
         )
         slow.start()
         _until("a's exec running", lambda: there.exec("pgrep -f 'sleep 1.5'").exit_code == 0)
