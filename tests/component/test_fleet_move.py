@@ -23,6 +23,8 @@ from sanbox.host.disk.transfer import DiskExport
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime
+from sanbox.host.snapshot import SnapshotManifest
+from sanbox.host.snapshot.transfer import SnapshotExport
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -52,15 +54,24 @@ class _Damaging(HostRuntime):
         image: Image | None,
         chunks: AsyncIterator[bytes],
     ) -> Coroutine[object, object, None]:
-        async def flipped() -> AsyncIterator[bytes]:
-            first = self.damage
-            async for data in chunks:
-                if first and data:
-                    data = bytes([data[0] ^ 1]) + data[1:]
-                first = False
-                yield data
+        return super().import_disk(computer_id, export, image, self._flipped(chunks))
 
-        return super().import_disk(computer_id, export, image, flipped())
+    def import_snapshot(
+        self,
+        snapshot_id: str,
+        export: SnapshotExport,
+        image: Image,
+        chunks: AsyncIterator[bytes],
+    ) -> Coroutine[object, object, SnapshotManifest]:
+        return super().import_snapshot(snapshot_id, export, image, self._flipped(chunks))
+
+    async def _flipped(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        first = self.damage
+        async for data in chunks:
+            if first and data:
+                data = bytes([data[0] ^ 1]) + data[1:]
+            first = False
+            yield data
 
 
 @dataclass
@@ -100,13 +111,20 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
 
 
 def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:
+    shared = ["-r", "-U"] if command.startswith("read") else []  # a running one may hold it
     return subprocess.run(
-        ["qemu-io", "-f", "qcow2", "-c", command, str(disk)], capture_output=True, text=True
+        ["qemu-io", *shared, "-f", "qcow2", "-c", command, str(disk)],
+        capture_output=True,
+        text=True,
     )
 
 
 def _disk(host_dir: Path, computer_id: str) -> Path:
     return DataDir(host_dir).computer(computer_id).disk
+
+
+def _snapshots_on(dirs: dict[str, Path], snapshot_id: str) -> list[str]:
+    return [n for n, d in dirs.items() if (d / "snapshots" / snapshot_id).exists()]
 
 
 def _on(dirs: dict[str, Path], computer_id: str) -> list[str]:
@@ -144,8 +162,24 @@ def test_a_stopped_computer_moves_with_its_disk_and_a_damaged_copy_is_refused(
         assert missing.returncode != 0 and "no host" in missing.stderr, missing.stderr
         assert _on(dirs, c.id) == ["h1"]
 
-        # whole on the way: moved (the best other host of its region is h2), files kept
+        # a snapshot of it moves the same way: damaged, refused; whole, checked and sealed
+        snap = c.snapshot(name="moving")
+        bad = _sanbox(live, "snapshot", "move", "moving", "--to", "h2")
+        assert bad.returncode != 0 and "damaged" in bad.stderr, bad.stderr
+        assert _snapshots_on(dirs, snap.id) == ["h1"]
+        cross = _sanbox(live, "snapshot", "move", "moving", "--to", "h3")
+        assert cross.returncode != 0 and "region" in cross.stderr, cross.stderr
         fleet.h2.damage = False
+        moved_snap = _sanbox(live, "snapshot", "move", "moving")
+        assert moved_snap.returncode == 0, moved_snap.stderr
+        assert _snapshots_on(dirs, snap.id) == ["h2"]
+        copy = client.computers.create(name="from-moved", from_snapshot=snap.id, idle_timeout=0)
+        assert _on(dirs, copy.id) == ["h2"], "a copy made where the snapshot is not"
+        read = _qemu_io(_disk(dirs["h2"], copy.id), PATTERN.replace("write", "read"))
+        assert read.returncode == 0 and "verification failed" not in read.stdout, read.stderr
+        copy.delete()
+
+        # whole on the way: moved (the best other host of its region is h2), files kept
         moved = _sanbox(live, "move", "mover")
         assert moved.returncode == 0, moved.stderr
         assert "verified" in moved.stdout

@@ -35,11 +35,15 @@ from sanbox.host.door import Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.fleet import FleetHost
-from tests.conftest import free_port as _free_port
+from tests.conftest import free_port
 
 from .conftest import LiveServer, fake_image, served
 
 pytestmark = pytest.mark.component
+
+
+def _free_port() -> int:
+    return free_port()
 
 
 @dataclass

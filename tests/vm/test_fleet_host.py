@@ -4,7 +4,8 @@ mutual TLS. A computer placed on the first host runs there under QEMU: exec and 
 the host agent's tunnel, its egress through the host's own gateway (an allowed name reached,
 another denied and the denial recorded at the server), a pause with memory and its resume, a stop
 and a start; stopped, it moves to the second host (`sanbox move`) and boots there with its files;
-its delete leaves nothing on either host."""
+a memory snapshot of it taken there moves back to the first host (`sanbox snapshot move`) and a
+copy made of it runs there with its processes; deletes leave nothing on either host."""
 
 from __future__ import annotations
 
@@ -153,6 +154,22 @@ def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
             assert TOP - 8192 <= run_as < TOP - 4096
             assert c.exec("cat /root/note").stdout == "moved-with-me\n", "its files moved"
             assert c.exec("test -f /root/ca.pem").exit_code == 0
+
+            # a memory snapshot taken on h2 moves to h1, and a copy of it runs there with the
+            # processes it had (its memory checked on h1 and sealed under h1's own key)
+            c.exec("nohup sleep 20000 >/dev/null 2>&1 &")
+            snap = c.snapshot(memory=True, name="far-mem")
+            moved = _sanbox(srv, "snapshot", "move", "far-mem", "--to", "h1")
+            assert moved.returncode == 0, moved.stderr
+            assert (host.root / "snapshots" / snap.id).is_dir()
+            assert not (second.root / "snapshots" / snap.id).exists()
+            copy = client.computers.create(name="far-copy", from_snapshot=snap.id, idle_timeout=0)
+            assert (host.computers / copy.id).is_dir(), "the copy was not made on h1"
+            assert copy.memory == "restored", copy.memory_reason
+            assert copy.exec("pgrep -f 'sleep 20000'").exit_code == 0, "its processes came too"
+            assert copy.exec("cat /root/note").stdout == "moved-with-me\n"
+            copy.delete()
+            client.snapshots.delete(snap.id)
             c.delete()
             for h in (host, second):
                 assert not (h.computers / c.id).exists()

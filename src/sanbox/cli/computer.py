@@ -164,8 +164,8 @@ def move(
         computer = client.computers.get(name)
         with err_console.status(f"moving {computer.name}: copying its disk…"):
             computer.move(host)
-    console.print(f"moved {computer.name} [dim]({computer.state})[/]: its disk was copied and "
-                  "verified", highlight=False)  # fmt: skip
+    said = f"moved {computer.name} [dim]({computer.state})[/]: its disk was copied and verified"
+    console.print(said, highlight=False)
 
 
 def update(

@@ -84,6 +84,23 @@ def rm(
             console.print(f"deleted {snap.name or snap.id}", highlight=False)
 
 
+@app.command("move")
+def move(
+    snapshot: str = typer.Argument(..., help="Snapshot name or id."),
+    host: str | None = typer.Option(
+        None, "--to", help="The fleet host to move it to (default: the best of its region)."
+    ),
+) -> None:
+    """Move a snapshot, its saved memory too, to another host of its region (host-admin key);
+    it is checked there and sealed under that host's key."""
+    with config.reported(), config.client() as client:
+        snap: Snapshot = client.snapshots.get(snapshot)
+        with err_console.status(f"moving snapshot {snap.name or snap.id}…"):
+            client.fleet.move_snapshot(snap.id, host)
+    said = f"moved snapshot {snap.name or snap.id}: checked and sealed on its new host"
+    console.print(said, highlight=False)
+
+
 def fork(
     computer: str = typer.Argument(..., help="Computer name or id (running, paused or stopped)."),
     count: int = typer.Option(1, "--count", "-c", min=1, max=16, help="How many forks (1-16)."),

@@ -196,6 +196,9 @@ class Computers:
     async def move(self, computer_id: str, host: str | None = None) -> ComputerRow:
         return await moving.move(self.fleet, computer_id, host)
 
+    async def move_snapshot(self, snapshot_id: str, host: str | None = None) -> SnapshotRow:
+        return await moving.move_snapshot(self.fleet, snapshot_id, host)
+
     def org_name(self, org_id: str) -> str:
         with self.fleet.db.session() as s:
             org = s.get(Org, org_id)

@@ -1,5 +1,6 @@
 """`sanbox move`: a stopped computer carried to another host of its region, its disk copied and
-verified (host/disk/transfer.py). The order keeps one copy authoritative at every moment:
+verified (host/disk/transfer.py); `sanbox snapshot move`: a snapshot with its saved memory, the
+same way (host/snapshot/transfer.py). The order keeps one copy authoritative at every moment:
 
 1. room is reserved on the other host (placement in the computer's region, never another: a
    named host of another region is `region_mismatch`, with nothing written);
@@ -16,19 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from ..fleet.errors import HostNotFoundError, InsufficientCapacityError
 from ..fleet.placement import Placement, Placer, Request
-from ..host.door import GIB, DiskDamagedError, HostError
+from ..host.door import GIB, DiskDamagedError, Host, HostError, SnapshotExport
 from ..store import repo
-from ..store.models import ComputerRow, HostRow, Org
+from ..store.models import ComputerRow, HostRow, Org, SnapshotRow
 from .errors import ControlError, InvalidRequestError, NotFoundError, failed
 from .fleet import Fleet
 from .host_errors import from_host
 
 log = logging.getLogger(__name__)
+DISK = "disk.qcow2"  # the one file a moving disk is (host/machines/carry.py)
 
 
 async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> ComputerRow:
@@ -55,9 +58,9 @@ async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> Compute
         except BaseException as exc:
             Placer(fleet.db).release(placement)
             why = exc.message if isinstance(exc, ControlError) else str(exc)
-            fleet.record(row.id, None, "computer.move_failed",
-                         f"move to host {placement.host_name} failed: {why}; it stays where it "
-                         "was, stopped", {"to": placement.host_name})  # fmt: skip
+            said = f"move to host {placement.host_name} failed: {why}; it stays where it was"
+            data = {"to": placement.host_name}
+            fleet.record(row.id, None, "computer.move_failed", f"{said}, stopped", data)
             raise
         moved = _put(fleet, row, placement)
         Placer(fleet.db).release(placement)  # the host's next report counts the disk
@@ -83,19 +86,95 @@ def _reserve(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
         disk_bytes=row.disk_gib * GIB,
         layer=row.image,
     )
+    return _room(fleet, req, row.host_id, to, f"computer {row.name}")
+
+
+def _room(fleet: Fleet, req: Request, now: str | None, to: str | None, what: str) -> Placement:
+    """Room for `req` on host `to`, or on the best host of its region but `now`."""
     placer = Placer(fleet.db)
     if to is None:
         try:
-            return placer.place(req, None, exclude=[row.host_id or ""])
+            return placer.place(req, None, exclude=[now or ""])
         except InsufficientCapacityError as exc:
             raise InsufficientCapacityError(
-                f"no other host of region {req.region} has room for computer {row.name} "
-                "and holds its build: add a host there, or free room"
+                f"no other host of region {req.region} has room for {what} and holds its "
+                "build: add a host there, or free room"
             ) from exc
     host_id = _host_id(fleet, to)
-    if host_id == row.host_id:
-        raise InvalidRequestError(f"computer {row.name} is on host {to} already", "same_host")
+    if host_id == now:
+        raise InvalidRequestError(f"{what} is on host {to} already", "same_host")
     return placer.place_on(host_id, req, None)
+
+
+async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -> SnapshotRow:
+    """Move a snapshot (of any org: an operator's verb), its saved memory too, to host `to`
+    (None: the best other host of its region): checked by its host, carried, checked and
+    sealed under the other host's own key (host/snapshot/transfer.py); then the record names
+    that host and the first copy goes (computers made from it keep the layers they stand on)."""
+    with fleet.db.session() as s:
+        snap = s.get(SnapshotRow, snapshot_id)
+        where = select(HostRow.region).where(HostRow.id == (snap.host_id if snap else None))
+        region = s.scalar(where)
+    if snap is None or snap.state != "ready":
+        raise NotFoundError(f"no snapshot {snapshot_id}", "snapshot_not_found")
+    if snap.host_id is None or fleet.remote is None or region is None:
+        raise InvalidRequestError(
+            f"snapshot {snap.id} is on this server's own host: only a snapshot on a fleet host "
+            "moves (docs/fleet.md)",
+            "not_movable",
+        )
+    req = Request(
+        region=region, vcpus=0, memory_mib=0, disk_bytes=snap.size_bytes, layer=snap.image
+    )
+    placement = _room(fleet, req, snap.host_id, to, f"snapshot {snap.id}")
+    source = fleet.host_at(snap.host_id, "the snapshot's host")
+    try:
+        target = fleet.host_at(placement.host_id, "the other host")
+        image = fleet.image_for(snap.template, snap.image, source)
+        there = fleet.image_for(snap.template, snap.image, target)
+        try:
+            export = await source.export_snapshot(snap.id, image)
+            await target.import_snapshot(snap.id, export, there, _files(source, snap.id, export))
+        except HostError as exc:
+            with contextlib.suppress(HostError):
+                await target.delete_snapshot(snap.id)  # whatever of it was sealed there
+            if exc.code != DiskDamagedError.code:
+                raise from_host(exc, "snapshot move", snap.computer_id) from exc
+            raise failed("snapshot move", str(exc), "the snapshot stays where it was") from exc
+        finally:
+            with contextlib.suppress(HostError):
+                await source.drop_export(snap.id)
+        with fleet.db.engine.begin() as conn:
+            c = SnapshotRow.__table__.c
+            conn.execute(
+                update(SnapshotRow)
+                .where(c.id == snap.id, c.host_id == snap.host_id)
+                .values(host_id=placement.host_id)
+            )
+    finally:
+        Placer(fleet.db).release(placement)
+    try:
+        await source.delete_snapshot(snap.id)
+    except HostError as exc:  # a sweep of snapshots without a record takes it later
+        log.warning("the first copy of snapshot %s stays on its old host for now: %s", snap.id, exc)
+    with fleet.db.session() as s:
+        said = (
+            f"snapshot {snap.id} moved to host {placement.host_name}; its files were checked "
+            "there and sealed under that host's key"
+        )
+        data = {"snapshot": snap.id, "from": _name(fleet, snap.host_id), "to": placement.host_name}
+        ev = repo.add_event(s, snap.org_id, snap.computer_id, "snapshot.moved", said, data)
+        moved = s.get(SnapshotRow, snap.id)
+    fleet.bus.publish(ev)
+    assert moved is not None
+    return moved
+
+
+async def _files(host: Host, item_id: str, export: SnapshotExport) -> AsyncIterator[bytes]:
+    """The bytes of an export's files, one after the other, as the taker reads them."""
+    for f in export.files:
+        async for data in host.export_chunks(item_id, str(f["name"])):
+            yield data
 
 
 async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
@@ -107,7 +186,7 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
     except HostError as exc:
         raise from_host(exc, "move", row.id) from exc
     try:
-        await target.import_disk(row.id, export, there, source.export_chunks(row.id))
+        await target.import_disk(row.id, export, there, source.export_chunks(row.id, DISK))
     except HostError as exc:
         with contextlib.suppress(HostError):
             await target.destroy(row.id)  # whatever of it arrived (its import left nothing)

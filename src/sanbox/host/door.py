@@ -74,6 +74,7 @@ from .machines import console, faults
 from .machines.machine import Machine, MachineSpec
 from .saved.memory import MemoryOutcome, PauseError, SavedState
 from .snapshot import SnapshotManifest
+from .snapshot.transfer import SnapshotExport
 
 __all__ = [
     "FIELD_VALUE",
@@ -131,6 +132,7 @@ __all__ = [
     "Room",
     "SavedState",
     "Sealer",
+    "SnapshotExport",
     "SnapshotManifest",
     "Source",
     "Stderr",
@@ -256,17 +258,21 @@ class Host(Protocol):
         """CPU time the computer's VM has used (its cgroup), in µs; None where unmeasured."""
         ...
 
-    # a stopped computer's disk to another host (`sanbox move`) -----------------------------
+    # a stopped computer's disk, or a snapshot, to another host (`sanbox move`) -------------
 
     async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
         """Make the file that carries the stopped computer's disk (disk/transfer.py)."""
         ...
 
-    def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
-        """The bytes of that file."""
+    async def export_snapshot(self, snapshot_id: str, image: Image) -> SnapshotExport:
+        """Check a snapshot and make the files that carry it (snapshot/transfer.py)."""
         ...
 
-    async def drop_export(self, computer_id: str) -> None: ...
+    def export_chunks(self, item_id: str, name: str) -> AsyncIterator[bytes]:
+        """The bytes of one file an export made (`disk.qcow2`, `vmstate`, `memory`)."""
+        ...
+
+    async def drop_export(self, item_id: str) -> None: ...
 
     async def import_disk(
         self,
@@ -277,6 +283,13 @@ class Host(Protocol):
     ) -> None:
         """Make the computer's folder here from the bytes of an export, checked (its size,
         SHA-256, format and `image`'s rootfs under it), or nothing."""
+        ...
+
+    async def import_snapshot(
+        self, snapshot_id: str, export: SnapshotExport, image: Image, chunks: AsyncIterator[bytes]
+    ) -> SnapshotManifest:
+        """Make the snapshot here from the bytes of its export's files (in order), checked and
+        sealed under this host's key, or nothing."""
         ...
 
     # snapshots, copies and forks ------------------------------------------------------------

@@ -42,6 +42,7 @@ from .saved import memory
 from .saved.memory import MemoryOutcome, SavedState
 from .settings import HostSettings
 from .snapshot import SnapshotManifest, Snapshots
+from .snapshot.transfer import SnapshotExport
 
 
 class HostRuntime:
@@ -180,16 +181,19 @@ class HostRuntime:
     ) -> Machine:
         return await self.machines.run_saved(spec, image, vmstate, memory_file)
 
-    # a stopped computer's disk to another host (machines/carry.py) -------------------------
+    # a stopped computer's disk, or a snapshot, to another host (machines/carry.py) -------
 
     async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
         return await carry.export_disk(self.machines, computer_id, image)
 
-    def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
-        return carry.export_chunks(self.machines, computer_id)
+    async def export_snapshot(self, snapshot_id: str, image: Image) -> SnapshotExport:
+        return await carry.export_snapshot(self.data_dir, self.snapshots, snapshot_id, image)
 
-    async def drop_export(self, computer_id: str) -> None:
-        await carry.drop_export(self.machines, computer_id)
+    def export_chunks(self, item_id: str, name: str) -> AsyncIterator[bytes]:
+        return carry.export_chunks(self.data_dir, item_id, name)
+
+    async def drop_export(self, item_id: str) -> None:
+        await carry.drop_export(self.data_dir, item_id)
 
     async def import_disk(
         self,
@@ -199,6 +203,11 @@ class HostRuntime:
         chunks: AsyncIterator[bytes],
     ) -> None:
         await carry.import_disk(self.machines, computer_id, export, image, chunks)
+
+    async def import_snapshot(
+        self, snapshot_id: str, export: SnapshotExport, image: Image, chunks: AsyncIterator[bytes]
+    ) -> SnapshotManifest:
+        return await carry.import_snapshot(self.snapshots, snapshot_id, export, image, chunks)
 
     # memory: pause and resume (machines/suspend.py) ---------------------------------------
 

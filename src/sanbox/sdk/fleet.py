@@ -7,7 +7,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .types import _known
+from .types import Snapshot, _known
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox
@@ -61,6 +61,14 @@ class AsyncFleet:
         hosts) and the API node that runs it now (None: none at this moment)."""
         data = await self._client.http.json("GET", "/v1/fleet/jobs")
         return {str(j["name"]): j["node"] for j in data.get("jobs", [])}
+
+    async def move_snapshot(self, snapshot_id: str, host: str | None = None) -> Snapshot:
+        """Move a snapshot, its saved memory too, to another host of its region (`host`, or the
+        best one), checked there and sealed under that host's key."""
+        path = f"/v1/fleet/snapshots/{snapshot_id}/move"
+        body = {"host": host}
+        data = await self._client.http.json("POST", path, json_body=body, timeout=600.0)
+        return Snapshot.from_json(data)
 
     async def get(self, name: str) -> FleetHost:
         """One host (`host_not_found` if there is none)."""

@@ -196,6 +196,7 @@ class Fleet(Facade[AsyncFleet]):
     join_token = blocking(AsyncFleet.join_token)
     hosts = blocking(AsyncFleet.hosts)
     jobs = blocking(AsyncFleet.jobs)
+    move_snapshot = blocking(AsyncFleet.move_snapshot)
     get = blocking(AsyncFleet.get)
     drain = blocking(AsyncFleet.drain)
     forget = blocking(AsyncFleet.forget)

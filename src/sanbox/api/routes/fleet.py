@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from ...control.errors import InvalidRequestError
 from ...fleet.hosts import Capacity, HostSpec
 from ..auth import Principal, host_admin
-from ..schemas import Computer, ErrorBody
+from ..schemas import Computer, ErrorBody, Snapshot
 from ._deps import Plane
 
 router = APIRouter(
@@ -148,6 +148,17 @@ async def move_computer(
     stays where it was, and nothing of it is left on the other host."""
     row = await plane.move(computer_id, body.host)
     return Computer.of(row, await asyncio.to_thread(plane.org_name, row.org_id))
+
+
+@router.post("/snapshots/{snapshot_id}/move", response_model=Snapshot)
+async def move_snapshot(
+    snapshot_id: str, body: MoveRequest, _actor: HostAdmin, plane: Plane
+) -> Snapshot:
+    """Move a snapshot (of any org), its saved memory too, to another host of its region
+    (`host`, or the best one): checked by its host, carried, checked and sealed under the other
+    host's key (host-admin key). If anything fails it stays where it was."""
+    row = await plane.move_snapshot(snapshot_id, body.host)
+    return Snapshot.of(row, await asyncio.to_thread(plane.org_name, row.org_id))
 
 
 @router.get("/hosts", response_model=HostList)

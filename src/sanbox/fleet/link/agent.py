@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from ...host.agent import AgentClient, AgentError
 from ...host.agent.dial import unix_dial
-from ...host.door import GIB, DiskExport, HostError, Liveness, Machine, is_current
+from ...host.door import GIB, DiskExport, HostError, Liveness, Machine, SnapshotExport, is_current
 from ...host.machines import carry
 from ...host.runtime import HostRuntime
 from . import wire
@@ -54,6 +54,7 @@ DISK_SLACK = 1 << 26  # a carried qcow2 file holds at most its guest's size and 
 MAX_BODY = 1 << 20  # a call's arguments are small values
 _OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
 _COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
+_SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
 ATTACH_WAIT = 10.0  # seconds for a re-attached VM's agent to answer
 TUNNEL_LINE = 256  # the computer id line that opens a tunnel
 Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
@@ -187,40 +188,57 @@ class HostAgent:
             return JSONResponse(found)
 
         async def export(request: Request) -> Response:
-            computer_id = request.path_params["computer_id"]
-            path = self.runtime.data_dir.computer(computer_id).root / carry.EXPORT
-            if not _COMPUTER_ID.fullmatch(computer_id) or not path.is_file():
-                return _error(404, "export_not_found", f"no disk export of {computer_id} here")
-            return StreamingResponse(self.runtime.export_chunks(computer_id))
+            item_id, name = request.path_params["item_id"], request.path_params["name"]
+            try:
+                path = carry.export_dir(self.runtime.data_dir, item_id) / name
+            except HostError:
+                path = None
+            if path is None or name not in carry.NAMES or not path.is_file():
+                return _error(404, "export_not_found", f"no {name} of {item_id} exported here")
+            return StreamingResponse(self.runtime.export_chunks(item_id, name))
 
-        async def import_(request: Request) -> JSONResponse:
-            computer_id = request.path_params["computer_id"]
-            if not _COMPUTER_ID.fullmatch(computer_id):
-                return _error(400, "invalid_call", "not a computer id")
+        async def take(request: Request) -> JSONResponse:
+            kind, item_id = request.path_params["kind"], request.path_params["item_id"]
             try:
                 meta = json.loads(request.headers.get(DISK_HEADER, ""))
-                export = DiskExport.of(meta["export"])
                 image = None if meta.get("image") is None else _image(self.runtime, meta["image"])
+                if kind == "disks" and _COMPUTER_ID.fullmatch(item_id):
+                    disk = DiskExport.of(meta["export"])
+                    size, virtual = disk.size, disk.virtual_size
+                elif kind == "snapshots" and _SNAPSHOT_ID.fullmatch(item_id) and image:
+                    snap = SnapshotExport.of(meta["export"])
+                    size, virtual = snap.size, int(snap.snapshot["disk_bytes"])
+                else:
+                    return _error(404, "unknown_call", f"nothing to take at {kind}/{item_id}")
             except (ValueError, KeyError, TypeError) as exc:
                 return _error(400, "invalid_call", f"{DISK_HEADER}: {exc}")
             except HostError as exc:
                 return JSONResponse({"error": wire.error_out(exc)}, 409)
-            if export.size > export.virtual_size + DISK_SLACK:
+            if kind == "disks" and size > virtual + DISK_SLACK:
                 return _error(400, "invalid_call", "the disk is larger than its guest's size")
+            room = virtual if kind == "disks" else size  # a thin disk; a snapshot's files
             try:
-                with self.room.held(0, -(-export.virtual_size // GIB)):
-                    await self.runtime.import_disk(computer_id, export, image, request.stream())
+                with self.room.held(0, -(-room // GIB)):
+                    if kind == "disks":
+                        await self.runtime.import_disk(item_id, disk, image, request.stream())
+                        return JSONResponse({"value": None})
+                    assert image is not None
+                    made = await self.runtime.import_snapshot(
+                        item_id, snap, image, request.stream()
+                    )
+                    return JSONResponse({"value": wire.plain(made)})
             except (HostError, OSError) as exc:
-                log.warning("taking the disk of %s failed: %s", computer_id, exc)
+                log.warning("taking %s %s failed: %s", kind, item_id, exc)
                 return JSONResponse({"error": wire.error_out(exc)}, 409)
-            return JSONResponse({"value": None})
+            except (KeyError, TypeError, ValueError) as exc:  # what it said of its files
+                return _error(400, "invalid_call", f"taking {kind} {item_id}: {exc}")
 
         return Starlette(
             routes=[
                 Route("/v1/host/calls/{name}", call, methods=["POST"]),
                 Route("/v1/host/report", report, methods=["GET"]),
-                Route("/v1/host/exports/{computer_id}", export, methods=["GET"]),
-                Route("/v1/host/imports/{computer_id}", import_, methods=["PUT"]),
+                Route("/v1/host/exports/{item_id}/{name}", export, methods=["GET"]),
+                Route("/v1/host/imports/{kind}/{item_id}", take, methods=["PUT"]),
             ]
         )
 
@@ -297,8 +315,13 @@ async def _export_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> 
     return made.out()
 
 
+async def _export_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    made = await rt.export_snapshot(a["snapshot_id"], _image(rt, a["image"]))
+    return made.out()
+
+
 async def _drop_export(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.drop_export(a["computer_id"])
+    await rt.drop_export(a["item_id"])
 
 
 async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
@@ -429,6 +452,7 @@ CALLS: dict[str, Handler] = {
     "destroy": _destroy,
     "quarantine": _quarantine,
     "export_disk": _export_disk,
+    "export_snapshot": _export_snapshot,
     "drop_export": _drop_export,
     "pause": _pause,
     "resume": _resume,

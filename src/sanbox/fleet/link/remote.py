@@ -33,6 +33,7 @@ from ...host.door import (
     Resolver,
     Room,
     SavedState,
+    SnapshotExport,
     SnapshotManifest,
     VmNotRunningError,
 )
@@ -103,14 +104,21 @@ class RemoteHost(HostLink):
         await self.call("destroy", computer_id=computer_id)
         await self.refresh()
 
-    # a stopped computer's disk to another host: a call to make it, a stream of its bytes
+    # a stopped computer's disk, or a snapshot, to another host: a call makes the files, their
+    # bytes stream from the host that has them into the one that takes them
 
     async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
         made = await self.call("export_disk", computer_id=computer_id, image=wire.image_out(image))
         return DiskExport.of(made)
 
-    async def export_chunks(self, computer_id: str) -> AsyncIterator[bytes]:
-        url = f"{self.url}/v1/host/exports/{computer_id}"
+    async def export_snapshot(self, snapshot_id: str, image: Image) -> SnapshotExport:
+        made = await self.call(
+            "export_snapshot", snapshot_id=snapshot_id, image=wire.image_out(image)
+        )
+        return SnapshotExport.of(made)
+
+    async def export_chunks(self, item_id: str, name: str) -> AsyncIterator[bytes]:
+        url = f"{self.url}/v1/host/exports/{item_id}/{name}"
         try:
             async with self._http.stream("GET", url) as r:
                 if r.status_code != 200:
@@ -119,10 +127,10 @@ class RemoteHost(HostLink):
                 async for data in r.aiter_bytes(CHUNK):
                     yield data
         except httpx.TransportError as exc:
-            raise HostUnreachableError(f"host {self.name} dropped the disk: {exc}") from exc
+            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
 
-    async def drop_export(self, computer_id: str) -> None:
-        await self.call("drop_export", computer_id=computer_id)
+    async def drop_export(self, item_id: str) -> None:
+        await self.call("drop_export", item_id=item_id)
 
     async def import_disk(
         self,
@@ -132,17 +140,28 @@ class RemoteHost(HostLink):
         chunks: AsyncIterator[bytes],
     ) -> None:
         meta = {"export": export.out(), "image": None if image is None else wire.image_out(image)}
+        await self._take(f"disks/{computer_id}", meta, chunks)
+
+    async def import_snapshot(
+        self, snapshot_id: str, export: SnapshotExport, image: Image, chunks: AsyncIterator[bytes]
+    ) -> SnapshotManifest:
+        meta = {"export": export.out(), "image": wire.image_out(image)}
+        made = await self._take(f"snapshots/{snapshot_id}", meta, chunks)
+        return wire.manifest_in(made)
+
+    async def _take(self, what: str, meta: dict[str, Any], chunks: AsyncIterator[bytes]) -> Any:
         try:
             r = await self._http.put(
-                f"{self.url}/v1/host/imports/{computer_id}",
+                f"{self.url}/v1/host/imports/{what}",
                 content=chunks,
                 headers={DISK_HEADER: json.dumps(meta)},
             )
         except httpx.TransportError as exc:
-            raise HostUnreachableError(f"host {self.name} dropped the disk: {exc}") from exc
+            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
         if r.status_code != 200:
             raise wire.error_in(r.json()["error"])
         await self.refresh()
+        return r.json()["value"]
 
     async def quarantine(self, computer_id: str) -> str:
         return str(await self.call("quarantine", computer_id=computer_id))

@@ -122,7 +122,7 @@ class Receiver:
             )
         with open(self.dest, "rb") as f:
             head = f.read(4096)
-        if qcow2.parse_virtual_size(head) != e.virtual_size or _external_data(head):
+        if qcow2.parse_virtual_size(head) != e.virtual_size or external_data(head):
             raise DiskDamagedError("the disk sent is not a plain qcow2 file of the size announced")
         if e.backed:
             if image is None or image.build_id != e.build_id:
@@ -144,7 +144,7 @@ class Receiver:
             self._fd = -1
 
 
-def _external_data(head: bytes) -> bool:
+def external_data(head: bytes) -> bool:
     (version,) = struct.unpack_from(">I", head, 4)
     if version < 3:
         return False

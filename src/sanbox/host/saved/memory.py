@@ -171,6 +171,32 @@ def _commit(
     return saved
 
 
+def adopt(state_dir: Path, fields: dict[str, Any], key: bytes) -> SavedState:
+    """Seal a saved state whose files (`vmstate`, `memory`) came from another host, checked
+    there and on the way: its memory digested anew and its manifest MACed under this host's
+    `key` (`fields`: the sender's manifest but its chunks and MAC). StateError(corrupt) if the
+    files are not what `fields` say."""
+    vmstate, ram = state_dir / VMSTATE, state_dir / MEMORY
+    if (
+        vmstate.stat().st_size != fields["vmstate_bytes"]
+        or _sha256(vmstate) != fields["vmstate_sha256"]
+    ):
+        raise StateError("corrupt", "the device state does not match its checksum")
+    if ram.stat().st_size != fields["memory_bytes"]:
+        raise StateError("corrupt", "the memory file has the wrong size")
+    chunks = memfile.digest(ram, key)
+    allocated = ram.stat().st_blocks * 512
+    listed = [c.as_list() for c in chunks]
+    saved = SavedState(**{**fields, "memory_allocated": allocated, "memory_chunks": listed})
+    saved = SavedState(**{**asdict(saved), "mac": _mac(asdict(saved), key)})
+    manifest_tmp = state_dir / f"{MANIFEST}.tmp"
+    manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
+    fsync_path(manifest_tmp)
+    os.rename(manifest_tmp, state_dir / MANIFEST)
+    fsync_path(state_dir)
+    return saved
+
+
 def _remove_tmp(state_dir: Path, *tmps: Path) -> None:
     for tmp in (*tmps, state_dir / f"{MEMORY}.tmp", state_dir / f"{MANIFEST}.tmp"):
         with contextlib.suppress(OSError):
