@@ -4,8 +4,9 @@ computer on the right one:
   longer has refuses (`host_full`), and the create is placed again on another host of the region,
   its events saying so;
 - a host that comes back is told the set it should run: a computer whose record went while the
-  host was forgotten as dead has its VM stopped and its folder set aside, disks kept, and nothing
-  it should run is touched."""
+  host was forgotten as dead has its VM stopped and its folder set aside, disks kept; one whose
+  record says it is stopped (a stop whose answer was lost) has its VM stopped, its disk kept; and
+  nothing it should run is touched."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from sanbox import Sanbox
 from sanbox.fleet.link.agent import HostAgent
@@ -23,6 +25,9 @@ from sanbox.fleet.link.room import HostRoom
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
+from sanbox.store import Database
+from sanbox.store.db import sqlite_url
+from sanbox.store.models import ComputerRow
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -104,6 +109,17 @@ def test_a_host_without_room_sends_the_create_to_another(
             c.delete()
 
 
+def _recorded_stopped(live: LiveServer, computer_id: str) -> None:
+    db = Database(sqlite_url(live.data_dir.root / "sanbox.db"))
+    try:
+        with db.engine.begin() as conn:
+            conn.execute(
+                update(ComputerRow).where(ComputerRow.id == computer_id).values(state="stopped")
+            )
+    finally:
+        db.close()
+
+
 def _processes_naming(text: str) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -131,6 +147,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             _until("h1 up with its builds", lambda: _up(live, "h1"))
             keep = client.computers.create(name="keep", idle_timeout=0)
             gone = client.computers.create(name="gone", idle_timeout=0)
+            rested = client.computers.create(name="rested", idle_timeout=0)
             keep.files.write("/tmp/kept.txt", b"still here")
             assert _processes_naming(gone.id), "its VM runs"
         # the host agent goes (its VMs run on), is declared lost, and forgotten as dead; the
@@ -139,7 +156,8 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
         forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
         assert forgot.returncode == 0, forgot.stderr
         gone.delete()
-        assert [c.name for c in client.computers.list()] == ["keep"]
+        _recorded_stopped(live, rested.id)  # a stop whose answer was lost with the host
+        assert sorted(c.name for c in client.computers.list()) == ["keep", "rested"]
         assert (host_dir / "computers" / gone.id).is_dir()
 
         # the host joins again: told its set, it stops and sets aside the one it no longer runs
@@ -152,6 +170,13 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             assert (aside[0] / "disk").exists() or any(aside[0].iterdir()), "its files kept"
             assert (host_dir / "quarantine").stat().st_mode & 0o777 == 0o700
             _until("its VM stopped", lambda: not _processes_naming(gone.id))
+            # one recorded at rest whose VM still ran: its VM stopped, its folder and disk kept
+            _until("the rested one's VM stopped", lambda: not _processes_naming(rested.id))
+            assert (host_dir / "computers" / rested.id).is_dir()
+            assert rested.refresh().state == "stopped"
+            rested.start()
+            assert rested.exec("true").exit_code == 0
+            rested.delete()
             # the one it should run is untouched and answers
             assert (host_dir / "computers" / keep.id).is_dir()
             _until("keep back", lambda: keep.refresh().state == "running", timeout=30)

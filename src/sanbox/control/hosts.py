@@ -31,10 +31,14 @@ from ..fleet.join import Joined, join, make_token
 from ..fleet.link.link import HostUnreachableError
 from ..fleet.link.pki import FleetCAs, client_tls
 from ..fleet.link.remote import RemoteHost, as_host
+from ..fleet.operations import Operations
 from ..host.door import Host, HostError, Liveness
 from ..store import Database
 from ..store.models import ComputerRow, HostRow
 from .jobs import HOSTS, Jobs
+from .states import State
+
+AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +223,7 @@ class FleetHosts:
         undo could not reach it) has its VM stopped and its folder set aside, disks kept. The
         database is read after the report: a computer is placed (committed) before its host
         makes it, so none the report shows can be one being made now."""
+        await self._at_rest(row, link, report)
         held = set(report["computers"])
         if not held:
             return
@@ -236,6 +241,41 @@ class FleetHosts:
                 computer_id,
                 to,
             )
+
+    async def _at_rest(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
+        """Stop the VMs the host runs for computers recorded at rest (stopped, paused, suspended,
+        error) with no operation under way on them: a stop or pause whose answer was lost (the
+        host went away meanwhile). Their folders and disks stay; so does any saved memory."""
+        running = Liveness.ALIVE.value
+        alive = {cid for cid, seen in report["computers"].items() if seen["liveness"] == running}
+        if not alive:
+            return
+        resting = await asyncio.to_thread(self._resting_on, row.id, alive)
+        for computer_id in resting:
+            try:
+                await link.kill(computer_id)
+            except HostError as exc:
+                log.warning("host %s: %s could not be stopped: %s", row.name, computer_id, exc)
+                continue
+            log.warning(
+                "host %s still ran the VM of %s, which is recorded at rest: its VM stopped "
+                "(its disk kept)",
+                row.name,
+                computer_id,
+            )
+
+    def _resting_on(self, host_id: str, alive: set[str]) -> builtins.list[str]:
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(ComputerRow.id).where(
+                    ComputerRow.host_id == host_id,
+                    ComputerRow.id.in_(alive),
+                    ComputerRow.state.in_([str(st) for st in AT_REST]),
+                )
+            )
+            found = list(rows)
+        operations = Operations(self.db)
+        return [cid for cid in found if operations.incomplete(cid) is None]
 
     def _placed_on(self, host_id: str) -> set[str]:
         with self.db.session() as s:

@@ -195,6 +195,10 @@ class HostRuntime:
     async def drop_export(self, item_id: str) -> None:
         await carry.drop_export(self.data_dir, item_id)
 
+    async def drop_exports(self) -> None:
+        """Every export (at a host agent's start: what a caller that died began)."""
+        await carry.drop_exports(self.data_dir)
+
     async def import_disk(
         self,
         computer_id: str,

@@ -23,6 +23,7 @@ async def serve(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Serve until the process is stopped (or `stop` is set)."""
+    await agent.runtime.drop_exports()  # a move a dead caller began: nothing streams them now
     tunnel = await agent.serve_tunnel(host, tunnel_port, server_tls(me))
     config = uvicorn.Config(
         agent.app(),

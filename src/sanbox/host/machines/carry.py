@@ -72,6 +72,10 @@ async def drop_export(data_dir: DataDir, item_id: str) -> None:
     await asyncio.to_thread(shutil.rmtree, export_dir(data_dir, item_id), True)
 
 
+async def drop_exports(data_dir: DataDir) -> None:
+    await asyncio.to_thread(shutil.rmtree, data_dir.root / EXPORTS, True)
+
+
 async def import_disk(
     machines: Machines,
     computer_id: str,
