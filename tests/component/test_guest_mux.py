@@ -14,7 +14,7 @@ import pytest
 
 from sanbox.fleet.link.mux import GuestMuxes
 from sanbox.host.agent import AgentClient, AgentError
-from sanbox.host.agent.dial import unix_dial
+from sanbox.host.agent.dial import Dial, unix_dial
 
 from .test_agent import AgentProcess
 from .test_agent import agent as agent  # the fixture: a guest agent on a Unix socket
@@ -59,13 +59,8 @@ def test_clients_share_one_guest_connection(agent: AgentProcess, tmp_path: Path)
             # the shared one's clients fail, and a dial through it reaches the guest again
             direct = await agent.connect()
             await direct.close()
-            with pytest.raises(AgentError):
-                for _ in range(50):
-                    await two.exec(["true"])
-                    await asyncio.sleep(0.05)
-            three = await AgentClient.dial(dial, "c1", timeout=10)
-            assert (await three.exec(["echo", "back"])).stdout == b"back\n"
-            await three.close()
+            await _ended(two)
+            await _answers_again(dial, b"back")
         finally:
             await one.close()
             await two.close()
@@ -85,16 +80,28 @@ def test_a_restarted_guest_agent_ends_every_client(agent: AgentProcess) -> None:
             agent.kill()
             agent.start()
             for client in (one, two):
-                with pytest.raises(AgentError):
-                    for _ in range(100):
-                        await client.exec(["true"])
-                        await asyncio.sleep(0.05)
-            again = await AgentClient.dial(dial, "c1", timeout=20)
-            assert (await again.exec(["echo", "new"])).stdout == b"new\n"
-            await again.close()
+                await _ended(client)
+            await _answers_again(dial, b"new")
         finally:
             await one.close()
             await two.close()
             await muxes.close()
 
     _run(main())
+
+
+async def _ended(client: AgentClient) -> None:
+    """The client's connection ends within 5 s (its next calls fail)."""
+    with pytest.raises(AgentError):
+        for _ in range(100):
+            await client.exec(["true"])
+            await asyncio.sleep(0.05)
+
+
+async def _answers_again(dial: Dial, word: bytes) -> None:
+    """A new dial through the shared connection reaches the guest agent."""
+    again = await AgentClient.dial(dial, "c1", timeout=20)
+    try:
+        assert (await again.exec(["echo", word.decode()])).stdout == word + b"\n"
+    finally:
+        await again.close()

@@ -16,8 +16,9 @@ host; the answer says why (`move_failed`, or the host's error)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sqlalchemy import select, update
 
@@ -132,18 +133,11 @@ async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -
         target = fleet.host_at(placement.host_id, "the other host")
         image = fleet.image_for(snap.template, snap.image, source)
         there = fleet.image_for(snap.template, snap.image, target)
-        try:
+        stays = "the snapshot stays where it was"
+        undo = functools.partial(target.delete_snapshot, snap.id)
+        async with _carrying(source, snap.id, "snapshot move", stays, undo):
             export = await source.export_snapshot(snap.id, image)
             await target.import_snapshot(snap.id, export, there, _files(source, snap.id, export))
-        except HostError as exc:
-            with contextlib.suppress(HostError):
-                await target.delete_snapshot(snap.id)  # whatever of it was sealed there
-            if exc.code != DiskDamagedError.code:
-                raise from_host(exc, "snapshot move", snap.computer_id) from exc
-            raise failed("snapshot move", str(exc), "the snapshot stays where it was") from exc
-        finally:
-            with contextlib.suppress(HostError):
-                await source.drop_export(snap.id)
         with fleet.db.engine.begin() as conn:
             c = SnapshotRow.__table__.c
             conn.execute(
@@ -185,17 +179,29 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
         export = await source.export_disk(row.id, image)
     except HostError as exc:
         raise from_host(exc, "move", row.id) from exc
-    try:
+    stays = "the computer stays where it was, stopped"
+    async with _carrying(source, row.id, "move", stays, functools.partial(target.destroy, row.id)):
         await target.import_disk(row.id, export, there, source.export_chunks(row.id, DISK))
+
+
+@contextlib.asynccontextmanager
+async def _carrying(
+    source: Host, item_id: str, verb: str, now: str, undo: Callable[[], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """A carry in progress: on a host error, `undo` removes whatever of it the other host kept
+    (its import left nothing; this is for certain) and the error says the item stays where it
+    was; however it ends, the sender's export files go."""
+    try:
+        yield
     except HostError as exc:
         with contextlib.suppress(HostError):
-            await target.destroy(row.id)  # whatever of it arrived (its import left nothing)
+            await undo()
         if exc.code != DiskDamagedError.code:
-            raise from_host(exc, "move", row.id) from exc
-        raise failed("move", str(exc), "the computer stays where it was, stopped") from exc
+            raise from_host(exc, verb, item_id) from exc
+        raise failed(verb, str(exc), now) from exc
     finally:
         with contextlib.suppress(HostError):
-            await source.drop_export(row.id)
+            await source.drop_export(item_id)
 
 
 def _put(fleet: Fleet, row: ComputerRow, placement: Placement) -> int:

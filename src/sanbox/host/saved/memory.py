@@ -163,11 +163,7 @@ def _commit(
     discard(state_dir)  # an older state goes first: its manifest, then its files
     os.rename(vmstate_tmp, state_dir / VMSTATE)
     os.rename(memory_tmp, state_dir / MEMORY)
-    manifest_tmp = state_dir / f"{MANIFEST}.tmp"
-    manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
-    fsync_path(manifest_tmp)
-    os.rename(manifest_tmp, state_dir / MANIFEST)
-    fsync_path(state_dir)
+    _write_manifest(state_dir, saved)
     return saved
 
 
@@ -189,12 +185,17 @@ def adopt(state_dir: Path, fields: dict[str, Any], key: bytes) -> SavedState:
     listed = [c.as_list() for c in chunks]
     saved = SavedState(**{**fields, "memory_allocated": allocated, "memory_chunks": listed})
     saved = SavedState(**{**asdict(saved), "mac": _mac(asdict(saved), key)})
+    _write_manifest(state_dir, saved)
+    return saved
+
+
+def _write_manifest(state_dir: Path, saved: SavedState) -> None:
+    """The manifest, last and durably: the state exists from this rename on."""
     manifest_tmp = state_dir / f"{MANIFEST}.tmp"
     manifest_tmp.write_text(json.dumps(asdict(saved), indent=2))
     fsync_path(manifest_tmp)
     os.rename(manifest_tmp, state_dir / MANIFEST)
     fsync_path(state_dir)
-    return saved
 
 
 def _remove_tmp(state_dir: Path, *tmps: Path) -> None:
