@@ -323,7 +323,10 @@ class Reconciler:
         remote = self.fleet.remote
         assert remote is not None and row.host_id is not None
         try:
-            if remote.liveness(row.host_id, row.id) is Liveness.ALIVE:
+            seen = remote.liveness(row.host_id, row.id)
+            if seen is Liveness.UNKNOWN:  # its host is not answering: nothing is known
+                return
+            if seen is Liveness.ALIVE:
                 vm = self.fleet.host_of(row).attach_vm(row.id)
                 if vm is not None and (error := await self._disk_error(vm)) is not None:
                     await self.disk_failed(row.id, error)

@@ -26,19 +26,20 @@ import re
 import secrets
 import ssl
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ...host.agent import AgentClient, AgentError
 from ...host.agent.dial import unix_dial
-from ...host.door import GIB, DiskExport, HostError, Liveness, Machine, SnapshotExport, is_current
-from ...host.machines import carry
+from ...host.door import HostError, Liveness, Machine, is_current
 from ...host.runtime import HostRuntime
-from . import wire
+from . import carry_routes, wire
+from .carry_routes import refusal
 from .host_egress import CALLS as EGRESS_CALLS
 from .host_egress import Call as EgressCall
 from .host_egress import HostEgress
@@ -49,12 +50,8 @@ from .room import HostRoom
 log = logging.getLogger(__name__)
 
 OPERATION = "Sanbox-Operation"
-DISK_HEADER = "Sanbox-Disk"  # an import's export facts and image, as JSON
-DISK_SLACK = 1 << 26  # a carried qcow2 file holds at most its guest's size and this metadata
 MAX_BODY = 1 << 20  # a call's arguments are small values
 _OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
-_COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
-_SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
 ATTACH_WAIT = 10.0  # seconds for a re-attached VM's agent to answer
 TUNNEL_LINE = 256  # the computer id line that opens a tunnel
 Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
@@ -147,19 +144,20 @@ class HostAgent:
             name = request.path_params["name"]
             handler = CALLS.get(name)
             if handler is None:
-                return _error(404, "unknown_call", f"no host call {name!r}")
+                return refusal(404, "unknown_call", f"no host call {name!r}")
             op_id = request.headers.get(OPERATION, "")
             if not _OP_ID.fullmatch(op_id):
-                return _error(400, "invalid_operation", f"{OPERATION}: 8-128 of [A-Za-z0-9_.:-]")
+                said = f"{OPERATION}: 8-128 of [A-Za-z0-9_.:-]"
+                return refusal(400, "invalid_operation", said)
             body = await request.body()
             if len(body) > MAX_BODY:
-                return _error(413, "too_large", "a call's arguments are at most 1 MiB")
+                return refusal(413, "too_large", "a call's arguments are at most 1 MiB")
             try:
                 args = json.loads(body or b"{}")
             except ValueError:
-                return _error(400, "invalid_json", "the body is not JSON")
+                return refusal(400, "invalid_json", "the body is not JSON")
             if not isinstance(args, dict):
-                return _error(400, "invalid_json", "the body is a JSON object")
+                return refusal(400, "invalid_json", "the body is a JSON object")
 
             async def run() -> Answer:
                 try:
@@ -187,58 +185,16 @@ class HostAgent:
                     seen["carried"] = egress["computers"].get(computer_id, {}).get("carried")
             return JSONResponse(found)
 
-        async def export(request: Request) -> Response:
-            item_id, name = request.path_params["item_id"], request.path_params["name"]
-            try:
-                path = carry.export_dir(self.runtime.data_dir, item_id) / name
-            except HostError:
-                path = None
-            if path is None or name not in carry.NAMES or not path.is_file():
-                return _error(404, "export_not_found", f"no {name} of {item_id} exported here")
-            return StreamingResponse(self.runtime.export_chunks(item_id, name))
-
-        async def take(request: Request) -> JSONResponse:
-            kind, item_id = request.path_params["kind"], request.path_params["item_id"]
-            try:
-                meta = json.loads(request.headers.get(DISK_HEADER, ""))
-                image = None if meta.get("image") is None else _image(self.runtime, meta["image"])
-                if kind == "disks" and _COMPUTER_ID.fullmatch(item_id):
-                    disk = DiskExport.of(meta["export"])
-                    size, virtual = disk.size, disk.virtual_size
-                elif kind == "snapshots" and _SNAPSHOT_ID.fullmatch(item_id) and image:
-                    snap = SnapshotExport.of(meta["export"])
-                    size, virtual = snap.size, int(snap.snapshot["disk_bytes"])
-                else:
-                    return _error(404, "unknown_call", f"nothing to take at {kind}/{item_id}")
-            except (ValueError, KeyError, TypeError) as exc:
-                return _error(400, "invalid_call", f"{DISK_HEADER}: {exc}")
-            except HostError as exc:
-                return JSONResponse({"error": wire.error_out(exc)}, 409)
-            if kind == "disks" and size > virtual + DISK_SLACK:
-                return _error(400, "invalid_call", "the disk is larger than its guest's size")
-            room = virtual if kind == "disks" else size  # a thin disk; a snapshot's files
-            try:
-                with self.room.held(0, -(-room // GIB)):
-                    if kind == "disks":
-                        await self.runtime.import_disk(item_id, disk, image, request.stream())
-                        return JSONResponse({"value": None})
-                    assert image is not None
-                    made = await self.runtime.import_snapshot(
-                        item_id, snap, image, request.stream()
-                    )
-                    return JSONResponse({"value": wire.plain(made)})
-            except (HostError, OSError) as exc:
-                log.warning("taking %s %s failed: %s", kind, item_id, exc)
-                return JSONResponse({"error": wire.error_out(exc)}, 409)
-            except (KeyError, TypeError, ValueError) as exc:  # what it said of its files
-                return _error(400, "invalid_call", f"taking {kind} {item_id}: {exc}")
-
         return Starlette(
             routes=[
                 Route("/v1/host/calls/{name}", call, methods=["POST"]),
                 Route("/v1/host/report", report, methods=["GET"]),
-                Route("/v1/host/exports/{item_id}/{name}", export, methods=["GET"]),
-                Route("/v1/host/imports/{kind}/{item_id}", take, methods=["PUT"]),
+                Route("/v1/host/exports/{item_id}/{name}", partial(carry_routes.export, self)),
+                Route(
+                    "/v1/host/imports/{kind}/{item_id}",
+                    partial(carry_routes.take, self),
+                    methods=["PUT"],
+                ),
             ]
         )
 
@@ -252,7 +208,7 @@ class HostAgent:
             async with asyncio.timeout(10):
                 line = await reader.readline()
             computer_id = line[:TUNNEL_LINE].decode("ascii", "replace").strip()
-            if len(line) > TUNNEL_LINE or not _COMPUTER_ID.fullmatch(computer_id):
+            if len(line) > TUNNEL_LINE or not wire.COMPUTER_ID.fullmatch(computer_id):
                 raise ValueError("not a computer id")
             vm = self.runtime.attach_vm(computer_id)
             if vm is None:
@@ -263,10 +219,6 @@ class HostAgent:
             return
         dial = unix_dial(str(vm.agent_socket))
         await self.muxes.serve(computer_id, dial, reader, writer)
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": "HostError", "code": code, "message": message}}, status)
 
 
 # the calls: each decodes its arguments, calls the door, encodes the answer ------------------

@@ -38,7 +38,8 @@ from ...host.door import (
     VmNotRunningError,
 )
 from . import wire
-from .agent import DISK_HEADER, OPERATION
+from .agent import OPERATION
+from .carry_routes import DISK_HEADER
 from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError
 from .remote_egress import RemoteEgress
 from .vm import RemoteVm

@@ -6,6 +6,7 @@ as that class when the door exports it (else as a HostError with its code)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ def spec_in(data: Json) -> MachineSpec:
         disk_gib=None if data["disk_gib"] is None else int(data["disk_gib"]),
         hostname=str(data["hostname"]),
     )
+
+
+COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
+SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
 
 
 def image_out(image: Image) -> Json:
