@@ -63,8 +63,8 @@ def fleet(data_dir: DataDir, internet: Internet) -> Iterator[Fleet]:
             print(log.name, log.read_text()[-3000:] if log.exists() else "(none)")
         for host in hosts:
             for pid in subprocess.run(
-                ["pgrep", "-f", str(host.computers)], capture_output=True, text=True
-            ).stdout.split():
+                ["pgrep", "-f", str(host.root)], capture_output=True, text=True
+            ).stdout.split():  # its VMs, and its host agent should a failure have left it
                 subprocess.run(["kill", "-9", pid], capture_output=True)
             network = Network(host.computers, host.tag)
             for netns in network.namespaces():  # a failed run's: nothing of it stays
@@ -99,9 +99,18 @@ def _serve(
          "--log-level", "warning"],
         env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    stack.callback(agent.wait, 30)
-    stack.callback(agent.terminate)
+    stack.callback(_stop, agent)
     return agent
+
+
+def _stop(agent: subprocess.Popen[bytes]) -> None:
+    """The host agent ended: asked, then killed if it has not gone in 30 s."""
+    agent.terminate()
+    try:
+        agent.wait(30)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
 
 
 def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
