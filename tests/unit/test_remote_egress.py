@@ -17,7 +17,7 @@ import pytest
 
 from sanbox.control.fleet_egress import FleetEgress
 from sanbox.fleet.link import egress_wire as ew
-from sanbox.fleet.link.agent import CALLS
+from sanbox.fleet.link.calls import CALLS
 from sanbox.fleet.link.host_egress import CALLS as EGRESS_CALLS
 from sanbox.fleet.link.link import HostUnreachableError
 from sanbox.fleet.link.remote_egress import RemoteEgress

@@ -2,13 +2,16 @@
 fleet's control plane over HTTPS with mutual TLS, and each computer's guest agent reached
 through it.
 
-- `POST /v1/host/calls/{name}`: one call of the door, by computer id and values (wire.py), with
-  an operation id (`Sanbox-Operation`): the journal answers a repeated id with the first answer.
+- `POST /v1/host/calls/{name}`: one call of the door (calls.py), by computer id and values
+  (wire.py), with an operation id (`Sanbox-Operation`): the journal answers a repeated id with
+  the first answer.
 - `GET /v1/host/report`: what this host is and holds now (driver, capabilities, room, image
   builds, snapshots, each computer's VM liveness and CPU time, saved memory); the control plane
   reads it every few seconds, which is also how it knows the host is there.
 - The agent tunnel, a TLS port of its own: after the handshake the caller names a computer in
-  one line, and the connection is spliced to that computer's guest agent socket.
+  one line, and its streams are carried to that computer's guest agent over the one shared
+  connection to it (mux.py).
+- A moving disk's or snapshot's bytes, out and in (carry_routes.py).
 
 Only a client whose certificate the fleet's control CA signed gets past the handshake (uvicorn
 and the tunnel both require one); the host's own certificate is signed by the host CA, so a
@@ -25,7 +28,6 @@ import os
 import re
 import secrets
 import ssl
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -39,9 +41,8 @@ from ...host.agent.dial import unix_dial
 from ...host.door import HostError, Liveness, Machine, is_current
 from ...host.runtime import HostRuntime
 from . import carry_routes, wire
+from .calls import CALLS
 from .carry_routes import refusal
-from .host_egress import CALLS as EGRESS_CALLS
-from .host_egress import Call as EgressCall
 from .host_egress import HostEgress
 from .journal import Answer, Journal
 from .mux import GuestMuxes
@@ -54,7 +55,6 @@ MAX_BODY = 1 << 20  # a call's arguments are small values
 _OP_ID = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
 ATTACH_WAIT = 10.0  # seconds for a re-attached VM's agent to answer
 TUNNEL_LINE = 256  # the computer id line that opens a tunnel
-Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
 
 
 class HostAgent:
@@ -219,208 +219,3 @@ class HostAgent:
             return
         dial = unix_dial(str(vm.agent_socket))
         await self.muxes.serve(computer_id, dial, reader, writer)
-
-
-# the calls: each decodes its arguments, calls the door, encodes the answer ------------------
-
-
-async def _create(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
-        machine, disk = await rt.create(spec, _image(rt, a["image"]))
-    await agent.hand_over(machine)
-    return {"machine": _machine_out(machine), "disk": wire.disk_out(disk)}
-
-
-async def _start(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, 0, spec.computer_id):
-        machine = await rt.start(spec, _image(rt, a["image"]))
-    return _machine_out(await agent.hand_over(machine))
-
-
-async def _attach(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    vm = rt.attach_vm(a["computer_id"])
-    return None if vm is None else {"computer_id": a["computer_id"], "isolation": vm.isolation}
-
-
-async def _shutdown(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine = await agent.machine(a["computer_id"])
-    try:
-        return await rt.shutdown(machine, float(a["timeout"]))
-    finally:
-        await agent.ended(a["computer_id"])
-
-
-async def _kill(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.kill(a["computer_id"])
-    await agent.ended(a["computer_id"])
-
-
-async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await agent.ended(a["computer_id"])
-    await rt.destroy(a["computer_id"])
-
-
-async def _export_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    made = await rt.export_disk(a["computer_id"], _image(rt, a["image"]))
-    return made.out()
-
-
-async def _export_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    made = await rt.export_snapshot(a["snapshot_id"], _image(rt, a["image"]))
-    return made.out()
-
-
-async def _drop_export(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.drop_export(a["item_id"])
-
-
-async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await agent.ended(a["computer_id"])
-    to = await rt.quarantine(a["computer_id"])
-    log.warning("computer %s is not this host's to run: set aside in %s", a["computer_id"], to)
-    return to
-
-
-async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    machine = await agent.machine(spec.computer_id)
-    saved = await rt.pause(machine, spec, _image(rt, a["image"]))
-    await agent.ended(spec.computer_id)
-    return wire.plain(saved)
-
-
-async def _resume(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, 0, spec.computer_id):
-        machine, outcome = await rt.resume(spec, _image(rt, a["image"]))
-    await agent.hand_over(machine)
-    return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
-
-
-async def _drop_saved_memory(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.drop_saved_memory(a["computer_id"])
-
-
-async def _grow_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.grow_disk(await agent.machine(a["computer_id"]), int(a["size_bytes"]))
-
-
-async def _console_lines(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    return await rt.console_lines(a["computer_id"], int(a["count"]))
-
-
-async def _disk_error(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    vm = rt.attach_vm(a["computer_id"])
-    return None if vm is None else await vm.disk_error()
-
-
-async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    machine = await agent.machine(spec.computer_id) if a["running"] else None
-    manifest = await rt.snapshot(
-        a["snapshot_id"], a["computer_id"], machine, spec, _image(rt, a["image"]), bool(a["memory"])
-    )
-    return wire.plain(manifest)
-
-
-async def _create_from_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
-        machine, outcome = await rt.create_from_snapshot(
-            spec, _image(rt, a["image"]), a["snapshot_id"]
-        )
-    await agent.hand_over(machine)
-    return {"machine": _machine_out(machine), "outcome": wire.outcome_out(outcome)}
-
-
-async def _fork(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    machine = await agent.machine(spec.computer_id) if a["running"] else None
-    new_specs = [wire.spec_in(s) for s in a["new_specs"]]
-    memory_mib = sum(s.memory_mib for s in new_specs)
-    with agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs)):
-        made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, bool(a["memory"]))
-    return [_machine_out(await agent.hand_over(m)) for m in made]
-
-
-async def _finish_copy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    machine = await agent.machine(a["computer_id"])
-    try:
-        await rt.finish_copy(machine, a["hostname"], int(a["size_bytes"]))
-    finally:
-        await agent.hand_over(machine)
-
-
-async def _delete_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await rt.delete_snapshot(a["snapshot_id"])
-
-
-async def _delete_snapshots(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    return await rt.delete_snapshots(list(a["snapshot_ids"]))
-
-
-async def _snapshot_layers(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    return await rt.snapshot_layers(list(a["snapshot_ids"]))
-
-
-async def _gc_layers(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    return await rt.gc_layers()
-
-
-async def _remove_build(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    await asyncio.to_thread(rt.remove_build, rt.build(a["build_id"]))
-
-
-async def _sweep(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    return await rt.sweep(set(a["known"]))
-
-
-def _egress_call(call: EgressCall) -> Handler:
-    async def handler(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-        if agent.egress is None:
-            raise HostError("this host runs no egress gateway (it makes no network of its own)")
-        return await call(agent.egress, a)
-
-    return handler
-
-
-def _image(rt: HostRuntime, data: dict[str, Any]) -> Any:
-    """The image the control plane named, found on this host (never a path it sent)."""
-    return rt.build(str(data["build_id"]))
-
-
-def _machine_out(machine: Machine) -> dict[str, Any]:
-    return {"computer_id": machine.computer_id, "isolation": machine.vm.isolation}
-
-
-CALLS: dict[str, Handler] = {
-    "create": _create,
-    "start": _start,
-    "attach": _attach,
-    "shutdown": _shutdown,
-    "kill": _kill,
-    "destroy": _destroy,
-    "quarantine": _quarantine,
-    "export_disk": _export_disk,
-    "export_snapshot": _export_snapshot,
-    "drop_export": _drop_export,
-    "pause": _pause,
-    "resume": _resume,
-    "drop_saved_memory": _drop_saved_memory,
-    "grow_disk": _grow_disk,
-    "console_lines": _console_lines,
-    "disk_error": _disk_error,
-    "snapshot": _snapshot,
-    "create_from_snapshot": _create_from_snapshot,
-    "fork": _fork,
-    "finish_copy": _finish_copy,
-    "delete_snapshot": _delete_snapshot,
-    "delete_snapshots": _delete_snapshots,
-    "snapshot_layers": _snapshot_layers,
-    "gc_layers": _gc_layers,
-    "remove_build": _remove_build,
-    "sweep": _sweep,
-    **{name: _egress_call(call) for name, call in EGRESS_CALLS.items()},
-}
