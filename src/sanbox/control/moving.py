@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sqlalchemy import select, update
 
-from ..fleet.errors import HostNotFoundError, InsufficientCapacityError
+from ..fleet.errors import InsufficientCapacityError
 from ..fleet.placement import Placement, Placer, Request
 from ..host.door import GIB, DiskDamagedError, Host, HostError, SnapshotExport
 from ..store import repo
@@ -101,7 +101,8 @@ def _room(fleet: Fleet, req: Request, now: str | None, to: str | None, what: str
                 f"no other host of region {req.region} has room for {what} and holds its "
                 "build: add a host there, or free room"
             ) from exc
-    host_id = _host_id(fleet, to)
+    assert fleet.remote is not None  # a fleet host holds what moves
+    host_id = fleet.remote.get(to).id  # `host_not_found` when there is none
     if host_id == now:
         raise InvalidRequestError(f"{what} is on host {to} already", "same_host")
     return placer.place_on(host_id, req, None)
@@ -217,14 +218,6 @@ def _put(fleet: Fleet, row: ComputerRow, placement: Placement) -> int:
     if generation is None:
         raise failed("move", "its record changed under the move", "look at it again")
     return int(generation)
-
-
-def _host_id(fleet: Fleet, name: str) -> str:
-    with fleet.db.session() as s:
-        found = s.query(HostRow.id).filter(HostRow.name == name).scalar()
-    if found is None:
-        raise HostNotFoundError(f"no host named {name!r}: see `sanbox host ls`")
-    return str(found)
 
 
 def _name(fleet: Fleet, host_id: str) -> str:
