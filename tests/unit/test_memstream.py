@@ -52,16 +52,25 @@ def section(kind: int, sid: int, body: bytes, name: str = "") -> bytes:
     return head + body + struct.pack(">Q", EOS) + bytes([memstream.FOOTER]) + struct.pack(">I", sid)
 
 
-def block_list(ram: int = RAM) -> bytes:
+LIVE_CONFIG = bytes([memstream.CONFIGURATION]) + struct.pack(">I", 7) + b"microvm"
+
+
+def block_list(ram: int = RAM, addresses: bool = True) -> bytes:
+    """The block list; a stream saved without x-ignore-shared gives no guest addresses."""
     blocks = [("pc.bios", BIOS, 0xFFFC0000), ("ram", ram, 0)]
-    body = b"".join(bytes([len(n)]) + n.encode() + struct.pack(">QQ", size, addr)
-                    for n, size, addr in blocks)  # fmt: skip
+    body = b"".join(
+        bytes([len(n)])
+        + n.encode()
+        + struct.pack(">Q", size)
+        + (struct.pack(">Q", addr) if addresses else b"")
+        for n, size, addr in blocks
+    )
     return record(BIOS + ram, MEM_SIZE) + body
 
 
-def stream(*parts: bytes) -> bytes:
-    start = section(memstream.SECTION_START, 2, block_list(), "ram")
-    return HEADER + CONFIG + start + b"".join(parts) + DEVICES
+def stream(*parts: bytes, live: bool = False) -> bytes:
+    start = section(memstream.SECTION_START, 2, block_list(addresses=not live), "ram")
+    return HEADER + (LIVE_CONFIG if live else CONFIG) + start + b"".join(parts) + DEVICES
 
 
 def split(tmp_path: Path, data: bytes) -> tuple[bytes, bytes, int]:
@@ -131,3 +140,23 @@ def test_a_page_sent_again_as_zero_within_a_run_of_zero_pages_is_zeroed(tmp_path
         tmp_path, stream(section(memstream.SECTION_PART, 2, first + zeros + scattered))
     )
     assert ram == bytes(RAM)
+
+
+def test_a_live_saved_stream_splits_and_says_how_it_loads(tmp_path: Path) -> None:
+    """A live save (x-ignore-shared off: no capability listed, a block list without guest
+    addresses) passes over the RAM several times; the last content of each page is kept, and
+    its device stream says it must be loaded without x-ignore-shared."""
+    passes = [
+        section(memstream.SECTION_PART, 2, page(0, "ram", 1) + page(PAGE_SIZE, None, 2)),
+        section(memstream.SECTION_PART, 2, page(PAGE_SIZE, "ram", 3)),
+        section(memstream.SECTION_END, 2, zero(0, "ram")),
+    ]
+    devices, ram, _ = split(tmp_path, stream(*passes, live=True))
+    assert ram[:PAGE_SIZE] == bytes(PAGE_SIZE)
+    assert ram[PAGE_SIZE : 2 * PAGE_SIZE] == bytes([3]) * PAGE_SIZE
+    assert devices.endswith(DEVICES)
+    (tmp_path / "devices-live").write_bytes(devices)
+    assert memstream.ignores_shared(tmp_path / "devices-live") is False
+    assert memstream.ignores_shared(tmp_path / "stream") is False
+    (tmp_path / "shared").write_bytes(stream())
+    assert memstream.ignores_shared(tmp_path / "shared") is True

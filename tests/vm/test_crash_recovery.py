@@ -117,6 +117,28 @@ def test_a_server_killed_mid_fork_leaves_the_source_running_and_no_fork(
             assert any(e.type == "computer.continued" for e in got.events())
 
 
+@pytest.mark.parametrize("step", ["snapshot.vcpus_stopped", "snapshot.state_saved"])
+def test_a_server_killed_mid_live_snapshot_leaves_the_computer_running(
+    crashable: ServerProcess, step: str
+) -> None:
+    """A memory snapshot is saved as the guest runs: killed where QEMU holds the vCPUs stopped
+    for the last pages (the migration waiting before its switchover) or after it ended, the
+    restarted server lets the guest run on, lists no snapshot, and the next one works."""
+    with Sanbox(crashable.url, crashable.key, timeout=600) as client:
+        src = client.computers.create(name="src", idle_timeout=0)
+        src.exec("echo before > /root/f; sync")
+    crash_at(crashable, step, lambda cl: cl.computers.get("src").snapshot(memory=True))
+    with Sanbox(crashable.url, crashable.key, timeout=600) as client:
+        got = client.computers.get("src")
+        assert got.state == "running"
+        assert got.exec("cat /root/f", timeout=120).stdout == "before\n"  # its vCPUs run
+        assert any(e.type == "computer.continued" for e in got.events())
+        assert not client.snapshots.list(), "a half-made snapshot is listed"
+        again = got.snapshot(memory=True)
+        assert again.memory
+        client.snapshots.delete(again.id)
+
+
 @pytest.mark.parametrize("step", COPY_STEPS)
 def test_a_server_killed_before_a_copy_had_its_identity_gives_it_one(
     crashable: ServerProcess, step: str

@@ -313,6 +313,84 @@ def test_a_full_disk_during_a_snapshot_leaves_the_source_running(
     )
 
 
+def stream_growing(runtime: HostRuntime, sid: str) -> bool:
+    """Whether the snapshot's RAM stream has bytes in it: a live save is under way."""
+    tmp = runtime.snapshots.tmp_dir(sid)
+    return any(f.stat().st_size > 0 for f in tmp.glob("*/*.tmp")) if tmp.is_dir() else False
+
+
+async def when_saving(runtime: HostRuntime, sid: str, task: asyncio.Future[Any]) -> None:
+    """Wait until the live save of snapshot `sid` writes its stream (its task still running)."""
+    deadline = time.monotonic() + 120
+    while not stream_growing(runtime, sid):
+        assert not task.done(), "the snapshot ended before its stream was seen"
+        assert time.monotonic() < deadline, "no stream was written"
+        await asyncio.sleep(0.01)
+
+
+def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
+    make_machine: MakeMachine,
+    runtime: HostRuntime,
+    image: Image,
+    run: Run,
+    snapshots_made: list[str],
+    from_snapshot: Callable[..., tuple[Machine, Any]],
+) -> None:
+    """The guest runs a command while its memory is being saved, and the snapshot still holds
+    one instant, after that command: its restore has the command's file, the memory as it was
+    and the disk as it was."""
+    source = make_machine(memory_mib=MEMORY_MIB)
+    ballast = "head -c 200M /dev/urandom > /dev/shm/ballast; sha256sum < /dev/shm/ballast"
+    digest = sh(run, source, f"{ballast}; echo kept > /root/f; sync")
+    sid = snap_id()
+    snapshots_made.append(sid)
+
+    async def snapshot_and_exec() -> Any:
+        task = asyncio.ensure_future(
+            runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, True)
+        )
+        await when_saving(runtime, sid, task)
+        result = await source.agent.exec(["sh", "-c", "echo during > /root/g"], timeout=120)
+        assert result.exit_code == 0
+        return await task
+
+    snap = run(snapshot_and_exec())
+    assert snap.memory
+    kid, outcome = from_snapshot(sid)
+    assert outcome.restored, outcome
+    restored = sh(run, kid, "cat /root/f /root/g; sha256sum < /dev/shm/ballast")
+    assert restored.split("\n") == ["kept", "during", digest]
+
+
+def test_a_killed_hypervisor_mid_live_save_leaves_no_snapshot_and_a_good_disk(
+    make_machine: MakeMachine,
+    runtime: HostRuntime,
+    image: Image,
+    run: Run,
+    snapshots_made: list[str],
+) -> None:
+    source = make_machine(memory_mib=MEMORY_MIB)
+    sh(run, source, "head -c 200M /dev/urandom > /dev/shm/ballast; echo before > /root/f; sync")
+    sid = snap_id()
+
+    async def kill_while_saving() -> None:
+        task = asyncio.ensure_future(
+            runtime.snapshot(sid, source.computer_id, source, spec_of(source), image, True)
+        )
+        await when_saving(runtime, sid, task)
+        os.kill(source.vm.pid, signal.SIGKILL)
+        await task
+
+    with pytest.raises((SnapshotError, HostError, OSError)):
+        run(kill_while_saving())
+    assert sid not in [s.id for s in runtime.snapshots.complete()]
+    assert not list(runtime.data_dir.snapshots.glob(".tmp-*")), "a half-written snapshot"
+    run(runtime.kill(source.computer_id))
+    booted = run(runtime.start(spec_of(source), image))
+    runtime.booted.append(booted)  # type: ignore[attr-defined]
+    assert sh(run, booted, "cat /root/f") == "before"
+
+
 def test_a_killed_hypervisor_mid_snapshot_leaves_no_snapshot_and_a_good_disk(
     make_machine: MakeMachine,
     runtime: HostRuntime,

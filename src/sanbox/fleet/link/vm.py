@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +88,9 @@ class RemoteVm:
         return HostError(f"{what} of {self.computer_id} is done on host {self.host.name} itself")
 
     async def save_state(self, vmstate: Path) -> bool:
+        raise self._host_only("saving the state")
+
+    async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
         raise self._host_only("saving the state")
 
     def split_saved_state(

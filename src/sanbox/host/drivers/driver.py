@@ -10,6 +10,7 @@ pause and save/load of device state, the disk verbs its capabilities claim), and
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -114,6 +115,13 @@ class VmHandle(Protocol):
         """Stop the vCPUs and write the device state. Returns whether the stream carries the
         guest's RAM too (RAM mapped privately); if not, RAM is in the shared RAM file."""
 
+    async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
+        """Write the device state and the guest's RAM to `vmstate` while the vCPUs run (when
+        `Capabilities.live_memory_save`): they stop only for the last of it, `at_stop` runs at
+        that instant (a disk switch), and they stay stopped until `continue_running`. Returns
+        when they stopped (`time.monotonic`). On failure the VM runs again."""
+        ...
+
     def split_saved_state(
         self, stream: Path, vmstate: Path, memory: Path, memory_bytes: int
     ) -> None:
@@ -157,6 +165,9 @@ class Capabilities:
     disk_formats: tuple[str, ...]  # what a VM's disk may be: ("qcow2", "raw"); layers need qcow2
     # switch_disk/stream_disk on a running VM (a running computer's snapshot, a live flatten)
     live_disk_switch: bool
+    # save_state_live: a running VM's memory saved while its vCPUs run (a snapshot that does not
+    # freeze the guest), its RAM in the stream (`split_saved_state`)
+    live_memory_save: bool
     maps_read_only: bool  # maps a shared memory image copy-on-write from a read-only file (forks
     # share clean pages); if not, a shared image is copied into the VM's own RAM file
     snapshot_format: str  # the device-state format its save_state writes: "qemu-migration", ...

@@ -199,7 +199,7 @@ async def fork(
     if memory and any((s.vcpus, s.memory_mib) != (spec.vcpus, spec.memory_mib) for s in new_specs):
         raise SnapshotError("a fork keeps its source's vCPUs and memory size")
     snapshot_id = "snp_fork" + secrets.token_hex(8)
-    await take(m, snaps, snapshot_id, spec.computer_id, machine, spec, image, memory)
+    await take(m, snaps, snapshot_id, spec.computer_id, machine, spec, image, memory, live=False)
     try:
         results = await asyncio.gather(
             *(create_from_snapshot(m, snaps, s, image, snapshot_id) for s in new_specs),

@@ -4,9 +4,13 @@ The disk: the computer's current disk file is frozen as a read-only layer (renam
 store; a raw disk too, so raw computers move onto overlays here, nothing copied) and the computer
 continues on a new overlay backed by it. A running VM is switched to the new overlay at one
 instant (`VmHandle.switch_disk`), its root filesystem frozen through the agent around it (or, if
-the agent cannot, its vCPUs stopped alone). With memory, the vCPUs stop, the disk switches and
-the device state and RAM are saved at that same instant (memory.py's format), then the VM runs
-on. A paused computer's saved state is copied as it is.
+the agent cannot, its vCPUs stopped alone). With memory, where the driver can
+(`live_memory_save`), the RAM is saved while the guest runs (pre-copy) and the vCPUs stop only
+for the last pages written since, the disk switching at that instant (its overlay made before);
+the RAM is then taken out of the stream (memory.py's format). Otherwise, and for a fork (whose
+copies wait for the whole save either way), the vCPUs stop, the disk switches and the device
+state and RAM file are saved at that same instant, then the VM runs on. A paused computer's
+saved state is copied as it is.
 
 A snapshot whose layer would make chains too deep gets a flattened copy of it instead; a running
 computer whose own chain grew too deep streams its layers into its overlay (`stream_disk`).
@@ -31,7 +35,7 @@ from ..data.layout import ComputerDir
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
-from ..drivers import VmHandle
+from ..drivers import VmHandle, VmmError
 from ..errors import HostError
 from ..image import Image
 from ..saved import memory
@@ -76,11 +80,12 @@ def _point(cdir: ComputerDir, target: str | None) -> None:
     os.replace(tmp, cdir.disk_link)
 
 
-def _switch_files(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
+def _prepare_switch(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
     """Freeze the disk file as a layer where it lies (a disk in the store already) or under a
     second name in the store (a hard link: the path QEMU opened stays valid, no data moves), and
-    point the computer at a new overlay on it. Nothing is renamed under a running QEMU: it
-    reopens images by name when it reactivates them after saving the device state."""
+    make a new overlay on it; the computer's disk link still names the old disk (`_point`).
+    Nothing is renamed under a running QEMU: it reopens images by name when it reactivates them
+    after saving the device state."""
     disk = cdir.disk
     size = m.disks.size(disk)
     linked = snaps.layers.id_of(disk) is None
@@ -95,7 +100,17 @@ def _switch_files(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
         st = disk.stat()
         os.chown(overlay, st.st_uid, st.st_gid)
         os.chmod(overlay, 0o600)
-        _point(cdir, str(overlay))
+    except BaseException:
+        switch.undo(cdir)
+        raise
+    return switch
+
+
+def _switch_files(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
+    """`_prepare_switch`, and the computer's disk is the new overlay from now on."""
+    switch = _prepare_switch(snaps, m, cdir)
+    try:
+        _point(cdir, str(switch.overlay))
     except BaseException:
         switch.undo(cdir)
         raise
@@ -143,13 +158,27 @@ async def _running_disk_only(snaps: Snapshots, m: Machines, machine: Machine) ->
 
 
 async def _running_with_memory(
-    snaps: Snapshots, m: Machines, machine: Machine, spec: MachineSpec, image: Image, tmp: Path
+    snaps: Snapshots,
+    m: Machines,
+    machine: Machine,
+    spec: MachineSpec,
+    image: Image,
+    tmp: Path,
+    live: bool,
 ) -> tuple[Path, float]:
     vm = machine.vm
     mem = tmp / MEMORY_DIR
     mem.mkdir(mode=0o700)
     stream = mem / f"{memory.VMSTATE}.tmp"
-    keys = suspend.compat(spec, image, await m.choose(image)), time.monotonic(), m.memory_key
+    hv = await m.choose(image)
+    keys = suspend.compat(spec, image, hv), time.monotonic(), m.memory_key
+    if live and m.settings.snapshot == "live" and hv.capabilities.live_memory_save:
+        layer, paused = await _live(snaps, m, machine, stream)
+        size = spec.memory_mib * MIB
+        await asyncio.to_thread(
+            memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
+        )
+        return layer, paused
     await vm.pause()
     faults.reached("snapshot.vcpus_stopped")
     started = time.monotonic()
@@ -170,6 +199,46 @@ async def _running_with_memory(
             memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
         )
     return layer, paused
+
+
+async def _live(
+    snaps: Snapshots, m: Machines, machine: Machine, stream: Path
+) -> tuple[Path, float]:
+    """The RAM and device state saved into `stream` while the guest runs: its vCPUs stop only
+    for the last pages, and the disk switches to a new overlay (made beforehand) at that
+    instant. On failure the guest runs on, on its old disk if the switch had not happened."""
+    cdir, vm = machine.dir, machine.vm
+    switch = await asyncio.to_thread(_prepare_switch, snaps, m, cdir)
+    switched = False
+
+    async def at_stop() -> None:
+        nonlocal switched
+        faults.reached("snapshot.vcpus_stopped")
+        _point(cdir, str(switch.overlay))
+        try:
+            await vm.switch_disk(switch.overlay)
+        except BaseException:
+            _point(cdir, switch.old_target)
+            raise
+        switched = True
+
+    try:
+        stopped_at = await vm.save_state_live(stream, at_stop)
+        faults.reached("snapshot.state_saved")
+    except BaseException as exc:
+        if not switched:
+            await asyncio.to_thread(switch.undo, cdir)
+        if isinstance(exc, VmmError):
+            raise SnapshotError(
+                f"the memory of {machine.computer_id} was not saved: {exc}"
+            ) from exc
+        raise
+    finally:
+        await vm.continue_running()
+    paused = time.monotonic() - stopped_at
+    for d in (cdir.root, snaps.layers.root):
+        await asyncio.to_thread(fsync_path, d)
+    return switch.layer, paused
 
 
 def _copy_saved_state(state: Path, dest: Path, key: bytes) -> None:
@@ -197,7 +266,11 @@ async def take(
     spec: MachineSpec,
     image: Image,
     memory_too: bool,
+    live: bool = True,
 ) -> SnapshotManifest:
+    """A snapshot of the computer's disk (and `memory_too`); a running computer's memory is
+    saved as it runs where the driver can and `live` (a fork, whose copies wait for all of it,
+    takes the quicker stopped way)."""
     cdir = m.data_dir.computer(computer_id)
     if not cdir.disk.is_file():
         raise SnapshotError(f"computer {computer_id} has no disk on this host")
@@ -212,7 +285,7 @@ async def take(
         try:
             await asyncio.to_thread(shutil.rmtree, tmp, True)
             tmp.mkdir(mode=0o700)
-            return await _take(m, snaps, snapshot_id, cdir, machine, spec, image, memory_too)
+            return await _take(m, snaps, snapshot_id, cdir, machine, spec, image, memory_too, live)
         except OSError as exc:
             await asyncio.to_thread(shutil.rmtree, tmp, True)
             words = exc.strerror or str(exc)
@@ -233,10 +306,14 @@ async def _take(
     spec: MachineSpec,
     image: Image,
     memory_too: bool,
+    live: bool,
 ) -> SnapshotManifest:
     tmp = snaps.tmp_dir(snapshot_id)
     layer_path: Path | None = None
     paused = 0.0
+    cut_off = await asyncio.to_thread(_frozen_but_unrecorded, snaps, cdir)
+    if cut_off is not None:  # a snapshot a crash cut off froze it: a layer like any other now
+        await asyncio.to_thread(snaps.layers.record, cut_off)
     try:
         if machine is None:
             layer_path = await _freeze_disk(snaps, m, cdir, None)
@@ -245,7 +322,9 @@ async def _take(
                     _copy_saved_state, cdir.state, tmp / MEMORY_DIR, m.memory_key
                 )
         elif memory_too:
-            layer_path, paused = await _running_with_memory(snaps, m, machine, spec, image, tmp)
+            layer_path, paused = await _running_with_memory(
+                snaps, m, machine, spec, image, tmp, live
+            )
         else:
             layer_path, paused = await _running_disk_only(snaps, m, machine)
     except BaseException:  # a layer frozen is a layer kept: the computer's disk stands on it

@@ -33,6 +33,7 @@ def capabilities() -> Capabilities:
     return Capabilities(
         disk_formats=("raw",),
         live_disk_switch=False,
+        live_memory_save=False,
         maps_read_only=False,  # a shared memory image is linked in, never handed read-only
         snapshot_format="firecracker",  # a state file + a raw memory file beside it
         confinement="jailer",

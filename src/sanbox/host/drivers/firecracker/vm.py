@@ -9,7 +9,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -135,6 +135,12 @@ class FirecrackerVm(process.DetachedVm):
             with contextlib.suppress(VmmError):
                 await self.continue_running()
             raise
+
+    async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
+        raise NotSupportedError(
+            "a live memory save is not supported by firecracker yet: its diff snapshots (dirty "
+            "pages since the last) would be the way; its vCPUs pause for a full snapshot"
+        )
 
     def split_saved_state(
         self, saved: Path, vmstate: Path, memory: Path, memory_bytes: int

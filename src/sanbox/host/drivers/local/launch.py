@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ....guest import service_files, ssh
@@ -39,6 +40,9 @@ class LocalVm(DetachedVm):
         return None  # its disk is a file nobody opens
 
     async def save_state(self, vmstate: Path) -> bool:
+        raise VmmError("a local process has no device state to save")
+
+    async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
         raise VmmError("a local process has no device state to save")
 
     def split_saved_state(
@@ -79,6 +83,7 @@ class LocalDriver:
         return Capabilities(
             disk_formats=("qcow2", "raw"),
             live_disk_switch=False,
+            live_memory_save=False,
             maps_read_only=False,
             snapshot_format="none",
             confinement="none",

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..confine import open_tap, prepare
@@ -98,6 +99,9 @@ class QemuVm(DetachedVm):
     async def save_state(self, vmstate: Path) -> bool:
         return await state.save_state(self, vmstate)
 
+    async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
+        return await state.save_state_live(self, vmstate, at_stop)
+
     def split_saved_state(
         self, saved: Path, vmstate: Path, memory: Path, memory_bytes: int
     ) -> None:
@@ -146,6 +150,7 @@ class QemuHypervisor:
         return Capabilities(
             disk_formats=("qcow2", "raw"),
             live_disk_switch=True,  # blockdev-snapshot, block-stream, block_resize
+            live_memory_save=True,  # pre-copy migration, pause-before-switchover
             # QEMU >= 8.2 maps a memory image copy-on-write from a file it opens read-only
             maps_read_only=version_of(qemu_version()) >= READ_ONLY_MAPPING,
             snapshot_format="qemu-migration",

@@ -148,6 +148,7 @@ class _Splitter:
     block: str  # the RAM block's id, e.g. "ram"
     last_block: str | None = None  # what a CONTINUE record refers to (kept across sections)
     kept_from: int = 0  # start of the source bytes not yet copied to `out`
+    ignore_shared: bool = False  # saved with x-ignore-shared: the block list has addresses
 
     def keep_until(self, end: int) -> None:
         self.out += self.src.data[self.kept_from : end]
@@ -168,7 +169,8 @@ class _Splitter:
                 self.src.be32()  # version
                 if name == "configuration/capabilities":
                     for _ in range(self.src.be32()):
-                        self.src.idstr()
+                        if self.src.idstr() == "x-ignore-shared":
+                            self.ignore_shared = True
                 elif name == "configuration/target-page-bits":
                     self.src.be32()
                 elif name == "configuration/uuid":
@@ -278,12 +280,26 @@ class _Splitter:
         while seen < total:
             name = self.src.idstr()
             length = self.src.be64()
-            self.src.be64()  # the block's guest address, sent with x-ignore-shared
+            if self.ignore_shared:
+                self.src.be64()  # the block's guest address
             if name == self.block and length != self.ram.size:
                 raise StreamError(f"the ram block is {length} bytes, not {self.ram.size}")
             seen += length
         if seen != total:
             raise StreamError("the RAM block list does not add up")
+
+
+HEADER_BYTES = 64 * 1024  # more than a stream's header and configuration section take
+
+
+def ignores_shared(stream: Path) -> bool:
+    """Whether `stream` was saved with `x-ignore-shared` (its configuration section lists it):
+    a load must set the same."""
+    with open(stream, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    splitter = _Splitter(_Cursor(memoryview(head)), bytearray(), _RamWriter(-1, 0), "ram")
+    splitter.header()
+    return splitter.ignore_shared
 
 
 def split(stream: Path, devices: Path, memory: Path, size: int, block: str = "ram") -> int:
