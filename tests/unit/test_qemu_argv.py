@@ -34,13 +34,16 @@ def test_tcg_pins_tsc_and_uses_cpu_max() -> None:
     argv = qemu_argv(spec(), "tcg", 2445.4)
     assert argv[argv.index("-accel") + 1] == "tcg,tb-size=256"  # a bounded code cache
     assert argv[argv.index("-cpu") + 1] == "max"
-    assert "tsc_early_khz=2445400" in argv[argv.index("-append") + 1]
+    cmdline = argv[argv.index("-append") + 1].split()
+    assert "tsc_early_khz=2445400" in cmdline
+    assert "tsc=reliable" in cmdline  # never refined-jiffies, a 4 ms clock, for a late tick
 
 
 def test_kvm_uses_host_cpu_and_no_tsc_pin() -> None:
     argv = qemu_argv(spec(), "kvm", 2445.4)
     assert argv[argv.index("-cpu") + 1] == "host"
     assert "tsc_early_khz" not in argv[argv.index("-append") + 1]
+    assert "tsc=reliable" not in argv[argv.index("-append") + 1]  # KVM has kvm-clock
 
 
 def test_microvm_devices_control_port_and_detach() -> None:

@@ -23,16 +23,24 @@ CLOCK_REALTIME = 0
 
 
 def uptime() -> float:
-    with open("/proc/uptime") as f:
-        return float(f.read().split()[0])
+    """Seconds since boot, as /proc/uptime's first field says (the boot-time clock, read through
+    the vDSO: a /proc read costs ~0.2 ms under TCG, on every ping)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+_boot_id: str | None = None
 
 
 def boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    """This kernel's boot id, read once: it changes only with a new boot, and so a new agent."""
+    global _boot_id
+    if _boot_id is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                _boot_id = f.read().strip()
+        except OSError:
+            return ""
+    return _boot_id
 
 
 def identity() -> dict[str, Any]:

@@ -103,7 +103,9 @@ def find_port(name: str) -> str | None:
 
 
 class PortLink:
-    """A virtio-serial port: writes queue up and are flushed without ever blocking."""
+    """A virtio-serial port: a write goes straight to the port when nothing is queued before it
+    (no hop through another task: ~0.1 ms each under TCG), else it queues up and is flushed
+    without ever blocking."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -112,6 +114,16 @@ class PortLink:
         self.flusher = asyncio.get_running_loop().create_task(self._flush())
 
     def write(self, data: bytes) -> None:
+        if not self._backlog:
+            try:
+                data = data[os.write(self._fd, data) :]
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                log.warning("port write failed (%s); dropping output", exc)
+                return
+            if not data:
+                return
         if len(self._backlog) > MAX_BACKLOG:
             log.warning("host is not reading; dropping %d bytes", len(self._backlog))
             self._backlog.clear()
@@ -134,6 +146,54 @@ class PortLink:
                     self._backlog.clear()
 
 
+class _PortReader:
+    """Reads the port in the event loop's own callback, registered once, and feeds the session
+    there: no future and no epoll registration per read (each ~0.35 ms under TCG). With no host
+    connected the port reads as ended: the link goes, and the port is looked at again later."""
+
+    def __init__(self, session: Session, fd: int) -> None:
+        self.session, self.fd = session, fd
+        self.loop = asyncio.get_running_loop()
+        self.link: PortLink | None = None
+        self.failed: asyncio.Future[None] = self.loop.create_future()
+
+    def start(self) -> None:
+        if not self.failed.done():
+            self.loop.add_reader(self.fd, self._readable)
+
+    def stop(self) -> None:
+        self.loop.remove_reader(self.fd)
+        if self.link is not None:
+            self.link.flusher.cancel()
+
+    def _readable(self) -> None:
+        try:
+            try:
+                data = os.read(self.fd, 256 * 1024)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                log.warning("port read failed: %s", exc)
+                data = b""
+            if not data:  # no host connected
+                self.loop.remove_reader(self.fd)
+                if self.link is not None:
+                    self.session.detach(self.link)
+                    self.link.close()
+                    self.link.flusher.cancel()
+                    self.link = None
+                self.loop.call_later(RETRY_DELAY, self.start)
+                return
+            if self.link is None:
+                self.link = PortLink(self.fd)
+                self.session.attach(self.link)
+            self.session.feed(data)
+        except Exception as exc:  # the agent ends, as a failed read loop would have ended it
+            self.loop.remove_reader(self.fd)
+            if not self.failed.done():
+                self.failed.set_exception(exc)
+
+
 async def serve_port(session: Session, name: str, path: str | None = None) -> None:
     """Serve the virtio-serial port called ``name`` (or the character device at ``path``)."""
     while path is None and (path := find_port(name)) is None:
@@ -143,27 +203,10 @@ async def serve_port(session: Session, name: str, path: str | None = None) -> No
     log.info("listening on %s (%s)", path, name)
     with contextlib.suppress(OSError):  # no host connected: nobody to tell
         os.write(fd, session.announcement())
-    link: PortLink | None = None
+    reader = _PortReader(session, fd)
     try:
-        while True:
-            try:
-                data = await fdio.read(fd, 256 * 1024)
-            except OSError as exc:
-                log.warning("port read failed: %s", exc)
-                data = b""
-            if not data:  # no host connected
-                if link is not None:
-                    session.detach(link)
-                    link.close()
-                    link.flusher.cancel()
-                    link = None
-                await asyncio.sleep(RETRY_DELAY)
-                continue
-            if link is None:
-                link = PortLink(fd)
-                session.attach(link)
-            session.feed(data)
+        reader.start()
+        await reader.failed
     finally:
-        if link is not None:
-            link.flusher.cancel()
+        reader.stop()
         os.close(fd)

@@ -35,6 +35,11 @@ def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
     if accel == "tcg":
         # microvm has no HPET/PM timer: under TCG PIT calibration can hang early boot
         args.append(f"tsc_early_khz={int(mhz * 1000)}")
+        # TCG's TSC follows the host's clock and is steady, but the clocksource watchdog checks
+        # it against jiffies, whose ticks TCG delivers late under load: on some boots it marked
+        # the TSC unstable and the guest fell back to refined-jiffies, a 4 ms clock (its timers,
+        # sleeps and every time taken inside it at that resolution)
+        args.append("tsc=reliable")
     if spec.net is not None:
         args += [f"sanbox.ip={spec.net.guest_cidr}", f"sanbox.gw={spec.net.gateway}"]
         if spec.net.dns:
