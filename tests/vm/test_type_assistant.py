@@ -1,8 +1,9 @@
 """The assistant computer type on a real guest: Hermes's OpenAI-compatible API server answers
 through the published port (Sanbox's key in `?token=`, Hermes's own key in Authorization), a chat
 goes to the model (model.test, the test internet's OpenAI stub) with the real key added by the
-secret proxy while the guest holds only the placeholder, the API key is the computer's own, and
-Hermes's home (sessions, config) is on the computer's disk."""
+secret proxy while the guest holds only the placeholder, the API key is the computer's own
+(checked by hermes-front on every request, Hermes not restarted for a new computer's key: a new
+computer answers at once), and Hermes's home (sessions, config) is on the computer's disk."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sanbox import Sanbox
 from sanbox.sdk import Computer
 
 from ..internet import MODEL_REPLY, Internet
-from .conftest import build_type, claimed_from_pool, cli, ok, wait_for
+from .conftest import build_type, claimed_from_pool, cli, ok
 from .server import ServerProcess
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
@@ -58,6 +59,18 @@ def chat(server: ServerProcess, host: str, key: str, text: str) -> httpx.Respons
     )  # fmt: skip
 
 
+def first_request_served(server: ServerProcess, c: Computer) -> bool:
+    """`GET /health` through the published port, once: a computer that answered running is
+    ready (its readiness check passed in it), and Hermes was not restarted for its new key."""
+    host = {"Host": published(c), "Authorization": f"Bearer {server.key}"}
+    started = time.monotonic()
+    r = httpx.get(f"{server.url}/health", headers=host, timeout=300)
+    print(
+        f"[assistant] {c.name}: first /health {r.status_code} in {time.monotonic() - started:.1f}s"
+    )
+    return r.status_code == 200 and r.json().get("platform") == "hermes-agent"
+
+
 @pytest.fixture(scope="module")
 def value() -> str:
     return "sk-hermes-test-" + secrets.token_hex(16)
@@ -72,6 +85,7 @@ def assistant(types_server: ServerProcess, types_client: Sanbox, value: str) -> 
     r = cli(types_server, "create", "--type", "assistant", "--name", NAME)
     assert r.returncode == 0 and "start: restored" in r.stdout, r.stdout + r.stderr
     c = types_client.computers.get(NAME)
+    assert first_request_served(types_server, c), "a new assistant did not answer its first request"
     ok(types_server, "net", "allow", NAME, "model.test")
     sh(c, TO_STUB)  # the gateway restarts on its own within seconds
     yield c
@@ -138,6 +152,13 @@ def test_the_api_key_is_the_computers_own(
     assert sh(assistant, "stat -c %a /root/.hermes/api-server-key") == "600"
     wrong = chat(types_server, published(assistant), "0" * 48, "hi")
     assert wrong.status_code == 401, wrong.text
+    key, host = sh(assistant, "hermes-api-key"), published(assistant)
+    body = {"model": "hermes-agent", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=types_server.url, params={"token": types_server.key}) as kept_alive:
+        for bearer, status in ((key, 200), ("0" * 48, 401), (key, 200)):  # every request checked
+            headers = {"Host": host, "Authorization": f"Bearer {bearer}"}
+            r = kept_alive.post("/v1/chat/completions", headers=headers, json=body, timeout=600)
+            assert r.status_code == status, (bearer == key, r.text)
     sanbox_only = {"Host": published(assistant), "Authorization": f"Bearer {types_server.key}"}
     missing = httpx.get(f"{types_server.url}/v1/models", headers=sanbox_only, timeout=120)
     assert missing.status_code == 401, missing.text  # Hermes's answer: the relay took the key
@@ -157,15 +178,9 @@ def test_a_warm_pool_hands_out_gateways_each_with_its_own_key(
     types_server: ServerProcess, types_client: Sanbox, assistant: Computer
 ) -> None:
     with claimed_from_pool(types_server, types_client, "assistant", NAME + "-pooled") as c:
-        key = sh(c, "hermes-api-key")
-        assert key != sh(assistant, "hermes-api-key")
-        sanbox_key = {"Host": published(c), "Authorization": f"Bearer {types_server.key}"}
-
-        def healthy() -> bool:
-            try:
-                r = httpx.get(f"{types_server.url}/health", headers=sanbox_key, timeout=60)
-            except httpx.HTTPError:
-                return False
-            return r.status_code == 200 and r.json().get("platform") == "hermes-agent"
-
-        wait_for(healthy, "the claimed computer's Hermes gateway", timeout=300)
+        assert first_request_served(types_server, c)
+        key, other = sh(c, "hermes-api-key"), sh(assistant, "hermes-api-key")
+        assert key != other
+        for bearer, opens in ((key, True), (other, False)):  # its own key opens it, another's not
+            r = chat(types_server, published(c), bearer, "hi")  # (its model is not reachable)
+            assert (r.status_code != 401) == opens, r.text

@@ -7,12 +7,13 @@ while its memory is saved. All or nothing: the host makes every fork or none
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 from ..host.door import HostError, faults
 from ..store.models import ComputerRow, Org
 from . import create as creating
-from . import regions
+from . import readiness, regions
 from .errors import InvalidRequestError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
@@ -116,6 +117,10 @@ async def _fork_locked(
     made = []
     for child, m in zip(children, machines, strict=True):
         await fleet.came_up(child.id, m)
+    unready = await asyncio.gather(
+        *(readiness.settle_computer(fleet, c, m) for c, m in zip(children, machines, strict=True))
+    )
+    for child, m, why in zip(children, machines, unready, strict=True):
         made.append(fleet.record(
             child.id, State.RUNNING, "computer.running",
             f"running ({m.isolation}), forked from {row.name}; {how}",
@@ -125,6 +130,8 @@ async def _fork_locked(
             memory_reason=None if memory else "forked from a stopped computer",
             identity_pending=None,
         ))  # fmt: skip
+        if why is not None:
+            readiness.not_ready(fleet, child.id, why)
     fleet.record(
         row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
         {"forks": [r.id for r in made], "memory": memory},

@@ -33,7 +33,7 @@ from ..host.door import GIB, Policy, faults
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, quotas, templates
+from . import lifecycle, quotas, readiness, templates
 from . import provision as provisioning
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
@@ -231,12 +231,16 @@ class Pools:
             if egress is not None:
                 await egress.set_policy(row.id, Policy.of(row.allow))
             await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
+            unready = await readiness.settle_computer(fleet, row, machine)
             fleet.touch(row.id)
-            return fleet.record(
+            running = fleet.record(
                 row.id, State.RUNNING, "computer.running",
                 f"running ({row.isolation}); claimed from the warm pool of {row.template}",
                 {"start": "claimed", "memory": "restored"}, identity_pending=None,
             )  # fmt: skip
+            if unready is not None:
+                readiness.not_ready(fleet, row.id, unready)
+            return running
 
     # members --------------------------------------------------------------------------------
 

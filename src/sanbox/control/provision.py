@@ -22,7 +22,7 @@ from ..host.door import (
     MemoryOutcome,
 )
 from ..store.models import ComputerRow, SnapshotRow
-from . import placing
+from . import placing, readiness
 from .capacity import Hold
 from .errors import ControlError, HostUnavailableError, UnavailableError
 from .fleet import Fleet
@@ -156,13 +156,17 @@ async def _provision_on(
         fleet.remove_record(row.id, f"create failed: {error.message}")
         raise error from exc
     await fleet.came_up(row.id, machine)
+    unready = await readiness.settle_computer(fleet, row, machine)
     fields: dict[str, Any] = {"hypervisor": host.driver_facts()[0]}
     if "memory" in data:
         fields |= {"memory": data["memory"], "memory_reason": data.get("memory_reason")}
     said = f"running ({machine.isolation}, {how})"
     fields |= {"isolation": machine.isolation, "last_error": None, "identity_pending": None}
     told: dict[str, Any] = {"isolation": machine.isolation, **data}
-    return fleet.record(row.id, State.RUNNING, "computer.running", said, told, **fields)
+    running = fleet.record(row.id, State.RUNNING, "computer.running", said, told, **fields)
+    if unready is not None:
+        readiness.not_ready(fleet, row.id, unready)
+    return running
 
 
 def _from_template_said(plan: Plan, outcome: MemoryOutcome | None) -> tuple[str, dict[str, Any]]:

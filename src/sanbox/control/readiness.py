@@ -1,5 +1,7 @@
 """Waiting for a template's readiness check (`[ready]` in its spec: a port that answers, or a
-command that succeeds) in one of its computers, before its ready snapshot is taken.
+command that succeeds) in one of its computers: before its ready snapshot is taken (`wait`), and
+in every computer made of it, created, restored, claimed or forked, before that computer answers
+`running` (`settle`): the first request an agent sends it is served.
 
 A check that does not answer in time, or an agent that restarts meanwhile, is a "not yet", never
 a failure of the build: only the wait running out is, and its reason says how long it waited,
@@ -10,16 +12,23 @@ hardware virtualisation, and an emulated guest on a loaded host runs several tim
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..host.door import AgentClient, AgentError, AgentTimeoutError
-from ..templates.spec import Ready
+from ..host.door import RECIPES, AgentClient, AgentError, AgentTimeoutError
+from ..store import repo
+from ..templates.spec import Ready, SpecError, parse
+
+if TYPE_CHECKING:
+    from ..store.models import ComputerRow
+    from .fleet import Fleet
 
 EMULATION_FACTOR = 4  # a wait is this much longer in a software-emulated guest
 PROBE_TIMEOUT = 60.0  # one command check may take this long before it counts as a no
 PROGRESS_EVERY = 15.0  # seconds between "still waiting" lines in the log
 RETRY_EVERY = 0.5  # seconds between checks
+SETTLE_LIMIT = 180.0  # a new computer's wait, at most (its template was ready when it was saved)
 
 
 class NotReadyError(Exception):
@@ -106,3 +115,48 @@ async def probe(guest: Guest, ready: Ready) -> str | None:
         return None
     out = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
     return f"exit code {r.exit_code}" + (f": {out[-1][-200:]}" if out else "")
+
+
+def check_of(fleet: Fleet, org_id: str, template: str) -> Ready | None:
+    """The readiness check of the org's template `template`; None for a built-in one or a spec
+    without `[ready]`."""
+    if template in RECIPES:
+        return None
+    with fleet.db.session() as s:
+        row = repo.template(s, org_id, template)
+    return None if row is None else _ready_in(row.digest, row.spec)
+
+
+@functools.lru_cache(maxsize=256)
+def _ready_in(digest: str, spec: str) -> Ready | None:
+    try:
+        return parse(spec).ready
+    except SpecError:  # it was built from it: it parsed then
+        return None
+
+
+async def settle(guest: Guest, ready: Ready | None) -> str | None:
+    """Wait until `ready` passes in a computer just made of its template (its check's timeout,
+    scaled for emulation, at most SETTLE_LIMIT). None once it passed (or there is no check);
+    else why the computer is not ready: what it waited for, how long, and the last answer."""
+    if ready is None:
+        return None
+    limit = min(ready.timeout * slowdown(guest.isolation), SETTLE_LIMIT)
+    t0 = time.monotonic()
+    while (said := await probe(guest, ready)) is not None:
+        if time.monotonic() - t0 > limit:
+            return f"waited {limit:.0f}s for {describe(ready)}; the last check said: {said}"
+        await asyncio.sleep(RETRY_EVERY)
+    return None
+
+
+async def settle_computer(fleet: Fleet, row: ComputerRow, guest: Guest) -> str | None:
+    """`settle` a computer just made (its org's template's check)."""
+    return await settle(guest, check_of(fleet, row.org_id, row.template))
+
+
+def not_ready(fleet: Fleet, computer_id: str, why: str) -> None:
+    """Say that a computer runs but its template's check has not passed (it answered running:
+    it is there, and its services may still come up)."""
+    said = f"running, but its template's readiness check has not passed: {why}"
+    fleet.record(computer_id, None, "computer.not_ready", said, {"reason": why})
