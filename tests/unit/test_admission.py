@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.control import capacity as capacity_module
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
 from sanbox.host.data import space
@@ -114,3 +115,41 @@ def test_admitted_operations_hold_their_room_until_released(
     for hold in holds:
         hold.release()
     assert capacity.ledger.totals() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("promised_gib", "reserve_gib", "refused"),
+    [(192, 0, False), (172, 10, False), (173, 10, True), (0, 100, True)],
+)
+def test_overcommit_keeps_the_low_watermark_free(
+    promised_gib: int, reserve_gib: int, refused: bool
+) -> None:
+    """Thin disks overcommitted 2x against 100 GiB free, with `reserve_gib` kept free: a new
+    8 GiB disk counts on the space above the watermark only, and none is added once the free
+    space is all watermark."""
+    ram, data = Room(SHM, 64 * GIB, 0), Room(DATA, 100 * GIB, promised_gib * GIB)
+    if not refused:
+        admit(512 * MIB, ram, 8 * GIB, data, 2.0, reserve_gib * GIB)
+        return
+    with pytest.raises(InsufficientStorageError, match="kept free"):
+        admit(512 * MIB, ram, 8 * GIB, data, 2.0, reserve_gib * GIB)
+
+
+def test_an_overcommitting_host_keeps_its_watermark_of_its_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`admit_here` keeps `disk_low_watermark` percent of the data filesystem free when it
+    overcommits, and nothing when it does not (every disk's growth is then counted whole)."""
+    monkeypatch.setattr(space, "_free", lambda path: 10 * GIB)
+    ram_dir = tmp_path / "shm"
+    ram_dir.mkdir()
+    data_dir = DataDir(tmp_path / "data", ram_dir)
+    data_dir.computers.mkdir(parents=True)
+    host = HostRuntime(data_dir, LocalDriver(), networking=False)
+    assert capacity_module.low_watermark(data_dir.root, 99.0) > 10 * GIB - 8 * GIB // 4
+    with pytest.raises(InsufficientStorageError, match="kept free"):
+        Capacity(2, 64 * 1024, 4.0, 99.0).admit_here(host, 512, 8)
+    Capacity(2, 64 * 1024, 1.0, 99.0).admit_here(host, 512, 8).release()  # no overcommit
+    Capacity(2, 64 * 1024, 4.0, 0.0).admit_here(host, 512, 8).release()
+    with pytest.raises(ValueError, match="percentage"):
+        Capacity(2, 4096, 2.0, 100.0)

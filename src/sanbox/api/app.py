@@ -95,7 +95,7 @@ def create_app(
             reach=reach,
             resolver=resolver,
             egress_max_connections=settings.egress_max_connections,
-            capacity=Capacity.of_host(settings.disk_overcommit),
+            capacity=Capacity.of_host(settings.disk_overcommit, settings.disk_low_watermark),
             secrets_key_file=settings.secrets_key_file or settings.layout.sealing_key,
             ca_bundle=settings.ca_bundle,
             strict_placeholders=settings.strict_placeholders,

@@ -81,6 +81,7 @@ class ServerSettings:
     exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
     max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
     disk_overcommit: float = 1.0  # thin disks may add up to this times the free space
+    disk_low_watermark: float = 10.0  # % of the data filesystem overcommit keeps free
     secrets_key_file: Path | None = (
         None  # the key secrets are sealed under (SANBOX_SECRETS_KEY_FILE)
     )
@@ -141,6 +142,8 @@ class ServerSettings:
         values["metering"] = os.environ.get("SANBOX_METERING", "1") == "1"
         if os.environ.get("SANBOX_DISK_OVERCOMMIT"):
             values["disk_overcommit"] = float(os.environ["SANBOX_DISK_OVERCOMMIT"])
+        if os.environ.get("SANBOX_DISK_LOW_WATERMARK"):
+            values["disk_low_watermark"] = float(os.environ["SANBOX_DISK_LOW_WATERMARK"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 

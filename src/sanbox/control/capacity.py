@@ -9,7 +9,13 @@ Otherwise a full filesystem surfaces later, inside a running guest, as a disk or
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
 creates admitted at once cannot together promise more than there is. Disks are thin: an operator
 may let their virtual sizes add up to `disk_overcommit` times the free space (default 1: a guest
-that fills its disk can never fill the host's and stop its neighbours)."""
+that fills its disk can never fill the host's and stop its neighbours). An overcommitting host
+keeps a low watermark, `disk_low_watermark` percent of the data filesystem (default 10): no new
+disk counts on that space, so it stays for what grows there uncounted (snapshots, saved memory,
+builds) and for the disks' own growth; once it is gone no disk is added at all. If the disks still
+fill the filesystem, each guest whose write finds no space is stopped by QEMU at that write
+(`werror=stop`) and its computer goes to `error` with the reason, its disk consistent as of the
+stop; the others run on, and each starts again once there is room (docs/usage.md)."""
 
 from __future__ import annotations
 
@@ -17,12 +23,14 @@ import itertools
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..host.door import Host, Room
 from .errors import InsufficientStorageError, InvalidRequestError
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+DISK_LOW_WATERMARK = 10.0  # % of the data filesystem an overcommitting host keeps free
 
 
 def _mib(n: int) -> str:
@@ -35,9 +43,11 @@ def admit(
     disk_bytes: int = 0,
     data: Room | None = None,
     overcommit: float = 1.0,
+    reserve: int = 0,
 ) -> None:
     """Refuse (InsufficientStorageError) unless the RAM and the new disk fit in what is spare;
-    disks' promised growth counts at 1/`overcommit`."""
+    disks' promised growth counts at 1/`overcommit`, against the free space above `reserve`
+    (the low watermark: bytes of the data filesystem no new disk may count on)."""
     if memory_bytes > ram.spare:
         raise InsufficientStorageError(
             f"{_mib(memory_bytes)} of guest memory does not fit in {ram.path}: {_mib(ram.free)} "
@@ -47,14 +57,22 @@ def admit(
         )
     if data is None or disk_bytes <= 0:
         return
-    if (disk_bytes + data.promised) / overcommit > data.free:
-        thin = f" (disks may add up to {overcommit:g}x the free space)" if overcommit > 1 else ""
+    if (disk_bytes + data.promised) / overcommit > data.free - reserve:
+        thin = f" (disks may add up to {overcommit:g}x the free space" if overcommit > 1 else ""
+        if thin:
+            thin += f" above {_mib(reserve)} kept free)" if reserve else ")"
         raise InsufficientStorageError(
             f"a {_mib(disk_bytes)} disk does not fit on the data filesystem ({data.path}): "
             f"{_mib(data.free)} free, {_mib(data.promised)} promised to existing disks as they "
             f"fill{thin}. Delete computers or snapshots, ask for a smaller disk, or free space",
             "insufficient_storage",
         )
+
+
+def low_watermark(path: Path, percent: float) -> int:
+    """`percent` of the filesystem at `path`, in bytes: what overcommitted admission keeps free."""
+    st = os.statvfs(path)
+    return int(st.f_blocks * st.f_frsize * percent / 100)
 
 
 class Hold:
@@ -112,15 +130,21 @@ class Capacity:
     cpus: int
     memory_mib: int
     disk_overcommit: float = 1.0  # virtual disk bytes allowed per free byte (>= 1)
+    # % of the data filesystem an overcommitting host keeps free: no new disk counts on it
+    disk_low_watermark: float = DISK_LOW_WATERMARK
     ledger: Ledger = field(default_factory=Ledger, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.disk_overcommit >= 1.0:
             raise ValueError("disk_overcommit is 1 (no overcommit) or more")
+        if not 0 <= self.disk_low_watermark < 100:
+            raise ValueError("disk_low_watermark is a percentage, 0 or more and under 100")
 
     @classmethod
-    def of_host(cls, disk_overcommit: float = 1.0) -> Capacity:
-        return cls(os.cpu_count() or 1, host_memory_mib(), disk_overcommit)
+    def of_host(
+        cls, disk_overcommit: float = 1.0, disk_low_watermark: float = DISK_LOW_WATERMARK
+    ) -> Capacity:
+        return cls(os.cpu_count() or 1, host_memory_mib(), disk_overcommit, disk_low_watermark)
 
     def check(self, vcpus: int, memory_mib: int) -> None:
         if vcpus > self.cpus:
@@ -145,5 +169,8 @@ class Capacity:
         ram, room = host.room(computer_id, disk=bool(disk_gib))
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
         data = None if room is None else Room(room.path, room.free, room.promised + held_disk)
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit)
+        reserve = 0
+        if data is not None and self.disk_overcommit > 1:
+            reserve = low_watermark(data.path, self.disk_low_watermark)
+        admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit, reserve)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)
