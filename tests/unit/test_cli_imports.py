@@ -1,21 +1,30 @@
-"""Every `sanbox` command starts fast: the CLI loads typer, rich and the SDK, never the server.
+"""Every `sanbox` command starts fast: the CLI loads typer, rich and the SDK, never the server;
+the common commands load neither typer nor httpx, and any other loads its own module only.
 
 Importing the server (FastAPI, SQLAlchemy, alembic, the control plane, the store, the host
 runtime) costs 1.5-2 s; a client command that did it would spend that before every `sanbox exec`.
-Server-side commands (`server`, `image build`, `doctor`) import it inside the command. Each check
-runs a fresh interpreter: this one has long since loaded everything.
+Server-side commands (`server`, `image build`, `doctor`) import it inside the command. Typer (with
+pydantic), httpx and every command's module cost ~0.2-0.3 s more: the quick commands
+(sanbox.cli.quick) skip them all, the others load only their module's (sanbox.cli.registry). Each
+check runs a fresh interpreter: this one has long since loaded everything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from sanbox.cli import quick, registry
 
 pytestmark = pytest.mark.unit
 
@@ -52,12 +61,13 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_sanbox(tmp_path: Path, *args: str) -> tuple[object, list[str], str]:
-    """Exit code, loaded modules and stderr of `sanbox ARGS` against a server that is not there."""
+def run_sanbox(tmp_path: Path, *args: str, url: str | None = None) -> tuple[object, list[str], str]:
+    """Exit code, loaded modules and stderr of `sanbox ARGS` against `url`, by default a server
+    that is not there."""
     out = tmp_path / "modules.json"
     env = {
         **os.environ,
-        "SANBOX_URL": f"http://127.0.0.1:{closed_port()}",
+        "SANBOX_URL": url or f"http://127.0.0.1:{closed_port()}",
         "SANBOX_API_KEY": "sbk_test",
         "SANBOX_CONFIG": str(tmp_path / "config.toml"),
     }
@@ -144,3 +154,109 @@ def test_a_plain_exec_skips_the_command_line_framework(tmp_path: Path) -> None:
     assert not loaded & {"typer", "click", "pydantic", "pygments"}  # click, pygments: httpx's
     code, modules, stderr = run_sanbox(tmp_path, "exec", "demo", "--help")
     assert code == 0 and "typer" in modules  # anything else: the typer app, as always
+
+
+# The API as far as the quick commands read it: every request gets this one object, which each
+# record type reads for the fields it knows, and each list (or link) finds its key in.
+ANYTHING = {
+    "id": "cmp_1",
+    "name": "demo",
+    "state": "running",
+    "computer_id": "cmp_1",
+    "template": "base",
+    "url": "http://sanbox.test/console/link#t=x",
+    "computers": [],
+    "snapshots": [],
+    "templates": [],
+    "pools": [],
+    "secrets": [],
+    "orgs": [],
+    "images": [],
+    "allow": [],
+    "ports": [],
+    "events": [],
+    "lines": [],
+}
+FRAMEWORK = {"typer", "click", "pydantic", "httpx", "httpcore", "anyio", "websockets"}
+COMMAND_MODULES = {f"sanbox.cli.{module}" for module in registry.MODULES}
+
+
+@contextlib.contextmanager
+def answering() -> Iterator[str]:
+    """A stand-in API on a free port answering `ANYTHING` to every request; its URL."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps(ANYTHING).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("words", list(quick.COMMANDS), ids=" ".join)
+def test_a_quick_command_loads_neither_typer_nor_httpx(
+    tmp_path: Path, words: tuple[str, ...]
+) -> None:
+    """Run to its end against an API that answers: no command-line framework, no httpx (nor its
+    event loop), no command's typer module."""
+    argv = [*words, *["demo"] * len(quick.COMMANDS[words].grammar.arguments)]
+    with answering() as url:
+        code, modules, stderr = run_sanbox(tmp_path, *argv, url=url)
+    assert code == 0, stderr
+    loaded = {m.split(".")[0] for m in modules if m != "httpx._main"}  # main's None, not httpx
+    assert not loaded & FRAMEWORK
+    assert not set(modules) & COMMAND_MODULES
+    assert server_side(modules) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "own"),
+    [
+        (["usage"], {"usage", "config"}),
+        (["key", "ls"], {"admin", "config"}),
+        (["ls", "--help"], {"computer", "config", "secret", "template"}),
+        (["snapshot", "move", "demo"], {"snapshot", "config"}),
+        (["server", "--help"], {"server"}),
+    ],
+)
+def test_any_other_command_loads_its_own_module(
+    tmp_path: Path, args: list[str], own: set[str]
+) -> None:
+    """Not the whole app: the command's module and those it imports itself."""
+    code, modules, stderr = run_sanbox(tmp_path, *args)
+    assert code in (0, 1), stderr
+    assert {m.removeprefix("sanbox.cli.") for m in modules if m in COMMAND_MODULES} == own
+    assert "sanbox.cli.app" not in modules
+
+
+def test_help_lists_every_command_from_the_whole_app(tmp_path: Path) -> None:
+    code, modules, stderr = run_sanbox(tmp_path, "--help")
+    assert code == 0 and "sanbox.cli.app" in modules, stderr
+
+
+def test_the_registry_names_what_each_module_registers() -> None:
+    """A command missing from `registry.MODULES` would run in the whole app (slow, but right);
+    one listed under the wrong module would not be found when run alone."""
+    import typer.main
+
+    for module, names in registry.MODULES.items():
+        alone = typer.main.get_group(registry.typer_app([module]))
+        assert set(alone.commands) == set(names), module
+    whole = typer.main.get_group(registry.typer_app(list(registry.MODULES)))
+    assert set(whole.commands) == {name for names in registry.MODULES.values() for name in names}

@@ -7,7 +7,6 @@ import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
-from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
@@ -30,6 +29,8 @@ def show_record(record: dict[str, Any], as_json: bool = False) -> None:
     if as_json:
         console.print_json(json.dumps(record))
         return
+    from rich.table import Table  # here: most commands print no table
+
     table = Table(show_header=False, box=None)
     for key, value in record.items():
         shown = json.dumps(value) if isinstance(value, dict) else str(value)

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from ..sdk import ApiKey
-from . import config
+from . import config, views
 from ._output import console, err_console, fail
 
 org_app = typer.Typer(help="Organisations (admin key).", no_args_is_help=True)
@@ -65,13 +65,7 @@ def org_ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     """List organisations (a host-admin key sees all, an admin key its own)."""
     with config.reported(), config.client() as client:
         orgs = client.orgs.list()
-    if as_json:
-        console.print_json(json.dumps([asdict(o) for o in orgs]))
-        return
-    table = Table("NAME", "ID", "CREATED", box=None)
-    for org in orgs:
-        table.add_row(org.name, org.id, org.created_at or "")
-    console.print(table)
+    views.orgs(orgs, as_json)
 
 
 _QUOTAS = {  # field -> (option, what, unit)

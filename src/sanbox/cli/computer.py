@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from ..sdk import Computer, ComputerNotFoundError
-from . import config
+from ..sdk import ComputerNotFoundError
+from . import config, views
 from ._options import EnvOption, LabelOption, pairs
 from ._output import console, err_console, fail, show_record
 from .secret import SecretOption, secret_requests
@@ -80,19 +78,7 @@ def create(
                 secrets=bound, lifetime=lifetime, on_lifetime=on_lifetime,
                 max_running=max_running, region=region,
             )  # fmt: skip
-    if as_json:
-        console.print_json(json.dumps(computer.record.to_json()))
-    if computer.state != "running":
-        fail("create_failed", f"{computer.name} is {computer.state}: {computer.last_error or '?'}")
-    if not as_json:
-        said = outcome("create", computer)
-        if template is not None and from_snapshot is None and computer.memory:  # an org's own
-            why = (computer.memory_reason or "").removeprefix("booted: ")
-            said = (
-                "; start: restored" if computer.memory == "restored" else f"; start: booted ({why})"
-            )
-        console.print(f"[green]running[/] {computer.name} [dim]{computer.id}[/]{said}",
-                      highlight=False)  # fmt: skip
+    views.created(computer.record, template, from_snapshot, as_json)
 
 
 def ls(
@@ -104,18 +90,7 @@ def ls(
     labels = pairs(label, "--label")
     with config.reported(), config.client() as client:
         computers = client.computers.list(state=state, labels=labels)
-    if as_json:
-        console.print_json(json.dumps([c.record.to_json() for c in computers]))
-        return
-    table = Table("NAME", "ID", "STATE", "TEMPLATE", "CPUS", "MEMORY", "DISK", "CREATED", box=None)
-    for c in computers:
-        colour = {"running": "green", "error": "red"}.get(c.state, "yellow")
-        disk = f"{c.disk_gib} GiB" if c.disk_gib is not None else "-"
-        table.add_row(
-            c.name, c.id, f"[{colour}]{c.state}[/]", c.template, str(c.vcpus),
-            f"{c.memory_mib} MiB", disk, c.created_at or "",
-        )  # fmt: skip
-    console.print(table)
+    views.computers([c.record for c in computers], as_json)
 
 
 def get(
@@ -128,26 +103,13 @@ def get(
     show_record(record, as_json)
 
 
-def outcome(verb: str, computer: Computer) -> str:
-    """What a lifecycle command did with memory, said plainly."""
-    if verb in ("stop", "pause") or computer.state != "running" or not computer.memory:
-        return {
-            "stop": "; memory dropped on purpose, disk kept",
-            "pause": "; memory and processes saved, no process runs",
-        }.get(verb, "")
-    if computer.memory == "restored":
-        return "; memory: restored"
-    return f"; memory: lost ({computer.memory_reason}), booted fresh on its disk"
-
-
 def _lifecycle(verb: str, done: str) -> Callable[[str], None]:
     def command(name: str = typer.Argument(..., help="Computer name or id.")) -> None:
         with config.reported(), config.client() as client:
             computer = client.computers.get(name)
             with err_console.status(f"{verb} {computer.name}…"):
                 getattr(computer, verb)()
-        console.print(f"{done} {computer.name} [dim]({computer.state})[/]{outcome(verb, computer)}",
-                      highlight=False)  # fmt: skip
+        views.changed(verb, done, computer.record)
 
     command.__doc__ = f"{verb.capitalize()} a computer."
     return command
@@ -219,7 +181,7 @@ def rm(
                 raise
             with err_console.status(f"deleting {computer.name}…"):
                 computer.delete()
-            console.print(f"deleted {computer.name}", highlight=False)
+            views.said(f"deleted {computer.name}")
 
 
 def logs(
@@ -232,19 +194,13 @@ def logs(
     with config.reported(), config.client() as client:
         computer = client.computers.get(name)
         if show_console:
-            for line in computer.console(lines=lines):
-                console.print(line, markup=False, highlight=False)
+            views.console_tail(computer.console(lines=lines))
             return
-        for event in computer.events():
-            _print_event(event.created_at, event.type, event.message)
+        views.events(computer.events())
         if follow:
             for event in client.events():
                 if event.computer_id == computer.id:
-                    _print_event(event.created_at, event.type, event.message)
-
-
-def _print_event(at: str | None, kind: str, message: str) -> None:
-    console.print(f"[dim]{at or ''}[/] [bold]{kind}[/] {message}", highlight=False)
+                    views.event(event.created_at, event.type, event.message)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ import typer
 
 from ..sdk import AsyncSanbox, Sanbox, SanboxError, WebSocketConnector
 from ..sdk.config import config_path, read_config_file, resolve_config, write_config_file
+from . import views
 from ._output import console, fail
 
 TRANSPORT: httpx.AsyncBaseTransport | None = None
@@ -43,11 +44,7 @@ def show() -> None:
     """Show where the CLI connects and which config file it reads."""
     with reported():
         resolved = resolve_config()
-    key = resolved.api_key
-    masked = f"{key[:8]}…" if key else "(none)"
-    console.print(f"config  {config_path()}", highlight=False)
-    console.print(f"url     {resolved.url}", highlight=False)
-    console.print(f"api_key {masked}", highlight=False)
+    views.where(config_path(), resolved)
 
 
 def set_(

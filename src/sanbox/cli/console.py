@@ -6,8 +6,7 @@ import webbrowser
 
 import typer
 
-from . import config
-from ._output import console as out
+from . import config, views
 
 
 def console(
@@ -16,6 +15,10 @@ def console(
     """Print a login link to the web console (good once, for two minutes; the key is not in it)."""
     with config.reported(), config.client() as client:
         url = client.console_link()
-    out.print(url, highlight=False, soft_wrap=True)
+    views.link(url)
     if open_:
         webbrowser.open(url)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("console")(console)

@@ -121,3 +121,7 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
         colour = "yellow" if where.startswith("missing") else "default"
         console.print(f"cgroup {controller:<7}[{colour}]{where}[/]")
     console.print(f"disk errors   {caps.disk_errors}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)

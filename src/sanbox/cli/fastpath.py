@@ -1,10 +1,10 @@
 """`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...` without the typer app.
 
-`parse_exec` reads that plain form the way click would (options may come before, between and
-after the positionals until `--`; the first `--` ends them) and gives up, returning None, on
-anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated `--cwd`, an option
-without its value or with one that starts with `-`, a bad KEY=VALUE, too few arguments. The
-typer app then parses the same argv and behaves (or fails) exactly as it always did.
+`parse_exec` reads that plain form the way click would (sanbox.cli.argv: options may come before,
+between and after the positionals until `--`; the first `--` ends them) and gives up, returning
+None, on anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated `--cwd`, an
+option without its value or with one that starts with `-`, a bad KEY=VALUE, too few arguments.
+The typer app then parses the same argv and behaves (or fails) exactly as it always did.
 """
 
 from __future__ import annotations
@@ -15,10 +15,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .argv import Grammar, is_pair, read
+
 if TYPE_CHECKING:
     from ..sdk._websocket import WebSocketLike
 
-_VALUES = {"--env": "env", "-e": "env", "--cwd": "cwd", "--user": "user", "-u": "user"}
+EXEC = Grammar(
+    arguments=("name", "cmd"),
+    options={"--env": "env", "-e": "env", "--cwd": "cwd", "--user": "user", "-u": "user"},
+    many=frozenset({"env"}),
+    checks={"env": is_pair},
+    rest=True,
+)
 
 
 @dataclass(frozen=True)
@@ -34,36 +42,12 @@ def parse_exec(argv: list[str]) -> ExecArgs | None:
     """`argv` (after `sanbox`) as a plain `exec`, or None: let the typer app have it."""
     if not argv or argv[0] != "exec":
         return None
-    positional: list[str] = []
-    env: dict[str, str] = {}
-    single: dict[str, str] = {}
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            positional += argv[i + 1 :]
-            break
-        if arg.startswith("-") and arg != "-":
-            option = _VALUES.get(arg)
-            if option is None or i + 1 == len(argv) or argv[i + 1].startswith("-"):
-                return None
-            value = argv[i + 1]
-            if option == "env":
-                key, sep, rest = value.partition("=")
-                if not sep or not key:
-                    return None
-                env[key] = rest
-            elif option in single:
-                return None
-            else:
-                single[option] = value
-            i += 2
-            continue
-        positional.append(arg)
-        i += 1
-    if len(positional) < 2:
+    args = read(argv[1:], EXEC)
+    if args is None:
         return None
-    return ExecArgs(positional[0], positional[1:], env, single.get("cwd"), single.get("user"))
+    return ExecArgs(
+        args["name"], args.rest, args.pairs("env"), args.value("cwd"), args.value("user")
+    )
 
 
 def run_exec(args: ExecArgs) -> int:

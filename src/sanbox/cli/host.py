@@ -262,3 +262,7 @@ def forget(
     console.print(f"host {name} retired; it held {len(held)} computer(s)")
     for computer_id in held:
         console.print(f"  {computer_id}")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="host")

@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from . import config
+from . import config, views
 from ._output import console, mib
 
 app = typer.Typer(help="Build and inspect images.", no_args_is_help=True)
@@ -61,14 +58,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the host's image builds: current or not, used by how many computers, size."""
     with config.reported(), config.client() as client:
         builds = client.images.list()
-    if as_json:
-        console.print_json(json.dumps([asdict(b) for b in builds]))
-        return
-    table = Table("TEMPLATE", "BUILD", "KERNEL", "CURRENT", "COMPUTERS", "SIZE", "PRUNE", box=None)
-    for b in builds:
-        table.add_row(b.template, b.build_id, b.kernel_release, "yes" if b.current else "",
-                      str(b.computers), mib(b.bytes), "" if b.needed else "yes")  # fmt: skip
-    console.print(table)
+    views.images(builds, as_json)
 
 
 @app.command("prune")
@@ -80,3 +70,7 @@ def prune() -> None:
         console.print(f"removed {b.template} build {b.build_id} ({mib(b.bytes)})", highlight=False)
     freed = sum(b.bytes for b in removed)
     console.print(f"{len(removed)} build(s) removed, {mib(freed)} freed", highlight=False)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="image")

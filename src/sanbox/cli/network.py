@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from . import config
+from . import config, views
 from ._output import console, err_console
 
 net_app = typer.Typer(help="A computer's egress allowlist (nothing goes out unless listed).",
@@ -21,22 +19,12 @@ Rules = Annotated[
 ]
 
 
-def _show(name: str, allow: list[str], closed: int = 0) -> None:
-    listed = ", ".join(allow) if allow else "nothing (all outbound traffic is denied)"
-    console.print(f"{name} may reach: {listed}", highlight=False)
-    if closed:
-        console.print(f"closed {closed} open connection(s) no longer allowed", highlight=False)
-
-
 @net_app.command("show")
 def show(name: Name, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show what the computer may reach."""
     with config.reported(), config.client() as client:
         allow = client.computers.get(name).allowlist()
-    if as_json:
-        print(json.dumps({"allow": allow}))
-    else:
-        _show(name, allow)
+    views.allowlist(name, allow, as_json=as_json)
 
 
 @net_app.command("allow")
@@ -46,7 +34,7 @@ def allow(name: Name, rules: Rules) -> None:
         computer = client.computers.get(name)
         current = computer.allowlist()
         closed = computer.set_allowlist(current + [r for r in rules if r not in current])
-        _show(name, computer.allowlist(), closed)
+        views.allowlist(name, computer.allowlist(), closed)
 
 
 @net_app.command("deny")
@@ -55,7 +43,7 @@ def deny(name: Name, rules: Rules) -> None:
     with config.reported(), config.client() as client:
         computer = client.computers.get(name)
         closed = computer.set_allowlist([r for r in computer.allowlist() if r not in rules])
-        _show(name, computer.allowlist(), closed)
+        views.allowlist(name, computer.allowlist(), closed)
 
 
 @port_app.command("publish")
@@ -77,13 +65,7 @@ def ls(name: Name, as_json: bool = typer.Option(False, "--json")) -> None:
     """List published ports."""
     with config.reported(), config.client() as client:
         ports = client.computers.get(name).ports()
-    if as_json:
-        print(json.dumps([{"port": p.port, "public": p.public, "url": p.url} for p in ports]))
-        return
-    table = Table("PORT", "ACCESS", "URL")
-    for p in ports:
-        table.add_row(str(p.port), "public" if p.public else "private", p.url)
-    console.print(table)
+    views.ports(ports, as_json)
 
 
 @port_app.command("unpublish")

@@ -6,9 +6,8 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from . import config
+from . import config, views
 from ._output import console
 
 app = typer.Typer(help="Warm pools: computers of a template kept ready; creates claim them.")
@@ -35,10 +34,8 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the org's pools: size, ready computers, refill state."""
     with config.reported(), config.client() as client:
         pools = client.pools.list()
-    if as_json:
-        console.print_json(json.dumps([p.to_json() for p in pools]))
-        return
-    table = Table("TEMPLATE", "SIZE", "READY", "STARTING", "REFILL", box=None)
-    for p in pools:
-        table.add_row(p.template, str(p.size), str(p.ready), str(p.starting), p.refill)
-    console.print(table)
+    views.pools(pools, as_json)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="pool")

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..sdk import Secret, SecretBinding, SecretNotFoundError
-from . import config
+from . import config, views
 from ._output import console, fail, show_record
 
 app = typer.Typer(
@@ -136,15 +136,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the org's secrets (never their values)."""
     with config.reported(), config.client() as client:
         secrets = client.secrets.list()
-    if as_json:
-        console.print_json(json.dumps([s.to_json() for s in secrets]))
-        return
-    table = Table("NAME", "HOSTS", "INJECTS", "VERSION", "UPDATED", box=None)
-    for s in secrets:
-        injects = "placeholder only" if s.placeholder_only else (s.header or "-")
-        row = (s.name, ", ".join(s.hosts), injects, str(s.version), s.updated_at or "")
-        table.add_row(*map(escape, row))
-    console.print(table)
+    views.secrets(secrets, as_json)
 
 
 @app.command("get")
@@ -219,3 +211,7 @@ def bindings(
     for b in found:
         table.add_row(*map(escape, (b.secret, b.env or "-", b.placeholder, b.created_at or "")))
     console.print(table)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="secret")

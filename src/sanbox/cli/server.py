@@ -81,3 +81,7 @@ def _raise_open_file_limit() -> None:
         target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("server")(server)

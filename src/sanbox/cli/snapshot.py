@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ..sdk import Snapshot, SnapshotNotFoundError
-from . import config
-from ._output import console, err_console, mib, show_record
+from . import config, views
+from ._output import console, err_console, show_record
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
-
-
-def _print_json(value: object) -> None:
-    console.print_json(json.dumps(value))
 
 
 @app.command("create")
@@ -33,12 +27,7 @@ def create(
         source = client.computers.get(computer)
         with err_console.status(f"snapshotting {source.name}…"):
             snap = source.snapshot(memory=memory, name=name)
-    if as_json:
-        _print_json(snap.to_json())
-        return
-    kept = "disk, memory and processes" if snap.memory else "disk"
-    console.print(f"[green]snapshot[/] {snap.name or snap.id} [dim]{snap.id}[/] of {source.name}: "
-                  f"{kept}, {mib(snap.size_bytes)}", highlight=False)  # fmt: skip
+    views.snapshot_taken(snap, source.name, as_json)
 
 
 @app.command("ls")
@@ -46,14 +35,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the org's snapshots."""
     with config.reported(), config.client() as client:
         snaps = client.snapshots.list()
-    if as_json:
-        _print_json([s.to_json() for s in snaps])
-        return
-    table = Table("NAME", "ID", "OF", "MEMORY", "SIZE", "CREATED", box=None)
-    for s in snaps:
-        table.add_row(s.name or "-", s.id, s.computer_name, "yes" if s.memory else "no",
-                      mib(s.size_bytes), s.created_at or "")  # fmt: skip
-    console.print(table)
+    views.snapshots(snaps, as_json)
 
 
 @app.command("get")
@@ -81,7 +63,7 @@ def rm(
                 if force:
                     continue
                 raise
-            console.print(f"deleted {snap.name or snap.id}", highlight=False)
+            views.said(f"deleted {snap.name or snap.id}")
 
 
 @app.command("move")
@@ -117,13 +99,7 @@ def fork(
         source = client.computers.get(computer)
         with err_console.status(f"forking {source.name} ×{count}…"):
             forks = source.fork(count=count, name=name, region=region)
-    if as_json:
-        _print_json([f.record.to_json() for f in forks])
-        return
-    for f in forks:
-        memory = "; memory: restored" if f.memory == "restored" else ""
-        console.print(f"[green]{f.state}[/] {f.name} [dim]{f.id}[/] forked from {source.name}"
-                      f"{memory}", highlight=False)  # fmt: skip
+    views.forks([f.record for f in forks], source.name, as_json)
 
 
 def register(root: typer.Typer) -> None:

@@ -10,11 +10,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ..sdk import Sanbox, Template, TemplateNotFoundError
 from ..templates.types import TYPES, UnknownTypeError, type_dir
-from . import config
+from . import config, views
 from ._output import console, err_console, fail, mib, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
@@ -122,15 +121,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the templates: built-in ones, then the org's."""
     with config.reported(), config.client() as client:
         templates = client.templates.list()
-    if as_json:
-        _print_json([t.to_json() for t in templates])
-        return
-    table = Table("NAME", "STATE", "BASE", "CPUS", "MEMORY", "READY SNAPSHOT", "BUILT", box=None)
-    for t in templates:
-        table.add_row(t.name, "built in" if t.builtin else t.state, t.base or "-", str(t.vcpus),
-                      f"{t.memory_mib} MiB", "yes" if t.ready_snapshot else "-",
-                      t.updated_at or "")  # fmt: skip
-    console.print(table)
+    views.templates(templates, as_json)
 
 
 @app.command("get")
@@ -192,3 +183,7 @@ def logs(
             text = _line(record)
             if text is not None:
                 console.print(text, highlight=False)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="template")

@@ -7,7 +7,8 @@ import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .types import Snapshot, _known
+from .records import _known
+from .types import Snapshot
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .types import _known
+from .records import _known
 
 if TYPE_CHECKING:
     from .client import AsyncSanbox

@@ -1,0 +1,182 @@
+"""What `sanbox` costs over the API call it makes. Each command runs as a user types it (a fresh
+`python -c "from sanbox.cli.main import main; main()"`, its wall time) against a real API server
+(the component tier's: the real app and store, a local process standing in for each VM, in a
+temporary directory), twice per round: as `sanbox` runs it now, and through the whole typer app
+as it did before (SANBOX_CLI_EAGER=1; for `exec`, whose fast path is older, that is the typer
+app's `exec`). The same API call is timed from a warm in-process SDK client; a command's overhead
+is its wall time less the call's median, and the goal is <= 0.1 s.
+Usage: python benchmarks/cli.py [N]"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import summary
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.component.conftest import fake_image, served  # noqa: E402
+
+from sanbox import Sanbox  # noqa: E402
+from sanbox.api import ServerSettings, create_app  # noqa: E402
+from sanbox.host.data.layout import DataDir  # noqa: E402
+from sanbox.host.drivers.local import LocalDriver  # noqa: E402
+from sanbox.host.runtime import HostRuntime  # noqa: E402
+from sanbox.sdk import Computer  # noqa: E402
+
+ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
+GOAL = 0.1
+
+
+@dataclass(frozen=True)
+class Case:
+    args: tuple[str, ...]
+    call: str  # the API call it makes, as the SDK makes it
+    api: Callable[[], object] | None  # None: it makes none
+    prepare: Callable[[], object] | None = None  # before each run, untimed (stop: start it)
+
+
+def cases(client: Sanbox) -> list[Case]:
+    box = client.computers.get("bench")
+
+    def stop() -> object:
+        return client.computers.get("cycled").stop()
+
+    def start() -> object:
+        return client.computers.get("cycled").start()
+
+    def running() -> None:
+        if client.computers.get("cycled").state != "running":
+            start()
+
+    def stopped() -> None:
+        if client.computers.get("cycled").state != "stopped":
+            stop()
+
+    return [
+        Case(("ls",), "computers.list()", client.computers.list),
+        Case(("ls", "--json"), "computers.list()", client.computers.list),
+        Case(("get", "bench"), "computers.get()", lambda: client.computers.get("bench")),
+        Case(("snapshot", "ls"), "snapshots.list()", client.snapshots.list),
+        Case(("template", "ls"), "templates.list()", client.templates.list),
+        Case(("net", "show", "bench"), "get(), allowlist()", lambda: box.allowlist()),
+        Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
+        Case(("stop", "cycled"), "get(), stop()", stop, running),
+        Case(("start", "cycled"), "get(), start()", start, stopped),
+        Case(("key", "ls"), "keys.list() [typer]", client.keys.list),
+        Case(("usage",), "usage.get() [typer]", lambda: client.usage.get(None, None, "computer")),
+        Case(("config", "show"), "(none)", None),
+        Case(("--help",), "(none) [typer]", None),
+    ]
+
+
+def _exec(box: Computer) -> None:
+    with box.exec_stream(["true"]) as stream:
+        stream.wait()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def sanbox(env: dict[str, str], args: tuple[str, ...]) -> Callable[[], object]:
+    def run() -> None:
+        argv = [sys.executable, "-c", ENTRY, *args]
+        proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        assert proc.returncode == 0, (args, proc.stderr.decode())
+
+    return run
+
+
+def rounds(n: int, fn: Callable[[], object], prepare: Callable[[], object] | None) -> list[float]:
+    out = []
+    for _ in range(n):
+        if prepare is not None:
+            prepare()
+        out.append(timed(fn))
+    return out
+
+
+@contextlib.contextmanager
+def server() -> Iterator[tuple[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="sanbox-bench-cli-") as tmp:
+        dd = DataDir(Path(tmp) / "data")
+        dd.ensure()
+        fake_image(dd)
+        settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+        app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+        with served(app) as url:
+            yield url, app.state.first_key
+
+
+def environments(url: str, key: str, tmp: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """How `sanbox` runs now, and through the whole typer app. Bytecode is written (to `tmp`), as
+    an installed package has it: compiling the sources on every run would be timed too."""
+    now = {
+        **os.environ,
+        "SANBOX_URL": url,
+        "SANBOX_API_KEY": key,
+        "PYTHONPATH": str(ROOT / "src"),
+        "SANBOX_CONFIG": str(tmp / "absent.toml"),
+        "PYTHONPYCACHEPREFIX": str(tmp / "pyc"),
+    }
+    now.pop("PYTHONDONTWRITEBYTECODE", None)
+    eager = {**now, "SANBOX_CLI_EAGER": "1"}
+    for env in (now, eager):
+        sanbox(env, ("ls",))()
+    return now, eager
+
+
+def report(case: Case, n: int, now: dict[str, str], eager: dict[str, str]) -> bool:
+    """Time `case` both ways and print it; whether it meets the goal now."""
+    api = rounds(n, case.api, case.prepare) if case.api else [0.0]
+    cli: list[float] = []
+    old: list[float] = []
+    for _ in range(n):  # interleaved: the host's load falls on both alike
+        cli += rounds(1, sanbox(now, case.args), case.prepare)
+        old += rounds(1, sanbox(eager, case.args), case.prepare)
+    call = statistics.median(api)
+    print(f"\nsanbox {' '.join(case.args)}")
+    print(summary(f"  API call: {case.call}", api))
+    print(summary("  CLI, before (the whole typer app)", old))
+    print(summary("  CLI, now", cli))
+    print(summary("  overhead, before", [t - call for t in old]))
+    print(summary("  overhead, now", [t - call for t in cli]))
+    met = statistics.median(cli) - call <= GOAL
+    print(f"  <= {GOAL} s over the API call: {'yes' if met else 'NO'}")
+    return met
+
+
+def main(n: int) -> None:
+    with server() as (url, key), Sanbox(url, key) as client, tempfile.TemporaryDirectory() as tmp:
+        for name in ("bench", "cycled"):
+            client.computers.create(name=name)
+        try:
+            now, eager = environments(url, key, Path(tmp))
+            floor = [
+                timed(lambda: subprocess.run([sys.executable, "-c", "pass"])) for _ in range(n)
+            ]
+            print(f"{n} runs each; a command's overhead: its wall time less the API call's median")
+            print(summary("python -c pass (the interpreter alone)", floor))
+            measured = cases(client)
+            missed = [case for case in measured if not report(case, n, now, eager)]
+        finally:
+            for computer in client.computers.list():
+                computer.delete()
+    print(f"\nmet by {len(measured) - len(missed)} of {len(measured)} commands", end="")
+    print(f"; not by: {', '.join(' '.join(c.args) for c in missed)}" if missed else "")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20)

@@ -1,0 +1,140 @@
+"""Every way `sanbox` runs a command says and does exactly what the whole typer app does, against
+the real app: the common commands without typer (sanbox.cli.quick), the others in a typer app of
+their own module (sanbox.cli.registry), compared with SANBOX_CLI_EAGER=1 (the whole app, as it
+always ran).
+
+The attack: a quicker path that prints a table, JSON or an error otherwise, exits with another
+status, or sends another request than the typer command breaks every script that reads it. Each
+argv runs both ways and the exit status, stdout and stderr must be equal; a command that changes
+something runs both ways on twin computers, its output equal but for their names and ids.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sanbox import Sanbox
+
+from .conftest import LiveServer
+
+pytestmark = pytest.mark.component
+
+ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
+IDS = re.compile(r"\b(cmp|snp)_[a-z0-9]+\b|\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?")
+
+
+def sanbox(url: str, key: str, tmp: Path, *args: str, eager: bool) -> tuple[int, str, str]:
+    env = {
+        **os.environ,
+        "SANBOX_URL": url,
+        "SANBOX_API_KEY": key,
+        "SANBOX_CONFIG": str(tmp / "absent.toml"),
+        "SANBOX_CLI_EAGER": "1" if eager else "",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def both_ways(url: str, key: str, tmp: Path, *args: str) -> tuple[int, str, str]:
+    now = sanbox(url, key, tmp, *args, eager=False)
+    assert now == sanbox(url, key, tmp, *args, eager=True), args
+    return now
+
+
+def twins(server: LiveServer, tmp: Path, *args: str) -> tuple[int, str, str]:
+    """`args` with NAME as `quick` run now, and as `eager` through the whole app: equal output,
+    each name written NAME, each id and time ID."""
+    runs: list[tuple[int, str, str]] = []
+    for name, eager in (("quick", False), ("eager", True)):
+        code, out, err = sanbox(
+            server.url, server.key, tmp, *(a.replace("NAME", name) for a in args), eager=eager
+        )
+        out, err = (IDS.sub("ID", text).replace(name, "NAME") for text in (out, err))
+        runs.append((code, out, err))
+    assert runs[0] == runs[1], args
+    return runs[0]
+
+
+def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short_tmp: Path) -> None:
+    url, key, tmp = live_server.url, live_server.key, short_tmp
+    with Sanbox(url, key) as client:
+        client.computers.create(name="seen", labels={"role": "web"})
+        for args in (
+            ["ls"],
+            ["ls", "--json"],
+            ["ls", "-l", "role=web", "--state", "running"],
+            ["get", "seen"],
+            ["get", "seen", "--json"],
+            ["logs", "seen"],
+            ["net", "show", "seen"],
+            ["port", "ls", "seen", "--json"],
+            ["snapshot", "ls"],
+            ["template", "ls"],
+            ["template", "get", "base", "--json"],
+            ["pool", "ls"],
+            ["secret", "ls"],
+            ["org", "ls"],
+            ["image", "ls"],
+            ["config", "show"],
+            ["key", "ls"],
+            ["audit", "-n", "3"],
+        ):
+            assert both_ways(url, key, tmp, *args)[0] == 0, args
+        for args in (
+            ["get", "ghost"],
+            ["stop", "ghost"],
+            ["rm", "ghost"],
+            ["snapshot", "get", "nope"],
+            ["fork", "ghost"],
+            ["create", "--from-snapshot", "nope"],
+            ["net", "show", "ghost"],
+        ):
+            code, _, err = both_ways(url, key, tmp, *args)
+            assert code == 1 and re.fullmatch(r"error \(\w+_not_found\) .*\n", err), (args, err)
+        for args in (
+            ["ls", "--bogus"],
+            ["get"],
+            ["ls", "-l", "nonsense"],
+            ["fork", "seen", "-c", "0"],
+        ):
+            assert both_ways(url, key, tmp, *args)[0] != 0, args
+        for args in ([], ["--help"], ["ls", "--help"], ["snapshot", "--help"], ["snapshot"]):
+            both_ways(url, key, tmp, *args)
+        wrong = both_ways(url, "sbk_wrong", tmp, "ls")
+        assert wrong[0] == 1 and "error (unauthorized)" in wrong[2]
+        for computer in client.computers.list():
+            computer.delete()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        for args in (["ls"], ["stop", "seen"], ["config", "show"]):
+            both_ways(nobody, key, tmp, *args)
+        down = both_ways(nobody, key, tmp, "ls")
+        assert down[0] == 1 and "error (connection_failed)" in down[2]
+
+
+def test_what_changes_things_says_it_alike(live_server: LiveServer, short_tmp: Path) -> None:
+    server, tmp = live_server, short_tmp
+    assert twins(server, tmp, "create", "--name", "NAME", "-l", "k=v", "-e", "A=1")[0] == 0
+    for verb in ("restart", "pause", "resume", "stop", "start", "stop"):
+        twins(server, tmp, verb, "NAME")  # a local process cannot pause: refused alike
+    assert twins(server, tmp, "snapshot", "create", "NAME", "-n", "NAME-snap")[0] == 0
+    assert twins(server, tmp, "snapshot", "get", "NAME-snap", "--json")[0] == 0
+    assert twins(server, tmp, "fork", "NAME", "-n", "NAME-fork", "--json")[0] == 0
+    assert twins(server, tmp, "snapshot", "rm", "NAME-snap")[0] == 0
+    assert twins(server, tmp, "rm", "NAME", "NAME-fork", "NAME")[0] == 1  # gone by then
+    assert twins(server, tmp, "rm", "-f", "NAME")[0] == 0
