@@ -40,6 +40,9 @@ async def bridge(master: int, sock_path: Path) -> asyncio.base_events.Server:
                         await asyncio.sleep(0.001)
         finally:
             loop.remove_reader(master)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
     return await asyncio.start_unix_server(client, path=str(sock_path))
 
@@ -61,6 +64,7 @@ def test_the_agent_serves_a_port_pings_and_long_output(short_tmp: Path) -> None:
                 return rtts, result.stdout, result.exit_code
         finally:
             server.close()
+            await server.wait_closed()
             agent.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await agent
