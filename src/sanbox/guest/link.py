@@ -139,8 +139,9 @@ class PortLink:
             self._wake.clear()
             while self._backlog:
                 try:
-                    await fdio.write_all(self._fd, bytes(self._backlog[: 256 * 1024]))
-                    del self._backlog[: 256 * 1024]
+                    chunk = bytes(self._backlog[: 256 * 1024])
+                    await fdio.write_all(self._fd, chunk)
+                    del self._backlog[: len(chunk)]  # what came in meanwhile stays queued
                 except OSError as exc:
                     log.warning("port write failed (%s); dropping output", exc)
                     self._backlog.clear()
