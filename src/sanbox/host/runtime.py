@@ -21,7 +21,7 @@ from pathlib import Path
 from .data import space
 from .data.layout import DataDir
 from .data.space import Room
-from .disk import Disk, DiskManager, can_reflink
+from .disk import Disk, DiskManager
 from .disk.layers import LayerStore
 from .disk.transfer import DiskExport
 from .drivers import Capabilities, Driver, VmHandle
@@ -92,7 +92,9 @@ class HostRuntime:
         return await asyncio.to_thread(console.lines, log, count)
 
     def storage(self) -> tuple[str, bool]:
-        return str(self.data_dir.root), can_reflink(self.data_dir.tmp)
+        """Its data dir, and whether it reflinks (probed once: a host's report asks every few
+        seconds, and a probe writes scratch files)."""
+        return str(self.data_dir.root), self.disks.reflink()
 
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         dd = self.data_dir

@@ -6,6 +6,7 @@ its disk) is the host's own flow, asked for through the door's calls; here it is
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,26 @@ if TYPE_CHECKING:
     from .remote import RemoteHost
 
 TUNNEL_READ = 1 << 20
+HANDSHAKE_TIMEOUT = 15.0  # a host that accepted the connection but is slow to finish TLS
+
+
+async def _connected(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A TCP connection to host:port (the first address that accepts), non-blocking."""
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    last: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except BaseException as exc:
+            sock.close()
+            if not isinstance(exc, OSError):
+                raise
+            last = exc
+            continue
+        return sock
+    raise last
 
 
 class RemoteVm:
@@ -39,20 +60,27 @@ class RemoteVm:
         return self.run_dir / "agent.sock"
 
     async def dial_agent(self) -> Streams:
-        """A stream to the guest agent through the host agent's tunnel; a tunnel that does not
-        answer within CONNECT_TIMEOUT is AgentRouteError at once (not dialled again: its host
-        is unreachable until its report is read again)."""
+        """A stream to the guest agent through the host agent's tunnel. A host whose TCP
+        connect does not complete within CONNECT_TIMEOUT is AgentRouteError at once (not dialled
+        again: it is unreachable until its report is read again); one that answers but is slow
+        to finish TLS under load gets HANDSHAKE_TIMEOUT, since it is there."""
         host, port = self.host.tunnel
         tls: ssl.SSLContext = self.host.tls
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=tls, limit=TUNNEL_READ
-                )
+                sock = await _connected(loop, host, port)
+            reader, writer = await asyncio.open_connection(
+                sock=sock,
+                ssl=tls,
+                server_hostname=host,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
+                limit=TUNNEL_READ,
+            )
         except OSError as exc:  # refused, unroutable, or no answer in time (TimeoutError)
             self.host.lost()
             raise AgentRouteError(
-                f"host {self.host.name} does not answer: {exc or type(exc).__name__}"
+                f"host {self.host.name} does not answer: {str(exc) or type(exc).__name__}"
             ) from exc
         self.host.tunnel_opened(writer)
         writer.write(f"{self.computer_id}\n".encode())
