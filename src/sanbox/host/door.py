@@ -302,6 +302,7 @@ class Host(Protocol):
         spec: MachineSpec,
         image: Image,
         memory: bool = False,
+        live: bool = True,
     ) -> SnapshotManifest: ...
 
     async def create_from_snapshot(

@@ -120,8 +120,10 @@ async def _disk_error(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> A
 async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id) if a["running"] else None
+    image, memory = _image(rt, a["image"]), bool(a["memory"])
+    live = bool(a.get("live", True))  # a control plane before `live` asks the host's default
     manifest = await rt.snapshot(
-        a["snapshot_id"], a["computer_id"], machine, spec, _image(rt, a["image"]), bool(a["memory"])
+        a["snapshot_id"], a["computer_id"], machine, spec, image, memory, live=live
     )
     return wire.plain(manifest)
 

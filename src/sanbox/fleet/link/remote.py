@@ -209,6 +209,7 @@ class RemoteHost(HostLink):
         spec: MachineSpec,
         image: Image,
         memory: bool = False,
+        live: bool = True,
     ) -> SnapshotManifest:
         if machine is not None:
             with contextlib.suppress(Exception):  # the host's flow talks to the agent itself
@@ -221,6 +222,7 @@ class RemoteHost(HostLink):
             spec=wire.spec_out(spec),
             image=wire.image_out(image),
             memory=memory,
+            live=live,
         )
         await self.refresh()
         return wire.manifest_in(made)
