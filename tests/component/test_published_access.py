@@ -6,6 +6,7 @@ component tier's agent dials the host's loopback for the computer's `tcp` stream
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import logging
 import threading
@@ -29,8 +30,9 @@ class Seen:
         return repr(self.requests)
 
 
-@pytest.fixture
-def guest() -> Iterator[tuple[int, Seen]]:
+@contextlib.contextmanager
+def guest_page() -> Iterator[tuple[int, Seen]]:
+    """A page on a local port (the stand-in's guest is a local process), and what it was sent."""
     seen = Seen()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -48,9 +50,17 @@ def guest() -> Iterator[tuple[int, Seen]]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield httpd.server_address[1], seen
-    httpd.shutdown()
-    httpd.server_close()
+    try:
+        yield httpd.server_address[1], seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def guest() -> Iterator[tuple[int, Seen]]:
+    with guest_page() as page:
+        yield page
 
 
 def make_org(server: Server, name: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import shutil
 import stat
@@ -51,8 +52,8 @@ def key_line(comment: str = "me@laptop", body: bytes = b"k" * 32) -> str:
     return f"{kind} {base64.b64encode(blob).decode()} {comment}"
 
 
-@pytest.fixture
-def ssh_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+@contextlib.contextmanager
+def stand_in_sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The agents started from here keep their SSH files under this folder, with a stand-in sshd."""
     root = Path(tempfile.mkdtemp(prefix="sbssh", dir="/tmp"))
     sshd = root / "usr" / "sbin" / "sshd"
@@ -60,8 +61,16 @@ def ssh_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     sshd.write_text(STAND_IN)
     sshd.chmod(0o755)
     monkeypatch.setenv(ROOT_ENV, str(root))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def ssh_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    with stand_in_sshd(monkeypatch) as root:
+        yield root
 
 
 def mode(path: Path) -> int:

@@ -1,19 +1,22 @@
 """Two API nodes over one PostgreSQL database and one fleet host (a real host agent over mutual
 TLS, on the local driver): a computer made through one node is used through the other (exec,
-files, its verbs), and a verb on one node waits for an operation another node holds on the same
-computer (the database's one incomplete operation per computer), never running beside it."""
+files, a PTY, SSH and a published port through either node, its verbs), and a verb on one
+node waits for an operation another node holds on the same computer (the database's one
+incomplete operation per computer), never running beside it."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
 import json
+import os
 import queue
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -28,9 +31,12 @@ from sanbox.fleet.operations import Operations
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
+from sanbox.sdk import Computer
 from sanbox.store import Database
 from tests.component.conftest import LiveServer, fake_image, served
 from tests.component.test_host_link import _free_port, _sanbox, _serving, _until, _wait_until_up
+from tests.component.test_published_access import guest_page
+from tests.component.test_ssh import stand_in_sshd
 from tests.conftest import kill_agents
 
 from .conftest import fresh_schema
@@ -95,8 +101,32 @@ def _stream(node: Node, seen: queue.Queue[dict[str, object]], stop: threading.Ev
                 seen.put(json.loads(line.removeprefix("data: ")))
 
 
+def _ssh_echo(computer: Computer, data: bytes) -> bytes:
+    """What the guest's sshd (the stand-in: an echo) sent back for `data`."""
+    got = bytearray()
+    with computer.ssh_stream() as stream:
+        stream.send(data)
+        stream.send_eof()
+        while chunk := stream.recv():
+            got += chunk
+    return bytes(got)
+
+
+def _pty_size(computer: Computer) -> bytes:
+    out = b""
+    with computer.exec_stream(["/bin/sh"], pty=True, rows=24, cols=80) as pty:
+        pty.send_stdin(b"stty size; exit 3\n")
+        for ev in pty:
+            out += getattr(ev, "data", b"")
+        assert pty.exit is not None and pty.exit.exit_code == 3, out
+    return out
+
+
 def test_two_api_nodes_serve_one_fleet(
-    two_nodes: tuple[Node, Node], pg_fresh: str, tmp_path: Path
+    two_nodes: tuple[Node, Node],
+    pg_fresh: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, b = two_nodes
     host_dir, port = tmp_path / "h1", _free_port()
@@ -126,6 +156,8 @@ def test_two_api_nodes_serve_one_fleet(
     me = host_identity(DataDir(host_dir).host / "fleet")
     control = FleetCAs(tmp_path / "a" / "fleet").control_identity()
     with (
+        stand_in_sshd(monkeypatch),  # the stand-in's guests answer SSH with an echo
+        guest_page() as (page_port, seen),
         _serving(agent, port, me),
         Sanbox(a.url, a.key, timeout=60) as via_a,
         Sanbox(b.url, b.key, timeout=60) as via_b,
@@ -141,6 +173,21 @@ def test_two_api_nodes_serve_one_fleet(
         there.files.write(f"/tmp/{made.id}.txt", b"written through b")
         assert made.files.read(f"/tmp/{made.id}.txt") == b"written through b"
         made.exec(f"rm /tmp/{made.id}.txt")
+
+        # a PTY, SSH and a published port, each through either node
+        for c in (made, there):
+            assert b"24 80" in _pty_size(c)
+            data = b"SSH-2.0-OpenSSH_9.2\r\n" + os.urandom(200_000)
+            assert _ssh_echo(c, data) == data
+        url = made.publish(page_port).url
+        page = urlsplit(url).netloc
+        for node in (a, b):
+            r = httpx.get(
+                f"{node.url}/from-{node.url[-5:]}",
+                headers={"host": page, "authorization": f"Bearer {node.key}"},
+            )
+            assert (r.status_code, r.text) == (200, "guest page\n"), r.text
+        assert [path for path, _ in seen.requests] == [f"/from-{n.url[-5:]}" for n in (a, b)]
 
         # streams through both nodes at once: the host agent holds the guest's one connection
         # and carries each node's streams over it (a node's dial never ends the other's streams)
