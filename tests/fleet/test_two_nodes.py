@@ -157,7 +157,7 @@ def test_two_api_nodes_serve_one_fleet(
     control = FleetCAs(tmp_path / "a" / "fleet").control_identity()
     with (
         stand_in_sshd(monkeypatch),  # the stand-in's guests answer SSH with an echo
-        guest_page() as (page_port, seen),
+        guest_page() as (page_port, visits),
         _serving(agent, port, me),
         Sanbox(a.url, a.key, timeout=60) as via_a,
         Sanbox(b.url, b.key, timeout=60) as via_b,
@@ -187,7 +187,7 @@ def test_two_api_nodes_serve_one_fleet(
                 headers={"host": page, "authorization": f"Bearer {node.key}"},
             )
             assert (r.status_code, r.text) == (200, "guest page\n"), r.text
-        assert [path for path, _ in seen.requests] == [f"/from-{n.url[-5:]}" for n in (a, b)]
+        assert [path for path, _ in visits.requests] == [f"/from-{n.url[-5:]}" for n in (a, b)]
 
         # streams through both nodes at once: the host agent holds the guest's one connection
         # and carries each node's streams over it (a node's dial never ends the other's streams)
