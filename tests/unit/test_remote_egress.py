@@ -174,6 +174,7 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
                 "cmp_secret": {"rules": [], "carried": 0, "open": 0, "secrets": stale},
                 "cmp_gone": {"rules": [], "carried": 0, "open": 0, "secrets": None},
                 "cmp_paused": {"rules": [], "carried": 0, "open": 0, "secrets": None},
+                "bld-building": {"rules": ["deb.test"], "carried": 0, "open": 0, "secrets": None},
             },
             "denials": 0,
         }
@@ -190,7 +191,7 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
 
     async def converge() -> None:
         async with fleet.lock("cmp_busy"):  # a verb at work: left to it
-            await watch._converge(egress, computers)
+            await watch._converge(egress, computers, ["bld-building"])  # a build's VM: kept
 
     asyncio.run(converge())
     done = {(name, args["computer_id"]) for name, args in link.calls}

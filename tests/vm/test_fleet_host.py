@@ -5,7 +5,10 @@ the host agent's tunnel, its egress through the host's own gateway (an allowed n
 another denied and the denial recorded at the server), a pause with memory and its resume, a stop
 and a start; stopped, it moves to the second host (`sanbox move`) and boots there with its files;
 a memory snapshot of it taken there moves back to the first host (`sanbox snapshot move`) and a
-copy made of it runs there with its processes; deletes leave nothing on either host."""
+copy made of it runs there with its processes; deletes leave nothing on either host. With the
+hosts in two regions, a template built in one is built on a host of it (its layers and ready
+snapshot there alone), a create in the other region is refused, and one in its region restores
+it there."""
 
 from __future__ import annotations
 
@@ -80,14 +83,15 @@ def _sanbox(srv: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _serve(
-    f: Fleet, i: int, internet: Internet, stack: contextlib.ExitStack
+    f: Fleet, i: int, internet: Internet, stack: contextlib.ExitStack, region: str = "eu-1"
 ) -> subprocess.Popen[bytes]:
-    """Host h<i+1>: joined, then its `sanbox host serve` process (stopped with the stack)."""
+    """Host h<i+1> of `region`: joined, then its `sanbox host serve` process (stopped with the
+    stack)."""
     srv, host, port = f.srv, f.hosts[i], f.ports[i]
-    token = _sanbox(srv, "host", "token", "--region", "eu-1").stdout.strip()
+    token = _sanbox(srv, "host", "token", "--region", region).stdout.strip()
     joined = _sanbox(
         srv, "host", "join", "--server", srv.url, "--token", token, "--name", f"h{i + 1}",
-        "--region", "eu-1", "--address", "127.0.0.1", "--port", str(port),
+        "--region", region, "--address", "127.0.0.1", "--port", str(port),
         "--data-dir", str(host.root),
     )  # fmt: skip
     assert joined.returncode == 0, joined.stderr
@@ -184,3 +188,67 @@ def test_a_computer_on_a_fleet_host_runs_there_with_real_guests(
                 assert not (h.computers / c.id).exists()
                 assert not Network(h.computers, h.tag).namespaces(), "namespaces left"
                 assert not list(h.ram_dir.iterdir()), "RAM files left"
+
+
+REGIONAL = """
+name = "regional"
+idle_timeout = 0
+[[steps]]
+run = "echo built in its region > /root/built"
+"""
+
+
+def _snapshot_dirs(dd: DataDir) -> set[str]:
+    folder = dd.root / "snapshots"
+    return (
+        {p.name for p in folder.iterdir() if p.name.startswith("snp_")}
+        if folder.is_dir()
+        else set()
+    )
+
+
+def test_a_template_is_built_in_its_region_on_a_host_of_it(
+    fleet: Fleet, internet: Internet, tmp_path: Path
+) -> None:
+    srv, (eu, us) = fleet.srv, fleet.hosts
+    with contextlib.ExitStack() as stack:
+        _serve(fleet, 0, internet, stack, "eu-1")
+        _serve(fleet, 1, internet, stack, "us-1")
+        with Sanbox(srv.url, srv.key, timeout=600) as client:
+            wait_for(lambda: sum(bool(h.layers) for h in client.fleet.hosts()) == 2, "up", 120)
+            org = client.orgs.list()[0].name
+            client.orgs.set_regions(org, "eu-1", ["us-1"])
+            (tmp_path / "sanbox.toml").write_text(REGIONAL)
+            built = _sanbox(srv, "template", "build", str(tmp_path), "--region", "us-1", "-q")
+            assert built.returncode == 0, built.stdout + built.stderr
+            assert "built in us-1" in built.stdout, built.stdout
+            template = client.templates.get("regional")
+            assert template.region == "us-1" and template.ready_snapshot, template
+            listed = _sanbox(srv, "template", "ls")
+            assert "REGION" in listed.stdout and "us-1" in listed.stdout, listed.stdout
+
+            # its build steps and ready snapshot are on the us-1 host alone
+            on_us = _snapshot_dirs(us)
+            assert len(on_us) >= 3, on_us  # a step, the configuration step, the ready snapshot
+            assert not _snapshot_dirs(eu) and not _snapshot_dirs(srv.data_dir)
+            assert not list(eu.computers.iterdir()), "a build computer was made on eu-1"
+
+            # the org's home region has no build of it: refused with nothing written
+            refused = _sanbox(srv, "create", "--template", "regional", "--name", "in-eu")
+            assert refused.returncode == 1 and "template_not_in_region" in refused.stderr
+            assert "--region eu-1" in refused.stderr, refused.stderr  # how to build it there
+            assert client.computers.list() == []
+
+            c = client.computers.create(
+                name="in-us", template="regional", region="us-1", idle_timeout=0
+            )
+            assert (us.computers / c.id).is_dir() and c.region == "us-1"
+            assert c.memory == "restored", c.memory_reason
+            assert c.exec("cat /root/built").stdout == "built in its region\n"
+            c.delete()
+
+            gone = _sanbox(srv, "template", "rm", "regional", "--region", "us-1")
+            assert gone.returncode == 0, gone.stderr
+            left = _snapshot_dirs(us)
+            assert left < on_us, "its ready snapshot stayed"  # its steps stay cached
+            assert not list(us.computers.iterdir()) and not list(us.ram_dir.iterdir())

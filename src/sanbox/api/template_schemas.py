@@ -14,6 +14,11 @@ class Template(BaseModel):
     id: str | None = Field(default=None, description="tpl_...; none for a built-in template")
     builtin: bool = Field(default=False, description="built into Sanbox, everyone's")
     org: str | None = None
+    region: str | None = Field(
+        default=None,
+        description="where this build of it is: a fleet region (its layers and ready snapshot "
+        "are on a host of it); none for this server's own host or a built-in template",
+    )
     state: str = Field(default="ready", description="building | ready | failed")
     base: str | None = Field(default=None, description="the template it is built on")
     image: str | None = Field(default=None, description="the image build at the root of its disk")
@@ -40,7 +45,8 @@ class Template(BaseModel):
     @classmethod
     def of(cls, row: TemplateRow, org_name: str) -> Template:
         return cls(
-            name=row.name, id=row.id, org=org_name, state=row.state, base=row.base,
+            name=row.name, id=row.id, org=org_name, region=row.region or None, state=row.state,
+            base=row.base,
             image=row.image, vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib,
             env=dict(row.env), allow=list(row.allow), ports=list(row.ports),
             idle_timeout=row.idle_timeout, ready_snapshot=row.ready_snapshot_id is not None,

@@ -1,4 +1,5 @@
-"""`sanbox template build|ls|get|rm|logs|prune`: templates built from a spec file."""
+"""`sanbox template build|rebuild|ls|get|rm|logs|prune`: templates built from a spec file, per
+region on a fleet."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..sdk import Sanbox, Template, TemplateNotFoundError
+from ..sdk.templates import BuildStarted
 from ..templates.types import TYPES, UnknownTypeError, type_dir
 from . import config, views
 from ._output import console, err_console, fail, mib, show_record
@@ -63,7 +65,10 @@ def ensure_type(client: Sanbox, kind: str) -> None:
         _follow(client, started.template.name, quiet=True)
 
 
-def _follow(client: Sanbox, name: str, quiet: bool) -> Template:
+REGION_HELP = "The region of the build (a template is built per region; default: the org's home)."
+
+
+def _follow(client: Sanbox, name: str, quiet: bool, region: str | None = None) -> Template:
     """Follow the build's log with a progress bar (and its lines unless `quiet`)."""
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())  # fmt: skip
@@ -80,7 +85,7 @@ def _follow(client: Sanbox, name: str, quiet: bool) -> Template:
             if text is not None and (not quiet or record.get("type") != "output"):
                 progress.console.print(text, highlight=False)
 
-        return client.templates.wait(name, on_record=show)
+        return client.templates.wait(name, on_record=show, region=region)
 
 
 @app.command("build")
@@ -94,16 +99,38 @@ def build(
     name: str | None = typer.Option(None, "--name", "-n", help="Name it (else the spec's)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only steps and the result."),
     as_json: bool = typer.Option(False, "--json", help="Print the template as JSON at the end."),
+    region: str | None = typer.Option(None, "--region", help=REGION_HELP),
 ) -> None:
     """Build a template: each step runs once and is cached; an unchanged spec is a no-op."""
     if (spec is None) == (kind is None):
         fail("invalid_spec", "give a spec (FILE or DIR) or --type TYPE")
     with config.reported(), config.client() as client:
         source = spec if spec is not None else type_folder(kind or "")
-        started = client.templates.build(source, name=name)
-        template = started.template
-        if started.building:
-            template = _follow(client, template.name, quiet or as_json)
+        started = client.templates.build(source, name=name, region=region)
+        _built(client, started, quiet, as_json)
+
+
+@app.command("rebuild")
+def rebuild(
+    template: str = typer.Argument(..., help="Template name."),
+    region: str | None = typer.Option(
+        None, "--region", help="Build it in this region (from its build elsewhere if it has none)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only steps and the result."),
+    as_json: bool = typer.Option(False, "--json", help="Print the template as JSON at the end."),
+) -> None:
+    """Build a template again from the spec and files its last build was given (kept by the
+    server): what changed upstream (a Debian archive, a base) runs again; in another region,
+    this builds it there."""
+    with config.reported(), config.client() as client:
+        _built(client, client.templates.rebuild(template, region=region), quiet, as_json)
+
+
+def _built(client: Sanbox, started: BuildStarted, quiet: bool, as_json: bool) -> None:
+    """Follow a build that runs to its end, then say what was built."""
+    template = started.template
+    if started.building:
+        template = _follow(client, template.name, quiet or as_json, template.region)
     if as_json:
         _print_json(template.to_json())
         return
@@ -111,7 +138,8 @@ def build(
         console.print(f"template [bold]{template.name}[/] is up to date: nothing to build")
         return
     ready = "ready snapshot: creates restore it" if template.ready_snapshot else "no ready snapshot"
-    console.print(f"template [bold]{template.name}[/] built: {template.steps} step(s), "
+    where = f" in {template.region}" if template.region else ""
+    console.print(f"template [bold]{template.name}[/] built{where}: {template.steps} step(s), "
                   f"{template.cached_steps} reused, {template.build_seconds:.1f}s; {ready}",
                   highlight=False)  # fmt: skip
 
@@ -128,10 +156,11 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
 def get(
     template: str = typer.Argument(..., help="Template name."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    region: str | None = typer.Option(None, "--region", help=REGION_HELP),
 ) -> None:
     """Show one template."""
     with config.reported(), config.client() as client:
-        t = client.templates.get(template)
+        t = client.templates.get(template, region)
     show_record(t.to_json(), as_json)
 
 
@@ -139,14 +168,15 @@ def get(
 def rm(
     templates: Annotated[list[str], typer.Argument(help="Template names.")],
     force: bool = typer.Option(False, "--force", "-f", help="Ignore templates that do not exist."),
+    region: str | None = typer.Option(None, "--region", help=REGION_HELP),
 ) -> None:
-    """Delete templates; computers made from them keep working."""
+    """Delete templates (their builds in --region); computers made from them keep working."""
     from ..sdk import TemplateNotFoundError
 
     with config.reported(), config.client() as client:
         for name in templates:
             try:
-                client.templates.delete(name)
+                client.templates.delete(name, region)
             except TemplateNotFoundError:
                 if not force:
                     raise
@@ -173,10 +203,11 @@ def logs(
     template: str = typer.Argument(..., help="Template name."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep following a running build."),
     as_json: bool = typer.Option(False, "--json", help="Print the log's JSON lines."),
+    region: str | None = typer.Option(None, "--region", help=REGION_HELP),
 ) -> None:
     """The last build's log (a failed build leaves it: this is where to read why)."""
     with config.reported(), config.client() as client:
-        for record in client.templates.logs(template, follow=follow):
+        for record in client.templates.logs(template, follow=follow, region=region):
             if as_json:
                 print(json.dumps(record))
                 continue

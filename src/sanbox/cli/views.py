@@ -170,10 +170,13 @@ def templates(found: list[Template], as_json: bool) -> None:
     if as_json:
         print_json([t.to_json() for t in found])
         return
-    table = _table("NAME", "STATE", "BASE", "CPUS", "MEMORY", "READY SNAPSHOT", "BUILT", box=None)
+    regions = any(t.region for t in found)  # a fleet's: a template is built per region
+    heads = ["NAME", *(["REGION"] if regions else []), "STATE", "BASE", "CPUS", "MEMORY"]
+    table = _table(*heads, "READY SNAPSHOT", "BUILT", box=None)
     for t in found:
         table.add_row(
             t.name,
+            *([t.region or "-"] if regions else []),
             "built in" if t.builtin else t.state,
             t.base or "-",
             str(t.vcpus),

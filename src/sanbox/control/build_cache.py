@@ -10,7 +10,10 @@ prune runs, and a prune is refused while one builds, so no build starts from a s
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
+
+from sqlalchemy import select
 
 from ..store import repo
 from ..store.models import BuildStepRow, Org, SnapshotRow
@@ -37,15 +40,29 @@ async def prune(fleet: Fleet, org: Org) -> Pruned:
         with fleet.db.session() as s:
             tips = [t.snapshot_id for t in repo.list_templates(s, org.id) if t.snapshot_id]
             steps = {row.key: row.snapshot_id for row in repo.build_steps(s, org.id)}
-        chains = await fleet.runtime.snapshot_layers([*tips, *steps.values()])
-        live = {layer for tip in tips for layer in chains[tip]}
-        dead = {key: sid for key, sid in steps.items()
-                if sid not in tips and not (chains[sid] and chains[sid][0] in live)}  # fmt: skip
+            ids = [*tips, *steps.values()]
+            where = select(SnapshotRow.id, SnapshotRow.host_id).where(SnapshotRow.id.in_(ids))
+            hosts = {sid: host_id for sid, host_id in s.execute(where)}
+        by_host: dict[str | None, list[str]] = defaultdict(list)
+        for sid in ids:  # a chain is read on the host that holds it (a region's own)
+            by_host[hosts.get(sid)].append(sid)
+        chains: dict[str, list[str]] = {}
+        for host_id, held in by_host.items():
+            chains |= await fleet.host_at(host_id).snapshot_layers(held)
+        live = {layer for tip in tips for layer in chains.get(tip, [])}
+        dead = {
+            key: sid
+            for key, sid in steps.items()
+            if sid not in tips and not (chains.get(sid) and chains[sid][0] in live)
+        }
         with fleet.db.session() as s:  # the records first: a step never names a missing layer
             for key, sid in dead.items():
                 if (row := s.get(BuildStepRow, key)) is not None:
                     s.delete(row)
                 if (snap := s.get(SnapshotRow, sid)) is not None and snap.state == "layer":
                     s.delete(snap)
-        freed = await fleet.runtime.delete_snapshots(sorted(dead.values()))
+        freed = 0
+        for host_id in {hosts.get(sid) for sid in dead.values()}:
+            gone = sorted(sid for sid in dead.values() if hosts.get(sid) == host_id)
+            freed += await fleet.host_at(host_id).delete_snapshots(gone)
     return Pruned(len(dead), len(steps) - len(dead), freed)

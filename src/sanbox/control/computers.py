@@ -39,6 +39,7 @@ from . import (
     network,
     pausing,
     snapshots,
+    template_lookup,
     templates,
 )
 from . import create as creating
@@ -251,13 +252,15 @@ class Computers:
 
     # templates ------------------------------------------------------------------------------
 
-    async def rebuild_template(self, org: Org, ref: str) -> tuple[TemplateRow, bool]:
-        return await templates.rebuild(self.fleet, org, ref)
+    async def rebuild_template(
+        self, org: Org, ref: str, region: str | None = None
+    ) -> tuple[TemplateRow, bool]:
+        return await templates.rebuild(self.fleet, org, ref, region)
 
     async def build_template(
-        self, org: Org, context: bytes, name: str | None = None
+        self, org: Org, context: bytes, name: str | None = None, region: str | None = None
     ) -> tuple[TemplateRow, bool]:
-        return await templates.build(self.fleet, org, context, name)
+        return await templates.build(self.fleet, org, context, name, region)
 
     # warm pools -----------------------------------------------------------------------------
 
@@ -274,11 +277,11 @@ class Computers:
     def templates(self, org: Org) -> list[TemplateRow]:
         return templates.find(self.fleet, org)
 
-    def get_template(self, org: Org, ref: str) -> TemplateRow:
-        return templates.get(self.fleet, org, ref)
+    def get_template(self, org: Org, ref: str, region: str | None = None) -> TemplateRow:
+        return template_lookup.get(self.fleet, org, ref, region)
 
-    async def delete_template(self, org: Org, ref: str) -> TemplateRow:
-        return await templates.delete(self.fleet, org, ref)
+    async def delete_template(self, org: Org, ref: str, region: str | None = None) -> TemplateRow:
+        return await templates.delete(self.fleet, org, ref, region)
 
     def template_log(self, row: TemplateRow) -> Path:
         return templates.log_path(self.fleet, row)

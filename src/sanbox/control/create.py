@@ -21,7 +21,7 @@ from ..host.door import (
 )
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
-from . import deadlines, placing, quotas, regions, snapshots, templates
+from . import deadlines, placing, quotas, regions, snapshots, template_lookup, templates
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -104,7 +104,9 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     snap = _from_snapshot(fleet, org, req) if req.from_snapshot is not None else None
     own = None
     if snap is None and req.template is not None and not templates.builtin(req.template):
-        own = templates.resolve(fleet, org, req.template, req.vcpus, req.memory_mib)
+        own = template_lookup.resolve(
+            fleet, org, req.template, req.vcpus, req.memory_mib, req.region
+        )
     base = snap or (own.template if own else None)  # what the defaults come from
     vcpus = req.vcpus if req.vcpus is not None else (base.vcpus if base else 1)
     memory_mib = (

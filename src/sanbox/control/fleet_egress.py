@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
@@ -30,6 +31,7 @@ from ..host.door import (
     Resolver,
 )
 from ..store import repo
+from . import build_vms
 from .errors import HostUnavailableError
 from .states import State
 
@@ -132,6 +134,9 @@ class FleetEgress:
         by_host: dict[str, Records] = defaultdict(list)
         for row in rows:
             by_host[str(row.host_id)].append((row.id, row.state, list(row.allow)))
+        builds = build_vms.running(self.fleet.db)  # their egress is their builds' to drive
+        for host_id in builds:
+            by_host.setdefault(host_id, [])
         for host_id, computers in by_host.items():
             egress = self.of(host_id)
             if egress is None:
@@ -143,7 +148,7 @@ class FleetEgress:
                 continue
             try:
                 await self._drain(far, {computer_id for computer_id, _s, _a in computers})
-                await self._converge(far, computers)
+                await self._converge(far, computers, builds.get(host_id, ()))
             except HostError as exc:
                 log.info("egress of host %s: %s", host_id, exc)
 
@@ -152,8 +157,10 @@ class FleetEgress:
             if not far.waiting() or await far.drain(owned) < MAX_DENIALS:
                 return
 
-    async def _converge(self, far: RemoteEgress, computers: Records) -> None:
-        kept = {computer_id for computer_id, state, _ in computers if state in KEPT}
+    async def _converge(
+        self, far: RemoteEgress, computers: Records, builds: Collection[str] = ()
+    ) -> None:
+        kept = {computer_id for computer_id, state, _ in computers if state in KEPT} | set(builds)
         for computer_id in far.running() - kept:
             if self.fleet.lock(computer_id).locked():
                 continue

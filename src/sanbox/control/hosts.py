@@ -35,6 +35,7 @@ from ..fleet.operations import Operations
 from ..host.door import Host, HostError, Liveness
 from ..store import Database
 from ..store.models import ComputerRow, HostRow
+from . import build_vms
 from .jobs import HOSTS, Jobs
 from .states import State
 
@@ -278,9 +279,10 @@ class FleetHosts:
         return [cid for cid in found if operations.incomplete(cid) is None]
 
     def _placed_on(self, host_id: str) -> set[str]:
+        """The computers placed on the host, and the VMs template builds run there."""
         with self.db.session() as s:
             found = s.scalars(select(ComputerRow.id).where(ComputerRow.host_id == host_id))
-            return set(found)
+            return set(found) | build_vms.on_host(self.db, host_id)
 
     async def _link(self, row: HostRow) -> RemoteHost:
         link = self.links.get(row.name)

@@ -52,7 +52,7 @@ def place(
     if region is not None:
         return placer.place(req, row.id, exclude)
     last: Exception | None = None
-    for name in _regions(fleet):  # an org without a home region may run in any
+    for name in regions_up(fleet):  # an org without a home region may run in any
         try:
             return placer.place(replace(req, region=name), row.id, exclude)
         except InsufficientCapacityError as exc:  # no room there: the next region
@@ -66,7 +66,8 @@ def release(fleet: Fleet, placement: Placement) -> None:
     Placer(fleet.db).release(placement)
 
 
-def _regions(fleet: Fleet) -> list[str]:
+def regions_up(fleet: Fleet) -> list[str]:
+    """The regions with a host up, by name."""
     with fleet.db.session() as s:
         found = s.scalars(select(HostRow.region).where(HostRow.state == UP).distinct())
         return sorted(found)

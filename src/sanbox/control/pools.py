@@ -33,7 +33,7 @@ from ..host.door import GIB, Policy, faults
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, quotas, readiness, templates
+from . import lifecycle, quotas, readiness, template_lookup, templates
 from . import provision as provisioning
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
@@ -78,7 +78,7 @@ class Pools:
         if not 0 <= size <= MAX_SIZE:
             raise InvalidRequestError(f"a pool holds 0 to {MAX_SIZE} computers")
         if not templates.builtin(template):
-            row = templates.get(self.fleet, org, template)  # template_not_found otherwise
+            row = template_lookup.get(self.fleet, org, template)  # template_not_found otherwise
             template = row.name
         with self.fleet.db.session() as s:
             pool = repo.pool(s, org.id, template)
@@ -297,8 +297,8 @@ class Pools:
         """Discard members that do not run, trim extras, make one missing member."""
         with self.fleet.db.session() as s:
             members = repo.pool_members(s, pool.id)
-            built = repo.template(s, pool.org_id, pool.template)
-        current = None if built is None else {built.snapshot_id, built.ready_snapshot_id}
+            built = repo.templates_named(s, pool.org_id, pool.template, None)  # every region's
+        current = {sid for t in built for sid in (t.snapshot_id, t.ready_snapshot_id)} or None
         live = []
         for m in members:
             if self.fleet.lock(m.id).locked():

@@ -117,13 +117,14 @@ async def probe(guest: Guest, ready: Ready) -> str | None:
     return f"exit code {r.exit_code}" + (f": {out[-1][-200:]}" if out else "")
 
 
-def check_of(fleet: Fleet, org_id: str, template: str) -> Ready | None:
-    """The readiness check of the org's template `template`; None for a built-in one or a spec
-    without `[ready]`."""
+def check_of(fleet: Fleet, org_id: str, template: str, region: str | None) -> Ready | None:
+    """The readiness check of the org's template `template` as built in `region` (None: this
+    server's own host); None for a built-in one or a spec without `[ready]`."""
     if template in RECIPES:
         return None
     with fleet.db.session() as s:
-        row = repo.template(s, org_id, template)
+        rows = repo.templates_named(s, org_id, template, None)
+    row = next((r for r in rows if r.region == (region or "")), rows[0] if rows else None)
     return None if row is None else _ready_in(row.digest, row.spec)
 
 
@@ -152,7 +153,7 @@ async def settle(guest: Guest, ready: Ready | None) -> str | None:
 
 async def settle_computer(fleet: Fleet, row: ComputerRow, guest: Guest) -> str | None:
     """`settle` a computer just made (its org's template's check)."""
-    return await settle(guest, check_of(fleet, row.org_id, row.template))
+    return await settle(guest, check_of(fleet, row.org_id, row.template, row.region))
 
 
 def not_ready(fleet: Fleet, computer_id: str, why: str) -> None:

@@ -18,7 +18,8 @@ from sqlalchemy import select
 from ..fleet.errors import BusyError
 from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
-from ..store.models import ComputerRow
+from ..store.models import ComputerRow, utcnow
+from . import build_vms
 from .computers import Computers
 from .jobs import RECONCILER
 from .quotas import COMPUTE
@@ -52,6 +53,7 @@ class Reconciler:
     def __init__(self, computers: Computers) -> None:
         self.fleet = computers.fleet
         self.runtime = computers.fleet.runtime
+        self.began = utcnow()  # this node's life: what its earlier lives left predates it
 
     async def reconcile(self) -> ReconcileReport:
         report = ReconcileReport()
@@ -279,8 +281,14 @@ class Reconciler:
             await asyncio.sleep(interval)
             leading = await self.fleet.jobs.holds(RECONCILER)
             await self.check_running(leading)
-            if leading and loop.time() - swept_at >= SWEEP_EVERY:
-                swept_at = loop.time()
+            if loop.time() - swept_at < SWEEP_EVERY:
+                continue
+            swept_at = loop.time()
+            try:  # every node its own
+                await build_vms.end_left(self.fleet, self.began)
+            except Exception:  # tried again at the next sweep
+                log.exception("ending the build VMs an earlier life of this node left failed")
+            if leading:
                 stale = self.fleet.operations.sweep_stale(OPERATION_STALE)
                 for op in stale:
                     said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"

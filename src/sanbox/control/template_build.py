@@ -29,6 +29,7 @@ from ..host.door import (
     AgentClient,
     AgentError,
     AgentTimeoutError,
+    EgressControl,
     HostError,
     Image,
     Machine,
@@ -44,7 +45,7 @@ from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Spec, Step
-from . import readiness, snapshots
+from . import build_place, build_vms, readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
 
@@ -99,24 +100,54 @@ class Built:
     cached_steps: int
 
 
-def layer_row(org: Org, snap_id: str, computer_id: str, template: str, image: Image,
-              spec: Spec, memory: bool) -> SnapshotRow:  # fmt: skip
+def layer_row(
+    org: Org,
+    snap_id: str,
+    computer_id: str,
+    template: str,
+    image: Image,
+    spec: Spec,
+    memory: bool,
+    host_id: str | None,
+) -> SnapshotRow:
     return SnapshotRow(
-        id=snap_id, org_id=org.id, name=None, state="creating", computer_id=computer_id,
-        computer_name=f"build of {template}", template=template, image=image.build_id,
-        vcpus=spec.vcpus, memory_mib=spec.memory_mib, disk_gib=spec.disk_gib or 0,
-        memory=memory, size_bytes=0, env=dict(spec.env), allow=list(spec.allow),
+        id=snap_id,
+        org_id=org.id,
+        name=None,
+        state="creating",
+        computer_id=computer_id,
+        computer_name=f"build of {template}",
+        template=template,
+        image=image.build_id,
+        vcpus=spec.vcpus,
+        memory_mib=spec.memory_mib,
+        disk_gib=spec.disk_gib or 0,
+        memory=memory,
+        size_bytes=0,
+        env=dict(spec.env),
+        allow=list(spec.allow),
         idle_timeout=spec.idle_timeout,
-    )  # fmt: skip
+        host_id=host_id,
+    )
 
 
 class Builder:
-    """One build of one template (`template`: its name) for `org`."""
+    """One build of one template (`template`: its name) for `org`, on the host `host_id` (None:
+    this server's own; build_place.py chose it)."""
 
     def __init__(
-        self, fleet: Fleet, org: Org, template: str, ctx: Context, blog: BuildLog, cache: Path
+        self,
+        fleet: Fleet,
+        org: Org,
+        template: str,
+        ctx: Context,
+        blog: BuildLog,
+        cache: Path,
+        host_id: str | None = None,
     ) -> None:
         self.fleet, self.org, self.template, self.ctx = fleet, org, template, ctx
+        self.host_id = host_id
+        self.host = fleet.host_at(host_id, "the build's host")
         self.spec = ctx.spec
         self.blog = blog
         self.cache = cache  # fetched package bundles
@@ -130,10 +161,13 @@ class Builder:
         """A snapshot (state `layer`) of the build computer as it is now."""
         fleet = self.fleet
         snap_id = repo.new_id("snp_")
+        row = layer_row(
+            self.org, snap_id, mspec.computer_id, self.template, image, self.spec, memory,
+            self.host_id,
+        )  # fmt: skip
         with fleet.db.session() as s:
-            s.add(layer_row(self.org, snap_id, mspec.computer_id, self.template, image,
-                            self.spec, memory))  # fmt: skip
-        taking = fleet.runtime.snapshot(  # nobody waits on a build's guest: the quicker way
+            s.add(row)
+        taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
             snap_id, mspec.computer_id, machine, mspec, image, memory=memory, live=False
         )
         await snapshots.kept(fleet, snap_id, taking, state="layer")
@@ -143,34 +177,56 @@ class Builder:
     async def computer(self, start: Start, mspec: MachineSpec,
                        allow: tuple[str, ...]) -> AsyncIterator[Machine]:  # fmt: skip
         """A running build (or readiness) computer, destroyed on the way out."""
-        runtime, fleet = self.fleet.runtime, self.fleet
-        hold = fleet.capacity.admit_here(runtime, mspec.memory_mib, mspec.disk_gib or 0)
-        try:
-            if start.snapshot_id is None:
-                machine, _disk = await runtime.create(mspec, start.image)
-            else:
-                machine, _ = await runtime.create_from_snapshot(
-                    mspec, start.image, start.snapshot_id
-                )
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await runtime.destroy(mspec.computer_id)
-            raise
-        finally:
-            hold.release()
-        try:
-            if fleet.egress is not None:
-                try:
-                    policy = Policy.of(list(allow))
-                except PolicyError as exc:
-                    raise BuildFailed(f"build.allow: {exc}") from exc
-                await fleet.egress.start(mspec.computer_id, policy)
-            yield machine
-        finally:
-            if fleet.egress is not None:
-                await fleet.egress.stop(mspec.computer_id)
-            await runtime.destroy(mspec.computer_id)
-            await runtime.gc_layers()  # its last overlay: nothing stands on it
+        fleet, host = self.fleet, self.host
+        with contextlib.ExitStack() as recorded:
+            hold = None
+            if self.host_id is None:  # a fleet host admits it itself (its placement reserved it)
+                hold = fleet.capacity.admit_here(host, mspec.memory_mib, mspec.disk_gib or 0)
+            else:  # recorded before it is made: no watch takes it for a stranger
+                recorded.enter_context(build_vms.recorded(
+                    fleet.db, mspec.computer_id, self.org.id, self.template, self.host_id,
+                    fleet.node,
+                ))  # fmt: skip
+            try:
+                if start.snapshot_id is None:
+                    machine, _disk = await host.create(mspec, start.image)
+                else:
+                    machine, _ = await host.create_from_snapshot(
+                        mspec, start.image, start.snapshot_id
+                    )
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await host.destroy(mspec.computer_id)
+                raise
+            finally:
+                if hold is not None:
+                    hold.release()
+            egress = self._egress()
+            try:
+                if egress is not None:
+                    try:
+                        policy = Policy.of(list(allow))
+                    except PolicyError as exc:
+                        raise BuildFailed(f"build.allow: {exc}") from exc
+                    await egress.start(mspec.computer_id, policy)
+                yield machine
+            finally:
+                if egress is not None:
+                    with contextlib.suppress(HostError):  # its host destroys it with the VM
+                        await egress.stop(mspec.computer_id)
+                await host.destroy(mspec.computer_id)
+                await host.gc_layers()  # its last overlay: nothing stands on it
+
+    def _egress(self) -> EgressControl | None:
+        """The egress gateway of the build's host (None: this server runs none)."""
+        if self.host_id is None:
+            return self.fleet.egress
+        far = self.fleet.far.of(self.host_id) if self.fleet.far is not None else None
+        if far is None:
+            raise BuildFailed(
+                "the build host's egress gateway does not answer: build again shortly"
+            )
+        return far
 
     # steps ----------------------------------------------------------------------------------
 
@@ -332,22 +388,10 @@ class Builder:
             return await self._freeze(machine, mspec, image, memory=True)
 
 
-def cached_steps(fleet: Fleet, org: Org, keys: list[str]) -> dict[str, str]:
-    """The keys already built for this org whose snapshots are still there."""
-    with fleet.db.session() as s:
-        rows = repo.build_steps(s, org.id, keys)
-        found = {}
-        for row in rows:
-            snap = s.get(SnapshotRow, row.snapshot_id)
-            if snap is not None and snap.state == "layer":
-                found[row.key] = row.snapshot_id
-    return found
-
-
 async def run(builder: Builder, image: Image, start: Start, keys: list[str],
               descriptions: list[str]) -> Built:  # fmt: skip
     """The whole build: steps, then the ready snapshot. BuildFailed, or a host error."""
-    cached = cached_steps(builder.fleet, builder.org, keys)
+    cached = build_place.cached_on(builder.fleet, builder.org, keys, builder.host_id)
     try:
         disk, reused = await builder.build_steps(image, start, keys, cached, descriptions)
         ready = await builder.ready_snapshot(image, disk)

@@ -20,7 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host.door import RECIPES, HostError, Image, PolicyError
+from sqlalchemy import select
+
+from ..fleet.placement import Placement
+from ..host.door import GIB, RECIPES, HostError, PolicyError
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
 from ..templates import fetch_cache
@@ -28,26 +31,22 @@ from ..templates.context import Context, ContextError
 from ..templates.context_worker import unpack_bounded
 from ..templates.keys import descriptions, step_keys
 from ..templates.spec import Spec, SpecError
-from . import template_build
+from . import build_place, placing, template_build
 from .build_log import BuildLog
-from .errors import ConflictError, InvalidRequestError, NotFoundError, TooManyBuildsError
+from .errors import (
+    ConflictError,
+    ControlError,
+    InvalidRequestError,
+    TooManyBuildsError,
+)
 from .fleet import Fleet
 from .names import check_name
+from .template_lookup import get
 
 log = logging.getLogger(__name__)
 
 BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
 MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """What a computer of a template starts from."""
-
-    template: TemplateRow
-    image: Image
-    snapshot: SnapshotRow  # the ready snapshot, or the built disk (booted)
-    booted_because: str | None  # None: restored from the ready snapshot
 
 
 def builtin(name: str) -> bool:
@@ -77,19 +76,6 @@ def allow(fleet: Fleet, org: Org, name: str) -> list[str]:
     return list(RECIPES[name].allow if builtin(name) else get(fleet, org, name).allow)
 
 
-def get(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
-    with fleet.db.session() as s:
-        row = repo.template(s, org.id, ref)
-    if row is None:
-        known = ", ".join(sorted(RECIPES))
-        raise NotFoundError(
-            f"no template {ref!r} in this org: built in are {known}; build one with "
-            "`sanbox template build`",
-            "template_not_found",
-        )
-    return row
-
-
 def find(fleet: Fleet, org: Org) -> list[TemplateRow]:
     with fleet.db.session() as s:
         return repo.list_templates(s, org.id)
@@ -112,10 +98,16 @@ def _keep_context(fleet: Fleet, template_id: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-async def rebuild(fleet: Fleet, org: Org, ref: str) -> tuple[TemplateRow, bool]:
+async def rebuild(
+    fleet: Fleet, org: Org, ref: str, region: str | None = None
+) -> tuple[TemplateRow, bool]:
     """Build the template again from the context its last build was given (no upload): its
-    steps' cache keys decide what runs again (a changed Debian archive, a changed base)."""
-    row = get(fleet, org, ref)
+    steps' cache keys decide what runs again (a changed Debian archive, a changed base). In
+    `region`, from its build there, or from its build elsewhere when it has none there (how a
+    template is built in another region)."""
+    with fleet.db.session() as s:
+        there = repo.templates_named(s, org.id, ref, region) if region is not None else []
+    row = there[0] if there else get(fleet, org, ref)
     try:
         data = await asyncio.to_thread(context_path(fleet, row.id).read_bytes)
     except FileNotFoundError:
@@ -124,7 +116,7 @@ async def rebuild(fleet: Fleet, org: Org, ref: str) -> tuple[TemplateRow, bool]:
             "build it from its folder once (`sanbox template build DIR`)",
             "no_build_context",
         ) from None
-    return await build(fleet, org, data, row.name)
+    return await build(fleet, org, data, row.name, row.region if region is None else region)
 
 
 def packages_path(fleet: Fleet, template_id: str) -> Path:
@@ -142,12 +134,14 @@ async def _context(data: bytes) -> Context:
         raise InvalidRequestError(str(exc), "invalid_context") from exc
 
 
-def _start(fleet: Fleet, org: Org, spec: Spec) -> tuple[template_build.Start, str]:
-    """What the build boots from, and its part of the cache keys."""
+def _start(fleet: Fleet, org: Org, spec: Spec, region: str) -> tuple[template_build.Start, str]:
+    """What the build boots from, and its part of the cache keys (a region's are its own)."""
     if builtin(spec.base):
         image = fleet.image_for(spec.base)
-        return template_build.Start(image, None), f"image:{image.build_id}"
-    base = get(fleet, org, spec.base)
+        return template_build.Start(image, None), f"image:{image.build_id}" + (
+            f"@{region}" if region else ""
+        )
+    base = get(fleet, org, spec.base, region)
     if base.snapshot_id is None or base.image is None:
         raise ConflictError(
             f"base template {base.name} has not been built yet: build it first",
@@ -172,9 +166,10 @@ def _check_policy(fleet: Fleet, spec: Spec) -> None:
 
 
 async def build(
-    fleet: Fleet, org: Org, data: bytes, name: str | None = None
+    fleet: Fleet, org: Org, data: bytes, name: str | None = None, region: str | None = None
 ) -> tuple[TemplateRow, bool]:
-    """Start building the template in `data` (a context tar). Returns its record and whether a
+    """Start building the template in `data` (a context tar) in `region` (build_place.py: None
+    is the org's home region, or this server's own host). Returns its record and whether a
     build runs (False: it is up to date)."""
     ctx = await _context(data)
     spec = ctx.spec
@@ -189,11 +184,12 @@ async def build(
     if spec.base == name:
         raise InvalidRequestError(f"template {name} cannot be its own base", "invalid_spec")
     _check_policy(fleet, spec)
-    start, start_key = _start(fleet, org, spec)
+    region = build_place.region_of(fleet, org, region)
+    start, start_key = _start(fleet, org, spec, region)
     keys = step_keys(org.id, start_key, spec, ctx.files)
     digest = _digest(keys, spec)
     with fleet.db.session() as s:
-        row = repo.template(s, org.id, name)
+        row = next(iter(repo.templates_named(s, org.id, name, region)), None)
         if row is not None and row.state == "building":
             raise ConflictError(f"template {name} is being built: wait for it", "template_building")
         if row is not None and row.state == "ready" and row.digest == digest:
@@ -206,7 +202,7 @@ async def build(
             )
         if row is None:
             row = TemplateRow(
-                id=repo.new_id("tpl_"), org_id=org.id, name=name, state="building",
+                id=repo.new_id("tpl_"), org_id=org.id, name=name, region=region, state="building",
                 base=spec.base, spec=ctx.spec_text, digest=digest, vcpus=spec.vcpus,
                 memory_mib=spec.memory_mib,
             )  # fmt: skip
@@ -235,13 +231,32 @@ async def _build(
     async with BUILDS:
         t0 = time.monotonic()
         with fleet.db.session() as s:
-            name = s.get(TemplateRow, template_id).name  # type: ignore[union-attr]
+            row = s.get(TemplateRow, template_id)
+            assert row is not None
+            name, region = row.name, row.region
         cache = fleet.home / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
-        builder = template_build.Builder(fleet, org, name, ctx, blog, cache)
-        builder.packages = packages_path(fleet, template_id)
+        placement: Placement | None = None
         try:
+            placement = await asyncio.to_thread(
+                _placed, fleet, org, region, start, keys, spec.memory_mib, spec.disk_gib
+            )
+            builder = template_build.Builder(
+                fleet, org, name, ctx, blog, cache, placement.host_id if placement else None
+            )
+        except Exception as exc:  # no host of its region to build on: nothing was made
+            why = exc.message if isinstance(exc, ControlError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, ControlError):
+                log.exception("placing the build of %s failed", template_id)
+            if placement is not None:
+                await asyncio.to_thread(placing.release, fleet, placement)
+            _failed(fleet, template_id, f"no host of region {region} to build on: {why}", blog)
+            return
+        if placement is not None:
+            blog.output(f"[sanbox] building on host {placement.host_name} of region {region}")
+        try:
+            builder.packages = packages_path(fleet, template_id)
             built = await template_build.run(builder, start.image, start, keys, descriptions(spec))
         except template_build.BuildFailed as exc:
             _failed(fleet, template_id, str(exc), blog)
@@ -250,6 +265,9 @@ async def _build(
             log.exception("build of %s failed", template_id)
             _failed(fleet, template_id, template_build.unexpected(builder, exc), blog)
             return
+        finally:
+            if placement is not None:  # the host's reports count what it runs from now
+                await asyncio.to_thread(placing.release, fleet, placement)
         took = time.monotonic() - t0
         with fleet.db.session() as s:
             row = s.get(TemplateRow, template_id)
@@ -275,6 +293,25 @@ async def _build(
             await _drop_snapshot(fleet, old_ready)
 
 
+def _placed(
+    fleet: Fleet,
+    org: Org,
+    region: str,
+    start: template_build.Start,
+    keys: list[str],
+    memory_mib: int,
+    disk_gib: int | None,
+) -> Placement | None:
+    """The room of the build's computer on the host of `region` that builds it (None: region
+    "", this server's own host)."""
+    if not region:
+        return None
+    memory = max(template_build.BUILD_MEMORY_MIB, memory_mib)
+    disk = disk_gib or -(-start.image.disk_size_bytes // GIB)
+    build = start.image.build_id
+    return build_place.place(fleet, region, start.snapshot_id, build, keys, org, memory, disk)
+
+
 def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog) -> None:
     with fleet.db.session() as s:
         row = s.get(TemplateRow, template_id)
@@ -286,17 +323,20 @@ def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog) -> None
 
 
 async def _drop_snapshot(fleet: Fleet, snapshot_id: str) -> None:
-    with contextlib.suppress(HostError):
-        await fleet.runtime.delete_snapshot(snapshot_id)
+    with fleet.db.session() as s:
+        host_id = s.scalar(select(SnapshotRow.host_id).where(SnapshotRow.id == snapshot_id))
+    with contextlib.suppress(HostError, ControlError):  # a host that does not answer: the
+        await fleet.host_at(host_id).delete_snapshot(snapshot_id)  # reconciler's to drop
     with fleet.db.session() as s:
         if (row := s.get(SnapshotRow, snapshot_id)) is not None:
             s.delete(row)
 
 
-async def delete(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
-    """Remove a template and its ready snapshot. Its computers keep working (their disks keep
-    the layers they stand on); its build steps stay cached for the org's next build."""
-    row = get(fleet, org, ref)
+async def delete(fleet: Fleet, org: Org, ref: str, region: str | None = None) -> TemplateRow:
+    """Remove a template (its build in `region`) and its ready snapshot. Its computers keep
+    working (their disks keep the layers they stand on); its build steps stay cached for the
+    org's next build."""
+    row = get(fleet, org, ref, region)
     if row.state == "building":
         raise ConflictError(f"template {row.name} is being built: wait for it", "template_building")
     if row.ready_snapshot_id is not None:
@@ -308,29 +348,3 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> TemplateRow:
     packages_path(fleet, row.id).unlink(missing_ok=True)
     context_path(fleet, row.id).unlink(missing_ok=True)
     return row
-
-
-def resolve(
-    fleet: Fleet, org: Org, name: str, vcpus: int | None, memory_mib: int | None
-) -> Resolved:
-    """What a new computer of the org's template `name` starts from: its ready snapshot, unless
-    it asks for other vCPUs or memory than that has (then its built disk, booted, and why)."""
-    row = get(fleet, org, name)
-    if row.snapshot_id is None or row.image is None:
-        why = f"its build failed: {row.error}" if row.state == "failed" else "it is being built"
-        raise ConflictError(f"template {row.name} has no build yet: {why}", "template_building")
-    image = fleet.image_for(row.name, row.image)
-    reason = None
-    if row.ready_snapshot_id is None:
-        reason = row.ready_reason or "the template has no ready snapshot"
-    elif vcpus not in (None, row.vcpus) or memory_mib not in (None, row.memory_mib):
-        reason = (f"asked for {vcpus or row.vcpus} vCPU(s) and {memory_mib or row.memory_mib} "
-                  f"MiB; its ready snapshot has {row.vcpus} and {row.memory_mib}")  # fmt: skip
-    snapshot_id = row.snapshot_id if reason else row.ready_snapshot_id
-    with fleet.db.session() as s:
-        snap = s.get(SnapshotRow, snapshot_id)
-    if snap is None:
-        raise ConflictError(
-            f"template {row.name} lost its build: build it again", "template_building"
-        )
-    return Resolved(row, image, snap, reason)

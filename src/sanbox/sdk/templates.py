@@ -40,6 +40,10 @@ def _path(ref: str) -> str:
     return f"/v1/templates/{quote(ref, safe='')}"
 
 
+def _in(region: str | None) -> dict[str, str | None]:
+    return {"region": region}
+
+
 class AsyncTemplates:
     def __init__(self, client: AsyncSanbox) -> None:
         self._client = client
@@ -48,12 +52,17 @@ class AsyncTemplates:
         data = await self._client.http.json("GET", "/v1/templates")
         return [Template.from_json(t) for t in data.get("templates", [])]
 
-    async def get(self, name: str) -> Template:
-        return Template.from_json(await self._client.http.json("GET", _path(name)))
+    async def get(self, name: str, region: str | None = None) -> Template:
+        """A template (a template is built per region: its build in `region`, else the only one
+        or the one in the org's home region)."""
+        data = await self._client.http.json("GET", _path(name), params=_in(region))
+        return Template.from_json(data)
 
-    async def delete(self, name: str) -> Template:
-        """Delete a template of the org; computers made from it keep working."""
-        return Template.from_json(await self._client.http.json("DELETE", _path(name)))
+    async def delete(self, name: str, region: str | None = None) -> Template:
+        """Delete a template of the org (its build in `region`); computers made from it keep
+        working."""
+        data = await self._client.http.json("DELETE", _path(name), params=_in(region))
+        return Template.from_json(data)
 
     async def prune(self) -> BuildCachePruned:
         """Delete the org's cached build steps that none of its templates stands on (steps of
@@ -63,14 +72,20 @@ class AsyncTemplates:
             await self._client.http.json("POST", "/v1/build-cache/prune", timeout=600.0)
         )
 
-    async def rebuild(self, name: str) -> BuildStarted:
-        """Build the template again from what its last build was given (kept by the server)."""
-        data = await self._client.http.json("POST", f"{_path(name)}/rebuild", timeout=600.0)
+    async def rebuild(self, name: str, region: str | None = None) -> BuildStarted:
+        """Build the template again from what its last build was given (kept by the server);
+        in another `region`, that builds it there."""
+        data = await self._client.http.json(
+            "POST", f"{_path(name)}/rebuild", params=_in(region), timeout=600.0
+        )
         return BuildStarted(Template.from_json(data["template"]), bool(data["building"]))
 
-    async def build(self, spec: str | Path, name: str | None = None) -> BuildStarted:
-        """Start building the template whose spec is `spec` (a sanbox.toml, or its folder).
-        The spec is checked here first: a bad one raises InvalidRequestError with its line."""
+    async def build(
+        self, spec: str | Path, name: str | None = None, region: str | None = None
+    ) -> BuildStarted:
+        """Start building the template whose spec is `spec` (a sanbox.toml, or its folder), in
+        `region` (default: the org's home region on a fleet). The spec is checked here first: a
+        bad one raises InvalidRequestError with its line."""
         from ..templates.context import ContextError, pack  # the spec parser: only here
         from ..templates.spec import SpecError
 
@@ -80,14 +95,16 @@ class AsyncTemplates:
             code = "invalid_spec" if isinstance(exc, SpecError) else "invalid_context"
             raise InvalidRequestError(str(exc), code=code) from None
         data = await self._client.http.json(
-            "POST", "/v1/templates", params={"name": name}, content=body,
+            "POST", "/v1/templates", params={"name": name, "region": region}, content=body,
             headers={"Content-Type": "application/x-tar"}, timeout=600.0,
         )  # fmt: skip
         return BuildStarted(Template.from_json(data["template"]), bool(data["building"]))
 
-    async def logs(self, name: str, follow: bool = False) -> AsyncIterator[dict[str, Any]]:
+    async def logs(
+        self, name: str, follow: bool = False, region: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The last build's log records (`step`, `output`, `done`); `follow`: until it ends."""
-        params = {"follow": "true" if follow else None}
+        params = {"follow": "true" if follow else None, "region": region}
         timeout = BUILD_TIMEOUT if follow else None
         async with self._client.http.stream("GET", _path(name) + "/logs", params=params,
                                             timeout=timeout) as response:  # fmt: skip
@@ -96,16 +113,19 @@ class AsyncTemplates:
                     yield json.loads(line)
 
     async def wait(
-        self, name: str, on_record: Callable[[dict[str, Any]], None] | None = None
+        self,
+        name: str,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        region: str | None = None,
     ) -> Template:
         """Follow the build to its end; the template, or BuildFailedError with the reason."""
         outcome: dict[str, Any] = {}
-        async for record in self.logs(name, follow=True):
+        async for record in self.logs(name, follow=True, region=region):
             if on_record is not None:
                 on_record(record)
             if record.get("type") == "done":
                 outcome = record
-        template = await self.get(name)
+        template = await self.get(name, region)
         if outcome.get("state") == "failed" or template.state == "failed":
             reason = outcome.get("message") or template.error or "the build failed"
             raise BuildFailedError(str(reason), code="build_failed", status=None)

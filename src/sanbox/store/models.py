@@ -161,15 +161,19 @@ class SnapshotRow(Base):
 
 
 class TemplateRow(Base):
-    """A template an org built from a spec: its disk is a chain of build-step snapshots
-    (`snapshot_id`, the last), and `ready_snapshot_id` keeps one of its computers booted and ready
-    (memory too), which creates restore. What its computers get is copied here from the spec."""
+    """A template an org built from a spec, in one region: its disk is a chain of build-step
+    snapshots (`snapshot_id`, the last), and `ready_snapshot_id` keeps one of its computers booted
+    and ready (memory too), which creates restore. What its computers get is copied here from the
+    spec. The same name built in another region is another row."""
 
     __tablename__ = "templates"
-    __table_args__ = (UniqueConstraint("org_id", "name"),)
+    __table_args__ = (UniqueConstraint("org_id", "name", "region", name="uq_templates_region"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
     name: Mapped[str] = mapped_column(String(63))
+    # built per region (docs/fleet.md): its layers and ready snapshot are on a host of it; ""
+    # is the server's own host, which has no region
+    region: Mapped[str] = mapped_column(String(32), default="", server_default="")
     state: Mapped[str] = mapped_column(String(16), index=True)  # building | ready | failed
     base: Mapped[str] = mapped_column(String(63))
     image: Mapped[str | None] = mapped_column(String(64), default=None)  # the root image build
@@ -399,3 +403,17 @@ class JoinTokenRow(Base):
     expires_at: Mapped[datetime] = mapped_column()
     used_at: Mapped[datetime | None] = mapped_column(default=None)
     host_name: Mapped[str | None] = mapped_column(String(63), default=None)
+
+
+class BuildVmRow(Base):
+    """A VM a template build runs on a fleet host (`id`, its computer id there), recorded before
+    it is made and removed once it is destroyed: the fleet's watches keep its egress and do not
+    take it for a stranger; the API `node` that runs the build ends what its previous life left."""
+
+    __tablename__ = "build_vms"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    template: Mapped[str] = mapped_column(String(63))
+    host_id: Mapped[str] = mapped_column(String(32), index=True)
+    node: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

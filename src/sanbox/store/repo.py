@@ -209,14 +209,21 @@ def snapshot_name_taken(s: Session, org_id: str, name: str) -> bool:
 # templates ----------------------------------------------------------------------------------
 
 
-def template(s: Session, org_id: str, ref: str) -> TemplateRow | None:
+def templates_named(s: Session, org_id: str, ref: str, region: str | None) -> list[TemplateRow]:
+    """The org's template `ref` (its id: one; its name: one per region it is built in, or only
+    the one in `region`)."""
     q = select(TemplateRow).where(TemplateRow.org_id == org_id)
     found = s.scalars(q.where(TemplateRow.id == ref)).first()
-    return found or s.scalars(q.where(TemplateRow.name == ref)).first()
+    if found is not None:
+        return [found] if region is None or found.region == region else []
+    q = q.where(TemplateRow.name == ref).order_by(TemplateRow.region)
+    if region is not None:
+        q = q.where(TemplateRow.region == region)
+    return list(s.scalars(q).all())
 
 
 def list_templates(s: Session, org_id: str | None) -> list[TemplateRow]:
-    q = select(TemplateRow).order_by(TemplateRow.name)
+    q = select(TemplateRow).order_by(TemplateRow.name, TemplateRow.region)
     if org_id is not None:
         q = q.where(TemplateRow.org_id == org_id)
     return list(s.scalars(q).all())

@@ -21,6 +21,9 @@ from .computers import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["templates"], responses=ERRORS)
 
+Region = Annotated[
+    str | None, Query(description="the region of the build meant (a template is built per region)")
+]
 LOG_POLL = 0.2  # seconds between reads of a followed build log
 MAX_CONTEXT = MAX_TAR_BYTES  # the tar: its files, headers and padding
 
@@ -52,20 +55,26 @@ async def build_template(
     auth: Auth,
     plane: Plane,
     name: Annotated[str | None, Query(description="the template's name (else the spec's)")] = None,
+    region: Region = None,
 ) -> JSONResponse:
-    """Build a template from a tar of its spec (`sanbox.toml`) and the files its steps copy.
-    202: a build runs (follow its log); 200: nothing changed since the last build."""
-    row, building = await plane.build_template(auth.org, await _body(request), name)
+    """Build a template from a tar of its spec (`sanbox.toml`) and the files its steps copy, in
+    a region (default: the org's home region once fleet hosts have joined). 202: a build runs
+    (follow its log); 200: nothing changed since the last build there."""
+    context = await _body(request)
+    row, building = await plane.build_template(auth.org, context, name, region or None)
     body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
 
 
 @router.post("/templates/{ref}/rebuild", response_model=TemplateBuild, status_code=202)
-async def rebuild_template(ref: str, auth: Auth, plane: Plane) -> JSONResponse:
+async def rebuild_template(
+    ref: str, auth: Auth, plane: Plane, region: Region = None
+) -> JSONResponse:
     """Build the template again from the spec and files its last build was given (kept by the
-    server), without uploading them. 202: a build runs; 200: nothing changed since; 409
-    `no_build_context` for a template built before contexts were kept."""
-    row, building = await plane.rebuild_template(auth.org, ref)
+    server), without uploading them; in another region, that builds it there. 202: a build runs;
+    200: nothing changed since; 409 `no_build_context` for a template built before contexts
+    were kept."""
+    row, building = await plane.rebuild_template(auth.org, ref, region or None)
     body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
 
@@ -77,17 +86,19 @@ async def list_templates(auth: Auth, plane: Plane) -> TemplateList:
 
 
 @router.get("/templates/{ref}", response_model=Template)
-async def get_template(ref: str, auth: Auth, plane: Plane) -> Template:
+async def get_template(ref: str, auth: Auth, plane: Plane, region: Region = None) -> Template:
+    """A template: its build in `region`, else the only one or the one in the org's home region
+    (409 `region_required` when that does not say which)."""
     for t in builtins(plane):
         if t.name == ref:
             return t
-    return Template.of(plane.get_template(auth.org, ref), auth.org.name)
+    return Template.of(plane.get_template(auth.org, ref, region), auth.org.name)
 
 
 @router.delete("/templates/{ref}", response_model=Template)
-async def delete_template(ref: str, auth: Auth, plane: Plane) -> Template:
-    """Delete a template; computers made from it keep working."""
-    return Template.of(await plane.delete_template(auth.org, ref), auth.org.name)
+async def delete_template(ref: str, auth: Auth, plane: Plane, region: Region = None) -> Template:
+    """Delete a template (its build in `region`); computers made from it keep working."""
+    return Template.of(await plane.delete_template(auth.org, ref, region), auth.org.name)
 
 
 @router.post("/build-cache/prune", response_model=BuildCachePruned)
@@ -105,9 +116,10 @@ async def template_logs(
     auth: Auth,
     plane: Plane,
     follow: Annotated[bool, Query(description="keep streaming until the build ends")] = False,
+    region: Region = None,
 ) -> StreamingResponse:
     """The last build's log, one JSON object per line (`step`, `output`, `done`)."""
-    row = plane.get_template(auth.org, ref)
+    row = plane.get_template(auth.org, ref, region)
     path = plane.template_log(row)
 
     async def lines() -> AsyncIterator[bytes]:

@@ -16,6 +16,7 @@ class Template:
     id: str | None = None  # tpl_...; None for a built-in template
     builtin: bool = False
     org: str | None = None
+    region: str | None = None  # the fleet region this build of it is in (None: the server's host)
     state: str = "ready"  # building | ready | failed
     base: str | None = None
     image: str | None = None
