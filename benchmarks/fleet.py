@@ -24,7 +24,7 @@ from sanbox.fleet.hosts import Capacity, Hosts, HostSpec
 from sanbox.fleet.placement import HostLoad, Placer, Policy, Request, choose
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
-from sanbox.store.models import HostRow
+from sanbox.store.fleet_models import HostRow
 
 HOSTS = 100
 GIB = 1 << 30

@@ -17,7 +17,8 @@ from sqlalchemy import delete, insert, text
 
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
-from sanbox.store.models import ComputerRow, HostRow, OperationRow, Org
+from sanbox.store.fleet_models import HostRow, OperationRow
+from sanbox.store.models import ComputerRow, Org
 
 T = TypeVar("T")
 PG_URL = os.environ.get("SANBOX_TEST_PG_URL")

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sanbox.fleet.errors import BusyError
 from sanbox.fleet.operations import Operation, Operations
 from sanbox.store import Database
-from sanbox.store.models import OperationRow
+from sanbox.store.fleet_models import OperationRow
 
 from .conftest import wait_for
 

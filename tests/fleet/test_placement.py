@@ -23,7 +23,8 @@ from sanbox.fleet.hosts import Capacity, Hosts, HostSpec, Lease
 from sanbox.fleet.placement import HostRefused, Placement, Placer, Request
 from sanbox.fleet.regions import region_for, set_regions
 from sanbox.store import Database
-from sanbox.store.models import ComputerRow, HostRow
+from sanbox.store.fleet_models import HostRow
+from sanbox.store.models import ComputerRow
 
 from .conftest import add_computer
 

@@ -1,8 +1,8 @@
 """Two API nodes over one PostgreSQL database and one fleet host (a real host agent over mutual
 TLS, on the local driver): a computer made through one node is used through the other (exec,
-files, a PTY, SSH and a published port through either node, its verbs), and a verb on one
-node waits for an operation another node holds on the same computer (the database's one
-incomplete operation per computer), never running beside it."""
+files, a PTY, SSH, a published port and a console session through either node, its verbs), and
+a verb on one node waits for an operation another node holds on the same computer (the
+database's one incomplete operation per computer), never running beside it."""
 
 from __future__ import annotations
 
@@ -173,6 +173,22 @@ def test_two_api_nodes_serve_one_fleet(
         there.files.write(f"/tmp/{made.id}.txt", b"written through b")
         assert made.files.read(f"/tmp/{made.id}.txt") == b"written through b"
         made.exec(f"rm /tmp/{made.id}.txt")
+
+        # a console session opened through one node is one on the other (and its logout too)
+        login = httpx.post(f"{a.url}/console/login", data={"key": a.key},
+                           headers={"origin": a.url})  # fmt: skip
+        assert login.status_code == 303, login.text
+        cookie = {"sanbox_console": login.cookies["sanbox_console"]}
+        page = httpx.get(f"{b.url}/console/computers", cookies=cookie)
+        assert page.status_code == 200 and "shared" in page.text, page.status_code
+        with httpx.Client(cookies=cookie) as browser:
+            page = browser.get(f"{b.url}/console/computers")
+            token = page.text.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
+            out = browser.post(f"{b.url}/console/logout",
+                               headers={"origin": b.url, "x-csrf-token": token})  # fmt: skip
+            assert out.status_code == 204, out.text
+        gone = httpx.get(f"{a.url}/console/computers", cookies=cookie)
+        assert gone.status_code == 401 and gone.headers["x-login"].startswith("/console/login")
 
         # a PTY, SSH and a published port, each through either node
         for c in (made, there):

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from .. import console as web_console
+from ..console.sessions import Sessions
 from ..control.audit import AuditLog
 from ..control.capacity import Capacity
 from ..control.computers import Computers
@@ -82,6 +83,7 @@ def create_app(
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
         rates = KeyRates(settings.key_rate, settings.key_burst)
         app.state.keys = Keys(db, clock, rates=rates)
+        app.state.console_sessions = Sessions(db)  # every node's (docs/console.md)
         retention = timedelta(days=settings.audit_retention_days)
         app.state.audit = AuditLog(db, retention=retention, org_cap=settings.audit_org_cap)
         host_runtime = runtime or HostRuntime(settings.layout)

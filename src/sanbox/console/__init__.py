@@ -10,13 +10,11 @@ from fastapi.staticfiles import StaticFiles
 
 from . import computer, computers, files, links_api, login, pages, screen, terminal, usage
 from .render import HERE
-from .sessions import Sessions
 
 __all__ = ["mount"]
 
 
 def mount(app: FastAPI) -> None:
-    app.state.console_sessions = Sessions()
     for module in (login, computers, computer, files, terminal, screen, pages, links_api, usage):
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=HERE / "static"), name="console-static")

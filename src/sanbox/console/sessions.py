@@ -6,12 +6,14 @@ The key itself is never kept: every request re-reads the key by id through `Keys
 check), so a revoked or expired key ends its sessions at their next request.
 
 Sessions end after `IDLE` without a request, `ABSOLUTE` after login, at logout, or when their key
-stops working. Memory is bounded: `PER_KEY` sessions per key (a new one ends the oldest) and
-`CAPACITY` in all (the least recently used goes first). They live in the server process: a
-restart logs everyone out.
+stops working. They are bounded: `PER_KEY` sessions per key (a new one ends the oldest) and
+`CAPACITY` in all (the least recently used goes first). They are kept in the database, so every
+API node of a fleet knows every session and a restart logs no one out; a session's last use is
+written at most every `TOUCH_EVERY` seconds, not at every request.
 
 A login link (`sanbox console`) is a one-time token for a key, good for `LINK_TTL` seconds: it is
-in a URL, so it is never the key, is spent by its first use and expires quickly.
+in a URL, so it is never the key, is spent by its first use (one delete: of two nodes spending
+it at once, one gets it) and expires quickly.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session as DbSession
+
+from ..store import Database
+from ..store.models import ConsoleSessionRow, LoginLinkRow
 
 IDLE = 12 * 3600.0
 ABSOLUTE = 7 * 86400.0
@@ -29,13 +36,14 @@ PER_KEY = 16
 CAPACITY = 10_000
 LINK_TTL = 120.0
 LINKS = 1_000  # outstanding login links, in all
+TOUCH_EVERY = 60.0  # seconds: a session's last use is written at most this often
 
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
     key_id: str
     csrf: str
@@ -44,25 +52,29 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
         self.clock = clock
-        self._sessions: OrderedDict[str, Session] = OrderedDict()  # least recently used first
-        self._links: OrderedDict[str, tuple[str, float]] = OrderedDict()  # digest -> key, ends
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        with self.db.session() as s:
+            return int(s.scalar(select(func.count()).select_from(ConsoleSessionRow)) or 0)
 
     def open(self, key_id: str) -> tuple[str, Session]:
         """A new session for `key_id`: its cookie token (given once) and the session."""
         now = self.clock()
-        mine = [d for d, s in self._sessions.items() if s.key_id == key_id]
-        for digest in mine[: max(0, len(mine) - PER_KEY + 1)]:
-            del self._sessions[digest]
-        while len(self._sessions) >= CAPACITY:
-            self._sessions.popitem(last=False)
         token = secrets.token_urlsafe(32)
         session = Session(key_id, secrets.token_urlsafe(32), now, now)
-        self._sessions[_digest(token)] = session
+        t = ConsoleSessionRow
+        with self.db.session() as s:
+            s.execute(delete(t).where(or_(t.seen < now - IDLE, t.created < now - ABSOLUTE)))
+            mine = s.scalars(select(t.digest).where(t.key_id == key_id).order_by(t.seen)).all()
+            _drop(s, mine[: max(0, len(mine) - PER_KEY + 1)])
+            over = int(s.scalar(select(func.count()).select_from(t)) or 0) - CAPACITY + 1
+            if over > 0:  # the least recently used go
+                _drop(s, s.scalars(select(t.digest).order_by(t.seen).limit(over)).all())
+            s.add(t(digest=_digest(token), key_id=key_id, csrf=session.csrf, created=now,
+                    seen=now))  # fmt: skip
         return token, session
 
     def find(self, token: str | None, touch: bool = True) -> Session | None:
@@ -70,41 +82,52 @@ class Sessions:
         user, not a live stream's re-check); None if there is none."""
         if not token or len(token) > 128:
             return None
-        digest = _digest(token)
-        session = self._sessions.get(digest)
-        if session is None:
-            return None
         now = self.clock()
-        if now - session.seen > IDLE or now - session.created > ABSOLUTE:
-            del self._sessions[digest]
-            return None
-        if touch:
-            session.seen = now
-            self._sessions.move_to_end(digest)
-        return session
+        with self.db.session() as s:
+            row = s.get(ConsoleSessionRow, _digest(token))
+            if row is None:
+                return None
+            if now - row.seen > IDLE or now - row.created > ABSOLUTE:
+                s.delete(row)
+                return None
+            if touch and now - row.seen >= TOUCH_EVERY:
+                row.seen = now
+            return Session(row.key_id, row.csrf, row.created, row.seen)
 
     def close(self, token: str | None) -> None:
         if token:
-            self._sessions.pop(_digest(token), None)
+            with self.db.session() as s:
+                _drop(s, [_digest(token)])
 
     # login links ------------------------------------------------------------------------------
 
     def make_link(self, key_id: str) -> str:
         now = self.clock()
-        for digest, (_, ends) in list(self._links.items()):
-            if ends <= now:
-                del self._links[digest]
-        while len(self._links) >= LINKS:
-            self._links.popitem(last=False)
         token = secrets.token_urlsafe(32)
-        self._links[_digest(token)] = (key_id, now + LINK_TTL)
+        t = LoginLinkRow
+        with self.db.session() as s:
+            s.execute(delete(t).where(t.ends <= now))
+            over = int(s.scalar(select(func.count()).select_from(t)) or 0) - LINKS + 1
+            if over > 0:  # the soonest to end go
+                oldest = s.scalars(select(t.digest).order_by(t.ends).limit(over)).all()
+                s.execute(delete(t).where(t.digest.in_(oldest)))
+            s.add(t(digest=_digest(token), key_id=key_id, ends=now + LINK_TTL))
         return token
 
     def spend_link(self, token: str) -> str | None:
         """The key id of a login link, which can be spent once; None if unknown or expired."""
         if not token or len(token) > 128:
             return None
-        found = self._links.pop(_digest(token), None)
-        if found is None or found[1] <= self.clock():
+        t = LoginLinkRow
+        with self.db.session() as s:
+            found = s.execute(
+                delete(t).where(t.digest == _digest(token)).returning(t.key_id, t.ends)
+            ).one_or_none()
+        if found is None or found.ends <= self.clock():
             return None
-        return found[0]
+        return str(found.key_id)
+
+
+def _drop(s: DbSession, digests: Sequence[str]) -> None:
+    if digests:
+        s.execute(delete(ConsoleSessionRow).where(ConsoleSessionRow.digest.in_(digests)))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 
 from ..store import Database
-from ..store.models import BuildVmRow
+from ..store.fleet_models import BuildVmRow
 
 if TYPE_CHECKING:
     from .fleet import Fleet

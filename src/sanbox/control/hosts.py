@@ -34,7 +34,8 @@ from ..fleet.link.remote import RemoteHost, as_host
 from ..fleet.operations import Operations
 from ..host.door import Host, HostError, Liveness
 from ..store import Database
-from ..store.models import ComputerRow, HostRow
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow
 from . import build_vms
 from .jobs import HOSTS, Jobs
 from .states import State

@@ -26,7 +26,8 @@ from ..fleet.errors import InsufficientCapacityError
 from ..fleet.placement import Placement, Placer, Request
 from ..host.door import GIB, DiskDamagedError, Host, HostError, SnapshotExport
 from ..store import repo
-from ..store.models import ComputerRow, HostRow, Org, SnapshotRow
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow, Org, SnapshotRow
 from .errors import ControlError, InvalidRequestError, NotFoundError, failed
 from .fleet import Fleet
 from .host_errors import from_host

@@ -16,7 +16,8 @@ from ..fleet.hosts import UP
 from ..fleet.placement import Placement, Placer, Request
 from ..fleet.regions import region_for
 from ..host.door import GIB
-from ..store.models import ComputerRow, HostRow
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow
 from .fleet import Fleet
 
 

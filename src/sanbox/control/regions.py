@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from ..fleet.errors import InsufficientCapacityError, RegionMismatchError
 from ..fleet.regions import check_name, region_for
-from ..store.models import HostRow, Org
+from ..store.fleet_models import HostRow
+from ..store.models import Org
 from .fleet import Fleet
 
 

@@ -20,7 +20,8 @@ from sqlalchemy import Connection, case, exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import Database
-from ..store.models import ComputerRow, HostRow
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow
 from ..store.repo import new_id
 from . import clock
 from .errors import (

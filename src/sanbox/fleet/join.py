@@ -19,7 +19,8 @@ from sqlalchemy import update
 
 from ..control.errors import ForbiddenError, InvalidRequestError
 from ..store import Database
-from ..store.models import JoinTokenRow, utcnow
+from ..store.fleet_models import JoinTokenRow
+from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
 from .hosts import Hosts, HostSpec, Lease

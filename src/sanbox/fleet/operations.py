@@ -17,7 +17,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..store import Database
-from ..store.models import OperationRow
+from ..store.fleet_models import OperationRow
 from ..store.repo import new_id
 from . import clock
 from .errors import BusyError

@@ -20,7 +20,8 @@ from sqlalchemy import Connection, case, select, update
 
 from ..control.errors import NotFoundError, UnavailableError
 from ..store import Database
-from ..store.models import ComputerRow, HostRow
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow
 from .errors import HostNotFoundError, InsufficientCapacityError, RegionMismatchError
 from .hosts import UP
 

@@ -1,0 +1,94 @@
+"""The fleet's tables (docs/fleet.md): hosts and their leases, operations on computers across API
+nodes, one-time join tokens, and the VMs template builds run on fleet hosts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .models import Base, utcnow
+
+
+class HostRow(Base):
+    """A host of the fleet (docs/fleet.md): what it has (`vcpus`, `memory_mib`, `disk_bytes`) and
+    what placements reserved of it (`alloc_*`), its lease on the database's clock, and its
+    `epoch`, taken anew at every registration (a renewal names it: an old epoch is refused)."""
+
+    __tablename__ = "hosts"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    region: Mapped[str] = mapped_column(String(32), index=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    hypervisor: Mapped[str] = mapped_column(String(32))
+    accel: Mapped[str] = mapped_column(String(16))  # kvm | tcg
+    address: Mapped[str] = mapped_column(String(255))
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)  # RAM it can admit guests into
+    disk_bytes: Mapped[int] = mapped_column(BigInteger)
+    alloc_vcpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    alloc_memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    alloc_disk_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    layers: Mapped[list[str]] = mapped_column(JSON, default=list)  # template builds it holds
+    epoch: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    state: Mapped[str] = mapped_column(String(16), index=True)  # up|suspect|lost|draining|retired
+    lease_until: Mapped[datetime] = mapped_column()
+    registered_at: Mapped[datetime] = mapped_column()
+
+
+class OperationRow(Base):
+    """An operation on a computer; at most one incomplete (`finished_at` None) per computer: the
+    partial unique index is the guard across API nodes."""
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        Index(
+            "operations_one_incomplete",
+            "computer_id",
+            unique=True,
+            postgresql_where=text("finished_at IS NULL"),
+            sqlite_where=text("finished_at IS NULL"),
+        ),
+    )
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    op_id: Mapped[str] = mapped_column(String(32), unique=True)
+    computer_id: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))  # running | done | failed | abandoned
+    host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    node: Mapped[str | None] = mapped_column(String(64), default=None, index=True)  # its API node
+
+
+class JoinTokenRow(Base):
+    """A one-time token for a host to join the fleet in `region` (docs/fleet.md): only its
+    SHA-256 is kept; used once (`used_at`, by `host_name`), or never after `expires_at`."""
+
+    __tablename__ = "join_tokens"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    region: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column()
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+    host_name: Mapped[str | None] = mapped_column(String(63), default=None)
+
+
+class BuildVmRow(Base):
+    """A VM a template build runs on a fleet host (`id`, its computer id there), recorded before
+    it is made and removed once it is destroyed: the fleet's watches keep its egress and do not
+    take it for a stranger; the API `node` that runs the build ends what its previous life left."""
+
+    __tablename__ = "build_vms"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
+    template: Mapped[str] = mapped_column(String(63))
+    host_id: Mapped[str] = mapped_column(String(32), index=True)
+    node: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
