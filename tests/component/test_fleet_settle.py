@@ -19,10 +19,12 @@ import pytest
 from sqlalchemy import update
 
 from sanbox import Sanbox
+from sanbox.control.hosts import capacity_of
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.fleet.link.room import HostRoom
 from sanbox.host.data.layout import DataDir
+from sanbox.host.door import GIB, HostFullError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
@@ -42,8 +44,6 @@ from .test_host_link import (
 )
 
 pytestmark = pytest.mark.component
-
-GIB = 1 << 30
 
 
 @pytest.fixture
@@ -182,3 +182,24 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             _until("keep back", lambda: keep.refresh().state == "running", timeout=30)
             assert keep.exec("cat /tmp/kept.txt && rm /tmp/kept.txt").stdout == "still here"
             keep.delete()
+
+
+def test_placement_counts_the_room_an_overcommitting_host_admits(short_tmp: Path) -> None:
+    """The host's report carries its low watermark, so the room placement reads of it is the room
+    its own admission gives: a disk a little smaller is admitted there, one a little larger refused
+    (the margin: what other writers may change of the filesystem meanwhile)."""
+    rt = _runtime(short_tmp / "h", short_tmp / "h-ram")
+    (short_tmp / "h-ram").mkdir()
+    fake_image(rt.data_dir)
+    room = HostRoom(rt, disk_overcommit=4.0, disk_low_watermark=20.0)
+    report = HostAgent(rt, room=room).report()
+    assert report["disk_kept_free"] == room.capacity.kept_free(rt.data_dir.root) > 0
+    placeable = capacity_of(report).disk_bytes
+    margin = 16  # GiB of disk: 4 GiB of the filesystem at 4x
+    with room.held(128, placeable // GIB - margin):
+        pass
+    with pytest.raises(HostFullError), room.held(128, placeable // GIB + margin):
+        pass
+    without = HostRoom(rt, disk_overcommit=4.0, disk_low_watermark=0.0)
+    more = capacity_of(HostAgent(rt, room=without).report()).disk_bytes - placeable
+    assert more > 4 * report["disk_kept_free"] - margin * GIB  # its watermark, 4x

@@ -33,6 +33,14 @@ def serve(
             help="Thin disks may add up to this times the data filesystem's free space (>= 1).",
         ),
     ] = 1.0,
+    disk_low_watermark: Annotated[
+        float | None,
+        typer.Option(
+            envvar="SANBOX_DISK_LOW_WATERMARK",
+            help="Percent of the data filesystem an overcommitting host keeps free of new disks "
+            "(default 10).",
+        ),
+    ] = None,
 ) -> None:
     """Serve this host's computers to the fleet's control plane over mutual TLS: its
     certificate, key and the control CA's certificate in <data dir>/host/fleet/."""
@@ -61,9 +69,12 @@ def serve(
         )
     if not disk_overcommit >= 1.0:
         raise typer.BadParameter("--disk-overcommit is 1 (no overcommit) or more")
+    if disk_low_watermark is not None and not 0 <= disk_low_watermark < 100:
+        raise typer.BadParameter("--disk-low-watermark is a percentage, 0 or more and under 100")
     network = runtime.network
     egress = HostEgress.of(network, settings) if network is not None else None
-    agent = HostAgent(runtime, room=HostRoom(runtime, disk_overcommit), egress=egress)
+    room = HostRoom(runtime, disk_overcommit, disk_low_watermark)
+    agent = HostAgent(runtime, room=room, egress=egress)
     tunnel = port + 1 if tunnel_port is None else tunnel_port  # where the control plane dials it
     asyncio.run(run(agent, listen, port, tunnel, me))
 

@@ -159,6 +159,13 @@ class Capacity:
                 "insufficient_resources",
             )
 
+    def kept_free(self, data_path: Path) -> int:
+        """Bytes of the data filesystem no new disk counts on: the low watermark, kept by a host
+        that overcommits (one that does not counts every disk at its full size already)."""
+        if self.disk_overcommit <= 1:
+            return 0
+        return low_watermark(data_path, self.disk_low_watermark)
+
     def admit_here(
         self, host: Host, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
     ) -> Hold:
@@ -169,8 +176,6 @@ class Capacity:
         ram, room = host.room(computer_id, disk=bool(disk_gib))
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
         data = None if room is None else Room(room.path, room.free, room.promised + held_disk)
-        reserve = 0
-        if data is not None and self.disk_overcommit > 1:
-            reserve = low_watermark(data.path, self.disk_low_watermark)
+        reserve = 0 if data is None else self.kept_free(data.path)
         admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit, reserve)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)

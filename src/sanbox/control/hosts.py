@@ -197,7 +197,7 @@ class FleetHosts:
         except HostUnreachableError as exc:
             log.info("host %s did not answer: %s", row.name, exc)
             return
-        capacity, layers = _capacity(report), [str(b["build_id"]) for b in report["builds"]]
+        capacity, layers = capacity_of(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen
         if was != seen:  # first seen by this watch, or a host agent that restarted: its set
@@ -303,14 +303,18 @@ class FleetHosts:
         self.links.clear()
 
 
-def _capacity(report: dict[str, Any]) -> Capacity:
+def capacity_of(report: dict[str, Any]) -> Capacity:
+    """What placement may reserve on a host, from its report: the room its own admission gives
+    (RAM not promised; thin disks up to its overcommit times the free space above its low
+    watermark, less what its disks are promised)."""
     ram = report["room"]["ram"]
     disk = report["room"]["disk"] or {"free": 0, "promised": 0}
     overcommit = float(report.get("disk_overcommit") or 1.0)  # what the host's admission allows
+    usable = int(disk["free"]) - int(report.get("disk_kept_free") or 0)  # above its watermark
     return Capacity(
         vcpus=int(report.get("cpus") or 1),
         memory_mib=max(0, (int(ram["free"]) - int(ram["promised"])) // MIB),
-        disk_bytes=max(0, int(int(disk["free"]) * overcommit) - int(disk["promised"])),
+        disk_bytes=max(0, int(usable * overcommit) - int(disk["promised"])),
     )
 
 

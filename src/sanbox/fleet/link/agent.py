@@ -132,6 +132,7 @@ class HostAgent:
             "reflink": reflink,
             "room": {"ram": wire.room_out(ram), "disk": wire.room_out(disk)},
             "disk_overcommit": self.room.capacity.disk_overcommit,
+            "disk_kept_free": self.room.kept_free(),
             "builds": [wire.image_out(i) for i in builds],
             "current": [i.build_id for i in builds if is_current(i)],
             "snapshots": rt.snapshot_ids(),

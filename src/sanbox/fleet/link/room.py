@@ -5,23 +5,34 @@ promise more than the host has. No room is `host_full` (HostFullError): the cont
 gives a new computer's placement back and tries another host of its region (control/create.py).
 
 The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, thin disks
-up to `disk_overcommit` times the free space."""
+up to `disk_overcommit` times the free space above the low watermark."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ...control.capacity import Capacity
+from ...control.capacity import DISK_LOW_WATERMARK, Capacity
 from ...control.errors import InsufficientStorageError
 from ...host.door import HostFullError
 from ...host.runtime import HostRuntime
 
 
 class HostRoom:
-    def __init__(self, runtime: HostRuntime, disk_overcommit: float = 1.0) -> None:
+    def __init__(
+        self,
+        runtime: HostRuntime,
+        disk_overcommit: float = 1.0,
+        disk_low_watermark: float | None = None,  # None: DISK_LOW_WATERMARK
+    ) -> None:
         self.runtime = runtime
-        self.capacity = Capacity.of_host(disk_overcommit)
+        watermark = DISK_LOW_WATERMARK if disk_low_watermark is None else disk_low_watermark
+        self.capacity = Capacity.of_host(disk_overcommit, watermark)
+
+    def kept_free(self) -> int:
+        """Bytes of the data filesystem no new disk counts on (its report says, so placement
+        counts the room this host's admission will)."""
+        return self.capacity.kept_free(self.runtime.data_dir.root)
 
     @contextmanager
     def held(
