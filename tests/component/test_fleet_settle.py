@@ -5,8 +5,9 @@ computer on the right one:
   its events saying so;
 - a host that comes back is told the set it should run: a computer whose record went while the
   host was forgotten as dead has its VM stopped and its folder set aside, disks kept; one whose
-  record says it is stopped (a stop whose answer was lost) has its VM stopped, its disk kept; and
-  nothing it should run is touched."""
+  record says it is stopped (a stop whose answer was lost) has its VM stopped, its disk kept; a
+  snapshot whose record went is deleted; and nothing it should run or keep is touched;
+- placement counts the room an overcommitting host's admission gives, above its watermark."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from sanbox import Sanbox
 from sanbox.control.hosts import capacity_of
@@ -29,7 +30,7 @@ from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
-from sanbox.store.models import ComputerRow
+from sanbox.store.models import ComputerRow, SnapshotRow
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -120,6 +121,15 @@ def _recorded_stopped(live: LiveServer, computer_id: str) -> None:
         db.close()
 
 
+def _forget_snapshot(live: LiveServer, snapshot_id: str) -> None:
+    db = Database(sqlite_url(live.data_dir.root / "sanbox.db"))
+    try:
+        with db.engine.begin() as conn:
+            conn.execute(delete(SnapshotRow).where(SnapshotRow.id == snapshot_id))
+    finally:
+        db.close()
+
+
 def _processes_naming(text: str) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -150,6 +160,8 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             rested = client.computers.create(name="rested", idle_timeout=0)
             keep.files.write("/tmp/kept.txt", b"still here")
             assert _processes_naming(gone.id), "its VM runs"
+            kept_snap = keep.snapshot(name="kept-snap")
+            lost_snap = keep.snapshot(name="lost-snap")
         # the host agent goes (its VMs run on), is declared lost, and forgotten as dead; the
         # computer deleted meanwhile loses its record only: nothing on the host is reachable
         _until("h1 lost", lambda: _hosts(live)[0].state == "lost")
@@ -157,6 +169,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
         assert forgot.returncode == 0, forgot.stderr
         gone.delete()
         _recorded_stopped(live, rested.id)  # a stop whose answer was lost with the host
+        _forget_snapshot(live, lost_snap.id)  # deleted while its host was away
         assert sorted(c.name for c in client.computers.list()) == ["keep", "rested"]
         assert (host_dir / "computers" / gone.id).is_dir()
 
@@ -177,6 +190,13 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             rested.start()
             assert rested.exec("true").exit_code == 0
             rested.delete()
+            # a snapshot without a record is deleted; the recorded one is untouched
+            snapshots = host_dir / "snapshots"
+            _until(
+                "the unrecorded snapshot deleted", lambda: not (snapshots / lost_snap.id).exists()
+            )
+            assert (snapshots / kept_snap.id).is_dir()
+            client.snapshots.delete(kept_snap.id)
             # the one it should run is untouched and answers
             assert (host_dir / "computers" / keep.id).is_dir()
             _until("keep back", lambda: keep.refresh().state == "running", timeout=30)

@@ -35,7 +35,7 @@ from ..fleet.operations import Operations
 from ..host.door import Host, HostError, Liveness
 from ..store import Database
 from ..store.fleet_models import HostRow
-from ..store.models import ComputerRow
+from ..store.models import ComputerRow, SnapshotRow
 from . import build_vms
 from .jobs import HOSTS, Jobs
 from .states import State
@@ -226,6 +226,7 @@ class FleetHosts:
         database is read after the report: a computer is placed (committed) before its host
         makes it, so none the report shows can be one being made now."""
         await self._at_rest(row, link, report)
+        await self._unrecorded_snapshots(row, link, report)
         held = set(report["computers"])
         if not held:
             return
@@ -265,6 +266,31 @@ class FleetHosts:
                 row.name,
                 computer_id,
             )
+
+    async def _unrecorded_snapshots(
+        self, row: HostRow, link: RemoteHost, report: dict[str, Any]
+    ) -> None:
+        """Delete the snapshots the host holds that have no record at all (deleted while the host
+        was away). One with a record naming another host is left alone: it may be a move to this
+        host in flight, whose record names this host only at its end."""
+        held = set(report.get("snapshots") or ())
+        if not held:
+            return
+        recorded = await asyncio.to_thread(self._recorded, held)
+        for snapshot_id in sorted(held - recorded):
+            try:
+                await link.delete_snapshot(snapshot_id)
+            except HostError as exc:
+                log.warning("host %s: snapshot %s stays: %s", row.name, snapshot_id, exc)
+                continue
+            log.warning(
+                "host %s held snapshot %s, which has no record: deleted", row.name, snapshot_id
+            )
+
+    def _recorded(self, snapshot_ids: set[str]) -> set[str]:
+        with self.db.session() as s:
+            found = s.scalars(select(SnapshotRow.id).where(SnapshotRow.id.in_(snapshot_ids)))
+            return set(found)
 
     def _resting_on(self, host_id: str, alive: set[str]) -> builtins.list[str]:
         with self.db.session() as s:
