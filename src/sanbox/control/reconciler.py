@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from ..fleet.errors import BusyError
+from ..fleet.link.vm import RemoteVm
 from ..host.door import GIB, HostError, Liveness, VmHandle
 from ..store import repo
 from ..store.models import ComputerRow, utcnow
@@ -298,10 +299,9 @@ class Reconciler:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:
         a look that failed (descriptors exhausted, a transient error) is unknown, and the next
         round looks again. The computers of fleet hosts are looked at only when `leading`."""
-        placed = await asyncio.to_thread(self._on_fleet_hosts)
         for computer_id, machine in list(self.fleet.machines.items()):
-            if computer_id in placed or self.fleet.lock(computer_id).locked():
-                continue
+            if isinstance(machine.vm, RemoteVm) or self.fleet.lock(computer_id).locked():
+                continue  # a fleet host's: its host agent holds its VM
             try:
                 seen = machine.vm.liveness()
                 if seen is Liveness.UNKNOWN:
@@ -313,17 +313,23 @@ class Reconciler:
             except Exception:
                 log.exception("recording the end of %s failed", computer_id)
         if leading:
-            running = [r for r in placed.values() if r.state == State.RUNNING]
+            running = await asyncio.to_thread(self._running_on_fleet_hosts)
             await asyncio.gather(*(self._check_placed(row) for row in running))
 
-    def _on_fleet_hosts(self) -> dict[str, ComputerRow]:
-        """The records of computers placed on fleet hosts (none without a fleet: no read)."""
+    def _running_on_fleet_hosts(self) -> list[ComputerRow]:
+        """The records of running computers placed on fleet hosts (none without a fleet: no
+        read)."""
         remote = self.fleet.remote
         if remote is None or not remote.any_joined():
-            return {}
+            return []
         with self.fleet.db.session() as s:
-            rows = s.scalars(select(ComputerRow).where(ComputerRow.host_id.is_not(None)))
-            return {row.id: row for row in rows}
+            return list(
+                s.scalars(
+                    select(ComputerRow).where(
+                        ComputerRow.host_id.is_not(None), ComputerRow.state == str(State.RUNNING)
+                    )
+                )
+            )
 
     async def _check_placed(self, row: ComputerRow) -> None:
         """A running computer on a fleet host: its VM gone (by a report read after no
