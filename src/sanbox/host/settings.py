@@ -7,7 +7,7 @@ below reads an environment variable of its own.
 | SANBOX_RAM_DIR | `ram_dir`: guests' RAM files (a tmpfs), one per host agent | /dev/shm |
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
-| SANBOX_SNAPSHOT | `snapshot`: live (memory saved as the guest runs) or stopped (for it) | live |
+| SANBOX_SNAPSHOT | `snapshot`: stopped, or live (saved as it runs; not yet safe) | stopped |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
 
@@ -46,7 +46,7 @@ class HostSettings:
     ram_dir: Path = DEFAULT_RAM_DIR
     accel: str | None = None  # None: the probe decides
     restore: str = "map"
-    snapshot: str = "live"
+    snapshot: str = "stopped"
     debian_mirror: str = DEFAULT_MIRROR
     upstream_dns: str | None = None  # host[:port]; None: the system's resolver
     ca_bundle: Path | None = None
@@ -69,7 +69,7 @@ class HostSettings:
         restore = env.get("SANBOX_RESTORE", "").strip().lower() or "map"
         if restore not in RESTORES:
             raise SettingsError(f"SANBOX_RESTORE={restore!r} is not one of {', '.join(RESTORES)}")
-        snapshot = env.get("SANBOX_SNAPSHOT", "").strip().lower() or "live"
+        snapshot = env.get("SANBOX_SNAPSHOT", "").strip().lower() or "stopped"
         if snapshot not in SNAPSHOTS:
             raise SettingsError(
                 f"SANBOX_SNAPSHOT={snapshot!r} is not one of {', '.join(SNAPSHOTS)}"
