@@ -73,8 +73,8 @@ class Sessions:
             over = int(s.scalar(select(func.count()).select_from(t)) or 0) - CAPACITY + 1
             if over > 0:  # the least recently used go
                 _drop(s, s.scalars(select(t.digest).order_by(t.seen).limit(over)).all())
-            s.add(t(digest=_digest(token), key_id=key_id, csrf=session.csrf, created=now,
-                    seen=now))  # fmt: skip
+            row = t(digest=_digest(token), key_id=key_id, csrf=session.csrf, created=now, seen=now)
+            s.add(row)
         return token, session
 
     def find(self, token: str | None, touch: bool = True) -> Session | None:

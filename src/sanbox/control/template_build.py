@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.door import (
-    AgentClient,
     AgentError,
     AgentTimeoutError,
     EgressControl,
@@ -37,7 +36,6 @@ from ..host.door import (
     MissingToolError,
     Policy,
     PolicyError,
-    summary,
 )
 from ..store import repo
 from ..store.models import BuildStepRow, Org, SnapshotRow
@@ -45,7 +43,7 @@ from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Spec, Step
-from . import build_place, build_vms, readiness, snapshots
+from . import build_packages, build_place, build_vms, readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
 
@@ -55,29 +53,6 @@ BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's c
 STEP_TIMEOUT = 1800.0
 SERVICES_FILE = "/etc/sanbox/services.json"
 HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
-MAX_PACKAGE_LIST = 4 << 20  # bytes of the guest's package list kept
-# What a built disk holds, by version (one process in the guest, stdlib only): Debian packages
-# from dpkg's status, Python distributions of the system interpreter, global npm packages.
-_PACKAGES = r"""
-import glob, json
-from importlib import metadata
-out = {}
-for entry in open("/var/lib/dpkg/status", errors="replace").read().split("\n\n"):
-    f = dict(l.split(":", 1) for l in entry.splitlines() if l[:1] != " " and ":" in l)
-    if f.get("Status", "").strip().endswith(" installed"):
-        out["apt:" + f["Package"].strip()] = f.get("Version", "").strip()
-for d in metadata.distributions():
-    out["pip:" + (d.metadata["Name"] or "?")] = d.version
-for p in glob.glob("/usr/*/lib/node_modules/*/package.json") + glob.glob(
-    "/usr/*/lib/node_modules/@*/*/package.json"
-) + glob.glob("/usr/lib/node_modules/*/package.json"):
-    try:
-        j = json.load(open(p))
-        out["npm:" + j["name"]] = str(j.get("version", ""))
-    except Exception:
-        pass
-print(json.dumps(out, sort_keys=True))
-"""
 
 
 class BuildFailed(Exception):
@@ -162,9 +137,15 @@ class Builder:
         fleet = self.fleet
         snap_id = repo.new_id("snp_")
         row = layer_row(
-            self.org, snap_id, mspec.computer_id, self.template, image, self.spec, memory,
+            self.org,
+            snap_id,
+            mspec.computer_id,
+            self.template,
+            image,
+            self.spec,
+            memory,
             self.host_id,
-        )  # fmt: skip
+        )
         with fleet.db.session() as s:
             s.add(row)
         taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
@@ -183,10 +164,8 @@ class Builder:
             if self.host_id is None:  # a fleet host admits it itself (its placement reserved it)
                 hold = fleet.capacity.admit_here(host, mspec.memory_mib, mspec.disk_gib or 0)
             else:  # recorded before it is made: no watch takes it for a stranger
-                recorded.enter_context(build_vms.recorded(
-                    fleet.db, mspec.computer_id, self.org.id, self.template, self.host_id,
-                    fleet.node,
-                ))  # fmt: skip
+                vm = (mspec.computer_id, self.org.id, self.template, self.host_id, fleet.node)
+                recorded.enter_context(build_vms.recorded(fleet.db, *vm))
             try:
                 if start.snapshot_id is None:
                     machine, _disk = await host.create(mspec, start.image)
@@ -296,7 +275,8 @@ class Builder:
                     raise BuildFailed(f"installing the org's CA failed: {why}")
             body = json.dumps(config(self.spec, self.org.id), indent=2).encode()
             await client.files.put(SERVICES_FILE, body, mode=0o644)
-            await self.record_packages(client)
+            if self.packages is not None:
+                await build_packages.record(client, self.packages, self.blog)
         elif step.kind in ("apt", "pip", "npm"):
             await self._install(machine, step)
         elif step.kind == "copy":
@@ -306,33 +286,6 @@ class Builder:
             env = {"DEBIAN_FRONTEND": "noninteractive", **self.spec.env}
             await self._sh(machine, ["/bin/sh", "-ec", step.command], step.describe(), env)
         await client.exec(["sync"], timeout=HOUSEKEEPING_TIMEOUT)
-
-    async def record_packages(self, client: AgentClient) -> None:
-        """Keep the built disk's packages with their versions (`templates/<id>.packages.json`)
-        and say in the log what changed since the last build: a moved Debian archive or a new
-        release on PyPI or npm shows as a difference, not as an unexplained failure."""
-        if self.packages is None:
-            return
-        argv = ["python3", "-c", _PACKAGES]
-        r = await client.exec(argv, timeout=HOUSEKEEPING_TIMEOUT, max_output=MAX_PACKAGE_LIST)
-        try:
-            now = {str(k): str(v) for k, v in json.loads(r.stdout).items()}
-        except (ValueError, AttributeError):
-            self.blog.output("[sanbox] could not list the built disk's packages")
-            return
-        try:
-            before = json.loads(self.packages.read_text())
-        except (OSError, ValueError):
-            before = None
-        kinds = {k: sum(1 for n in now if n.startswith(k + ":")) for k in ("apt", "pip", "npm")}
-        counts = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
-        since = (
-            f"; since the last build: {summary(before, now)}" if isinstance(before, dict) else ""
-        )
-        self.blog.output(f"[sanbox] packages: {counts}{since}")
-        tmp = self.packages.with_suffix(".tmp")
-        tmp.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.packages)
 
     async def build_steps(
         self,

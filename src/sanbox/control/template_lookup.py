@@ -104,8 +104,8 @@ def resolve(
     if row.ready_snapshot_id is None:
         reason = row.ready_reason or "the template has no ready snapshot"
     elif vcpus not in (None, row.vcpus) or memory_mib not in (None, row.memory_mib):
-        reason = (f"asked for {vcpus or row.vcpus} vCPU(s) and {memory_mib or row.memory_mib} "
-                  f"MiB; its ready snapshot has {row.vcpus} and {row.memory_mib}")  # fmt: skip
+        asked = f"{vcpus or row.vcpus} vCPU(s) and {memory_mib or row.memory_mib} MiB"
+        reason = f"asked for {asked}; its ready snapshot has {row.vcpus} and {row.memory_mib}"
     snapshot_id = row.snapshot_id if reason else row.ready_snapshot_id
     with fleet.db.session() as s:
         snap = s.get(SnapshotRow, snapshot_id)
