@@ -26,17 +26,27 @@ pytestmark = pytest.mark.component
 ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
 
 
-def sanbox(url: str, key: str, tmp: Path, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "SANBOX_URL": url, "SANBOX_API_KEY": key,
-           "SANBOX_CONFIG": str(tmp / "absent.toml")}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", ENTRY, *args], env=env, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+def sanbox(
+    url: str, key: str, tmp: Path, *args: str, stdin: str | None = None
+) -> tuple[int, str, str]:
+    env = {"SANBOX_URL": url, "SANBOX_API_KEY": key, "SANBOX_CONFIG": str(tmp / "absent.toml")}
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        timeout=120,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def both_ways(url: str, key: str, tmp: Path, name: str, *cmd: str) -> tuple[int, str, str]:
-    fast = sanbox(url, key, tmp, "exec", "--env", "X=1", name, "--", *cmd)
-    typed = sanbox(url, key, tmp, "exec", "--env=X=1", name, "--", *cmd)
+def both_ways(
+    url: str, key: str, tmp: Path, name: str, *cmd: str, stdin: str | None = None
+) -> tuple[int, str, str]:
+    fast = sanbox(url, key, tmp, "exec", "--env", "X=1", name, "--", *cmd, stdin=stdin)
+    typed = sanbox(url, key, tmp, "exec", "--env=X=1", name, "--", *cmd, stdin=stdin)
     assert fast == typed
     return fast
 
@@ -51,6 +61,10 @@ def test_the_fast_exec_is_the_exec(live_server: LiveServer, short_tmp: Path) -> 
         )  # fmt: skip
         assert both_ways(url, key, short_tmp, box.id, "true") == (0, "", "")
         assert both_ways(url, key, short_tmp, "fast-one", "sh", "-c", "kill -TERM $$")[0] == 143
+        # messages past 64 KiB each way (the 64-bit frame length): stdin in, its lines out
+        lines = "".join(f"line {i}\n" for i in range(40_000))
+        big = both_ways(url, key, short_tmp, "fast-one", "sh", "-c", "cat; cat >&2", stdin=lines)
+        assert big == (0, lines, "")
         missing = both_ways(url, key, short_tmp, "ghost", "true")
         assert missing[0] == 1 and "error (computer_not_found)" in missing[2]
         wrong_key = both_ways(url, "sbk_wrong", short_tmp, "fast-one", "true")
@@ -64,3 +78,23 @@ def test_the_fast_exec_is_the_exec(live_server: LiveServer, short_tmp: Path) -> 
         nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
         down = both_ways(nobody, key, short_tmp, "fast-one", "true")
     assert down[0] == 1 and "error (connection_failed)" in down[2]
+
+
+def test_the_fast_exec_loads_no_http_or_websocket_library(
+    live_server: LiveServer, short_tmp: Path
+) -> None:
+    """It did run the fast way (a fallback to the usual way would pass the test above too)."""
+    loaded = "print(*(m in sys.modules for m in ('httpx', 'websockets', 'typer')), file=sys.stderr)"
+    entry = f"import atexit, sys; atexit.register(lambda: {loaded}); {ENTRY.split('; ', 1)[1]}"
+    with Sanbox(live_server.url, live_server.key) as client:
+        client.computers.create(name="light")
+        env = {
+            **os.environ,
+            "SANBOX_URL": live_server.url,
+            "SANBOX_API_KEY": live_server.key,
+            "SANBOX_CONFIG": str(short_tmp / "absent.toml"),
+        }
+        argv = [sys.executable, "-c", entry, "exec", "light", "--", "echo", "hi"]
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        client.computers.get("light").delete()
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "hi\n", "False False False\n")

@@ -76,18 +76,20 @@ def run_exec(args: ExecArgs) -> int:
 
 async def _direct(args: ExecArgs) -> int | None:
     """The exec WebSocket opened by the computer's name, without the SDK's HTTP client (httpx:
-    ~0.06 s to load) nor a GET of the computer first: the WebSocket says what that GET would
+    ~0.06 s to load), the `websockets` library for a `ws://` server (plainws.py), nor a GET of
+    the computer first: the WebSocket says what that GET would
     (computer_not_found, unauthorized, ...) with the same code and message. None when the server
     could not be reached: nothing was sent."""
     import shutil
     from contextlib import asynccontextmanager
     from urllib.parse import quote
 
-    from ..sdk._websocket import websocket_url, websockets_connector
+    from ..sdk._websocket import WebSocketConnector, websocket_url, websockets_connector
     from ..sdk.config import resolve_config
     from ..sdk.errors import ConnectionFailedError
     from ..sdk.exec_protocol import ExecStart
     from ..sdk.exec_stream import AsyncExecStream
+    from .plainws import plain_connector
     from .streaming import relay
 
     config = resolve_config()
@@ -97,10 +99,14 @@ async def _direct(args: ExecArgs) -> int | None:
     start = ExecStart(args.cmd, args.env, args.cwd, args.user, rows=size.lines, cols=size.columns)
     reached = False
 
+    opener: WebSocketConnector = (
+        plain_connector if url.startswith("ws://") else websockets_connector
+    )
+
     @asynccontextmanager
     async def connect(url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
         nonlocal reached
-        async with websockets_connector(url, headers) as ws:
+        async with opener(url, headers) as ws:
             reached = True
             yield ws
 
