@@ -336,11 +336,12 @@ def live(runtime: HostRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(m, "settings", dataclasses.replace(m.settings, snapshot="live"))
 
 
-@pytest.mark.xfail(
-    reason="known, not found yet: a live save's restore panicked the guest kernel in 2 of 3 "
-    "full test runs (never alone); live saves are off by default until it is",
-    strict=False,
+KNOWN_LIVE_RESTORE_BUG = (
+    "known, not found yet: a live save's restore panicked the guest kernel in 2 of 3 full test "
+    "runs (never alone, nor in 8 runs under CPU load); live saves are off by default until it is"
 )
+
+
 @pytest.mark.usefixtures("live")
 def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
     make_machine: MakeMachine,
@@ -371,9 +372,11 @@ def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
     snap = run(snapshot_and_exec())
     assert snap.memory
     kid, outcome = from_snapshot(sid)
-    assert outcome.restored, outcome
+    if not outcome.restored:  # what the known failure says (the console's oops) is printed
+        pytest.xfail(f"{KNOWN_LIVE_RESTORE_BUG}: {outcome}")
     restored = sh(run, kid, "cat /root/f /root/g; sha256sum < /dev/shm/ballast")
-    assert restored.split("\n") == ["kept", "during", digest]
+    if restored.split("\n") != ["kept", "during", digest]:
+        pytest.xfail(f"{KNOWN_LIVE_RESTORE_BUG}: the restore holds {restored!r}")
 
 
 @pytest.mark.usefixtures("live")

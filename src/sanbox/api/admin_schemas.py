@@ -100,10 +100,17 @@ class KeyInfo(BaseModel):
     @classmethod
     def of(cls, key: ApiKey, org_name: str) -> KeyInfo:
         return cls(
-            id=key.id, org=org_name, name=key.name, prefix=key.prefix, admin=key.admin,
-            host_admin=key.host_admin, created_at=key.created_at, expires_at=key.expires_at,
-            revoked_at=key.revoked_at, last_used_at=key.last_used_at,
-        )  # fmt: skip
+            id=key.id,
+            org=org_name,
+            name=key.name,
+            prefix=key.prefix,
+            admin=key.admin,
+            host_admin=key.host_admin,
+            created_at=key.created_at,
+            expires_at=key.expires_at,
+            revoked_at=key.revoked_at,
+            last_used_at=key.last_used_at,
+        )
 
 
 class KeyOut(KeyInfo):
@@ -129,10 +136,17 @@ class AuditRecordOut(BaseModel):
     @classmethod
     def of(cls, row: AuditRow, org_name: str | None) -> AuditRecordOut:
         return cls(
-            id=row.id, time=row.created_at, org=org_name, key_id=row.key_id,
-            key_prefix=row.key_prefix, action=row.action, target=row.target, status=row.status,
-            code=row.code, client=row.client,
-        )  # fmt: skip
+            id=row.id,
+            time=row.created_at,
+            org=org_name,
+            key_id=row.key_id,
+            key_prefix=row.key_prefix,
+            action=row.action,
+            target=row.target,
+            status=row.status,
+            code=row.code,
+            client=row.client,
+        )
 
 
 class AuditList(BaseModel):

@@ -158,9 +158,24 @@ def create_app(
     exec_protocol.document(app)  # the exec WebSocket's messages
     redact.install()
     routers = (
-        computers, snapshots, templates, pools, secrets, exec, files, network, ssh, events, admin,
-        keys, audit, images, host, usage, fleet,
-    )  # fmt: skip
+        computers,
+        snapshots,
+        templates,
+        pools,
+        secrets,
+        exec,
+        files,
+        network,
+        ssh,
+        events,
+        admin,
+        keys,
+        audit,
+        images,
+        host,
+        usage,
+        fleet,
+    )
     for module in routers:
         app.include_router(module.router)
     app.include_router(metrics_router)  # /metrics, for Prometheus

@@ -151,11 +151,16 @@ class AuditTrail:
         actor: Actor | None = scope["state"].get(ACTOR)
         client = scope_client(scope)
         entry = AuditEntry(
-            action=action(scope), status=status or 0, target=target(scope), code=code,
-            client=client[:64] if client != UNKNOWN else None, at=outcome.at,
-            key_id=actor.key_id if actor else None, key_prefix=actor.key_prefix if actor else None,
+            action=action(scope),
+            status=status or 0,
+            target=target(scope),
+            code=code,
+            client=client[:64] if client != UNKNOWN else None,
+            at=outcome.at,
+            key_id=actor.key_id if actor else None,
+            key_prefix=actor.key_prefix if actor else None,
             org_id=actor.org_id if actor else None,
-        )  # fmt: skip
+        )
         try:
             audit: AuditLog = scope["app"].state.audit
             audit.record(entry)

@@ -32,6 +32,9 @@ def bootstrap(db: Database, url: str, client_config: Path | None) -> str | None:
         _key, plaintext = repo.create_key(s, org, "admin (first start)", host_admin=True)
     if client_config is not None:
         write_client_config(client_config, url, plaintext)
-        log.warning("created org %r and a host-admin key; client config written to %s",
-                    DEFAULT_ORG, client_config)  # fmt: skip
+        log.warning(
+            "created org %r and a host-admin key; client config written to %s",
+            DEFAULT_ORG,
+            client_config,
+        )
     return plaintext

@@ -101,13 +101,11 @@ class ExecError(_ServerMessage):
     message: str
 
 
-ExecInput = Annotated[
-    ExecStdin | ExecEof | ExecSignal | ExecResize, Field(discriminator="type")
-]  # fmt: skip
+ExecInput = Annotated[ExecStdin | ExecEof | ExecSignal | ExecResize, Field(discriminator="type")]
 ExecClientMessage = Annotated[ExecStart | ExecInput, Field(discriminator="type")]
 ExecServerMessage = Annotated[
     ExecStdout | ExecStderr | ExecExit | ExecError, Field(discriminator="type")
-]  # fmt: skip
+]
 START = TypeAdapter(ExecStart)
 INPUT: TypeAdapter[ExecStdin | ExecEof | ExecSignal | ExecResize] = TypeAdapter(ExecInput)
 SERVER: TypeAdapter[ExecStdout | ExecStderr | ExecExit | ExecError] = TypeAdapter(ExecServerMessage)

@@ -17,9 +17,10 @@ from .secret_schemas import SecretRef
 _NAME_DOC = "1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"
 Name = Annotated[str, AfterValidator(check_name), Field(description=_NAME_DOC)]
 Text = Annotated[
-    str, AfterValidator(lambda v: check_text(v, "name")),
+    str,
+    AfterValidator(lambda v: check_text(v, "name")),
     Field(description="at most 128 printable characters on one line"),
-]  # fmt: skip
+]
 Labels = Annotated[dict[str, str], AfterValidator(check_labels)]
 Env = Annotated[dict[str, str], AfterValidator(check_env)]
 
@@ -141,17 +142,36 @@ class Computer(BaseModel):
     def of(cls, row: ComputerRow, org_name: str, unknown: str | None = None) -> Computer:
         """`unknown`: why its state is not known now (it is then shown `unknown`)."""
         return cls(
-            id=row.id, name=row.name, org=org_name, template=row.template, image=row.image,
-            state="unknown" if unknown else row.state, unknown_reason=unknown,
-            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=row.env,
-            labels=row.labels, hypervisor=row.hypervisor, isolation=row.isolation,
-            created_at=row.created_at, updated_at=row.updated_at, last_error=row.last_error,
-            idle_timeout=row.idle_timeout, memory=row.memory,  # type: ignore[arg-type]
-            memory_reason=row.memory_reason, allow=row.allow, ports=row.ports, origin=row.origin,
-            lifetime=row.lifetime, on_lifetime=row.on_lifetime, max_running=row.max_running,
-            lifetime_ends_at=lifetime_ends(row), running_ends_at=running_ends(row),
+            id=row.id,
+            name=row.name,
+            org=org_name,
+            template=row.template,
+            image=row.image,
+            state="unknown" if unknown else row.state,
+            unknown_reason=unknown,
+            vcpus=row.vcpus,
+            memory_mib=row.memory_mib,
+            disk_gib=row.disk_gib,
+            env=row.env,
+            labels=row.labels,
+            hypervisor=row.hypervisor,
+            isolation=row.isolation,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            last_error=row.last_error,
+            idle_timeout=row.idle_timeout,
+            memory=row.memory,  # type: ignore[arg-type]
+            memory_reason=row.memory_reason,
+            allow=row.allow,
+            ports=row.ports,
+            origin=row.origin,
+            lifetime=row.lifetime,
+            on_lifetime=row.on_lifetime,
+            max_running=row.max_running,
+            lifetime_ends_at=lifetime_ends(row),
+            running_ends_at=running_ends(row),
             region=row.region,
-        )  # fmt: skip
+        )
 
 
 class ComputerList(BaseModel):
@@ -307,9 +327,10 @@ class ViewLinkOut(BaseModel):
 class SshKeyAdd(BaseModel):
     model_config = ConfigDict(extra="forbid")
     public_key: Annotated[
-        str, AfterValidator(check_public_key),
+        str,
+        AfterValidator(check_public_key),
         Field(description="one OpenSSH public key line, `TYPE BASE64 [COMMENT]`, without options"),
-    ]  # fmt: skip
+    ]
 
 
 class SshAccess(BaseModel):
@@ -344,11 +365,20 @@ class Snapshot(BaseModel):
     @classmethod
     def of(cls, row: SnapshotRow, org_name: str) -> Snapshot:
         return cls(
-            id=row.id, name=row.name, org=org_name, computer_id=row.computer_id,
-            computer_name=row.computer_name, template=row.template, image=row.image,
-            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib,
-            memory=row.memory, size_bytes=row.size_bytes, created_at=row.created_at,
-        )  # fmt: skip
+            id=row.id,
+            name=row.name,
+            org=org_name,
+            computer_id=row.computer_id,
+            computer_name=row.computer_name,
+            template=row.template,
+            image=row.image,
+            vcpus=row.vcpus,
+            memory_mib=row.memory_mib,
+            disk_gib=row.disk_gib,
+            memory=row.memory,
+            size_bytes=row.size_bytes,
+            created_at=row.created_at,
+        )
 
 
 class SnapshotList(BaseModel):

@@ -17,11 +17,12 @@ class SecretPut(BaseModel):
         max_length=32, description="where it is added: names (api.openai.com) or *.example.com"
     )
     header: str | None = Field(
-        None, max_length=200,
+        None,
+        max_length=200,
         description="`Name: template` with {value}; default `Authorization: Bearer {value}`; "
         "with placeholder_only, the bare name of the header the placeholder is replaced in "
         "(default Authorization)",
-    )  # fmt: skip
+    )
     placeholder_only: bool = Field(
         False, description="add no header: only replace the placeholder in the header named"
     )
@@ -46,10 +47,15 @@ class Secret(BaseModel):
             row.header if row.placeholder_only else (row.header or "Authorization: Bearer {value}")
         )
         return cls(
-            id=row.id, name=row.name, hosts=list(row.hosts), header=header,
-            placeholder_only=row.placeholder_only, version=row.version,
-            created_at=row.created_at, updated_at=row.updated_at,
-        )  # fmt: skip
+            id=row.id,
+            name=row.name,
+            hosts=list(row.hosts),
+            header=header,
+            placeholder_only=row.placeholder_only,
+            version=row.version,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
 
 
 class SecretList(BaseModel):
@@ -73,9 +79,12 @@ class SecretBinding(BaseModel):
     @classmethod
     def of(cls, binding: SecretBindingRow, secret: SecretRow) -> SecretBinding:
         return cls(
-            secret=secret.name, computer=binding.computer_id, env=binding.env,
-            placeholder=binding.placeholder, created_at=binding.created_at,
-        )  # fmt: skip
+            secret=secret.name,
+            computer=binding.computer_id,
+            env=binding.env,
+            placeholder=binding.placeholder,
+            created_at=binding.created_at,
+        )
 
 
 class SecretBindingList(BaseModel):

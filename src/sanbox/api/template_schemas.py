@@ -45,15 +45,29 @@ class Template(BaseModel):
     @classmethod
     def of(cls, row: TemplateRow, org_name: str) -> Template:
         return cls(
-            name=row.name, id=row.id, org=org_name, region=row.region or None, state=row.state,
+            name=row.name,
+            id=row.id,
+            org=org_name,
+            region=row.region or None,
+            state=row.state,
             base=row.base,
-            image=row.image, vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib,
-            env=dict(row.env), allow=list(row.allow), ports=list(row.ports),
-            idle_timeout=row.idle_timeout, ready_snapshot=row.ready_snapshot_id is not None,
-            ready_reason=row.ready_reason, error=row.error, steps=row.steps,
-            cached_steps=row.cached_steps, build_seconds=row.build_seconds,
-            created_at=row.created_at, updated_at=row.updated_at,
-        )  # fmt: skip
+            image=row.image,
+            vcpus=row.vcpus,
+            memory_mib=row.memory_mib,
+            disk_gib=row.disk_gib,
+            env=dict(row.env),
+            allow=list(row.allow),
+            ports=list(row.ports),
+            idle_timeout=row.idle_timeout,
+            ready_snapshot=row.ready_snapshot_id is not None,
+            ready_reason=row.ready_reason,
+            error=row.error,
+            steps=row.steps,
+            cached_steps=row.cached_steps,
+            build_seconds=row.build_seconds,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
 
 
 class TemplateList(BaseModel):

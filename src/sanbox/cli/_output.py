@@ -14,8 +14,9 @@ err_console = Console(stderr=True)
 
 def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:
     """One line on stderr, never wrapped (scripts read it whole), and the exit code."""
-    err_console.print(f"[bold red]error[/] [dim]({code})[/] {message}", highlight=False,
-                      soft_wrap=True)  # fmt: skip
+    err_console.print(
+        f"[bold red]error[/] [dim]({code})[/] {message}", highlight=False, soft_wrap=True
+    )
     sys.exit(exit_code)
 
 

@@ -182,15 +182,20 @@ def key_create(
             fail("invalid_argument", str(exc))
     with config.reported(), config.client() as client:
         key = client.keys.create(
-            org, name=name, admin=admin, host_admin=host_admin, expires_in=seconds,
+            org,
+            name=name,
+            admin=admin,
+            host_admin=host_admin,
+            expires_in=seconds,
             expires_at=expires_at,
-        )  # fmt: skip
+        )
     if as_json:
         console.print_json(json.dumps(key.to_json()))
         return
     until = f", expires {_when(key.expires_at)} UTC" if key.expires_at else ""
-    err_console.print(f"created key {key.id} for org {key.org}{until} (shown once):",
-                      highlight=False)  # fmt: skip
+    err_console.print(
+        f"created key {key.id} for org {key.org}{until} (shown once):", highlight=False
+    )
     console.print(key.key or "", highlight=False, soft_wrap=True)
 
 
@@ -212,9 +217,15 @@ def key_ls(
         table.add_column(column)
     for key in keys:
         table.add_row(
-            key.id, f"{key.prefix}…" if key.prefix else "-", key.org, key.name or "", _role(key),
-            key_status(key), _when(key.expires_at), _when(key.last_used_at),
-        )  # fmt: skip
+            key.id,
+            f"{key.prefix}…" if key.prefix else "-",
+            key.org,
+            key.name or "",
+            _role(key),
+            key_status(key),
+            _when(key.expires_at),
+            _when(key.last_used_at),
+        )
     console.print(table)
 
 

@@ -32,10 +32,15 @@ def audit(
     table = Table("ID", "TIME", "ACTOR", "ORG", "ACTION", "TARGET", "OUTCOME", "CLIENT", box=None)
     for r in records:
         table.add_row(
-            str(r.id), (r.time or "")[:19].replace("T", " "),
-            f"{r.key_prefix}…" if r.key_prefix else "-", r.org or "-", r.action,
-            " ".join(f"{k}={v}" for k, v in r.target.items()) or "-", outcome(r), r.client or "-",
-        )  # fmt: skip
+            str(r.id),
+            (r.time or "")[:19].replace("T", " "),
+            f"{r.key_prefix}…" if r.key_prefix else "-",
+            r.org or "-",
+            r.action,
+            " ".join(f"{k}={v}" for k, v in r.target.items()) or "-",
+            outcome(r),
+            r.client or "-",
+        )
     console.print(table)
 
 

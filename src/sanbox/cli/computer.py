@@ -26,7 +26,7 @@ def create(
         "--type",
         help="A computer type (docker, opencode, browser, assistant): its "
         "template, built for the org on first use.",
-    ),  # fmt: skip
+    ),
     name: str | None = typer.Option(None, "--name", "-n", help="Name (default: generated)."),
     cpus: int | None = typer.Option(None, "--cpus", help="vCPUs (default: 1, or the snapshot's)."),
     idle_timeout: int | None = typer.Option(
@@ -34,7 +34,7 @@ def create(
         "--idle-timeout",
         min=0,
         help="Seconds without activity before it is suspended (0 = never; default: template's).",
-    ),  # fmt: skip
+    ),
     memory: int | None = typer.Option(
         None, "--memory", help="Memory in MiB (default: 512, or the snapshot's)."
     ),
@@ -73,11 +73,21 @@ def create(
         with err_console.status(f"creating from {source}…"):
             # answered once it runs, or with the typed error (a failed create leaves nothing)
             computer = client.computers.create(
-                template=template, name=name, vcpus=cpus, memory_mib=memory, disk_gib=disk,
-                env=envs, labels=labels, idle_timeout=idle_timeout, from_snapshot=from_snapshot,
-                secrets=bound, lifetime=lifetime, on_lifetime=on_lifetime,
-                max_running=max_running, region=region,
-            )  # fmt: skip
+                template=template,
+                name=name,
+                vcpus=cpus,
+                memory_mib=memory,
+                disk_gib=disk,
+                env=envs,
+                labels=labels,
+                idle_timeout=idle_timeout,
+                from_snapshot=from_snapshot,
+                secrets=bound,
+                lifetime=lifetime,
+                on_lifetime=on_lifetime,
+                max_running=max_running,
+                region=region,
+            )
     views.created(computer.record, template, from_snapshot, as_json)
 
 

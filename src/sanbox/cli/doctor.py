@@ -102,8 +102,10 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
         denied = ", ".join(o.split("=")[0] for o in caps.seccomp.split(",")[1:])
         console.print(f"seccomp       on, denied: {denied}")
     if os.geteuid() != 0:
-        console.print("vm user       [yellow]none: the server is not root, so VMs run as its "
-                      "user, without cgroups[/]")  # fmt: skip
+        console.print(
+            "vm user       [yellow]none: the server is not root, so VMs run as its "
+            "user, without cgroups[/]"
+        )
         return
     try:
         pw = pwd.getpwnam(VM_USER)
@@ -112,11 +114,14 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
         last = FIRST_VM_UID + VM_UIDS - 1
         console.print(f"vm user       group {VM_USER}, a uid per computer ({FIRST_VM_UID}-{last})")
         if accel == "kvm" and not kvm_usable_by(user):
-            console.print(f"[yellow]kvm           {VM_USER} cannot open /dev/kvm: VMs fall back to "
-                          "TCG; give /dev/kvm to group kvm, mode 0660[/]")  # fmt: skip
+            console.print(
+                f"[yellow]kvm           {VM_USER} cannot open /dev/kvm: VMs fall back to "
+                "TCG; give /dev/kvm to group kvm, mode 0660[/]"
+            )
     except KeyError:
-        console.print(f"vm user       {VM_USER} (missing: the server creates it; or run "
-                      "scripts/install)")  # fmt: skip
+        console.print(
+            f"vm user       {VM_USER} (missing: the server creates it; or run scripts/install)"
+        )
     for controller, where in Cgroups.detect().describe().items():
         colour = "yellow" if where.startswith("missing") else "default"
         console.print(f"cgroup {controller:<7}[{colour}]{where}[/]")

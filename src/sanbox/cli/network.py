@@ -10,8 +10,9 @@ import typer
 from . import config, views
 from ._output import console, err_console
 
-net_app = typer.Typer(help="A computer's egress allowlist (nothing goes out unless listed).",
-                      no_args_is_help=True)  # fmt: skip
+net_app = typer.Typer(
+    help="A computer's egress allowlist (nothing goes out unless listed).", no_args_is_help=True
+)
 port_app = typer.Typer(help="Publish a computer's ports as private URLs.", no_args_is_help=True)
 Name = Annotated[str, typer.Argument(help="Computer name or id.")]
 Rules = Annotated[

@@ -25,8 +25,10 @@ def set_(
     if as_json:
         console.print_json(json.dumps(pool.to_json()))
         return
-    console.print(f"pool [bold]{pool.template}[/]: size {pool.size}, {pool.ready} ready, "
-                  f"{pool.refill}", highlight=False)  # fmt: skip
+    console.print(
+        f"pool [bold]{pool.template}[/]: size {pool.size}, {pool.ready} ready, {pool.refill}",
+        highlight=False,
+    )
 
 
 @app.command("ls")

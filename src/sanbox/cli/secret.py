@@ -60,9 +60,11 @@ def _stdin_value() -> str:
 
 SecretOption = Annotated[
     list[str] | None,
-    typer.Option("--secret", help="NAME[=ENV], repeatable: bind the org's secret NAME, its "
-                 "placeholder in $ENV."),
-]  # fmt: skip
+    typer.Option(
+        "--secret",
+        help="NAME[=ENV], repeatable: bind the org's secret NAME, its placeholder in $ENV.",
+    ),
+]
 
 
 def secret_requests(values: list[str] | None) -> list[tuple[str, str | None]] | None:
@@ -119,8 +121,11 @@ def set_(
 ) -> None:
     """Create a secret, or rotate it (version +1): bound computers use the new value at once."""
     if not value_stdin:
-        fail("invalid_argument", "give the value on standard input with --value-stdin "
-             "(never as an argument: it would stay in shell history and ps)")  # fmt: skip
+        fail(
+            "invalid_argument",
+            "give the value on standard input with --value-stdin "
+            "(never as an argument: it would stay in shell history and ps)",
+        )
     value = _stdin_value()
     with config.reported(), config.client() as client:
         secret = client.secrets.set(name, value, hosts, header=header, placeholder_only=placeholder)

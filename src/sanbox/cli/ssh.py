@@ -64,19 +64,22 @@ def render_config(name: str, proxy: list[str], identity: Path, known_hosts: Path
         raise ValueError(f"not a computer name: {name!r}")
     alias = host_alias(name)
     command = " ".join(shlex.quote(arg) for arg in proxy)
-    return "\n".join([
-        f"# Sanbox computer {name}: written by `sanbox ssh-config {name}`",
-        f"Host {alias}",
-        f"  HostName {name}",
-        "  User root",
-        f"  ProxyCommand {command.replace('%', '%%')} ssh-proxy %h",  # the rest of the line, as is
-        f"  IdentityFile {_config_word(str(identity))}",
-        "  IdentitiesOnly yes",
-        f"  UserKnownHostsFile {_config_word(str(known_hosts))}",
-        f"  HostKeyAlias {alias}",
-        "  StrictHostKeyChecking yes",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"# Sanbox computer {name}: written by `sanbox ssh-config {name}`",
+            f"Host {alias}",
+            f"  HostName {name}",
+            "  User root",
+            # the rest of the line, as is
+            f"  ProxyCommand {command.replace('%', '%%')} ssh-proxy %h",
+            f"  IdentityFile {_config_word(str(identity))}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {_config_word(str(known_hosts))}",
+            f"  HostKeyAlias {alias}",
+            "  StrictHostKeyChecking yes",
+            "",
+        ]
+    )
 
 
 def known_hosts_with(text: str, alias: str, host_key: str) -> str:
@@ -86,9 +89,10 @@ def known_hosts_with(text: str, alias: str, host_key: str) -> str:
     if len(fields) < 2:
         raise ValueError(f"not a public key line: {host_key!r}")
     kept = [
-        line for line in text.splitlines()
+        line
+        for line in text.splitlines()
         if not line.strip() or alias not in line.split(maxsplit=1)[0].split(",")
-    ]  # fmt: skip
+    ]
     kept.append(f"{alias} {fields[0]} {fields[1]}")
     return "\n".join(line for line in kept if line.strip()) + "\n"
 
@@ -147,8 +151,10 @@ class SshFiles:
                 path.unlink(missing_ok=True)
             subprocess.run(
                 [keygen, "-q", "-t", "ed25519", "-N", "", "-C", "sanbox", "-f", str(self.identity)],
-                check=True, stdin=subprocess.DEVNULL, capture_output=True,
-            )  # fmt: skip
+                check=True,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+            )
             print(f"made the SSH key {self.identity}", file=sys.stderr)
         self.identity.chmod(0o600)
         return pub.read_text().strip()

@@ -20,9 +20,14 @@ if TYPE_CHECKING:
 
 
 async def stream(
-    client: AsyncSanbox, name: str, cmd: list[str] | None, env: dict[str, str],
-    cwd: str | None, user: str | None, pty: bool,
-) -> int:  # fmt: skip
+    client: AsyncSanbox,
+    name: str,
+    cmd: list[str] | None,
+    env: dict[str, str],
+    cwd: str | None,
+    user: str | None,
+    pty: bool,
+) -> int:
     """Run `cmd` (None with `pty`: a login shell) on computer `name`, relaying the terminal;
     the exit status to exit with."""
     size = shutil.get_terminal_size()

@@ -58,8 +58,11 @@ def ensure_type(client: Sanbox, kind: str) -> None:
         return
     except TemplateNotFoundError:
         pass
-    err_console.print(f"[bold]{kind}[/] is not built in this org yet: building it once "
-                      f"(`sanbox template build --type {kind}`)", highlight=False)  # fmt: skip
+    err_console.print(
+        f"[bold]{kind}[/] is not built in this org yet: building it once "
+        f"(`sanbox template build --type {kind}`)",
+        highlight=False,
+    )
     started = client.templates.build(folder)
     if started.building:
         _follow(client, started.template.name, quiet=True)
@@ -70,15 +73,24 @@ REGION_HELP = "The region of the build (a template is built per region; default:
 
 def _follow(client: Sanbox, name: str, quiet: bool, region: str | None = None) -> Template:
     """Follow the build's log with a progress bar (and its lines unless `quiet`)."""
-    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())  # fmt: skip
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console, transient=True) as progress:
         task = progress.add_task(f"building {name}", total=None)
 
         def show(record: dict[str, Any]) -> None:
             if record.get("type") == "step" and record.get("total"):
-                progress.update(task, total=record["total"], completed=record["index"] - 1,
-                                description=f"{name}: {record.get('description')}")  # fmt: skip
+                progress.update(
+                    task,
+                    total=record["total"],
+                    completed=record["index"] - 1,
+                    description=f"{name}: {record.get('description')}",
+                )
             elif record.get("type") == "step":
                 progress.update(task, description=f"{name}: {record.get('description')}")
             text = _line(record)
@@ -139,9 +151,11 @@ def _built(client: Sanbox, started: BuildStarted, quiet: bool, as_json: bool) ->
         return
     ready = "ready snapshot: creates restore it" if template.ready_snapshot else "no ready snapshot"
     where = f" in {template.region}" if template.region else ""
-    console.print(f"template [bold]{template.name}[/] built{where}: {template.steps} step(s), "
-                  f"{template.cached_steps} reused, {template.build_seconds:.1f}s; {ready}",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"template [bold]{template.name}[/] built{where}: {template.steps} step(s), "
+        f"{template.cached_steps} reused, {template.build_seconds:.1f}s; {ready}",
+        highlight=False,
+    )
 
 
 @app.command("ls")
@@ -193,9 +207,11 @@ def prune(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     if as_json:
         _print_json(asdict(pruned))
         return
-    console.print(f"removed {pruned.removed_steps} cached build step(s), "
-                  f"{mib(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
-                  "the org's templates stand on them")  # fmt: skip
+    console.print(
+        f"removed {pruned.removed_steps} cached build step(s), "
+        f"{mib(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
+        "the org's templates stand on them"
+    )
 
 
 @app.command("logs")

@@ -81,10 +81,16 @@ class AuditLog:
     def record(self, entry: AuditEntry) -> int:
         """Write a record; returns its id."""
         row = AuditRow(
-            created_at=entry.at, org_id=entry.org_id, key_id=entry.key_id,
-            key_prefix=entry.key_prefix, action=entry.action[:200], target=entry.target,
-            status=entry.status, code=entry.code, client=entry.client,
-        )  # fmt: skip
+            created_at=entry.at,
+            org_id=entry.org_id,
+            key_id=entry.key_id,
+            key_prefix=entry.key_prefix,
+            action=entry.action[:200],
+            target=entry.target,
+            status=entry.status,
+            code=entry.code,
+            client=entry.client,
+        )
         with self.db.session() as s:
             repo.add_audit(s, row)
             if entry.key_id is None:

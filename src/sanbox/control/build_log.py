@@ -45,8 +45,13 @@ class BuildLog:
             if self._size >= self.max_bytes:
                 if not self._dropping:
                     self._dropping = True
-                    self._write({"type": "output", "text": "[sanbox] log limit reached: "
-                                 "further output of this build is not kept"})  # fmt: skip
+                    self._write(
+                        {
+                            "type": "output",
+                            "text": "[sanbox] log limit reached: "
+                            "further output of this build is not kept",
+                        }
+                    )
                 return
             self._write({"type": "output", "text": line[:MAX_LINE]})
 

@@ -2,7 +2,8 @@
 the reconciler and the idle watcher hold this object; its methods are the verbs a user sees, each
 checked against the computer's state, run under its lock where it changes it, and recorded as
 events. The verbs live in their own modules (`create`, `lifecycle`, `pausing`, `guest`,
-`network`); the plumbing they share is the `Fleet` below them."""
+`network`; those inside the guest come from `GuestVerbs`); the plumbing they share is the `Fleet`
+below them."""
 
 from __future__ import annotations
 
@@ -17,22 +18,15 @@ from ..fleet.hosts import LeasePolicy
 from ..host.door import (
     ConnectionBudget,
     Denial,
-    ExecProcess,
-    ExecResult,
-    FileInfo,
     Host,
-    PtySession,
     Reach,
     Resolver,
-    Source,
-    TcpStream,
 )
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import (
     build_cache,
     forks,
-    guest,
     images,
     lifecycle,
     moving,
@@ -48,6 +42,7 @@ from .create import CreateRequest
 from .events import EventBus, event_dict
 from .fleet import Fleet
 from .fleet_egress import FleetEgress
+from .guest_verbs import GuestVerbs
 from .hosts import FleetHosts
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
@@ -66,7 +61,7 @@ class HostFacts:
     confinement: dict[str, Any]
 
 
-class Computers:
+class Computers(GuestVerbs):
     def __init__(
         self,
         db: Database,
@@ -107,9 +102,14 @@ class Computers:
         if resolver is not None:
             budget = egress_budget or ConnectionBudget()
             self.fleet.egress = runtime.open_egress(
-                resolver, self._denied, self.fleet.reach, egress_max_connections,
-                book.interception, budget, self._org_of,
-            )  # fmt: skip
+                resolver,
+                self._denied,
+                self.fleet.reach,
+                egress_max_connections,
+                book.interception,
+                budget,
+                self._org_of,
+            )
             self.fleet.far = FleetEgress(
                 self.fleet, resolver, self._denied, book.interception, budget, self._org_of
             )
@@ -288,73 +288,6 @@ class Computers:
 
     async def prune_build_cache(self, org: Org) -> build_cache.Pruned:
         return await build_cache.prune(self.fleet, org)
-
-    # inside the guest ------------------------------------------------------------------------
-
-    async def exec(
-        self, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None = None,
-        cwd: str | None = None, user: str | int | None = None, stdin: bytes | None = None,
-        timeout: float | None = None, max_output: int,
-    ) -> ExecResult:  # fmt: skip
-        return await guest.exec_command(
-            self.fleet, org, ref, cmd, env=env, cwd=cwd, user=user, stdin=stdin,
-            timeout=timeout, max_output=max_output,
-        )  # fmt: skip
-
-    def exec_stream(
-        self, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None = None,
-        cwd: str | None = None, user: str | int | None = None, timeout: float | None = None,
-        keep: bool = False, tag: str | None = None,
-    ) -> contextlib.AbstractAsyncContextManager[ExecProcess]:  # fmt: skip
-        return guest.exec_stream(self.fleet, org, ref, cmd, env=env, cwd=cwd, user=user,
-                                 timeout=timeout, keep=keep, tag=tag)  # fmt: skip
-
-    def pty(
-        self, org: Org, ref: str, cmd: list[str] | str | None = None, *, rows: int = 24,
-        cols: int = 80, env: dict[str, str] | None = None, cwd: str | None = None,
-        user: str | int | None = None, keep: bool = False, tag: str | None = None,
-    ) -> contextlib.AbstractAsyncContextManager[PtySession]:  # fmt: skip
-        return guest.pty(self.fleet, org, ref, cmd, rows=rows, cols=cols, env=env, cwd=cwd,
-                         user=user, keep=keep, tag=tag)  # fmt: skip
-
-    def kept(self, org: Org, ref: str) -> contextlib.AbstractAsyncContextManager[guest.Kept]:
-        """The guest's kept processes (started with `keep`): list, attach, forget."""
-        return guest.kept(self.fleet, org, ref)
-
-    async def put_file(self, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
-        return await guest.put_file(self.fleet, org, ref, path, source, mode)
-
-    async def stat_file(self, org: Org, ref: str, path: str) -> FileInfo:
-        return await guest.stat_file(self.fleet, org, ref, path)
-
-    def read_file(self, org: Org, ref: str, path: str) -> AsyncIterator[bytes]:
-        return guest.read_file(self.fleet, org, ref, path)
-
-    async def list_files(self, org: Org, ref: str, path: str) -> list[FileInfo]:
-        return await guest.list_files(self.fleet, org, ref, path)
-
-    def watch_dir(
-        self, org: Org, ref: str, path: str, recursive: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[guest.GuestWatch | None]:
-        """A folder watched in the guest (None: its agent cannot; list and compare instead)."""
-        return guest.watch_dir(self.fleet, org, ref, path, recursive)
-
-    async def remove_file(self, org: Org, ref: str, path: str, recursive: bool = False) -> None:
-        await guest.remove_file(self.fleet, org, ref, path, recursive)
-
-    async def make_dir(self, org: Org, ref: str, path: str) -> None:
-        await guest.make_dir(self.fleet, org, ref, path)
-
-    def tcp(
-        self, org: Org, ref: str, port: int
-    ) -> contextlib.AbstractAsyncContextManager[TcpStream]:
-        return guest.tcp(self.fleet, org, ref, port)
-
-    def ssh(self, org: Org, ref: str) -> contextlib.AbstractAsyncContextManager[TcpStream]:
-        return guest.ssh(self.fleet, org, ref)
-
-    async def authorize_ssh_key(self, org: Org, ref: str, public_key: str) -> tuple[bool, str]:
-        return await guest.authorize_ssh_key(self.fleet, org, ref, public_key)
 
     # network ---------------------------------------------------------------------------------
 

@@ -145,15 +145,24 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     region = regions.of_create(fleet, req.region, held, start is not None, placed)
     hold = None if placed else fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
-        template=template, image=image, vcpus=vcpus, memory_mib=memory_mib, disk_gib=disk_gib,
+        template=template,
+        image=image,
+        vcpus=vcpus,
+        memory_mib=memory_mib,
+        disk_gib=disk_gib,
         env={**(base.env if base else {}), **req.env},
         allow=list(req.allow if req.allow is not None else default_allow),
         idle_timeout=req.idle_timeout if req.idle_timeout is not None else default_idle,
-        snapshot=start, origin=start.id if start else None, hold=hold,
-        from_template=own is not None, booted_because=own.booted_because if own else None,
-        ports=tuple(own.template.ports) if own else (), secrets=wanted, placed=placed,
+        snapshot=start,
+        origin=start.id if start else None,
+        hold=hold,
+        from_template=own is not None,
+        booted_because=own.booted_because if own else None,
+        ports=tuple(own.template.ports) if own else (),
+        secrets=wanted,
+        placed=placed,
         region=region,
-    )  # fmt: skip
+    )
 
 
 def insert(
@@ -180,17 +189,34 @@ def insert(
             )
         hypervisor, _ = fleet.runtime.driver_facts()
         row = ComputerRow(
-            id=cid, org_id=org.id, name=name, template=plan.template, pool=pool,
-            image=plan.image.build_id, state=State.CREATING, vcpus=plan.vcpus,
-            memory_mib=plan.memory_mib, disk_gib=plan.disk_gib, env=plan.env, allow=plan.allow,
+            id=cid,
+            org_id=org.id,
+            name=name,
+            template=plan.template,
+            pool=pool,
+            image=plan.image.build_id,
+            state=State.CREATING,
+            vcpus=plan.vcpus,
+            memory_mib=plan.memory_mib,
+            disk_gib=plan.disk_gib,
+            env=plan.env,
+            allow=plan.allow,
             ports=[{"port": p, "public": False} for p in plan.ports],
-            idle_timeout=plan.idle_timeout, labels=req.labels, hypervisor=hypervisor,
+            idle_timeout=plan.idle_timeout,
+            labels=req.labels,
+            hypervisor=hypervisor,
             e2b_metadata=req.e2b_metadata,
-            isolation="", idempotency_key=idempotency_key, request_hash=req.digest(),
-            origin=plan.origin, identity_pending=pending_identity(plan),
-            lifetime=req.lifetime, on_lifetime=req.on_lifetime, max_running=req.max_running,
-            host_id=plan.host_id, region=plan.region,
-        )  # fmt: skip
+            isolation="",
+            idempotency_key=idempotency_key,
+            request_hash=req.digest(),
+            origin=plan.origin,
+            identity_pending=pending_identity(plan),
+            lifetime=req.lifetime,
+            on_lifetime=req.on_lifetime,
+            max_running=req.max_running,
+            host_id=plan.host_id,
+            region=plan.region,
+        )
         s.add(row)
         s.flush()
         bind_in(s, org.id, row.id, plan.secrets)

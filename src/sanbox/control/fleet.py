@@ -290,8 +290,12 @@ class Fleet:
             return
         why = await self.book.trust(machine.agent, computer_id) if self.book else None
         if why is not None:
-            self.record(computer_id, None, "secret.trust_failed",
-                        f"the org's CA could not be installed in the guest: {why}")  # fmt: skip
+            self.record(
+                computer_id,
+                None,
+                "secret.trust_failed",
+                f"the org's CA could not be installed in the guest: {why}",
+            )
 
     # the guest ------------------------------------------------------------------------------
 
@@ -338,10 +342,12 @@ class Fleet:
         lines = await host.console_lines(computer_id, 4)
         tail = " | ".join(line.strip() for line in lines)
         self.record(
-            computer_id, State.STOPPED, "computer.vm_exited",
+            computer_id,
+            State.STOPPED,
+            "computer.vm_exited",
             f"stopped: {why}; disk kept, `sanbox start` boots it again",
             {"console": tail},
-        )  # fmt: skip
+        )
 
     def remove_record(self, computer_id: str, why: str = "deleted") -> None:
         """A computer gone from the host: its record removed, its last event written (events

@@ -45,11 +45,18 @@ def fork_names(source: str, count: int, prefix: str | None) -> list[str]:
 def _plan(fleet: Fleet, row: ComputerRow) -> Plan:
     """What each fork is: its source's template, build, size, environment and policy."""
     return Plan(
-        template=row.template, image=fleet.image_of(row), vcpus=row.vcpus,
-        memory_mib=row.memory_mib, disk_gib=row.disk_gib, env=dict(row.env),
-        allow=list(row.allow), idle_timeout=row.idle_timeout, origin=row.id,
-        host_id=row.host_id, region=row.region,
-    )  # fmt: skip
+        template=row.template,
+        image=fleet.image_of(row),
+        vcpus=row.vcpus,
+        memory_mib=row.memory_mib,
+        disk_gib=row.disk_gib,
+        env=dict(row.env),
+        allow=list(row.allow),
+        idle_timeout=row.idle_timeout,
+        origin=row.id,
+        host_id=row.host_id,
+        region=row.region,
+    )
 
 
 def _drop(fleet: Fleet, children: list[ComputerRow], why: str) -> None:
@@ -121,19 +128,30 @@ async def _fork_locked(
         *(readiness.settle_computer(fleet, c, m) for c, m in zip(children, machines, strict=True))
     )
     for child, m, why in zip(children, machines, unready, strict=True):
-        made.append(fleet.record(
-            child.id, State.RUNNING, "computer.running",
-            f"running ({m.isolation}), forked from {row.name}; {how}",
-            {"isolation": m.isolation, "fork_of": row.id,
-             "memory": "restored" if memory else "lost"},
-            isolation=m.isolation, memory="restored" if memory else "lost",
-            memory_reason=None if memory else "forked from a stopped computer",
-            identity_pending=None,
-        ))  # fmt: skip
+        made.append(
+            fleet.record(
+                child.id,
+                State.RUNNING,
+                "computer.running",
+                f"running ({m.isolation}), forked from {row.name}; {how}",
+                {
+                    "isolation": m.isolation,
+                    "fork_of": row.id,
+                    "memory": "restored" if memory else "lost",
+                },
+                isolation=m.isolation,
+                memory="restored" if memory else "lost",
+                memory_reason=None if memory else "forked from a stopped computer",
+                identity_pending=None,
+            )
+        )
         if why is not None:
             readiness.not_ready(fleet, child.id, why)
     fleet.record(
-        row.id, None, "computer.forked", f"forked into {', '.join(r.name for r in made)}",
+        row.id,
+        None,
+        "computer.forked",
+        f"forked into {', '.join(r.name for r in made)}",
         {"forks": [r.id for r in made], "memory": memory},
-    )  # fmt: skip
+    )
     return made

@@ -136,28 +136,49 @@ def _env(fleet: Fleet, machine: Machine, env: dict[str, str] | None) -> dict[str
 
 
 async def exec_command(
-    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
-    cwd: str | None, user: str | int | None, stdin: bytes | None, timeout: float | None,
+    fleet: Fleet,
+    org: Org,
+    ref: str,
+    cmd: list[str] | str,
+    *,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    user: str | int | None,
+    stdin: bytes | None,
+    timeout: float | None,
     max_output: int,
-) -> ExecResult:  # fmt: skip
+) -> ExecResult:
     """Run to completion; a command that is not there exits 127 with the shell's words."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         try:
             return await client.exec(
-                cmd, env=_env(fleet, machine, env), cwd=cwd, user=user, stdin=stdin,
-                timeout=timeout, max_output=max_output,
-            )  # fmt: skip
+                cmd,
+                env=_env(fleet, machine, env),
+                cwd=cwd,
+                user=user,
+                stdin=stdin,
+                timeout=timeout,
+                max_output=max_output,
+            )
         except CommandNotFoundError as exc:
             return ExecResult(127, b"", (exc.message + "\n").encode(), signal=None, timed_out=False)
 
 
 @contextlib.asynccontextmanager
 async def exec_stream(
-    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str, *, env: dict[str, str] | None,
-    cwd: str | None, user: str | int | None, timeout: float | None, keep: bool = False,
+    fleet: Fleet,
+    org: Org,
+    ref: str,
+    cmd: list[str] | str,
+    *,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    user: str | int | None,
+    timeout: float | None,
+    keep: bool = False,
     tag: str | None = None,
-) -> AsyncIterator[ExecProcess]:  # fmt: skip
+) -> AsyncIterator[ExecProcess]:
     """A started command whose streams the caller drives (CommandNotFoundError if it is not
     there: the caller says so in its own protocol). With `keep` (and no timeout) it is a kept
     process, which outlives this block and the agent connection, where the guest's agent can
@@ -173,10 +194,19 @@ async def exec_stream(
 
 @contextlib.asynccontextmanager
 async def pty(
-    fleet: Fleet, org: Org, ref: str, cmd: list[str] | str | None, *, rows: int, cols: int,
-    env: dict[str, str] | None, cwd: str | None, user: str | int | None, keep: bool = False,
+    fleet: Fleet,
+    org: Org,
+    ref: str,
+    cmd: list[str] | str | None,
+    *,
+    rows: int,
+    cols: int,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    user: str | int | None,
+    keep: bool = False,
     tag: str | None = None,
-) -> AsyncIterator[PtySession]:  # fmt: skip
+) -> AsyncIterator[PtySession]:
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         env = _env(fleet, machine, env)

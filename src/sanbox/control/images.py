@@ -40,8 +40,15 @@ def inventory(fleet: Fleet) -> list[Build]:
         count = in_use.get((image.template, image.build_id), 0)
         if image.path in fallback:
             count += in_use.get((image.template, None), 0)
-        builds.append(Build(image, image.path in current, count, allocated_bytes(image),
-                            needed=image.path in fallback or count > 0))  # fmt: skip
+        builds.append(
+            Build(
+                image,
+                image.path in current,
+                count,
+                allocated_bytes(image),
+                needed=image.path in fallback or count > 0,
+            )
+        )
     return builds
 
 

@@ -321,8 +321,9 @@ class Keys:
         with self.db.session() as s:
             key = repo.key_by_id(s, key_id)
             if key is None or not (actor.host_admin or key.org_id == actor.org.id):
-                raise NotFoundError(f"no key {key_id!r} in your org: see `sanbox key ls`",
-                                    "key_not_found")  # fmt: skip
+                raise NotFoundError(
+                    f"no key {key_id!r} in your org: see `sanbox key ls`", "key_not_found"
+                )
             if key.host_admin:
                 require_host_admin(actor, "revoking a host-admin key")
             org = repo.org_by_id(s, key.org_id)

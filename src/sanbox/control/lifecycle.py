@@ -44,11 +44,16 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
             raise with_state(error, "the computer is in error: start it again") from exc
     await fleet.came_up(row.id, machine)
     return fleet.record(
-        row.id, State.RUNNING, "computer.running",
+        row.id,
+        State.RUNNING,
+        "computer.running",
         f"running ({machine.isolation}); memory: lost ({why_fresh}), booted fresh on its disk",
         {"isolation": machine.isolation, "memory": "lost", "memory_reason": why_fresh},
-        isolation=machine.isolation, last_error=None, memory="lost", memory_reason=why_fresh,
-    )  # fmt: skip
+        isolation=machine.isolation,
+        last_error=None,
+        memory="lost",
+        memory_reason=why_fresh,
+    )
 
 
 async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> ComputerRow:
@@ -95,9 +100,13 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
     how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
     said = f"{why or 'stopped'} ({how}); memory dropped, disk kept"
     return fleet.record(
-        row.id, State.STOPPED, "computer.stopped", said,
-        {"clean": clean, **({"why": why} if why else {})}, last_error=why,
-    )  # fmt: skip
+        row.id,
+        State.STOPPED,
+        "computer.stopped",
+        said,
+        {"clean": clean, **({"why": why} if why else {})},
+        last_error=why,
+    )
 
 
 async def restart(fleet: Fleet, org: Org, ref: str) -> ComputerRow:

@@ -31,9 +31,13 @@ async def set_allow(fleet: Fleet, org: Org, ref: str, rules: list[str]) -> tuple
     async with fleet.operating(row.id, "network", row.host_id, wait=VERB_WAIT):
         listed = ", ".join(policy.rules()) or "nothing"
         row = fleet.record(
-            row.id, None, "network.policy", f"egress allowlist: {listed}",
-            {"allow": policy.rules()}, allow=policy.rules(),
-        )  # fmt: skip
+            row.id,
+            None,
+            "network.policy",
+            f"egress allowlist: {listed}",
+            {"allow": policy.rules()},
+            allow=policy.rules(),
+        )
         closed = 0
         egress = fleet.egress_of(row)
         away = None  # why a fleet host did not take it now
@@ -72,8 +76,14 @@ def publish(fleet: Fleet, org: Org, ref: str, port: int, public: bool) -> Comput
     ports = [p for p in row.ports if p["port"] != port] + [entry]
     ports.sort(key=lambda p: int(p["port"]))
     how = "public" if public else "private (API key required)"
-    return fleet.record(row.id, None, "port.published", f"port {port} published, {how}",
-                               {"port": port, "public": public}, ports=ports)  # fmt: skip
+    return fleet.record(
+        row.id,
+        None,
+        "port.published",
+        f"port {port} published, {how}",
+        {"port": port, "public": public},
+        ports=ports,
+    )
 
 
 def unpublish(fleet: Fleet, org: Org, ref: str, port: int) -> ComputerRow:
@@ -81,8 +91,9 @@ def unpublish(fleet: Fleet, org: Org, ref: str, port: int) -> ComputerRow:
     if not any(p["port"] == port for p in row.ports):
         raise NotFoundError(f"port {port} of {row.name} is not published", "port_not_found")
     ports = [p for p in row.ports if p["port"] != port]
-    return fleet.record(row.id, None, "port.unpublished", f"port {port} unpublished",
-                               {"port": port}, ports=ports)  # fmt: skip
+    return fleet.record(
+        row.id, None, "port.unpublished", f"port {port} unpublished", {"port": port}, ports=ports
+    )
 
 
 def find_published(

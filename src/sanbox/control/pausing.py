@@ -63,11 +63,13 @@ async def _pause_locked(
     fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
     return fleet.record(
-        row.id, dst, f"computer.{dst}",
+        row.id,
+        dst,
+        f"computer.{dst}",
         f"{kind}: memory and processes saved ({saved.size / 2**20:.0f} MiB in "
         f"{saved.seconds:.2f}s); no process runs",
         {"state_bytes": saved.size, "seconds": round(saved.seconds, 3)},
-    )  # fmt: skip
+    )
 
 
 def pause_failure(exc: PauseError) -> str:
@@ -103,12 +105,19 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
     else:
         message = f"{how} in {took:.2f}s; memory: {outcome}, booted fresh on its disk"
     return fleet.record(
-        row.id, State.RUNNING, "computer.woken" if woken else "computer.resumed", message,
-        {"memory": "restored" if outcome.restored else "lost", "memory_reason": outcome.reason,
-         "seconds": round(took, 3)},
-        memory="restored" if outcome.restored else "lost", memory_reason=outcome.reason,
+        row.id,
+        State.RUNNING,
+        "computer.woken" if woken else "computer.resumed",
+        message,
+        {
+            "memory": "restored" if outcome.restored else "lost",
+            "memory_reason": outcome.reason,
+            "seconds": round(took, 3),
+        },
+        memory="restored" if outcome.restored else "lost",
+        memory_reason=outcome.reason,
         isolation=machine.isolation,
-    )  # fmt: skip
+    )
 
 
 async def wake(fleet: Fleet, row: ComputerRow) -> None:

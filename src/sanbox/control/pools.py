@@ -120,8 +120,11 @@ class Pools:
                 refill = self._blocked.get(pool.id)
                 if refill is None:
                     have = ready + starting
-                    refill = "full" if have == pool.size and not starting else (
-                        "shrinking" if have > pool.size else "filling")  # fmt: skip
+                    refill = (
+                        "full"
+                        if have == pool.size and not starting
+                        else ("shrinking" if have > pool.size else "filling")
+                    )
                 out.append(PoolStatus(pool, ready, starting, refill))
         return out
 
@@ -171,8 +174,9 @@ class Pools:
         hold: Hold | None = None
         try:
             with fleet.db.session() as s:
-                q = select(ComputerRow).where(ComputerRow.pool == pool.id,
-                                              ComputerRow.state == State.RUNNING)  # fmt: skip
+                q = select(ComputerRow).where(
+                    ComputerRow.pool == pool.id, ComputerRow.state == State.RUNNING
+                )
                 if req.region is not None:  # a member of the region asked for, or none
                     q = q.where(ComputerRow.region == req.region)
                 q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
@@ -234,10 +238,13 @@ class Pools:
             unready = await readiness.settle_computer(fleet, row, machine)
             fleet.touch(row.id)
             running = fleet.record(
-                row.id, State.RUNNING, "computer.running",
+                row.id,
+                State.RUNNING,
+                "computer.running",
                 f"running ({row.isolation}); claimed from the warm pool of {row.template}",
-                {"start": "claimed", "memory": "restored"}, identity_pending=None,
-            )  # fmt: skip
+                {"start": "claimed", "memory": "restored"},
+                identity_pending=None,
+            )
             if unready is not None:
                 readiness.not_ready(fleet, row.id, unready)
             return running

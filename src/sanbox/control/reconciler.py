@@ -104,9 +104,14 @@ class Reconciler:
             rows = repo.list_snapshots(s, None, state=None)
             for row in rows:
                 if row.state == "creating":
-                    ev = repo.add_event(s, row.org_id, row.computer_id, "snapshot.failed",
-                                        f"snapshot {row.id} dropped: the server stopped while "
-                                        "it was being taken", {"snapshot": row.id})  # fmt: skip
+                    ev = repo.add_event(
+                        s,
+                        row.org_id,
+                        row.computer_id,
+                        "snapshot.failed",
+                        f"snapshot {row.id} dropped: the server stopped while it was being taken",
+                        {"snapshot": row.id},
+                    )
                     s.delete(row)
                     fleet.bus.publish(ev)
                     report.snapshots_dropped.append(row.id)
@@ -181,8 +186,12 @@ class Reconciler:
                 report.stopped.append(computer_id)
         elif state == State.STOPPING:
             await self.runtime.kill(computer_id)
-            fleet.record(computer_id, State.STOPPED, "computer.stopped",
-                       "stopped (the server restarted during its shutdown); disk kept")  # fmt: skip
+            fleet.record(
+                computer_id,
+                State.STOPPED,
+                "computer.stopped",
+                "stopped (the server restarted during its shutdown); disk kept",
+            )
             report.stopped.append(computer_id)
         elif state in (State.PAUSING, State.RESUMING):
             await self._interrupted_rest(computer_id, state, report)
@@ -257,8 +266,12 @@ class Reconciler:
             with contextlib.suppress(Exception):
                 await vm.continue_running()
             if await self._attach(computer_id):
-                fleet.record(computer_id, State.RUNNING, "computer.running",
-                           f"running: the server restarted while it was {state}")  # fmt: skip
+                fleet.record(
+                    computer_id,
+                    State.RUNNING,
+                    "computer.running",
+                    f"running: the server restarted while it was {state}",
+                )
                 report.reattached.append(computer_id)
                 return
         await self.runtime.kill(computer_id)
@@ -266,9 +279,12 @@ class Reconciler:
             why = f"paused: the server restarted while it was {state}; memory is saved"
             fleet.record(computer_id, State.PAUSED, "computer.paused", why)
         else:
-            fleet.record(computer_id, State.STOPPED, "computer.stopped",
-                       f"stopped: the server restarted while it was {state}; memory lost, "
-                       "disk kept")  # fmt: skip
+            fleet.record(
+                computer_id,
+                State.STOPPED,
+                "computer.stopped",
+                f"stopped: the server restarted while it was {state}; memory lost, disk kept",
+            )
         report.stopped.append(computer_id)
 
     async def watch(self, interval: float = 2.0) -> None:

@@ -97,9 +97,13 @@ class Bound:
 
 class SecretBook:
     def __init__(
-        self, db: Database, key_file: Path, ca_bundle: Path | None = None,
-        strict_placeholders: bool = False, substitute_any_header: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        db: Database,
+        key_file: Path,
+        ca_bundle: Path | None = None,
+        strict_placeholders: bool = False,
+        substitute_any_header: bool = False,
+    ) -> None:
         self.db = db
         self.sealer = Sealer(key_file)
         self.upstream = upstream_context(ca_bundle)
@@ -131,11 +135,17 @@ class SecretBook:
             header, template = header_parts(secret.header, secret.placeholder_only)
             named = placeholder_header(secret.header, secret.placeholder_only)
             value = self.sealer.open(secret.sealed, secret_context(secret))
-            injections.append(Injection(
-                hosts=tuple(secret.hosts), header=header, template=template,
-                placeholder=binding.placeholder.encode(), value=value,
-                placeholder_header=named, any_header=self.substitute_any_header,
-            ))  # fmt: skip
+            injections.append(
+                Injection(
+                    hosts=tuple(secret.hosts),
+                    header=header,
+                    template=template,
+                    placeholder=binding.placeholder.encode(),
+                    value=value,
+                    placeholder_header=named,
+                    any_header=self.substitute_any_header,
+                )
+            )
         org_id = computer.org_id if computer else ""
         env = secret_env(org_id, {secret.name: binding.env or "" for binding, secret in pairs})
         held = Bound(org_id, tuple(injections), env)
@@ -183,8 +193,13 @@ class SecretBook:
         if row is None:
             cert, key = new_ca(org_id)
             with contextlib.suppress(IntegrityError), self.db.session() as s:  # made meanwhile
-                s.add(OrgCaRow(org_id=org_id, cert_pem=cert.decode(),
-                               key_sealed=self.sealer.seal(key, ca_context(org_id))))  # fmt: skip
+                s.add(
+                    OrgCaRow(
+                        org_id=org_id,
+                        cert_pem=cert.decode(),
+                        key_sealed=self.sealer.seal(key, ca_context(org_id)),
+                    )
+                )
             with self.db.session() as s:
                 row = s.get(OrgCaRow, org_id)
             assert row is not None

@@ -168,9 +168,12 @@ def check_env_name(env: str | None) -> str | None:
 def binding_row(secret: SecretRow, computer_id: str, env: str | None) -> SecretBindingRow:
     """A new binding, with the secret's placeholder (`trust.placeholder_for`)."""
     return SecretBindingRow(
-        id=repo.new_id("sbd_"), secret_id=secret.id, computer_id=computer_id, env=env,
+        id=repo.new_id("sbd_"),
+        secret_id=secret.id,
+        computer_id=computer_id,
+        env=env,
         placeholder=placeholder_for(secret.org_id, secret.name),
-    )  # fmt: skip
+    )
 
 
 def bind_in(s: Session, org_id: str, computer_id: str, wanted: Wanted) -> list[SecretBindingRow]:
@@ -181,8 +184,9 @@ def bind_in(s: Session, org_id: str, computer_id: str, wanted: Wanted) -> list[S
     for name, env in wanted:
         secret = repo.secret(s, org_id, name)
         if secret is None:  # deleted since the request was checked
-            raise NotFoundError(f"no secret named {name!r}: see `sanbox secret ls`",
-                                "secret_not_found")  # fmt: skip
+            raise NotFoundError(
+                f"no secret named {name!r}: see `sanbox secret ls`", "secret_not_found"
+            )
         var = check_env_name(env)
         held = repo.binding(s, secret.id, computer_id)
         if held is None:
@@ -220,9 +224,14 @@ class Secrets:
         self.fleet, self.book = fleet, book
 
     def put(
-        self, org: Org, name: str, value: str, hosts: list[str], header: str | None = None,
+        self,
+        org: Org,
+        name: str,
+        value: str,
+        hosts: list[str],
+        header: str | None = None,
         placeholder_only: bool = False,
-    ) -> SecretRow:  # fmt: skip
+    ) -> SecretRow:
         """Create the secret, or rotate it (a new value, hosts and header; version + 1)."""
         check_name(name, "secret name")
         hosts, header = check_hosts(hosts), check_header(header, placeholder_only)
@@ -246,8 +255,9 @@ class Secrets:
         with self.fleet.db.session() as s:
             row = repo.secret(s, org.id, name)
         if row is None:
-            raise NotFoundError(f"no secret named {name!r}: see `sanbox secret ls`",
-                                "secret_not_found")  # fmt: skip
+            raise NotFoundError(
+                f"no secret named {name!r}: see `sanbox secret ls`", "secret_not_found"
+            )
         return row
 
     def delete(self, org: Org, name: str) -> SecretRow:
@@ -293,8 +303,9 @@ class Secrets:
         with self.fleet.db.session() as s:
             binding = repo.binding(s, secret.id, computer.id)
             if binding is None:
-                raise NotFoundError(f"secret {name} is not bound to {computer.name}",
-                                    "binding_not_found")  # fmt: skip
+                raise NotFoundError(
+                    f"secret {name} is not bound to {computer.name}", "binding_not_found"
+                )
             s.delete(binding)
         self.book.changed()
         self.fleet.record(

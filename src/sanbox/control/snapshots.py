@@ -42,12 +42,24 @@ def _insert(fleet: Fleet, row: ComputerRow, memory: bool, name: str | None) -> S
             )
         quotas.check(s, row.org_id, quotas.Use(snapshots=1))
         snap = SnapshotRow(
-            id=repo.new_id("snp_"), org_id=row.org_id, name=name, state="creating",
-            computer_id=row.id, computer_name=row.name, template=row.template, image=row.image,
-            vcpus=row.vcpus, memory_mib=row.memory_mib, disk_gib=row.disk_gib, memory=memory,
-            size_bytes=0, env=dict(row.env), allow=list(row.allow),
-            idle_timeout=row.idle_timeout, host_id=row.host_id,
-        )  # fmt: skip
+            id=repo.new_id("snp_"),
+            org_id=row.org_id,
+            name=name,
+            state="creating",
+            computer_id=row.id,
+            computer_name=row.name,
+            template=row.template,
+            image=row.image,
+            vcpus=row.vcpus,
+            memory_mib=row.memory_mib,
+            disk_gib=row.disk_gib,
+            memory=memory,
+            size_bytes=0,
+            env=dict(row.env),
+            allow=list(row.allow),
+            idle_timeout=row.idle_timeout,
+            host_id=row.host_id,
+        )
         s.add(snap)
         s.flush()
     return snap
@@ -90,13 +102,22 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
             )
         snap = _insert(fleet, row, memory, name)
         kind = "with memory" if memory else "disk only"
-        fleet.record(row.id, None, "snapshot.creating", f"snapshot {snap.id} ({kind})",
-                     {"snapshot": snap.id, "memory": memory})  # fmt: skip
+        fleet.record(
+            row.id,
+            None,
+            "snapshot.creating",
+            f"snapshot {snap.id} ({kind})",
+            {"snapshot": snap.id, "memory": memory},
+        )
         machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
         try:
-            snap, taken = await kept(fleet, snap.id, fleet.host_of(row).snapshot(
-                snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
-            ))  # fmt: skip
+            snap, taken = await kept(
+                fleet,
+                snap.id,
+                fleet.host_of(row).snapshot(
+                    snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
+                ),
+            )
         except HostError as exc:  # its record is gone already
             error = from_host(exc, "snapshot", row.id)
             fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
@@ -106,12 +127,18 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
                 error, state_after(fleet, row.id, machine, "no snapshot was kept")
             ) from exc
         fleet.record(
-            row.id, None, "snapshot.ready",
+            row.id,
+            None,
+            "snapshot.ready",
             f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
             f"the computer paused {taken.paused_seconds:.2f}s)",
-            {"snapshot": snap.id, "memory": memory, "size_bytes": taken.size_bytes,
-             "paused_seconds": round(taken.paused_seconds, 3)},
-        )  # fmt: skip
+            {
+                "snapshot": snap.id,
+                "memory": memory,
+                "size_bytes": taken.size_bytes,
+                "paused_seconds": round(taken.paused_seconds, 3),
+            },
+        )
     return snap
 
 
@@ -137,7 +164,13 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
         raise from_host(exc, "snapshot delete", snap.computer_id) from exc
     _drop(fleet, snap.id)
     with fleet.db.session() as s:
-        ev = repo.add_event(s, snap.org_id, snap.computer_id, "snapshot.deleted",
-                            f"snapshot {snap.id} deleted", {"snapshot": snap.id})  # fmt: skip
+        ev = repo.add_event(
+            s,
+            snap.org_id,
+            snap.computer_id,
+            "snapshot.deleted",
+            f"snapshot {snap.id} deleted",
+            {"snapshot": snap.id},
+        )
     fleet.bus.publish(ev)
     return snap

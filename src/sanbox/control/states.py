@@ -37,7 +37,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.SUSPENDED: frozenset({State.RESUMING, State.STOPPED, State.DELETING}),
     State.RESUMING: frozenset(
         {State.RUNNING, State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR, State.DELETING}
-    ),  # fmt: skip
+    ),
     State.ERROR: frozenset({State.STARTING, State.STOPPED, State.DELETING}),
     State.DELETING: frozenset({State.DELETED, State.ERROR}),  # error: its files stayed
     State.DELETED: frozenset(),
@@ -83,8 +83,9 @@ def check_action(action: str, state: State, name: str) -> None:
     if action == "pause":
         raise ConflictError(
             f"cannot pause computer {name}: it is {state}, and only a running computer can be "
-            "paused", "invalid_transition",
-        )  # fmt: skip
+            "paused",
+            "invalid_transition",
+        )
     if action == "move":
         raise ConflictError(
             f"cannot move computer {name} while it is {state}: a computer moves stopped, "

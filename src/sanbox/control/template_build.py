@@ -131,8 +131,9 @@ class Builder:
 
     # snapshots of build computers -----------------------------------------------------------
 
-    async def _freeze(self, machine: Machine, mspec: MachineSpec, image: Image,
-                      memory: bool = False) -> str:  # fmt: skip
+    async def _freeze(
+        self, machine: Machine, mspec: MachineSpec, image: Image, memory: bool = False
+    ) -> str:
         """A snapshot (state `layer`) of the build computer as it is now."""
         fleet = self.fleet
         snap_id = repo.new_id("snp_")
@@ -155,8 +156,9 @@ class Builder:
         return snap_id
 
     @contextlib.asynccontextmanager
-    async def computer(self, start: Start, mspec: MachineSpec,
-                       allow: tuple[str, ...]) -> AsyncIterator[Machine]:  # fmt: skip
+    async def computer(
+        self, start: Start, mspec: MachineSpec, allow: tuple[str, ...]
+    ) -> AsyncIterator[Machine]:
         """A running build (or readiness) computer, destroyed on the way out."""
         fleet, host = self.fleet, self.host
         with contextlib.ExitStack() as recorded:
@@ -209,8 +211,9 @@ class Builder:
 
     # steps ----------------------------------------------------------------------------------
 
-    async def _sh(self, machine: Machine, argv: list[str], what: str,
-                  env: dict[str, str] | None = None) -> None:  # fmt: skip
+    async def _sh(
+        self, machine: Machine, argv: list[str], what: str, env: dict[str, str] | None = None
+    ) -> None:
         """Run `argv` in the build computer, its output into the log; BuildFailed unless 0."""
         client = await machine.client()
         proc = await client.exec_stream(argv, env=env, cwd="/root", timeout=STEP_TIMEOUT)
@@ -246,13 +249,13 @@ class Builder:
             status = self.cache / f"dpkg-status-{machine.computer_id}"
             status.write_bytes(await client.files.read("/var/lib/dpkg/status"))
             try:
-                bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status,
-                                                 self.cache)  # fmt: skip
+                bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status, self.cache)
             finally:
                 status.unlink(missing_ok=True)
         elif step.kind == "pip":
-            bundle = await asyncio.to_thread(fetch.fetch_pip, step.packages, self.cache,
-                                             venv=step.venv)  # fmt: skip
+            bundle = await asyncio.to_thread(
+                fetch.fetch_pip, step.packages, self.cache, venv=step.venv
+            )
         else:
             bundle = await asyncio.to_thread(fetch.fetch_npm, step.packages, self.cache)
         mib = bundle.size / 2**20
@@ -299,41 +302,60 @@ class Builder:
         total = len(keys)
         reuse = max((i for i, k in enumerate(keys) if k in cached), default=-1)
         for i in range(reuse + 1):
-            self.blog.event("step", index=i + 1, total=total, description=descriptions[i],
-                            cached=True)  # fmt: skip
+            self.blog.event(
+                "step", index=i + 1, total=total, description=descriptions[i], cached=True
+            )
         if reuse == total - 1:
             return cached[keys[-1]], total
         if reuse >= 0:
             start = Start(image, cached[keys[reuse]])
-        mspec = MachineSpec(computer_id=repo.new_id("bld-"), vcpus=min(2, self.fleet.capacity.cpus),
-                            memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
-                            disk_gib=self.spec.disk_gib, hostname=self.template)  # fmt: skip
+        mspec = MachineSpec(
+            computer_id=repo.new_id("bld-"),
+            vcpus=min(2, self.fleet.capacity.cpus),
+            memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
+            disk_gib=self.spec.disk_gib,
+            hostname=self.template,
+        )
         steps: list[Step | None] = [*self.spec.steps, None]
         last = ""
         async with self.computer(start, mspec, self.spec.build_allow) as machine:
             for i in range(reuse + 1, total):
-                self.blog.event("step", index=i + 1, total=total, description=descriptions[i],
-                                cached=False)  # fmt: skip
+                self.blog.event(
+                    "step", index=i + 1, total=total, description=descriptions[i], cached=False
+                )
                 self.doing = f"step {i + 1}/{total} ({descriptions[i]})"
                 t0 = time.monotonic()
                 await self.run_step(machine, steps[i])
                 last = await self._freeze(machine, mspec, image)
                 with self.fleet.db.session() as s:
-                    s.merge(BuildStepRow(key=keys[i], org_id=self.org.id, snapshot_id=last,
-                                         description=descriptions[i]))  # fmt: skip
-                self.blog.output(f"[sanbox] step {i + 1} done in {time.monotonic() - t0:.1f}s, "
-                                 f"kept as layer {last}")  # fmt: skip
+                    s.merge(
+                        BuildStepRow(
+                            key=keys[i],
+                            org_id=self.org.id,
+                            snapshot_id=last,
+                            description=descriptions[i],
+                        )
+                    )
+                self.blog.output(
+                    f"[sanbox] step {i + 1} done in {time.monotonic() - t0:.1f}s, "
+                    f"kept as layer {last}"
+                )
         return last, reuse + 1
 
     # the ready snapshot ---------------------------------------------------------------------
 
     async def ready_snapshot(self, image: Image, disk_snapshot: str) -> str:
         """Boot a computer of the template, wait for its readiness check, keep it running."""
-        mspec = MachineSpec(computer_id=repo.new_id("bld-"), vcpus=self.spec.vcpus,
-                            memory_mib=self.spec.memory_mib, disk_gib=self.spec.disk_gib,
-                            hostname=self.template)  # fmt: skip
-        self.blog.event("step", index=0, total=0, description="boot it and save it ready",
-                        cached=False)  # fmt: skip
+        mspec = MachineSpec(
+            computer_id=repo.new_id("bld-"),
+            vcpus=self.spec.vcpus,
+            memory_mib=self.spec.memory_mib,
+            disk_gib=self.spec.disk_gib,
+            hostname=self.template,
+        )
+        self.blog.event(
+            "step", index=0, total=0, description="boot it and save it ready", cached=False
+        )
         self.doing = "boot it and save it ready"
         async with self.computer(Start(image, disk_snapshot), mspec, self.spec.allow) as machine:
             if self.spec.ready is not None:
@@ -341,8 +363,9 @@ class Builder:
             return await self._freeze(machine, mspec, image, memory=True)
 
 
-async def run(builder: Builder, image: Image, start: Start, keys: list[str],
-              descriptions: list[str]) -> Built:  # fmt: skip
+async def run(
+    builder: Builder, image: Image, start: Start, keys: list[str], descriptions: list[str]
+) -> Built:
     """The whole build: steps, then the ready snapshot. BuildFailed, or a host error."""
     cached = build_place.cached_on(builder.fleet, builder.org, keys, builder.host_id)
     try:

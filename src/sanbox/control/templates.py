@@ -202,10 +202,17 @@ async def build(
             )
         if row is None:
             row = TemplateRow(
-                id=repo.new_id("tpl_"), org_id=org.id, name=name, region=region, state="building",
-                base=spec.base, spec=ctx.spec_text, digest=digest, vcpus=spec.vcpus,
+                id=repo.new_id("tpl_"),
+                org_id=org.id,
+                name=name,
+                region=region,
+                state="building",
+                base=spec.base,
+                spec=ctx.spec_text,
+                digest=digest,
+                vcpus=spec.vcpus,
                 memory_mib=spec.memory_mib,
-            )  # fmt: skip
+            )
             s.add(row)
         row.state, row.error = "building", None
         s.flush()
@@ -287,8 +294,11 @@ async def _build(
             row.idle_timeout, row.steps = spec.idle_timeout, len(keys)
             row.cached_steps, row.build_seconds = built.cached_steps, round(took, 2)
         ran = len(keys) - built.cached_steps
-        blog.event("done", state="ready", message=f"{name} built in {took:.1f}s "
-                   f"({ran} step(s) run, {built.cached_steps} reused)")  # fmt: skip
+        blog.event(
+            "done",
+            state="ready",
+            message=f"{name} built in {took:.1f}s ({ran} step(s) run, {built.cached_steps} reused)",
+        )
         if old_ready is not None and old_ready != built.ready_snapshot_id:
             await _drop_snapshot(fleet, old_ready)
 

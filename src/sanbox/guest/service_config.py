@@ -115,9 +115,10 @@ def parse_config(data: object) -> tuple[ServicesConfig, list[str]]:
             problems.append(f"services[{i}]: {problem}, skipped")
             continue
         services.append(
-            ServiceSpec(raw["name"], raw["command"], raw.get("cwd", "/root"),
-                        raw.get("restart", "always"))
-        )  # fmt: skip
+            ServiceSpec(
+                raw["name"], raw["command"], raw.get("cwd", "/root"), raw.get("restart", "always")
+            )
+        )
     return ServicesConfig(env, tuple(services)), problems
 
 

@@ -103,8 +103,11 @@ class Session:
             return
         if not self._greeted:
             if isinstance(frame, p.Open):  # a host from before an agent restart: tell it so
-                self._refuse(frame.stream, "handshake_required",
-                             "the agent restarted: reconnect and handshake again")  # fmt: skip
+                self._refuse(
+                    frame.stream,
+                    "handshake_required",
+                    "the agent restarted: reconnect and handshake again",
+                )
             return
         if isinstance(frame, p.Open):
             self._open(frame)

@@ -33,10 +33,17 @@ from .process import BASE_PATH, ProcessStream, spawn
 from .service_config import ENV_NAME
 
 ROOT_ENV = "SANBOX_AGENT_SSH_ROOT"
-KEY_TYPES = frozenset({
-    "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com",
-})  # fmt: skip
+KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
 MAX_KEY_LINE = 16 * 1024
 KEYGEN_TIMEOUT = 60.0
 _keygen = threading.Lock()
@@ -158,9 +165,13 @@ def _generate(loc: SshPaths) -> str:
     argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sanbox", "-f", tmp]
     try:
         done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, env={"PATH": BASE_PATH},
-            timeout=KEYGEN_TIMEOUT, check=False,
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env={"PATH": BASE_PATH},
+            timeout=KEYGEN_TIMEOUT,
+            check=False,
+        )
     except FileNotFoundError:
         raise AgentRequestError("ssh_unavailable", "ssh-keygen is not installed") from None
     except subprocess.TimeoutExpired:
@@ -273,8 +284,10 @@ def set_env_options(env: object) -> list[str]:
         for k, v in env.items()
     ):
         raise AgentRequestError("bad_request", "env must map variable names to strings")
-    pairs = (f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"') for name, value in
-             sorted(env.items()))  # fmt: skip
+    pairs = (
+        f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"')
+        for name, value in sorted(env.items())
+    )
     return ["-o", "SetEnv " + " ".join(f'"{pair}"' for pair in pairs)]
 
 

@@ -59,9 +59,13 @@ class Runner:
         self.env = env
         self.where = where
         self.status: dict[str, Any] = {
-            "name": spec.name, "state": "running", "pid": None, "restarts": 0,
-            "last_exit": None, "started_at": None,
-        }  # fmt: skip
+            "name": spec.name,
+            "state": "running",
+            "pid": None,
+            "restarts": 0,
+            "last_exit": None,
+            "started_at": None,
+        }
         self.proc: subprocess.Popen[bytes] | None = None
         self._stopping = False
         self._wake = asyncio.Event()
@@ -114,10 +118,15 @@ class Runner:
         """Run the command once, to its end; its exit code (negative: the signal)."""
         try:
             proc = subprocess.Popen(
-                ["/bin/sh", "-c", self.spec.command], cwd=self.spec.cwd, env=self.env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                ["/bin/sh", "-c", self.spec.command],
+                cwd=self.spec.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
             where = f"cwd {self.spec.cwd}" if exc.filename == self.spec.cwd else "/bin/sh"
             self._note(f"could not start: {where}: {exc.strerror or exc}")
@@ -126,8 +135,9 @@ class Runner:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
-        self._set(state="running", pid=proc.pid, started_at=time.time(),
-                  proc_start=start_ticks(proc.pid))  # fmt: skip
+        self._set(
+            state="running", pid=proc.pid, started_at=time.time(), proc_start=start_ticks(proc.pid)
+        )
         pump = asyncio.get_running_loop().create_task(self._pump(fd))
         try:
             code = await wait_exit(proc)
@@ -236,8 +246,9 @@ class Supervisor:
 
 def supervise(where: ServicePaths) -> None:
     """Run the services of ``where`` until SIGTERM or SIGINT."""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="sanbox-services %(levelname)s %(message)s")  # fmt: skip
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="sanbox-services %(levelname)s %(message)s"
+    )
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     supervisor = Supervisor(where)
     try:

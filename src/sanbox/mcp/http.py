@@ -100,9 +100,11 @@ class McpEndpoint:
             await refusal(scope, receive, send)
             return
         token = AccessToken(
-            token=bearer_token(conn) or "", client_id=principal.key.id, scopes=[],
+            token=bearer_token(conn) or "",
+            client_id=principal.key.id,
+            scopes=[],
             subject=principal.org.id,
-        )  # fmt: skip
+        )
         scope["user"] = AuthenticatedUser(token)
         key_id = principal.key.id
         if conn.headers.get(MCP_SESSION_ID_HEADER) is not None:

@@ -38,8 +38,12 @@ def describe_binding(b: SecretBinding) -> str:
 
 
 def _hints(read_only: bool, destructive: bool) -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
-                           idempotent_hint=True, open_world_hint=False)  # fmt: skip
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
 
 
 def add_secret_tools(tool: Register, clients: Clients) -> None:
@@ -77,7 +81,7 @@ def add_secret_tools(tool: Register, clients: Clients) -> None:
                 description="environment variable that gets the placeholder, e.g. "
                 "OPENAI_API_KEY; default: none"
             ),
-        ] = None,  # fmt: skip
+        ] = None,
     ) -> CallToolResult:
         """Bind a secret to a computer. Commands run in it afterwards get a placeholder in `env`;
         its HTTPS requests to the secret's hosts leave with the real value, which it never sees.

@@ -48,9 +48,12 @@ GuestPath = Annotated[str, Field(description="absolute path inside the computer"
 
 
 def hints(
-    *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
+    *,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
     open_world: bool = False,
-) -> ToolAnnotations:  # fmt: skip
+) -> ToolAnnotations:
     return ToolAnnotations(
         read_only_hint=read_only,
         destructive_hint=destructive,
@@ -124,7 +127,7 @@ def build_server(clients: Clients) -> MCPServer[Any]:
                 description="start from this snapshot (id or name): its disk, and its "
                 "memory and processes if it kept them"
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         vcpus: Annotated[int | None, Field(ge=1, description="virtual CPUs; default 1")] = None,
         memory_mib: Annotated[
             int | None, Field(ge=128, description="memory in MiB; default 512")
@@ -153,10 +156,17 @@ def build_server(clients: Clients) -> MCPServer[Any]:
         """Create a computer (from a template, or from a snapshot) and wait until it runs."""
         async with clients(ctx) as sanbox:
             c = await sanbox.computers.create(
-                template=template, name=name, vcpus=vcpus, memory_mib=memory_mib,
-                disk_gib=disk_gib, allow=allow, idle_timeout=idle_timeout, env=env, labels=labels,
+                template=template,
+                name=name,
+                vcpus=vcpus,
+                memory_mib=memory_mib,
+                disk_gib=disk_gib,
+                allow=allow,
+                idle_timeout=idle_timeout,
+                env=env,
+                labels=labels,
                 from_snapshot=from_snapshot,
-            )  # fmt: skip
+            )
         return results.computer_result(c.record)
 
     @tool("snapshot_computer", hints())
@@ -169,7 +179,7 @@ def build_server(clients: Clients) -> MCPServer[Any]:
                 description="keep its memory and running processes too (running or "
                 "paused computers); default: the disk only"
             ),
-        ] = False,  # fmt: skip
+        ] = False,
         name: Annotated[str | None, Field(description="a name for the snapshot")] = None,
     ) -> CallToolResult:
         """Keep a computer's state as a snapshot of your org: it outlives the computer, and
@@ -223,21 +233,25 @@ def build_server(clients: Clients) -> MCPServer[Any]:
 
     lifecycle("start", hints(idempotent=True), "Boot a stopped computer again on its disk.")
     lifecycle(
-        "stop", hints(destructive=True, idempotent=True),
+        "stop",
+        hints(destructive=True, idempotent=True),
         "Stop a computer: its processes and memory end, its disk is kept.",
-    )  # fmt: skip
+    )
     lifecycle(
-        "pause", hints(idempotent=True),
+        "pause",
+        hints(idempotent=True),
         "Pause a computer: memory and processes are saved and its VM ends; resume brings it back.",
-    )  # fmt: skip
+    )
     lifecycle(
-        "resume", hints(idempotent=True),
+        "resume",
+        hints(idempotent=True),
         "Resume a paused or suspended computer; says whether its memory was restored.",
-    )  # fmt: skip
+    )
     lifecycle(
-        "delete", hints(destructive=True, idempotent=True),
+        "delete",
+        hints(destructive=True, idempotent=True),
         "Delete a computer with its disk. This cannot be undone.",
-    )  # fmt: skip
+    )
 
     @tool("exec", hints(destructive=True, open_world=True))
     async def exec_(

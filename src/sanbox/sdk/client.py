@@ -319,8 +319,14 @@ class AsyncKeys:
         working `expires_in` seconds from now or at `expires_at` (aware datetime or ISO 8601)."""
         if isinstance(expires_at, datetime):
             expires_at = expires_at.isoformat()
-        body = {"org": org, "name": name, "admin": admin, "host_admin": host_admin,
-                "expires_in": expires_in, "expires_at": expires_at}  # fmt: skip
+        body = {
+            "org": org,
+            "name": name,
+            "admin": admin,
+            "host_admin": host_admin,
+            "expires_in": expires_in,
+            "expires_at": expires_at,
+        }
         body = {k: v for k, v in body.items() if v is not None}
         return ApiKey.from_json(await self._client.http.json("POST", "/v1/keys", json_body=body))
 
@@ -351,6 +357,11 @@ class AsyncAudit:
 
 
 __all__ = [
-    "AsyncAudit", "AsyncComputers", "AsyncImages", "AsyncKeys", "AsyncOrgs", "AsyncSanbox",
+    "AsyncAudit",
+    "AsyncComputers",
+    "AsyncImages",
+    "AsyncKeys",
+    "AsyncOrgs",
+    "AsyncSanbox",
     "AsyncSnapshots",
-]  # fmt: skip
+]

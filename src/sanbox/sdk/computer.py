@@ -142,9 +142,11 @@ class AsyncComputer(ComputerFields):
         processes too, as a snapshot of the org that outlives the computer. Returns once it is
         durable and verified; `client.computers.create(from_snapshot=...)` makes computers of it."""
         data = await self._client.http.json(
-            "POST", self.path + "/snapshots", json_body={"memory": memory, "name": name},
+            "POST",
+            self.path + "/snapshots",
+            json_body={"memory": memory, "name": name},
             timeout=_LONG,
-        )  # fmt: skip
+        )
         return Snapshot.from_json(data)
 
     async def fork(

@@ -37,11 +37,38 @@ ExecEvent = Stdout | Stderr | Exit
 
 # The guest is Linux: names map to Linux's numbers whatever the client's platform says.
 SIGNALS = {
-    "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9,
-    "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "STKFLT": 16,
-    "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24,
-    "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
-}  # fmt: skip
+    "HUP": 1,
+    "INT": 2,
+    "QUIT": 3,
+    "ILL": 4,
+    "TRAP": 5,
+    "ABRT": 6,
+    "BUS": 7,
+    "FPE": 8,
+    "KILL": 9,
+    "USR1": 10,
+    "SEGV": 11,
+    "USR2": 12,
+    "PIPE": 13,
+    "ALRM": 14,
+    "TERM": 15,
+    "STKFLT": 16,
+    "CHLD": 17,
+    "CONT": 18,
+    "STOP": 19,
+    "TSTP": 20,
+    "TTIN": 21,
+    "TTOU": 22,
+    "URG": 23,
+    "XCPU": 24,
+    "XFSZ": 25,
+    "VTALRM": 26,
+    "PROF": 27,
+    "WINCH": 28,
+    "IO": 29,
+    "PWR": 30,
+    "SYS": 31,
+}
 
 
 def signal_number(sig: int | str) -> int:

@@ -52,8 +52,12 @@ class AsyncSecrets:
         `Authorization: Bearer {value}`); `placeholder_only`: add no header, only replace the
         placeholder where the computer sends it. A value, host or header the server refuses
         raises `InvalidSecretError`, whose message never holds the value."""
-        body = {"value": value, "hosts": list(hosts), "header": header,
-                "placeholder_only": placeholder_only}  # fmt: skip
+        body = {
+            "value": value,
+            "hosts": list(hosts),
+            "header": header,
+            "placeholder_only": placeholder_only,
+        }
         data = await self._client.http.json("PUT", _secret_path(name), json_body=body)
         return Secret.from_json(data)
 

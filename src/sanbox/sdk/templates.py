@@ -95,9 +95,13 @@ class AsyncTemplates:
             code = "invalid_spec" if isinstance(exc, SpecError) else "invalid_context"
             raise InvalidRequestError(str(exc), code=code) from None
         data = await self._client.http.json(
-            "POST", "/v1/templates", params={"name": name, "region": region}, content=body,
-            headers={"Content-Type": "application/x-tar"}, timeout=600.0,
-        )  # fmt: skip
+            "POST",
+            "/v1/templates",
+            params={"name": name, "region": region},
+            content=body,
+            headers={"Content-Type": "application/x-tar"},
+            timeout=600.0,
+        )
         return BuildStarted(Template.from_json(data["template"]), bool(data["building"]))
 
     async def logs(
@@ -106,8 +110,9 @@ class AsyncTemplates:
         """The last build's log records (`step`, `output`, `done`); `follow`: until it ends."""
         params = {"follow": "true" if follow else None, "region": region}
         timeout = BUILD_TIMEOUT if follow else None
-        async with self._client.http.stream("GET", _path(name) + "/logs", params=params,
-                                            timeout=timeout) as response:  # fmt: skip
+        async with self._client.http.stream(
+            "GET", _path(name) + "/logs", params=params, timeout=timeout
+        ) as response:
             async for line in response.aiter_lines():
                 if line.strip():
                     yield json.loads(line)

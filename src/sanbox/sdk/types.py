@@ -25,11 +25,31 @@ if TYPE_CHECKING:
     from .exec_protocol import ExecEvent, Exit, Stderr, Stdout
 
 __all__ = [
-    "ApiKey", "AuditRecord", "BuildCachePruned", "ComputerRecord", "Event", "ExecEvent",
-    "ExecResult", "Exit", "FileEntry", "HostInfo", "ImageBuild", "Org", "OrgRegions", "Pool",
-    "PublishedPort", "Quota", "Secret", "SecretBinding", "Snapshot", "SshAccess", "Stderr",
-    "Stdout", "Template", "ViewLink",
-]  # fmt: skip
+    "ApiKey",
+    "AuditRecord",
+    "BuildCachePruned",
+    "ComputerRecord",
+    "Event",
+    "ExecEvent",
+    "ExecResult",
+    "Exit",
+    "FileEntry",
+    "HostInfo",
+    "ImageBuild",
+    "Org",
+    "OrgRegions",
+    "Pool",
+    "PublishedPort",
+    "Quota",
+    "Secret",
+    "SecretBinding",
+    "Snapshot",
+    "SshAccess",
+    "Stderr",
+    "Stdout",
+    "Template",
+    "ViewLink",
+]
 
 
 def __getattr__(name: str) -> Any:

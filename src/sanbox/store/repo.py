@@ -282,8 +282,9 @@ def bindings_of(s: Session, computer_id: str) -> list[tuple[SecretBindingRow, Se
 
 
 def binding(s: Session, secret_id: str, computer_id: str) -> SecretBindingRow | None:
-    q = select(SecretBindingRow).where(SecretBindingRow.secret_id == secret_id,
-                                       SecretBindingRow.computer_id == computer_id)  # fmt: skip
+    q = select(SecretBindingRow).where(
+        SecretBindingRow.secret_id == secret_id, SecretBindingRow.computer_id == computer_id
+    )
     return s.scalars(q).first()
 
 
@@ -310,9 +311,13 @@ def add_event(
     data: dict[str, Any] | None = None,
 ) -> EventRow:
     ev = EventRow(
-        org_id=org_id, computer_id=computer_id, type=type_, message=message, data=data or {},
+        org_id=org_id,
+        computer_id=computer_id,
+        type=type_,
+        message=message,
+        data=data or {},
         actor=ACTOR.get(),
-    )  # fmt: skip
+    )
     s.add(ev)
     s.flush()
     notify(s.connection(), EVENTS)  # other API nodes' relays read it at the commit

@@ -110,8 +110,17 @@ def apt_options(*, etc: Path, lists: Path, state: Path, cache: Path, status: Pat
 
 
 def download_argv(packages: Sequence[str], options: Sequence[str]) -> list[str]:
-    return ["apt-get", *options, "-q", "-y", "--download-only", "--no-install-recommends",
-            "install", "--", *packages]  # fmt: skip
+    return [
+        "apt-get",
+        *options,
+        "-q",
+        "-y",
+        "--download-only",
+        "--no-install-recommends",
+        "install",
+        "--",
+        *packages,
+    ]
 
 
 def missing_packages(output: str) -> list[str]:
@@ -182,8 +191,13 @@ def _lists(cache_dir: Path, sources: Sequence[str], today: datetime.date, timeou
             dirs = _prepare(work, sources, b"")
             lists = work / "lists"
             (lists / "partial").mkdir(parents=True)
-            options = apt_options(etc=dirs["etc"], lists=lists, state=dirs["state"],
-                                  cache=dirs["cache"], status=dirs["status"])  # fmt: skip
+            options = apt_options(
+                etc=dirs["etc"],
+                lists=lists,
+                state=dirs["state"],
+                cache=dirs["cache"],
+                status=dirs["status"],
+            )
             with FetchSandbox.open(source_urls(sources)) as sandbox:
                 sandbox.own(work)
                 try:
@@ -243,8 +257,13 @@ def fetch_apt(
     def build(files: Path, work: Path) -> None:
         _chmod_tree_dirs(work, cache_dir)
         dirs = _prepare(work, srcs, status)
-        options = apt_options(etc=dirs["etc"], lists=lists, state=dirs["state"],
-                              cache=dirs["cache"], status=dirs["status"])  # fmt: skip
+        options = apt_options(
+            etc=dirs["etc"],
+            lists=lists,
+            state=dirs["state"],
+            cache=dirs["cache"],
+            status=dirs["status"],
+        )
         with FetchSandbox.open(source_urls(srcs)) as sandbox:
             sandbox.own(work)
             try:
@@ -258,10 +277,13 @@ def fetch_apt(
         if result.returncode != 0:
             missing = missing_packages(result.output)
             if missing:
-                raise FetchError("apt", f"no package {', '.join(map(repr, missing))} in Debian "
-                                        f"{', '.join(s.split()[2] for s in srcs[:1])}: check the "
-                                        "name (`apt-cache search NAME`) or remove it from the "
-                                        "step")  # fmt: skip
+                raise FetchError(
+                    "apt",
+                    f"no package {', '.join(map(repr, missing))} in Debian "
+                    f"{', '.join(s.split()[2] for s in srcs[:1])}: check the "
+                    "name (`apt-cache search NAME`) or remove it from the "
+                    "step",
+                )
             raise FetchError("apt", unknown_failure("apt", names, result.output))
         debs = files / "debs"
         debs.mkdir()

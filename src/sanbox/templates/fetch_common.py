@@ -68,15 +68,26 @@ class Bundle:
     size: int  # bytes, all files
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "guest_dir": self.guest_dir,
-                "install": list(self.install), "files": list(self.files),
-                "size": self.size}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "guest_dir": self.guest_dir,
+            "install": list(self.install),
+            "files": list(self.files),
+            "size": self.size,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], path: Path) -> Bundle:
-        return cls(kind=data["kind"], key=data["key"], path=path, guest_dir=data["guest_dir"],
-                   install=tuple(data["install"]), files=tuple(data["files"]),
-                   size=int(data["size"]))  # fmt: skip
+        return cls(
+            kind=data["kind"],
+            key=data["key"],
+            path=path,
+            guest_dir=data["guest_dir"],
+            install=tuple(data["install"]),
+            files=tuple(data["files"]),
+            size=int(data["size"]),
+        )
 
 
 def content_key(kind: str, inputs: Mapping[str, Any]) -> str:
@@ -246,11 +257,15 @@ def cached_bundle(
             build(files_dir, work)
             files, size = tree_files(files_dir)
             if size > max_bytes:
-                raise FetchError(kind, f"the packages come to {size >> 20} MiB, more than the "
-                                       f"limit of {max_bytes >> 20} MiB: split the step or "
-                                       "raise the limit")  # fmt: skip
-            bundle = Bundle(kind, key, files_dir, guest_dir_for(key), install_argv(key),
-                            tuple(files), size)  # fmt: skip
+                raise FetchError(
+                    kind,
+                    f"the packages come to {size >> 20} MiB, more than the "
+                    f"limit of {max_bytes >> 20} MiB: split the step or "
+                    "raise the limit",
+                )
+            bundle = Bundle(
+                kind, key, files_dir, guest_dir_for(key), install_argv(key), tuple(files), size
+            )
             shutil.rmtree(work)
             (staging / "bundle.json").write_text(json.dumps(bundle.to_json(), indent=1))
             final.parent.mkdir(parents=True, exist_ok=True)

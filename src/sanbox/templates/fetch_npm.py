@@ -45,17 +45,30 @@ def npm_key(packages: Sequence[str]) -> str:
 
 
 def install_argv(prefix: Path, packages: Sequence[str]) -> list[str]:
-    return ["npm", "install", "--global", "--prefix", str(prefix), "--ignore-scripts",
-            "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error",
-            "--", *packages]  # fmt: skip
+    return [
+        "npm",
+        "install",
+        "--global",
+        "--prefix",
+        str(prefix),
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--loglevel=error",
+        "--",
+        *packages,
+    ]
 
 
 def failure_reason(packages: Sequence[str], output: str) -> str:
     """One line for a failed `npm install`: which package, and what to do."""
     if m := _NOT_FOUND.search(output):
         what = m.group(1) or unquote(m.group(2))
-        return (f"no npm package {what!r}: check the name with `npm view NAME` or remove it "
-                "from the step")  # fmt: skip
+        return (
+            f"no npm package {what!r}: check the name with `npm view NAME` or remove it "
+            "from the step"
+        )
     for line in output.splitlines():
         if "ETARGET" in line or "No matching version" in line:
             return (

@@ -54,24 +54,64 @@ def platforms(glibc_minor: int = GLIBC_MINOR, arch: str = ARCH) -> list[str]:
 
 def pip_key(requirements: Sequence[str], venv: str = "") -> str:
     """Same requirements (in any order) for the same interpreter, platform and venv: same bundle."""
-    inputs = {"requirements": sorted(set(requirements)), "python": PYTHON, "abi": ABI,
-              "platforms": platforms()}  # fmt: skip
+    inputs = {
+        "requirements": sorted(set(requirements)),
+        "python": PYTHON,
+        "abi": ABI,
+        "platforms": platforms(),
+    }
     return content_key("pip", {**inputs, "venv": venv} if venv else inputs)
 
 
 def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[str]:
-    target = ["--only-binary=:all:", "--python-version", PYTHON, "--implementation", "cp",
-              "--abi", ABI, "--abi", "abi3", "--abi", "none"]  # fmt: skip
+    target = [
+        "--only-binary=:all:",
+        "--python-version",
+        PYTHON,
+        "--implementation",
+        "cp",
+        "--abi",
+        ABI,
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
     for tag in platforms():
         target += ["--platform", tag]
-    return [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-            "--progress-bar", "off", "--dest", str(dest), *target, "--", *requirements]  # fmt: skip
+    return [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--dest",
+        str(dest),
+        *target,
+        "--",
+        *requirements,
+    ]
 
 
 def pip_wheel_argv(python: str, dest: Path) -> list[str]:
-    return [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-            "--progress-bar", "off", "--no-deps", "--only-binary=:all:", "--dest", str(dest),
-            "pip"]  # fmt: skip
+    return [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+        "pip",
+    ]
 
 
 def failure_reason(requirements: Sequence[str], output: str) -> str:
@@ -79,9 +119,11 @@ def failure_reason(requirements: Sequence[str], output: str) -> str:
     for line in output.splitlines():
         if "No matching distribution found for" in line:
             what = line.split("No matching distribution found for", 1)[1].strip()
-            return (f"no wheel of {what!r} for CPython {PYTHON} on Linux {ARCH}: check the "
-                    "name and version on PyPI; a package with no wheel cannot be built in the "
-                    "guest offline (use a version that has wheels, or a `run` step)")  # fmt: skip
+            return (
+                f"no wheel of {what!r} for CPython {PYTHON} on Linux {ARCH}: check the "
+                "name and version on PyPI; a package with no wheel cannot be built in the "
+                "guest offline (use a version that has wheels, or a `run` step)"
+            )
     return unknown_failure("pip", requirements, output)
 
 

@@ -191,8 +191,20 @@ class _Reader:
         return value
 
 
-TOP = {"base", "name", "resources", "build", "steps", "env", "services", "ports", "allow",
-       "idle_timeout", "ready", "secrets"}  # fmt: skip
+TOP = {
+    "base",
+    "name",
+    "resources",
+    "build",
+    "steps",
+    "env",
+    "services",
+    "ports",
+    "allow",
+    "idle_timeout",
+    "ready",
+    "secrets",
+}
 
 
 def _step(r: _Reader, raw: Any, i: int) -> Step:
@@ -241,8 +253,9 @@ def _service(r: _Reader, raw: Any, i: int) -> Service:
     return Service(
         name=r.named(check_name, t["name"], (*path, "name"), "service"),
         command=r.string(t["command"], (*path, "command")),
-        cwd=r.guest_path(t.get("cwd", "/root"), (*path, "cwd")), restart=restart,
-    )  # fmt: skip
+        cwd=r.guest_path(t.get("cwd", "/root"), (*path, "cwd")),
+        restart=restart,
+    )
 
 
 def _ready(r: _Reader, raw: Any) -> Ready:
@@ -296,13 +309,18 @@ def parse(text: str, where: str = "sanbox.toml") -> Spec:
         name=r.named(check_name, raw["name"], ("name",), "template") if "name" in raw else None,
         vcpus=r.integer(res.get("vcpus", 1), ("resources", "vcpus"), 1, 256),
         memory_mib=r.integer(res.get("memory_mib", 512), ("resources", "memory_mib"), 128, 1 << 20),
-        disk_gib=(r.integer(res["disk_gib"], ("resources", "disk_gib"), 1, 16 * 1024)
-                  if "disk_gib" in res else None),
+        disk_gib=(
+            r.integer(res["disk_gib"], ("resources", "disk_gib"), 1, 16 * 1024)
+            if "disk_gib" in res
+            else None
+        ),
         build_allow=r.strings(build.get("allow", []), ("build", "allow")),
         steps=tuple(_step(r, s, i) for i, s in enumerate(steps)),
-        env=dict(env), services=parsed_services,
-        ports=tuple(ports), allow=r.strings(raw.get("allow", []), ("allow",)),
+        env=dict(env),
+        services=parsed_services,
+        ports=tuple(ports),
+        allow=r.strings(raw.get("allow", []), ("allow",)),
         secrets=dict(bound),
         idle_timeout=r.integer(raw.get("idle_timeout", 1800), ("idle_timeout",), 0, 365 * 86400),
         ready=_ready(r, raw["ready"]) if "ready" in raw else None,
-    )  # fmt: skip
+    )

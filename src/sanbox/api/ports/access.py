@@ -74,10 +74,14 @@ def credentials(scope: Scope) -> Credentials:
         key = next((v for k, v in query if k == TOKEN_PARAM and v), None)
         from_query = key is not None
     cookie = next(
-        (val for v in _header_values(scope, b"cookie") for n, val in _cookie_pairs(v)
-         if n == COOKIE),
+        (
+            val
+            for v in _header_values(scope, b"cookie")
+            for n, val in _cookie_pairs(v)
+            if n == COOKIE
+        ),
         None,
-    )  # fmt: skip
+    )
     view_token = next((v for k, v in query if k == VIEW_TOKEN_PARAM and v), None)
     return Credentials(key, from_query, cookie, view_token)
 

@@ -47,10 +47,16 @@ async def exec_command(
     if body.max_output_bytes is not None:
         limit = min(limit, body.max_output_bytes)
     result = await plane.exec(
-        auth.org, ref, body.cmd, env=body.env, cwd=body.cwd, user=body.user,
-        stdin=body.stdin.encode() if body.stdin is not None else None, timeout=body.timeout,
+        auth.org,
+        ref,
+        body.cmd,
+        env=body.env,
+        cwd=body.cwd,
+        user=body.user,
+        stdin=body.stdin.encode() if body.stdin is not None else None,
+        timeout=body.timeout,
         max_output=limit,
-    )  # fmt: skip
+    )
     return StreamingResponse(json_chunks(result), media_type="application/json")
 
 
@@ -58,10 +64,14 @@ def json_chunks(result: ExecResult, piece: int = 64 * 1024) -> Iterator[bytes]:
     """`ExecResponse` as JSON, rendered a piece at a time. The output is held once, as the bytes
     the agent sent, never as a whole decoded and escaped copy (a NUL byte is 6 bytes of JSON)."""
     head = ExecResponse(
-        exit_code=result.exit_code, stdout="", stderr="", signal=result.signal,
-        timed_out=result.timed_out, stdout_truncated=result.stdout_truncated,
+        exit_code=result.exit_code,
+        stdout="",
+        stderr="",
+        signal=result.signal,
+        timed_out=result.timed_out,
+        stdout_truncated=result.stdout_truncated,
         stderr_truncated=result.stderr_truncated,
-    ).model_dump(exclude={"stdout", "stderr"})  # fmt: skip
+    ).model_dump(exclude={"stdout", "stderr"})
     yield json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"stdout":"'
     yield from _json_string_body(result.stdout, piece)
     yield b'","stderr":"'
@@ -131,18 +141,33 @@ async def serve_stream(ws: WebSocket, ref: str, who: Callable[[WebSocket], Princ
         async with contextlib.AsyncExitStack() as stack:
             proc: ExecProcess | PtySession
             if req.pty:
-                proc = await stack.enter_async_context(plane.pty(
-                    auth.org, ref, req.cmd, rows=req.rows, cols=req.cols, env=req.env or None,
-                    cwd=req.cwd, user=req.user,
-                ))  # fmt: skip
+                proc = await stack.enter_async_context(
+                    plane.pty(
+                        auth.org,
+                        ref,
+                        req.cmd,
+                        rows=req.rows,
+                        cols=req.cols,
+                        env=req.env or None,
+                        cwd=req.cwd,
+                        user=req.user,
+                    )
+                )
             else:
                 if req.cmd is None:
                     raise ValueError("cmd is required without pty")
                 try:
-                    proc = await stack.enter_async_context(plane.exec_stream(
-                        auth.org, ref, req.cmd, env=req.env or None, cwd=req.cwd,
-                        user=req.user, timeout=req.timeout,
-                    ))  # fmt: skip
+                    proc = await stack.enter_async_context(
+                        plane.exec_stream(
+                            auth.org,
+                            ref,
+                            req.cmd,
+                            env=req.env or None,
+                            cwd=req.cwd,
+                            user=req.user,
+                            timeout=req.timeout,
+                        )
+                    )
                 except CommandNotFoundError as exc:
                     await ws.send_text(wire.stderr((exc.message + "\n").encode()))
                     await ws.send_text(wire.exit_(127))

@@ -20,13 +20,19 @@ PathQuery = Annotated[str, Query(min_length=1, max_length=4096, description="abs
 
 def entry(info: FileInfo) -> FileEntry:
     kinds: dict[str, Literal["file", "dir", "symlink", "other"]] = {
-        "file": "file", "dir": "dir", "symlink": "symlink",
-    }  # fmt: skip
+        "file": "file",
+        "dir": "dir",
+        "symlink": "symlink",
+    }
     kind = kinds.get(info.type, "other")
     return FileEntry(
-        name=info.name, path=info.path, type=kind, size=info.size,
-        mode=statmod.S_IMODE(info.mode), mtime=info.mtime,
-    )  # fmt: skip
+        name=info.name,
+        path=info.path,
+        type=kind,
+        size=info.size,
+        mode=statmod.S_IMODE(info.mode),
+        mtime=info.mtime,
+    )
 
 
 @router.put("/{ref}/files", response_model=FileWritten)
@@ -47,9 +53,10 @@ async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> Strea
     if info.type == "dir":
         raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
     return StreamingResponse(
-        plane.read_file(auth.org, ref, path), media_type="application/octet-stream",
+        plane.read_file(auth.org, ref, path),
+        media_type="application/octet-stream",
         headers={"Content-Length": str(info.size)},
-    )  # fmt: skip
+    )
 
 
 @router.get("/{ref}/files/list", response_model=FileList)

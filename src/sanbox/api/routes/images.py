@@ -36,5 +36,6 @@ async def list_images(_a: HostAdmin, plane: Plane) -> ImageBuildList:
 async def prune_images(_a: HostAdmin, plane: Plane) -> PruneResult:
     """Remove the builds no computer came from and no new computer would get."""
     removed = await plane.prune_image_builds()
-    return PruneResult(removed=[build_out(b) for b in removed],
-                       freed_bytes=sum(b.bytes for b in removed))  # fmt: skip
+    return PruneResult(
+        removed=[build_out(b) for b in removed], freed_bytes=sum(b.bytes for b in removed)
+    )

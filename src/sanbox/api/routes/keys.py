@@ -13,9 +13,10 @@ from ..schemas import ErrorBody, Name
 from .admin import Admin, KeysDep
 
 router = APIRouter(
-    prefix="/v1", tags=["admin"],
+    prefix="/v1",
+    tags=["admin"],
     responses={c: {"model": ErrorBody} for c in (401, 403, 404, 409, 422, 429)},
-)  # fmt: skip
+)
 
 
 @router.post("/keys", status_code=201, response_model=KeyOut)

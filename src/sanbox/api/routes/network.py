@@ -42,11 +42,16 @@ async def set_network(ref: str, body: NetworkPolicy, auth: Auth, plane: Plane) -
 
 def _ports(request: Request, org: str, name: str, ports: list[dict[str, object]]) -> PortList:
     settings = request.app.state.settings
-    return PortList(ports=[
-        PortOut(port=int(str(p["port"])), public=bool(p["public"]),
-                url=settings.port_url(int(str(p["port"])), name, org))
-        for p in ports
-    ])  # fmt: skip
+    return PortList(
+        ports=[
+            PortOut(
+                port=int(str(p["port"])),
+                public=bool(p["public"]),
+                url=settings.port_url(int(str(p["port"])), name, org),
+            )
+            for p in ports
+        ]
+    )
 
 
 @router.get("/{ref}/ports", response_model=PortList)

@@ -27,8 +27,13 @@ class Pool(BaseModel):
 
     @classmethod
     def of(cls, status: PoolStatus) -> Pool:
-        return cls(template=status.pool.template, size=status.pool.size, ready=status.ready,
-                   starting=status.starting, refill=status.refill)  # fmt: skip
+        return cls(
+            template=status.pool.template,
+            size=status.pool.size,
+            ready=status.ready,
+            starting=status.starting,
+            refill=status.refill,
+        )
 
 
 class PoolList(BaseModel):

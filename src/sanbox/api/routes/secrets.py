@@ -23,8 +23,9 @@ router = APIRouter(prefix="/v1", tags=["secrets"], responses=ERRORS)
 async def put_secret(name: str, body: SecretPut, auth: Auth, plane: Plane) -> Secret:
     """Create a secret, or rotate it (version + 1). Computers it is bound to get the new value
     on their next request, without a restart."""
-    row = plane.secrets.put(auth.org, name, body.value, body.hosts, body.header,
-                            body.placeholder_only)  # fmt: skip
+    row = plane.secrets.put(
+        auth.org, name, body.value, body.hosts, body.header, body.placeholder_only
+    )
     return Secret.of(row)
 
 

@@ -29,8 +29,10 @@ MAX_CONTEXT = MAX_TAR_BYTES  # the tar: its files, headers and padding
 
 
 def builtins(plane: Computers) -> list[Template]:
-    return [Template(name=b.name, builtin=True, allow=b.allow, idle_timeout=b.idle_timeout)
-            for b in plane.builtin_templates()]  # fmt: skip
+    return [
+        Template(name=b.name, builtin=True, allow=b.allow, idle_timeout=b.idle_timeout)
+        for b in plane.builtin_templates()
+    ]
 
 
 async def _body(request: Request) -> bytes:
@@ -47,9 +49,13 @@ async def _body(request: Request) -> bytes:
     "/templates",
     response_model=TemplateBuild,
     status_code=202,
-    openapi_extra={"requestBody": {"required": True, "content": {
-        "application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}},
-)  # fmt: skip
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 async def build_template(
     request: Request,
     auth: Auth,
@@ -106,8 +112,11 @@ async def prune_build_cache(auth: Auth, plane: Plane) -> BuildCachePruned:
     """Delete the org's cached build steps that none of its templates stands on (those of older
     versions of a spec, those of deleted templates). 409 `template_building` while a build runs."""
     pruned = await plane.prune_build_cache(auth.org)
-    return BuildCachePruned(removed_steps=pruned.removed_steps, kept_steps=pruned.kept_steps,
-                            freed_bytes=pruned.freed_bytes)  # fmt: skip
+    return BuildCachePruned(
+        removed_steps=pruned.removed_steps,
+        kept_steps=pruned.kept_steps,
+        freed_bytes=pruned.freed_bytes,
+    )
 
 
 @router.get("/templates/{ref}/logs", response_class=StreamingResponse)

@@ -334,8 +334,13 @@ class AgentClient:
     ) -> None:
         """A copied computer's own identity (hostname, machine-id, `entropy` credited and
         reseeded, the clock; SSH host keys forgotten: `ssh.host_key()` makes the next)."""
-        params = {"op": "new_identity", "hostname": hostname, "machine_id": machine_id,
-                  "entropy": base64.b64encode(entropy).decode(), "time": unix_time}  # fmt: skip
+        params = {
+            "op": "new_identity",
+            "hostname": hostname,
+            "machine_id": machine_id,
+            "entropy": base64.b64encode(entropy).decode(),
+            "time": unix_time,
+        }
         await self.call("control", params, timeout=120.0)
 
     async def metrics(self) -> Metrics:

@@ -177,9 +177,14 @@ class ExecProcess:
         assert self.exit is not None
         e = self.exit
         return ExecResult(
-            e.exit_code, out.value(), err.value(), e.signal, e.timed_out,
-            stdout_truncated=out.truncated, stderr_truncated=err.truncated,
-        )  # fmt: skip
+            e.exit_code,
+            out.value(),
+            err.value(),
+            e.signal,
+            e.timed_out,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+        )
 
     async def communicate(
         self, stdin: bytes | None, timeout: float | None, max_output: int | None = None

@@ -189,11 +189,17 @@ class LayerStore:
         os.chown(path, 0, self.group if self.group is not None else 0)
         os.chmod(path, 0o640 if self.group is not None else 0o600)
         fsync_path(path)
-        fields = asdict(LayerInfo(
-            id=lid, format=fmt, backing=None if backing is None else str(backing), depth=depth,
-            size_bytes=path.stat().st_size, digest=digest_file(path, self.key),
-            frozen_at=time.time(),
-        ))  # fmt: skip
+        fields = asdict(
+            LayerInfo(
+                id=lid,
+                format=fmt,
+                backing=None if backing is None else str(backing),
+                depth=depth,
+                size_bytes=path.stat().st_size,
+                digest=digest_file(path, self.key),
+                frozen_at=time.time(),
+            )
+        )
         info = LayerInfo(**{**fields, "mac": _mac(fields, self.key)})
         tmp = self._manifest(lid).with_suffix(".json.tmp")
         tmp.write_text(json.dumps(asdict(info), indent=2))

@@ -42,9 +42,21 @@ def create_overlay(base: Path, dest: Path, size_bytes: int, base_exists: bool = 
     its absolute path, which must never change while anything is backed by it). `base_exists`
     False: `base` is where the backing file is about to be (a live snapshot renames it there)."""
     unsafe = () if base_exists else ("-u",)
-    _run("create", "-q", "-f", "qcow2", "-o", "cluster_size=65536", *unsafe, "-b",
-         str(base if not base_exists else base.resolve()), "-F", format_of(base), str(dest),
-         str(size_bytes))  # fmt: skip
+    _run(
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-o",
+        "cluster_size=65536",
+        *unsafe,
+        "-b",
+        str(base if not base_exists else base.resolve()),
+        "-F",
+        format_of(base),
+        str(dest),
+        str(size_bytes),
+    )
 
 
 def rebase(path: Path, new_base: Path, same_content: bool = False) -> None:
@@ -53,8 +65,18 @@ def rebase(path: Path, new_base: Path, same_content: bool = False) -> None:
     what it reads does not change (QEMU reads only clusters allocated above `new_base` when
     `new_base` is in the old chain). `same_content`: only the header changes."""
     unsafe = ("-u",) if same_content else ()
-    _run("rebase", "-q", "-f", "qcow2", *unsafe, "-b", str(new_base), "-F", format_of(new_base),
-         str(path))  # fmt: skip
+    _run(
+        "rebase",
+        "-q",
+        "-f",
+        "qcow2",
+        *unsafe,
+        "-b",
+        str(new_base),
+        "-F",
+        format_of(new_base),
+        str(path),
+    )
 
 
 def convert_to_qcow2(raw: Path, dest: Path) -> None:

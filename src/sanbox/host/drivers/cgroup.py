@@ -70,12 +70,14 @@ def limit_files(limits: Limits, controller: str, version: int) -> dict[str, str]
             "io": {"io.weight": f"default {limits.io_weight}"},
         }[controller]
     return {
-        "cpu": {"cpu.cfs_period_us": str(limits.cpu_period_us),
-                "cpu.cfs_quota_us": str(limits.cpu_quota_us)},
+        "cpu": {
+            "cpu.cfs_period_us": str(limits.cpu_period_us),
+            "cpu.cfs_quota_us": str(limits.cpu_quota_us),
+        },
         "memory": {"memory.limit_in_bytes": str(limits.memory_bytes)},
         "pids": {"pids.max": str(limits.pids)},
         "io": {"blkio.bfq.weight": str(max(1, min(1000, limits.io_weight)))},
-    }[controller]  # fmt: skip
+    }[controller]
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ def plan(
     placed: dict[str, Hierarchy] = {}
     missing: dict[str, str] = {}
     for controller in CONTROLLERS:
-        v1 = next((m for m in mounts if m.fstype == "cgroup" and V1_NAME[controller] in m.options),
-                  None)  # fmt: skip
+        v1 = next(
+            (m for m in mounts if m.fstype == "cgroup" and V1_NAME[controller] in m.options), None
+        )
         if v2 is not None and controller in v2_controllers:
             placed[controller] = Hierarchy(2, v2.path)
         elif v1 is not None and controller != "io":

@@ -92,8 +92,16 @@ def open_tap(netns: str, tap: str) -> int:
 
 
 def _useradd(name: str) -> None:
-    argv = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-            "--shell", "/usr/sbin/nologin", name]  # fmt: skip
+    argv = [
+        "useradd",
+        "--system",
+        "--no-create-home",
+        "--home-dir",
+        "/nonexistent",
+        "--shell",
+        "/usr/sbin/nologin",
+        name,
+    ]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, check=False)
     except FileNotFoundError:
@@ -213,10 +221,14 @@ def setpriv_argv(user: VmUser) -> list[str]:
     """Drop to `user` for good: no supplementary groups but its own, no capabilities."""
     groups = ",".join(str(g) for g in user.groups)
     return [
-        "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+        "setpriv",
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
         f"--groups={groups}" if groups else "--clear-groups",
-        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-    ]  # fmt: skip
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
 
 
 def _reachable(path: Path, user: VmUser) -> Path | None:

@@ -39,8 +39,13 @@ class Denial:
         return text
 
     def data(self) -> dict[str, object]:
-        return {"name": self.name, "port": self.port, "reason": self.reason,
-                "repeats": self.repeats, "others": self.others}  # fmt: skip
+        return {
+            "name": self.name,
+            "port": self.port,
+            "reason": self.reason,
+            "repeats": self.repeats,
+            "others": self.others,
+        }
 
 
 @dataclass
@@ -58,7 +63,11 @@ class DenialLimiter:
         max_keys: int = MAX_KEYS,
     ) -> None:
         self.per_key, self.per_window, self.window, self.max_keys = (
-            per_key, per_window, window, max_keys)  # fmt: skip
+            per_key,
+            per_window,
+            window,
+            max_keys,
+        )
         self._seen: OrderedDict[tuple[str, int, str], _Seen] = OrderedDict()
         self._window_start = float("-inf")
         self._in_window = 0
@@ -83,8 +92,14 @@ class DenialLimiter:
                 self._others += 1
             return None
         self._in_window += 1
-        denial = Denial(name, port, reason, seen.repeats if seen else 0,
-                        now - seen.at if seen else 0.0, self._others)  # fmt: skip
+        denial = Denial(
+            name,
+            port,
+            reason,
+            seen.repeats if seen else 0,
+            now - seen.at if seen else 0.0,
+            self._others,
+        )
         self._others = 0
         self._seen.pop(key, None)
         self._seen[key] = _Seen(now)

@@ -29,10 +29,18 @@ TYPE_ANY = 255
 CLASS_IN = 1
 
 QTYPES = {
-    "A": TYPE_A, "NS": TYPE_NS, "CNAME": TYPE_CNAME, "SOA": TYPE_SOA, "PTR": TYPE_PTR,
-    "MX": TYPE_MX, "TXT": TYPE_TXT, "AAAA": TYPE_AAAA, "SRV": TYPE_SRV, "HTTPS": TYPE_HTTPS,
+    "A": TYPE_A,
+    "NS": TYPE_NS,
+    "CNAME": TYPE_CNAME,
+    "SOA": TYPE_SOA,
+    "PTR": TYPE_PTR,
+    "MX": TYPE_MX,
+    "TXT": TYPE_TXT,
+    "AAAA": TYPE_AAAA,
+    "SRV": TYPE_SRV,
+    "HTTPS": TYPE_HTTPS,
     "ANY": TYPE_ANY,
-}  # fmt: skip
+}
 
 FLAG_QR = 0x8000
 FLAG_AA = 0x0400

@@ -222,5 +222,7 @@ def refusal_bytes(status: int, text: str) -> bytes:
         phrase = HTTPStatus(status).phrase
     except ValueError:
         phrase = "Refused"
-    return (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+    return (
+        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body

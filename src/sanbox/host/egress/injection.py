@@ -22,8 +22,17 @@ Headers = list[tuple[bytes, bytes]]
 FIELD_VALUE = re.compile(rb"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")  # as h11 checks it
 PLACEHOLDER_HEADER = b"Authorization"  # where a placeholder-only secret goes, unless it names one
 # headers that frame or route the request: never set by a secret, never rewritten
-FRAMING = {b"host", b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"te",
-            b"trailer", b"keep-alive", b"proxy-connection"}  # fmt: skip
+FRAMING = {
+    b"host",
+    b"content-length",
+    b"transfer-encoding",
+    b"connection",
+    b"upgrade",
+    b"te",
+    b"trailer",
+    b"keep-alive",
+    b"proxy-connection",
+}
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,11 @@ class _Session:
             for attempt in (1, 2):
                 reused = await self._ensure_upstream()
                 try:
-                    out = h11.Request(method=accepted.request.method, headers=headers,
-                                      target=accepted.request.target)  # fmt: skip
+                    out = h11.Request(
+                        method=accepted.request.method,
+                        headers=headers,
+                        target=accepted.request.target,
+                    )
                     self._upstream()[1].write(self.conn.send(out) or b"")
                 except h11.LocalProtocolError:  # its text could hold the value
                     raise await self._refuse(502, "the request cannot be sent upstream") from None
@@ -174,8 +177,9 @@ class _Session:
         first = events[0]
         if isinstance(first, Refusal):
             if seen.startswith(H2_PREFACE):
-                raise await self._refuse(505, "HTTP/2 is not offered on hosts with secrets: use "
-                                              "HTTP/1.1")  # fmt: skip
+                raise await self._refuse(
+                    505, "HTTP/2 is not offered on hosts with secrets: use HTTP/1.1"
+                )
             raise await self._refuse(first.status, first.reason)
         assert isinstance(first, Accepted)
         if first.head.name != self.name:
@@ -198,8 +202,9 @@ class _Session:
                 raise await self._refuse(403, why)
         return inject(headers, self.name, injections), scanner
 
-    async def _request_body(self, request: GuestRequest, events: list[GuestEvent],
-                            idle: Idle) -> None:  # fmt: skip
+    async def _request_body(
+        self, request: GuestRequest, events: list[GuestEvent], idle: Idle
+    ) -> None:
         _, up_writer = self._upstream()
         while True:
             for event in events:
@@ -332,9 +337,12 @@ class _Session:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 self.upstream = await asyncio.open_connection(
-                    address, port, ssl=self.interception.upstream_context,
-                    server_hostname=self.name, ssl_handshake_timeout=CONNECT_TIMEOUT,
-                )  # fmt: skip
+                    address,
+                    port,
+                    ssl=self.interception.upstream_context,
+                    server_hostname=self.name,
+                    ssl_handshake_timeout=CONNECT_TIMEOUT,
+                )
         except ssl.SSLCertVerificationError as exc:
             why = f"the certificate of {self.name} is not trusted ({exc.verify_message})"
             raise await self._refuse(502, why) from None

@@ -68,10 +68,12 @@ def _now() -> dt.datetime:
 def new_ca(org: str) -> tuple[bytes, bytes]:
     """A new CA for `org`: its certificate and its private key, both PEM."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Sanbox"),
-        x509.NameAttribute(NameOID.COMMON_NAME, f"Sanbox egress CA of org {org}"[:64]),
-    ])  # fmt: skip
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Sanbox"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"Sanbox egress CA of org {org}"[:64]),
+        ]
+    )
     now = _now()
     public = key.public_key()
     cert = (
@@ -96,14 +98,15 @@ def new_ca(org: str) -> tuple[bytes, bytes]:
                 decipher_only=False,
             ),
             critical=True,
-        )  # fmt: skip
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
         .sign(key, hashes.SHA256())
     )
     key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    )  # fmt: skip
+    )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -221,9 +224,7 @@ class Minter:
             .not_valid_after(ends)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )  # fmt: skip
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
                 critical=False,
@@ -232,9 +233,10 @@ class Minter:
         )
         chain = cert.public_bytes(serialization.Encoding.PEM) + self.ca_pem
         key_pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
-        )  # fmt: skip
+        )
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.set_alpn_protocols(ALPN)

@@ -206,9 +206,16 @@ class EgressProxy:
         if self.interception is not None and self.interception.applies(name):
             self.flows.add(flow)
             try:
-                await intercept(guest, head, name, flow.address, self.interception,
-                                self.idle_timeout, writers=flow.writers,
-                                traffic=self.traffic)  # fmt: skip
+                await intercept(
+                    guest,
+                    head,
+                    name,
+                    flow.address,
+                    self.interception,
+                    self.idle_timeout,
+                    writers=flow.writers,
+                    traffic=self.traffic,
+                )
             finally:
                 self.flows.discard(flow)
             return
@@ -227,8 +234,9 @@ class EgressProxy:
                 events = request.feed(chunk)
         first = events[0]
         if isinstance(first, Refusal):
-            raise RefusedError(request.head.name if request.head else "?", first.reason,
-                               first.status)  # fmt: skip
+            raise RefusedError(
+                request.head.name if request.head else "?", first.reason, first.status
+            )
         assert isinstance(first, Accepted)
         self._check_placeholders(first)
         flow = Flow(first.head.name, await self._address(first.head.name), 80)

@@ -104,14 +104,18 @@ def network_refusal(
             return _never(net, what)
     mine = sorted(a for a in host if a in network)
     if mine:
-        return (f"it includes {mine[0]}, an address of this Sanbox host, which computers may "
-                "never reach. Allow a narrower range that leaves it out")  # fmt: skip
+        return (
+            f"it includes {mine[0]}, an address of this Sanbox host, which computers may "
+            "never reach. Allow a narrower range that leaves it out"
+        )
     return None
 
 
 def _never(net: IPv4Network, what: str) -> str:
-    return (f"it overlaps {net} ({what}), which computers may never reach. Allow only the "
-            "public addresses the computer needs")  # fmt: skip
+    return (
+        f"it overlaps {net} ({what}), which computers may never reach. Allow only the "
+        "public addresses the computer needs"
+    )
 
 
 def parse_ranges(text: str | None) -> tuple[IPv4Network, ...]:
@@ -136,8 +140,9 @@ def read_host_addresses() -> frozenset[IPv4Address]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         while True:
             buf = array.array("B", bytes(size))
-            answer = fcntl.ioctl(sock.fileno(), siocgifconf,
-                                 struct.pack("iL", size, buf.buffer_info()[0]))  # fmt: skip
+            answer = fcntl.ioctl(
+                sock.fileno(), siocgifconf, struct.pack("iL", size, buf.buffer_info()[0])
+            )
             length = struct.unpack("iL", answer)[0]
             if length < size:
                 break

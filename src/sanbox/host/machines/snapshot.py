@@ -343,11 +343,19 @@ async def _take(
         await machine.vm.stream_disk(_bottom(snaps, frozen))
     disk_bytes = await asyncio.to_thread(m.disks.size, cdir.disk)
     snap = SnapshotManifest(
-        id=snapshot_id, computer_id=cdir.root.name, layer=top.id, layer_digest=top.digest,
-        disk_bytes=disk_bytes, memory=memory_too, image=image.build_id,
-        vcpus=spec.vcpus, memory_mib=spec.memory_mib, size_bytes=_own_size(top, tmp),
-        paused_seconds=round(paused, 4), created_at=time.time(),
-    )  # fmt: skip
+        id=snapshot_id,
+        computer_id=cdir.root.name,
+        layer=top.id,
+        layer_digest=top.digest,
+        disk_bytes=disk_bytes,
+        memory=memory_too,
+        image=image.build_id,
+        vcpus=spec.vcpus,
+        memory_mib=spec.memory_mib,
+        size_bytes=_own_size(top, tmp),
+        paused_seconds=round(paused, 4),
+        created_at=time.time(),
+    )
     await asyncio.to_thread(snaps.commit, tmp, snap)
     return snap
 

@@ -61,10 +61,17 @@ async def apply(netns: str, direct: tuple[CidrRule, ...] = ()) -> None:
     """Load the ruleset into the namespace (atomically: `nft -f` is one transaction)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", netns, "nft", "-f", "-",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            "ip",
+            "netns",
+            "exec",
+            netns,
+            "nft",
+            "-f",
+            "-",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        )
     except FileNotFoundError:
         from ..errors import MissingToolError
 

@@ -56,9 +56,13 @@ class Network:
             await ip("-n", ns, "addr", "add", GATEWAY_CIDR, "dev", TAP)
         await ip("-n", ns, "link", "set", TAP, "up")
         return NetAttachment(
-            tap=TAP, mac=GUEST_MAC, guest_cidr=GUEST_CIDR, gateway=GATEWAY_IP,
-            dns=GATEWAY_IP, netns=ns,
-        )  # fmt: skip
+            tap=TAP,
+            mac=GUEST_MAC,
+            guest_cidr=GUEST_CIDR,
+            gateway=GATEWAY_IP,
+            dns=GATEWAY_IP,
+            netns=ns,
+        )
 
     async def remove(self, computer_id: str) -> None:
         ns = self.netns(computer_id)

@@ -149,16 +149,18 @@ def _commit(
 ) -> SavedState:
     for path in (vmstate_tmp, memory_tmp):
         fsync_path(path)
-    fields = asdict(SavedState(
-        compat=compat,
-        vmstate_sha256=_sha256(vmstate_tmp),
-        vmstate_bytes=vmstate_tmp.stat().st_size,
-        memory_bytes=memory_tmp.stat().st_size,
-        memory_allocated=memory_tmp.stat().st_blocks * 512,
-        memory_chunks=[c.as_list() for c in chunks],
-        saved_at=time.time(),
-        seconds=time.monotonic() - started,
-    ))  # fmt: skip
+    fields = asdict(
+        SavedState(
+            compat=compat,
+            vmstate_sha256=_sha256(vmstate_tmp),
+            vmstate_bytes=vmstate_tmp.stat().st_size,
+            memory_bytes=memory_tmp.stat().st_size,
+            memory_allocated=memory_tmp.stat().st_blocks * 512,
+            memory_chunks=[c.as_list() for c in chunks],
+            saved_at=time.time(),
+            seconds=time.monotonic() - started,
+        )
+    )
     saved = SavedState(**{**fields, "mac": _mac(fields, key)})
     discard(state_dir)  # an older state goes first: its manifest, then its files
     os.rename(vmstate_tmp, state_dir / VMSTATE)

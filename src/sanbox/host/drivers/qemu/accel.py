@@ -70,11 +70,30 @@ def probe_kvm(kernel: Path, initrd: Path, timeout: float = PROBE_TIMEOUT) -> tup
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False, "/dev/kvm is missing or not accessible"
     argv = [
-        qemu_binary(), "-accel", "kvm", "-cpu", "host", "-M", "microvm", "-m", "128",
-        "-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-serial", "stdio",
-        "-sandbox", SANDBOX, "-kernel", str(kernel), "-initrd", str(initrd),
-        "-append", "console=ttyS0 panic=-1 reboot=t sanbox.probe",
-    ]  # fmt: skip
+        qemu_binary(),
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-M",
+        "microvm",
+        "-m",
+        "128",
+        "-nodefaults",
+        "-no-user-config",
+        "-nographic",
+        "-no-reboot",
+        "-serial",
+        "stdio",
+        "-sandbox",
+        SANDBOX,
+        "-kernel",
+        str(kernel),
+        "-initrd",
+        str(initrd),
+        "-append",
+        "console=ttyS0 panic=-1 reboot=t sanbox.probe",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)

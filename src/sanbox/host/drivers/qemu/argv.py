@@ -29,9 +29,17 @@ def accel_option(accel: str) -> str:
 
 def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
     args = [
-        "console=ttyS0", "quiet", "panic=-1", "reboot=t", "root=/dev/vda", "rootfstype=ext4",
-        "rw", "init=/sbin/sanbox-init", "ipv6.disable=1", f"sanbox.hostname={spec.hostname}",
-    ]  # fmt: skip
+        "console=ttyS0",
+        "quiet",
+        "panic=-1",
+        "reboot=t",
+        "root=/dev/vda",
+        "rootfstype=ext4",
+        "rw",
+        "init=/sbin/sanbox-init",
+        "ipv6.disable=1",
+        f"sanbox.hostname={spec.hostname}",
+    ]
     if accel == "tcg":
         # microvm has no HPET/PM timer: under TCG PIT calibration can hang early boot
         args.append(f"tsc_early_khz={int(mhz * 1000)}")
@@ -60,30 +68,62 @@ def qemu_argv(
     cpu = "host" if accel == "kvm" else "max"
     run = spec.run_dir
     argv = [
-        binary, "-name", f"sanbox-{spec.name}", "-accel", accel_option(accel), "-cpu", cpu,
-        "-M", "microvm,rtc=on", "-m", str(spec.memory_mib), "-smp", str(spec.vcpus),
-        "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-        "-chardev", f"file,id=console,path={spec.console_log},append=on",
-        "-serial", "chardev:console",
-        "-kernel", str(spec.kernel), "-initrd", str(spec.initrd),
-        "-append", kernel_cmdline(spec, accel, mhz),
-        "-sandbox", SANDBOX,
-        "-drive", f"id=root,file={spec.disk},format={format_of(spec.disk)},if=none,"
-                  "cache=writeback,discard=unmap,werror=stop,rerror=stop",
-        "-device", "virtio-blk-device,drive=root",
-        "-device", "virtio-serial-device",
-        "-chardev", f"socket,id=agent,path={run / 'agent.sock'},server=on,wait=off",
-        "-device", f"virtserialport,chardev=agent,name={AGENT_PORT_NAME}",
-        "-device", "virtio-rng-device",
-        "-qmp", f"unix:{run / 'qmp.sock'},server=on,wait=off",
-        "-pidfile", str(run / "vm.pid"),
-    ]  # fmt: skip
+        binary,
+        "-name",
+        f"sanbox-{spec.name}",
+        "-accel",
+        accel_option(accel),
+        "-cpu",
+        cpu,
+        "-M",
+        "microvm,rtc=on",
+        "-m",
+        str(spec.memory_mib),
+        "-smp",
+        str(spec.vcpus),
+        "-nodefaults",
+        "-no-user-config",
+        "-nographic",
+        "-no-reboot",
+        "-chardev",
+        f"file,id=console,path={spec.console_log},append=on",
+        "-serial",
+        "chardev:console",
+        "-kernel",
+        str(spec.kernel),
+        "-initrd",
+        str(spec.initrd),
+        "-append",
+        kernel_cmdline(spec, accel, mhz),
+        "-sandbox",
+        SANDBOX,
+        "-drive",
+        f"id=root,file={spec.disk},format={format_of(spec.disk)},if=none,"
+        "cache=writeback,discard=unmap,werror=stop,rerror=stop",
+        "-device",
+        "virtio-blk-device,drive=root",
+        "-device",
+        "virtio-serial-device",
+        "-chardev",
+        f"socket,id=agent,path={run / 'agent.sock'},server=on,wait=off",
+        "-device",
+        f"virtserialport,chardev=agent,name={AGENT_PORT_NAME}",
+        "-device",
+        "virtio-rng-device",
+        "-qmp",
+        f"unix:{run / 'qmp.sock'},server=on,wait=off",
+        "-pidfile",
+        str(run / "vm.pid"),
+    ]
     if spec.net is not None:
         argv += [
-            "-netdev", f"tap,id=net0,fd={tap_fd}" if tap_fd is not None
-                       else f"tap,id=net0,ifname={spec.net.tap},script=no,downscript=no",
-            "-device", f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
-        ]  # fmt: skip
+            "-netdev",
+            f"tap,id=net0,fd={tap_fd}"
+            if tap_fd is not None
+            else f"tap,id=net0,ifname={spec.net.tap},script=no,downscript=no",
+            "-device",
+            f"virtio-net-device,netdev=net0,mac={spec.net.mac}",
+        ]
     if spec.memory_file is not None:
         argv[argv.index("-M") + 1] += ",memory-backend=ram"
         argv += ["-object", memory_backend(spec)]

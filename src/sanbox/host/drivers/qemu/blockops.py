@@ -41,10 +41,17 @@ async def switch_disk(vm: Monitored, overlay: Path) -> None:
     qmp = await vm.qmp()
     node = f"sanbox-{secrets.token_hex(4)}"
     try:
-        await qmp.execute("blockdev-add", 30.0, **{
-            "driver": "qcow2", "node-name": node, "discard": "unmap", "backing": None,
-            "file": {"driver": "file", "filename": str(overlay), "discard": "unmap"},
-        })  # fmt: skip
+        await qmp.execute(
+            "blockdev-add",
+            30.0,
+            **{
+                "driver": "qcow2",
+                "node-name": node,
+                "discard": "unmap",
+                "backing": None,
+                "file": {"driver": "file", "filename": str(overlay), "discard": "unmap"},
+            },
+        )
         try:
             await qmp.execute("blockdev-snapshot", 60.0, node=DRIVE, overlay=node)
         except QmpError:

@@ -23,14 +23,19 @@ BOOTSTRAP_ORG = "default"
 
 def upgrade() -> None:
     with op.batch_alter_table("api_keys") as batch:
-        batch.add_column(sa.Column("host_admin", sa.Boolean, nullable=False,
-                                   server_default=sa.false()))  # fmt: skip
+        batch.add_column(
+            sa.Column("host_admin", sa.Boolean, nullable=False, server_default=sa.false())
+        )
         batch.add_column(sa.Column("expires_at", TS, nullable=True))
         batch.add_column(sa.Column("revoked_at", TS, nullable=True))
         batch.add_column(sa.Column("last_used_at", TS, nullable=True))
     orgs = sa.table("orgs", sa.column("id", sa.String), sa.column("name", sa.String))
-    keys = sa.table("api_keys", sa.column("org_id", sa.String), sa.column("admin", sa.Boolean),
-                    sa.column("host_admin", sa.Boolean))  # fmt: skip
+    keys = sa.table(
+        "api_keys",
+        sa.column("org_id", sa.String),
+        sa.column("admin", sa.Boolean),
+        sa.column("host_admin", sa.Boolean),
+    )
     bootstrap_org = sa.select(orgs.c.id).where(orgs.c.name == BOOTSTRAP_ORG)
     op.execute(
         keys.update()

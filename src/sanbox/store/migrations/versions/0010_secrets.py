@@ -34,7 +34,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(32), primary_key=True),
         sa.Column(
             "secret_id", sa.String(32), sa.ForeignKey("secrets.id"), nullable=False, index=True
-        ),  # fmt: skip
+        ),
         sa.Column("computer_id", sa.String(32), nullable=False, index=True),
         sa.Column("env", sa.String(128), nullable=True),
         sa.Column("placeholder", sa.String(64), nullable=False),
