@@ -30,8 +30,10 @@ SPEC = Path(__file__).parents[1] / "examples" / "templates" / "notes"
 def line(name: str, xs: list[float], base: float | None) -> str:
     med = statistics.median(xs)
     ratio = f"   {med / base:6.3f}x boot" if base else ""
-    return (f"{name:<10} median {med * 1000:9.1f} ms   p90 {pct(xs, 0.9) * 1000:9.1f} ms   "
-            f"p99 {pct(xs, 0.99) * 1000:9.1f} ms   (n={len(xs)}){ratio}")  # fmt: skip
+    return (
+        f"{name:<10} median {med * 1000:9.1f} ms   p90 {pct(xs, 0.9) * 1000:9.1f} ms   "
+        f"p99 {pct(xs, 0.99) * 1000:9.1f} ms   (n={len(xs)}){ratio}"
+    )
 
 
 def timed_create(client: Sanbox, **kwargs: object) -> float:
@@ -79,9 +81,11 @@ def main(rounds: int, modes: list[str]) -> None:
             started = client.templates.build(SPEC)
             template = client.templates.wait("notes") if started.building else started.template
             took = time.perf_counter() - t0
-            print(f"template notes: built in {took:.1f}s here ({template.steps} steps, "
-                  f"{template.cached_steps} reused); {template.memory_mib} MiB; "
-                  f"ready snapshot: {template.ready_snapshot}")  # fmt: skip
+            print(
+                f"template notes: built in {took:.1f}s here ({template.steps} steps, "
+                f"{template.cached_steps} reused); {template.memory_mib} MiB; "
+                f"ready snapshot: {template.ready_snapshot}"
+            )
             more = template.memory_mib + 256
             results: dict[str, list[float]] = {"exec": exec_floor(client, rounds)}
             if "boot" in modes:
@@ -113,5 +117,6 @@ def main(rounds: int, modes: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20,
-         sys.argv[2:] or ["boot", "restore", "claim"])  # fmt: skip
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 20, sys.argv[2:] or ["boot", "restore", "claim"]
+    )

@@ -101,8 +101,10 @@ async def main(limit: int, memory_mib: int) -> None:
     rt = HostRuntime(data_dir())
     img = image(rt.data_dir)
     disk_bytes = img.disk_size_gib * 1024**3
-    print(f"{(await rt.hypervisor(img)).isolation}, image {img.build_id}, {memory_mib} MiB guests, "
-          f"{img.disk_size_gib} GiB disks, disk overcommit {overcommit:g}")  # fmt: skip
+    print(
+        f"{(await rt.hypervisor(img)).isolation}, image {img.build_id}, {memory_mib} MiB guests, "
+        f"{img.disk_size_gib} GiB disks, disk overcommit {overcommit:g}"
+    )
     print(
         f"admission would take {room_for(rt, memory_mib, disk_bytes, overcommit)} such "
         "computers on this host as it is now"
@@ -118,8 +120,10 @@ async def main(limit: int, memory_mib: int) -> None:
             await machine.agent.exec(["true"])
             running.append((machine, spec))
         left = room_for(rt, memory_mib, disk_bytes, overcommit)
-        print(f"started {len(running)}; admission would still take {left} more "
-              f"({len(running) + left} in all)")  # fmt: skip
+        print(
+            f"started {len(running)}; admission would still take {left} more "
+            f"({len(running) + left} in all)"
+        )
         await asyncio.sleep(SETTLE)
         pids = [m.vm.pid for m, _ in running]
         cpu = await cpu_of(pids)
@@ -140,9 +144,11 @@ async def main(limit: int, memory_mib: int) -> None:
         print(f"    saved state on disk        {stats(saved, 'MiB', MIB)}")
         print(f"    pause took                 {stats(pause_s, 's')}")
         per = statistics.median(pss) / MIB
-        print(f"each running idle computer costs {per:.0f} MiB of host memory for "
-              f"{memory_mib} MiB of guest RAM ({per / memory_mib:.2f}x) and "
-              f"{statistics.median(cpu) * 100:.1f}% of a core")  # fmt: skip
+        print(
+            f"each running idle computer costs {per:.0f} MiB of host memory for "
+            f"{memory_mib} MiB of guest RAM ({per / memory_mib:.2f}x) and "
+            f"{statistics.median(cpu) * 100:.1f}% of a core"
+        )
     finally:
         for machine, spec in running:
             with contextlib.suppress(Exception):

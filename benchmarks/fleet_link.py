@@ -97,9 +97,19 @@ def main() -> None:
     url, config = f"http://127.0.0.1:{port}", srv_root / "config.toml"
     env = {**os.environ, "SANBOX_CONFIG": str(config), "SANBOX_DISK_OVERCOMMIT": "16"}
     server = started(
-        [str(BIN), "server", "--port", str(port), "--data-dir", str(srv_root),
-         "--log-level", "warning"], env, srv_root / "server.log",
-    )  # fmt: skip
+        [
+            str(BIN),
+            "server",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(srv_root),
+            "--log-level",
+            "warning",
+        ],
+        env,
+        srv_root / "server.log",
+    )
     agent: subprocess.Popen[bytes] | None = None
     try:
         until(lambda: answers(f"{url}/openapi.json") and config.exists(), "the server")
@@ -108,20 +118,53 @@ def main() -> None:
         with Sanbox(url, key, timeout=600) as client:
             local = measure(client, creates, execs, "own")
             token = subprocess.run(
-                [str(BIN), "host", "token", "--region", "eu-1"], env=cli_env,
-                capture_output=True, text=True, check=True,
-            ).stdout.strip()  # fmt: skip
+                [str(BIN), "host", "token", "--region", "eu-1"],
+                env=cli_env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             subprocess.run(
-                [str(BIN), "host", "join", "--server", url, "--token", token, "--name", "h1",
-                 "--region", "eu-1", "--address", "127.0.0.1", "--port", str(host_port),
-                 "--data-dir", str(host_root)], env=cli_env, capture_output=True, check=True,
-            )  # fmt: skip
+                [
+                    str(BIN),
+                    "host",
+                    "join",
+                    "--server",
+                    url,
+                    "--token",
+                    token,
+                    "--name",
+                    "h1",
+                    "--region",
+                    "eu-1",
+                    "--address",
+                    "127.0.0.1",
+                    "--port",
+                    str(host_port),
+                    "--data-dir",
+                    str(host_root),
+                ],
+                env=cli_env,
+                capture_output=True,
+                check=True,
+            )
             uids = f"{FIRST_VM_UID + VM_UIDS - 4096}-{FIRST_VM_UID + VM_UIDS - 1}"
             host_env = {**os.environ, "SANBOX_RAM_DIR": str(ram), "SANBOX_VM_UIDS": uids}
             agent = started(
-                [str(BIN), "host", "serve", "--data-dir", str(host_root), "--port",
-                 str(host_port), "--log-level", "warning"], host_env, host_root / "host.log",
-            )  # fmt: skip
+                [
+                    str(BIN),
+                    "host",
+                    "serve",
+                    "--data-dir",
+                    str(host_root),
+                    "--port",
+                    str(host_port),
+                    "--log-level",
+                    "warning",
+                ],
+                host_env,
+                host_root / "host.log",
+            )
             until(lambda: any(h.layers for h in client.fleet.hosts()), "the host to report")
             remote = measure(client, creates, execs, "far")
     finally:

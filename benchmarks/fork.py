@@ -43,15 +43,18 @@ def stats(values: list[float]) -> str:
 
 async def smallest_disk(rt: HostRuntime, img: Image) -> int | None:
     """ASKED_DISK_GIB if the host layer takes it, else None (the image's size), saying why."""
-    spec = MachineSpec("bench" + secrets.token_hex(4), memory_mib=FORK_MEMORY_MIB,
-                       disk_gib=ASKED_DISK_GIB)  # fmt: skip
+    spec = MachineSpec(
+        "bench" + secrets.token_hex(4), memory_mib=FORK_MEMORY_MIB, disk_gib=ASKED_DISK_GIB
+    )
     cdir = rt.data_dir.computer(spec.computer_id)
     cdir.root.mkdir(parents=True)
     try:
         await asyncio.to_thread(rt.disks.create, img.rootfs, cdir, ASKED_DISK_GIB * 2**30)
     except DiskTooSmallError as exc:
-        print(f"small disk: the image's size, {img.disk_size_gib} GiB; {ASKED_DISK_GIB} GiB "
-              f"refused: {exc}")  # fmt: skip
+        print(
+            f"small disk: the image's size, {img.disk_size_gib} GiB; {ASKED_DISK_GIB} GiB "
+            f"refused: {exc}"
+        )
         return None
     finally:
         await rt.destroy(spec.computer_id)
@@ -127,8 +130,10 @@ async def snapshots(rt: HostRuntime, img: Image, rounds: int) -> None:
                 paused[mode].append(snap.paused_seconds)
                 await rt.delete_snapshot(sid)
                 await m.agent.exec(["true"])  # the source runs on
-    print(f"snapshot with memory of a running {SNAP_MEMORY_MIB} MiB guest, {used} MiB in use "
-          f"(free -m), {rounds} rounds each way")  # fmt: skip
+    print(
+        f"snapshot with memory of a running {SNAP_MEMORY_MIB} MiB guest, {used} MiB in use "
+        f"(free -m), {rounds} rounds each way"
+    )
     for mode in SNAPSHOT_MODES:
         print(f"    {mode:<8} create       {stats(times[mode])}")
         print(f"    {mode:<8} vCPUs paused {stats(paused[mode])}")

@@ -67,10 +67,22 @@ def fill_store(db_path: Path, org_name: str, count: int) -> None:
         org = repo.org_by_name(s, org_name)
         assert org is not None
         for i in range(count):
-            s.add(ComputerRow(id=repo.new_id("cmp_"), org_id=org.id, name=f"filler-{i}",
-                              template="base", state="stopped", vcpus=1, memory_mib=512,
-                              disk_gib=8, env={}, labels={"filler": "yes"}, hypervisor="qemu",
-                              isolation="qemu-tcg"))  # fmt: skip
+            s.add(
+                ComputerRow(
+                    id=repo.new_id("cmp_"),
+                    org_id=org.id,
+                    name=f"filler-{i}",
+                    template="base",
+                    state="stopped",
+                    vcpus=1,
+                    memory_mib=512,
+                    disk_gib=8,
+                    env={},
+                    labels={"filler": "yes"},
+                    hypervisor="qemu",
+                    isolation="qemu-tcg",
+                )
+            )
     db.close()
 
 

@@ -21,8 +21,10 @@ from sanbox.host.data.layout import default_ram_dir
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.host.saved import memfile, memory
 
-FILL = "nohup python3 -c 'b = bytes([7]) * ({mib} << 20); import time; time.sleep(10**6)' " \
-    ">/dev/null 2>&1 &"  # fmt: skip
+FILL = (
+    "nohup python3 -c 'b = bytes([7]) * ({mib} << 20); import time; time.sleep(10**6)' "
+    ">/dev/null 2>&1 &"
+)
 MODES = ("copy", "map")
 Times = dict[str, list[float]]
 
@@ -80,8 +82,10 @@ async def one(rt: HostRuntime, memory_mib: int, used_mib: int, rounds: int) -> N
         for i in range(2 * rounds):
             await round_of(rt, m, spec, after, MODES[i % 2], times)
             after = MODES[i % 2]
-    print(f"{memory_mib:>5} MiB guest, {used_mib:>3} MiB in use, cold boot->exec {cold:.2f}s, "
-          f"state median {statistics.median(times.pop('state MiB')):.1f} MiB")  # fmt: skip
+    print(
+        f"{memory_mib:>5} MiB guest, {used_mib:>3} MiB in use, cold boot->exec {cold:.2f}s, "
+        f"state median {statistics.median(times.pop('state MiB')):.1f} MiB"
+    )
     for name, values in times.items():
         if values:
             print(f"    {line(f'{name:<22}', values)}  (n={len(values)})")

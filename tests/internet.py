@@ -27,9 +27,15 @@ ALLOWED, BLOCKED, DNS = "198.51.100.10", "198.51.100.20", "198.51.100.53"
 ECHO, UNTRUSTED = "198.51.100.30", "198.51.100.40"
 MODEL = "198.51.100.50"
 MODEL_REPLY = "Hello from the model.test stub."  # what its chat completions say
-ZONE = {"allowed.test": ALLOWED, "blocked.test": BLOCKED, "private.test": "10.9.9.9",
-        "metadata.test": "169.254.169.254", "echo.test": ECHO,
-        "untrusted.test": UNTRUSTED, "model.test": MODEL}  # fmt: skip
+ZONE = {
+    "allowed.test": ALLOWED,
+    "blocked.test": BLOCKED,
+    "private.test": "10.9.9.9",
+    "metadata.test": "169.254.169.254",
+    "echo.test": ECHO,
+    "untrusted.test": UNTRUSTED,
+    "model.test": MODEL,
+}
 
 
 def sh(*argv: str) -> None:
@@ -38,26 +44,84 @@ def sh(*argv: str) -> None:
 
 def make_ca(folder: Path) -> tuple[Path, Path, Path]:
     """A test CA and a certificate for allowed.test and blocked.test signed by it."""
-    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "srv.key", "srv.csr",
-                                                       "srv.pem"))  # fmt: skip
-    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
-       "-out", str(ca), "-days", "2", "-subj", "/CN=Sanbox test CA")  # fmt: skip
-    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-       "-subj", "/CN=allowed.test")  # fmt: skip
+    ca_key, ca, key, csr, cert = (
+        folder / n for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem")
+    )
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Sanbox test CA",
+    )
+    sh(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+        "-subj",
+        "/CN=allowed.test",
+    )
     ext = folder / "san.ext"
-    ext.write_text("subjectAltName=DNS:allowed.test,DNS:blocked.test,DNS:echo.test,"
-                   "DNS:model.test\n")  # fmt: skip
-    sh("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-       "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    ext.write_text(
+        "subjectAltName=DNS:allowed.test,DNS:blocked.test,DNS:echo.test,DNS:model.test\n"
+    )
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-extfile",
+        str(ext),
+    )
     return ca, cert, key
 
 
 def make_untrusted(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for untrusted.test: no CA anyone trusts signed it."""
     cert, key = folder / "untrusted.pem", folder / "untrusted.key"
-    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-       "-out", str(cert), "-days", "2", "-subj", "/CN=untrusted.test",
-       "-addext", "subjectAltName=DNS:untrusted.test")  # fmt: skip
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=untrusted.test",
+        "-addext",
+        "subjectAltName=DNS:untrusted.test",
+    )
     return cert, key
 
 
@@ -88,18 +152,37 @@ class Internet:
                 sh("ip", "-n", netns, "addr", "add", f"{ip}/24", "dev", "eth0")
             bad_cert, bad_key = make_untrusted(folder)
             config = folder / "config.json"
-            config.write_text(json.dumps({
-                "zone": ZONE, "dns": DNS, "cert": str(cert), "key": str(key),
-                "hosts": {"allowed.test": ALLOWED, "blocked.test": BLOCKED},
-                "requests_log": str(folder / "requests.log"),
-                "echo": {"ip": ECHO, "log": str(folder / "echo.log")},
-                "untrusted": {"ip": UNTRUSTED, "cert": str(bad_cert), "key": str(bad_key)},
-                "model": {"ip": MODEL, "log": str(folder / "model.log"), "reply": MODEL_REPLY},
-            }))  # fmt: skip
+            config.write_text(
+                json.dumps(
+                    {
+                        "zone": ZONE,
+                        "dns": DNS,
+                        "cert": str(cert),
+                        "key": str(key),
+                        "hosts": {"allowed.test": ALLOWED, "blocked.test": BLOCKED},
+                        "requests_log": str(folder / "requests.log"),
+                        "echo": {"ip": ECHO, "log": str(folder / "echo.log")},
+                        "untrusted": {"ip": UNTRUSTED, "cert": str(bad_cert), "key": str(bad_key)},
+                        "model": {
+                            "ip": MODEL,
+                            "log": str(folder / "model.log"),
+                            "reply": MODEL_REPLY,
+                        },
+                    }
+                )
+            )
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", netns, sys.executable, str(HERE / "internet_server.py"),
-                 str(config)], stdout=subprocess.PIPE,
-            )  # fmt: skip
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    netns,
+                    sys.executable,
+                    str(HERE / "internet_server.py"),
+                    str(config),
+                ],
+                stdout=subprocess.PIPE,
+            )
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.strip() == b"ready", "the test internet did not start"

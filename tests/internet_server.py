@@ -47,8 +47,9 @@ class Dns(asyncio.DatagramProtocol):
 def log_request(log: Path, name: str, head: bytes) -> None:
     """One line per request head this server reads: `SERVER HOST METHOD PATH`."""
     lines = head.decode("latin-1").split("\r\n")
-    host = next((v.strip() for k, _, v in (h.partition(":") for h in lines[1:])
-                 if k.lower() == "host"), "-")  # fmt: skip
+    host = next(
+        (v.strip() for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "host"), "-"
+    )
     method, path = (lines[0].split(" ") + ["", ""])[:2]
     with log.open("a") as f:
         f.write(f"{name} {host} {method} {path}\n")
@@ -70,8 +71,10 @@ def http_handler(name: str, log: Path) -> Any:
                 path = head.split(b" ")[1].decode()
             if path.startswith("/big"):  # 64 MiB, for throughput
                 chunk = b"x" * (1 << 20)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                             % (64 << 20))  # fmt: skip
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                    % (64 << 20)
+                )
                 for _ in range(64):
                     writer.write(chunk)
                     await writer.drain()
@@ -84,8 +87,11 @@ def http_handler(name: str, log: Path) -> Any:
                     await writer.drain()
                     await asyncio.sleep(0.5)
             body = f"hello from {name}\n".encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
             await writer.drain()
         except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
@@ -126,9 +132,16 @@ def echo_handler(log: Path) -> Any:
                         for k, v in request.headers
                     ).encode()
                 ending = b"Connection: close\r\n" if close else b""
-                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\n" + extra
-                             + b"Content-Length: %d\r\n" % len(body) + ending + b"\r\n"
-                             + body)  # fmt: skip
+                writer.write(
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\nContent-Type: text/plain\r\n"
+                    + extra
+                    + b"Content-Length: %d\r\n" % len(body)
+                    + ending
+                    + b"\r\n"
+                    + body
+                )
                 await writer.drain()
                 if close:
                     return
@@ -155,19 +168,24 @@ async def main(config: dict[str, Any]) -> None:
     echo = config["echo"]
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(config["cert"], config["key"])
-    servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), echo["ip"], 443,
-                                              ssl=ctx))  # fmt: skip
+    servers.append(
+        await asyncio.start_server(echo_handler(Path(echo["log"])), echo["ip"], 443, ssl=ctx)
+    )
     servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), echo["ip"], 80))
     bad = config["untrusted"]
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(bad["cert"], bad["key"])
-    servers.append(await asyncio.start_server(echo_handler(Path(echo["log"])), bad["ip"], 443,
-                                              ssl=ctx))  # fmt: skip
+    servers.append(
+        await asyncio.start_server(echo_handler(Path(echo["log"])), bad["ip"], 443, ssl=ctx)
+    )
     model = config["model"]
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(config["cert"], config["key"])
-    servers.append(await asyncio.start_server(model_handler(Path(model["log"]), model["reply"]),
-                                              model["ip"], 443, ssl=ctx))  # fmt: skip
+    servers.append(
+        await asyncio.start_server(
+            model_handler(Path(model["log"]), model["reply"]), model["ip"], 443, ssl=ctx
+        )
+    )
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((next(iter(config["hosts"].values())), 5005))
     print("ready", flush=True)

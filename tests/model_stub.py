@@ -18,24 +18,45 @@ MODEL = "stub-model"
 
 
 def completion(reply: str) -> dict[str, Any]:
-    return {"id": "chatcmpl-stub", "object": "chat.completion", "created": 1_700_000_000,
-            "model": MODEL, "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17}}  # fmt: skip
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17},
+    }
 
 
 def stream(reply: str) -> bytes:
     """The same answer as SSE chunks: role, content, finish, usage, [DONE]."""
-    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": MODEL}  # fmt: skip
+    base = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": MODEL,
+    }
     chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                              "finish_reason": None}]},
+        {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+            ],
+        },
         {**base, "choices": [{"index": 0, "delta": {"content": reply}, "finish_reason": None}]},
         {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-        {**base, "choices": [],
-         "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17}},
-    ]  # fmt: skip
+        {
+            **base,
+            "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17},
+        },
+    ]
     events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
     return "".join(events).encode()
 
@@ -52,8 +73,10 @@ def answer(method: str, path: str, body: bytes, reply: str) -> tuple[bytes, byte
             return b"200 OK", b"text/event-stream", stream(reply)
         return b"200 OK", b"application/json", json.dumps(completion(reply)).encode()
     if method == "GET" and route.endswith("/models"):
-        listing = {"object": "list", "data": [{"id": MODEL, "object": "model",
-                                               "created": 0, "owned_by": "test"}]}  # fmt: skip
+        listing = {
+            "object": "list",
+            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}],
+        }
         return b"200 OK", b"application/json", json.dumps(listing).encode()
     error = {"error": {"message": f"no route {method} {route}", "type": "not_found"}}
     return b"404 Not Found", b"application/json", json.dumps(error).encode()
@@ -65,15 +88,27 @@ def model_handler(log: Path, reply: str) -> Any:
             while (request := await next_request(reader, log)) is not None:
                 status, kind, data = answer(request.method, request.path, request.body, reply)
                 close = request.closes
-                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + kind + b"\r\n"
-                             + b"Content-Length: %d\r\n" % len(data)
-                             + (b"Connection: close\r\n" if close else b"") + b"\r\n"
-                             + data)  # fmt: skip
+                writer.write(
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\nContent-Type: "
+                    + kind
+                    + b"\r\n"
+                    + b"Content-Length: %d\r\n" % len(data)
+                    + (b"Connection: close\r\n" if close else b"")
+                    + b"\r\n"
+                    + data
+                )
                 await writer.drain()
                 if close:
                     return
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError,
-                ValueError):  # fmt: skip
+        except (
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ssl.SSLError,
+            ValueError,
+        ):
             pass
         finally:
             writer.close()

@@ -53,6 +53,10 @@ async def next_request(reader: asyncio.StreamReader, log: Path) -> Request | Non
     headers = [[k.strip(), v.strip()] for k, _, v in (h.partition(":") for h in lines[1:] if h)]
     body = await read_body(reader, headers)
     with log.open("a") as f:
-        f.write(json.dumps({"method": method, "path": path, "headers": headers,
-                            "body_bytes": len(body)}) + "\n")  # fmt: skip
+        f.write(
+            json.dumps(
+                {"method": method, "path": path, "headers": headers, "body_bytes": len(body)}
+            )
+            + "\n"
+        )
     return Request(method, path, headers, body)

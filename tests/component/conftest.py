@@ -34,8 +34,12 @@ def fake_image(dd: DataDir, size: int = 1024**3) -> None:
         (path / name).write_bytes(b"")
     with open(path / "rootfs.raw", "wb") as f:
         f.truncate(size)
-    manifest = {"template": "base", "build_id": build_id, "kernel_release": "test",
-                "disk_size_gib": 1}  # fmt: skip
+    manifest = {
+        "template": "base",
+        "build_id": build_id,
+        "kernel_release": "test",
+        "disk_size_gib": 1,
+    }
     (path / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -73,8 +77,12 @@ def start_server(
     root: Path, database_url: str | None = None
 ) -> tuple[TestClient, ServerSettings, DataDir]:
     dd = DataDir(root / "data")
-    settings = ServerSettings(data_dir=dd.root, client_config=root / "config.toml",
-                              watch_interval=0.2, database_url=database_url)  # fmt: skip
+    settings = ServerSettings(
+        data_dir=dd.root,
+        client_config=root / "config.toml",
+        watch_interval=0.2,
+        database_url=database_url,
+    )
     runtime = HostRuntime(dd, LocalDriver(), networking=False)
     return TestClient(create_app(settings, runtime)), settings, dd
 

@@ -21,8 +21,18 @@ def db(tmp_path: Path) -> Database:
     database.migrate()
     with database.session() as s:
         org = repo.create_org(s, "default")
-        s.add(ComputerRow(id="cmp_a", org_id=org.id, name="a", template="base", state="running",
-                          vcpus=1, memory_mib=512, disk_gib=1))  # fmt: skip
+        s.add(
+            ComputerRow(
+                id="cmp_a",
+                org_id=org.id,
+                name="a",
+                template="base",
+                state="running",
+                vcpus=1,
+                memory_mib=512,
+                disk_gib=1,
+            )
+        )
     return database
 
 

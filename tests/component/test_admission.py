@@ -32,8 +32,9 @@ def test_a_disk_that_existing_disks_will_need_is_refused(server: Server) -> None
     with open(other / "disk.raw", "wb") as f:
         f.truncate(free.f_bavail * free.f_frsize + 2 * 1024**3)  # sparse: takes nothing yet
     try:
-        r = server.client.post("/v1/computers", json={"name": "wants-disk"},
-                               headers=server.headers())  # fmt: skip
+        r = server.client.post(
+            "/v1/computers", json={"name": "wants-disk"}, headers=server.headers()
+        )
         assert r.status_code == 507, r.text
         assert r.json()["error"]["code"] == "insufficient_storage"
         assert "data filesystem" in r.json()["error"]["message"]

@@ -30,11 +30,18 @@ def test_create_exec_stop_start_delete(server: Server) -> None:
     assert c["state"] == "running" and c["isolation"] == "local-process" and c["disk_gib"] == 1
     h = server.headers()
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": ["echo", "hi"]}, headers=h)
-    assert r.json() == {"exit_code": 0, "stdout": "hi\n", "stderr": "", "signal": None,
-                        "timed_out": False, "stdout_truncated": False,
-                        "stderr_truncated": False}  # fmt: skip
-    r = server.client.post("/v1/computers/demo/exec", json={"cmd": "cat; exit 3", "stdin": "x"},
-                           headers=h)  # fmt: skip
+    assert r.json() == {
+        "exit_code": 0,
+        "stdout": "hi\n",
+        "stderr": "",
+        "signal": None,
+        "timed_out": False,
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+    }
+    r = server.client.post(
+        "/v1/computers/demo/exec", json={"cmd": "cat; exit 3", "stdin": "x"}, headers=h
+    )
     assert (r.json()["stdout"], r.json()["exit_code"]) == ("x", 3)
     r = server.client.post("/v1/computers/demo/exec", json={"cmd": ["no-such-prog"]}, headers=h)
     assert r.json()["exit_code"] == 127 and "no-such-prog" in r.json()["stderr"]
@@ -95,9 +102,10 @@ def test_duplicate_name_and_malformed_json(server: Server) -> None:
     r = server.client.post("/v1/computers", json={"name": "twin"}, headers=server.headers())
     assert error(r) == (409, "name_taken")
     r = server.client.post(
-        "/v1/computers", content=b"{not json", headers={**server.headers(),
-                                                        "Content-Type": "application/json"},
-    )  # fmt: skip
+        "/v1/computers",
+        content=b"{not json",
+        headers={**server.headers(), "Content-Type": "application/json"},
+    )
     assert error(r) == (422, "validation_error")
     assert (
         len(server.client.get("/v1/computers", headers=server.headers()).json()["computers"]) == 1
@@ -107,8 +115,9 @@ def test_duplicate_name_and_malformed_json(server: Server) -> None:
 def test_keys_and_orgs(server: Server) -> None:
     assert error(server.client.get("/v1/computers")) == (401, "unauthorized")
     assert error(server.client.get("/v1/computers", headers=server.headers("sbk_wrong"))) == (
-        401, "unauthorized",
-    )  # fmt: skip
+        401,
+        "unauthorized",
+    )
     create(server, name="mine")
     h = server.headers()
     assert server.client.post("/v1/orgs", json={"name": "other"}, headers=h).status_code == 201
@@ -119,8 +128,9 @@ def test_keys_and_orgs(server: Server) -> None:
     r = server.client.post("/v1/computers/mine/exec", json={"cmd": ["true"]}, headers=oh)
     assert error(r) == (404, "computer_not_found")
     assert error(server.client.post("/v1/orgs", json={"name": "x"}, headers=oh)) == (
-        403, "forbidden",
-    )  # fmt: skip
+        403,
+        "forbidden",
+    )
 
 
 def test_idempotent_create(server: Server) -> None:
@@ -136,11 +146,14 @@ def test_files_roundtrip_and_bad_paths(server: Server, short_tmp: object) -> Non
     create(server, name="files")
     h = server.headers()
     base = f"{short_tmp}/guestfs"
-    r = server.client.put(f"/v1/computers/files/files?path={base}/a/b.txt", content=b"hello",
-                          headers=h)  # fmt: skip
+    r = server.client.put(
+        f"/v1/computers/files/files?path={base}/a/b.txt", content=b"hello", headers=h
+    )
     assert r.json() == {"path": f"{base}/a/b.txt", "size": 5}
-    assert server.client.get(f"/v1/computers/files/files?path={base}/a/b.txt", headers=h).content \
-        == b"hello"  # fmt: skip
+    assert (
+        server.client.get(f"/v1/computers/files/files?path={base}/a/b.txt", headers=h).content
+        == b"hello"
+    )
     names = server.client.get(f"/v1/computers/files/files/list?path={base}/a", headers=h).json()
     assert [e["name"] for e in names["entries"]] == ["b.txt"]
     r = server.client.get(f"/v1/computers/files/files?path={base}/../etc/passwd", headers=h)

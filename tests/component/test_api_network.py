@@ -40,16 +40,19 @@ def test_inward_rules_are_refused_at_create_and_nothing_is_made(server: Server) 
 
 def test_inward_rules_are_refused_at_put_network_and_the_list_stays(server: Server) -> None:
     h = server.headers()
-    r = server.client.post("/v1/computers", json={"name": "net", "allow": ["allowed.test"]},
-                           headers=h)  # fmt: skip
+    r = server.client.post(
+        "/v1/computers", json={"name": "net", "allow": ["allowed.test"]}, headers=h
+    )
     assert r.status_code == 201, r.text
     r = server.client.put("/v1/computers/net/network", json={"allow": ["10.0.0.0/8:22"]}, headers=h)
     assert "SANBOX_TENANT_PRIVATE_RANGES" in refused(r, "10.0.0.0/8:22")
-    r = server.client.put("/v1/computers/net/network", json={"allow": ["203.0.113.128/25:5432"]},
-                          headers=h)  # fmt: skip
+    r = server.client.put(
+        "/v1/computers/net/network", json={"allow": ["203.0.113.128/25:5432"]}, headers=h
+    )
     assert r.status_code == 200 and r.json()["allow"] == ["203.0.113.128/25:5432"], r.text
-    types = [e["type"] for e in server.client.get("/v1/computers/net/events", headers=h).json()[
-        "events"]]  # fmt: skip
+    types = [
+        e["type"] for e in server.client.get("/v1/computers/net/events", headers=h).json()["events"]
+    ]
     assert types.count("network.policy") == 1  # the refused list was never recorded
 
 
@@ -58,8 +61,12 @@ def operator_server(short_tmp: Path) -> Iterator[Server]:
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
-    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2,
-                              tenant_private_ranges="10.20.0.0/16")  # fmt: skip
+    settings = ServerSettings(
+        data_dir=dd.root,
+        client_config=None,
+        watch_interval=0.2,
+        tenant_private_ranges="10.20.0.0/16",
+    )
     runtime = HostRuntime(dd, LocalDriver(), networking=False)
     with TestClient(create_app(settings, runtime)) as client:
         yield Server(client, client.app.state.first_key, dd, settings)  # type: ignore[attr-defined]
@@ -67,8 +74,9 @@ def operator_server(short_tmp: Path) -> Iterator[Server]:
 
 def test_an_operator_range_lets_rules_inside_it_through(operator_server: Server) -> None:
     s, h = operator_server, operator_server.headers()
-    r = s.client.post("/v1/computers", json={"name": "db", "allow": ["10.20.0.0/16:5432"]},
-                      headers=h)  # fmt: skip
+    r = s.client.post(
+        "/v1/computers", json={"name": "db", "allow": ["10.20.0.0/16:5432"]}, headers=h
+    )
     assert r.status_code == 201, r.text
     r = s.client.put("/v1/computers/db/network", json={"allow": ["10.0.0.0/8:22"]}, headers=h)
     assert "open here: 10.20.0.0/16" in refused(r, "10.0.0.0/8:22")

@@ -152,9 +152,12 @@ class HostileHypervisor(LocalDriver):
         argv = [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(real)]
         script = 'exec setsid "$@" </dev/null >>"$LOG" 2>&1 &\necho $!'
         out = subprocess.run(
-            ["sh", "-c", script, "sh", *argv], capture_output=True, text=True, check=True,
+            ["sh", "-c", script, "sh", *argv],
+            capture_output=True,
+            text=True,
+            check=True,
             env={**os.environ, "PYTHONPATH": str(SRC), "LOG": str(spec.console_log)},
-        )  # fmt: skip
+        )
         pid = int(out.stdout.strip())
         wait_exec(pid, sys.executable)
         await asyncio.to_thread(wait_for, real.exists)
@@ -176,9 +179,11 @@ class HostileServer:
 
     def post(self, path: str, body: dict[str, object], timeout: float = 60) -> httpx.Response:
         return httpx.post(
-            self.url + path, json=body, timeout=timeout,
+            self.url + path,
+            json=body,
+            timeout=timeout,
             headers={"Authorization": f"Bearer {self.key}"},
-        )  # fmt: skip
+        )
 
 
 @pytest.fixture
@@ -322,12 +327,18 @@ def test_request_bodies_over_the_limit_are_refused(live: LiveServer, short_tmp: 
                 yield b"x" * 65536
             yield b'"}'
 
-        r = http.post("/v1/computers/bodies/exec", content=chunked(),
-                      headers={"Content-Type": "application/json"})  # fmt: skip
+        r = http.post(
+            "/v1/computers/bodies/exec",
+            content=chunked(),
+            headers={"Content-Type": "application/json"},
+        )
         assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")
         # an upload is not a JSON body: it streams to the guest, whatever its size
-        r = http.put("/v1/computers/bodies/files", params={"path": f"{short_tmp}/upload"},
-                     content=b"u" * (3 * MIB))  # fmt: skip
+        r = http.put(
+            "/v1/computers/bodies/files",
+            params={"path": f"{short_tmp}/upload"},
+            content=b"u" * (3 * MIB),
+        )
         assert r.status_code == 200 and r.json()["size"] == 3 * MIB
 
 

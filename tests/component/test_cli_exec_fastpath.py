@@ -57,8 +57,10 @@ def test_the_fast_exec_is_the_exec(live_server: LiveServer, short_tmp: Path) -> 
         box = client.computers.create(name="fast-one")
         script = 'echo "out $X"; echo err >&2; exit 5'
         assert both_ways(url, key, short_tmp, "fast-one", "sh", "-c", script) == (
-            5, "out 1\n", "err\n"
-        )  # fmt: skip
+            5,
+            "out 1\n",
+            "err\n",
+        )
         assert both_ways(url, key, short_tmp, box.id, "true") == (0, "", "")
         assert both_ways(url, key, short_tmp, "fast-one", "sh", "-c", "kill -TERM $$")[0] == 143
         # messages past 64 KiB each way (the 64-bit frame length): stdin in, its lines out

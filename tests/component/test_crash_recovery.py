@@ -47,8 +47,10 @@ def test_a_copy_stopped_before_its_identity_gets_one_at_restart(
     create(server, name="src")
     create(server, name="plain")
     assert server.client.post("/v1/computers/src/stop", headers=h).status_code == 200
-    assert server.client.post("/v1/computers/src/snapshots", json={"name": "s"},
-                              headers=h).status_code == 201  # fmt: skip
+    assert (
+        server.client.post("/v1/computers/src/snapshots", json={"name": "s"}, headers=h).status_code
+        == 201
+    )
     copy = create(server, name="copy", from_snapshot="s")
     # the restore ran, the identity did not: it still names itself as its source does
     theirs = b"5a" * 16 + b"\n"  # its source's machine-id, copied with its disk
@@ -74,8 +76,7 @@ def test_a_fork_interrupted_by_a_crash_is_removed_whole(server: Server, short_tm
     h = server.headers()
     create(server, name="src")
     assert server.client.post("/v1/computers/src/stop", headers=h).status_code == 200
-    r = server.client.post("/v1/computers/src/fork", json={"count": 1, "name": "child"},
-                           headers=h)  # fmt: skip
+    r = server.client.post("/v1/computers/src/fork", json={"count": 1, "name": "child"}, headers=h)
     assert r.status_code == 201, r.text
     child = r.json()["computers"][0]
     as_the_crash_left(server, child["id"], "creating", "fork")

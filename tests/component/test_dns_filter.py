@@ -134,8 +134,10 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def dns_filter(upstream: tuple[str, int], timeout: float = PATIENT,
-                     ) -> AsyncIterator[Running]:  # fmt: skip
+async def dns_filter(
+    upstream: tuple[str, int],
+    timeout: float = PATIENT,
+) -> AsyncIterator[Running]:
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -118,8 +118,10 @@ def test_an_upgrade_goes_raw_after_the_101() -> None:
     async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         assert b"Upgrade: websocket" in head and b"Connection: Upgrade" in head
-        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                     b"Connection: Upgrade\r\n\r\nserver-first|")  # fmt: skip
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\n\r\nserver-first|"
+        )
         while data := await reader.read(65536):  # an echo, raw
             writer.write(data.upper())
             await writer.drain()
@@ -128,8 +130,10 @@ def test_an_upgrade_goes_raw_after_the_101() -> None:
     async def scenario() -> bytes:
         async with proxied(upstream) as port:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n"
-                         b"Connection: Upgrade\r\n\r\nframe-one|")  # fmt: skip
+            writer.write(
+                b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\n\r\nframe-one|"
+            )
             answer = b""
             while b"FRAME-ONE|" not in answer:
                 answer += await asyncio.wait_for(reader.read(65536), 10)

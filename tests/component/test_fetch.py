@@ -36,8 +36,9 @@ def guest_dpkg_status(dest: Path) -> Path:
     if debugfs is None:
         pytest.skip("reading the guest's dpkg status needs debugfs (apt-get install e2fsprogs)")
     rootfs = image.path / "rootfs.raw"
-    proc = subprocess.run([debugfs, "-R", "cat /var/lib/dpkg/status", str(rootfs)],
-                          capture_output=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [debugfs, "-R", "cat /var/lib/dpkg/status", str(rootfs)], capture_output=True, check=False
+    )
     if proc.returncode != 0 or b"Package: python3\n" not in proc.stdout:
         pytest.skip(f"could not read the dpkg status from {rootfs}: {proc.stderr[-300:]!r}")
     dest.write_bytes(proc.stdout)
@@ -63,8 +64,13 @@ def test_apt_fetches_only_what_the_guest_lacks_and_it_runs_offline(
     for deb in (bundle.path / "debs").iterdir():
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
     env = {**os.environ, "LD_LIBRARY_PATH": str(root / "usr/lib/x86_64-linux-gnu")}
-    out = subprocess.run([str(root / "usr/bin/jq"), "-n", "[1,2] | add"], env=env,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [str(root / "usr/bin/jq"), "-n", "[1,2] | add"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "3"
 
     def no_tool(*_a: object, **_k: object) -> None:
@@ -94,13 +100,30 @@ def test_pip_fetches_wheels_that_install_offline_with_the_bundled_pip(
     pip_wheel = next(bundle.path.glob("pip/pip-*.whl"))
     python3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"
     target = tmp_path / "site"
-    subprocess.run([python3, f"{pip_wheel}/pip", "install", "--isolated", "--no-index",
-                    "--find-links", str(bundle.path / "wheels"), "--target", str(target),
-                    "--disable-pip-version-check", "six"],
-                   check=True, capture_output=True)  # fmt: skip
-    out = subprocess.run([python3, "-c", "import six; print(six.__file__)"],
-                         env={**os.environ, "PYTHONPATH": str(target)},
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            python3,
+            f"{pip_wheel}/pip",
+            "install",
+            "--isolated",
+            "--no-index",
+            "--find-links",
+            str(bundle.path / "wheels"),
+            "--target",
+            str(target),
+            "--disable-pip-version-check",
+            "six",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [python3, "-c", "import six; print(six.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.startswith(str(target))
 
     assert fetch_pip(["six"], cache, python="/nonexistent/python3") == bundle  # cache hit
@@ -123,9 +146,13 @@ def test_npm_fetches_a_tarball_that_node_loads(
         assert all(m.uid == 0 for m in tar.getmembers())
         tar.extractall(tmp_path / "usr-local", filter="tar")
     modules = tmp_path / "usr-local/lib/node_modules"
-    out = subprocess.run(["node", "-e", "console.log(require('is-number')('42'))"],
-                         env={**os.environ, "NODE_PATH": str(modules)},
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        ["node", "-e", "console.log(require('is-number')('42'))"],
+        env={**os.environ, "NODE_PATH": str(modules)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "true"
 
     monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")

@@ -86,9 +86,12 @@ class Supervisor:
     def start(self) -> None:
         with open(self.output, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-S", "-u", "-m", "sanbox.guest.services"], env=self.env,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            )  # fmt: skip
+                [sys.executable, "-S", "-u", "-m", "sanbox.guest.services"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+            )
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
@@ -187,8 +190,11 @@ def test_a_killed_service_is_restarted_and_the_agent_reports_it(supervisor: Supe
     with open(supervisor.root / "agent.log", "ab") as out:
         agent = subprocess.Popen(
             [sys.executable, "-m", "sanbox.guest.agent", "--unix", socket_path],
-            env=supervisor.env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-        )  # fmt: skip
+            env=supervisor.env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
 
     async def ask() -> list[dict[str, object]]:
         async with await AgentClient.connect(socket_path, timeout=15) as client:
@@ -206,12 +212,14 @@ def test_a_killed_service_is_restarted_and_the_agent_reports_it(supervisor: Supe
 
 
 def test_services_that_should_stay_down_stay_down(supervisor: Supervisor) -> None:
-    supervisor.write([
-        {"name": "never", "command": "exit 3", "restart": "never"},
-        {"name": "done", "command": "exit 0", "restart": "on-failure"},
-        {"name": "flaky", "command": "exit 1", "restart": "on-failure"},
-        {"name": "nowhere", "command": "true", "cwd": "/no/such/dir", "restart": "never"},
-    ])  # fmt: skip
+    supervisor.write(
+        [
+            {"name": "never", "command": "exit 3", "restart": "never"},
+            {"name": "done", "command": "exit 0", "restart": "on-failure"},
+            {"name": "flaky", "command": "exit 1", "restart": "on-failure"},
+            {"name": "nowhere", "command": "true", "cwd": "/no/such/dir", "restart": "never"},
+        ]
+    )
     supervisor.start()
     never = supervisor.state("never", "exited")
     assert never["last_exit"] == {"code": 3, "signal": None} and never["pid"] is None
@@ -291,11 +299,13 @@ def test_sighup_starts_new_stops_removed_and_restarts_changed(supervisor: Superv
 
 
 def test_sigterm_ends_every_child_even_those_that_ignore_it(supervisor: Supervisor) -> None:
-    supervisor.write([
-        sleeper("plain"),
-        {"name": "stubborn", "command": "trap '' TERM; sleep 1000 & wait", "cwd": "/"},
-        {"name": "parent", "command": "sleep 1000 & sleep 1000 & wait", "cwd": "/"},
-    ])  # fmt: skip
+    supervisor.write(
+        [
+            sleeper("plain"),
+            {"name": "stubborn", "command": "trap '' TERM; sleep 1000 & wait", "cwd": "/"},
+            {"name": "parent", "command": "sleep 1000 & sleep 1000 & wait", "cwd": "/"},
+        ]
+    )
     supervisor.start()
     leaders = {supervisor.running(n) for n in ("plain", "stubborn", "parent")}
     wait_for(lambda: len(group_members(leaders)) >= 6, "every child started")

@@ -71,7 +71,9 @@ def test_builds_in_use_are_kept_and_the_rest_pruned(
     removed = server.client.post("/v1/images/prune", headers=h).json()["removed"]
     assert [b["build_id"] for b in removed] == ["older"]
     assert server.client.post("/v1/images/prune", headers=h).json() == {
-        "removed": [], "freed_bytes": 0}  # fmt: skip
+        "removed": [],
+        "freed_bytes": 0,
+    }
 
 
 def test_images_need_an_admin_key(server: Server) -> None:

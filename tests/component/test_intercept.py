@@ -76,7 +76,7 @@ class Ca:
         leaf = (
             self._builder(
                 x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]), key.public_key()
-            )  # fmt: skip
+            )
             .issuer_name(self.cert.subject)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -84,9 +84,13 @@ class Ca:
         )
         cert_file, key_file = folder / f"{id(leaf)}.crt", folder / f"{id(leaf)}.key"
         cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-        key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                             serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()))  # fmt: skip
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert_file, key_file)
         ctx.set_alpn_protocols(["http/1.1"])
@@ -99,9 +103,17 @@ class Ca:
 
 
 def _ca_usage() -> x509.KeyUsage:
-    return x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                         key_agreement=False, encipher_only=False, decipher_only=False)  # fmt: skip
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_cert_sign=True,
+        crl_sign=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
 
 
 @dataclass
@@ -256,8 +268,9 @@ async def lab(tmp_path: Path, upstream_ca: Ca | None = None) -> AsyncIterator[tu
                 head += await reader.read(16384)
                 name = tls_server_name(head)
             assert name == NAME
-            await intercept((reader, writer), head, name, "127.0.0.1", interception, 10.0,
-                            port=up_port)  # fmt: skip
+            await intercept(
+                (reader, writer), head, name, "127.0.0.1", interception, 10.0, port=up_port
+            )
         except RefusedError as exc:
             state.refused.append(exc)
         finally:
@@ -524,8 +537,10 @@ def test_a_strict_proxy_refuses_another_hosts_placeholder(tmp_path: Path) -> Non
 
 
 def test_pipelined_requests_are_each_checked_and_injected(tmp_path: Path) -> None:
-    two = (b"GET /1 HTTP/1.1\r\nHost: echo.test\r\n\r\n"
-           b"GET /2 HTTP/1.1\r\nHost: echo.test\r\nConnection: close\r\n\r\n")  # fmt: skip
+    two = (
+        b"GET /1 HTTP/1.1\r\nHost: echo.test\r\n\r\n"
+        b"GET /2 HTTP/1.1\r\nHost: echo.test\r\nConnection: close\r\n\r\n"
+    )
 
     async def scenario() -> None:
         async with lab(tmp_path) as (state, ca):
@@ -544,8 +559,10 @@ def test_after_a_101_bytes_go_raw_both_ways(tmp_path: Path) -> None:
             def run() -> bytes:
                 raw = socket.create_connection(("127.0.0.1", state.port), timeout=10)
                 with ca.client_context().wrap_socket(raw, server_hostname=NAME) as tls:
-                    tls.sendall(b"GET /ws HTTP/1.1\r\nHost: echo.test\r\nUpgrade: shout\r\n"
-                                b"Connection: Upgrade\r\n\r\nhello ")  # fmt: skip
+                    tls.sendall(
+                        b"GET /ws HTTP/1.1\r\nHost: echo.test\r\nUpgrade: shout\r\n"
+                        b"Connection: Upgrade\r\n\r\nhello "
+                    )
                     answer = b""
                     while b"HELLO " not in answer:
                         answer += tls.recv(65536)

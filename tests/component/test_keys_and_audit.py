@@ -122,9 +122,12 @@ def test_an_expired_key_is_refused(api: Api) -> None:
     api.clock.advance(1)
     r = api.call("GET", "/v1/computers", key["key"])
     assert error(r) == (401, "unauthorized") and "expired" in r.json()["error"]["message"]
-    for bad in ({"expires_in": 0}, {"expires_at": "2001-01-01T00:00:00Z"},
-                {"expires_in": 60, "expires_at": "2100-01-01T00:00:00Z"},
-                {"expires_at": "2100-01-01T00:00:00"}):  # fmt: skip
+    for bad in (
+        {"expires_in": 0},
+        {"expires_at": "2001-01-01T00:00:00Z"},
+        {"expires_in": 60, "expires_at": "2100-01-01T00:00:00Z"},
+        {"expires_at": "2100-01-01T00:00:00"},
+    ):
         assert error(api.call("POST", "/v1/keys", json=bad))[0] == 422, bad
 
 
@@ -138,12 +141,14 @@ def test_an_org_admin_reaches_its_own_org_only(api: Api) -> None:
     r = api.call("POST", "/v1/keys", acme, json={"org": "other"})
     assert error(r) == (403, "forbidden")
     assert error(api.call("POST", "/v1/keys", acme, json={"host_admin": True})) == (
-        403, "forbidden",
-    )  # fmt: skip
+        403,
+        "forbidden",
+    )
     assert error(api.call("GET", "/v1/keys", acme, params={"org": "other"})) == (403, "forbidden")
     assert error(api.call("GET", "/v1/audit", acme, params={"org": "other"})) == (
-        403, "forbidden",
-    )  # fmt: skip
+        403,
+        "forbidden",
+    )
     r = api.call("DELETE", f"/v1/keys/{other_key['id']}", acme)
     assert error(r) == (404, "key_not_found")
     assert error(api.call("GET", "/v1/images", acme)) == (403, "forbidden")
@@ -158,8 +163,10 @@ def test_an_org_admin_reaches_its_own_org_only(api: Api) -> None:
 
     # the host admin reaches every org
     assert {k["org"] for k in api.call("GET", "/v1/keys").json()["keys"]} == {
-        "default", "acme", "other",
-    }  # fmt: skip
+        "default",
+        "acme",
+        "other",
+    }
     only = api.call("GET", "/v1/keys", params={"org": "other"}).json()["keys"]
     assert [k["id"] for k in only] == [other_key["id"]]
     assert api.new_key(org="other", admin=True)["org"] == "other"
@@ -201,8 +208,11 @@ def test_a_burst_of_wrong_keys_is_refused_until_the_window_passes(api: Api) -> N
     assert error(api.call("GET", "/v1/computers", "sbk_guess24")) == (401, "unauthorized")
     refused = [r for r in api.audit() if r["status"] == 429][-1]  # recorded, with no actor
     assert (refused["action"], refused["status"], refused["key_prefix"], refused["client"]) == (
-        "POST /v1/computers/{ref}/stop", 429, None, CLIENT[0],
-    )  # fmt: skip
+        "POST /v1/computers/{ref}/stop",
+        429,
+        None,
+        CLIENT[0],
+    )
 
 
 def test_failures_from_an_address_never_lock_out_a_right_key(api: Api) -> None:
@@ -249,23 +259,48 @@ def test_every_mutation_is_audited_failed_ones_too_and_never_a_key(api: Api) -> 
     seen = [outcome(r) for r in records]
     assert seen == [
         (root_prefix, "default", "POST /v1/keys", {}, 201, None),
-        (root_prefix, "default", "POST /v1/computers/{ref}/stop", {"ref": "nope"}, 404,
-         "computer_not_found"),
+        (
+            root_prefix,
+            "default",
+            "POST /v1/computers/{ref}/stop",
+            {"ref": "nope"},
+            404,
+            "computer_not_found",
+        ),
         (None, None, "POST /v1/computers/{ref}/stop", {"ref": "nope"}, 401, "unauthorized"),
         (None, None, "POST /v1/computers/{ref}/stop", {"ref": "nope"}, 401, "unauthorized"),
         (user["prefix"], "default", "POST /v1/orgs", {}, 403, "forbidden"),
-        (user["prefix"], "default", "POST /v1/computers/{ref}/stop", {"ref": "sbk_[redacted]"},
-         404, "computer_not_found"),
+        (
+            user["prefix"],
+            "default",
+            "POST /v1/computers/{ref}/stop",
+            {"ref": "sbk_[redacted]"},
+            404,
+            "computer_not_found",
+        ),
         (None, None, "POST /v1/computers/{ref}/start", {"ref": "nope"}, 401, "unauthorized"),
         (root_prefix, "default", "DELETE /v1/keys/{key_id}", {"key_id": user["id"]}, 200, None),
-        (user["prefix"], "default", "POST /v1/computers/{ref}/restart", {"ref": "nope"}, 401,
-         "unauthorized"),
-        (root_prefix, "default", "WEBSOCKET /v1/computers/{ref}/exec/stream", {"ref": "nope"},
-         101, "computer_not_found"),
-    ]  # fmt: skip
+        (
+            user["prefix"],
+            "default",
+            "POST /v1/computers/{ref}/restart",
+            {"ref": "nope"},
+            401,
+            "unauthorized",
+        ),
+        (
+            root_prefix,
+            "default",
+            "WEBSOCKET /v1/computers/{ref}/exec/stream",
+            {"ref": "nope"},
+            101,
+            "computer_not_found",
+        ),
+    ]
     assert {r["client"] for r in records} == {CLIENT[0]}
-    assert all(r["time"] and r["key_id"] in (None, user["id"], records[0]["key_id"])
-               for r in records)  # fmt: skip
+    assert all(
+        r["time"] and r["key_id"] in (None, user["id"], records[0]["key_id"]) for r in records
+    )
     text = api.call("GET", "/v1/audit").text
     for secret in (api.root_key, user["key"], "sbk_wrong_secret_guess"):
         assert secret not in text
@@ -281,8 +316,9 @@ def test_events_name_the_key_whose_request_caused_them(api: Api) -> None:
     try:
         events = api.call("GET", "/v1/computers/made/events").json()["events"]
         assert [(e["type"], e["actor"]) for e in events[:2]] == [
-            ("computer.creating", user["prefix"]), ("computer.running", user["prefix"]),
-        ]  # fmt: skip
+            ("computer.creating", user["prefix"]),
+            ("computer.running", user["prefix"]),
+        ]
         api.call("POST", "/v1/computers/made/stop")
         last = api.call("GET", "/v1/computers/made/events").json()["events"][-1]
         assert (last["type"], last["actor"]) == ("computer.stopped", api.root_key[:12])

@@ -52,8 +52,9 @@ def test_cli_key_create_ls_revoke_and_audit(
     assert r.exit_code == 0, r.output
     records = json.loads(r.output)
     assert [(x["action"], x["status"]) for x in records] == [
-        ("POST /v1/keys", 201), ("DELETE /v1/keys/{key_id}", 200),
-    ]  # fmt: skip
+        ("POST /v1/keys", 201),
+        ("DELETE /v1/keys/{key_id}", 200),
+    ]
     assert records[1]["target"] == {"key_id": made["id"]}
     assert records[1]["key_prefix"] == live_server.key[:12] and records[1]["client"] == "127.0.0.1"
     r = runner.invoke(app, ["audit"])

@@ -45,15 +45,21 @@ def image(rt: HostRuntime) -> Image:
 
 def write(disk: Path, offset: int, text: str) -> None:
     fmt = qcow2.format_of(disk)
-    subprocess.run(["qemu-io", "-f", fmt, "-c", f"write -P {ord(text[0])} {offset} 64k",
-                    str(disk)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["qemu-io", "-f", fmt, "-c", f"write -P {ord(text[0])} {offset} 64k", str(disk)],
+        check=True,
+        capture_output=True,
+    )
 
 
 def read(disk: Path, offset: int, text: str) -> bool:
     """Whether the 64 KiB at `offset` are all `text[0]`."""
     fmt = qcow2.format_of(disk)
-    out = subprocess.run(["qemu-io", "-f", fmt, "-c", f"read -P {ord(text[0])} {offset} 64k",
-                          str(disk)], capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        ["qemu-io", "-f", fmt, "-c", f"read -P {ord(text[0])} {offset} 64k", str(disk)],
+        capture_output=True,
+        text=True,
+    )
     return out.returncode == 0 and "Pattern verification failed" not in out.stdout
 
 

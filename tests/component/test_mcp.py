@@ -26,11 +26,27 @@ pytestmark = pytest.mark.component
 
 SANBOX = Path(sys.executable).parent / "sanbox"  # the console script an MCP client runs
 TOOLS = {
-    "list_computers", "get_computer", "create_computer", "start_computer", "stop_computer",
-    "pause_computer", "resume_computer", "delete_computer", "exec", "read_file", "write_file",
-    "list_files", "publish_port", "snapshot_computer", "list_snapshots", "delete_snapshot",
-    "fork_computer", "list_secrets", "bind_secret", "unbind_secret",
-}  # fmt: skip
+    "list_computers",
+    "get_computer",
+    "create_computer",
+    "start_computer",
+    "stop_computer",
+    "pause_computer",
+    "resume_computer",
+    "delete_computer",
+    "exec",
+    "read_file",
+    "write_file",
+    "list_files",
+    "publish_port",
+    "snapshot_computer",
+    "list_snapshots",
+    "delete_snapshot",
+    "fork_computer",
+    "list_secrets",
+    "bind_secret",
+    "unbind_secret",
+}
 
 
 @asynccontextmanager
@@ -95,8 +111,11 @@ async def computer_work(session: ClientSession, name: str, folder: Path) -> None
     assert structured(wrote)["size"] == len("héllo\n".encode())
     read = await call(session, "read_file", computer=name, path=path)
     assert structured(read) == {
-        "path": path, "size": 7, "encoding": "utf-8", "content": "héllo\n",
-    }  # fmt: skip
+        "path": path,
+        "size": 7,
+        "encoding": "utf-8",
+        "content": "héllo\n",
+    }
     blob = f"{folder}/notes/blob.bin"
     await call(session, "write_file", computer=name, path=blob, content="AP8=", encoding="base64")
     read = await call(session, "read_file", computer=name, path=blob)
@@ -184,14 +203,21 @@ def test_mcp_over_http_refuses_a_request_without_a_valid_key(
 ) -> None:
     """No MCP session is opened and nothing runs: the API's 401, before the protocol starts."""
     initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "attacker", "version": "1"}},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "attacker", "version": "1"},
+        },
+    }
     create = {
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
         "params": {"name": "create_computer", "arguments": {"name": "intruder"}},
-    }  # fmt: skip
+    }
     headers = {"Accept": "application/json, text/event-stream"}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
@@ -219,22 +245,37 @@ def test_an_mcp_session_answers_only_the_key_that_opened_it(live_server: LiveSer
             headers = {"Accept": "application/json, text/event-stream"}
             opened = await api.post(
                 "/mcp",
-                json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}}},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                },
                 headers={**headers, **admin},
-            )  # fmt: skip
+            )
             session_id = opened.headers["mcp-session-id"]
             borrowed = await api.post(
                 "/mcp",
                 json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-                headers={**headers, "Authorization": f"Bearer {other_key}",
-                         "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"},
-            )  # fmt: skip
+                headers={
+                    **headers,
+                    "Authorization": f"Bearer {other_key}",
+                    "Mcp-Session-Id": session_id,
+                    "Mcp-Protocol-Version": "2025-06-18",
+                },
+            )
             closed = await api.delete(
-                "/mcp", headers={**admin, "Mcp-Session-Id": session_id,
-                                 "Mcp-Protocol-Version": "2025-06-18"},
-            )  # fmt: skip
+                "/mcp",
+                headers={
+                    **admin,
+                    "Mcp-Session-Id": session_id,
+                    "Mcp-Protocol-Version": "2025-06-18",
+                },
+            )
             return borrowed.status_code, closed.status_code
 
     borrowed, closed = asyncio.run(scenario())
@@ -259,10 +300,15 @@ def test_a_key_holds_a_bounded_number_of_mcp_sessions(live_server: LiveServer) -
     session is made; another key is not affected, and ending a session makes room."""
     version = {"Mcp-Protocol-Version": "2025-06-18"}
     initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "1"}},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
 
     async def scenario() -> None:
         async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as api:

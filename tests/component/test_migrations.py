@@ -56,18 +56,31 @@ def test_upgrade_from_0005_keeps_existing_installs_working(empty_db: Database) -
     _to(db, "0005")
     with db.engine.begin() as conn:
         for org_id, name in (("org_default", "default"), ("org_tenant", "tenant")):
-            conn.execute(text("insert into orgs values (:id, :name, '2026-01-01 00:00:00')"),
-                         {"id": org_id, "name": name})  # fmt: skip
+            conn.execute(
+                text("insert into orgs values (:id, :name, '2026-01-01 00:00:00')"),
+                {"id": org_id, "name": name},
+            )
         for key_id, org_id, admin, plaintext in OLD_KEYS:
             conn.execute(
-                text("insert into api_keys values (:id, :org, '', :prefix, :hash, :admin, "
-                     "'2026-01-01 00:00:00')"),
-                {"id": key_id, "org": org_id, "prefix": plaintext[:10],
-                 "hash": repo.hash_key(plaintext), "admin": admin},
-            )  # fmt: skip
-        conn.execute(text("insert into events (org_id, computer_id, type, message, data, "
-                          "created_at) values ('org_default', null, 'computer.created', '', "
-                          "'{}', '2026-01-01 00:00:00')"))  # fmt: skip
+                text(
+                    "insert into api_keys values (:id, :org, '', :prefix, :hash, :admin, "
+                    "'2026-01-01 00:00:00')"
+                ),
+                {
+                    "id": key_id,
+                    "org": org_id,
+                    "prefix": plaintext[:10],
+                    "hash": repo.hash_key(plaintext),
+                    "admin": admin,
+                },
+            )
+        conn.execute(
+            text(
+                "insert into events (org_id, computer_id, type, message, data, "
+                "created_at) values ('org_default', null, 'computer.created', '', "
+                "'{}', '2026-01-01 00:00:00')"
+            )
+        )
 
     db.migrate()
     head = ScriptDirectory.from_config(alembic_config(db.url)).get_current_head()

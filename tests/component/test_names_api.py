@@ -17,8 +17,13 @@ NAME_FIELDS = {
     "org name": ("/v1/orgs", lambda bad: {"name": bad}),
     "org of a key": ("/v1/keys", lambda bad: {"org": bad}),
 }
-CODES = {"computer name": "invalid_name", "template": "invalid_name", "label key": "invalid_label",
-         "org name": "invalid_name", "org of a key": "invalid_name"}  # fmt: skip
+CODES = {
+    "computer name": "invalid_name",
+    "template": "invalid_name",
+    "label key": "invalid_label",
+    "org name": "invalid_name",
+    "org of a key": "invalid_name",
+}
 LABEL_KEY_OK = {"dot.ted", "under_score", "slash/x", "cmp_x"}
 
 
@@ -32,8 +37,9 @@ def test_bad_names_are_refused_everywhere(server: Server, where: str) -> None:
         assert r.status_code == 422, (where, bad, r.text)
         assert r.json()["error"]["code"] == CODES[where], (where, bad, r.text)
     for bad in BAD_TEXT:
-        r = server.client.post("/v1/keys", json={"org": "default", "name": bad},
-                               headers=server.headers())  # fmt: skip
+        r = server.client.post(
+            "/v1/keys", json={"org": "default", "name": bad}, headers=server.headers()
+        )
         assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_name"), bad
     h = server.headers()
     assert server.client.get("/v1/computers", headers=h).json()["computers"] == []
@@ -51,6 +57,7 @@ def test_the_trailing_newline_of_the_report(server: Server) -> None:
 
 @pytest.mark.parametrize("port", [0, 65536, -1, "x"])
 def test_bad_ports_are_refused(server: Server, port: object) -> None:
-    r = server.client.post("/v1/computers/none/ports", json={"port": port},
-                           headers=server.headers())  # fmt: skip
+    r = server.client.post(
+        "/v1/computers/none/ports", json={"port": port}, headers=server.headers()
+    )
     assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error"

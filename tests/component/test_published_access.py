@@ -76,8 +76,9 @@ def publish(server: Server, key: str, name: str, port: int, public: bool) -> str
     h = server.headers(key)
     r = server.client.post("/v1/computers", json={"name": name}, headers=h)
     assert r.status_code == 201, r.text
-    r = server.client.post(f"/v1/computers/{name}/ports", json={"port": port, "public": public},
-                           headers=h)  # fmt: skip
+    r = server.client.post(
+        f"/v1/computers/{name}/ports", json={"port": port, "public": public}, headers=h
+    )
     assert r.status_code == 201, r.text
     url: str = r.json()["url"]
     return url
@@ -251,9 +252,14 @@ def test_a_view_only_cookie_opens_safe_methods_only(
 def test_the_access_log_never_holds_a_key() -> None:
     key = "sbk_" + "A" * 43
     record = logging.LogRecord(
-        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
-        ("127.0.0.1:5", "GET", f"/x?a=1&token={key}&b=2", "1.1", 303), None,
-    )  # fmt: skip
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", f"/x?a=1&token={key}&b=2", "1.1", 303),
+        None,
+    )
     assert RedactCredentials().filter(record)
     line = record.getMessage()
     assert key not in line and "token=[redacted]&b=2" in line

@@ -164,8 +164,11 @@ def test_exec_websocket_speaks_only_the_documented_messages(live_server: LiveSer
         c = client.computers.create(name="wire-one")
         start = {"type": "start", "cmd": ["sh", "-c", "kill -TERM $$"]}
         assert asyncio.run(session(start))[-1] == {
-            "type": "exit", "exit_code": 143, "signal": 15, "timed_out": False
-        }  # fmt: skip
+            "type": "exit",
+            "exit_code": 143,
+            "signal": 15,
+            "timed_out": False,
+        }
         cat = {"type": "start", "cmd": ["cat"]}
         for bad in ({"type": "signal", "signal": "SIGTERM"}, {"type": "shout"}, {"data": "eA=="}):
             last = asyncio.run(session(cat, bad))[-1]

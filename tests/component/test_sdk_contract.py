@@ -117,13 +117,23 @@ class FakeApi:
             return error(409, "name_taken", f"{name} is taken")
         wait = request.url.params.get("wait", "true") == "true"
         record = {
-            "id": f"cmp_{len(self.computers) + 1}", "name": name, "org": "default",
-            "template": body["template"], "state": "running" if wait else "creating",
-            "vcpus": body["vcpus"], "memory_mib": body["memory_mib"],
-            "disk_gib": body["disk_gib"] or 8, "env": body["env"], "labels": body["labels"],
-            "hypervisor": "qemu", "isolation": "qemu-tcg", "created_at": "2025-01-01T00:00:00Z",
-            "updated_at": "2025-01-01T00:00:00Z", "last_error": None, "extra_field": 1,
-        }  # fmt: skip
+            "id": f"cmp_{len(self.computers) + 1}",
+            "name": name,
+            "org": "default",
+            "template": body["template"],
+            "state": "running" if wait else "creating",
+            "vcpus": body["vcpus"],
+            "memory_mib": body["memory_mib"],
+            "disk_gib": body["disk_gib"] or 8,
+            "env": body["env"],
+            "labels": body["labels"],
+            "hypervisor": "qemu",
+            "isolation": "qemu-tcg",
+            "created_at": "2025-01-01T00:00:00Z",
+            "updated_at": "2025-01-01T00:00:00Z",
+            "last_error": None,
+            "extra_field": 1,
+        }
         self.computers[record["id"]] = record
         return httpx.Response(201 if wait else 202, json=record)
 
@@ -145,14 +155,32 @@ class FakeApi:
                 return error(409, "computer_not_running", f"{c['name']} is {c['state']}")
             check("ExecRequest", body)
             out = " ".join(body["cmd"]) if isinstance(body["cmd"], list) else body["cmd"]
-            answer = {"exit_code": 0, "stdout": out + (body["stdin"] or ""), "stderr": "",
-                      "signal": None, "timed_out": False, "stdout_truncated": False,
-                      "stderr_truncated": False}  # fmt: skip
+            answer = {
+                "exit_code": 0,
+                "stdout": out + (body["stdin"] or ""),
+                "stderr": "",
+                "signal": None,
+                "timed_out": False,
+                "stdout_truncated": False,
+                "stderr_truncated": False,
+            }
             return httpx.Response(200, json=check("ExecResponse", answer))
         if rest == "/events":
-            return httpx.Response(200, json={"events": [
-                {"id": 1, "computer_id": c["id"], "type": "computer.created", "message": "made",
-                 "data": {}, "created_at": "2025-01-01T00:00:00Z"}]})  # fmt: skip
+            return httpx.Response(
+                200,
+                json={
+                    "events": [
+                        {
+                            "id": 1,
+                            "computer_id": c["id"],
+                            "type": "computer.created",
+                            "message": "made",
+                            "data": {},
+                            "created_at": "2025-01-01T00:00:00Z",
+                        }
+                    ]
+                },
+            )
         if rest == "/console":
             return httpx.Response(200, json={"lines": ["boot", f"lines={q['lines']}"]})
         return self.file(request, c, rest)
@@ -182,8 +210,14 @@ class FakeApi:
     @staticmethod
     def entry(path: str, data: bytes) -> dict[str, Any]:
         name = path.rsplit("/", 1)[-1]
-        return {"name": name, "path": path, "type": "file", "size": len(data), "mode": 0o644,
-                "mtime": 0}  # fmt: skip
+        return {
+            "name": name,
+            "path": path,
+            "type": "file",
+            "size": len(data),
+            "mode": 0o644,
+            "mtime": 0,
+        }
 
     def admin(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
@@ -286,8 +320,15 @@ def test_create_get_list_and_lifecycle(client: Sanbox, api: FakeApi) -> None:
     assert sent.headers["Idempotency-Key"] == "k1"
     assert sent.url.params["wait"] == "true"
     # the size left out stays out: the template's (an org's template restores only at its own)
-    assert json.loads(sent.content) == {"template": "base", "name": "demo", "vcpus": None,
-        "memory_mib": None, "disk_gib": None, "env": {}, "labels": {"team": "a"}}  # fmt: skip
+    assert json.loads(sent.content) == {
+        "template": "base",
+        "name": "demo",
+        "vcpus": None,
+        "memory_mib": None,
+        "disk_gib": None,
+        "env": {},
+        "labels": {"team": "a"},
+    }
     client.computers.create(name="other")
     assert [x.name for x in client.computers.list(labels={"team": "a"})] == ["demo"]
     assert api.requests[-1].url.params.get_list("label") == ["team=a"]
@@ -351,9 +392,17 @@ def test_exec_stream_sync(client: Sanbox, api: FakeApi) -> None:
         stream.send_eof()
         events = list(stream)
     assert events == [Stdout(b"one "), Stdout(b"two"), Exit(0)]
-    assert api.stream_requests[-1] == {"type": "start", "cmd": ["cat"], "env": {"A": "1"},
-        "cwd": None, "user": None, "timeout": None, "pty": False, "rows": 24,
-        "cols": 80}  # fmt: skip
+    assert api.stream_requests[-1] == {
+        "type": "start",
+        "cmd": ["cat"],
+        "env": {"A": "1"},
+        "cwd": None,
+        "user": None,
+        "timeout": None,
+        "pty": False,
+        "rows": 24,
+        "cols": 80,
+    }
     with c.exec_stream(["fail"]) as stream:
         assert list(stream) == [Stderr(b"boom\n"), Exit(3)]
     for name in ("SIGTERM", "TERM", "term", 15, "15"):  # names become Linux's numbers
@@ -521,15 +570,30 @@ def run(cli: CliRunner, *args: str, input: str | None = None) -> Any:
 def test_cli_create_waits_until_running(cli: CliRunner, api: FakeApi) -> None:
     """The CLI's create waits for the server's answer: running, or the typed error (a failed
     create leaves no computer to poll)."""
-    result = run(cli, "create", "--name", "demo", "--cpus", "2", "--memory", "1024",
-                 "--env", "A=1", "--label", "team=x")  # fmt: skip
+    result = run(
+        cli,
+        "create",
+        "--name",
+        "demo",
+        "--cpus",
+        "2",
+        "--memory",
+        "1024",
+        "--env",
+        "A=1",
+        "--label",
+        "team=x",
+    )
     assert result.exit_code == 0, result.output
     assert "running demo cmp_1" in result.stdout
     assert api.requests[0].url.params["wait"] == "true"
     body = json.loads(api.requests[0].content)
     assert (body["vcpus"], body["memory_mib"], body["env"], body["labels"]) == (
-        2, 1024, {"A": "1"}, {"team": "x"}
-    )  # fmt: skip
+        2,
+        1024,
+        {"A": "1"},
+        {"team": "x"},
+    )
     assert len(api.requests) == 1
     bad = run(cli, "create", "--env", "nonsense")
     assert bad.exit_code == 1 and "error (invalid_argument)" in bad.stderr

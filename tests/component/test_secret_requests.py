@@ -93,8 +93,12 @@ def test_secret_lifecycle(live_server: LiveServer) -> None:
         with pytest.raises(SecretNotFoundError):
             client.computers.create(name="sec-two", secrets={"nope": "NOPE"})
         assert [c.name for c in client.computers.list()] == ["sec-one"]
-        seen = api_text(live_server, "/v1/secrets", "/v1/audit?limit=1000",
-                        f"/v1/computers/{computer.id}/events")  # fmt: skip
+        seen = api_text(
+            live_server,
+            "/v1/secrets",
+            "/v1/audit?limit=1000",
+            f"/v1/computers/{computer.id}/events",
+        )
         assert "secret.bound" in seen  # the events are there, without the value
         computer.delete()
         client.secrets.delete("openai")
@@ -125,9 +129,12 @@ def test_secret_lifecycle(live_server: LiveServer) -> None:
     ],
 )
 def test_refused_secrets_keep_nothing_and_say_nothing_of_the_value(
-    live_server: LiveServer, value: str, hosts: list[str], header: str | None,
+    live_server: LiveServer,
+    value: str,
+    hosts: list[str],
+    header: str | None,
     placeholder_only: bool,
-) -> None:  # fmt: skip
+) -> None:
     with Sanbox(live_server.url, live_server.key) as client:
         with pytest.raises(InvalidSecretError) as refused:
             client.secrets.set(
@@ -144,12 +151,16 @@ def test_cli_secret_set_reads_stdin(
     monkeypatch.setenv("SANBOX_URL", live_server.url)
     monkeypatch.setenv("SANBOX_API_KEY", live_server.key)
     runner = CliRunner()
-    r = runner.invoke(app, ["secret", "set", "cli-key", "--value-stdin", "--host",
-                            "api.example.com"], input=VALUE + "\n")  # fmt: skip
+    r = runner.invoke(
+        app,
+        ["secret", "set", "cli-key", "--value-stdin", "--host", "api.example.com"],
+        input=VALUE + "\n",
+    )
     assert r.exit_code == 0, r.output
     assert "cli-key" in r.output and "version 1" in r.output and VALUE not in r.output
-    r = runner.invoke(app, ["secret", "set", "cli-key", "--value-stdin", "--host", "x y"],
-                      input=ROTATED)  # fmt: skip
+    r = runner.invoke(
+        app, ["secret", "set", "cli-key", "--value-stdin", "--host", "x y"], input=ROTATED
+    )
     assert r.exit_code == 1 and "error (invalid_secret)" in r.output and ROTATED not in r.output
     r = runner.invoke(app, ["secret", "ls", "--json"])
     assert [s["name"] for s in json.loads(r.output)] == ["cli-key"] and VALUE not in r.output
@@ -181,8 +192,9 @@ def test_mcp_tools_bind_but_never_set(live_server: LiveServer) -> None:
 
             listed = await call(session, "list_secrets")
             assert [s["name"] for s in structured(listed)["secrets"]] == ["openai"]
-            bound = await call(session, "bind_secret", computer="sec-mcp", name="openai",
-                               env="OPENAI_API_KEY")  # fmt: skip
+            bound = await call(
+                session, "bind_secret", computer="sec-mcp", name="openai", env="OPENAI_API_KEY"
+            )
             assert not bound.is_error, text(bound)
             placeholder = structured(bound)["binding"]["placeholder"]
             assert "$OPENAI_API_KEY" in text(bound) and placeholder in text(bound)

@@ -51,8 +51,9 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
         assert sorted(p.name for p in dd.snapshots.iterdir()) == [listed[0]["id"]]
         events = client.get("/v1/computers/src/events", headers=h).json()["events"]
         assert any(e["type"] == "snapshot.failed" and lost_id in e["message"] for e in events)
-        made = client.post("/v1/computers", json={"name": "again", "from_snapshot": "kept"},
-                           headers=h)  # fmt: skip
+        made = client.post(
+            "/v1/computers", json={"name": "again", "from_snapshot": "kept"}, headers=h
+        )
         assert made.status_code == 201, made.text
         client.delete("/v1/computers/again", headers=h)
         client.delete("/v1/computers/src", headers=h)

@@ -54,8 +54,10 @@ def test_a_stopped_computer_has_no_memory_to_snapshot(server: Server) -> None:
 
 
 def test_unknown_snapshots_are_not_found(server: Server) -> None:
-    for method, path in [("GET", "/v1/snapshots/snp_nothere"),
-                         ("DELETE", "/v1/snapshots/snp_nothere")]:  # fmt: skip
+    for method, path in [
+        ("GET", "/v1/snapshots/snp_nothere"),
+        ("DELETE", "/v1/snapshots/snp_nothere"),
+    ]:
         r = server.client.request(method, path, headers=server.headers())
         assert error(r) == (404, "snapshot_not_found")
     r = server.client.post(
@@ -69,9 +71,13 @@ def test_unknown_snapshots_are_not_found(server: Server) -> None:
 
 @pytest.mark.parametrize(
     ("body", "code"),
-    [({"count": 0}, "validation_error"), ({"count": 17}, "validation_error"),
-     ({"name": "No"}, "invalid_name"), ({"count": 2, "name": "x" * 62}, "invalid_name")],
-)  # fmt: skip
+    [
+        ({"count": 0}, "validation_error"),
+        ({"count": 17}, "validation_error"),
+        ({"name": "No"}, "invalid_name"),
+        ({"count": 2, "name": "x" * 62}, "invalid_name"),
+    ],
+)
 def test_bad_fork_requests_make_nothing(server: Server, body: dict[str, object], code: str) -> None:
     create(server, name="parent")
     r = server.client.post("/v1/computers/parent/fork", json=body, headers=server.headers())

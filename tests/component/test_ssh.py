@@ -138,8 +138,12 @@ def test_the_websocket_relays_a_connection_both_ways_under_flow_control(
     assert args == ["-i -e", "ready"]  # inetd mode, log to stderr; host key and privsep dir first
 
 
-def proxy(live_server: LiveServer, name: str, data: bytes, key: str | None = None,
-          ) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+def proxy(
+    live_server: LiveServer,
+    name: str,
+    data: bytes,
+    key: str | None = None,
+) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "SANBOX_URL": live_server.url, "SANBOX_API_KEY": key or live_server.key}
     return subprocess.run(
         [str(BIN), "ssh-proxy", name], input=data, env=env, capture_output=True, timeout=60
@@ -196,8 +200,9 @@ def test_ssh_config_makes_a_key_lets_it_in_and_records_the_host_key(
     assert known_hosts.read_text() == f"sanbox-conf {host_key[0]} {host_key[1]}\n"
     block = files / "block"
     block.write_text(second.stdout)
-    resolved = subprocess.run(["ssh", "-G", "-F", str(block), "sanbox-conf"], capture_output=True,
-                              text=True, check=True).stdout  # fmt: skip
+    resolved = subprocess.run(
+        ["ssh", "-G", "-F", str(block), "sanbox-conf"], capture_output=True, text=True, check=True
+    ).stdout
     assert "hostkeyalias sanbox-conf" in resolved and "stricthostkeychecking true" in resolved
 
 
@@ -207,9 +212,12 @@ def test_the_host_key_is_made_once_and_made_anew_on_request(ssh_root: Path) -> N
     socket_path = ssh_root / "agent.sock"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     agent = subprocess.Popen(
-        [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(socket_path)], env=env,
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "sanbox.guest.agent", "--unix", str(socket_path)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     async def scenario() -> tuple[str, str, str, list[str]]:
         async with AgentClient.connect(str(socket_path)) as client:

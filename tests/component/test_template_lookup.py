@@ -47,8 +47,20 @@ def _org(plane: Fleet) -> Org:
 def _built(plane: Fleet, name: str, region: str) -> str:
     tid = repo.new_id("tpl_")
     with plane.db.session() as s:
-        s.add(TemplateRow(id=tid, org_id=_org(plane).id, name=name, region=region, state="ready",
-                          base="base", spec="", digest="d", vcpus=1, memory_mib=512))  # fmt: skip
+        s.add(
+            TemplateRow(
+                id=tid,
+                org_id=_org(plane).id,
+                name=name,
+                region=region,
+                state="ready",
+                base="base",
+                spec="",
+                digest="d",
+                vcpus=1,
+                memory_mib=512,
+            )
+        )
     return tid
 
 

@@ -38,8 +38,9 @@ def context(files: dict[str, bytes]) -> bytes:
 
 def post(server: Server, body: bytes, name: str | None = None) -> object:
     params = {"name": name} if name else None
-    return server.client.post("/v1/templates", content=body, params=params,
-                              headers={**server.headers(), **TAR})  # fmt: skip
+    return server.client.post(
+        "/v1/templates", content=body, params=params, headers={**server.headers(), **TAR}
+    )
 
 
 def listed(server: Server) -> list[str]:
@@ -51,19 +52,24 @@ def listed(server: Server) -> list[str]:
 @pytest.mark.parametrize(
     ("files", "code", "words"),
     [
-        ({"sanbox.toml": b'name = "t"\n\n[[steps]]\napt = []\n'}, "invalid_spec",
-         "sanbox.toml:4"),
+        ({"sanbox.toml": b'name = "t"\n\n[[steps]]\napt = []\n'}, "invalid_spec", "sanbox.toml:4"),
         ({"sanbox.toml": b"name = 3\n"}, "invalid_spec", "sanbox.toml:1"),
         ({"sanbox.toml": b"[[steps]]\nrun = 'true'\n"}, "invalid_spec", "name the template"),
         ({"notes.txt": b"x"}, "invalid_context", "no sanbox.toml"),
-        ({"sanbox.toml": b'name = "t"\n[[steps]]\ncopy = "a"\nto = "/a"\n'}, "invalid_context",
-         "does not hold"),
+        (
+            {"sanbox.toml": b'name = "t"\n[[steps]]\ncopy = "a"\nto = "/a"\n'},
+            "invalid_context",
+            "does not hold",
+        ),
         ({"sanbox.toml": b'name = "base"\n'}, "name_taken", "built-in"),
         ({"sanbox.toml": b'name = "t"\nbase = "nothere"\n'}, "template_not_found", "nothere"),
-        ({"sanbox.toml": b'name = "t"\nallow = ["cidr:127.0.0.1/32:80"]\n'}, "invalid_rule",
-         "allow"),
+        (
+            {"sanbox.toml": b'name = "t"\nallow = ["cidr:127.0.0.1/32:80"]\n'},
+            "invalid_rule",
+            "allow",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_builds_are_refused_and_record_nothing(
     server: Server, files: dict[str, bytes], code: str, words: str
 ) -> None:
@@ -82,8 +88,11 @@ def test_a_context_that_is_not_a_tar_or_too_big_is_refused(server: Server) -> No
 
 
 def test_templates_of_nobody_are_not_found(server: Server) -> None:
-    for method, path in [("GET", "/v1/templates/nope"), ("DELETE", "/v1/templates/nope"),
-                         ("GET", "/v1/templates/nope/logs")]:  # fmt: skip
+    for method, path in [
+        ("GET", "/v1/templates/nope"),
+        ("DELETE", "/v1/templates/nope"),
+        ("GET", "/v1/templates/nope/logs"),
+    ]:
         r = server.client.request(method, path, headers=server.headers())
         assert error(r) == (404, "template_not_found"), (method, path)
     r = server.client.post("/v1/computers", json={"template": "nope"}, headers=server.headers())
@@ -204,8 +213,9 @@ def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server)
     missing = server.client.post("/v1/templates/nope/rebuild", headers=h)
     assert error(missing) == (404, "template_not_found")
     spec = b'name = "again"\n\n[[steps]]\nrun = "echo one"\n'
-    first = server.client.post("/v1/templates", content=context({"sanbox.toml": spec}),
-                               headers={**h, **TAR})  # fmt: skip
+    first = server.client.post(
+        "/v1/templates", content=context({"sanbox.toml": spec}), headers={**h, **TAR}
+    )
     assert first.status_code == 202, first.text
     template_id = first.json()["template"]["id"]
     kept = server.data_dir.root / "templates" / f"{template_id}.context.tar"
@@ -223,8 +233,9 @@ def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server)
     assert server.client.delete("/v1/templates/again", headers=h).status_code == 200
     assert not kept.exists()
     kept.parent.mkdir(parents=True, exist_ok=True)
-    second = server.client.post("/v1/templates", content=context({"sanbox.toml": spec}),
-                                headers={**h, **TAR})  # fmt: skip
+    second = server.client.post(
+        "/v1/templates", content=context({"sanbox.toml": spec}), headers={**h, **TAR}
+    )
     assert second.status_code == 202, second.text
     while server.client.get("/v1/templates/again", headers=h).json()["state"] == "building":
         assert time.monotonic() < deadline

@@ -75,9 +75,13 @@ def api() -> Iterator[Api]:
     dd.ensure()
     fake_image(dd)
     settings = ServerSettings(
-        data_dir=dd.root, client_config=root / "config.toml", watch_interval=0.2,
-        usage_sample_interval=0.1, usage_running_period=0.5, metrics_token=SCRAPE_TOKEN,
-    )  # fmt: skip
+        data_dir=dd.root,
+        client_config=root / "config.toml",
+        watch_interval=0.2,
+        usage_sample_interval=0.1,
+        usage_running_period=0.5,
+        metrics_token=SCRAPE_TOKEN,
+    )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     try:
         with served(app) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -125,8 +129,11 @@ def test_a_life_is_tiled_by_intervals_and_reads_back_the_same_every_way(api: Api
     assert {"running", "stopping", "stopped", "starting"} <= set(states)
     assert all(r.cpu_seconds is None for r in rows)  # unmeasured here, not 0
     life = (rows[-1].ended_at - rows[0].started_at).total_seconds()  # type: ignore[operator]
-    running = sum((r.ended_at - r.started_at).total_seconds() for r in rows  # type: ignore[operator]
-                  if r.state == "running")  # fmt: skip
+    running = sum(
+        (r.ended_at - r.started_at).total_seconds()
+        for r in rows  # type: ignore[operator]
+        if r.state == "running"
+    )
 
     got = usage(api, group_by="computer", **{"from": t0.isoformat()})
     mine = next(g for g in got["groups"] if g["key"] == cid)
@@ -215,8 +222,11 @@ def test_prometheus_endpoint_has_fleet_series_only(api: Api) -> None:
     states = {s.labels["state"]: s.value for s in families["sanbox_computers"].samples}
     assert set(states) >= {"running", "stopped", "paused"}
     assert families["sanbox_computer_creates"].samples[0].value >= 2
-    failures = {s.labels.get("code"): s.value for s in families["sanbox_failures"].samples
-                if s.name == "sanbox_failures_total"}  # fmt: skip
+    failures = {
+        s.labels.get("code"): s.value
+        for s in families["sanbox_failures"].samples
+        if s.name == "sanbox_failures_total"
+    }
     assert failures["computer_not_found"] >= 1
     for name in ("sanbox_running_vcpus", "sanbox_capacity_memory_bytes", "sanbox_pool_size"):
         assert name in families

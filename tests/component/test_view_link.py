@@ -79,10 +79,15 @@ def test_a_view_link_opens_its_port_view_only(server: Server, guest: tuple[int, 
     assert 'content="0;url=/?x=1"' in page
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and ".view." in cookie
     max_age = int(cookie.split("Max-Age=")[1].split(";")[0])
-    assert 3590 <= max_age <= 3600 and abs(
-        time.mktime(time.strptime(expires_at[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-        - (before + 3600)
-    ) < 10  # fmt: skip
+    assert (
+        3590 <= max_age <= 3600
+        and abs(
+            time.mktime(time.strptime(expires_at[:19], "%Y-%m-%dT%H:%M:%S"))
+            - time.timezone
+            - (before + 3600)
+        )
+        < 10
+    )
     value = cookie.split(";")[0]
     assert get(server, host, "/see?x=1", cookie=value).status_code == 200  # type: ignore[attr-defined]
     r = server.client.post(

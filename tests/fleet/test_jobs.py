@@ -41,11 +41,22 @@ class Node:
         self.log = root / "server.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [str(BIN), "server", "--port", str(self.port), "--data-dir", str(root),
-                 "--log-level", "warning"],
-                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                [
+                    str(BIN),
+                    "server",
+                    "--port",
+                    str(self.port),
+                    "--data-dir",
+                    str(root),
+                    "--log-level",
+                    "warning",
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         wait_for(self._up, timeout=60)
 
     def _up(self) -> bool:

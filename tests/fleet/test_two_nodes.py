@@ -149,7 +149,7 @@ def test_two_api_nodes_serve_one_fleet(
         str(port),
         "--data-dir",
         str(host_dir),
-    )  # fmt: skip  (a token made through one node is taken by the other: one database)
+    )  # a token made through one node is taken by the other: one database
     assert joined.returncode == 0, joined.stderr
     fake_image(DataDir(host_dir))
     agent = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
@@ -175,8 +175,7 @@ def test_two_api_nodes_serve_one_fleet(
         made.exec(f"rm /tmp/{made.id}.txt")
 
         # a console session opened through one node is one on the other (and its logout too)
-        login = httpx.post(f"{a.url}/console/login", data={"key": a.key},
-                           headers={"origin": a.url})  # fmt: skip
+        login = httpx.post(f"{a.url}/console/login", data={"key": a.key}, headers={"origin": a.url})
         assert login.status_code == 303, login.text
         cookie = {"sanbox_console": login.cookies["sanbox_console"]}
         page = httpx.get(f"{b.url}/console/computers", cookies=cookie)
@@ -184,8 +183,9 @@ def test_two_api_nodes_serve_one_fleet(
         with httpx.Client(cookies=cookie) as browser:
             page = browser.get(f"{b.url}/console/computers")
             token = page.text.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
-            out = browser.post(f"{b.url}/console/logout",
-                               headers={"origin": b.url, "x-csrf-token": token})  # fmt: skip
+            out = browser.post(
+                f"{b.url}/console/logout", headers={"origin": b.url, "x-csrf-token": token}
+            )
             assert out.status_code == 204, out.text
         gone = httpx.get(f"{a.url}/console/computers", cookies=cookie)
         assert gone.status_code == 401 and gone.headers["x-login"].startswith("/console/login")

@@ -33,8 +33,9 @@ rcode, ips = dnsmsg.parse_a_records(s.recv(512)); print(rcode, *ips)
 
 
 def in_netns(netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
+    return subprocess.run(
+        ["ip", "netns", "exec", netns, *argv], capture_output=True, text=True, timeout=30
+    )
 
 
 def test_gateway_in_a_real_namespace(internet: Internet) -> None:
@@ -64,9 +65,13 @@ def test_gateway_in_a_real_namespace(internet: Internet) -> None:
             )
             assert ok.stdout == "hello from allowed.test\n"
             tls = await asyncio.to_thread(
-                in_netns, ns, *curl, "--resolve", "allowed.test:8443:10.0.0.1",
+                in_netns,
+                ns,
+                *curl,
+                "--resolve",
+                "allowed.test:8443:10.0.0.1",
                 "https://allowed.test:8443/",
-            )  # fmt: skip
+            )
             assert tls.stdout == "hello from allowed.test\n", tls.stderr
             # what went upstream is counted (the usage meter's egress bytes): at least the two
             # answers and the two requests, each plain HTTP or a TLS handshake and record

@@ -86,8 +86,9 @@ sys.stdin.readline()  # hold the rest open until told
 
 
 def in_netns(netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run(
+        ["ip", "netns", "exec", netns, *argv], capture_output=True, text=True, timeout=60
+    )
 
 
 @contextlib.asynccontextmanager
@@ -212,9 +213,18 @@ def test_a_connection_flood_is_capped_and_the_loop_keeps_answering(internet: Int
 
             pinger = asyncio.ensure_future(ping())
             proc = await asyncio.create_subprocess_exec(
-                "ip", "netns", "exec", ns, sys.executable, "-c", FLOOD, str(flood),
-                str(flood - MAX_CONNECTIONS), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            )  # fmt: skip
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                sys.executable,
+                "-c",
+                FLOOD,
+                str(flood),
+                str(flood - MAX_CONNECTIONS),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
             assert proc.stdout is not None and proc.stdin is not None
             report = json.loads(await asyncio.wait_for(proc.stdout.readline(), 120))
             most = max(most, gateway.open_connections("c1"))

@@ -39,9 +39,15 @@ class Bound:
         self.minter = Minter(*new_ca("itest"))
         self.upstream_context = upstream_context(internet.ca)
         self.strict_placeholders = False
-        self.secrets = [Injection(hosts=("echo.test", "untrusted.test"), header=b"Authorization",
-                                  template=b"Bearer {value}", placeholder=PLACEHOLDER,
-                                  value=VALUE)]  # fmt: skip
+        self.secrets = [
+            Injection(
+                hosts=("echo.test", "untrusted.test"),
+                header=b"Authorization",
+                template=b"Bearer {value}",
+                placeholder=PLACEHOLDER,
+                value=VALUE,
+            )
+        ]
 
     def applies(self, name: str) -> bool:
         return any(name in s.hosts for s in self.secrets)
@@ -54,8 +60,21 @@ class Bound:
 
 
 def curl(ns: str, cafile: Path, host: str, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = ["ip", "netns", "exec", ns, "curl", "-sS", "--max-time", "10", "--cacert", str(cafile),
-            "--resolve", f"{host}:{TLS_PORT}:{GATEWAY_IP}", *args]  # fmt: skip
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "curl",
+        "-sS",
+        "--max-time",
+        "10",
+        "--cacert",
+        str(cafile),
+        "--resolve",
+        f"{host}:{TLS_PORT}:{GATEWAY_IP}",
+        *args,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
 
@@ -71,8 +90,9 @@ def test_the_secret_proxy_in_a_real_namespace(internet: Internet) -> None:
     async def scenario() -> None:
         network = Network(folder, "stest")
         ns = (await network.ensure("c1")).netns or ""
-        gateway = EgressGateway(Resolver((DNS, 53)), lambda *a: denied.append(a),
-                                intercepts=lambda _c: bound)  # fmt: skip
+        gateway = EgressGateway(
+            Resolver((DNS, 53)), lambda *a: denied.append(a), intercepts=lambda _c: bound
+        )
         try:
             rules = ["echo.test", "allowed.test", "untrusted.test"]
             await gateway.start("c1", ns, Policy.of(rules))
@@ -80,8 +100,9 @@ def test_the_secret_proxy_in_a_real_namespace(internet: Internet) -> None:
             def run(host: str, *args: str) -> subprocess.CompletedProcess[str]:
                 return curl(ns, trusted, host, *args)
 
-            ok = await asyncio.to_thread(run, "echo.test", "-H", auth,
-                                         f"https://echo.test:{TLS_PORT}/one")  # fmt: skip
+            ok = await asyncio.to_thread(
+                run, "echo.test", "-H", auth, f"https://echo.test:{TLS_PORT}/one"
+            )
             assert ok.returncode == 0, ok.stderr
             seen = [r for r in internet.echoed() if r["path"] == "/one"][-1]
             assert ["Authorization", f"Bearer {VALUE.decode()}"] in seen["headers"]  # type: ignore[operator]
@@ -89,8 +110,14 @@ def test_the_secret_proxy_in_a_real_namespace(internet: Internet) -> None:
                 run, "echo.test", "-v", "-o", "/dev/null", f"https://echo.test:{TLS_PORT}/two"
             )
             assert "Sanbox egress CA of org itest" in issuer.stderr  # the org's leaf, intercepted
-            plain = await asyncio.to_thread(run, "allowed.test", "-v", "-H", f"X-Key: {auth}",
-                                            f"https://allowed.test:{TLS_PORT}/pass")  # fmt: skip
+            plain = await asyncio.to_thread(
+                run,
+                "allowed.test",
+                "-v",
+                "-H",
+                f"X-Key: {auth}",
+                f"https://allowed.test:{TLS_PORT}/pass",
+            )
             assert plain.returncode == 0 and "Sanbox test CA" in plain.stderr  # passed through
             head = [h for h in internet.heads("allowed.test") if h["path"] == "/pass"][-1]
             assert PLACEHOLDER.decode() in head["head"] and VALUE.decode() not in head["head"]
@@ -99,29 +126,46 @@ def test_the_secret_proxy_in_a_real_namespace(internet: Internet) -> None:
             for scheme, port in (("https", TLS_PORT), ("http", HTTP_PORT)):
                 url = f"{scheme}://allowed.test:{port}/leak-{scheme}"
                 leak = await asyncio.to_thread(
-                    curl, ns, trusted, "allowed.test", "-w", " %{http_code}", "-H",
-                    f"X-Key: {auth}", "--resolve", f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}", url,
-                )  # fmt: skip
+                    curl,
+                    ns,
+                    trusted,
+                    "allowed.test",
+                    "-w",
+                    " %{http_code}",
+                    "-H",
+                    f"X-Key: {auth}",
+                    "--resolve",
+                    f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}",
+                    url,
+                )
                 if scheme == "https":  # passed through: the proxy cannot see inside
                     assert leak.stdout.endswith(" 200"), leak.stdout + leak.stderr
                 else:
                     assert leak.stdout.endswith(" 403") and "echo.test" in leak.stdout, leak.stdout
             clean = await asyncio.to_thread(
-                curl, ns, trusted, "allowed.test", "-w", " %{http_code}",
-                "--resolve", f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}",
+                curl,
+                ns,
+                trusted,
+                "allowed.test",
+                "-w",
+                " %{http_code}",
+                "--resolve",
+                f"allowed.test:{HTTP_PORT}:{GATEWAY_IP}",
                 f"http://allowed.test:{HTTP_PORT}/clean",
-            )  # fmt: skip
+            )
             assert clean.stdout.endswith(" 200"), clean.stdout + clean.stderr
             paths = [h["path"] for h in internet.heads("allowed.test")]
             assert "/clean" in paths and "/leak-http" not in paths, paths
             bound.strict_placeholders = False
-            bad = await asyncio.to_thread(run, "untrusted.test", "-w", " %{http_code}",
-                                          f"https://untrusted.test:{TLS_PORT}/x")  # fmt: skip
+            bad = await asyncio.to_thread(
+                run, "untrusted.test", "-w", " %{http_code}", f"https://untrusted.test:{TLS_PORT}/x"
+            )
             assert bad.stdout.endswith(" 502") and "not trusted" in bad.stdout, bad.stdout
             assert VALUE.decode() not in bad.stdout
             bound.secrets = []  # removed: the next connection is passed through
-            after = await asyncio.to_thread(run, "echo.test", "-v", "-H", auth,
-                                            f"https://echo.test:{TLS_PORT}/after")  # fmt: skip
+            after = await asyncio.to_thread(
+                run, "echo.test", "-v", "-H", auth, f"https://echo.test:{TLS_PORT}/after"
+            )
             assert after.returncode == 0 and "Sanbox test CA" in after.stderr
             seen = [r for r in internet.echoed() if r["path"] == "/after"][-1]
             assert ["Authorization", f"Bearer {PLACEHOLDER.decode()}"] in seen["headers"]  # type: ignore[operator]

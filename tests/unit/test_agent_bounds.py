@@ -155,9 +155,14 @@ def test_the_streamed_json_is_the_response_model(piece: int) -> None:
     result = ExecResult(3, out, err, 9, True, stdout_truncated=True, stderr_truncated=False)
     body = b"".join(json_chunks(result, piece))
     expected = ExecResponse(
-        exit_code=3, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-        signal=9, timed_out=True, stdout_truncated=True, stderr_truncated=False,
-    )  # fmt: skip
+        exit_code=3,
+        stdout=out.decode(errors="replace"),
+        stderr=err.decode(errors="replace"),
+        signal=9,
+        timed_out=True,
+        stdout_truncated=True,
+        stderr_truncated=False,
+    )
     assert json.loads(body) == expected.model_dump()
     assert ExecResponse.model_validate_json(body) == expected
 

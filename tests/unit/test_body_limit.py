@@ -37,9 +37,12 @@ class Echo:
 
 
 def call(
-    chunks: list[bytes], *, length: int | None = None, method: str = "POST",
+    chunks: list[bytes],
+    *,
+    length: int | None = None,
+    method: str = "POST",
     path: str = "/v1/computers/a/exec",
-) -> tuple[int, dict[str, Any], Echo, int]:  # fmt: skip
+) -> tuple[int, dict[str, Any], Echo, int]:
     """Run one request through the middleware; returns status, JSON body, the app, chunks read."""
     headers = [] if length is None else [(b"content-length", str(length).encode())]
     scope = {"type": "http", "method": method, "path": path, "headers": headers}

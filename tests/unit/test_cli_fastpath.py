@@ -55,8 +55,15 @@ def typer_reading(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int
     """What the typer app passes to the exec stream for `argv` (None if it never got there)."""
     seen: list[ExecArgs] = []
 
-    async def stream(client: Any, name: str, cmd: list[str], env: dict[str, str],
-                     cwd: str | None, user: str | None, pty: bool) -> int:  # fmt: skip
+    async def stream(
+        client: Any,
+        name: str,
+        cmd: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        user: str | None,
+        pty: bool,
+    ) -> int:
         seen.append(ExecArgs(name, cmd, env, cwd, user))
         return 0
 

@@ -49,10 +49,11 @@ with open(out, "w") as file:
 
 def server_side(modules: list[str]) -> list[str]:
     return [
-        m for m in modules
+        m
+        for m in modules
         if m.split(".")[0] in SERVER_SIDE
         or any(m == p or m.startswith(p + ".") for p in SERVER_PACKAGES)
-    ]  # fmt: skip
+    ]
 
 
 def closed_port() -> int:
@@ -73,8 +74,12 @@ def run_sanbox(tmp_path: Path, *args: str, url: str | None = None) -> tuple[obje
     }
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args],
-        env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert out.exists(), proc.stderr
     result = json.loads(out.read_text())
     return result["code"], result["modules"], proc.stderr

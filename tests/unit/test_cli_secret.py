@@ -25,12 +25,22 @@ pytestmark = pytest.mark.unit
 
 VALUE = "sk-live-0123456789abcdef"
 SECRET = {
-    "id": "sec_1", "name": "openai", "hosts": ["api.openai.com"],
-    "header": "Authorization: Bearer {value}", "placeholder_only": False, "version": 1,
-    "created_at": "2026-12-01T00:00:00Z", "updated_at": "2026-12-01T00:00:00Z",
-}  # fmt: skip
-BINDING = {"secret": "openai", "computer": "cmp_1", "env": "OPENAI_API_KEY",
-           "placeholder": "sbx_ph_abc", "created_at": "2026-12-01T00:00:00Z"}  # fmt: skip
+    "id": "sec_1",
+    "name": "openai",
+    "hosts": ["api.openai.com"],
+    "header": "Authorization: Bearer {value}",
+    "placeholder_only": False,
+    "version": 1,
+    "created_at": "2026-12-01T00:00:00Z",
+    "updated_at": "2026-12-01T00:00:00Z",
+}
+BINDING = {
+    "secret": "openai",
+    "computer": "cmp_1",
+    "env": "OPENAI_API_KEY",
+    "placeholder": "sbx_ph_abc",
+    "created_at": "2026-12-01T00:00:00Z",
+}
 COMPUTER = {"id": "cmp_1", "name": "work", "state": "running"}
 
 
@@ -78,17 +88,28 @@ def run(*args: str, stdin: str | bytes | None = None) -> Result:
 
 
 def test_set_reads_the_value_from_stdin_and_never_shows_it(api: FakeApi) -> None:
-    r = run("secret", "set", "openai", "--value-stdin", "--host", "api.openai.com",
-            "--host", "*.openai.com", stdin=VALUE + "\n")  # fmt: skip
+    r = run(
+        "secret",
+        "set",
+        "openai",
+        "--value-stdin",
+        "--host",
+        "api.openai.com",
+        "--host",
+        "*.openai.com",
+        stdin=VALUE + "\n",
+    )
     assert r.exit_code == 0, r.output
     assert "openai" in r.output and "version 1" in r.output and VALUE not in r.output
     (request,) = api.sent
     assert (request.method, request.url.path) == ("PUT", "/v1/secrets/openai")
     assert VALUE not in str(request.url)
     assert json.loads(request.content) == {
-        "value": VALUE, "hosts": ["api.openai.com", "*.openai.com"], "header": None,
+        "value": VALUE,
+        "hosts": ["api.openai.com", "*.openai.com"],
+        "header": None,
         "placeholder_only": False,
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
@@ -109,11 +130,28 @@ def test_set_strips_one_trailing_newline_only(api: FakeApi, stdin: str, sent: st
 
 
 def test_header_and_placeholder_options(api: FakeApi) -> None:
-    r = run("secret", "set", "gh", "--value-stdin", "--host", "api.github.com",
-            "--header", "X-Api-Key: {value}", stdin=VALUE)  # fmt: skip
+    r = run(
+        "secret",
+        "set",
+        "gh",
+        "--value-stdin",
+        "--host",
+        "api.github.com",
+        "--header",
+        "X-Api-Key: {value}",
+        stdin=VALUE,
+    )
     assert r.exit_code == 0, r.output
-    r = run("secret", "set", "gh", "--value-stdin", "--host", "api.github.com", "--placeholder",
-            stdin=VALUE)  # fmt: skip
+    r = run(
+        "secret",
+        "set",
+        "gh",
+        "--value-stdin",
+        "--host",
+        "api.github.com",
+        "--placeholder",
+        stdin=VALUE,
+    )
     assert r.exit_code == 0, r.output
     first, second = api.bodies()
     assert (first["header"], first["placeholder_only"]) == ("X-Api-Key: {value}", False)
@@ -173,9 +211,11 @@ def test_ls_get_and_json_hold_no_value(api: FakeApi) -> None:
     r = run("secret", "get", "openai")
     assert r.exit_code == 0 and "Authorization: Bearer {value}" in r.output
     assert [(q.method, q.url.path) for q in api.sent] == [
-        ("GET", "/v1/secrets"), ("GET", "/v1/secrets"), ("GET", "/v1/secrets/openai"),
+        ("GET", "/v1/secrets"),
+        ("GET", "/v1/secrets"),
         ("GET", "/v1/secrets/openai"),
-    ]  # fmt: skip
+        ("GET", "/v1/secrets/openai"),
+    ]
 
 
 def test_rm_and_rm_force(api: FakeApi) -> None:
@@ -217,8 +257,10 @@ def test_create_binds_secrets(api: FakeApi) -> None:
     r = run("create", "--name", "work", "--secret", "openai=OPENAI_API_KEY", "--secret", "gh")
     assert r.exit_code == 0, r.output
     (body,) = api.bodies()
-    assert body["secrets"] == [{"name": "openai", "env": "OPENAI_API_KEY"},
-                               {"name": "gh", "env": None}]  # fmt: skip
+    assert body["secrets"] == [
+        {"name": "openai", "env": "OPENAI_API_KEY"},
+        {"name": "gh", "env": None},
+    ]
 
 
 def test_create_without_secrets_sends_none(api: FakeApi) -> None:
@@ -251,10 +293,20 @@ def test_the_secret_error_codes_map_to_their_classes(
 
 def test_what_the_commands_send_is_what_the_api_takes(api: FakeApi) -> None:
     """Each body against its component in docs/openapi.json."""
-    run("secret", "set", "s", "--value-stdin", "--host", "h.test", "--header", "X: {value}",
-        stdin=VALUE)  # fmt: skip
+    run(
+        "secret",
+        "set",
+        "s",
+        "--value-stdin",
+        "--host",
+        "h.test",
+        "--header",
+        "X: {value}",
+        stdin=VALUE,
+    )
     run("secret", "bind", "s", "work", "--env", "KEY")
     run("create", "--secret", "s=KEY", "--secret", "t")
-    for request, component in zip(api.sent, ["SecretPut", "BindingPut", "ComputerCreate"],
-                                  strict=True):  # fmt: skip
+    for request, component in zip(
+        api.sent, ["SecretPut", "BindingPut", "ComputerCreate"], strict=True
+    ):
         check(component, json.loads(request.content))

@@ -23,8 +23,13 @@ def test_one_report_per_denial_a_minute_then_the_count_of_the_rest() -> None:
     assert again.message() == (
         "denied x.example:443: not in the allowlist (and 57 more like it in the last 75 s)"
     )
-    assert again.data() == {"name": "x.example", "port": 443, "reason": "not in the allowlist",
-                            "repeats": 57, "others": 0}  # fmt: skip
+    assert again.data() == {
+        "name": "x.example",
+        "port": 443,
+        "reason": "not in the allowlist",
+        "repeats": 57,
+        "others": 0,
+    }
     assert limiter.admit("x.example", 443, "not in the allowlist", 76.0) is None
 
 

@@ -48,8 +48,12 @@ class Builder:
 
 
 def leftovers(cache: Path) -> list[str]:
-    return sorted(p.name for sub in ("bundles", "tmp") if (cache / sub).exists()
-                  for p in (cache / sub).iterdir())  # fmt: skip
+    return sorted(
+        p.name
+        for sub in ("bundles", "tmp")
+        if (cache / sub).exists()
+        for p in (cache / sub).iterdir()
+    )
 
 
 def test_the_second_fetch_of_a_key_is_a_cache_hit(tmp_path: Path) -> None:
@@ -67,8 +71,10 @@ def test_concurrent_fetches_of_one_key_run_the_tools_once(tmp_path: Path) -> Non
     build = Builder(size=1 << 20)
     build.release.clear()  # the first fetch is still downloading while the others arrive
     results: list[Bundle] = []
-    threads = [threading.Thread(target=lambda: results.append(
-        cached_bundle(tmp_path, "pip", KEY, build))) for _ in range(4)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(cached_bundle(tmp_path, "pip", KEY, build)))
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     assert build.started.wait(10)

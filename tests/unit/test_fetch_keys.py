@@ -13,8 +13,10 @@ from sanbox.templates.fetch_common import FetchError, check_names, content_key, 
 
 pytestmark = pytest.mark.unit
 
-SOURCES = ["deb http://deb.debian.org/debian bookworm main",
-           "deb http://deb.debian.org/debian-security bookworm-security main"]  # fmt: skip
+SOURCES = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+]
 
 
 def test_apt_key_depends_on_packages_and_guest_status_not_order_or_mirror() -> None:
@@ -47,14 +49,26 @@ def test_an_empty_step_is_refused() -> None:
 
 
 def test_apt_reads_and_writes_only_private_folders(tmp_path: Path) -> None:
-    options = fetch_apt.apt_options(etc=tmp_path / "etc", lists=tmp_path / "lists",
-                                    state=tmp_path / "state", cache=tmp_path / "cache",
-                                    status=tmp_path / "status")  # fmt: skip
+    options = fetch_apt.apt_options(
+        etc=tmp_path / "etc",
+        lists=tmp_path / "lists",
+        state=tmp_path / "state",
+        cache=tmp_path / "cache",
+        status=tmp_path / "status",
+    )
     pairs = dict(o.split("=", 1) for o in options[1::2])
     assert options[::2] == ["-o"] * len(pairs)
-    for name in ("Dir::State", "Dir::State::Lists", "Dir::State::status", "Dir::Cache",
-                 "Dir::Cache::archives", "Dir::Etc::SourceList", "Dir::Etc::SourceParts",
-                 "Dir::Etc::Preferences", "Dir::Etc::PreferencesParts"):  # fmt: skip
+    for name in (
+        "Dir::State",
+        "Dir::State::Lists",
+        "Dir::State::status",
+        "Dir::Cache",
+        "Dir::Cache::archives",
+        "Dir::Etc::SourceList",
+        "Dir::Etc::SourceParts",
+        "Dir::Etc::Preferences",
+        "Dir::Etc::PreferencesParts",
+    ):
         assert pairs[name].startswith(str(tmp_path)), name
     assert pairs["Dir::State::status"] == str(tmp_path / "status")
     assert pairs["APT::Architecture"] == "amd64"
@@ -134,8 +148,10 @@ def test_npm_never_runs_install_scripts_on_the_host() -> None:
 
 
 def test_npm_errors_name_the_missing_package() -> None:
-    out = ("npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/"
-           "@scope%2fnosuch - Not found\n")  # fmt: skip
+    out = (
+        "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/"
+        "@scope%2fnosuch - Not found\n"
+    )
     assert "'@scope/nosuch'" in fetch_npm.failure_reason(["@scope/nosuch"], out)
     out = "npm error 404  The requested resource 'nosuch@*' could not be found or you do not"
     assert "'nosuch@*'" in fetch_npm.failure_reason(["nosuch"], out)

@@ -34,9 +34,11 @@ def web(**kw: object) -> dict[str, object]:
 
 def test_a_good_file_gives_its_services_with_defaults() -> None:
     config, problems = parse_config(
-        {"env": {"MODE": "prod"}, "services": [web(restart="on-failure"), {"name": "w2",
-                                                                          "command": "x"}]}
-    )  # fmt: skip
+        {
+            "env": {"MODE": "prod"},
+            "services": [web(restart="on-failure"), {"name": "w2", "command": "x"}],
+        }
+    )
     assert problems == []
     assert config.services == (
         ServiceSpec("web", "python3 -m http.server 8080", "/srv", "on-failure"),
@@ -150,8 +152,15 @@ def test_status_files_written_by_anyone_are_checked_before_the_host_sees_them(
     where = ServicePaths(str(tmp_path))
     status_dir = Path(where.status_dir)
     status_dir.mkdir(parents=True)
-    good = {"name": "web", "state": "running", "pid": 42, "restarts": 1, "started_at": 1.5,
-            "last_exit": {"code": None, "signal": 9}, "proc_start": 7}  # fmt: skip
+    good = {
+        "name": "web",
+        "state": "running",
+        "pid": 42,
+        "restarts": 1,
+        "started_at": 1.5,
+        "last_exit": {"code": None, "signal": 9},
+        "proc_start": 7,
+    }
     (status_dir / "web.json").write_text(json.dumps(good))
     (status_dir / "other.json").write_text(json.dumps({**good, "name": "web"}))  # name mismatch
     (status_dir / "bad.json").write_text(json.dumps({**good, "name": "bad", "state": "pwned"}))

@@ -93,8 +93,11 @@ def graph_with_type_checking() -> dict[str, set[str]]:
 
 def test_the_drivers_have_no_import_circle_not_even_for_type_checking() -> None:
     edges = graph_with_type_checking()
-    drivers = {n: {t for t in e if t.startswith("sanbox.host.drivers")} for n, e in edges.items()
-               if n.startswith("sanbox.host.drivers")}  # fmt: skip
+    drivers = {
+        n: {t for t in e if t.startswith("sanbox.host.drivers")}
+        for n, e in edges.items()
+        if n.startswith("sanbox.host.drivers")
+    }
     assert "sanbox.host.drivers.qemu.launch" in drivers
     assert cycles(drivers) == []
 
@@ -104,8 +107,18 @@ def test_the_drivers_import_nothing_above_them() -> None:
     edges = graph_with_type_checking()
     for name, targets in edges.items():
         if name.startswith("sanbox.host.drivers"):
-            above = {t for t in targets if not t.startswith(("sanbox.host.drivers",
-                     "sanbox.host.disk", "sanbox.host.errors", "sanbox.guest"))}  # fmt: skip
+            above = {
+                t
+                for t in targets
+                if not t.startswith(
+                    (
+                        "sanbox.host.drivers",
+                        "sanbox.host.disk",
+                        "sanbox.host.errors",
+                        "sanbox.guest",
+                    )
+                )
+            }
             assert not above, f"{name} imports {above}"
 
 

@@ -74,41 +74,88 @@ def test_a_chunked_body_streams_piece_by_piece() -> None:
 @pytest.mark.parametrize(
     ("head", "status", "why"),
     [
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\n"
-         b"Transfer-Encoding: chunked\r\n\r\n", 400, "Transfer-Encoding together with Content"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
-         b"Content-Length: 4\r\n\r\n", 400, "Transfer-Encoding together with Content"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\nContent-Length: 4\r\n"
-         b"\r\n", 400, "several Content-Length values"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\nContent-Length: 40\r\n"
-         b"\r\n", 400, "several Content-Length values"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4, 4\r\n\r\n", 400,
-         "several Content-Length values"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: +4\r\n\r\n", 400,
-         "a malformed Content-Length"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-         501, "Transfer-Encoding other than chunked"),
-        (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
-         b"Transfer-Encoding: chunked\r\n\r\n", 501, "Transfer-Encoding other than chunked"),
-        (b"GET / HTTP/1.1\r\nHost: allowed.test\r\nX-A: 1\r\n Host: blocked.test\r\n\r\n", 400,
-         "obsolete line folding"),
-        (b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\tTransfer-Encoding: chunked\r\n\r\n", 400,
-         "obsolete line folding"),
-        (b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: blocked.test\r\n\r\n", 400,
-         "several Host headers"),
-        (b"GET http://blocked.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 400,
-         "the Host header and the request target name different hosts"),
-        (b"GET / HTTP/1.1\nHost: allowed.test\n\nGET / HTTP/1.1\r\nHost: blocked.test\r\n\r\n",
-         400, "a bare CR or LF"),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n",
+            400,
+            "Transfer-Encoding together with Content",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Length: 4\r\n\r\n",
+            400,
+            "Transfer-Encoding together with Content",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\nContent-Length: 4\r\n"
+            b"\r\n",
+            400,
+            "several Content-Length values",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4\r\nContent-Length: 40\r\n"
+            b"\r\n",
+            400,
+            "several Content-Length values",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 4, 4\r\n\r\n",
+            400,
+            "several Content-Length values",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: +4\r\n\r\n",
+            400,
+            "a malformed Content-Length",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            501,
+            "Transfer-Encoding other than chunked",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n",
+            501,
+            "Transfer-Encoding other than chunked",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\nX-A: 1\r\n Host: blocked.test\r\n\r\n",
+            400,
+            "obsolete line folding",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\tTransfer-Encoding: chunked\r\n\r\n",
+            400,
+            "obsolete line folding",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: blocked.test\r\n\r\n",
+            400,
+            "several Host headers",
+        ),
+        (
+            b"GET http://blocked.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            400,
+            "the Host header and the request target name different hosts",
+        ),
+        (
+            b"GET / HTTP/1.1\nHost: allowed.test\n\nGET / HTTP/1.1\r\nHost: blocked.test\r\n\r\n",
+            400,
+            "a bare CR or LF",
+        ),
         (b"GET / HTTP/1.1\r\nHost: allowed.test\rX: y\r\n\r\n", 400, "a bare CR or LF"),
         (b"GET / HTTP/1.1\r\nHost : allowed.test\r\n\r\n", 400, "a malformed header line"),
-        (b"CONNECT blocked.test:443 HTTP/1.1\r\nHost: blocked.test:443\r\n\r\n", 405,
-         "CONNECT is not relayed"),
+        (
+            b"CONNECT blocked.test:443 HTTP/1.1\r\nHost: blocked.test:443\r\n\r\n",
+            405,
+            "CONNECT is not relayed",
+        ),
         (b"GET / HTTP/1.1\r\nUser-Agent: x\r\n\r\n", 400, "without a Host header"),
         (b"GET / HTTP/1.1\r\nHost: user@allowed.test\r\n\r\n", 400, "a malformed Host"),
         (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400, "not an HTTP/1.x request"),
     ],
-)  # fmt: skip
+)
 def test_smuggling_shapes_are_refused_before_anything_is_relayed(
     head: bytes, status: int, why: str
 ) -> None:

@@ -28,8 +28,12 @@ def test_unsigned_or_strange_modules_are_left_alone() -> None:
 
 def test_modules_come_in_dependency_order() -> None:
     order = {name: i for i, name in enumerate(MODULES)}
-    for before, after in [("virtio_ring", "virtio"), ("virtio", "virtio_mmio"),
-                          ("virtio_mmio", "virtio_blk"), ("failover", "net_failover"),
-                          ("net_failover", "virtio_net")]:  # fmt: skip
+    for before, after in [
+        ("virtio_ring", "virtio"),
+        ("virtio", "virtio_mmio"),
+        ("virtio_mmio", "virtio_blk"),
+        ("failover", "net_failover"),
+        ("net_failover", "virtio_net"),
+    ]:
         assert order[before] < order[after]
     assert set(REQUIRED) <= set(MODULES)

@@ -25,9 +25,15 @@ def test_expiry_from_seconds_or_a_time() -> None:
     assert expiry(NOW, None, None) is None
     assert expiry(NOW, 3600, None) == NOW + timedelta(hours=1)
     assert expiry(NOW, None, NOW + timedelta(days=1)) == NOW + timedelta(days=1)
-    for seconds, at in ((60, NOW + timedelta(days=1)), (0, None), (-5, None), (None, NOW),
-                        (None, NOW - timedelta(seconds=1)), (None, datetime(2027, 1, 1)),
-                        (None, NOW + timedelta(days=11 * 365))):  # fmt: skip
+    for seconds, at in (
+        (60, NOW + timedelta(days=1)),
+        (0, None),
+        (-5, None),
+        (None, NOW),
+        (None, NOW - timedelta(seconds=1)),
+        (None, datetime(2027, 1, 1)),
+        (None, NOW + timedelta(days=11 * 365)),
+    ):
         with pytest.raises(InvalidRequestError):
             expiry(NOW, seconds, at)
 
@@ -72,8 +78,12 @@ def test_the_action_is_the_route_template_and_the_target_its_parameters() -> Non
 
 def test_no_key_reaches_a_record() -> None:
     key = "sbk_" + "S3cr3t" * 7
-    s = scope(path=f"/v1/computers/{key}/stop", route=Route(), path_params={"ref": key},
-              query_string=f"token={key}".encode())  # fmt: skip
+    s = scope(
+        path=f"/v1/computers/{key}/stop",
+        route=Route(),
+        path_params={"ref": key},
+        query_string=f"token={key}".encode(),
+    )
     assert key not in repr((action(s), target(s)))
     unmatched = scope(path=f"/v1/nowhere/{key}")
     assert key not in action(unmatched) and action(unmatched).startswith("POST /v1/nowhere/")
@@ -90,8 +100,14 @@ def test_the_error_code_comes_from_the_error_body() -> None:
 
 def test_durations() -> None:
     assert [parse_duration(d) for d in ("90", "90s", "15m", "12h", "30d", "2w", "1d12h")] == [
-        90, 90, 900, 43200, 30 * 86400, 14 * 86400, 36 * 3600,
-    ]  # fmt: skip
+        90,
+        90,
+        900,
+        43200,
+        30 * 86400,
+        14 * 86400,
+        36 * 3600,
+    ]
     for bad in ("", "0", "0s", "1y", "-1h", "h", "1.5h", "1 d"):
         with pytest.raises(ValueError):
             parse_duration(bad)

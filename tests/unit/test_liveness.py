@@ -25,8 +25,10 @@ def failing(code: int):  # type: ignore[no-untyped-def]
     return read
 
 
-@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.EPERM,
-                                  errno.EACCES, errno.ENOMEM, errno.EIO])  # fmt: skip
+@pytest.mark.parametrize(
+    "code",
+    [errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.EPERM, errno.EACCES, errno.ENOMEM, errno.EIO],
+)
 def test_a_look_that_failed_is_unknown_never_dead(code: int, tmp_path: Path) -> None:
     assert liveness(1, tmp_path, read=failing(code)) is Liveness.UNKNOWN
 
@@ -38,8 +40,9 @@ def test_no_such_process_is_dead(code: int, tmp_path: Path) -> None:
 
 def test_a_live_process_of_the_run_dir_is_alive_and_its_exit_is_seen(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", str(run)],
-                            stdin=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", str(run)], stdin=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 10  # until it has exec'd: its cmdline reads empty before
         while str(run).encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():

@@ -73,12 +73,18 @@ def test_exec_status_line() -> None:
 
 def test_files_are_text_when_utf8_and_base64_otherwise() -> None:
     assert file_result("/a", "héllo".encode()).structured_content == {
-        "path": "/a", "size": 6, "encoding": "utf-8", "content": "héllo",
-    }  # fmt: skip
+        "path": "/a",
+        "size": 6,
+        "encoding": "utf-8",
+        "content": "héllo",
+    }
     binary = file_result("/b", b"\x00\xff")
     assert binary.structured_content == {
-        "path": "/b", "size": 2, "encoding": "base64", "content": "AP8=",
-    }  # fmt: skip
+        "path": "/b",
+        "size": 2,
+        "encoding": "base64",
+        "content": "AP8=",
+    }
     assert decoded("AP8=", "base64") == b"\x00\xff"
     assert decoded("é", "utf-8") == "é".encode()
     with pytest.raises(ValueError):
@@ -148,9 +154,13 @@ def test_bad_base64_is_refused_before_anything_is_sent() -> None:
         return httpx.Response(500)
 
     result = call_tool(
-        httpx.MockTransport(api), "write_file",
-        computer="work", path="/f", content="%%%", encoding="base64",
-    )  # fmt: skip
+        httpx.MockTransport(api),
+        "write_file",
+        computer="work",
+        path="/f",
+        content="%%%",
+        encoding="base64",
+    )
     assert result.is_error and "not valid base64" in text(result)
     assert sent == []
 

@@ -33,8 +33,10 @@ def test_round_trip_keeps_data_and_holes(tmp_path: Path) -> None:
     ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
     sparse_ram(ram)
     chunks = memfile.save(ram, saved, KEY)
-    assert all(c.length <= CHUNK and c.offset // CHUNK == (c.offset + c.length - 1) // CHUNK
-               for c in chunks)  # fmt: skip
+    assert all(
+        c.length <= CHUNK and c.offset // CHUNK == (c.offset + c.length - 1) // CHUNK
+        for c in chunks
+    )
     assert saved.stat().st_blocks * 512 < 8 * CHUNK  # holes stay holes
     assert os.stat(saved).st_mode & 0o777 == 0o600
     memfile.restore(saved, back, ram.stat().st_size, chunks, KEY)

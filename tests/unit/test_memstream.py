@@ -25,9 +25,16 @@ pytestmark = pytest.mark.unit
 RAM = 64 * PAGE_SIZE
 BIOS = 4 * PAGE_SIZE
 HEADER = struct.pack(">II", memstream.MAGIC, memstream.VERSION)
-CONFIG = (bytes([memstream.CONFIGURATION]) + struct.pack(">I", 7) + b"microvm"
-          + bytes([memstream.SUBSECTION, 26]) + b"configuration/capabilities"
-          + struct.pack(">II", 1, 1) + bytes([15]) + b"x-ignore-shared")  # fmt: skip
+CONFIG = (
+    bytes([memstream.CONFIGURATION])
+    + struct.pack(">I", 7)
+    + b"microvm"
+    + bytes([memstream.SUBSECTION, 26])
+    + b"configuration/capabilities"
+    + struct.pack(">II", 1, 1)
+    + bytes([15])
+    + b"x-ignore-shared"
+)
 DEVICES = bytes([0x04]) + struct.pack(">I", 3) + b"\x06serial" + os.urandom(300) + b"\x00"
 
 
@@ -81,8 +88,14 @@ def split(tmp_path: Path, data: bytes) -> tuple[bytes, bytes, int]:
 
 def test_ram_pages_go_to_the_memory_file_and_the_rest_stays(tmp_path: Path) -> None:
     bios = page(0, "pc.bios", 0xB1) + page(PAGE_SIZE, None, 0xB2)
-    part = (page(0, "ram", 1) + page(PAGE_SIZE, None, 2) + zero(2 * PAGE_SIZE, None)
-            + bios + zero(3 * PAGE_SIZE, "ram", 7) + page(10 * PAGE_SIZE, None, 9))  # fmt: skip
+    part = (
+        page(0, "ram", 1)
+        + page(PAGE_SIZE, None, 2)
+        + zero(2 * PAGE_SIZE, None)
+        + bios
+        + zero(3 * PAGE_SIZE, "ram", 7)
+        + page(10 * PAGE_SIZE, None, 9)
+    )
     end = page(PAGE_SIZE, "ram", 0) + zero(0, None)  # sent again: now zero
     parts = section(memstream.SECTION_PART, 2, part), section(memstream.SECTION_END, 2, end)
     devices, ram, pages = split(tmp_path, stream(*parts))
@@ -91,8 +104,9 @@ def test_ram_pages_go_to_the_memory_file_and_the_rest_stays(tmp_path: Path) -> N
     assert ram[3 * PAGE_SIZE : 4 * PAGE_SIZE] == b"\x07" * PAGE_SIZE
     assert ram[10 * PAGE_SIZE : 11 * PAGE_SIZE] == b"\x09" * PAGE_SIZE
     assert ram.count(0) == RAM - 2 * PAGE_SIZE
-    assert devices == stream(section(memstream.SECTION_PART, 2, bios),
-                             section(memstream.SECTION_END, 2, b""))  # fmt: skip
+    assert devices == stream(
+        section(memstream.SECTION_PART, 2, bios), section(memstream.SECTION_END, 2, b"")
+    )
     assert os.stat(tmp_path / "memory").st_blocks * 512 < RAM  # zero pages stay holes
 
 

@@ -30,8 +30,20 @@ def test_cidr_rules() -> None:
     assert p.rules() == ["198.51.100.0/24:5432", "203.0.113.7/32:22"]
 
 
-@pytest.mark.parametrize("bad", ["", "http://x.test", "a b", "*.", "x..y", "1.2.3.4/40:80",
-                                 "1.2.3.4:0", "-bad.test", "*.*.test"])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "http://x.test",
+        "a b",
+        "*.",
+        "x..y",
+        "1.2.3.4/40:80",
+        "1.2.3.4:0",
+        "-bad.test",
+        "*.*.test",
+    ],
+)
 def test_bad_rules_say_what_is_accepted(bad: str) -> None:
     with pytest.raises(PolicyError):
         Policy.of([bad])

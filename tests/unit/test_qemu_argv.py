@@ -61,9 +61,13 @@ def test_microvm_devices_control_port_and_detach() -> None:
 
 def test_tap_in_netns_and_incoming_state() -> None:
     net = NetAttachment(
-        tap="tap0", mac="52:54:00:00:00:02", guest_cidr="10.0.0.2/30", gateway="10.0.0.1",
-        dns="10.0.0.1", netns="sb-cmp_a",
-    )  # fmt: skip
+        tap="tap0",
+        mac="52:54:00:00:00:02",
+        guest_cidr="10.0.0.2/30",
+        gateway="10.0.0.1",
+        dns="10.0.0.1",
+        netns="sb-cmp_a",
+    )
     argv = qemu_argv(
         spec(net=net, memory_file=Path("/dev/shm/sb.ram"), restore=True), "tcg", 2000.0
     )
@@ -105,8 +109,13 @@ def test_a_full_disk_stops_the_guest_instead_of_reaching_it() -> None:
 
 
 def test_qemu_never_starts_as_root_it_drops_first_inside_the_namespace() -> None:
-    net = NetAttachment(tap="tap0", mac="52:54:00:00:00:02", guest_cidr="10.0.0.2/30",
-                        gateway="10.0.0.1", netns="sb-cmp_a")  # fmt: skip
+    net = NetAttachment(
+        tap="tap0",
+        mac="52:54:00:00:00:02",
+        guest_cidr="10.0.0.2/30",
+        gateway="10.0.0.1",
+        netns="sb-cmp_a",
+    )
     user = VmUser("sanbox-vm", 999, 995, (104,))
     argv = qemu_argv(spec(net=net, run_as=user), "kvm", 2000.0, "/usr/bin/qemu-system-x86_64")
     assert argv[:4] == ["ip", "netns", "exec", "sb-cmp_a"]  # the namespace needs root: first

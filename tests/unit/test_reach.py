@@ -59,8 +59,9 @@ def test_a_private_range_refusal_names_the_operator_setting() -> None:
     assert "SANBOX_TENANT_PRIVATE_RANGES" in str(info.value)
 
 
-@pytest.mark.parametrize("rule", ["198.51.100.0/24:5432", "93.184.216.0/24:443", "8.8.8.8:53",
-                                  "203.0.113.128/25:22"])  # fmt: skip
+@pytest.mark.parametrize(
+    "rule", ["198.51.100.0/24:5432", "93.184.216.0/24:443", "8.8.8.8:53", "203.0.113.128/25:22"]
+)
 def test_public_ranges_are_accepted(rule: str) -> None:
     assert len(reach().policy([rule]).cidrs) == 1
 
@@ -76,8 +77,10 @@ def test_the_operator_opens_a_private_range_and_nothing_wider() -> None:
 
 def test_an_opened_range_never_opens_the_host_loopback_or_metadata() -> None:
     wide = reach(parse_ranges("10.0.0.0/8"))
-    for rule, why in (("10.1.2.0/24:22", "an address of this Sanbox host"),
-                      ("10.0.0.0/24:80", "the computers' own network")):  # fmt: skip
+    for rule, why in (
+        ("10.1.2.0/24:22", "an address of this Sanbox host"),
+        ("10.0.0.0/24:80", "the computers' own network"),
+    ):
         with pytest.raises(PolicyError, match=why):
             wide.policy([rule])
     assert network_refusal(IPv4Network("169.254.169.254/32"), (), parse_ranges("169.254.0.0/16"))
@@ -86,17 +89,25 @@ def test_an_opened_range_never_opens_the_host_loopback_or_metadata() -> None:
 
 @pytest.mark.parametrize(
     ("ip", "why"),
-    [("10.1.2.3", "a private or reserved address (10.0.0.0/8"),
-     ("172.20.0.1", "a private or reserved address (172.16.0.0/12"),
-     ("192.168.1.1", "a private or reserved address (192.168.0.0/16"),
-     ("127.0.0.1", "a private or reserved address (127.0.0.0/8"),
-     ("169.254.169.254", "the metadata address"),
-     ("169.254.1.1", "link-local"), ("100.64.0.1", "100.64.0.0/10"), ("0.0.0.0", "0.0.0.0/8"),
-     ("224.0.0.1", "multicast"), ("255.255.255.255", "broadcast"),
-     ("203.0.113.5", "an address of this host"), ("::1", "IPv6 is off"),
-     ("nonsense", "not an IP address"),
-     ("198.51.100.10", None), ("93.184.216.34", None), ("203.0.113.6", None)],
-)  # fmt: skip
+    [
+        ("10.1.2.3", "a private or reserved address (10.0.0.0/8"),
+        ("172.20.0.1", "a private or reserved address (172.16.0.0/12"),
+        ("192.168.1.1", "a private or reserved address (192.168.0.0/16"),
+        ("127.0.0.1", "a private or reserved address (127.0.0.0/8"),
+        ("169.254.169.254", "the metadata address"),
+        ("169.254.1.1", "link-local"),
+        ("100.64.0.1", "100.64.0.0/10"),
+        ("0.0.0.0", "0.0.0.0/8"),
+        ("224.0.0.1", "multicast"),
+        ("255.255.255.255", "broadcast"),
+        ("203.0.113.5", "an address of this host"),
+        ("::1", "IPv6 is off"),
+        ("nonsense", "not an IP address"),
+        ("198.51.100.10", None),
+        ("93.184.216.34", None),
+        ("203.0.113.6", None),
+    ],
+)
 def test_addresses_dialled(ip: str, why: str | None) -> None:
     got = address_refusal(ip, HOST, ())
     assert got is None if why is None else (got is not None and why in got), got

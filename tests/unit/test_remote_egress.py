@@ -57,8 +57,9 @@ class Bound:
 
 
 def _handover(value: bytes = VALUE) -> Handover:
-    injection = Injection(("echo.test",), b"Authorization", b"Bearer {value}",
-                          b"sbx_ph_0000000000000001", value)  # fmt: skip
+    injection = Injection(
+        ("echo.test",), b"Authorization", b"Bearer {value}", b"sbx_ph_0000000000000001", value
+    )
     return Handover("org_1", (injection,), b"cert", b"key")
 
 

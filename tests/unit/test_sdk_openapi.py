@@ -59,8 +59,15 @@ MESSAGES: dict[type, str] = {
     exec_protocol.ExecSignal: "ExecSignal",
     exec_protocol.ExecResize: "ExecResize",
 }
-JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-              "object": "dict", "array": "list", "null": "None"}  # fmt: skip
+JSON_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "object": "dict",
+    "array": "list",
+    "null": "None",
+}
 
 
 def json_types(prop: dict[str, Any]) -> set[str]:
@@ -103,7 +110,7 @@ def mismatches(cls: type, component: str, sent: bool = False) -> list[str]:
         f = fields[name]
         has_default = f.default is not dataclasses.MISSING or (
             f.default_factory is not dataclasses.MISSING
-        )  # fmt: skip
+        )
         if not sent and not has_default and name not in required:
             problems.append(f"{name}: required by the SDK, optional in the API")
         sdk, api = python_types(str(f.type)), json_types(props[name])

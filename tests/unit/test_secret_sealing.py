@@ -80,8 +80,13 @@ def test_what_a_secret_is_checked_for() -> None:
             check_hosts(hosts)
     assert check_header("X-Api-Key: {value}", False) == "X-Api-Key: {value}"
     assert check_header(None, True) is None
-    for header in ("Authorization Bearer {value}", "Host: {value}", "X: no value",
-                   "X: {value}{value}", "X: {value}\r\nY: 1"):  # fmt: skip
+    for header in (
+        "Authorization Bearer {value}",
+        "Host: {value}",
+        "X: no value",
+        "X: {value}{value}",
+        "X: {value}\r\nY: 1",
+    ):
         with pytest.raises(InvalidRequestError):
             check_header(header, False)
     with pytest.raises(InvalidRequestError):

@@ -55,10 +55,19 @@ def test_chains_are_flattened_before_a_computer_on_them_would_pass_the_bound() -
 
 def manifest(**kw: object) -> SnapshotManifest:
     fields: dict[str, object] = dict(
-        id="snp_abc123", computer_id="cmp1", layer="lyr_" + "0" * 32, layer_digest="d" * 64,
-        disk_bytes=2**30, memory=True, image="build1", vcpus=1, memory_mib=512,
-        size_bytes=123, paused_seconds=0.1, created_at=1.0,
-    )  # fmt: skip
+        id="snp_abc123",
+        computer_id="cmp1",
+        layer="lyr_" + "0" * 32,
+        layer_digest="d" * 64,
+        disk_bytes=2**30,
+        memory=True,
+        image="build1",
+        vcpus=1,
+        memory_mib=512,
+        size_bytes=123,
+        paused_seconds=0.1,
+        created_at=1.0,
+    )
     fields.update(kw)
     return SnapshotManifest(**fields)  # type: ignore[arg-type]
 

@@ -25,9 +25,11 @@ def key_line(kind: str = "ssh-ed25519", comment: str = "me@laptop", body: bytes 
 
 def test_the_config_block_proxies_through_sanbox_and_checks_the_host_key_strictly() -> None:
     block = render_config(
-        "box-1", ["/opt/my tools/sanbox"], Path("/home/u/.config/sanbox/ssh/id_ed25519"),
+        "box-1",
+        ["/opt/my tools/sanbox"],
+        Path("/home/u/.config/sanbox/ssh/id_ed25519"),
         Path("/home/u/.config/sanbox/ssh/known_hosts"),
-    )  # fmt: skip
+    )
     lines = [line.strip() for line in block.splitlines()]
     assert lines[1] == "Host sanbox-box-1"
     assert "HostName box-1" in lines and "User root" in lines

@@ -98,8 +98,11 @@ def test_unpack_needs_the_spec_and_its_files() -> None:
 
 def test_keys_change_from_the_changed_step_on() -> None:
     files = {"notes.txt": b"hello"}
-    ctx = unpack(tar_of([regular("sanbox.toml"), regular("notes.txt")],
-                        {"sanbox.toml": SPEC.encode(), **files}))  # fmt: skip
+    ctx = unpack(
+        tar_of(
+            [regular("sanbox.toml"), regular("notes.txt")], {"sanbox.toml": SPEC.encode(), **files}
+        )
+    )
     keys = step_keys("org_a", "image:b1", ctx.spec, ctx.files)
     assert len(keys) == 3 and len(set(keys)) == 3
     assert step_keys("org_a", "image:b1", ctx.spec, ctx.files) == keys

@@ -59,16 +59,21 @@ timeout = 30
 def test_a_good_spec_reads_whole() -> None:
     spec = parse(GOOD)
     assert (spec.base, spec.name, spec.vcpus, spec.memory_mib, spec.disk_gib) == (
-        "base", "notes", 2, 1024, 8,
-    )  # fmt: skip
+        "base",
+        "notes",
+        2,
+        1024,
+        8,
+    )
     assert spec.steps == (
         Step("apt", packages=("jq",)),
         Step("pip", packages=("cowsay==6.1",)),
         Step("copy", src="notes.txt", dest="/srv/notes/notes.txt", mode=0o600),
         Step("run", command="echo built > /srv/notes/built"),
     )
-    assert spec.services == (Service("web", "python3 -m http.server 8080", "/srv/notes",
-                                     "on-failure"),)  # fmt: skip
+    assert spec.services == (
+        Service("web", "python3 -m http.server 8080", "/srv/notes", "on-failure"),
+    )
     assert spec.ready == Ready(port=8080, timeout=30.0)
     assert spec.env == {"NOTES_DIR": "/srv/notes"} and spec.ports == (8080,)
     assert spec.build_allow == ("deb.debian.org", "pypi.org") and spec.allow == ("api.github.com",)

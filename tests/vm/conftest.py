@@ -261,11 +261,14 @@ _BUILDS: dict[int, TypeBuilds] = {}
 @pytest.fixture(scope="session", autouse=True)
 def types_built_early(request: pytest.FixtureRequest) -> Iterator[None]:
     """Start building the types the selected (not skipped) tests use, at the session's start."""
-    kinds = sorted({
-        m.group(1) for item in request.session.items
-        if (m := re.search(r"test_type_(\w+)\.py$", str(item.path)))
-        and not any(mark.name == "skip" for mark in item.iter_markers())
-    })  # fmt: skip
+    kinds = sorted(
+        {
+            m.group(1)
+            for item in request.session.items
+            if (m := re.search(r"test_type_(\w+)\.py$", str(item.path)))
+            and not any(mark.name == "skip" for mark in item.iter_markers())
+        }
+    )
     if kinds:
         server = request.getfixturevalue("types_server")
         _BUILDS[id(server)] = TypeBuilds(server, kinds)
@@ -289,8 +292,9 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     """`sanbox ARGS` against `server`, as a user runs it."""
     env = {**os.environ, "SANBOX_URL": server.url, "SANBOX_API_KEY": server.key}
-    return subprocess.run([str(BIN), *args], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [str(BIN), *args], env=env, input=stdin, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def ok(server: ServerProcess, *args: str, stdin: str | None = None, timeout: float = 900) -> str:
@@ -308,8 +312,12 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 300) -> None
 
 
 @contextlib.contextmanager
-def claimed_from_pool(server: ServerProcess, client: Sanbox, kind: str, name: str,
-                      ) -> Iterator[Computer]:  # fmt: skip
+def claimed_from_pool(
+    server: ServerProcess,
+    client: Sanbox,
+    kind: str,
+    name: str,
+) -> Iterator[Computer]:
     """A computer of type `kind` that `sanbox create --type` claimed from a warm pool of one,
     deleted after; the pool is emptied again."""
 

@@ -45,11 +45,22 @@ class ServerProcess:
         env = {**os.environ, **self.env, "SANBOX_CONFIG": str(self.config)}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(BIN), "server", "--port", str(self.port), "--data-dir",
-                 str(self.data_dir.root), "--log-level", "warning"],
-                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                [
+                    str(BIN),
+                    "server",
+                    "--port",
+                    str(self.port),
+                    "--data-dir",
+                    str(self.data_dir.root),
+                    "--log-level",
+                    "warning",
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()[-2000:]

@@ -112,13 +112,13 @@ def test_a_full_data_filesystem_stops_only_the_computer_that_filled_it(
     saved = Path(tempfile.mkdtemp(prefix="sbfull"))
     subprocess.run(["cp", "-a", "--sparse=always", f"{folder}/.", str(saved)], check=True)
     size = allocated(saved) + 48 * 1024**2
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                   check=True)  # fmt: skip
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
     try:
         subprocess.run(["cp", "-a", "--sparse=always", f"{saved}/.", str(folder)], check=True)
         writer.start()
-        writer.exec("nohup dd if=/dev/zero of=/root/big bs=1M count=400 conv=fsync "
-                    ">/dev/null 2>&1 &")  # fmt: skip
+        writer.exec(
+            "nohup dd if=/dev/zero of=/root/big bs=1M count=400 conv=fsync >/dev/null 2>&1 &"
+        )
         wait_for(lambda: client.computers.get("filler").state == "error", "filler: error", 180)
         record = client.computers.get("filler")
         assert record.last_error is not None and "no space left" in record.last_error

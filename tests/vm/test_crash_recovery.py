@@ -30,8 +30,13 @@ from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
 
-FORK_STEPS = ["fork.children_recorded", "snapshot.vcpus_stopped", "snapshot.state_saved",
-              "restore.before_identity", "restore.after_identity"]  # fmt: skip
+FORK_STEPS = [
+    "fork.children_recorded",
+    "snapshot.vcpus_stopped",
+    "snapshot.state_saved",
+    "restore.before_identity",
+    "restore.after_identity",
+]
 COPY_STEPS = ["restore.before_identity", "restore.after_identity"]
 
 
@@ -149,8 +154,7 @@ def test_a_server_killed_before_a_copy_had_its_identity_gives_it_one(
         src.exec("nohup sleep 10000 >/dev/null 2>&1 &")
         ids = identity(src)
         src.snapshot(memory=True, name="s")
-    crash_at(crashable, step,
-             lambda cl: cl.computers.create(name="copy", from_snapshot="s"))  # fmt: skip
+    crash_at(crashable, step, lambda cl: cl.computers.create(name="copy", from_snapshot="s"))
     with Sanbox(crashable.url, crashable.key, timeout=600) as client:
         names = {c.name: c for c in client.computers.list()}
         assert names["src"].state == "running"
@@ -159,16 +163,18 @@ def test_a_server_killed_before_a_copy_had_its_identity_gives_it_one(
             copy = names["copy"]
             assert copy.state == "running" and copy.exec("pgrep -x sleep").exit_code == 0
         else:
-            assert not [p for p in crashable.data_dir.computers.iterdir()
-                        if p.name != names["src"].id]  # fmt: skip
+            assert not [
+                p for p in crashable.data_dir.computers.iterdir() if p.name != names["src"].id
+            ]
 
 
 def test_a_server_killed_mid_claim_finishes_the_claim(crashable: ServerProcess) -> None:
     with Sanbox(crashable.url, crashable.key, timeout=600) as client:
         client.pools.set("base", 1)
         wait_for(lambda: any(p.ready == 1 for p in client.pools.list()), "1 ready member")
-    crash_at(crashable, "pool.claimed",
-             lambda cl: cl.computers.create(template="base", name="claimed"))  # fmt: skip
+    crash_at(
+        crashable, "pool.claimed", lambda cl: cl.computers.create(template="base", name="claimed")
+    )
     with Sanbox(crashable.url, crashable.key, timeout=600) as client:
         c = client.computers.get("claimed")
         assert c.state == "running"
@@ -184,8 +190,9 @@ def test_a_server_killed_mid_claim_finishes_the_claim(crashable: ServerProcess) 
 def full(path: os.PathLike[str]) -> Iterator[None]:
     """`path` on a 1 MiB filesystem of its own (as test_fork_faults.py fills it)."""
     os.makedirs(path, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "sanbox-enospc",
-                    str(path)], check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "sanbox-enospc", str(path)], check=True
+    )
     try:
         yield
     finally:
@@ -199,8 +206,11 @@ def test_a_full_data_filesystem_fails_the_verb_and_says_it_still_runs(
     with Sanbox(crashable.url, crashable.key, timeout=600) as client:
         c = client.computers.create(name=f"full-{verb}", idle_timeout=0)
         c.exec("head -c 8M /dev/urandom > /run/fill")
-        where = crashable.data_dir.computer(c.id).state if verb == "pause" else (
-            crashable.data_dir.snapshots)  # fmt: skip
+        where = (
+            crashable.data_dir.computer(c.id).state
+            if verb == "pause"
+            else (crashable.data_dir.snapshots)
+        )
         with full(where), pytest.raises(SanboxError) as raised:
             if verb == "pause":
                 c.pause()

@@ -40,8 +40,9 @@ def push(run: Run, machine: Machine, bundle: Bundle) -> None:
 
 
 def sh(run: Run, machine: Machine, cmd: str | list[str]) -> tuple[int, str, str]:
-    result = run(machine.agent.exec(cmd if isinstance(cmd, list) else ["sh", "-c", cmd],
-                                    timeout=300))  # fmt: skip
+    result = run(
+        machine.agent.exec(cmd if isinstance(cmd, list) else ["sh", "-c", cmd], timeout=300)
+    )
     return result.exit_code, result.stdout.decode(), result.stderr.decode()
 
 

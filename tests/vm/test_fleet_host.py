@@ -90,19 +90,50 @@ def _serve(
     srv, host, port = f.srv, f.hosts[i], f.ports[i]
     token = _sanbox(srv, "host", "token", "--region", region).stdout.strip()
     joined = _sanbox(
-        srv, "host", "join", "--server", srv.url, "--token", token, "--name", f"h{i + 1}",
-        "--region", region, "--address", "127.0.0.1", "--port", str(port),
-        "--data-dir", str(host.root),
-    )  # fmt: skip
+        srv,
+        "host",
+        "join",
+        "--server",
+        srv.url,
+        "--token",
+        token,
+        "--name",
+        f"h{i + 1}",
+        "--region",
+        region,
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(host.root),
+    )
     assert joined.returncode == 0, joined.stderr
-    env = {**os.environ, **server_env(internet), "SANBOX_RAM_DIR": str(host.ram_dir),
-           "SANBOX_VM_UIDS": HOST_UIDS[i]}  # fmt: skip
+    env = {
+        **os.environ,
+        **server_env(internet),
+        "SANBOX_RAM_DIR": str(host.ram_dir),
+        "SANBOX_VM_UIDS": HOST_UIDS[i],
+    }
     log = stack.enter_context(open(host.root / "host.log", "ab"))  # noqa: SIM115
     agent = subprocess.Popen(
-        [str(BIN), "host", "serve", "--data-dir", str(host.root), "--port", str(port),
-         "--log-level", "warning"],
-        env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            str(BIN),
+            "host",
+            "serve",
+            "--data-dir",
+            str(host.root),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     stack.callback(_stop, agent)
     return agent
 

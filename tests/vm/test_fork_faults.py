@@ -24,8 +24,10 @@ pytestmark = pytest.mark.vm
 
 
 def children(runtime: HostRuntime, n: int) -> list[MachineSpec]:
-    specs = [MachineSpec(computer_id=new_id("fk"), hostname=f"fork-{i}", memory_mib=MEMORY_MIB)
-             for i in range(n)]  # fmt: skip
+    specs = [
+        MachineSpec(computer_id=new_id("fk"), hostname=f"fork-{i}", memory_mib=MEMORY_MIB)
+        for i in range(n)
+    ]
     runtime.created.extend(s.computer_id for s in specs)  # type: ignore[attr-defined]
     return specs
 
@@ -54,8 +56,18 @@ def test_a_full_disk_during_a_fork_leaves_the_source_running_and_no_fork(
     sh(run, source, "head -c 8M /dev/urandom > /run/fill; echo before > /root/f; sync")
     runtime.snapshots.ensure()
     specs = children(runtime, 2)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "sanbox-enospc",
-                    str(data_dir.snapshots)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m,mode=0700",
+            "sanbox-enospc",
+            str(data_dir.snapshots),
+        ],
+        check=True,
+    )
     try:
         with pytest.raises(HostError, match="No space left"):
             run(runtime.fork(source, spec_of(source), image, specs, memory=True))

@@ -90,8 +90,12 @@ def test_the_guest_reaches_no_host_server_metadata_or_other_computer(
     guest: Computer, client: Sanbox
 ) -> None:
     guest.set_allowlist(["allowed.test"])
-    for target in ("http://10.0.0.1:7070/", "http://10.0.0.1:22/", "http://198.51.100.1:7070/",
-                   "http://169.254.169.254/latest/meta-data/"):  # fmt: skip
+    for target in (
+        "http://10.0.0.1:7070/",
+        "http://10.0.0.1:22/",
+        "http://198.51.100.1:7070/",
+        "http://169.254.169.254/latest/meta-data/",
+    ):
         code, out = curl(guest, target)
         assert code != 0 or "Sanbox egress" in out, (target, out)
     other = client.computers.create(name="netother", allow=[], idle_timeout=0)
@@ -149,9 +153,12 @@ def test_a_lost_namespace_is_restored_at_the_next_start(client: Sanbox, internet
     try:
         c.stop()
         netns = next(
-            n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                      text=True).stdout.split() if n.endswith(c.id)
-        )  # fmt: skip
+            n
+            for n in subprocess.run(
+                ["ip", "netns", "list"], capture_output=True, text=True
+            ).stdout.split()
+            if n.endswith(c.id)
+        )
         subprocess.run(["ip", "netns", "del", netns], check=True)
         c.start()
         assert curl(c, "http://allowed.test/") == (0, "hello from allowed.test\n")

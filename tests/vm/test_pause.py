@@ -54,8 +54,12 @@ def test_processes_tmpfs_and_tcp_survive(
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run
 ) -> None:
     agent = pausable.agent
-    run(agent.exec("nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' "
-                   ">/dev/null 2>&1 & echo $! > /tmp/counter.pid"))  # fmt: skip
+    run(
+        agent.exec(
+            "nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' "
+            ">/dev/null 2>&1 & echo $! > /tmp/counter.pid"
+        )
+    )
     run(agent.files.put("/tmp/note.txt", b"kept in tmpfs\n"))
     run(agent.files.put("/root/echo.py", ECHO_SERVER.encode()))
     run(agent.exec("nohup python3 /root/echo.py >/dev/null 2>&1 &"))
@@ -63,8 +67,10 @@ def test_processes_tmpfs_and_tcp_survive(
     run(agent.exec("for i in $(seq 50); do ss -ltn | grep -q :9000 && break; sleep 0.2; done"))
     client = subprocess.Popen(
         ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, GUEST_IP],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert client.stdin and client.stdout
     try:
         client.stdin.write("before\n")

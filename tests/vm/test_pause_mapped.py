@@ -25,8 +25,10 @@ from .conftest import MakeMachine
 
 pytestmark = pytest.mark.vm
 Run = Callable[..., Any]
-COUNTER = ("nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' >/dev/null 2>&1 "
-           "& echo $! > /tmp/counter.pid")  # fmt: skip
+COUNTER = (
+    "nohup sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.2; done' >/dev/null 2>&1 "
+    "& echo $! > /tmp/counter.pid"
+)
 
 
 @pytest.fixture(scope="module")
@@ -185,13 +187,22 @@ def test_two_vms_run_from_one_saved_memory_file(
     fork_id = "vmtfork" + pausable.computer_id[3:]
     runtime.created.append(fork_id)  # type: ignore[attr-defined]
     try:
-        subprocess.run(["cp", "--sparse=always", str(state / memory.MEMORY),
-                        str(snap / memory.MEMORY)], check=True)  # fmt: skip
+        subprocess.run(
+            ["cp", "--sparse=always", str(state / memory.MEMORY), str(snap / memory.MEMORY)],
+            check=True,
+        )
         shutil.copy(state / memory.VMSTATE, snap / memory.VMSTATE)
         fork_dir = runtime.data_dir.computer(fork_id)
         fork_dir.root.mkdir()
-        subprocess.run(["cp", "--sparse=always", str(pausable.dir.disk),
-                        str(fork_dir.root / pausable.dir.disk.name)], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                "cp",
+                "--sparse=always",
+                str(pausable.dir.disk),
+                str(fork_dir.root / pausable.dir.disk.name),
+            ],
+            check=True,
+        )
         assert resume(runtime, pausable, image, run) == "restored"
         fork_spec = MachineSpec(computer_id=fork_id, memory_mib=512)
         hv = run(runtime.hypervisor(image))

@@ -30,8 +30,9 @@ def members(server: ServerProcess, client: Sanbox) -> set[str]:
 
 
 def qemus(server: ServerProcess) -> list[str]:
-    out = subprocess.run(["pgrep", "-f", f"{server.data_dir.computers}/"], capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(
+        ["pgrep", "-f", f"{server.data_dir.computers}/"], capture_output=True, text=True
+    )
     return out.stdout.split()
 
 

@@ -64,8 +64,10 @@ def web(client: Sanbox) -> Iterator[Computer]:
     c.exec("cd /srv && nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
     c.files.write("/root/ws.py", WS_ECHO.encode())
     c.exec("nohup python3 /root/ws.py >/dev/null 2>&1 &")
-    c.exec("for i in $(seq 100); do ss -ltn | grep -q :8000 && ss -ltn | grep -q :8765 && break;"
-           " sleep 0.2; done")  # fmt: skip
+    c.exec(
+        "for i in $(seq 100); do ss -ltn | grep -q :8000 && ss -ltn | grep -q :8765 && break;"
+        " sleep 0.2; done"
+    )
     yield c
     c.delete()
 
@@ -107,17 +109,32 @@ def test_websocket_echo_through_the_published_port(server: ServerProcess, web: C
 def test_the_port_is_reachable_no_other_way(web: Computer, internet: Internet) -> None:
     # from another namespace of ours (the test internet): no route to the guest at all
     r = subprocess.run(
-        ["ip", "netns", "exec", internet.netns, "curl", "-sS", "--max-time", "3",
-         "http://10.0.0.2:8000/"], capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "ip",
+            "netns",
+            "exec",
+            internet.netns,
+            "curl",
+            "-sS",
+            "--max-time",
+            "3",
+            "http://10.0.0.2:8000/",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode != 0
     # the host's own namespace holds no address or route of any computer (we send nothing out:
     # there, 10.0.0.2 would leave by the host's default route)
     assert (
         "10.0.0." not in subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
     )
-    assert subprocess.run(["curl", "-sS", "--max-time", "3", "http://127.0.0.1:8000/"],
-                          capture_output=True).returncode != 0  # fmt: skip
+    assert (
+        subprocess.run(
+            ["curl", "-sS", "--max-time", "3", "http://127.0.0.1:8000/"], capture_output=True
+        ).returncode
+        != 0
+    )
 
 
 def test_a_request_wakes_a_suspended_computer(server: ServerProcess, client: Sanbox) -> None:
@@ -191,12 +208,18 @@ def _two_orgs(server: ServerProcess, a: Computer, b: Computer, b_key: str) -> No
     assert get(server, b_host, b_key).text == "page of B\n"
     assert get(server, a_host, b_key).status_code == 404  # B's key: as if nothing were there
     # a browser's ?token= ends as a cookie: the guest sees neither
-    r = httpx.get(f"http://127.0.0.1:{server.port}/index.html?token={server.key}",
-                  headers={"Host": a_host}, timeout=60)  # fmt: skip
+    r = httpx.get(
+        f"http://127.0.0.1:{server.port}/index.html?token={server.key}",
+        headers={"Host": a_host},
+        timeout=60,
+    )
     assert r.status_code == 200 and 'content="0;url=/index.html"' in r.text
     cookie = r.headers["set-cookie"].split(";")[0]
-    r = httpx.get(f"http://127.0.0.1:{server.port}/index.html",
-                  headers={"Host": a_host, "Cookie": cookie}, timeout=60)  # fmt: skip
+    r = httpx.get(
+        f"http://127.0.0.1:{server.port}/index.html",
+        headers={"Host": a_host, "Cookie": cookie},
+        timeout=60,
+    )
     assert r.text == "page of A\n"
     seen = a.files.read("/root/seen.log").decode() + b.files.read("/root/seen.log").decode()
     assert server.key not in seen and b_key not in seen

@@ -66,17 +66,31 @@ def value() -> str:
 
 @pytest.fixture(scope="module")
 def computer(
-    server: ServerProcess, client: Sanbox, internet: Internet, value: str,
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
-) -> Iterator[Computer]:  # fmt: skip
+    server: ServerProcess,
+    client: Sanbox,
+    internet: Internet,
+    value: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Computer]:
     def clean() -> None:  # also when the build or the create below failed
         cli(server, "rm", "-f", "keyed")
         cli(server, "template", "rm", "-f", "secret-tools")
         cli(server, "secret", "rm", "echo")
 
     request.addfinalizer(clean)
-    ok(server, "secret", "set", "echo", "--value-stdin", "--host", "echo.test",
-       "--host", "untrusted.test", stdin=value + "\n")  # fmt: skip
+    ok(
+        server,
+        "secret",
+        "set",
+        "echo",
+        "--value-stdin",
+        "--host",
+        "echo.test",
+        "--host",
+        "untrusted.test",
+        stdin=value + "\n",
+    )
     folder = tmp_path_factory.mktemp("secret-tools")
     (folder / "sanbox.toml").write_text(SPEC)
     ok(server, "template", "build", str(folder), "--quiet")
@@ -96,13 +110,21 @@ def test_the_guest_holds_a_placeholder_and_every_client_sends_the_value(
     assert placeholder.startswith("sbx_ph_") and value not in env
     assert "SSL_CERT_FILE=" in env and "NODE_EXTRA_CA_CERTS=" in env
     sh(computer, "curl -sS --fail https://echo.test/curl")
-    sh(computer, "python3 -c 'import requests; requests.get(\"https://echo.test/requests\")"
-                 ".raise_for_status()'")  # fmt: skip
-    pip = sh(computer, "pip download --no-deps -d /tmp/p --index-url https://echo.test/simple/ "
-                       "nosuchpkg 2>&1", check=False)  # fmt: skip
+    sh(
+        computer,
+        'python3 -c \'import requests; requests.get("https://echo.test/requests")'
+        ".raise_for_status()'",
+    )
+    pip = sh(
+        computer,
+        "pip download --no-deps -d /tmp/p --index-url https://echo.test/simple/ nosuchpkg 2>&1",
+        check=False,
+    )
     assert "certificate" not in pip.lower(), pip
-    sh(computer, "node -e 'fetch(\"https://echo.test/node\").then(r => { if (!r.ok) "
-                 "process.exit(1) })'")  # fmt: skip
+    sh(
+        computer,
+        "node -e 'fetch(\"https://echo.test/node\").then(r => { if (!r.ok) process.exit(1) })'",
+    )
     for path in ("/curl", "/requests", "/simple/nosuchpkg/", "/node"):
         assert headers(last(internet, path), "authorization") == [f"Bearer {value}"], path
 
@@ -110,8 +132,11 @@ def test_the_guest_holds_a_placeholder_and_every_client_sends_the_value(
 def test_a_guest_authorization_is_replaced_and_a_placeholder_elsewhere_passes(
     computer: Computer, internet: Internet, value: str
 ) -> None:
-    sh(computer, "curl -sS --fail -H 'Authorization: Bearer mine' -H \"X-Key: $ECHO_KEY\" "
-                 "https://echo.test/own")  # fmt: skip
+    sh(
+        computer,
+        "curl -sS --fail -H 'Authorization: Bearer mine' -H \"X-Key: $ECHO_KEY\" "
+        "https://echo.test/own",
+    )
     request = last(internet, "/own")
     assert headers(request, "authorization") == [f"Bearer {value}"]
     placeholder = sh(computer, 'printf %s "$ECHO_KEY"')
@@ -126,8 +151,11 @@ def test_a_guest_authorization_is_replaced_and_a_placeholder_elsewhere_passes(
 def test_redirects_come_back_and_the_follow_up_carries_nothing(
     computer: Computer, internet: Internet, value: str
 ) -> None:
-    out = sh(computer, "curl -sS -o /dev/null -w '%{http_code} %{redirect_url}' "
-                       "'https://echo.test/redirect?to=https://allowed.test/after'")  # fmt: skip
+    out = sh(
+        computer,
+        "curl -sS -o /dev/null -w '%{http_code} %{redirect_url}' "
+        "'https://echo.test/redirect?to=https://allowed.test/after'",
+    )
     assert out == "302 https://allowed.test/after"
     sh(computer, "curl -sS --fail -L 'https://echo.test/redirect?to=https://allowed.test/after'")
     heads = [h["head"] for h in internet.heads("allowed.test") if h["path"] == "/after"]
@@ -146,8 +174,18 @@ def test_rotation_unbinding_and_deletion_apply_to_the_next_request(
     server: ServerProcess, computer: Computer, internet: Internet, value: str
 ) -> None:
     rotated = value + "-2"
-    ok(server, "secret", "set", "echo", "--value-stdin", "--host", "echo.test",
-       "--host", "untrusted.test", stdin=rotated)  # fmt: skip
+    ok(
+        server,
+        "secret",
+        "set",
+        "echo",
+        "--value-stdin",
+        "--host",
+        "echo.test",
+        "--host",
+        "untrusted.test",
+        stdin=rotated,
+    )
     sh(computer, "curl -sS --fail https://echo.test/rotated")
     assert headers(last(internet, "/rotated"), "authorization") == [f"Bearer {rotated}"]
     placeholder = sh(computer, 'printf %s "$ECHO_KEY"')
@@ -158,8 +196,18 @@ def test_rotation_unbinding_and_deletion_apply_to_the_next_request(
     ok(server, "secret", "bind", "echo", "keyed", "--env", "ECHO_KEY")
     sh(computer, "curl -sS --fail https://echo.test/back")
     assert headers(last(internet, "/back"), "authorization") == [f"Bearer {rotated}"]
-    ok(server, "secret", "set", "echo", "--value-stdin", "--host", "echo.test",
-       "--host", "untrusted.test", stdin=value)  # fmt: skip
+    ok(
+        server,
+        "secret",
+        "set",
+        "echo",
+        "--value-stdin",
+        "--host",
+        "echo.test",
+        "--host",
+        "untrusted.test",
+        stdin=value,
+    )
 
 
 H2_ONLY = """
@@ -198,8 +246,14 @@ def test_the_value_and_the_ca_key_are_nowhere_else(
             assert not grep(path, body[:48]), f"the org CA's key is in {path}"
     finally:
         computer.resume()
-    assert sh(computer, "grep -rlF 'PRIVATE KEY' /usr/local/share/ca-certificates "
-                        "/etc/ssl/certs 2>/dev/null || true").strip() == ""  # fmt: skip
+    assert (
+        sh(
+            computer,
+            "grep -rlF 'PRIVATE KEY' /usr/local/share/ca-certificates "
+            "/etc/ssl/certs 2>/dev/null || true",
+        ).strip()
+        == ""
+    )
 
 
 def grep(path: Path, needle: bytes) -> bool:

@@ -122,13 +122,11 @@ def test_kill9_during_create_leaves_a_working_computer_or_nothing(
 def test_load_ten_computers_and_a_hundred_execs(client: Sanbox, data_dir: DataDir) -> None:
     before = set(qemu_pids(data_dir))
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
-        computers = list(pool.map(
-            lambda i: client.computers.create(name=f"load-{i}", memory_mib=256), range(10)
-        ))  # fmt: skip
+        computers = list(
+            pool.map(lambda i: client.computers.create(name=f"load-{i}", memory_mib=256), range(10))
+        )
         assert all(c.state == "running" for c in computers)
-        results = list(pool.map(
-            lambda i: computers[i % 10].exec(["echo", str(i)]), range(100)
-        ))  # fmt: skip
+        results = list(pool.map(lambda i: computers[i % 10].exec(["echo", str(i)]), range(100)))
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(100)]
     assert all(r.exit_code == 0 for r in results)
     with concurrent.futures.ThreadPoolExecutor(10) as pool:

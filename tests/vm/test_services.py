@@ -18,11 +18,16 @@ Run = Callable[..., Any]
 
 CONFIG = {
     "env": {"GREETING": "hello"},
-    "services": [{
-        "name": "web", "cwd": "/srv/site", "restart": "always",
-        "command": 'echo "greeting=$GREETING"; exec python3 -m http.server 8080 --bind 127.0.0.1',
-    }],
-}  # fmt: skip
+    "services": [
+        {
+            "name": "web",
+            "cwd": "/srv/site",
+            "restart": "always",
+            "command": 'echo "greeting=$GREETING"; '
+            "exec python3 -m http.server 8080 --bind 127.0.0.1",
+        }
+    ],
+}
 ANSWERS = (
     "for i in $(seq 1 240); do curl -sf http://127.0.0.1:8080/index.txt && exit 0; sleep 0.5; done;"
     " exit 1"

@@ -54,8 +54,14 @@ def open_files(pid: int) -> list[tuple[os.stat_result, int]]:
 def shared_writable_maps(pid: int, inode: int) -> list[str]:
     """Lines of /proc/PID/maps that map `inode` shared and writable (`rw-s`)."""
     lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return [ln for ln in lines if len(ln.split()) > 4 and int(ln.split()[4]) == inode
-            and ln.split()[1].startswith("rw") and ln.split()[1][3] == "s"]  # fmt: skip
+    return [
+        ln
+        for ln in lines
+        if len(ln.split()) > 4
+        and int(ln.split()[4]) == inode
+        and ln.split()[1].startswith("rw")
+        and ln.split()[1][3] == "s"
+    ]
 
 
 def assert_cannot_touch(machine: Machine, image: Path | None) -> None:

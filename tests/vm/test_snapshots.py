@@ -55,8 +55,9 @@ def test_snapshots_and_forks_from_the_cli_and_the_sdk(
     sh(src, "nohup sleep 7777 >/dev/null 2>&1 &")
 
     # a snapshot with memory, from the CLI
-    live = json.loads(ok(server, "snapshot", "create", "snap-src", "--memory", "--name", "live",
-                         "--json"))  # fmt: skip
+    live = json.loads(
+        ok(server, "snapshot", "create", "snap-src", "--memory", "--name", "live", "--json")
+    )
     assert live["id"].startswith("snp_") and live["memory"] and live["name"] == "live"
     listed = json.loads(ok(server, "snapshot", "ls", "--json"))
     assert [s["name"] for s in listed] == ["live"]

@@ -235,12 +235,14 @@ def test_three_forks_share_the_past_but_not_identity_or_future(
         listing = sh(run, fork, "ls /root")
         assert f"mine-{fork.computer_id}" in listing
         assert not any(f"mine-{o}" in listing for o in others), listing
-        seen.append({
-            "hostname": sh(run, fork, "hostname"),
-            "machine_id": sh(run, fork, "cat /etc/machine-id"),
-            "ssh": run(fork.agent.ssh.host_key()),
-            "urandom": sh(run, fork, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'"),
-        })  # fmt: skip
+        seen.append(
+            {
+                "hostname": sh(run, fork, "hostname"),
+                "machine_id": sh(run, fork, "cat /etc/machine-id"),
+                "ssh": run(fork.agent.ssh.host_key()),
+                "urandom": sh(run, fork, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'"),
+            }
+        )
     assert [s["hostname"] for s in seen] == [f.computer_id for f in forks]
     for key in ("machine_id", "ssh", "urandom"):
         assert len({s[key] for s in seen}) == 3, (key, seen)
@@ -278,8 +280,9 @@ def test_twenty_generations_stay_bounded_and_boot(
     assert len(list(runtime.data_dir.layers.glob("*.qcow2"))) <= 2 * MAX_CHAIN
     run(current.agent.close())
     run(runtime.shutdown(current, timeout=30))
-    booted = run(runtime.start(MachineSpec(computer_id=current.computer_id,
-                                           memory_mib=MEMORY_MIB), image))  # fmt: skip
+    booted = run(
+        runtime.start(MachineSpec(computer_id=current.computer_id, memory_mib=MEMORY_MIB), image)
+    )
     runtime.booted.append(booted)  # type: ignore[attr-defined]
     assert sh(run, booted, "cat /root/origin") == "generation-0"
     assert sh(run, booted, "tr '\\n' ' ' < /root/generations").split() == [
@@ -299,8 +302,18 @@ def test_a_full_disk_during_a_snapshot_leaves_the_source_running(
     source = make_machine(memory_mib=MEMORY_MIB)
     sh(run, source, "head -c 8M /dev/urandom > /run/fill; echo before > /root/f; sync")
     runtime.snapshots.ensure()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "sanbox-enospc",
-                    str(data_dir.snapshots)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m,mode=0700",
+            "sanbox-enospc",
+            str(data_dir.snapshots),
+        ],
+        check=True,
+    )
     try:
         sid = snap_id()
         with pytest.raises(SnapshotError, match="No space left"):

@@ -40,13 +40,17 @@ class SshUser:
     home: Path
 
     def env(self, api_key: str | None = None) -> dict[str, str]:
-        return {**os.environ, "SANBOX_URL": self.server.url,
-                "SANBOX_API_KEY": api_key or self.server.key,
-                "SANBOX_CONFIG": str(self.home / "config.toml")}  # fmt: skip
+        return {
+            **os.environ,
+            "SANBOX_URL": self.server.url,
+            "SANBOX_API_KEY": api_key or self.server.key,
+            "SANBOX_CONFIG": str(self.home / "config.toml"),
+        }
 
     def sanbox(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN), *args], env=self.env(), capture_output=True, text=True,
-                              timeout=SSH_TIMEOUT)  # fmt: skip
+        return subprocess.run(
+            [str(BIN), *args], env=self.env(), capture_output=True, text=True, timeout=SSH_TIMEOUT
+        )
 
     def config(self, name: str) -> Path:
         """`sanbox ssh-config NAME`, saved as a file for `ssh -F`."""
@@ -56,15 +60,38 @@ class SshUser:
         path.write_text(done.stdout)
         return path
 
-    def run(self, program: str, *args: str, api_key: str | None = None,
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        return subprocess.run([program, *args], env=self.env(api_key), capture_output=True,
-                              text=True, timeout=SSH_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    def run(
+        self,
+        program: str,
+        *args: str,
+        api_key: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [program, *args],
+            env=self.env(api_key),
+            capture_output=True,
+            text=True,
+            timeout=SSH_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
-    def ssh(self, config: Path, name: str, *args: str, api_key: str | None = None,
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        return self.run("ssh", "-F", str(config), "-o", "BatchMode=yes", f"sanbox-{name}", *args,
-                        api_key=api_key)  # fmt: skip
+    def ssh(
+        self,
+        config: Path,
+        name: str,
+        *args: str,
+        api_key: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run(
+            "ssh",
+            "-F",
+            str(config),
+            "-o",
+            "BatchMode=yes",
+            f"sanbox-{name}",
+            *args,
+            api_key=api_key,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +133,9 @@ def test_no_image_carries_a_host_key_and_no_sshd_listens(boxes: dict[str, Box]) 
     for box in boxes.values():
         assert "ssh_host_" not in box.etc_ssh_before and "sshd_config.d" in box.etc_ssh_before
         assert box.listening_before.strip() == ""
-    keys = [box.computer.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").stdout for box in
-            boxes.values()]  # fmt: skip
+    keys = [
+        box.computer.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").stdout for box in boxes.values()
+    ]
     assert keys[0] != keys[1]  # each computer its own identity
     dump = boxes["ssh-a"].computer.exec("mkdir -p /run/sshd && /usr/sbin/sshd -T")
     assert dump.exit_code == 0, dump.stderr
@@ -129,15 +157,17 @@ def test_ssh_runs_commands_with_their_exit_codes(user: SshUser, boxes: dict[str,
     assert (via_cli.returncode, via_cli.stdout) == (0, "ssh-b\n"), via_cli.stderr
 
 
-def test_ssh_sessions_get_the_computers_environment(client: Sanbox, user: SshUser,
-                                                     boxes: dict[str, Box]) -> None:  # fmt: skip
+def test_ssh_sessions_get_the_computers_environment(
+    client: Sanbox, user: SshUser, boxes: dict[str, Box]
+) -> None:
     """As its commands do: the variables it was created with, byte for byte, and a bound secret's
     placeholder with the variables that make tools trust the proxy's CA."""
     client.secrets.set("ssh-env-key", "the-real-value", hosts=["echo.test"])
     binding = client.secrets.bind("ssh-env-key", "ssh-a", env="SBX_KEY")
     try:
-        script = ('for n in SBX_GREETING SBX_LINES SBX_SMUGGLE; do '
-                  'printf "%s\\0" "$(printenv $n)"; done')  # fmt: skip
+        script = (
+            'for n in SBX_GREETING SBX_LINES SBX_SMUGGLE; do printf "%s\\0" "$(printenv $n)"; done'
+        )
         done = user.ssh(boxes["ssh-a"].config, "ssh-a", script)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split("\0")[:3] == list(AWKWARD_ENV.values())
@@ -152,18 +182,37 @@ def test_ssh_sessions_get_the_computers_environment(client: Sanbox, user: SshUse
         client.secrets.delete("ssh-env-key")
 
 
-def test_scp_and_sftp_copy_in_and_out(user: SshUser, boxes: dict[str, Box], tmp_path: Path,
-                                      ) -> None:  # fmt: skip
+def test_scp_and_sftp_copy_in_and_out(
+    user: SshUser,
+    boxes: dict[str, Box],
+    tmp_path: Path,
+) -> None:
     cfg = str(boxes["ssh-a"].config)
     local = tmp_path / "payload.bin"
     local.write_bytes(os.urandom(2 * 1024 * 1024 + 17))
     for flags in ([], ["-O"]):  # SFTP underneath (the default), and the old scp protocol
-        up = user.run("scp", "-F", cfg, "-o", "BatchMode=yes", *flags, str(local),
-                      "sanbox-ssh-a:/root/payload.bin")  # fmt: skip
+        up = user.run(
+            "scp",
+            "-F",
+            cfg,
+            "-o",
+            "BatchMode=yes",
+            *flags,
+            str(local),
+            "sanbox-ssh-a:/root/payload.bin",
+        )
         assert up.returncode == 0, up.stderr
         back = tmp_path / f"back{len(flags)}.bin"
-        down = user.run("scp", "-F", cfg, "-o", "BatchMode=yes", *flags,
-                        "sanbox-ssh-a:/root/payload.bin", str(back))  # fmt: skip
+        down = user.run(
+            "scp",
+            "-F",
+            cfg,
+            "-o",
+            "BatchMode=yes",
+            *flags,
+            "sanbox-ssh-a:/root/payload.bin",
+            str(back),
+        )
         assert down.returncode == 0, down.stderr
         assert back.read_bytes() == local.read_bytes()
     batch = tmp_path / "batch"
@@ -218,15 +267,30 @@ def test_local_port_forwarding_reaches_a_guest_port(user: SshUser, boxes: dict[s
     """What VS Code Remote-SSH does with its server in the guest: `ssh -L` through sshd."""
     c = boxes["ssh-a"].computer
     c.exec("mkdir -p /root/www && echo 'forwarded from the guest' > /root/www/hello.txt")
-    c.exec("cd /root/www && setsid nohup python3 -m http.server 8123 --bind 127.0.0.1 "
-           ">/dev/null 2>&1 &")  # fmt: skip
+    c.exec(
+        "cd /root/www && setsid nohup python3 -m http.server 8123 --bind 127.0.0.1 "
+        ">/dev/null 2>&1 &"
+    )
     c.exec("for i in $(seq 150); do ss -ltn | grep -q :8123 && break; sleep 0.2; done")
     port = free_port()
     tunnel = subprocess.Popen(
-        ["ssh", "-F", str(boxes["ssh-a"].config), "-o", "BatchMode=yes", "-o",
-         "ExitOnForwardFailure=yes", "-N", "-L", f"127.0.0.1:{port}:127.0.0.1:8123",
-         "sanbox-ssh-a"], env=user.env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            "ssh",
+            "-F",
+            str(boxes["ssh-a"].config),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-N",
+            "-L",
+            f"127.0.0.1:{port}:127.0.0.1:8123",
+            "sanbox-ssh-a",
+        ],
+        env=user.env(),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
 
         def fetch() -> str | None:
@@ -261,8 +325,9 @@ def test_another_api_key_is_refused_by_the_proxy(user: SshUser, boxes: dict[str,
     assert "Traceback" not in done.stderr
 
 
-def test_a_host_key_that_does_not_match_is_refused(user: SshUser, boxes: dict[str, Box],
-                                                   tmp_path: Path) -> None:  # fmt: skip
+def test_a_host_key_that_does_not_match_is_refused(
+    user: SshUser, boxes: dict[str, Box], tmp_path: Path
+) -> None:
     """A computer answering with another computer's identity is not trusted (StrictHostKeyChecking
     against the known_hosts file Sanbox keeps)."""
     known = (user.home / "ssh" / "known_hosts").read_text().splitlines()
@@ -288,8 +353,10 @@ def test_ssh_wakes_a_suspended_computer(user: SshUser, boxes: dict[str, Box]) ->
     assert c.refresh().state == "running"
 
 
-def test_the_agent_makes_a_new_host_key_on_request(machine: Machine, run: Callable[..., Any],
-                                                   ) -> None:  # fmt: skip
+def test_the_agent_makes_a_new_host_key_on_request(
+    machine: Machine,
+    run: Callable[..., Any],
+) -> None:
     """The control call a fork or a pool claim will use for a new SSH identity; sshd answers with
     the new key at once."""
     agent = machine.agent

@@ -27,8 +27,10 @@ pytestmark = [pytest.mark.vm, pytest.mark.timeout(3600)]
 NAME = "assistant-t"
 PORT = 8642
 # the shipped config.yaml names a real provider; the test's computer talks to model.test
-TO_STUB = ("sed -i 's|https://api.openai.com/v1|https://model.test/v1|; s|gpt-4.1-mini|stub-model|'"
-           " /root/.hermes/config.yaml")  # fmt: skip
+TO_STUB = (
+    "sed -i 's|https://api.openai.com/v1|https://model.test/v1|; s|gpt-4.1-mini|stub-model|'"
+    " /root/.hermes/config.yaml"
+)
 
 
 def sh(c: Computer, command: str) -> str:
@@ -52,11 +54,12 @@ def chat(server: ServerProcess, host: str, key: str, text: str) -> httpx.Respons
     """A chat request through the published URL: Sanbox's key as `?token=`, Hermes's key as the
     bearer (the relay strips the first and passes the second)."""
     return httpx.post(
-        f"{server.url}/v1/chat/completions", params={"token": server.key},
+        f"{server.url}/v1/chat/completions",
+        params={"token": server.key},
         headers={"Host": host, "Authorization": f"Bearer {key}"},
         json={"model": "hermes-agent", "messages": [{"role": "user", "content": text}]},
         timeout=600,
-    )  # fmt: skip
+    )
 
 
 def first_request_served(server: ServerProcess, c: Computer) -> bool:
@@ -128,12 +131,19 @@ def test_health_answers_through_the_published_port(
 
 
 def test_a_chat_reaches_the_model_with_the_real_key(
-    types_server: ServerProcess, assistant: Computer, answer: httpx.Response,
-    internet: Internet, value: str, model_before: int,
-) -> None:  # fmt: skip
+    types_server: ServerProcess,
+    assistant: Computer,
+    answer: httpx.Response,
+    internet: Internet,
+    value: str,
+    model_before: int,
+) -> None:
     assert answer.json()["choices"][0]["message"]["content"] == MODEL_REPLY, answer.text
-    asked = [r for r in internet.model_requests()[model_before:] if r["method"] == "POST"
-             and str(r["path"]).endswith("/chat/completions")]  # fmt: skip
+    asked = [
+        r
+        for r in internet.model_requests()[model_before:]
+        if r["method"] == "POST" and str(r["path"]).endswith("/chat/completions")
+    ]
     assert asked, "model.test got no chat request"
     bearers = {v for r in asked for k, v in pairs(r) if k.lower() == "authorization"}
     assert bearers == {f"Bearer {value}"}
@@ -169,9 +179,12 @@ def test_sessions_are_kept_in_hermes_home_on_the_disk(
 ) -> None:
     files = sh(assistant, "ls -a /root/.hermes").split()
     assert {"config.yaml", "state.db", "logs"} <= set(files), files
-    assert "Say hello" in sh(assistant, "python3 -c \"import sqlite3; print(sqlite3.connect("
-                             "'/root/.hermes/state.db').execute('select content from messages')"
-                             ".fetchall())\"")  # fmt: skip
+    assert "Say hello" in sh(
+        assistant,
+        'python3 -c "import sqlite3; print(sqlite3.connect('
+        "'/root/.hermes/state.db').execute('select content from messages')"
+        '.fetchall())"',
+    )
 
 
 def test_a_warm_pool_hands_out_gateways_each_with_its_own_key(

@@ -148,8 +148,13 @@ def test_people_watch_and_take_over_through_novnc(
     sock = socket.create_connection(("127.0.0.1", types_server.port))
     ws_url = f"ws://{urlsplit(url).netloc}/websockify"
     headers = {"Authorization": f"Bearer {types_server.key}"}
-    with connect(ws_url, sock=sock, open_timeout=60, additional_headers=headers,
-                 subprotocols=[Subprotocol("binary")]) as ws:  # fmt: skip
+    with connect(
+        ws_url,
+        sock=sock,
+        open_timeout=60,
+        additional_headers=headers,
+        subprotocols=[Subprotocol("binary")],
+    ) as ws:
         assert ws.recv(timeout=60) == b"RFB 003.008\n"
 
 
@@ -205,8 +210,12 @@ def test_the_profile_persists_across_stop_and_start(
 ) -> None:
     url = port_url(browser, CDP)
     auth = {"Authorization": f"Bearer {types_server.key}"}
-    cookie = {"name": "sanbox_kept", "value": "yes", "url": "https://kept.example/",
-              "expires": time.time() + 86400}  # fmt: skip
+    cookie = {
+        "name": "sanbox_kept",
+        "value": "yes",
+        "url": "https://kept.example/",
+        "expires": time.time() + 86400,
+    }
     with sync_playwright() as p:
         b = p.chromium.connect_over_cdp(url, headers=auth, timeout=120_000)
         b.contexts[0].add_cookies([cookie])  # type: ignore[list-item]

@@ -122,14 +122,19 @@ def test_a_port_a_container_publishes_is_reachable_through_the_relay(
     types_server: ServerProcess, computer: Computer, image: str
 ) -> None:
     page = "mkdir /www && echo hello from a container > /www/index.html"
-    sh(computer, f"docker run -d --name web -p 8080:8080 {image} "
-                 f"sh -c '{page} && exec httpd -f -p 8080 -h /www'")  # fmt: skip
+    sh(
+        computer,
+        f"docker run -d --name web -p 8080:8080 {image} "
+        f"sh -c '{page} && exec httpd -f -p 8080 -h /www'",
+    )
     try:
         fetch = "busybox wget -q -O - http://127.0.0.1:8080/index.html"
         wait_for(lambda: computer.exec(fetch, timeout=30).exit_code == 0, "the container's httpd")
         ok(types_server, "port", "publish", NAME, "8080")
-        headers = {"Host": f"8080-{NAME}.localhost:{types_server.port}",
-                   "Authorization": f"Bearer {types_server.key}"}  # fmt: skip
+        headers = {
+            "Host": f"8080-{NAME}.localhost:{types_server.port}",
+            "Authorization": f"Bearer {types_server.key}",
+        }
         url = f"http://127.0.0.1:{types_server.port}/index.html"
         assert httpx.get(url, headers=headers, timeout=60).text == "hello from a container\n"
     finally:

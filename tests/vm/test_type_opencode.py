@@ -96,8 +96,18 @@ def opencode_service(c: Computer) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def built(types_server: ServerProcess) -> str:
     # bound by the type: a create fails with secret_not_found without it (any value will do here)
-    ok(types_server, "secret", "set", "llm", "--value-stdin", "--host", "api.openai.com",
-       "--host", "model.test", stdin=VALUE)  # fmt: skip
+    ok(
+        types_server,
+        "secret",
+        "set",
+        "llm",
+        "--value-stdin",
+        "--host",
+        "api.openai.com",
+        "--host",
+        "model.test",
+        stdin=VALUE,
+    )
     started = time.monotonic()
     out = build_type(types_server, "opencode")
     print(f"opencode type ready in {time.monotonic() - started:.0f}s: {out[-300:]}")
@@ -208,8 +218,10 @@ def test_a_session_outlasts_a_stop_and_a_start_and_a_chat_turn_carries_the_real_
     listed = oc.request("GET", "/session", pw).json()
     assert [s["title"] for s in listed if s["id"] == sid] == ["kept on disk"], listed
     before = len(internet.model_requests())  # other types' tests talk to model.test too
-    turn = {"parts": [{"type": "text", "text": "Say hello."}],
-            "model": {"providerID": "llm", "modelID": "stub-model"}}  # fmt: skip
+    turn = {
+        "parts": [{"type": "text", "text": "Say hello."}],
+        "model": {"providerID": "llm", "modelID": "stub-model"},
+    }
     r = oc.request("POST", f"/session/{sid}/message", pw, turn, wait=600)
     assert r.status_code == 200 and MODEL_REPLY in r.text, r.text[-2000:] + services_log(computer)
     keys = [authorization(q) for q in internet.model_requests()[before:]]

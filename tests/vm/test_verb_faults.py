@@ -114,8 +114,10 @@ def killer(srv: ServerProcess, computer_id: str) -> Iterator[threading.Event]:
 def full(path: Path) -> Iterator[None]:
     """`path` on a small filesystem of its own, filled to the last byte."""
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0711", "sanbox-enospc",
-                    str(path)], check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0711", "sanbox-enospc", str(path)],
+        check=True,
+    )
     try:
         with contextlib.suppress(OSError), open(path / "filler", "wb") as f:
             while True:
