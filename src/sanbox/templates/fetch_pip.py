@@ -63,6 +63,18 @@ def pip_key(requirements: Sequence[str], venv: str = "") -> str:
     return content_key("pip", {**inputs, "venv": venv} if venv else inputs)
 
 
+# `python -m pip download`, quiet and never asking
+PIP_DOWNLOAD = (
+    "-m",
+    "pip",
+    "download",
+    "--disable-pip-version-check",
+    "--no-input",
+    "--progress-bar",
+    "off",
+)
+
+
 def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[str]:
     target = [
         "--only-binary=:all:",
@@ -79,39 +91,11 @@ def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[
     ]
     for tag in platforms():
         target += ["--platform", tag]
-    return [
-        python,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--progress-bar",
-        "off",
-        "--dest",
-        str(dest),
-        *target,
-        "--",
-        *requirements,
-    ]
+    return [python, *PIP_DOWNLOAD, "--dest", str(dest), *target, "--", *requirements]
 
 
 def pip_wheel_argv(python: str, dest: Path) -> list[str]:
-    return [
-        python,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--progress-bar",
-        "off",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--dest",
-        str(dest),
-        "pip",
-    ]
+    return [python, *PIP_DOWNLOAD, "--no-deps", "--only-binary=:all:", "--dest", str(dest), "pip"]
 
 
 def failure_reason(requirements: Sequence[str], output: str) -> str:
