@@ -72,8 +72,8 @@ def cases(client: Sanbox) -> list[Case]:
         Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
         Case(("stop", "cycled"), "get(), stop()", stop, running),
         Case(("start", "cycled"), "get(), start()", start, stopped),
-        Case(("key", "ls"), "keys.list() [typer]", client.keys.list),
-        Case(("usage",), "usage.get() [typer]", lambda: client.usage.get(None, None, "computer")),
+        Case(("key", "ls"), "keys.list()", client.keys.list),
+        Case(("usage",), "usage.get()", lambda: client.usage.get(None, None, "computer")),
         Case(("config", "show"), "(none)", None),
         Case(("--help",), "(none) [typer]", None),
     ]

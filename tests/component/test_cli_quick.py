@@ -91,9 +91,16 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["image", "ls"],
             ["config", "show"],
             ["key", "ls"],
+            ["key", "ls", "--json"],
+            ["usage", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"],
+            ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-01-02", "--csv"],
             ["audit", "-n", "3"],
         ):
             assert both_ways(url, key, tmp, *args)[0] == 0, args
+        # the report's time of reading (as_of) is the server's now: each run its own
+        day = ["usage", "--by", "day", "--from", "2026-01-01", "--to", "2026-01-03", "--json"]
+        report = [IDS.sub("ID", sanbox(url, key, tmp, *day, eager=e)[1]) for e in (False, True)]
+        assert report[0] == report[1] and '"group_by": "day"' in report[0]
         for args in (
             ["get", "ghost"],
             ["stop", "ghost"],

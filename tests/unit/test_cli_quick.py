@@ -174,6 +174,40 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("POST", "/v1/console/links"): (200, {"url": "http://sanbox.test/console/link#t=abc"}),
+    ("GET", "/v1/keys"): (
+        200,
+        {
+            "keys": [
+                {"id": "key_1", "org": "default", "prefix": "sbk_abcd", "admin": True},
+                {
+                    "id": "key_2",
+                    "org": "default",
+                    "name": "ci",
+                    "expires_at": "2020-01-01T00:00:00+00:00",
+                    "last_used_at": "2019-12-31T23:59:00+00:00",
+                },
+                {"id": "key_3", "org": "acme", "revoked_at": "2026-01-01T00:00:00Z"},
+            ]
+        },
+    ),
+    ("GET", "/v1/usage"): (
+        200,
+        {
+            "org": "default",
+            "group_by": "template",
+            "start": "2026-01-01T00:00:00Z",
+            "end": "2026-02-01T00:00:00Z",
+            "groups": [
+                {
+                    "key": "tpl_1",
+                    "name": "notes",
+                    "usage": {"running_seconds": 7200, "vcpu_seconds": 14400, "cpu_seconds": 9.5},
+                },
+                {"key": "base", "usage": {"paused_seconds": 360, "egress_bytes": 1024}},
+            ],
+            "total": {"running_seconds": 7200, "paused_seconds": 360, "disk_gib_hours": 1.5},
+        },
+    ),
 }
 
 TAKEN = [
@@ -253,6 +287,11 @@ TAKEN = [
     ["port", "ls", "box", "--json"],
     ["console"],
     ["config", "show"],
+    ["key", "ls"],
+    ["key", "ls", "--org", "acme", "--json"],
+    ["usage"],
+    ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-02-01"],
+    ["usage", "--org", "acme", "--json"],
 ]
 DECLINED = [
     [],
@@ -281,8 +320,8 @@ DECLINED = [
     ["snapshot", "--help", "ls"],
     ["snapshot", "ls", "-f"],
     ["template", "build"],
-    ["key", "ls"],
-    ["usage"],
+    ["key", "ls", "--all"],
+    ["usage", "--csv"],
     ["update", "box", "--idle-timeout", "5"],
     ["config", "set", "--url", "x"],
     ["console", "--open=yes"],

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ..sdk import ApiKey
 from . import config, views
 from ._output import console, err_console, fail
 
@@ -32,24 +30,6 @@ def parse_duration(text: str) -> int:
     if seconds <= 0:
         raise ValueError("a duration must be longer than 0 seconds")
     return seconds
-
-
-def key_status(key: ApiKey, now: datetime | None = None) -> str:
-    """`revoked`, `expired` or `active`."""
-    if key.revoked_at:
-        return "revoked"
-    when = datetime.fromisoformat(key.expires_at) if key.expires_at else None
-    if when is not None and when <= (now or datetime.now(UTC)):
-        return "expired"
-    return "active"
-
-
-def _role(key: ApiKey) -> str:
-    return "host-admin" if key.host_admin else "admin" if key.admin else "-"
-
-
-def _when(value: str | None) -> str:
-    return value[:16].replace("T", " ") if value else "-"
 
 
 @org_app.command("create")
@@ -192,7 +172,7 @@ def key_create(
     if as_json:
         console.print_json(json.dumps(key.to_json()))
         return
-    until = f", expires {_when(key.expires_at)} UTC" if key.expires_at else ""
+    until = f", expires {views.when(key.expires_at)} UTC" if key.expires_at else ""
     err_console.print(
         f"created key {key.id} for org {key.org}{until} (shown once):", highlight=False
     )
@@ -207,26 +187,7 @@ def key_ls(
     """List API keys (never the keys themselves: their first characters tell them apart)."""
     with config.reported(), config.client() as client:
         keys = client.keys.list(org)
-    if as_json:
-        console.print_json(json.dumps([k.to_json() for k in keys]))
-        return
-    table = Table(box=None)
-    for column in ("ID", "PREFIX"):
-        table.add_column(column, no_wrap=True)
-    for column in ("ORG", "NAME", "ROLE", "STATUS", "EXPIRES", "LAST USED"):
-        table.add_column(column)
-    for key in keys:
-        table.add_row(
-            key.id,
-            f"{key.prefix}…" if key.prefix else "-",
-            key.org,
-            key.name or "",
-            _role(key),
-            key_status(key),
-            _when(key.expires_at),
-            _when(key.last_used_at),
-        )
-    console.print(table)
+    views.keys(keys, as_json)
 
 
 @key_app.command("revoke")

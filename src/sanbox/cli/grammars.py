@@ -94,3 +94,9 @@ FORK = Grammar(
     numbers={"count": (1, 16)},
 )
 CONSOLE = Grammar(options={"--open": "open"}, flags=frozenset({"open"}))
+KEY_LS = Grammar(options={"--org": "org", **JSON}, flags=frozenset({"json"}))
+# `--csv` is not here: the typer command prints the server's CSV
+USAGE = Grammar(
+    options={"--from": "from", "--to": "to", "--by": "by", "--org": "org", **JSON},
+    flags=frozenset({"json"}),
+)

@@ -249,6 +249,22 @@ def _org_ls(a: Args) -> None:
     views.orgs([Org.from_json(o) for o in data.get("orgs", [])], a.flag("json"))
 
 
+def _key_ls(a: Args) -> None:
+    from ..sdk.records.org import ApiKey
+
+    data = Api().json("GET", "/v1/keys", params={"org": a.value("org")})
+    views.keys([ApiKey.from_json(k) for k in data.get("keys", [])], a.flag("json"))
+
+
+def _usage(a: Args) -> None:
+    from ..sdk.usage import UsageReport
+
+    by = a.value("by") or "computer"
+    params = {"from": a.value("from"), "to": a.value("to"), "group_by": by, "org": a.value("org")}
+    found = UsageReport.from_json(Api().json("GET", "/v1/usage", params=params))
+    views.usage(found, by, a.flag("json"))
+
+
 def _image_ls(a: Args) -> None:
     from ..sdk.records.host import ImageBuild
 
@@ -285,6 +301,8 @@ def _config_show(a: Args) -> None:
 
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("ls",): Command(grammars.LS, _ls),
+    ("key", "ls"): Command(grammars.KEY_LS, _key_ls),
+    ("usage",): Command(grammars.USAGE, _usage),
     ("get",): Command(grammars.shown("name"), _get),
     ("create",): Command(grammars.CREATE, _create),
     ("stop",): Command(grammars.ONE, _lifecycle("stop", "stopped")),

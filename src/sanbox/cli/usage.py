@@ -3,34 +3,9 @@ any org's, `--org`); `--csv` for a spreadsheet."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-
 import typer
-from rich.table import Table
 
-from ..sdk import UsageTotals
-from . import config
-from ._output import console
-
-
-def hours(seconds: float) -> str:
-    return f"{seconds / 3600:.3f}"
-
-
-def cells(u: UsageTotals) -> list[str]:
-    cpu = "unmeasured" if u.cpu_seconds is None else f"{u.cpu_seconds:.1f}"
-    egress = "-" if u.egress_bytes is None else str(u.egress_bytes)
-    return [
-        hours(u.running_seconds),
-        hours(u.paused_seconds),
-        f"{u.vcpu_seconds / 3600:.3f}",
-        f"{u.memory_gib_seconds / 3600:.3f}",
-        cpu,
-        f"{u.disk_gib_hours:.3f}",
-        f"{u.snapshot_gib_hours:.3f}",
-        egress,
-    ]
+from . import config, views
 
 
 def usage(
@@ -47,28 +22,7 @@ def usage(
             typer.echo(client.usage.csv(start, end, by, org), nl=False)
             return
         found = client.usage.get(start, end, by, org)
-    if as_json:
-        console.print_json(json.dumps(asdict(found)))
-        return
-    first = {"computer": "COMPUTER", "template": "TEMPLATE", "day": "DAY"}.get(by, by.upper())
-    table = Table(
-        first,
-        "RUNNING H",
-        "PAUSED H",
-        "VCPU-H",
-        "MEM GIB-H",
-        "CPU S",
-        "DISK GIB-H",
-        "SNAP GIB-H",
-        "EGRESS B",
-        box=None,
-        title=f"{found.org}: {found.start} to {found.end}",
-    )
-    for g in found.groups:
-        label = f"{g.name} ({g.key})" if g.name else g.key
-        table.add_row(label, *cells(g.usage))
-    table.add_row("[bold]total[/bold]", *cells(found.total))
-    console.print(table)
+    views.usage(found, by, as_json)
 
 
 def register(app: typer.Typer) -> None:

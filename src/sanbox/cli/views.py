@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ..sdk.config import ClientConfig
+    from ..sdk.records.org import ApiKey
     from ..sdk.types import (
         ComputerRecord,
         Event,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         Snapshot,
         Template,
     )
+    from ..sdk.usage import UsageReport, UsageTotals
 
 
 def _table(*headers: str, **options: Any) -> Table:
@@ -263,6 +266,87 @@ def ports(found: list[PublishedPort], as_json: bool) -> None:
     table = _table("PORT", "ACCESS", "URL")
     for p in found:
         table.add_row(str(p.port), "public" if p.public else "private", p.url)
+    console.print(table)
+
+
+def key_status(key: ApiKey, now: datetime | None = None) -> str:
+    """`revoked`, `expired` or `active`."""
+    if key.revoked_at:
+        return "revoked"
+    when = datetime.fromisoformat(key.expires_at) if key.expires_at else None
+    if when is not None and when <= (now or datetime.now(UTC)):
+        return "expired"
+    return "active"
+
+
+def when(value: str | None) -> str:
+    """A time as the key commands show it: to the minute."""
+    return value[:16].replace("T", " ") if value else "-"
+
+
+def keys(found: list[ApiKey], as_json: bool) -> None:
+    """`sanbox key ls`."""
+    if as_json:
+        print_json([k.to_json() for k in found])
+        return
+    table = _table(box=None)
+    for column in ("ID", "PREFIX"):
+        table.add_column(column, no_wrap=True)
+    for column in ("ORG", "NAME", "ROLE", "STATUS", "EXPIRES", "LAST USED"):
+        table.add_column(column)
+    for key in found:
+        role = "host-admin" if key.host_admin else "admin" if key.admin else "-"
+        table.add_row(
+            key.id,
+            f"{key.prefix}…" if key.prefix else "-",
+            key.org,
+            key.name or "",
+            role,
+            key_status(key),
+            when(key.expires_at),
+            when(key.last_used_at),
+        )
+    console.print(table)
+
+
+def _usage_cells(u: UsageTotals) -> list[str]:
+    cpu = "unmeasured" if u.cpu_seconds is None else f"{u.cpu_seconds:.1f}"
+    egress = "-" if u.egress_bytes is None else str(u.egress_bytes)
+    return [
+        f"{u.running_seconds / 3600:.3f}",
+        f"{u.paused_seconds / 3600:.3f}",
+        f"{u.vcpu_seconds / 3600:.3f}",
+        f"{u.memory_gib_seconds / 3600:.3f}",
+        cpu,
+        f"{u.disk_gib_hours:.3f}",
+        f"{u.snapshot_gib_hours:.3f}",
+        egress,
+    ]
+
+
+def usage(found: UsageReport, by: str, as_json: bool) -> None:
+    """`sanbox usage` (not `--csv`: the server's CSV is printed as it comes)."""
+    if as_json:
+        print_json(asdict(found))
+        return
+    first = {"computer": "COMPUTER", "template": "TEMPLATE", "day": "DAY"}.get(by, by.upper())
+    table = _table(
+        first,
+        "RUNNING H",
+        "PAUSED H",
+        "VCPU-H",
+        "MEM GIB-H",
+        "CPU S",
+        "DISK GIB-H",
+        "SNAP GIB-H",
+        "EGRESS B",
+        box=None,
+        title=f"{found.org}: {found.start} to {found.end}",
+    )
+    for g in found.groups:
+        label = f"{g.name} ({g.key})" if g.name else g.key
+        table.add_row(label, *_usage_cells(g.usage))
+    table.add_row("[bold]total[/bold]", *_usage_cells(found.total))
     console.print(table)
 
 
