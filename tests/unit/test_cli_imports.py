@@ -181,6 +181,13 @@ ANYTHING = {
     "ports": [],
     "events": [],
     "lines": [],
+    "keys": [],
+    "org": "default",
+    "group_by": "computer",
+    "groups": [],
+    "total": {},
+    "start": "2026-01-01T00:00:00Z",
+    "end": "2026-02-01T00:00:00Z",
 }
 FRAMEWORK = {"typer", "click", "pydantic", "httpx", "httpcore", "anyio", "websockets"}
 COMMAND_MODULES = {f"sanbox.cli.{module}" for module in registry.MODULES}
@@ -233,8 +240,8 @@ def test_a_quick_command_loads_neither_typer_nor_httpx(
 @pytest.mark.parametrize(
     ("args", "own"),
     [
-        (["usage"], {"usage", "config"}),
-        (["key", "ls"], {"admin", "config"}),
+        (["usage", "--csv"], {"usage", "config"}),
+        (["key", "revoke", "key_1"], {"admin", "config"}),
         (["ls", "--help"], {"computer", "config", "secret", "template"}),
         (["snapshot", "move", "demo"], {"snapshot", "config"}),
         (["server", "--help"], {"server"}),
