@@ -58,6 +58,7 @@ class PlainWebSocket:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader, self._writer = reader, writer
         self._closed: WebSocketClosedError | None = None
+        self._close_sent = False
 
     async def send(self, message: str) -> None:
         await self._send(TEXT, message.encode())
@@ -79,8 +80,9 @@ class PlainWebSocket:
                 await self._send(PONG, payload)
             elif opcode == CLOSE:
                 code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
-                with contextlib.suppress(OSError, WebSocketClosedError):
-                    await self._send(CLOSE, payload[:2])
+                if not self._close_sent:  # the answer to the server's close, once
+                    with contextlib.suppress(OSError, WebSocketClosedError):
+                        await self._send(CLOSE, payload[:2])
                 self._closed = WebSocketClosedError(f"websocket closed ({code})", close_code=code)
                 raise self._closed
             elif opcode in (TEXT, BINARY, CONTINUATION) and (opcode == CONTINUATION) == bool(
@@ -99,6 +101,7 @@ class PlainWebSocket:
         try:
             if self._closed is None:
                 await self._send(CLOSE, struct.pack("!H", 1000))
+                self._close_sent = True
                 async with asyncio.timeout(CLOSE_WAIT):
                     while True:
                         await self.recv_message()
