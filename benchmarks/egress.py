@@ -62,6 +62,9 @@ class Bench:
     def injections(self) -> list[Injection]:
         return [self.secret]
 
+    def handover(self) -> None:
+        return None  # no other host takes this proxy over
+
 
 def tls(prefix: list[str], host: str, port: int, cafile: Path, n: int) -> dict[str, object]:
     argv = [*prefix, sys.executable, TLS_CLIENT, host, str(port), "echo.test", str(cafile), str(n)]
@@ -77,6 +80,17 @@ def client(prefix: list[str], host: str, port: int, dns: str, n: int) -> dict[st
     return result
 
 
+ROUNDS = 4  # each way measured in turns, in a new order each round: none is always first
+
+
+def merged(into: dict[str, object], run: dict[str, object]) -> None:
+    """A client's figures added to those of its way's earlier rounds (lists of each)."""
+    for key, value in run.items():
+        got = into.setdefault(key, [])
+        assert isinstance(got, list)
+        got.extend(value if isinstance(value, list) else [value])
+
+
 async def main(n: int) -> None:
     internet = Internet.start()
     folder = Path(tempfile.mkdtemp(prefix="sbbench"))
@@ -88,31 +102,38 @@ async def main(n: int) -> None:
     }
     http: dict[str, dict[str, object]] = {}
     https: dict[str, dict[str, object]] = {}
+    per_round = max(1, n // ROUNDS)
     try:
         both = folder / "both.pem"  # the guest trusts the test CA and the org's
         both.write_bytes(internet.ca.read_bytes() + bench.minter.ca_pem)
+        prefixes: dict[str, list[str]] = {}
         for kernel, gateway in gateways.items():
             (folder / f"c{int(kernel)}").mkdir()
             ns = (await network.ensure(f"c{int(kernel)}")).netns or ""
             await gateway.start(f"c{int(kernel)}", ns, Policy.of(["allowed.test", "echo.test"]))
-            side = "kernel" if kernel else "python"
-            http[side] = await asyncio.to_thread(
-                client, ["ip", "netns", "exec", ns], GATEWAY_IP, HTTP_PORT, GATEWAY_IP, n
-            )
-            https[side] = await asyncio.to_thread(
-                tls, ["ip", "netns", "exec", ns], GATEWAY_IP, TLS_PORT, both, n
-            )
-            if kernel:
-                bench.on = True
-                https["intercepted"] = await asyncio.to_thread(
-                    tls, ["ip", "netns", "exec", ns], GATEWAY_IP, TLS_PORT, both, n
-                )
-                bench.on = False
-        http["direct"] = await asyncio.to_thread(client, [], ALLOWED, 80, DNS, n)
-        https["direct"] = await asyncio.to_thread(tls, [], ECHO, 443, both, n)
+            prefixes["kernel" if kernel else "python"] = ["ip", "netns", "exec", ns]
+        ways = ["kernel", "python", "direct"]
+        for turn in range(ROUNDS):
+            for side in ways[turn % 3 :] + ways[: turn % 3]:
+                if side == "direct":
+                    h = await asyncio.to_thread(client, [], ALLOWED, 80, DNS, per_round)
+                    t = await asyncio.to_thread(tls, [], ECHO, 443, both, per_round)
+                else:
+                    pre = prefixes[side]
+                    h = await asyncio.to_thread(
+                        client, pre, GATEWAY_IP, HTTP_PORT, GATEWAY_IP, per_round
+                    )
+                    t = await asyncio.to_thread(tls, pre, GATEWAY_IP, TLS_PORT, both, per_round)
+                merged(http.setdefault(side, {}), h)
+                merged(https.setdefault(side, {}), t)
+                if side == "kernel":
+                    bench.on = True
+                    t = await asyncio.to_thread(tls, pre, GATEWAY_IP, TLS_PORT, both, per_round)
+                    merged(https.setdefault("intercepted", {}), t)
+                    bench.on = False
         wanted = ["Authorization", "Bearer sk-bench"]
         injected = [r for r in internet.echoed() if wanted in cast(list[object], r["headers"])]
-        assert len(injected) >= 2 * n, "the intercepted requests were not injected"
+        assert len(injected) >= 2 * per_round * ROUNDS, "the intercepted requests were not injected"
     finally:
         for gateway in gateways.values():
             await gateway.close()
@@ -120,7 +141,10 @@ async def main(n: int) -> None:
             await network.remove(f"c{int(kernel)}")
         internet.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"{n} requests and DNS queries each; client inside the computer's namespace")
+    print(
+        f"{per_round * ROUNDS} requests and DNS queries each, in {ROUNDS} rounds (each way in "
+        "turn, a new order each round); client inside the computer's namespace"
+    )
     print("through Sanbox: checked bytes relayed in the kernel (splice) | through Python (before)")
     report(http, "HTTP request", "latency", "64 MiB download")
     p, d = http["kernel"]["dns"], http["direct"]["dns"]
@@ -129,7 +153,7 @@ async def main(n: int) -> None:
     print(summary("DNS query, upstream direct", d))
     ratio = statistics.median(p) / statistics.median(d)
     print(f"{'ratio filter / upstream (median)':<44} {ratio:.2f}x")
-    print(f"\nHTTPS to echo.test, {n} requests each")
+    print(f"\nHTTPS to echo.test, {per_round * ROUNDS} requests each")
     report(https, "HTTPS, new connection a request", "fresh", "64 MiB HTTPS download")
     report(https, "HTTPS, kept-alive connection", "kept", None)
     for label, key in (("new connection a request", "fresh"), ("kept-alive connection", "kept")):
@@ -140,10 +164,16 @@ async def main(n: int) -> None:
             f"{'ratio intercepted / passthrough (median)':<44} "
             f"{statistics.median(i) / statistics.median(k):.2f}x"
         )
-    ti = float(str(https["intercepted"]["throughput"]))
-    tk = float(str(https["kernel"]["throughput"]))
+    ti, tk = throughput(https["intercepted"]), throughput(https["kernel"])
     print(f"{'64 MiB HTTPS download, intercepted':<44} {ti:9.1f} MiB/s")
     print(f"{'ratio intercepted / passthrough':<44} {ti / tk:.2f}x")
+
+
+def throughput(run: dict[str, object]) -> float:
+    """The median of a way's downloads (MiB/s), one a round."""
+    values = run["throughput"]
+    assert isinstance(values, list)
+    return float(statistics.median(values))
 
 
 def report(runs: dict[str, dict[str, object]], label: str, key: str, download: str | None) -> None:
@@ -163,9 +193,9 @@ def report(runs: dict[str, dict[str, object]], label: str, key: str, download: s
         print(f"{f'ratio through ({side}) / direct, median':<44} {ratio:.2f}x")
     if download is None:
         return
-    direct = float(str(runs["direct"]["throughput"]))
+    direct = throughput(runs["direct"])
     for side in ("kernel", "python"):
-        through = float(str(runs[side]["throughput"]))
+        through = throughput(runs[side])
         print(
             f"{f'{download}, through ({side})':<44} {through:9.1f} MiB/s   "
             f"{through / direct:.2f}x direct"
