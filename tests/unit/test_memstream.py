@@ -110,6 +110,21 @@ def test_ram_pages_go_to_the_memory_file_and_the_rest_stays(tmp_path: Path) -> N
     assert os.stat(tmp_path / "memory").st_blocks * 512 < RAM  # zero pages stay holes
 
 
+def test_a_command_between_the_parts_stays_and_the_last_part_is_split(tmp_path: Path) -> None:
+    """QEMU 10 sends a command (its switchover start: 11, no data) before the ram section's END."""
+    command = bytes([memstream.COMMAND]) + struct.pack(">HH", 11, 0)
+    part = section(memstream.SECTION_PART, 2, page(0, "ram", 1))
+    end = section(
+        memstream.SECTION_END, 2, zero(PAGE_SIZE, "ram", 5) + page(8 * PAGE_SIZE, None, 6)
+    )
+    devices, ram, pages = split(tmp_path, stream(part, command, end))
+    assert pages == 3
+    assert ram[PAGE_SIZE : 2 * PAGE_SIZE] == b"\x05" * PAGE_SIZE
+    assert ram[8 * PAGE_SIZE : 9 * PAGE_SIZE] == b"\x06" * PAGE_SIZE
+    empty = section(memstream.SECTION_PART, 2, b""), section(memstream.SECTION_END, 2, b"")
+    assert devices == stream(empty[0], command, empty[1])
+
+
 def test_a_split_stream_has_no_ram_pages_left(tmp_path: Path) -> None:
     devices, _, _ = split(tmp_path, stream(section(memstream.SECTION_PART, 2, page(0, "ram", 5))))
     again = tmp_path / "again"

@@ -34,7 +34,7 @@ from ..data.layout import ComputerDir
 from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
-from ..saved import memfile, memory
+from ..saved import memory
 from ..saved.memory import MemoryOutcome
 from ..snapshot.errors import SnapshotCorruptError, SnapshotError
 from ..snapshot.manifest import SnapshotManifest
@@ -69,20 +69,17 @@ def _copy_memory(
 
 
 def _check_memory(
-    snaps: Snapshots, snap: SnapshotManifest, mapped: Path, compat: dict[str, object], key: bytes
-) -> None:
-    """Link the snapshot's memory where the VM maps it and check it there, in one read pass."""
+    snaps: Snapshots, snap: SnapshotManifest, compat: dict[str, object], key: bytes
+) -> Path:
+    """Check the snapshot's memory where it lies, in one read pass; the file the VM maps (a
+    hard link of it in the VM's run dir, made by `Machines.run_saved`: root's, read-only)."""
     mem = snaps.memory_dir(snap.id)
     saved = memory.load(mem, compat, key)
-    os.link(mem / memory.MEMORY, mapped)
     try:
-        memfile.verify(mapped, saved.memory_bytes, saved.chunks(), key)
-    except memfile.MemoryCorruptError as exc:
-        mapped.unlink()
-        raise SnapshotCorruptError(snap.id, "corrupt", str(exc)) from exc
-    except BaseException:
-        mapped.unlink()
-        raise
+        memory.verify_memory(mem, saved, key)
+    except memory.StateError as exc:
+        raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
+    return mem / memory.MEMORY
 
 
 def disk_from_snapshot(
@@ -167,8 +164,8 @@ async def _restore(
     hv = await m.choose(image)
     # the snapshot's file itself, mapped from a read-only descriptor
     if hv.capabilities.maps_read_only:
-        copy, memory_file = None, memory.mapped_file(cdir.run)
-        await asyncio.to_thread(_check_memory, snaps, snap, memory_file, compat, m.memory_key)
+        copy = None
+        memory_file = await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
     else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own
         copy, memory_file = m.data_dir.ram_file(spec.computer_id), None
         await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, m.memory_key)
@@ -176,9 +173,8 @@ async def _restore(
     try:
         return await m.run_saved(spec, image, vmstate, memory_file), MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
-        for leftover in (copy, memory_file):
-            if leftover is not None:
-                leftover.unlink(missing_ok=True)
+        if copy is not None:  # (the snapshot's own file stays: run_saved dropped its link)
+            copy.unlink(missing_ok=True)
         log.warning("%s: memory of %s not restored: %s", spec.computer_id, snap.id, exc)
         return None, MemoryOutcome(False, f"restore failed: {exc}")
 

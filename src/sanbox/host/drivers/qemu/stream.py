@@ -9,9 +9,11 @@ makes: a device stream and a RAM file.
 
 The format (QEMU's migration/savevm.c and ram.c): a header (magic, version), a configuration
 section, then the iterative "ram" section in parts (START, PART..., END), each a list of records
-`be64 offset|flags` ended by EOS and followed by a section footer; after it, the device sections,
-copied as they are. Anything not understood raises `StreamError`: the pause is refused, never
-saved half-understood. Pure of side effects but for the two files written; unit-tested.
+`be64 offset|flags` ended by EOS and followed by a section footer, with commands between them
+(QEMU 10 sends its switchover start before the last part), kept as they are; after it, the
+device sections, copied as they are. Anything not understood raises `StreamError`: the pause is
+refused, never saved half-understood. Pure of side effects but for the two files written;
+unit-tested.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ..errors import SavedStateError
 MAGIC = 0x5145564D  # "QEVM"
 VERSION = 3
 SECTION_START, SECTION_PART, SECTION_END = 0x01, 0x02, 0x03
-SUBSECTION, CONFIGURATION, FOOTER = 0x05, 0x07, 0x7E
+SUBSECTION, CONFIGURATION, COMMAND, FOOTER = 0x05, 0x07, 0x08, 0x7E
 PAGE_SHIFT = 12  # x86 target pages: 4 KiB
 PAGE_SIZE = 1 << PAGE_SHIFT
 ZERO, MEM_SIZE, PAGE, EOS, CONTINUE = 0x02, 0x04, 0x08, 0x10, 0x20
@@ -90,6 +92,9 @@ class _Cursor:
 
     def u8(self) -> int:
         return self.take(1)[0]
+
+    def be16(self) -> int:
+        return int(struct.unpack(">H", self.take(2))[0])
 
     def be32(self) -> int:
         return int(struct.unpack(">I", self.take(4))[0])
@@ -179,10 +184,15 @@ class _Splitter:
                     raise StreamError(f"unknown configuration subsection {name!r}")
 
     def sections(self) -> None:
-        """The ram section's parts; stops at the first other section (the devices)."""
+        """The ram section's parts and the commands between them (kept: `be16 command, be16
+        length, data`); stops at the first other section (the devices)."""
         ram_section: int | None = None
-        while self.src.peek() in (SECTION_START, SECTION_PART, SECTION_END):
+        while self.src.peek() in (SECTION_START, SECTION_PART, SECTION_END, COMMAND):
             kind = self.src.u8()
+            if kind == COMMAND:
+                self.src.be16()
+                self.src.take(self.src.be16())
+                continue
             section = self.src.be32()
             if kind == SECTION_START:
                 name = self.src.idstr()
