@@ -201,6 +201,18 @@ def test_a_server_killed_mid_claim_finishes_the_claim(crashable: ServerProcess) 
 # a full data filesystem and a killed QEMU under pause, snapshot and fork ------------------------
 
 
+# each verb on a server that saves memory snapshots the default way, and a snapshot saved live too
+EACH_VERB = pytest.mark.parametrize(
+    ("verb", "server"),
+    [
+        ("pause", "crashable"),
+        ("snapshot", "crashable"),
+        ("snapshot", "live_crashable"),
+        ("fork", "crashable"),
+    ],
+)
+
+
 @contextlib.contextmanager
 def full(path: os.PathLike[str]) -> Iterator[None]:
     """`path` on a 1 MiB filesystem of its own (as test_fork_faults.py fills it)."""
@@ -214,15 +226,7 @@ def full(path: os.PathLike[str]) -> Iterator[None]:
         subprocess.run(["umount", str(path)], check=True)
 
 
-@pytest.mark.parametrize(
-    ("verb", "server"),
-    [
-        ("pause", "crashable"),
-        ("snapshot", "crashable"),
-        ("snapshot", "live_crashable"),
-        ("fork", "crashable"),
-    ],
-)
+@EACH_VERB
 def test_a_full_data_filesystem_fails_the_verb_and_says_it_still_runs(
     request: pytest.FixtureRequest, verb: str, server: str
 ) -> None:
@@ -252,15 +256,7 @@ def test_a_full_data_filesystem_fails_the_verb_and_says_it_still_runs(
         assert [x.name for x in client.computers.list()] == [c.name]
 
 
-@pytest.mark.parametrize(
-    ("verb", "server"),
-    [
-        ("pause", "crashable"),
-        ("snapshot", "crashable"),
-        ("snapshot", "live_crashable"),
-        ("fork", "crashable"),
-    ],
-)
+@EACH_VERB
 def test_a_killed_qemu_fails_the_verb_and_says_it_stopped(
     request: pytest.FixtureRequest, verb: str, server: str
 ) -> None:
