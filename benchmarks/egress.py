@@ -3,7 +3,8 @@ request latency, download throughput, and DNS filter latency against the upstrea
 HTTPS to one host direct, passed through the proxy, and intercepted with a secret injected
 (request latency on new and on kept-alive connections, a 64 MiB download). Each proxied figure
 twice: with checked bytes relayed in the kernel (splice, the default) and through Python (the
-path before it, `kernel=False`), from two computers' namespaces at once. Runs against the test
+path before it, `kernel=False`), from two computers' namespaces; every way in `ROUNDS` rounds,
+in a new order each round. Runs against the test
 internet in namespaces (root needed); no VM: the client runs inside a computer's namespace, where
 the guest would be. Usage: python benchmarks/egress.py [N]"""
 
