@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -44,20 +44,25 @@ def create(server: Server, name: str, **body: Any) -> Any:
 
 def test_a_lifetime_stops_it_and_says_why_and_none_leaves_it_running(server: Server) -> None:
     create(server, "free")
-    made = create(server, "brief", lifetime=2)
-    assert made["lifetime"] == 2 and made["on_lifetime"] == "stop"
+    made = create(server, "brief", lifetime=6)
+    assert made["lifetime"] == 6 and made["on_lifetime"] == "stop"
     assert made["lifetime_ends_at"] is not None
-    for _ in range(3):  # an exec does not move the deadline
+    ends = datetime.fromisoformat(made["lifetime_ends_at"])
+    # An exec does not move the deadline. On a slow machine the deadline may come first: only
+    # the execs sent well before it must be served (the stop itself is checked below).
+    served = 0
+    while served < 3 and datetime.now(UTC) < ends - timedelta(seconds=2):
         body = {"cmd": ["true"]}
         r = server.client.post("/v1/computers/brief/exec", json=body, headers=server.headers())
-        assert r.status_code == 200
-    assert get(server, "brief")["lifetime_ends_at"] == made["lifetime_ends_at"]
+        assert r.status_code == 200 or datetime.now(UTC) >= ends, r.text
+        served += r.status_code == 200
+        assert get(server, "brief")["lifetime_ends_at"] == made["lifetime_ends_at"]
+    assert served >= 1
     ended = wait_for(lambda: stopped(server, "brief"), "the lifetime to stop it")
-    assert "its lifetime of 2s ended" in ended["last_error"]
-    ends = datetime.fromisoformat(made["lifetime_ends_at"])
+    assert "its lifetime of 6s ended" in ended["last_error"]
     assert datetime.fromisoformat(ended["updated_at"]) >= ends  # not early
     events = server.client.get("/v1/computers/brief/events", headers=server.headers()).json()
-    assert any("its lifetime of 2s ended" in e["message"] for e in events["events"])
+    assert any("its lifetime of 6s ended" in e["message"] for e in events["events"])
     free = get(server, "free")
     assert free["state"] == "running" and free["lifetime_ends_at"] is None
     assert free["last_error"] is None
