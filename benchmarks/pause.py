@@ -3,8 +3,10 @@ of restoring in one run, rounds alternating: `copy` (saved memory checked and co
 shared RAM file in the RAM dir before QEMU starts; SANBOX_RESTORE=copy) and `map` (the saved file
 checked in place and mapped privately, copy-on-write: the default). For each: resume to first
 exec, and the pause that follows such a resume (after `copy` the RAM file is copied; after `map`
-the RAM comes out of the migration stream). Also timed on the same saved state: the verified copy
-back and the in-place check alone, and a cold boot for scale.
+the pages the guest wrote go into the mapped file in place, the default, or, `map+stream`
+(SANBOX_PAUSE=stream, the way before), all its RAM comes out of the migration stream). Also
+timed on the same saved state: the verified copy back and the in-place check alone, and a cold
+boot for scale.
 Usage: python benchmarks/pause.py [ROUNDS] [MEMORY_MIB:USED_MIB ...]"""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ FILL = (
     "nohup python3 -c 'b = bytes([7]) * ({mib} << 20); import time; time.sleep(10**6)' "
     ">/dev/null 2>&1 &"
 )
-MODES = ("copy", "map")
+MODES = ("copy", "map", "map+stream")
 Times = dict[str, list[float]]
 
 
@@ -38,6 +40,8 @@ async def round_of(
 ) -> None:
     """Pause (`after` says how the VM was started), time both memory checks, resume by `mode`."""
     img = image(rt.data_dir)
+    pause = "stream" if after == "map+stream" else "in-place"
+    rt.machines.settings = dataclasses.replace(rt.machines.settings, pause=pause)
     t = time.perf_counter()
     saved = await rt.pause(m, spec, img)
     times[f"pause after {after}"].append(time.perf_counter() - t)
@@ -53,7 +57,8 @@ async def round_of(
         memfile.verify, state / memory.MEMORY, saved.memory_bytes, saved.chunks(), rt.memory_key
     )
     times["in-place check"].append(time.perf_counter() - t)
-    rt.machines.settings = dataclasses.replace(rt.machines.settings, restore=mode)
+    restore = "copy" if mode == "copy" else "map"
+    rt.machines.settings = dataclasses.replace(rt.machines.settings, restore=restore)
     t = time.perf_counter()
     resumed, outcome = await rt.resume(spec, img)
     await resumed.agent.exec(["true"])
@@ -79,9 +84,10 @@ async def one(rt: HostRuntime, memory_mib: int, used_mib: int, rounds: int) -> N
         for mode in MODES:
             times[f"resume->exec {mode}"], times[f"pause after {mode}"] = [], []
         after = "boot"
-        for i in range(2 * rounds):
-            await round_of(rt, m, spec, after, MODES[i % 2], times)
-            after = MODES[i % 2]
+        for i in range(len(MODES) * rounds):
+            mode = MODES[i % len(MODES)]
+            await round_of(rt, m, spec, after, mode, times)
+            after = mode
     print(
         f"{memory_mib:>5} MiB guest, {used_mib:>3} MiB in use, cold boot->exec {cold:.2f}s, "
         f"state median {statistics.median(times.pop('state MiB')):.1f} MiB"
@@ -89,8 +95,10 @@ async def one(rt: HostRuntime, memory_mib: int, used_mib: int, rounds: int) -> N
     for name, values in times.items():
         if values:
             print(f"    {line(f'{name:<22}', values)}  (n={len(values)})")
-    copy, mapped = (statistics.median(times[f"resume->exec {m}"]) for m in MODES)
+    copy, mapped = (statistics.median(times[f"resume->exec {m}"]) for m in MODES[:2])
     print(f"    resume map/copy {mapped / copy:.2f}, saves {copy - mapped:.3f}s a resume")
+    before, now = (statistics.median(times[f"pause after {m}"]) for m in ("map+stream", "map"))
+    print(f"    pause after map, in place/stream {now / before:.2f}")
 
 
 async def main(rounds: int, shapes: list[tuple[int, int]]) -> None:

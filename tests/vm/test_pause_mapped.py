@@ -1,7 +1,10 @@
 """A resume maps the saved memory privately instead of copying it back: the guest's writes never
-reach the saved file, a resumed computer pauses again (its RAM taken out of the migration stream)
-and resumes with what it had then, and a restore that goes wrong (the memory file gone, QEMU
-killed halfway) says so and boots fresh on the disk, leaving no mapped file behind."""
+reach the saved file, a resumed computer pauses again (the pages its guest wrote put into that
+file, the rest not read; or, where the file is not its own, its RAM taken out of the migration
+stream) and resumes with what it had then, and a restore that goes wrong (the memory file gone,
+QEMU killed halfway) says so and boots fresh on the disk, leaving no mapped file behind. A pause
+in place that cannot finish (the state dir unwritable, QEMU killed halfway) says so and saves
+nothing, and a link planted in the VM's run dir is never followed."""
 
 from __future__ import annotations
 
@@ -16,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from sanbox.host.drivers.qemu import inplace
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.host.saved import memfile, memory
+from sanbox.host.saved.memory import PauseError
 
 from .conftest import MakeMachine
 
@@ -73,9 +78,12 @@ def test_a_resumed_computer_pauses_and_resumes_again(
     pid = run(agent.files.read("/tmp/counter.pid")).strip()
     noise = run(agent.exec("sha256sum < /tmp/noise")).stdout  # written while mapped
     mapped = memory.mapped_file(pausable.dir.run)
-    assert mapped.exists()
-    saved = run(runtime.pause(pausable, spec_of(pausable), image))  # RAM out of the stream
+    inode = mapped.stat().st_ino
+    saved = run(runtime.pause(pausable, spec_of(pausable), image))  # the written pages, in place
     assert not mapped.exists()  # the VM ended: nothing maps it any more
+    state_memory = (pausable.dir.state / memory.MEMORY).stat()
+    assert state_memory.st_ino == inode and state_memory.st_nlink == 1  # the same file, moved
+    assert state_memory.st_uid == 0 and state_memory.st_mode & 0o777 == 0o600  # root's again
     assert saved.memory_allocated > 64 << 20  # /tmp/noise is in it
     for _ in range(2):
         assert resume(runtime, pausable, image, run) == "restored"
@@ -231,3 +239,76 @@ def test_two_vms_run_from_one_saved_memory_file(
         assert memory.mapped_file(pausable.dir.run).exists()  # the other VM's own file stays
     finally:
         shutil.rmtree(snap, ignore_errors=True)
+
+
+def test_a_link_planted_in_the_run_dir_is_not_followed(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run, tmp_path: Path
+) -> None:
+    """The run dir is the VM user's: a symlink it puts where its mapped file was is never
+    written through (the pause takes the stream's way, and the target is untouched)."""
+    run(runtime.pause(pausable, spec_of(pausable), image))
+    assert resume(runtime, pausable, image, run) == "restored"
+    run(pausable.agent.files.put("/tmp/note.txt", b"planted\n"))
+    mapped = memory.mapped_file(pausable.dir.run)
+    moved = mapped.with_name("moved-away")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"host file\n")
+    os.rename(mapped, moved)  # QEMU maps it by its inode: unaffected
+    mapped.symlink_to(victim)
+    try:
+        run(runtime.pause(pausable, spec_of(pausable), image))
+    finally:
+        moved.unlink(missing_ok=True)
+    assert victim.read_bytes() == b"host file\n"
+    assert resume(runtime, pausable, image, run) == "restored"
+    assert run(pausable.agent.files.read("/tmp/note.txt")) == b"planted\n"
+
+
+def test_a_pause_in_place_that_cannot_commit_leaves_it_running_and_its_file_its_own(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    run(pausable.agent.files.put("/tmp/note.txt", b"kept through a failed pause\n"))
+    mapped = memory.mapped_file(pausable.dir.run)
+    owner = mapped.stat().st_uid
+    assert owner != 0  # a resume's own file
+    state = pausable.dir.state
+    subprocess.run(["chattr", "+i", str(state)], check=True)  # even root cannot write there
+    try:
+        with pytest.raises(PauseError, match="could not"):
+            run(runtime.pause(pausable, spec_of(pausable), image))
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], check=True)
+    assert pausable.vm.alive() and mapped.stat().st_uid == owner and mapped.stat().st_nlink == 1
+    assert run(pausable.agent.files.read("/tmp/note.txt")) == b"kept through a failed pause\n"
+    assert not list(state.glob("*.tmp")) and not memory.exists(state)
+    inode = mapped.stat().st_ino
+    run(runtime.pause(pausable, spec_of(pausable), image))  # then it pauses in place
+    assert (state / memory.MEMORY).stat().st_ino == inode
+    assert resume(runtime, pausable, image, run) == "restored"
+    assert run(pausable.agent.files.read("/tmp/note.txt")) == b"kept through a failed pause\n"
+
+
+def test_qemu_killed_during_a_pause_in_place_saves_nothing(
+    pausable: Machine,
+    runtime: HostRuntime,
+    image: Image,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed after its device state was saved, before its pages were written: the pause
+    fails and no state is left (the last test of the module: its computer is gone)."""
+    assert memory.mapped_file(pausable.dir.run).exists()
+    copy = inplace.copy_written
+
+    def killed_first(pid: int, mapping: inplace.Mapping, memory_fd: int) -> int:
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}/maps").exists() and Path(f"/proc/{pid}/maps").read_text():
+            threading.Event().wait(0.01)  # gone: its memory can no longer be read
+        return copy(pid, mapping, memory_fd)
+
+    monkeypatch.setattr(inplace, "copy_written", killed_first)
+    state = pausable.dir.state
+    with pytest.raises(PauseError, match="could not save the VM state"):
+        run(runtime.pause(pausable, spec_of(pausable), image))
+    assert not pausable.vm.alive()
+    assert not memory.exists(state) and not list(state.glob("*.tmp"))

@@ -7,6 +7,7 @@ below reads an environment variable of its own.
 | SANBOX_RAM_DIR | `ram_dir`: guests' RAM files (a tmpfs), one per host agent | /dev/shm |
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
+| SANBOX_PAUSE | `pause`: in-place (a resumed VM's written pages) or stream (its RAM) | in-place |
 | SANBOX_SNAPSHOT | `snapshot`: stopped, or live (saved as it runs; not yet safe) | stopped |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
@@ -33,6 +34,7 @@ DEFAULT_RAM_DIR = Path("/dev/shm")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 ACCELS = ("kvm", "tcg")
 RESTORES = ("map", "copy")
+PAUSES = ("in-place", "stream")
 SNAPSHOTS = ("live", "stopped")
 
 
@@ -46,6 +48,7 @@ class HostSettings:
     ram_dir: Path = DEFAULT_RAM_DIR
     accel: str | None = None  # None: the probe decides
     restore: str = "map"
+    pause: str = "in-place"
     snapshot: str = "stopped"
     debian_mirror: str = DEFAULT_MIRROR
     upstream_dns: str | None = None  # host[:port]; None: the system's resolver
@@ -69,6 +72,9 @@ class HostSettings:
         restore = env.get("SANBOX_RESTORE", "").strip().lower() or "map"
         if restore not in RESTORES:
             raise SettingsError(f"SANBOX_RESTORE={restore!r} is not one of {', '.join(RESTORES)}")
+        pause = env.get("SANBOX_PAUSE", "").strip().lower() or "in-place"
+        if pause not in PAUSES:
+            raise SettingsError(f"SANBOX_PAUSE={pause!r} is not one of {', '.join(PAUSES)}")
         snapshot = env.get("SANBOX_SNAPSHOT", "").strip().lower() or "stopped"
         if snapshot not in SNAPSHOTS:
             raise SettingsError(
@@ -79,6 +85,7 @@ class HostSettings:
             ram_dir=Path(env.get("SANBOX_RAM_DIR") or DEFAULT_RAM_DIR),
             accel=accel,
             restore=restore,
+            pause=pause,
             snapshot=snapshot,
             debian_mirror=env.get("SANBOX_DEBIAN_MIRROR") or DEFAULT_MIRROR,
             upstream_dns=env.get("SANBOX_UPSTREAM_DNS") or None,

@@ -118,6 +118,9 @@ class RemoteVm:
     async def save_state(self, vmstate: Path) -> bool:
         raise self._host_only("saving the state")
 
+    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+        raise self._host_only("saving the state")
+
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
         raise self._host_only("saving the state")
 

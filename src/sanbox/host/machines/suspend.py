@@ -8,8 +8,12 @@ VM's run dir (a rename) and is checked there, in one read pass, before the VM st
 when the VM process ends. Set SANBOX_RESTORE=copy for the former way (a verified copy into a
 shared RAM file in the RAM dir), kept for comparison (benchmarks/pause.py).
 
-A pause of a VM that runs from mapped memory reads its RAM out of the migration stream
-(`memory.write_from_stream`); one of a VM with a shared RAM file copies the file (`memory.write`).
+A pause of a VM that runs from its own mapped memory writes the pages its guest changed into
+that file and saves the device state alone (`VmHandle.save_state_in_place`, `memory.
+write_in_place`): no pass over the rest of its RAM. Where the driver cannot (or the file is a
+shared image's, or gone), it reads the RAM out of the migration stream (`memory.
+write_from_stream`; SANBOX_PAUSE=stream always does, for comparison); one of a VM with a
+shared RAM file copies the file (`memory.write`).
 Either way the state has one form: device stream, sparse memory file, MACed manifest.
 """
 
@@ -18,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
+from pathlib import Path
 
 from ..agent import AgentError
 from ..data.layout import ComputerDir
@@ -49,17 +55,43 @@ def compat(spec: MachineSpec, image: Image, driver: Driver) -> dict[str, object]
 
 async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
     started = time.monotonic()
-    cdir, vm = machine.dir, machine.vm
+    cdir = machine.dir
     tmp = cdir.state / f"{memory.VMSTATE}.tmp"
+    own = None  # a resume's own memory, if any, unless SANBOX_PAUSE=stream
+    if m.settings.pause == "in-place":
+        own = memory.open_mapped(memory.mapped_file(cdir.run))
+    try:
+        return await _pause(m, machine, spec, image, tmp, own, started)
+    finally:
+        if own is not None:
+            os.close(own)
+
+
+async def _pause(
+    m: Machines,
+    machine: Machine,
+    spec: MachineSpec,
+    image: Image,
+    tmp: Path,
+    own: int | None,
+    started: float,
+) -> SavedState:
+    cdir, vm = machine.dir, machine.vm
+    in_place: int | None = None
     try:
         cdir.state.mkdir(parents=True, exist_ok=True)
-        ram_in_stream = await vm.save_state(tmp)  # on failure the vCPUs run again
+        if own is not None:  # only the pages written since the resume
+            in_place = await vm.save_state_in_place(tmp, own)
+        ram_in_stream = in_place is None and await vm.save_state(tmp)  # the vCPUs run on failure
     except (HostError, OSError) as exc:
         tmp.unlink(missing_ok=True)
         raise PauseError(f"could not save the VM state: {exc}") from exc
     keys = compat(spec, image, await m.choose(image)), started, m.memory_key
     try:
-        if ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
+        if in_place is not None:
+            assert own is not None
+            saved = await asyncio.to_thread(memory.write_in_place, cdir.state, tmp, own, *keys)
+        elif ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
             size = spec.memory_mib * MIB
             saved = await asyncio.to_thread(
                 memory.write_from_stream, cdir.state, tmp, size, *keys, vm.split_saved_state

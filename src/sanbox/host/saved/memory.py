@@ -9,8 +9,10 @@ before the guest runs: where it lies when it is mapped, `claim_memory`, or as it
 
 A resume maps the saved RAM privately (copy-on-write) instead of copying it: the file moves to the
 VM's run dir (`mapped_file`) and lives there until the VM process ends. Such a VM's RAM is not a
-shared file, so its migration stream carries the RAM; a pause takes it out of the stream into a
-new memory file (`write_from_stream`), and the saved state has the same form either way."""
+shared file, so its migration stream carries the RAM. Its pause writes the pages the guest
+changed into that file where the driver can (`write_in_place`: the file becomes the new state's
+memory, no pass over the rest), else takes the RAM out of the stream into a new memory file
+(`write_from_stream`); the saved state has the same form every way."""
 
 from __future__ import annotations
 
@@ -136,6 +138,50 @@ def write_from_stream(
         return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
     finally:
         _remove_tmp(state_dir, vmstate_tmp, stream_tmp)
+
+
+def open_mapped(mapped: Path) -> int | None:
+    """The VM's mapped memory file opened read-write for a pause in place, or None if there is
+    none. Its run dir is the VM user's: a link there is never followed, and the driver checks
+    that the file is the one the VM maps, with one name (`save_state_in_place`)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        return os.open(mapped, flags)
+    except OSError:
+        return None
+
+
+def write_in_place(
+    state_dir: Path,
+    vmstate_tmp: Path,
+    memory_fd: int,
+    compat: dict[str, Any],
+    started: float,
+    key: bytes,
+) -> SavedState:
+    """`write` for a VM whose pause wrote its changed pages into its mapped memory file (open as
+    `memory_fd`): that file becomes the state's memory, linked into the state dir by its
+    descriptor (never by a name in the VM's run dir), root's again, digested and committed."""
+    memory_tmp = state_dir / f"{MEMORY}.tmp"
+    try:
+        memory_tmp.unlink(missing_ok=True)
+        _link_open_file(memory_fd, memory_tmp)
+        os.fchown(memory_fd, 0, 0)  # the VM's no more; what it holds open it keeps
+        os.fchmod(memory_fd, 0o600)
+        chunks = memfile.digest(memory_tmp, key)
+        return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
+    finally:
+        _remove_tmp(state_dir, vmstate_tmp)
+
+
+def _link_open_file(fd: int, path: Path) -> None:
+    """A new name for the file open as `fd`: linkat(AT_SYMLINK_FOLLOW) of its /proc/self/fd
+    link (os.link calls linkat, which follows it, only when given a directory descriptor)."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=parent, follow_symlinks=True)
+    finally:
+        os.close(parent)
 
 
 def _commit(

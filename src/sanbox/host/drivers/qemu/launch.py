@@ -20,7 +20,7 @@ from ..confine import open_tap, prepare
 from ..driver import Capabilities, VmSpec
 from ..errors import VmNotRunningError, VmStartError
 from ..process import DetachedVm, pid_alive, process_running
-from . import blockops, state, stream
+from . import blockops, inplace, state, stream
 from .accel import host_mhz, qemu_binary, qemu_version
 from .argv import (
     READ_ONLY_MAPPING,
@@ -98,6 +98,9 @@ class QemuVm(DetachedVm):
 
     async def save_state(self, vmstate: Path) -> bool:
         return await state.save_state(self, vmstate)
+
+    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+        return await inplace.save_in_place(self, self.pid, vmstate, memory_fd)
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
         return await state.save_state_live(self, vmstate, at_stop)

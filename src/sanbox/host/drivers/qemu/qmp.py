@@ -1,6 +1,7 @@
 """A small asyncio client for QEMU's monitor protocol (QMP) on a Unix socket. `pass_fd` hands
 QEMU an open file over the socket (SCM_RIGHTS + `getfd`), for migrations that need no `exec:`
-(QEMU's sandbox forbids spawning)."""
+(QEMU's sandbox forbids spawning); `add_fd` puts one in an fd set, for commands that take a file
+name (`/dev/fdset/ID`)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,18 @@ class QmpClient:
 
     async def pass_fd(self, name: str, fd: int, timeout: float = 30.0) -> None:
         """Give QEMU a duplicate of `fd` under `name` (then usable as `fd:NAME` in a URI)."""
-        msg = json.dumps({"execute": "getfd", "arguments": {"fdname": name}}).encode() + b"\n"
+        await self._send_fd("getfd", {"fdname": name}, fd, timeout)
+
+    async def add_fd(self, fd: int, timeout: float = 30.0) -> int:
+        """Put a duplicate of `fd` in a new fd set; its id (a command that takes a file name
+        then opens `/dev/fdset/ID`, the host's file, never a path of QEMU's choosing)."""
+        added = await self._send_fd("add-fd", {}, fd, timeout)
+        return int(added["fdset-id"])
+
+    async def _send_fd(
+        self, command: str, arguments: dict[str, Any], fd: int, timeout: float
+    ) -> Any:
+        msg = json.dumps({"execute": command, "arguments": arguments}).encode() + b"\n"
         await self._writer.drain()  # nothing of ours may be queued behind the direct send
         transport_sock = self._writer.get_extra_info("socket")
         if transport_sock is None:
@@ -69,7 +81,7 @@ class QmpClient:
                 raise QmpError(f"passing a file to QEMU failed: {exc}") from exc
         if sent < len(msg):
             self._writer.write(msg[sent:])
-        await self._reply("getfd", timeout)
+        return await self._reply(command, timeout)
 
     async def _reply(self, command: str, timeout: float) -> Any:
         try:
