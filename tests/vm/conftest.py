@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -343,3 +344,14 @@ def claimed_from_pool(
     finally:
         ok(server, "pool", "set", kind, "--size", "0")
     wait_for(lambda: ready() == 0, f"the {kind} pool emptied")
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """`path` unchangeable for the block, even by root (`chattr +i`): nothing in it is written,
+    made, renamed or unlinked."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

@@ -20,7 +20,7 @@ from sanbox.host.net import GUEST_IP
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.host.saved.memory import PauseError
 
-from .conftest import MakeMachine
+from .conftest import MakeMachine, immutable
 
 pytestmark = pytest.mark.vm
 Run = Callable[..., Any]
@@ -155,12 +155,8 @@ def test_a_pause_that_cannot_complete_leaves_it_running(
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run
 ) -> None:
     state = pausable.dir.state
-    subprocess.run(["chattr", "+i", str(state)], check=True)  # even root cannot write there
-    try:
-        with pytest.raises(PauseError, match="could not"):
-            run(runtime.pause(pausable, spec_of(pausable), image))
-    finally:
-        subprocess.run(["chattr", "-i", str(state)], check=True)
+    with immutable(state), pytest.raises(PauseError, match="could not"):
+        run(runtime.pause(pausable, spec_of(pausable), image))
     assert pausable.vm.alive()
     assert run(pausable.agent.exec(["echo", "still here"])).stdout == b"still here\n"
     assert not list(state.glob("*.tmp"))

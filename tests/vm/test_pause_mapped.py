@@ -8,9 +8,12 @@ nothing, and a link planted in the VM's run dir is never followed."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -26,7 +29,7 @@ from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.host.saved import memfile, memory
 from sanbox.host.saved.memory import PauseError
 
-from .conftest import MakeMachine
+from .conftest import MakeMachine, immutable
 
 pytestmark = pytest.mark.vm
 Run = Callable[..., Any]
@@ -241,6 +244,28 @@ def test_two_vms_run_from_one_saved_memory_file(
         shutil.rmtree(snap, ignore_errors=True)
 
 
+def test_a_state_the_hypervisor_cannot_load_is_lost_in_its_own_words(
+    pausable: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """A device state that passes every check of ours but that QEMU refuses (re-sealed here
+    under the host's key): the resume says what QEMU said, read before the fallback boot's
+    launch starts a new log, and the computer boots fresh on its disk."""
+    run(pausable.agent.files.put("/root/on-disk.txt", b"disk survives\n"))
+    run(pausable.agent.exec("sync"))
+    saved = run(runtime.pause(pausable, spec_of(pausable), image))
+    vmstate = pausable.dir.state / memory.VMSTATE
+    head = vmstate.read_bytes()[:64]
+    config = 8 + 1 + 4 + struct.unpack_from(">I", head, 9)[0]  # the header, the machine type
+    vmstate.write_bytes(head[:config] + b"\x04" + b"\xee" * 64)  # a section QEMU cannot read
+    fields = dataclasses.asdict(saved)
+    fields["vmstate_sha256"] = hashlib.sha256(vmstate.read_bytes()).hexdigest()
+    fields["vmstate_bytes"] = vmstate.stat().st_size
+    memory.adopt(pausable.dir.state, fields, runtime.memory_key)  # sealed as if it came so
+    outcome = resume(runtime, pausable, image, run)
+    assert outcome.startswith("lost (restore failed") and "qemu said:" in outcome, outcome
+    assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
+
+
 def test_a_link_planted_in_the_run_dir_is_not_followed(
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run, tmp_path: Path
 ) -> None:
@@ -272,12 +297,8 @@ def test_a_pause_in_place_that_cannot_commit_leaves_it_running_and_its_file_its_
     owner = mapped.stat().st_uid
     assert owner != 0  # a resume's own file
     state = pausable.dir.state
-    subprocess.run(["chattr", "+i", str(state)], check=True)  # even root cannot write there
-    try:
-        with pytest.raises(PauseError, match="could not"):
-            run(runtime.pause(pausable, spec_of(pausable), image))
-    finally:
-        subprocess.run(["chattr", "-i", str(state)], check=True)
+    with immutable(state), pytest.raises(PauseError, match="could not"):
+        run(runtime.pause(pausable, spec_of(pausable), image))
     assert pausable.vm.alive() and mapped.stat().st_uid == owner and mapped.stat().st_nlink == 1
     assert run(pausable.agent.files.read("/tmp/note.txt")) == b"kept through a failed pause\n"
     assert not list(state.glob("*.tmp")) and not memory.exists(state)

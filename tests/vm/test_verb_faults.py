@@ -23,7 +23,7 @@ from sanbox.sdk import Computer
 from sanbox.sdk.errors import SanboxError
 
 from ..internet import Internet
-from .conftest import server_env, wait_for
+from .conftest import immutable, server_env, wait_for
 from .server import ServerProcess
 from .test_crash_recovery import qemu_of
 
@@ -230,16 +230,13 @@ def test_a_delete_that_cannot_remove_its_files_says_delete_failed_then_deletes(
 ) -> None:
     stuck = srv.data_dir.computer(fresh.id).root / "stuck"
     stuck.write_bytes(b"")
-    subprocess.run(["chattr", "+i", str(stuck)], check=True)  # not even root may unlink it
-    try:
+    with immutable(stuck):  # not even root may unlink it
         err = refused(fresh.delete)
         assert (err.status, err.code) == (500, "delete_failed"), err
         assert "delete it again" in err.message
         assert fresh.refresh().state == "error"
         assert fresh.name in [c.name for c in client.computers.list()]
         assert not qemu_of(srv, fresh.id), "a failed delete still ended its VM"
-    finally:
-        subprocess.run(["chattr", "-i", str(stuck)], check=True)
     fresh.delete()
     assert fresh.name not in [c.name for c in client.computers.list()]
     assert not srv.data_dir.computer(fresh.id).root.exists()

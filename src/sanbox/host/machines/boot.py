@@ -262,7 +262,13 @@ class Machines:
                 )
             vm = await self.launch(driver, vm_spec)
             undo.push_async_callback(self.kill_vm, vm)
-            await vm.load_state(vmstate)
+            try:
+                await vm.load_state(vmstate)
+            except HostError as exc:  # its own words, before a fallback boot's launch replaces them
+                said = console.tail(vm_spec.hypervisor_log, 4)
+                raise VmStartError(
+                    f"{exc}; {driver.name} said: {said}" if said else f"{exc}"
+                ) from exc
             agent = await self.wait_ready(vm, cdir, timeout=30.0)
             with contextlib.suppress(AgentError):
                 await agent.set_clock(time.time())  # the guest slept: its clock is behind

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import VmmError
+from . import state
 from .qmp import Monitored, QmpClient, QmpError
 from .stream import CONFIGURATION, MAGIC, PAGE_SHIFT, PAGE_SIZE, VERSION
 
@@ -140,27 +141,17 @@ async def save_in_place(vm: Monitored, pid: int, vmstate: Path, memory_fd: int) 
     mapping = own_file(memory_fd, pid)
     if mapping is None:
         return None
-    qmp = await vm.qmp()
-    stopped = False
-    try:
-        machine = str(await qmp.execute("qom-get", path="/machine", property="type"))
+    async with state.saving(vm) as save:
+        machine = str(await save.qmp.execute("qom-get", path="/machine", property="type"))
         machine = machine.removesuffix("-machine")
-        await qmp.execute("stop")
-        stopped = True
-        devices = await _devices(qmp, vmstate)
+        await save.stop()
+        devices = await _devices(save.qmp, vmstate)
         vmstate.write_bytes(with_configuration(devices, machine))
         os.chmod(vmstate, 0o600)
         copied = copy_written(pid, mapping, memory_fd)
         if own_file(memory_fd, pid) != mapping:  # a dead process's page map reads as empty
             raise VmmError("the VM process ended while its memory was saved")
         return copied
-    except BaseException:
-        if stopped:
-            with contextlib.suppress(QmpError, OSError):
-                await qmp.execute("cont")
-        raise
-    finally:
-        await qmp.close()
 
 
 async def _devices(qmp: QmpClient, vmstate: Path) -> bytes:

@@ -25,7 +25,8 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,28 +95,48 @@ async def _stream_to(qmp: QmpClient, vmstate: Path) -> None:
         os.close(fd)
 
 
-async def save_state(vm: Monitored, vmstate: Path, timeout: float = 120.0) -> bool:
-    """Stop the vCPUs and write the device state to `vmstate`; True if the stream carries the
-    guest's RAM too (its RAM is not a shared file). On failure the VM runs again."""
+@dataclass
+class Saving:
+    """A save's hold on the VM's monitor (`saving`): `stop` stops the vCPUs."""
+
+    qmp: QmpClient
+    stopped: bool = False
+
+    async def stop(self) -> None:
+        await self.qmp.execute("stop")
+        self.stopped = True
+
+
+@contextlib.asynccontextmanager
+async def saving(vm: Monitored) -> AsyncIterator[Saving]:
+    """The VM's monitor for a stopped save; if the block fails after `stop`, the vCPUs run
+    again."""
     qmp = await vm.qmp()
-    stopped = False
+    save = Saving(qmp)
     try:
-        ram_in_stream = not await _ram_shared(qmp)
-        await qmp.execute("migrate-set-parameters", **{"max-bandwidth": MAX_BANDWIDTH})
-        await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
-        await _stream_to(qmp, vmstate)
-        await qmp.execute("stop")
-        stopped = True
-        await qmp.execute("migrate", uri=f"fd:{STATE_FD}")
-        await _migration_done(qmp, timeout)
-        return ram_in_stream
+        yield save
     except BaseException:
-        if stopped:
+        if save.stopped:
             with contextlib.suppress(QmpError, OSError):
                 await qmp.execute("cont")
         raise
     finally:
         await qmp.close()
+
+
+async def save_state(vm: Monitored, vmstate: Path, timeout: float = 120.0) -> bool:
+    """Stop the vCPUs and write the device state to `vmstate`; True if the stream carries the
+    guest's RAM too (its RAM is not a shared file). On failure the VM runs again."""
+    async with saving(vm) as save:
+        qmp = save.qmp
+        ram_in_stream = not await _ram_shared(qmp)
+        await qmp.execute("migrate-set-parameters", **{"max-bandwidth": MAX_BANDWIDTH})
+        await qmp.execute("migrate-set-capabilities", capabilities=IGNORE_SHARED)
+        await _stream_to(qmp, vmstate)
+        await save.stop()
+        await qmp.execute("migrate", uri=f"fd:{STATE_FD}")
+        await _migration_done(qmp, timeout)
+        return ram_in_stream
 
 
 async def save_state_live(
