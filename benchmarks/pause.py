@@ -4,7 +4,10 @@ shared RAM file in the RAM dir before QEMU starts; SANBOX_RESTORE=copy) and `map
 checked in place and mapped privately, copy-on-write: the default). For each: resume to first
 exec, and the pause that follows such a resume (after `copy` the RAM file is copied; after `map`
 the pages the guest wrote go into the mapped file in place, the default, or, `map+stream`
-(SANBOX_PAUSE=stream, the way before), all its RAM comes out of the migration stream). Also
+(SANBOX_PAUSE=stream, the way before), all its RAM comes out of the migration stream), and a
+memory snapshot of the resumed computer taken before that pause, the same way (the pages written
+since the resume saved while the vCPUs are stopped, the rest copied beside them after; or the
+whole RAM streamed): its time and how long its vCPUs were stopped. Also
 timed on the same saved state: the verified copy back and the in-place check alone, and a cold
 boot for scale.
 Usage: python benchmarks/pause.py [ROUNDS] [MEMORY_MIB:USED_MIB ...]"""
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import statistics
 import sys
 import time
@@ -42,6 +46,13 @@ async def round_of(
     img = image(rt.data_dir)
     pause = "stream" if after == "map+stream" else "in-place"
     rt.machines.settings = dataclasses.replace(rt.machines.settings, pause=pause)
+    if after != "boot":  # a memory snapshot of the resumed computer, the pause's way
+        sid = "snp_" + secrets.token_hex(6)
+        t = time.perf_counter()
+        snap = await rt.snapshot(sid, m.computer_id, m, spec, img, memory=True)
+        times.setdefault(f"snapshot after {after}", []).append(time.perf_counter() - t)
+        times.setdefault(f"  vCPUs stopped {after}", []).append(snap.paused_seconds)
+        await rt.delete_snapshot(sid)
     t = time.perf_counter()
     saved = await rt.pause(m, spec, img)
     times[f"pause after {after}"].append(time.perf_counter() - t)
@@ -99,6 +110,10 @@ async def one(rt: HostRuntime, memory_mib: int, used_mib: int, rounds: int) -> N
     print(f"    resume map/copy {mapped / copy:.2f}, saves {copy - mapped:.3f}s a resume")
     before, now = (statistics.median(times[f"pause after {m}"]) for m in ("map+stream", "map"))
     print(f"    pause after map, in place/stream {now / before:.2f}")
+    snapshot = (("snapshot after map", "snapshot after"), ("vCPUs stopped", "  vCPUs stopped"))
+    for label, key in snapshot:
+        before, now = (statistics.median(times[f"{key} {m}"]) for m in ("map+stream", "map"))
+        print(f"    {label}, written pages/stream {now / before:.2f}")
 
 
 async def main(rounds: int, shapes: list[tuple[int, int]]) -> None:

@@ -1,14 +1,17 @@
 """The pure parts of a pause in place: finding a VM's mapping of its own memory file, the runs of
-pages it wrote (from page map entries), the header a device-only state gets, and the
-setting that keeps the stream's way."""
+pages it wrote (from page map entries), the header a device-only state gets, the rest
+of a mapped file copied beside what a snapshot wrote, and the setting that keeps the stream's
+way."""
 
 from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import pytest
 
+from sanbox.host.disk.clone import copy_extents_but
 from sanbox.host.drivers.errors import VmmError
 from sanbox.host.drivers.qemu import inplace
 from sanbox.host.drivers.qemu.stream import CONFIGURATION, MAGIC, VERSION
@@ -78,3 +81,27 @@ def test_the_pause_way_is_a_setting() -> None:
     assert HostSettings.from_env({"SANBOX_PAUSE": "Stream"}).pause == "stream"
     with pytest.raises(SettingsError, match="SANBOX_PAUSE='sideways' is not one of"):
         HostSettings.from_env({"SANBOX_PAUSE": "sideways"})
+
+
+def test_the_rest_of_a_mapped_file_is_copied_beside_what_was_written(tmp_path: Path) -> None:
+    """`copy_extents_but`: the source's data, holes kept, but where the target holds its own."""
+    page = 4096
+    src, dst = tmp_path / "mapped", tmp_path / "new"
+    with open(src, "wb") as f:
+        f.truncate(16 * page)
+        for n in (1, 2, 3, 8, 9):  # data in pages 1-3 and 8-9, holes elsewhere
+            f.seek(n * page)
+            f.write(bytes([n]) * page)
+    with open(dst, "wb") as f:
+        f.truncate(16 * page)
+        f.seek(2 * page)
+        f.write(b"w" * page)  # written since: page 2, and page 8
+        f.seek(8 * page)
+        f.write(b"v" * page)
+    written = [(2 * page, 3 * page), (8 * page, 9 * page)]
+    with open(src, "rb") as s, open(dst, "r+b") as d:
+        copy_extents_but(s.fileno(), d.fileno(), 16 * page, written)
+    got = dst.read_bytes()
+    want = {1: b"\x01", 2: b"w", 3: b"\x03", 8: b"v", 9: b"\t"}
+    for n in range(16):
+        assert got[n * page : (n + 1) * page] == want.get(n, b"\x00") * page, n

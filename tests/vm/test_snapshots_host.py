@@ -24,6 +24,7 @@ from sanbox.host.disk.layers import MAX_CHAIN
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
+from sanbox.host.saved import memory
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotError
 
 from .conftest import MakeMachine
@@ -472,6 +473,57 @@ def test_a_paused_computers_snapshot_keeps_its_memory_and_its_own_resume(
     resumed, own = run(runtime.resume(spec_of(source), image))
     source.vm, source.agent = resumed.vm, resumed.agent
     assert own.restored and sh(run, source, "cat /run/note") == "paused-tmp"
+
+
+def test_a_resumed_computers_snapshot_saves_what_it_wrote_beside_its_saved_memory(
+    make_machine: MakeMachine,
+    runtime: HostRuntime,
+    image: Image,
+    run: Run,
+    from_snapshot: Callable[..., tuple[Machine, Any]],
+    take: Callable[..., tuple[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A computer resumed from its own saved memory: its snapshot saves, vCPUs stopped, the
+    pages written since the resume, and copies the rest from its mapped file (left as it was)
+    once it runs on. A copy has both; the source pauses and resumes with both too."""
+    source = make_machine(memory_mib=MEMORY_MIB)
+    sh(run, source, "echo before-the-pause > /run/note")
+    run(runtime.pause(source, spec_of(source), image))
+    resumed, own = run(runtime.resume(spec_of(source), image))
+    source.vm, source.agent = resumed.vm, resumed.agent
+    assert own.restored
+    sh(run, source, "echo after-the-resume > /run/later; head -c 32M /dev/urandom > /run/noise")
+    noise = sh(run, source, "sha256sum < /run/noise")
+    mapped = memory.mapped_file(source.dir.run)
+    before = mapped.stat()
+    beside: list[list[tuple[int, int]]] = []
+    write_beside = memory.write_beside
+
+    def seen(*args: Any) -> Any:
+        beside.append(args[3])  # the byte ranges written while the vCPUs were stopped
+        return write_beside(*args)
+
+    monkeypatch.setattr(memory, "write_beside", seen)
+    sid, snap = take(source, True)
+    assert len(beside) == 1 and sum(end - start for start, end in beside[0]) >= 32 << 20
+    assert snap.memory and snap.paused_seconds < 30
+    after = mapped.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_nlink) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        1,
+    )  # the source's own file is not written by its snapshot
+    copy, outcome = from_snapshot(sid)
+    assert outcome is not None and outcome.restored, outcome
+    for machine in (copy, source):
+        assert sh(run, machine, "cat /run/note /run/later") == "before-the-pause\nafter-the-resume"
+        assert sh(run, machine, "sha256sum < /run/noise") == noise
+    run(runtime.pause(source, spec_of(source), image))  # in place, after its snapshot
+    resumed, own = run(runtime.resume(spec_of(source), image))
+    source.vm, source.agent = resumed.vm, resumed.agent
+    assert own.restored and sh(run, source, "cat /run/later") == "after-the-resume"
+    assert sh(run, source, "sha256sum < /run/noise") == noise
 
 
 def test_a_frozen_root_filesystem_holds_writes_and_thaws_by_itself(

@@ -118,7 +118,9 @@ class RemoteVm:
     async def save_state(self, vmstate: Path) -> bool:
         raise self._host_only("saving the state")
 
-    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+    async def save_state_in_place(
+        self, vmstate: Path, memory_fd: int, into_fd: int | None = None
+    ) -> list[tuple[int, int]] | None:
         raise self._host_only("saving the state")
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:

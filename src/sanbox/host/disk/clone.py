@@ -45,10 +45,27 @@ def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
 def _sparse_copy(src_fd: int, dst_fd: int, size: int) -> None:
     os.ftruncate(dst_fd, size)
     for start, end in data_extents(src_fd, size):
-        _copy_range(src_fd, dst_fd, start, end)
+        copy_range(src_fd, dst_fd, start, end)
 
 
-def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
+def copy_extents_but(src_fd: int, dst_fd: int, size: int, skip: list[tuple[int, int]]) -> None:
+    """The allocated ranges of `src_fd` copied to the same offsets of `dst_fd`, but for the
+    (start, end) ranges in `skip` (sorted, apart: what `dst_fd` holds already)."""
+    for start, end in data_extents(src_fd, size):
+        pos = start
+        for s_start, s_end in skip:
+            if s_end <= pos:
+                continue
+            if s_start >= end:
+                break
+            if s_start > pos:
+                copy_range(src_fd, dst_fd, pos, s_start)
+            pos = max(pos, s_end)
+        if pos < end:
+            copy_range(src_fd, dst_fd, pos, end)
+
+
+def copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
     """copy_file_range in the kernel; plain reads and writes across filesystems (EXDEV)."""
     pos = start
     while pos < end:

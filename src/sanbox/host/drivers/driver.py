@@ -115,12 +115,15 @@ class VmHandle(Protocol):
         """Stop the vCPUs and write the device state. Returns whether the stream carries the
         guest's RAM too (RAM mapped privately); if not, RAM is in the shared RAM file."""
 
-    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+    async def save_state_in_place(
+        self, vmstate: Path, memory_fd: int, into_fd: int | None = None
+    ) -> list[tuple[int, int]] | None:
         """For a VM resumed from its own saved memory (mapped privately), the file open as
         `memory_fd`: stop the vCPUs, write the device state alone to `vmstate` and the pages
-        the guest wrote since into that file, which then holds its RAM; how many pages. None,
-        with nothing done, where the driver or the file does not allow it (the caller takes
-        `save_state`'s way). On failure the VM runs again."""
+        the guest wrote since into that file (which then holds its RAM), or into the file open
+        as `into_fd` (which, with the rest of `memory_fd`'s pages, holds it); the (start, end)
+        byte ranges written. None, with nothing done, where the driver or the file does not
+        allow it (the caller takes `save_state`'s way). On failure the VM runs again."""
         ...
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:

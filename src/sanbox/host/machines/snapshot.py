@@ -9,8 +9,11 @@ the agent cannot, its vCPUs stopped alone). With memory, where the driver can
 for the last pages written since, the disk switching at that instant (its overlay made before);
 the RAM is then taken out of the stream (memory.py's format). Otherwise, and for a fork (whose
 copies wait for the whole save either way), the vCPUs stop, the disk switches and the device
-state and RAM file are saved at that same instant, then the VM runs on. A paused computer's
-saved state is copied as it is.
+state and RAM file are saved at that same instant, then the VM runs on. For a VM resumed from
+its own saved memory, what is saved at that instant is the pages its guest wrote since
+(`save_state_in_place` into a new memory file); the rest is its mapped file's, copied beside
+them once the VM runs on (nobody writes that file meanwhile). A paused computer's saved state is
+copied as it is.
 
 A snapshot whose layer would make chains too deep gets a flattened copy of it instead; a running
 computer whose own chain grew too deep streams its layers into its overlay (`stream_disk`).
@@ -26,7 +29,6 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent import AgentError
@@ -35,7 +37,7 @@ from ..data.layout import ComputerDir
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
-from ..drivers import VmHandle, VmmError
+from ..drivers import VmmError
 from ..errors import HostError
 from ..image import Image
 from ..saved import memory
@@ -44,92 +46,13 @@ from ..snapshot.manifest import MEMORY_DIR, SnapshotManifest
 from ..snapshot.store import Snapshots, disk_usage
 from . import faults, suspend
 from .boot import Machines
+from .disk_switch import freeze_disk, point, prepare_switch
 from .machine import Machine, MachineSpec
 
 FREEZE_TIMEOUT = 10.0  # the guest thaws by itself after this, whatever happens here
 MIB = 1024 * 1024
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Switch:
-    """A disk freeze in files: `layer` (the frozen disk, in the layer store), `overlay` (the
-    computer's new disk on it), and how to undo it."""
-
-    layer: Path
-    overlay: Path
-    linked: bool  # `layer` is a new name (a hard link) of a disk file outside the store
-    old_target: str | None  # where the computer's disk link pointed before
-
-    def undo(self, cdir: ComputerDir) -> None:
-        _point(cdir, self.old_target)
-        self.overlay.unlink(missing_ok=True)
-        if self.linked:
-            self.layer.unlink(missing_ok=True)
-
-
-def _point(cdir: ComputerDir, target: str | None) -> None:
-    """Make the computer's disk link name `target` (None: no link), atomically."""
-    if target is None:
-        cdir.disk_link.unlink(missing_ok=True)
-        return
-    tmp = cdir.root / "disk.link-tmp"
-    tmp.unlink(missing_ok=True)
-    os.symlink(target, tmp)
-    os.replace(tmp, cdir.disk_link)
-
-
-def _prepare_switch(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
-    """Freeze the disk file as a layer where it lies (a disk in the store already) or under a
-    second name in the store (a hard link: the path QEMU opened stays valid, no data moves), and
-    make a new overlay on it; the computer's disk link still names the old disk (`_point`).
-    Nothing is renamed under a running QEMU: it reopens images by name when it reactivates them
-    after saving the device state."""
-    disk = cdir.disk
-    size = m.disks.size(disk)
-    linked = snaps.layers.id_of(disk) is None
-    layer = snaps.layers.new_path(qcow2.format_of(disk)) if linked else disk
-    if linked:
-        os.link(disk, layer)
-    old = os.readlink(cdir.disk_link) if cdir.disk_link.is_symlink() else None
-    overlay = snaps.layers.new_path("qcow2")
-    switch = _Switch(layer, overlay, linked, old)
-    try:
-        qcow2.create_overlay(layer, overlay, size)
-        st = disk.stat()
-        os.chown(overlay, st.st_uid, st.st_gid)
-        os.chmod(overlay, 0o600)
-    except BaseException:
-        switch.undo(cdir)
-        raise
-    return switch
-
-
-def _switch_files(snaps: Snapshots, m: Machines, cdir: ComputerDir) -> _Switch:
-    """`_prepare_switch`, and the computer's disk is the new overlay from now on."""
-    switch = _prepare_switch(snaps, m, cdir)
-    try:
-        _point(cdir, str(switch.overlay))
-    except BaseException:
-        switch.undo(cdir)
-        raise
-    return switch
-
-
-async def _freeze_disk(
-    snaps: Snapshots, m: Machines, cdir: ComputerDir, vm: VmHandle | None
-) -> Path:
-    switch = await asyncio.to_thread(_switch_files, snaps, m, cdir)
-    if vm is not None:
-        try:
-            await vm.switch_disk(switch.overlay)
-        except BaseException:
-            await asyncio.to_thread(switch.undo, cdir)
-            raise
-    for d in (cdir.root, snaps.layers.root):
-        await asyncio.to_thread(fsync_path, d)
-    return switch.layer
 
 
 async def _running_disk_only(snaps: Snapshots, m: Machines, machine: Machine) -> tuple[Path, float]:
@@ -146,7 +69,7 @@ async def _running_disk_only(snaps: Snapshots, m: Machines, machine: Machine) ->
         faults.reached("snapshot.vcpus_stopped")
         started = time.monotonic()
         try:
-            layer = await _freeze_disk(snaps, m, machine.dir, machine.vm)
+            layer = await freeze_disk(snaps, m, machine.dir, machine.vm)
         finally:
             await machine.vm.continue_running()
             paused = time.monotonic() - started
@@ -179,22 +102,52 @@ async def _running_with_memory(
             memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
         )
         return layer, paused
+    own = None  # a resume's own memory, if any: only the pages written since are saved
+    if m.settings.pause == "in-place":
+        own = memory.open_mapped(memory.mapped_file(machine.dir.run))
+    try:
+        return await _stopped_with_memory(snaps, m, machine, spec, stream, own, keys)
+    finally:
+        if own is not None:
+            os.close(own)
+
+
+async def _stopped_with_memory(
+    snaps: Snapshots,
+    m: Machines,
+    machine: Machine,
+    spec: MachineSpec,
+    stream: Path,
+    own: int | None,
+    keys: tuple[dict[str, object], float, bytes],
+) -> tuple[Path, float]:
+    vm, mem, size = machine.vm, stream.parent, spec.memory_mib * MIB
     await vm.pause()
     faults.reached("snapshot.vcpus_stopped")
     started = time.monotonic()
     ram_in_stream = False
+    written: list[tuple[int, int]] | None = None
     try:
-        layer = await _freeze_disk(snaps, m, machine.dir, vm)
-        ram_in_stream = await vm.save_state(stream)
+        layer = await freeze_disk(snaps, m, machine.dir, vm)
+        if own is not None:
+            into = memory.new_memory_file(mem, size)
+            try:
+                written = await vm.save_state_in_place(stream, own, into)
+            finally:
+                os.close(into)
+        if written is None:
+            ram_in_stream = await vm.save_state(stream)
         faults.reached("snapshot.state_saved")
-        if not ram_in_stream:  # the RAM is a shared file: copied while the vCPUs are stopped
+        if written is None and not ram_in_stream:  # a shared RAM file: copied while stopped
             ram = m.data_dir.ram_file(spec.computer_id)
             await asyncio.to_thread(memory.write, mem, stream, ram, *keys)
     finally:
         await vm.continue_running()
         paused = time.monotonic() - started
-    if ram_in_stream:  # the stream holds the RAM as it was: taken out after the VM runs on
-        size = spec.memory_mib * MIB
+    if written is not None:  # the rest of its RAM is the mapped file's, unchanged as it runs
+        assert own is not None
+        await asyncio.to_thread(memory.write_beside, mem, stream, own, written, *keys)
+    elif ram_in_stream:  # the stream holds the RAM as it was: taken out after the VM runs on
         await asyncio.to_thread(
             memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
         )
@@ -208,17 +161,17 @@ async def _live(
     for the last pages, and the disk switches to a new overlay (made beforehand) at that
     instant. On failure the guest runs on, on its old disk if the switch had not happened."""
     cdir, vm = machine.dir, machine.vm
-    switch = await asyncio.to_thread(_prepare_switch, snaps, m, cdir)
+    switch = await asyncio.to_thread(prepare_switch, snaps, m, cdir)
     switched = False
 
     async def at_stop() -> None:
         nonlocal switched
         faults.reached("snapshot.vcpus_stopped")
-        _point(cdir, str(switch.overlay))
+        point(cdir, str(switch.overlay))
         try:
             await vm.switch_disk(switch.overlay)
         except BaseException:
-            _point(cdir, switch.old_target)
+            point(cdir, switch.old_target)
             raise
         switched = True
 
@@ -316,7 +269,7 @@ async def _take(
         await asyncio.to_thread(snaps.layers.record, cut_off)
     try:
         if machine is None:
-            layer_path = await _freeze_disk(snaps, m, cdir, None)
+            layer_path = await freeze_disk(snaps, m, cdir, None)
             if memory_too:
                 await asyncio.to_thread(
                     _copy_saved_state, cdir.state, tmp / MEMORY_DIR, m.memory_key

@@ -77,7 +77,7 @@ async def _pause(
     started: float,
 ) -> SavedState:
     cdir, vm = machine.dir, machine.vm
-    in_place: int | None = None
+    in_place: list[tuple[int, int]] | None = None
     try:
         cdir.state.mkdir(parents=True, exist_ok=True)
         if own is not None:  # only the pages written since the resume

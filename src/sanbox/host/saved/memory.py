@@ -29,6 +29,7 @@ from typing import Any
 import blake3
 
 from ..data.durable import fsync_path
+from ..disk.clone import copy_extents_but
 from ..drivers.errors import SavedStateError
 from ..errors import HostError
 from . import memfile
@@ -168,6 +169,44 @@ def write_in_place(
         _link_open_file(memory_fd, memory_tmp)
         os.fchown(memory_fd, 0, 0)  # the VM's no more; what it holds open it keeps
         os.fchmod(memory_fd, 0o600)
+        chunks = memfile.digest(memory_tmp, key)
+        return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
+    finally:
+        _remove_tmp(state_dir, vmstate_tmp)
+
+
+def new_memory_file(state_dir: Path, size: int) -> int:
+    """A new, empty (sparse) memory file of `size` bytes for a state being written, 0600, open
+    read-write (`write_beside` finishes it)."""
+    memory_tmp = state_dir / f"{MEMORY}.tmp"
+    fd = os.open(memory_tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.ftruncate(fd, size)
+    return fd
+
+
+def write_beside(
+    state_dir: Path,
+    vmstate_tmp: Path,
+    mapped_fd: int,
+    written: list[tuple[int, int]],
+    compat: dict[str, Any],
+    started: float,
+    key: bytes,
+) -> SavedState:
+    """`write` for a running VM's snapshot whose save wrote the pages its guest changed since
+    its resume into `new_memory_file` (the (start, end) ranges `written`): the rest of its RAM
+    is its mapped memory file's (open as `mapped_fd`, which nobody writes while it runs),
+    copied in beside them; then digested and committed."""
+    memory_tmp = state_dir / f"{MEMORY}.tmp"
+    try:
+        fd = os.open(memory_tmp, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            if os.fstat(mapped_fd).st_size != size:
+                raise StateError("corrupt", "the mapped memory file has the wrong size")
+            copy_extents_but(mapped_fd, fd, size, written)
+        finally:
+            os.close(fd)
         chunks = memfile.digest(memory_tmp, key)
         return _commit(state_dir, vmstate_tmp, memory_tmp, chunks, compat, started, key)
     finally:

@@ -136,7 +136,9 @@ class FirecrackerVm(process.DetachedVm):
                 await self.continue_running()
             raise
 
-    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+    async def save_state_in_place(
+        self, vmstate: Path, memory_fd: int, into_fd: int | None = None
+    ) -> list[tuple[int, int]] | None:
         return None  # its snapshots write the whole memory file (diff snapshots: not yet)
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:

@@ -42,7 +42,9 @@ class LocalVm(DetachedVm):
     async def save_state(self, vmstate: Path) -> bool:
         raise VmmError("a local process has no device state to save")
 
-    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
+    async def save_state_in_place(
+        self, vmstate: Path, memory_fd: int, into_fd: int | None = None
+    ) -> list[tuple[int, int]] | None:
         return None  # a local process has no saved memory
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:

@@ -107,18 +107,20 @@ def own_file(memory_fd: int, pid: int) -> Mapping | None:
     return mapping
 
 
-def copy_written(pid: int, mapping: Mapping, memory_fd: int) -> int:
-    """Write the pages process `pid` wrote in `mapping` into the file; how many."""
+def copy_written(pid: int, mapping: Mapping, into_fd: int) -> list[tuple[int, int]]:
+    """Write the pages process `pid` wrote in `mapping` into the file open as `into_fd`, at
+    their offsets; the (start, end) byte ranges written."""
     pages = mapping.length >> PAGE_SHIFT
     with open(f"/proc/{pid}/pagemap", "rb", buffering=0) as f:
         entries = os.pread(f.fileno(), pages * 8, (mapping.start >> PAGE_SHIFT) * 8)
     if len(entries) != pages * 8:
         raise VmmError("the VM's page map is shorter than its RAM")
-    copied = 0
+    written = []
     mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     try:
         for first, count in written_runs(entries):
             offset, end = first * PAGE_SIZE, (first + count) * PAGE_SIZE
+            written.append((offset, end))
             while offset < end:
                 size = min(RUN_BYTES, end - offset)
                 data = os.pread(mem, size, mapping.start + offset)
@@ -126,17 +128,19 @@ def copy_written(pid: int, mapping: Mapping, memory_fd: int) -> int:
                     raise VmmError("the VM's memory could not be read whole")
                 view = memoryview(data)
                 while view:
-                    view = view[os.pwrite(memory_fd, view, offset + size - len(view)) :]
+                    view = view[os.pwrite(into_fd, view, offset + size - len(view)) :]
                 offset += size
-            copied += count
     finally:
         os.close(mem)
-    return copied
+    return written
 
 
-async def save_in_place(vm: Monitored, pid: int, vmstate: Path, memory_fd: int) -> int | None:
+async def save_in_place(
+    vm: Monitored, pid: int, vmstate: Path, memory_fd: int, into_fd: int | None = None
+) -> list[tuple[int, int]] | None:
     """Stop the vCPUs, write the device state to `vmstate` and the pages the guest wrote into
-    the file open as `memory_fd`; how many pages. None, with nothing done, if that file is not
+    the file open as `into_fd` (by default the mapped file itself, `memory_fd`); the (start,
+    end) byte ranges written. None, with nothing done, if the file open as `memory_fd` is not
     the VM's own saved memory (above). On failure the VM runs again."""
     mapping = own_file(memory_fd, pid)
     if mapping is None:
@@ -148,10 +152,10 @@ async def save_in_place(vm: Monitored, pid: int, vmstate: Path, memory_fd: int) 
         devices = await _devices(save.qmp, vmstate)
         vmstate.write_bytes(with_configuration(devices, machine))
         os.chmod(vmstate, 0o600)
-        copied = copy_written(pid, mapping, memory_fd)
+        written = copy_written(pid, mapping, memory_fd if into_fd is None else into_fd)
         if own_file(memory_fd, pid) != mapping:  # a dead process's page map reads as empty
             raise VmmError("the VM process ended while its memory was saved")
-        return copied
+        return written
 
 
 async def _devices(qmp: QmpClient, vmstate: Path) -> bytes:

@@ -99,8 +99,10 @@ class QemuVm(DetachedVm):
     async def save_state(self, vmstate: Path) -> bool:
         return await state.save_state(self, vmstate)
 
-    async def save_state_in_place(self, vmstate: Path, memory_fd: int) -> int | None:
-        return await inplace.save_in_place(self, self.pid, vmstate, memory_fd)
+    async def save_state_in_place(
+        self, vmstate: Path, memory_fd: int, into_fd: int | None = None
+    ) -> list[tuple[int, int]] | None:
+        return await inplace.save_in_place(self, self.pid, vmstate, memory_fd, into_fd)
 
     async def save_state_live(self, vmstate: Path, at_stop: Callable[[], Awaitable[None]]) -> float:
         return await state.save_state_live(self, vmstate, at_stop)
