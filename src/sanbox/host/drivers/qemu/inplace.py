@@ -17,7 +17,8 @@ mapped file, as for a split stream (stream.py).
 
 Only for the VM's own file: a regular file with one name, the QEMU process's user's, that the
 process maps privately whole from offset 0 (its mapping found by device and inode). A shared
-image (a snapshot's, mapped read-only) never qualifies: the caller takes the stream's way.
+image (a snapshot's, mapped read-only) never qualifies, nor does any where the kernel does not
+let the host read the page map: the caller takes the stream's way.
 """
 
 from __future__ import annotations
@@ -102,9 +103,18 @@ def own_file(memory_fd: int, pid: int) -> Mapping | None:
     if owner == 0:  # a VM runs as a user of its own, never root
         return None
     mapping = mapping_of(maps, st.st_dev, st.st_ino)
-    if mapping is None or mapping.length != st.st_size:
+    if mapping is None or mapping.length != st.st_size or not _page_map_readable(pid, mapping):
         return None
     return mapping
+
+
+def _page_map_readable(pid: int, mapping: Mapping) -> bool:
+    """Whether this kernel lets the host read the process's page map (its first entry)."""
+    try:
+        with open(f"/proc/{pid}/pagemap", "rb", buffering=0) as f:
+            return len(os.pread(f.fileno(), 8, (mapping.start >> PAGE_SHIFT) * 8)) == 8
+    except OSError:
+        return False
 
 
 def copy_written(pid: int, mapping: Mapping, into_fd: int) -> list[tuple[int, int]]:
