@@ -102,14 +102,8 @@ async def _running_with_memory(
             memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
         )
         return layer, paused
-    own = None  # a resume's own memory, if any: only the pages written since are saved
-    if m.settings.pause == "in-place":
-        own = memory.open_mapped(memory.mapped_file(machine.dir.run))
-    try:
+    with suspend.own_memory(m, machine) as own:  # a resume's: only the pages written since
         return await _stopped_with_memory(snaps, m, machine, spec, stream, own, keys)
-    finally:
-        if own is not None:
-            os.close(own)
 
 
 async def _stopped_with_memory(

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..agent import AgentError
@@ -57,11 +58,19 @@ async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) 
     started = time.monotonic()
     cdir = machine.dir
     tmp = cdir.state / f"{memory.VMSTATE}.tmp"
-    own = None  # a resume's own memory, if any, unless SANBOX_PAUSE=stream
-    if m.settings.pause == "in-place":
-        own = memory.open_mapped(memory.mapped_file(cdir.run))
-    try:
+    with own_memory(m, machine) as own:
         return await _pause(m, machine, spec, image, tmp, own, started)
+
+
+@contextlib.contextmanager
+def own_memory(m: Machines, machine: Machine) -> Iterator[int | None]:
+    """The running VM's own saved memory, if it was resumed from it, open for a save of only
+    the pages written since (`save_state_in_place`); None if not, or SANBOX_PAUSE=stream."""
+    own = None
+    if m.settings.pause == "in-place":
+        own = memory.open_mapped(memory.mapped_file(machine.dir.run))
+    try:
+        yield own
     finally:
         if own is not None:
             os.close(own)
