@@ -25,7 +25,6 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from ..agent import AgentError
 from ..data.layout import ComputerDir
@@ -54,14 +53,6 @@ def compat(spec: MachineSpec, image: Image, driver: Driver) -> dict[str, object]
     }
 
 
-async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
-    started = time.monotonic()
-    cdir = machine.dir
-    tmp = cdir.state / f"{memory.VMSTATE}.tmp"
-    with own_memory(m, machine) as own:
-        return await _pause(m, machine, spec, image, tmp, own, started)
-
-
 @contextlib.contextmanager
 def own_memory(m: Machines, machine: Machine) -> Iterator[int | None]:
     """The running VM's own saved memory, if it was resumed from it, open for a save of only
@@ -76,49 +67,44 @@ def own_memory(m: Machines, machine: Machine) -> Iterator[int | None]:
             os.close(own)
 
 
-async def _pause(
-    m: Machines,
-    machine: Machine,
-    spec: MachineSpec,
-    image: Image,
-    tmp: Path,
-    own: int | None,
-    started: float,
-) -> SavedState:
+async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) -> SavedState:
+    started = time.monotonic()
     cdir, vm = machine.dir, machine.vm
-    in_place: list[tuple[int, int]] | None = None
-    try:
-        cdir.state.mkdir(parents=True, exist_ok=True)
-        if own is not None:  # only the pages written since the resume
-            in_place = await vm.save_state_in_place(tmp, own)
-        ram_in_stream = in_place is None and await vm.save_state(tmp)  # the vCPUs run on failure
-    except (HostError, OSError) as exc:
-        tmp.unlink(missing_ok=True)
-        raise PauseError(f"could not save the VM state: {exc}") from exc
-    keys = compat(spec, image, await m.choose(image)), started, m.memory_key
-    try:
-        if in_place is not None:
-            assert own is not None
-            saved = await asyncio.to_thread(memory.write_in_place, cdir.state, tmp, own, *keys)
-        elif ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
-            size = spec.memory_mib * MIB
-            saved = await asyncio.to_thread(
-                memory.write_from_stream, cdir.state, tmp, size, *keys, vm.split_saved_state
-            )
-        else:
-            ram = m.data_dir.ram_file(spec.computer_id)
-            saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, *keys)
-    except Exception as exc:  # whatever it was, the VM runs on as it was
-        await vm.continue_running()
-        if isinstance(exc, PauseError):
-            raise
-        words = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise PauseError(f"could not write the saved state: {words}") from exc
-    with contextlib.suppress(AgentError):
-        await machine.agent.close()
-    await vm.quit()
-    await m.kill_vm(vm)
-    return saved
+    tmp = cdir.state / f"{memory.VMSTATE}.tmp"
+    with own_memory(m, machine) as own:
+        in_place: list[tuple[int, int]] | None = None
+        try:
+            cdir.state.mkdir(parents=True, exist_ok=True)
+            if own is not None:  # only the pages written since the resume
+                in_place = await vm.save_state_in_place(tmp, own)
+            ram_in_stream = in_place is None and await vm.save_state(tmp)  # runs again on failure
+        except (HostError, OSError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise PauseError(f"could not save the VM state: {exc}") from exc
+        keys = compat(spec, image, await m.choose(image)), started, m.memory_key
+        try:
+            if in_place is not None:
+                assert own is not None
+                saved = await asyncio.to_thread(memory.write_in_place, cdir.state, tmp, own, *keys)
+            elif ram_in_stream:  # RAM mapped privately (a resumed VM): taken out of the stream
+                size = spec.memory_mib * MIB
+                saved = await asyncio.to_thread(
+                    memory.write_from_stream, cdir.state, tmp, size, *keys, vm.split_saved_state
+                )
+            else:
+                ram = m.data_dir.ram_file(spec.computer_id)
+                saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, *keys)
+        except Exception as exc:  # whatever it was, the VM runs on as it was
+            await vm.continue_running()
+            if isinstance(exc, PauseError):
+                raise
+            words = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise PauseError(f"could not write the saved state: {words}") from exc
+        with contextlib.suppress(AgentError):
+            await machine.agent.close()
+        await vm.quit()
+        await m.kill_vm(vm)
+        return saved
 
 
 async def resume(m: Machines, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
