@@ -121,6 +121,30 @@ def test_a_snapshots_files_are_split_as_announced_zeros_left_as_holes(tmp_path: 
         taker.write(b"x")
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("piece", [MIB, 777_777, 3 * MIB])
+def test_a_file_that_ends_in_zeros_ends_and_the_next_one_starts(tmp_path: Path, piece: int) -> None:
+    """A file whose last piece is zeros (a guest's top pages unused; the stream cut on the
+    file's end or not) ends there like any other: the next file takes what follows, and the
+    last one ends too."""
+    disk, state, ram = b"disk" * 1000, b"\x07" + bytes(2 * MIB - 1), b"\x05" * 10 + bytes(MIB)
+    files = [
+        {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for name, data in (("disk.qcow2", disk), ("vmstate", state), ("memory", ram))
+    ]
+    taker = Taker(SnapshotExport({}, {}, files, "b1", 1), tmp_path / "snap")
+    stream = disk + state + ram
+    for at in range(0, len(disk), piece):
+        taker.write(stream[at : min(at + piece, len(disk))])
+    for at in range(len(disk), len(stream), piece):
+        taker.write(stream[at : at + piece])
+    taker.close()
+    assert (tmp_path / "snap" / "memory" / "vmstate").read_bytes() == state
+    assert (tmp_path / "snap" / "memory" / "memory").read_bytes() == ram
+    with pytest.raises(DiskDamagedError, match="more bytes"):  # every file ended
+        taker.write(b"x")
+
+
 def test_a_snapshot_piece_that_differs_is_refused(tmp_path: Path) -> None:
     data = b"\x01" * 5000
     files = [{"name": "disk.qcow2", "size": 5000, "sha256": hashlib.sha256(data).hexdigest()}]

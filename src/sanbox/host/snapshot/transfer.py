@@ -162,11 +162,11 @@ class Taker:
             self._written += len(piece)
             if len(piece) <= CHUNK and piece == _ZEROS[: len(piece)]:
                 os.ftruncate(self._fd, self._written)  # a hole, as the sender's memory has
-                continue
-            while piece:
-                n = os.pwrite(self._fd, piece, at)
-                piece, at = piece[n:], at + n
-            if self._written == int(self.export.files[self._index]["size"]):
+            else:
+                while piece:
+                    n = os.pwrite(self._fd, piece, at)
+                    piece, at = piece[n:], at + n
+            if self._written == int(self.export.files[self._index]["size"]):  # zeros or not
                 self._end_file()
 
     def finish(self, snapshots: Snapshots, image: Image) -> SnapshotManifest:
