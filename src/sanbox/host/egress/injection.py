@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .leak_scan import forms
 from .sniff import TOKEN
 
 Headers = list[tuple[bytes, bytes]]
@@ -46,6 +47,8 @@ class Injection:
     value: bytes = field(repr=False)
     placeholder_header: bytes | None = None  # placeholder-only: the header it may go in
     any_header: bool = False  # the operator's opt-in: the placeholder is replaced in any header
+    # what betrays the value in a response (leak_scan.forms), worked out once
+    forms: frozenset[bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.placeholder) < 8:
@@ -56,6 +59,7 @@ class Injection:
         for header in (self.header, self.placeholder_header):
             if header is not None and (not TOKEN.fullmatch(header) or header.lower() in FRAMING):
                 raise ValueError(f"{header!r} cannot carry a secret")
+        object.__setattr__(self, "forms", frozenset(forms(self.value)))
 
     @property
     def rendered(self) -> bytes:

@@ -141,7 +141,11 @@ class _Session:
                     self._upstream()[1].write(self.conn.send(out) or b"")
                 except h11.LocalProtocolError:  # its text could hold the value
                     raise await self._refuse(502, "the request cannot be sent upstream") from None
-                sending = asyncio.ensure_future(self._request_body(request, events, idle))
+                sending = None
+                if _bodiless(events):  # its end goes with its head: no body to stream
+                    self._upstream()[1].write(self.conn.send(h11.EndOfMessage()) or b"")
+                else:
+                    sending = asyncio.ensure_future(self._request_body(request, events, idle))
                 try:
                     switched = await self._response(request, idle, scanner)
                     break
@@ -152,7 +156,8 @@ class _Session:
                         raise await self._refuse(502, "the upstream answer is broken") from None
                     self._drop_upstream()  # it closed as the request went: once more, anew
                 finally:
-                    await _settle(sending, keep=self.conn.our_state is h11.DONE)
+                    if sending is not None:
+                        await _settle(sending, keep=self.conn.our_state is h11.DONE)
             if switched:
                 await self._switched(request, idle, scanner)
                 return
@@ -193,7 +198,9 @@ class _Session:
         """The request's headers as they go upstream (`secret_exchange.upstream_headers`, then
         the secrets in), and the scanner its response goes through."""
         injections = self.interception.injections()
-        scanner = LeakScanner(i.value for i in injections if applies(i, self.name))
+        scanner = LeakScanner(
+            known=(f for i in injections if applies(i, self.name) for f in i.forms)
+        )
         raw = list(accepted.request.headers.raw_items())
         headers = upstream_headers(raw, accepted.head.upgrade, scanned=not scanner.idle)
         if self.interception.strict_placeholders:

@@ -52,8 +52,10 @@ class LeakScanner:
     (it answers what may go to the guest now, or None: a value is in it), `finish` at its end
     (the bytes still held). One scanner per response, or per raw stream after a 101."""
 
-    def __init__(self, values: Iterable[bytes]) -> None:
-        self._forms = sorted({f for v in values for f in forms(v)}, key=len)
+    def __init__(self, values: Iterable[bytes] = (), *, known: Iterable[bytes] = ()) -> None:
+        """Look for `values` in their forms, and for forms `known` already (an `Injection`'s,
+        worked out once when it is made instead of for every response)."""
+        self._forms = sorted({*known, *(f for v in values for f in forms(v))}, key=len)
         self._held = b""
 
     @property
