@@ -171,7 +171,7 @@ async def main(n: int) -> None:
 
 
 def throughput(run: dict[str, object]) -> float:
-    """The median of a way's downloads (MiB/s), one a round."""
+    """The median of a way's downloads (MiB/s), several a round."""
     values = run["throughput"]
     assert isinstance(values, list)
     return float(statistics.median(values))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -263,6 +264,36 @@ def test_a_known_length_body_arrives_whole_by_either_relay(kernel: bool) -> None
     assert response.status_code == 200 and (b"connection", b"close") in list(response.headers)
     assert body == (bytes(range(251)) * (size // 251 + 1))[:size]
     assert (sum(moved) >= size - 1_000_000) if kernel else moved == []
+
+
+def test_a_pipe_the_kernel_will_not_enlarge_still_relays_every_byte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the user's pipe allowance the kernel keeps a pipe at its default 64 KiB: each splice
+    then asks for no more than that pipe holds, and the body still arrives whole."""
+    real = fcntl.fcntl
+
+    def refusing(fd: int, cmd: int, arg: int = 0) -> int:
+        if cmd == fcntl.F_SETPIPE_SZ:
+            raise PermissionError(1, "Operation not permitted")
+        return real(fd, cmd, arg)
+
+    monkeypatch.setattr(splice.fcntl, "fcntl", refusing)
+    r, w, capacity = splice._pipe()
+    os.close(r)
+    os.close(w)
+    assert capacity == 64 * 1024
+    size = 4 << 20
+
+    async def scenario() -> bytes:
+        async with proxied(body_upstream(size)) as port:
+            return await exchange(port, b"GET /big HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    with splices_counted() as moved:
+        answer = asyncio.run(scenario())
+    _, body = parse(answer)
+    assert body == (bytes(range(251)) * (size // 251 + 1))[:size]
+    assert sum(moved) >= size - 1_000_000 and max(moved) <= capacity
 
 
 def test_a_body_the_upstream_ends_early_ends_the_guests_connection() -> None:
