@@ -191,6 +191,12 @@ class GuestRequest:
                     return out
 
 
+def bodiless(events: list[GuestEvent]) -> bool:
+    """The request ended with its head: `events`, those after its `Accepted`, start with its
+    end (no body to stream, or to send again)."""
+    return bool(events) and isinstance(events[0], h11.EndOfMessage)
+
+
 def _agrees(request: h11.Request, head: RequestHead) -> bool:
     """h11 read the head the raw check read (belt and braces: the same bytes, two parsers)."""
     hosts = [v for n, v in request.headers if n == b"host"]

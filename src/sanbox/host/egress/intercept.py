@@ -32,6 +32,7 @@ from .http_request import (
     GuestEvent,
     GuestRequest,
     Refusal,
+    bodiless,
     refusal_bytes,
 )
 from .injection import applies, inject, placeholder_refusal
@@ -129,7 +130,7 @@ class _Session:
                 return  # the guest closed between requests
             accepted, events = first
             headers, scanner = await self._headers(accepted)
-            replayable = accepted.request.method in IDEMPOTENT and _bodiless(events)
+            replayable = accepted.request.method in IDEMPOTENT and bodiless(events)
             for attempt in (1, 2):
                 reused = await self._ensure_upstream()
                 try:
@@ -142,7 +143,7 @@ class _Session:
                 except h11.LocalProtocolError:  # its text could hold the value
                     raise await self._refuse(502, "the request cannot be sent upstream") from None
                 sending = None
-                if _bodiless(events):  # its end goes with its head: no body to stream
+                if bodiless(events):  # its end goes with its head: no body to stream
                     self._upstream()[1].write(self.conn.send(h11.EndOfMessage()) or b"")
                 else:
                     sending = asyncio.ensure_future(self._request_body(request, events, idle))
@@ -406,8 +407,3 @@ async def _settle(sending: asyncio.Future[None], keep: bool) -> None:
     await asyncio.wait([sending])
     if not sending.cancelled():
         sending.exception()  # retrieved: a broken guest side ends the connection below
-
-
-def _bodiless(events: list[GuestEvent]) -> bool:
-    """The request ended with its head (nothing of a body to send again)."""
-    return bool(events) and isinstance(events[0], h11.EndOfMessage)

@@ -23,6 +23,7 @@ from .http_request import (
     GuestEvent,
     GuestRequest,
     Refusal,
+    bodiless,
     guest_response,
     refusal_bytes,
     upstream_request,
@@ -116,7 +117,11 @@ class Exchange:
             request = upstream_request(accepted.request, accepted.head.upgrade)
             self.head_request = request.method == b"HEAD"
             self.up_writer.write(self.upstream.send(request) or b"")
-            sending = asyncio.ensure_future(self._request_body(pending, idle))
+            sending = None
+            if bodiless(pending):  # its end goes with its head: no body to stream
+                self.up_writer.write(self.upstream.send(h11.EndOfMessage()) or b"")
+            else:
+                sending = asyncio.ensure_future(self._request_body(pending, idle))
             try:
                 switched = await self._response(idle)
             except (h11.ProtocolError, BrokenExchangeError):
@@ -124,10 +129,11 @@ class Exchange:
                     self.guest_writer.write(refusal_bytes(502, "the upstream answer is broken"))
                 return
             finally:  # an early answer (413, say) ends the exchange before the body does
-                sending.cancel()
-                await asyncio.wait([sending])
-                if not sending.cancelled():
-                    sending.exception()  # retrieved: a broken guest side just ends the exchange
+                if sending is not None:
+                    sending.cancel()
+                    await asyncio.wait([sending])
+                    if not sending.cancelled():
+                        sending.exception()  # retrieved: a broken guest side ends the exchange
             if switched:
                 await self._switched(idle)
 
