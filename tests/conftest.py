@@ -53,6 +53,23 @@ def _order(item: pytest.Item) -> int:
     return 2 if item.path.name.startswith("test_type") else 0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_home() -> Iterator[Path]:
+    """$XDG_CACHE_HOME for the session (the CLI keeps rendered help there): a folder of its own,
+    removed at the end, never the user's ~/.cache."""
+    folder = Path(tempfile.mkdtemp(prefix="sbcache"))
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def internet() -> Iterator[Internet]:
     """The test internet (DNS, HTTP, HTTPS test hosts in a namespace of their own), one per

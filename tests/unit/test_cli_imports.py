@@ -71,6 +71,7 @@ def run_sanbox(tmp_path: Path, *args: str, url: str | None = None) -> tuple[obje
         "SANBOX_URL": url or f"http://127.0.0.1:{closed_port()}",
         "SANBOX_API_KEY": "sbk_test",
         "SANBOX_CONFIG": str(tmp_path / "config.toml"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # no help kept from another test
     }
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args],

@@ -7,6 +7,8 @@ pydantic), cost ~0.2-0.3 s before any command. So, by argv:
 - `sanbox exec NAME [options] -- CMD` in its plain form runs straight away (sanbox.cli.fastpath);
 - the common client commands in their plain forms (`ls`, `get NAME`, `stop NAME`,
   `snapshot ls`...) run without typer (sanbox.cli.quick);
+- `sanbox [COMMAND...] --help` prints what it printed last time when nothing it depends on
+  changed (sanbox.cli.help_cache), else renders as below and keeps the answer;
 - any other command runs in a typer app that holds only its own module's commands
   (sanbox.cli.registry);
 - anything else (`--help`, no command, an unknown one) goes to the whole typer app
@@ -59,11 +61,21 @@ def _run(argv: list[str]) -> None:
     exec_args = parse_exec(argv)
     if exec_args is not None:
         sys.exit(run_exec(exec_args))
+    if argv and argv[-1] == "--help":
+        from . import help_cache
+
+        if help_cache.wanted(argv):
+            sys.exit(help_cache.answer(argv, lambda: _typer(argv)))
     from . import quick
 
     found = quick.find(argv)
     if found is not None:
         sys.exit(quick.run(*found))
+    _typer(argv)
+
+
+def _typer(argv: list[str]) -> None:
+    """Run `argv` in a typer app: its command's module alone, else the whole app."""
     from .registry import module_of, typer_app
 
     module = module_of(argv[0]) if argv else None
