@@ -5,10 +5,10 @@ disk's size), after the snapshot's files are checked against its manifest. With 
 starts from the snapshot's device state and its saved RAM, which no VM may write, truncate or
 re-own (it stays root's): where QEMU can map a file it opens read-only (>= 8.2) the RAM is mapped
 copy-on-write from a hard link of the snapshot's memory file in the computer's run dir, checked
-there (N computers from one snapshot share its clean pages, nothing is copied); on QEMU 7.2,
-which opens a mapped file read-write, the saved RAM is copied into the VM's own RAM file, each
-chunk checked on the way (only the allocated chunks: what the guest had touched). Restores run
-side by side. The outcome says `restored`, or why not and the computer booted on the disk. A
+there (N computers from one snapshot share its clean pages, nothing is copied; N forks check it
+once); on QEMU 7.2, which opens a mapped file read-write, the saved RAM is copied into the VM's
+own RAM file, each chunk checked on the way (only the allocated chunks: what the guest had
+touched). Restores run side by side. The outcome says `restored`, or why not and the computer booted on the disk. A
 damaged snapshot is refused with the reason, never used.
 
 Every computer made this way gets a new identity before it is handed out (`new_identity`):
@@ -93,8 +93,16 @@ def disk_from_snapshot(
 
 
 async def create_from_snapshot(
-    m: Machines, snaps: Snapshots, spec: MachineSpec, image: Image, snapshot_id: str
+    m: Machines,
+    snaps: Snapshots,
+    spec: MachineSpec,
+    image: Image,
+    snapshot_id: str,
+    *,
+    memory_ready: bool = False,
 ) -> tuple[Machine, MemoryOutcome | None]:
+    """A running computer from the snapshot. `memory_ready`: its memory, mapped where it lies,
+    was checked already (`_memory_once`, for forks)."""
     snap = await asyncio.to_thread(snaps.load, snapshot_id)
     if snap.image != image.build_id:
         raise SnapshotError(
@@ -120,7 +128,7 @@ async def create_from_snapshot(
         await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, first)
         machine = None
         if compat is not None:
-            machine, outcome = await _restore(m, snaps, snap, spec, image, compat)
+            machine, outcome = await _restore(m, snaps, snap, spec, image, compat, memory_ready)
         if machine is None:
             machine = await m.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
@@ -142,6 +150,26 @@ async def create_from_snapshot(
     raise AssertionError("unreachable")
 
 
+async def _memory_once(
+    m: Machines, snaps: Snapshots, spec: MachineSpec, image: Image, snapshot_id: str
+) -> bool:
+    """The memory of N forks' snapshot checked once where it lies, for a driver that maps it
+    there (each fork would read and digest the same file again). False where the driver copies
+    it (each copy is checked on the way, side by side: on 2 cores one pass writing every copy
+    took longer) or the check fails (each fork's own restore then meets the fault, says why)."""
+    hv = await m.choose(image)
+    if not hv.capabilities.maps_read_only:
+        return False
+    snap = await asyncio.to_thread(snaps.load, snapshot_id)
+    compat = suspend.compat(spec, image, hv)  # each fork's: fork() checked their sizes
+    try:
+        await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
+    except (memory.StateError, SnapshotCorruptError, OSError) as exc:
+        log.warning("memory of fork snapshot %s not checked once: %s", snapshot_id, exc)
+        return False
+    return True
+
+
 async def grow_running(machine: Machine, size_bytes: int) -> None:
     """A running guest's disk grown to `size_bytes`, its root filesystem with it (online)."""
     await machine.vm.grow_disk(size_bytes)
@@ -158,6 +186,7 @@ async def _restore(
     spec: MachineSpec,
     image: Image,
     compat: dict[str, object],
+    ready: bool,
 ) -> tuple[Machine | None, MemoryOutcome]:
     cdir = m.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
@@ -165,7 +194,11 @@ async def _restore(
     # the snapshot's file itself, mapped from a read-only descriptor
     if hv.capabilities.maps_read_only:
         copy = None
-        memory_file = await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
+        memory_file = (
+            snaps.memory_dir(snap.id) / memory.MEMORY
+            if ready
+            else await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
+        )
     else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own
         copy, memory_file = m.data_dir.ram_file(spec.computer_id), None
         await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, m.memory_key)
@@ -197,8 +230,14 @@ async def fork(
     snapshot_id = "snp_fork" + secrets.token_hex(8)
     await take(m, snaps, snapshot_id, spec.computer_id, machine, spec, image, memory, live=False)
     try:
+        ready = (
+            len(new_specs) > 1 and memory and await _memory_once(m, snaps, spec, image, snapshot_id)
+        )
         results = await asyncio.gather(
-            *(create_from_snapshot(m, snaps, s, image, snapshot_id) for s in new_specs),
+            *(
+                create_from_snapshot(m, snaps, s, image, snapshot_id, memory_ready=ready)
+                for s in new_specs
+            ),
             return_exceptions=True,
         )
     finally:
