@@ -8,8 +8,8 @@ copy-on-write from a hard link of the snapshot's memory file in the computer's r
 there (N computers from one snapshot share its clean pages, nothing is copied; N forks check it
 once); on QEMU 7.2, which opens a mapped file read-write, the saved RAM is copied into the VM's
 own RAM file, each chunk checked on the way (only the allocated chunks: what the guest had
-touched). Restores run side by side. The outcome says `restored`, or why not and the computer booted on the disk. A
-damaged snapshot is refused with the reason, never used.
+touched). Restores run side by side. The outcome says `restored`, or why not and the computer
+booted on the disk. A damaged snapshot is refused with the reason, never used.
 
 Every computer made this way gets a new identity before it is handed out (`new_identity`):
 hostname, machine-id, entropy from the host credited and reseeded, the clock, and its SSH host
