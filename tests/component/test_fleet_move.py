@@ -3,11 +3,14 @@ the disks are real qcow2 files): a stopped computer's disk is copied and verifie
 host of its region, the record then names that host, and the first copy is gone. A disk damaged
 on the way is refused by the host that takes it: the computer stays where it was, whole, and
 nothing of it is left on the other host. A running computer, a host of another region and a
-host that is not there are refused before anything is written."""
+host that is not there are refused before anything is written. A carry whose bytes stop moving
+is cut within its bound, not the link's timeout, and leaves the computer where it was."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
+from sanbox.fleet.link import link
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.host.data.layout import DataDir
@@ -43,9 +47,11 @@ PATTERN = "write -P 0x5a 300M 3M"  # what the guest wrote: 3 MiB at 300 MiB into
 
 
 class _Damaging(HostRuntime):
-    """A host on whose link one byte of a disk coming in is flipped, while `damage` is set."""
+    """A host on whose link one byte of a disk coming in is flipped, while `damage` is set; and
+    that stops taking a carry after its first chunk, while `stall` is set."""
 
     damage = True
+    stall = False
 
     def import_disk(
         self,
@@ -72,6 +78,8 @@ class _Damaging(HostRuntime):
                 data = bytes([data[0] ^ 1]) + data[1:]
             first = False
             yield data
+            while self.stall:  # taking nothing more until told to go on
+                await asyncio.sleep(0.05)
 
 
 @dataclass
@@ -194,3 +202,39 @@ def test_a_stopped_computer_moves_with_its_disk_and_a_damaged_copy_is_refused(
         assert c.exec("true").exit_code == 0
         c.delete()
         assert _on(dirs, c.id) == []
+
+
+def test_a_carry_that_stalls_is_cut_and_the_computer_stays(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The taking host stops reading mid-disk: the move fails within the stall bound (not the
+    link's 300 s), the computer stays on its host, stopped, and once the taker goes on, nothing
+    of it is left there; the same move then goes through."""
+    monkeypatch.setattr(link, "STALL_TIMEOUT", 2.0)
+    live, dirs = fleet.live, fleet.dirs
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="stuck", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        big = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x33 0 64M")  # more than sockets hold
+        assert big.returncode == 0, big.stderr
+        fleet.h2.stall = True
+        try:
+            started = time.monotonic()
+            stuck = _sanbox(live, "move", "stuck", "--to", "h2")
+            took = time.monotonic() - started
+        finally:
+            fleet.h2.stall = False
+        assert stuck.returncode != 0 and "stalled" in stuck.stderr, stuck.stderr
+        assert took < 30, took
+        assert c.refresh().state == "stopped" and _on(dirs, c.id)[0] == "h1"
+        failed = [e for e in c.events() if e.type == "computer.move_failed"]
+        assert failed and "stalled" in failed[-1].message, failed
+        _until("nothing of it on h2", lambda: _on(dirs, c.id) == ["h1"])
+        moved = _sanbox(live, "move", "stuck", "--to", "h2")
+        assert moved.returncode == 0, moved.stderr
+        assert _on(dirs, c.id) == ["h2"]
+        c.delete()

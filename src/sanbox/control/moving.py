@@ -15,10 +15,11 @@ host; the answer says why (`move_failed`, or the host's error)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from sqlalchemy import select, update
 
@@ -34,6 +35,7 @@ from .host_errors import from_host
 
 log = logging.getLogger(__name__)
 DISK = "disk.qcow2"  # the one file a moving disk is (host/machines/carry.py)
+TIDY_TIMEOUT = 15.0  # a clean-up call after a carry, at most
 
 
 async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> ComputerRow:
@@ -139,7 +141,8 @@ async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -
         undo = functools.partial(target.delete_snapshot, snap.id)
         async with _carrying(source, snap.id, "snapshot move", stays, undo):
             export = await source.export_snapshot(snap.id, image)
-            await target.import_snapshot(snap.id, export, there, _files(source, snap.id, export))
+            async with contextlib.aclosing(_files(source, snap.id, export)) as chunks:
+                await target.import_snapshot(snap.id, export, there, chunks)
         with fleet.db.engine.begin() as conn:
             c = SnapshotRow.__table__.c
             conn.execute(
@@ -166,11 +169,12 @@ async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -
     return moved
 
 
-async def _files(host: Host, item_id: str, export: SnapshotExport) -> AsyncIterator[bytes]:
+async def _files(host: Host, item_id: str, export: SnapshotExport) -> AsyncGenerator[bytes, None]:
     """The bytes of an export's files, one after the other, as the taker reads them."""
     for f in export.files:
-        async for data in host.export_chunks(item_id, str(f["name"])):
-            yield data
+        async with contextlib.aclosing(host.export_chunks(item_id, str(f["name"]))) as chunks:
+            async for data in chunks:
+                yield data
 
 
 async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
@@ -182,8 +186,11 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
     except HostError as exc:
         raise from_host(exc, "move", row.id) from exc
     stays = "the computer stays where it was, stopped"
-    async with _carrying(source, row.id, "move", stays, functools.partial(target.destroy, row.id)):
-        await target.import_disk(row.id, export, there, source.export_chunks(row.id, DISK))
+    async with (
+        _carrying(source, row.id, "move", stays, functools.partial(target.destroy, row.id)),
+        contextlib.aclosing(source.export_chunks(row.id, DISK)) as chunks,
+    ):
+        await target.import_disk(row.id, export, there, chunks)
 
 
 @contextlib.asynccontextmanager
@@ -196,14 +203,24 @@ async def _carrying(
     try:
         yield
     except HostError as exc:
-        with contextlib.suppress(HostError):
-            await undo()
+        await _tidy(undo(), f"what the other host kept of {item_id}")
         if exc.code != DiskDamagedError.code:
             raise from_host(exc, verb, item_id) from exc
         raise failed(verb, str(exc), now) from exc
     finally:
-        with contextlib.suppress(HostError):
-            await source.drop_export(item_id)
+        await _tidy(source.drop_export(item_id), f"the export of {item_id}")
+
+
+async def _tidy(step: Awaitable[None], what: str) -> None:
+    """A clean-up after a carry, waited for at most `TIDY_TIMEOUT`: a host that does not answer
+    (the one a carry stalled on, say) does not hold the answer back. What it keeps meanwhile
+    goes later: an import whose stream was cut removes what it wrote; an export goes when the
+    item is exported again or the host agent starts again."""
+    try:
+        async with asyncio.timeout(TIDY_TIMEOUT):
+            await step
+    except (HostError, TimeoutError) as exc:
+        log.warning("%s is left for now: %s", what, exc or "no answer in time")
 
 
 def _put(fleet: Fleet, row: ComputerRow, placement: Placement) -> int:

@@ -8,7 +8,7 @@ machine crosses it, so a host reached over the network can offer the same.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Protocol
 
 from .agent import (
@@ -268,8 +268,9 @@ class Host(Protocol):
         """Check a snapshot and make the files that carry it (snapshot/transfer.py)."""
         ...
 
-    def export_chunks(self, item_id: str, name: str) -> AsyncIterator[bytes]:
-        """The bytes of one file an export made (`disk.qcow2`, `vmstate`, `memory`)."""
+    def export_chunks(self, item_id: str, name: str) -> AsyncGenerator[bytes, None]:
+        """The bytes of one file an export made (`disk.qcow2`, `vmstate`, `memory`); the caller
+        closes it (`contextlib.aclosing`), so a stream cut short ends at once."""
         ...
 
     async def drop_export(self, item_id: str) -> None: ...

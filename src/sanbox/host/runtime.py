@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from .data import space
@@ -191,7 +191,7 @@ class HostRuntime:
     async def export_snapshot(self, snapshot_id: str, image: Image) -> SnapshotExport:
         return await carry.export_snapshot(self.data_dir, self.snapshots, snapshot_id, image)
 
-    def export_chunks(self, item_id: str, name: str) -> AsyncIterator[bytes]:
+    def export_chunks(self, item_id: str, name: str) -> AsyncGenerator[bytes, None]:
         return carry.export_chunks(self.data_dir, item_id, name)
 
     async def drop_export(self, item_id: str) -> None:

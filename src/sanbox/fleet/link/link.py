@@ -29,6 +29,7 @@ REPORT_TIMEOUT = 3.0  # a report not read in this: the host is unreachable (a pa
 RETRY_EVERY = 0.5  # a host that did not answer is asked again this soon
 STALE_AFTER = 10.0  # a report older than this: the host is unreachable
 CHUNK = 1 << 20  # bytes of a disk carried at a time
+STALL_TIMEOUT = 60.0  # a carry whose bytes stop moving (either host) is cut after this long
 RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
 
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import re
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from ..data.layout import DataDir
@@ -59,7 +59,7 @@ async def export_snapshot(
         raise
 
 
-async def export_chunks(data_dir: DataDir, item_id: str, name: str) -> AsyncIterator[bytes]:
+async def export_chunks(data_dir: DataDir, item_id: str, name: str) -> AsyncGenerator[bytes, None]:
     path = export_dir(data_dir, item_id) / name
     if name not in NAMES or not path.is_file():
         raise HostError(f"no {name} of {item_id} exported here: export it first")
