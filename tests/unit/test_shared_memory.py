@@ -147,11 +147,13 @@ class FakeMachines:
         return "machine"
 
 
-def restore_with(rt: FakeMachines, state: Path) -> tuple[object, memory.MemoryOutcome]:
+def restore_with(
+    rt: FakeMachines, state: Path, ready: bool = False
+) -> tuple[object, memory.MemoryOutcome]:
     snaps = SimpleNamespace(memory_dir=lambda _id: state)
     snap = SimpleNamespace(id="snp_a")
     spec_ = SimpleNamespace(computer_id="cmpa")
-    return asyncio.run(restore._restore(rt, snaps, snap, spec_, None, COMPAT))  # type: ignore[arg-type]
+    return asyncio.run(restore._restore(rt, snaps, snap, spec_, None, COMPAT, ready))  # type: ignore[arg-type]
 
 
 def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
@@ -186,6 +188,27 @@ def test_on_qemu_8_2_the_image_itself_is_mapped(tmp_path: Path) -> None:
     assert outcome.restored and rt.started == [state / memory.MEMORY]  # no copy
     assert not memory.mapped_file(tmp_path / "cmpa" / "run").exists()  # run_saved's to make
     assert not (tmp_path / "cmpa.ram").exists()
+
+
+def test_on_qemu_8_2_forks_checked_once_map_the_image_without_reading_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N forks of one snapshot: `fork` checks its memory once (`_memory_once`), and each fork's
+    restore, told so, maps it without a read pass of its own; told nothing, it checks it."""
+    state, _ = saved_state(tmp_path)
+    checks: list[Path] = []
+    real = memory.verify_memory
+
+    def counted(state_dir: Path, saved: memory.SavedState, key: bytes) -> None:
+        checks.append(state_dir)
+        real(state_dir, saved, key)
+
+    monkeypatch.setattr(memory, "verify_memory", counted)
+    rt = FakeMachines(maps=True, root=tmp_path)
+    _, outcome = restore_with(rt, state, ready=True)
+    assert outcome.restored and rt.started == [state / memory.MEMORY] and checks == []
+    _, outcome = restore_with(rt, state)
+    assert outcome.restored and checks == [state]
 
 
 def test_on_qemu_8_2_a_failed_start_leaves_the_image(tmp_path: Path) -> None:

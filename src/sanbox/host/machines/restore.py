@@ -186,7 +186,7 @@ async def _restore(
     spec: MachineSpec,
     image: Image,
     compat: dict[str, object],
-    ready: bool,
+    ready: bool = False,
 ) -> tuple[Machine | None, MemoryOutcome]:
     cdir = m.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
