@@ -13,6 +13,7 @@ import contextlib
 import secrets
 import ssl
 import time
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
@@ -111,6 +112,28 @@ class HostLink:
             raise HostUnreachableError(f"host {self.name} has not reported: it is unreachable")
         return self._report
 
+    async def put_stream(
+        self, url: str, chunks: AsyncIterator[bytes], headers: dict[str, str]
+    ) -> httpx.Response:
+        """PUT `chunks` (a carry's bytes) to the host; cut if no chunk moves for
+        `STALL_TIMEOUT` while they flow (the host sending them stopped sending, or this one
+        stopped taking), rather than waiting out `CALL_TIMEOUT`. Once the last one went, the
+        host's answer (its checks) is waited for as any call's."""
+        try:
+            async with asyncio.timeout(STALL_TIMEOUT) as deadline:
+                body = _moving(chunks, deadline)
+                try:
+                    return await self._http.put(url, content=body, headers=headers)
+                finally:  # cut short: closed now, not when the collector finds it
+                    await body.aclose()
+        except TimeoutError:
+            raise HostUnreachableError(
+                f"the transfer to host {self.name} stalled: no byte moved for "
+                f"{STALL_TIMEOUT:.0f} s (the host sending it, or {self.name}, stopped)"
+            ) from None
+        except httpx.TransportError as exc:
+            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
+
     async def call(self, name: str, **args: Any) -> Any:
         """One call of the door on the host, sent again (same operation id) if the link drops
         before its answer; HostUnreachableError if the host cannot be reached at all."""
@@ -131,3 +154,16 @@ class HostLink:
                 return body["value"]
             raise wire.error_in(body["error"])
         raise HostUnreachableError(f"host {self.name} dropped the call {name}: {last}")
+
+
+async def _moving(
+    chunks: AsyncIterator[bytes], deadline: asyncio.Timeout
+) -> AsyncGenerator[bytes, None]:
+    """`chunks`, the `deadline` pushed back as each comes and as each is taken; lifted once the
+    last has gone."""
+    loop = asyncio.get_running_loop()
+    async for data in chunks:
+        deadline.reschedule(loop.time() + STALL_TIMEOUT)
+        yield data
+        deadline.reschedule(loop.time() + STALL_TIMEOUT)
+    deadline.reschedule(None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -38,7 +37,7 @@ from ...host.door import (
     SnapshotManifest,
     VmNotRunningError,
 )
-from . import link, wire
+from . import wire
 from .agent import OPERATION
 from .carry_routes import DISK_HEADER
 from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError
@@ -152,28 +151,9 @@ class RemoteHost(HostLink):
         return wire.manifest_in(made)
 
     async def _take(self, what: str, meta: dict[str, Any], chunks: AsyncIterator[bytes]) -> Any:
-        """PUT `chunks` to the host; cut if no chunk moves for `STALL_TIMEOUT` while they flow (the
-        sending host stopped sending, or this one stopped taking), rather than waiting out the
-        link's timeout. Once the last one went, the host's answer (its checks) is waited for as
-        any call's."""
-        try:
-            async with asyncio.timeout(link.STALL_TIMEOUT) as deadline:
-                body = _moving(chunks, deadline)
-                try:
-                    r = await self._http.put(
-                        f"{self.url}/v1/host/imports/{what}",
-                        content=body,
-                        headers={DISK_HEADER: json.dumps(meta)},
-                    )
-                finally:  # cut short: closed now, not when the collector finds it
-                    await body.aclose()
-        except TimeoutError:
-            raise HostUnreachableError(
-                f"the transfer to host {self.name} stalled: no byte moved for "
-                f"{link.STALL_TIMEOUT:.0f} s (the host sending it, or {self.name}, stopped)"
-            ) from None
-        except httpx.TransportError as exc:
-            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
+        r = await self.put_stream(
+            f"{self.url}/v1/host/imports/{what}", chunks, {DISK_HEADER: json.dumps(meta)}
+        )
         if r.status_code != 200:
             raise wire.error_in(r.json()["error"])
         await self.refresh()
@@ -387,16 +367,3 @@ __all__ = ["HostUnreachableError", "RemoteHost", "VmNotRunningError"]
 def as_host(remote: RemoteHost) -> Host:
     """A remote host is a `Host` (the type checker holds it to every call of the door)."""
     return remote
-
-
-async def _moving(
-    chunks: AsyncIterator[bytes], deadline: asyncio.Timeout
-) -> AsyncGenerator[bytes, None]:
-    """`chunks`, the `deadline` pushed back as each comes and as each is taken; lifted once the
-    last has gone."""
-    loop = asyncio.get_running_loop()
-    async for data in chunks:
-        deadline.reschedule(loop.time() + link.STALL_TIMEOUT)
-        yield data
-        deadline.reschedule(loop.time() + link.STALL_TIMEOUT)
-    deadline.reschedule(None)
