@@ -220,7 +220,7 @@ async def _tidy(step: Awaitable[None], what: str) -> None:
         async with asyncio.timeout(TIDY_TIMEOUT):
             await step
     except (HostError, TimeoutError) as exc:
-        log.warning("%s is left for now: %s", what, exc or "no answer in time")
+        log.warning("%s is left for now: %s", what, str(exc) or "no answer in time")
 
 
 def _put(fleet: Fleet, row: ComputerRow, placement: Placement) -> int:
