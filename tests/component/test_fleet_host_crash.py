@@ -15,9 +15,11 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sanbox import Sanbox
+from sanbox.fleet.link.link import SILENT_AFTER
 from sanbox.fleet.link.pki import FleetCAs
 from sanbox.host.data.layout import DataDir
 
@@ -128,6 +130,53 @@ def test_a_host_agent_killed_with_its_vms_running_comes_back_without_a_second_co
                 c.exec(f"rm /tmp/mark-{c.id}.txt")
                 c.delete()
             assert not _vm_processes(ids)
+    finally:
+        agent.kill()
+        agent.wait(10)
+
+
+@pytest.fixture
+def patient_fleet(short_tmp: Path) -> Iterator[LiveServer]:
+    yield from serving_fleet(short_tmp, lease=2.0, lost_after=120.0)
+
+
+def test_a_call_to_a_frozen_host_agent_fails_within_seconds_and_the_host_comes_back(
+    patient_fleet: LiveServer, short_tmp: Path
+) -> None:
+    """A host agent stopped with SIGSTOP accepts connections (the kernel's) but answers nothing:
+    a call already sent to it fails with `host_unreachable` once its reports have been silent for
+    `SILENT_AFTER`, not after the link's 300 s; once it runs again, so do its calls."""
+    live = patient_fleet
+    host_dir, port = short_tmp / "h1", _free_port()
+    join_host(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    agent = _agent(host_dir, port)
+    try:
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up with its builds", lambda: bool(_hosts(live)[0].layers))
+        with Sanbox(live.url, live.key, timeout=60) as client:
+            made = client.computers.create(name="frozen", idle_timeout=0)
+            console = f"{live.url}/v1/computers/{made.id}/console"
+            auth = {"Authorization": f"Bearer {live.key}"}
+            assert httpx.get(console, headers=auth, timeout=30).status_code == 200
+
+            agent.send_signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                r = httpx.get(console, headers=auth, timeout=120)
+                waited = time.monotonic() - started
+            finally:
+                agent.send_signal(signal.SIGCONT)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "host_unreachable", r.text
+            assert "stopped answering" in r.json()["error"]["message"], r.text
+            assert waited < SILENT_AFTER + 6, f"the call waited {waited:.1f} s"
+
+            _until("h1 answers", lambda: httpx.get(console, headers=auth).status_code == 200)
+            _until("running again", lambda: made.refresh().state == "running", 30)
+            assert made.exec("echo back").stdout == "back\n"
+            made.delete()
     finally:
         agent.kill()
         agent.wait(10)

@@ -3,7 +3,9 @@ agent (agent.py), each call with an operation id of its own (a retry after a dro
 the same id, and the host's journal answers it without running it twice); its report, read every
 `REPORT_EVERY` seconds, which is also how the control plane knows the host is there (a host
 whose report cannot be read is unreachable: its calls fail with `host_unreachable` within
-seconds, never hang); and the open streams to its guests' agents, cut when it goes silent.
+seconds, never hang: one refused at once, one already waiting for its answer once no report has
+been read for `SILENT_AFTER`, as when its event loop stops or a partition leaves the connection
+open and silent); and the open streams to its guests' agents, cut when it goes silent.
 `RemoteHost` (remote.py) is the `Host` protocol over it."""
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ REPORT_TIMEOUT = 3.0  # a report not read in this: the host is unreachable (a pa
 # within REPORT_EVERY + REPORT_TIMEOUT)
 RETRY_EVERY = 0.5  # a host that did not answer is asked again this soon
 STALE_AFTER = 10.0  # a report older than this: the host is unreachable
+SILENT_AFTER = STALE_AFTER  # no report read for this long: a call waiting on the host is cut
 CHUNK = 1 << 20  # bytes of a disk carried at a time
 STALL_TIMEOUT = 60.0  # a carry whose bytes stop moving (either host) is cut after this long
 RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
@@ -48,6 +51,7 @@ class HostLink:
         self._http = httpx.AsyncClient(verify=tls, timeout=timeout)
         self._report: dict[str, Any] | None = None
         self._read_at = 0.0
+        self._waiting: set[asyncio.Timeout] = set()  # calls waiting for the host's answer
         self._watch: asyncio.Task[None] | None = None
         self._tunnels: set[asyncio.StreamWriter] = set()  # open streams to its guests' agents
 
@@ -78,6 +82,9 @@ class HostLink:
             self.lost()  # unreachable from now until a report is read again
             raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
         self._report, self._read_at = r.json(), time.monotonic()
+        later = asyncio.get_running_loop().time() + SILENT_AFTER
+        for waiting in self._waiting:  # the host is there: each may wait on
+            waiting.reschedule(later)
         return self._report
 
     async def _keep_reading(self) -> None:
@@ -112,18 +119,44 @@ class HostLink:
             raise HostUnreachableError(f"host {self.name} has not reported: it is unreachable")
         return self._report
 
+    @contextlib.asynccontextmanager
+    async def answered(self, what: str) -> AsyncIterator[None]:
+        """Wait for the host's answer to `what` while the host is heard from: cut, with
+        HostUnreachableError, once no report has been read for `SILENT_AFTER` (since the wait
+        began, or since the last one read), rather than waiting out `CALL_TIMEOUT`. A link that
+        reads no reports (not kept reading) waits as long as the call's timeout."""
+        if self._watch is None:
+            yield
+            return
+        deadline = asyncio.timeout(SILENT_AFTER)
+        try:
+            async with deadline:
+                self._waiting.add(deadline)
+                try:
+                    yield
+                finally:
+                    self._waiting.discard(deadline)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise HostUnreachableError(
+                f"host {self.name} stopped answering: no report for {SILENT_AFTER:.0f} s while "
+                f"waiting for {what} (it may still be done there)"
+            ) from None
+
     async def put_stream(
         self, url: str, chunks: AsyncIterator[bytes], headers: dict[str, str]
     ) -> httpx.Response:
         """PUT `chunks` (a carry's bytes) to the host; cut if no chunk moves for
         `STALL_TIMEOUT` while they flow (the host sending them stopped sending, or this one
-        stopped taking), rather than waiting out `CALL_TIMEOUT`. Once the last one went, the
-        host's answer (its checks) is waited for as any call's."""
+        stopped taking), rather than waiting out `CALL_TIMEOUT`; and, as any call, once the host
+        is no longer heard from (its answer, once the last one went, is its checks)."""
         try:
             async with asyncio.timeout(STALL_TIMEOUT) as deadline:
                 body = _moving(chunks, deadline)
                 try:
-                    return await self._http.put(url, content=body, headers=headers)
+                    async with self.answered("a transfer"):
+                        return await self._http.put(url, content=body, headers=headers)
                 finally:  # cut short: closed now, not when the collector finds it
                     await body.aclose()
         except TimeoutError:
@@ -141,9 +174,10 @@ class HostLink:
         last: Exception | None = None
         for _ in range(1 + RETRIES):
             try:
-                r = await self._http.post(
-                    f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
-                )
+                async with self.answered(f"the call {name}"):
+                    r = await self._http.post(
+                        f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
+                    )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise HostUnreachableError(f"host {self.name} is unreachable: {exc}") from exc
             except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
