@@ -47,6 +47,7 @@ from .secret_exchange import (
     unscannable,
     upstream_headers,
 )
+from .switched import relay_switched
 from .tls_server import CHUNK, HANDSHAKE_TIMEOUT, TlsServerStream
 from .traffic import Traffic
 
@@ -287,51 +288,9 @@ class _Session:
         return RefusedError(self.name, LEAK_REASON, 502)
 
     async def _switched(self, request: GuestRequest, idle: Idle, scanner: LeakScanner) -> None:
-        """After a 101: what each side sent past its head goes on, then raw bytes both ways
-        until either side ends (TLS has no half-close here); what comes down goes through
-        `scanner`, and a value in it cuts the connection."""
-        up_reader, up_writer = self._upstream()
-        to_upstream, to_guest = request.conn.trailing_data[0], self.conn.trailing_data[0]
-        leaked = False
-
-        def down(data: bytes) -> None:
-            nonlocal leaked
-            released = scanner.feed(data) if data else scanner.finish()
-            if released is None:
-                leaked = True
-                raise ConnectionAbortedError("a secret's value")
-            if released:
-                self.tls.write(released)
-
-        if to_upstream:
-            up_writer.write(to_upstream)
-        if to_guest:
-            down(to_guest)
-
-        async def to_up() -> None:
-            while data := await self.tls.read(CHUNK):
-                idle.touch()
-                up_writer.write(data)
-                await up_writer.drain()
-
-        async def to_down() -> None:
-            while data := await up_reader.read(CHUNK):
-                idle.touch()
-                down(data)
-                await self.tls.drain()
-            down(b"")
-
-        tasks = [asyncio.ensure_future(to_up()), asyncio.ensure_future(to_down())]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
-            for task in tasks:
-                if not task.cancelled():
-                    task.exception()  # a broken side just ends the relay
-        if leaked:
+        """After a 101: raw bytes both ways (switched.py); a value coming down cuts it."""
+        trailing = (request.conn.trailing_data[0], self.conn.trailing_data[0])
+        if await relay_switched(self.tls, self._upstream(), trailing, idle, scanner):
             raise RefusedError(self.name, LEAK_REASON, 502)
 
     async def _ensure_upstream(self) -> bool:
