@@ -25,8 +25,8 @@ import socket
 from typing import Any
 
 from ...guest import protocol as p
-from ...host.agent.client import handshake
 from ...host.agent.dial import READ_LIMIT, Dial, Streams
+from ...host.agent.handshake import handshake
 
 log = logging.getLogger(__name__)
 

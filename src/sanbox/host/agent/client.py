@@ -7,7 +7,6 @@ import base64
 import contextlib
 import itertools
 import logging
-import secrets
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -21,12 +20,12 @@ from .channel import Channel
 from .dial import Dial, unix_dial
 from .errors import (
     AgentError,
-    AgentTimeoutError,
     AgentUnavailableError,
     ProtocolError,
     RemoteError,
 )
 from .files import Files
+from .handshake import READ_SIZE, connected
 from .kept import Kept
 from .ssh import Ssh
 from .tcp import TcpStream
@@ -34,8 +33,6 @@ from .watch import Watches
 
 log = logging.getLogger("sanbox.host.agent")
 
-HANDSHAKE_RETRY = 0.5  # seconds between HELLOs while the agent boots (they queue, cheaply)
-READ_SIZE = 256 * 1024
 CALL_TIMEOUT = 30.0
 
 
@@ -56,41 +53,6 @@ class Metrics:
     disk: dict[str, int]
     uptime: float
     time: float
-
-
-class _HandshakeLostError(Exception):
-    """The socket closed during the handshake (agent restarting, or replaced)."""
-
-
-async def handshake(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
-) -> tuple[p.Decoder, dict[str, Any]]:
-    """Send SYNC + HELLO until the agent answers HELLO_ACK with our latest nonce."""
-    loop = asyncio.get_running_loop()
-    decoder = p.Decoder(lenient=True)
-    while loop.time() < deadline:
-        nonce = secrets.token_hex(8)
-        decoder.reset()
-        writer.write(p.SYNC + p.encode(p.Hello({"nonce": nonce, "protocol": p.PROTOCOL_VERSION})))
-        attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
-        while (remaining := attempt_end - loop.time()) > 0:
-            try:
-                async with asyncio.timeout(remaining):
-                    data = await reader.read(READ_SIZE)
-            except TimeoutError:
-                break
-            except ConnectionError as exc:
-                raise _HandshakeLostError(str(exc)) from exc
-            if not data:
-                raise _HandshakeLostError("connection closed")
-            frames = decoder.feed(data)
-            decoder.errors.clear()  # lenient until the answer: garbage is skipped, not kept
-            for frame in frames:
-                if isinstance(frame, p.HelloAck) and frame.body.get("nonce") == nonce:
-                    decoder.lenient = False
-                    decoder.errors.clear()
-                    return decoder, frame.body
-    raise TimeoutError
 
 
 class _Connecting:
@@ -154,37 +116,7 @@ class AgentClient:
 
     @classmethod
     async def _connect(cls, dial: Dial, path: str, timeout: float) -> AgentClient:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        last: BaseException | None = None
-        reached = False
-        while (remaining := deadline - loop.time()) > 0:
-            try:
-                async with asyncio.timeout(remaining):
-                    reader, writer = await dial()
-            except TimeoutError:
-                break
-            except OSError as exc:
-                last = exc
-                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-                continue
-            reached = True
-            try:
-                decoder, hello = await handshake(reader, writer, deadline)
-            except _HandshakeLostError as exc:
-                last = exc
-                writer.close()
-                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-                continue
-            except BaseException:
-                writer.close()
-                raise
-            return cls(reader, writer, decoder, hello)
-        if reached:
-            raise AgentTimeoutError(
-                f"agent at {path} did not complete the handshake in {timeout} s"
-            )
-        raise AgentUnavailableError(f"cannot connect to agent at {path}: {last}")
+        return cls(*await connected(dial, path, timeout))
 
     @property
     def closed(self) -> bool:

@@ -1,0 +1,90 @@
+"""Reaching a guest agent: dial its stream (retrying until it accepts) and handshake (SYNC +
+HELLO until it answers HELLO_ACK with the latest nonce). `AgentClient` (client.py) is made of
+what `connected` returns; a host agent's shared guest connection (fleet/link/mux.py) handshakes
+with `handshake` alone."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+from sanbox.guest import protocol as p
+
+from .dial import Dial
+from .errors import AgentTimeoutError, AgentUnavailableError
+
+HANDSHAKE_RETRY = 0.5  # seconds between HELLOs while the agent boots (they queue, cheaply)
+READ_SIZE = 256 * 1024
+
+
+class _HandshakeLostError(Exception):
+    """The socket closed during the handshake (agent restarting, or replaced)."""
+
+
+async def handshake(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
+) -> tuple[p.Decoder, dict[str, Any]]:
+    """Send SYNC + HELLO until the agent answers HELLO_ACK with our latest nonce."""
+    loop = asyncio.get_running_loop()
+    decoder = p.Decoder(lenient=True)
+    while loop.time() < deadline:
+        nonce = secrets.token_hex(8)
+        decoder.reset()
+        writer.write(p.SYNC + p.encode(p.Hello({"nonce": nonce, "protocol": p.PROTOCOL_VERSION})))
+        attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
+        while (remaining := attempt_end - loop.time()) > 0:
+            try:
+                async with asyncio.timeout(remaining):
+                    data = await reader.read(READ_SIZE)
+            except TimeoutError:
+                break
+            except ConnectionError as exc:
+                raise _HandshakeLostError(str(exc)) from exc
+            if not data:
+                raise _HandshakeLostError("connection closed")
+            frames = decoder.feed(data)
+            decoder.errors.clear()  # lenient until the answer: garbage is skipped, not kept
+            for frame in frames:
+                if isinstance(frame, p.HelloAck) and frame.body.get("nonce") == nonce:
+                    decoder.lenient = False
+                    decoder.errors.clear()
+                    return decoder, frame.body
+    raise TimeoutError
+
+
+async def connected(
+    dial: Dial, where: str, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, p.Decoder, dict[str, Any]]:
+    """A handshaken stream to the agent `dial` reaches (`where` names it in errors), dialled
+    again while it refuses or closes during the handshake, until `timeout`: its reader, writer,
+    decoder and the agent's HELLO_ACK."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: BaseException | None = None
+    reached = False
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            async with asyncio.timeout(remaining):
+                reader, writer = await dial()
+        except TimeoutError:
+            break
+        except OSError as exc:
+            last = exc
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+            continue
+        reached = True
+        try:
+            decoder, hello = await handshake(reader, writer, deadline)
+        except _HandshakeLostError as exc:
+            last = exc
+            writer.close()
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+            continue
+        except BaseException:
+            writer.close()
+            raise
+        return reader, writer, decoder, hello
+    if reached:
+        raise AgentTimeoutError(f"agent at {where} did not complete the handshake in {timeout} s")
+    raise AgentUnavailableError(f"cannot connect to agent at {where}: {last}")
