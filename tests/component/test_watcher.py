@@ -35,11 +35,11 @@ def test_a_look_that_fails_is_not_a_death_and_a_real_exit_is_seen(server: Server
     h = server.headers()
     made = create(server, name="watched")
     computers = server.client.app.state.computers  # type: ignore[attr-defined]
-    reconciler = server.client.app.state.reconciler  # type: ignore[attr-defined]
+    watcher = server.client.app.state.vm_watcher  # type: ignore[attr-defined]
     machine = computers.fleet.machines[made["id"]]
     real = machine.vm
     machine.vm = Exhausted(real.pid, real.run_dir, real.isolation)
-    server.client.portal.call(reconciler.check_running)  # type: ignore[union-attr]
+    server.client.portal.call(watcher.check_running)  # type: ignore[union-attr]
     assert server.client.get("/v1/computers/watched", headers=h).json()["state"] == "running"
     assert real.alive(), "the watcher killed a VM it could not check"
 
@@ -49,7 +49,7 @@ def test_a_look_that_fails_is_not_a_death_and_a_real_exit_is_seen(server: Server
         assert time.monotonic() < deadline, "SIGKILL did not end the agent"
         time.sleep(0.01)
     machine.vm = real
-    server.client.portal.call(reconciler.check_running)  # type: ignore[union-attr]
+    server.client.portal.call(watcher.check_running)  # type: ignore[union-attr]
     got = server.client.get("/v1/computers/watched", headers=h).json()
     assert got["state"] == "stopped"
     events = server.client.get("/v1/computers/watched/events", headers=h).json()["events"]

@@ -26,6 +26,7 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
+from ..control.vm_watcher import VmWatcher
 from ..e2b import api as e2b_api
 from ..e2b import gateway as e2b_gateway
 from ..fleet.hosts import LeasePolicy
@@ -119,11 +120,11 @@ def create_app(
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
-        app.state.reconciler = reconciler
+        app.state.vm_watcher = vm_watcher = VmWatcher(computers, reconciler.began)
         faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
-            asyncio.ensure_future(reconciler.watch(settings.watch_interval)),
+            asyncio.ensure_future(vm_watcher.watch(settings.watch_interval)),
             asyncio.ensure_future(IdleWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(DeadlineWatcher(computers).watch(settings.watch_interval)),
             asyncio.ensure_future(console.keep_bounded(settings.layout)),

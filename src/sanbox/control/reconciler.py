@@ -7,37 +7,21 @@ VMs a disk error stopped (a full data filesystem): those go to `error` with the 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
-
-from ..fleet.errors import BusyError
-from ..fleet.link.vm import RemoteVm
-from ..host.door import GIB, HostError, Liveness, VmHandle
+from ..host.door import GIB, HostError, VmHandle
 from ..store import repo
-from ..store.models import ComputerRow, utcnow
-from . import build_vms
+from ..store.models import utcnow
 from .computers import Computers
-from .jobs import RECONCILER
 from .quotas import COMPUTE
 from .states import State
 from .usage import ledger as usage
+from .vm_watcher import disk_error, disk_failed
 
 log = logging.getLogger(__name__)
-
-OPERATION_STALE = 900.0  # an operation older than this: its API node died and did not come back
-SWEEP_EVERY = 30.0  # seconds between sweeps of stale operations
-
-DISK_ERRORS = {
-    "nospace": "disk write failed: no space left on the data filesystem; free space on the "
-    "host, then start it again (its disk keeps what was written before)",
-    "failed": "disk I/O failed: the host's data filesystem returned an error; check the host, "
-    "then start it again",
-}
 
 
 @dataclass
@@ -162,8 +146,8 @@ class Reconciler:
             await self._remove(computer_id, f"removed: the server stopped while {why}", report)
         elif state in (State.RUNNING, State.STARTING):
             vm = self.runtime.attach_vm(computer_id)
-            if vm is not None and (error := await self._disk_error(vm)) is not None:
-                await self.disk_failed(computer_id, error)  # stopped on a disk error meanwhile
+            if vm is not None and (error := await disk_error(vm)) is not None:
+                await disk_failed(fleet, computer_id, error)  # stopped on a disk error meanwhile
                 report.stopped.append(computer_id)
                 return
             if vm is not None:
@@ -286,119 +270,3 @@ class Reconciler:
                 f"stopped: the server restarted while it was {state}; memory lost, disk kept",
             )
         report.stopped.append(computer_id)
-
-    async def watch(self, interval: float = 2.0) -> None:
-        """Record computers whose VM died, or stopped on a disk error, while the server ran:
-        this node's own VMs on every node; the fleet hosts' computers, and the sweep of
-        operations another API node left running past OPERATION_STALE seconds, on the node
-        that holds the reconciler's job (control/jobs.py)."""
-        swept_at = 0.0
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval)
-            leading = await self.fleet.jobs.holds(RECONCILER)
-            await self.check_running(leading)
-            if loop.time() - swept_at < SWEEP_EVERY:
-                continue
-            swept_at = loop.time()
-            try:  # every node its own
-                await build_vms.end_left(self.fleet, self.began)
-            except Exception:  # tried again at the next sweep
-                log.exception("ending the build VMs an earlier life of this node left failed")
-            if leading:
-                stale = self.fleet.operations.sweep_stale(OPERATION_STALE)
-                for op in stale:
-                    said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"
-                    log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
-
-    async def check_running(self, leading: bool = True) -> None:
-        """One look at every running machine. Only a VM known to be gone is recorded as exited:
-        a look that failed (descriptors exhausted, a transient error) is unknown, and the next
-        round looks again. The computers of fleet hosts are looked at only when `leading`."""
-        for computer_id, machine in list(self.fleet.machines.items()):
-            if isinstance(machine.vm, RemoteVm) or self.fleet.lock(computer_id).locked():
-                continue  # a fleet host's: its host agent holds its VM
-            try:
-                seen = machine.vm.liveness()
-                if seen is Liveness.UNKNOWN:
-                    log.warning("%s: its VM could not be checked; looking again", computer_id)
-                elif seen is Liveness.DEAD:
-                    await self.fleet.vm_exited(computer_id, "its VM process exited unexpectedly")
-                elif (error := await self._disk_error(machine.vm)) is not None:
-                    await self.disk_failed(computer_id, error)
-            except Exception:
-                log.exception("recording the end of %s failed", computer_id)
-        if leading:
-            running = await asyncio.to_thread(self._running_on_fleet_hosts)
-            await asyncio.gather(*(self._check_placed(row) for row in running))
-
-    def _running_on_fleet_hosts(self) -> list[ComputerRow]:
-        """The records of running computers placed on fleet hosts (none without a fleet: no
-        read)."""
-        remote = self.fleet.remote
-        if remote is None or not remote.any_joined():
-            return []
-        with self.fleet.db.session() as s:
-            return list(
-                s.scalars(
-                    select(ComputerRow).where(
-                        ComputerRow.host_id.is_not(None), ComputerRow.state == str(State.RUNNING)
-                    )
-                )
-            )
-
-    async def _check_placed(self, row: ComputerRow) -> None:
-        """A running computer on a fleet host: its VM gone (by a report read after no
-        operation was left on it) is recorded as exited; a disk error, as `error`."""
-        remote = self.fleet.remote
-        assert remote is not None and row.host_id is not None
-        try:
-            seen = remote.liveness(row.host_id, row.id)
-            if seen is Liveness.UNKNOWN:  # its host is not answering: nothing is known
-                return
-            if seen is Liveness.ALIVE:
-                vm = self.fleet.host_of(row).attach_vm(row.id)
-                if vm is not None and (error := await self._disk_error(vm)) is not None:
-                    await self.disk_failed(row.id, error)
-                return
-            async with self.fleet.operating(row.id, "vm_check"):
-                now = self.fleet.by_id(row.id)
-                if now is None or now.state != State.RUNNING or now.host_id != row.host_id:
-                    return
-                if await remote.liveness_now(row.host_id, row.id) is Liveness.DEAD:
-                    await self.fleet.vm_exited(row.id, "its VM process exited unexpectedly")
-        except (BusyError, HostError):  # acted on elsewhere, or its host is silent: next round
-            return
-        except Exception:
-            log.exception("looking at %s on its host failed", row.id)
-
-    @staticmethod
-    async def _disk_error(vm: VmHandle) -> str | None:
-        try:
-            return await vm.disk_error()
-        except HostError:  # the monitor is busy or the VM just went: the next round sees it
-            return None
-
-    async def disk_failed(self, computer_id: str, error: str) -> None:
-        """A disk error stopped the guest: the computer goes to `error` with the reason, its VM
-        ends (a start boots it fresh on its disk once the host has room again)."""
-        fleet = self.fleet
-        try:
-            async with fleet.operating(computer_id, "disk_error"):
-                await self._disk_failed_locked(computer_id, error)
-        except BusyError:  # another API node acts on it: the next round looks again
-            return
-
-    async def _disk_failed_locked(self, computer_id: str, error: str) -> None:
-        fleet = self.fleet
-        row = fleet.by_id(computer_id)
-        if row is None or row.state not in (State.RUNNING, State.STARTING):
-            return
-        why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
-        log.warning("%s stopped on a disk error (%s)", computer_id, error)
-        fleet.machines.pop(computer_id, None)
-        await fleet.network_down(computer_id)
-        await fleet.host_of(row).kill(computer_id)
-        fleet.record(
-            computer_id, State.ERROR, "computer.error", why, {"disk_error": error}, last_error=why
-        )
