@@ -1,7 +1,8 @@
 """Where an exec's time goes, in one run: the raw channel round trip (ping), the same spawn timed
 inside the guest itself (`true`, and `sh -c true`), exec `true` through the agent client, through
 the HTTP API of a real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall
-time of the whole CLI process), with the ratios; then file put/get throughput.
+time of the whole CLI process), with the ratios; then file put/get throughput. Run it again with
+SANBOX_TCG_ASLR=off to time emulated guests without address randomization.
 Usage: python benchmarks/exec.py [N] [MiB]"""
 
 from __future__ import annotations

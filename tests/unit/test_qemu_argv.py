@@ -10,6 +10,7 @@ from sanbox.host.drivers.qemu.argv import (
     launcher_argv,
     qemu_argv,
 )
+from sanbox.host.settings import HostSettings, SettingsError
 
 pytestmark = pytest.mark.unit
 
@@ -44,6 +45,23 @@ def test_kvm_uses_host_cpu_and_no_tsc_pin() -> None:
     assert argv[argv.index("-cpu") + 1] == "host"
     assert "tsc_early_khz" not in argv[argv.index("-append") + 1]
     assert "tsc=reliable" not in argv[argv.index("-append") + 1]  # KVM has kvm-clock
+
+
+def test_address_randomization_is_kept_unless_the_host_trades_it_under_tcg() -> None:
+    def cmdline(accel: str, **over: object) -> list[str]:
+        argv = qemu_argv(spec(**over), accel, 2000.0)
+        return argv[argv.index("-append") + 1].split()
+
+    assert "norandmaps" not in cmdline("tcg")
+    assert "norandmaps" in cmdline("tcg", tcg_aslr=False)  # SANBOX_TCG_ASLR=off
+    assert "norandmaps" not in cmdline("kvm", tcg_aslr=False)  # never a KVM guest's
+
+
+def test_the_tcg_address_randomization_is_a_setting() -> None:
+    assert HostSettings.from_env({}).tcg_aslr
+    assert not HostSettings.from_env({"SANBOX_TCG_ASLR": "OFF"}).tcg_aslr
+    with pytest.raises(SettingsError, match="SANBOX_TCG_ASLR='no' is not one of on, off"):
+        HostSettings.from_env({"SANBOX_TCG_ASLR": "no"})
 
 
 def test_microvm_devices_control_port_and_detach() -> None:

@@ -49,6 +49,8 @@ def doctor(
             console.print(f"hypervisor    {driver.name}, acceleration unknown: {exc}")
     if choice is not None:
         console.print(f"hypervisor    {choice.isolation}  [dim]({choice.reason})[/]")
+        if choice.accel == "tcg":
+            _tcg_aslr(settings.tcg_aslr)
     _firecracker()
     _confinement(driver.capabilities, choice.accel if choice is not None else None)
     try:
@@ -75,6 +77,20 @@ def doctor(
         console.print(f"image base    [yellow]{exc}[/]")
     if not ok:
         raise typer.Exit(1)
+
+
+def _tcg_aslr(kept: bool) -> None:
+    """Under emulation: whether guests keep address randomization (SANBOX_TCG_ASLR)."""
+    if kept:
+        console.print(
+            "guest aslr    on  [dim](SANBOX_TCG_ASLR=off: guest programs start ~4x faster "
+            "under QEMU 7.2's emulation, without address randomization)[/]"
+        )
+    else:
+        console.print(
+            "guest aslr    [yellow]off (SANBOX_TCG_ASLR=off): guests boot with norandmaps, "
+            "their programs without address randomization[/]"
+        )
 
 
 def _firecracker() -> None:

@@ -57,6 +57,7 @@ class VmSpec:
     memory_readonly: bool = False
     restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
+    tcg_aslr: bool = True  # False: under emulation, the guest boots without address randomization
     run_as: VmUser | None = None  # drop to this user before the hypervisor starts
     cgroup_procs: tuple[Path, ...] = ()  # join these cgroups (cgroup.procs files) first
 

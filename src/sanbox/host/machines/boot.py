@@ -172,6 +172,7 @@ class Machines:
             net=spec.net,
             memory_file=self.data_dir.ram_file(spec.computer_id),
             restore=restore,
+            tcg_aslr=self.settings.tcg_aslr,
         )
 
     async def create(self, spec: MachineSpec, image: Image) -> tuple[Machine, Disk]:

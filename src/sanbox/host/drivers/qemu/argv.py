@@ -48,6 +48,8 @@ def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
         # the TSC unstable and the guest fell back to refined-jiffies, a 4 ms clock (its timers,
         # sleeps and every time taken inside it at that resolution)
         args.append("tsc=reliable")
+        if not spec.tcg_aslr:  # HostSettings' SANBOX_TCG_ASLR: speed for the guests' defences
+            args.append("norandmaps")
     if spec.net is not None:
         args += [f"sanbox.ip={spec.net.guest_cidr}", f"sanbox.gw={spec.net.gateway}"]
         if spec.net.dns:
