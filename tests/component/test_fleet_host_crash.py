@@ -20,7 +20,7 @@ import pytest
 
 from sanbox import Sanbox
 from sanbox.fleet.link.link import SILENT_AFTER
-from sanbox.fleet.link.pki import FleetCAs
+from sanbox.fleet.link.pki import FleetCAs, Identity
 from sanbox.host.data.layout import DataDir
 
 from .conftest import LiveServer, fake_image
@@ -42,6 +42,30 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=2.0, lost_after=4.0)
+
+
+def _joined(live: LiveServer, short_tmp: Path) -> tuple[Path, int, Identity]:
+    """Host h1 joined to the fleet (its data dir with the image, its port), and the control
+    plane's identity to reach it with."""
+    host_dir, port = short_tmp / "h1", _free_port()
+    join_host(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    return host_dir, port, FleetCAs(live.data_dir.root / "fleet").control_identity()
+
+
+def _started(
+    live: LiveServer, host_dir: Path, port: int, control: Identity
+) -> subprocess.Popen[bytes]:
+    """h1's host agent, answering, its builds reported."""
+    agent = _agent(host_dir, port)
+    try:
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up with its builds", lambda: bool(_hosts(live)[0].layers))
+    except BaseException:
+        agent.kill()
+        agent.wait(10)
+        raise
+    return agent
 
 
 def _agent(host_dir: Path, port: int) -> subprocess.Popen[bytes]:
@@ -90,14 +114,9 @@ def test_a_host_agent_killed_with_its_vms_running_comes_back_without_a_second_co
     fleet_server: LiveServer, short_tmp: Path
 ) -> None:
     live = fleet_server
-    host_dir, port = short_tmp / "h1", _free_port()
-    join_host(live, host_dir, port)
-    fake_image(DataDir(host_dir))
-    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
-    agent = _agent(host_dir, port)
+    host_dir, port, control = _joined(live, short_tmp)
+    agent = _started(live, host_dir, port, control)
     try:
-        _wait_until_up(f"https://127.0.0.1:{port}", control)
-        _until("h1 up with its builds", lambda: bool(_hosts(live)[0].layers))
         with Sanbox(live.url, live.key, timeout=60) as client:
             made = [client.computers.create(name=f"c{i}", idle_timeout=0) for i in range(2)]
             for c in made:  # the stand-in's guests share the host's /tmp
@@ -147,14 +166,9 @@ def test_a_call_to_a_frozen_host_agent_fails_within_seconds_and_the_host_comes_b
     a call already sent to it fails with `host_unreachable` once its reports have been silent for
     `SILENT_AFTER`, not after the link's 300 s; once it runs again, so do its calls."""
     live = patient_fleet
-    host_dir, port = short_tmp / "h1", _free_port()
-    join_host(live, host_dir, port)
-    fake_image(DataDir(host_dir))
-    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
-    agent = _agent(host_dir, port)
+    host_dir, port, control = _joined(live, short_tmp)
+    agent = _started(live, host_dir, port, control)
     try:
-        _wait_until_up(f"https://127.0.0.1:{port}", control)
-        _until("h1 up with its builds", lambda: bool(_hosts(live)[0].layers))
         with Sanbox(live.url, live.key, timeout=60) as client:
             made = client.computers.create(name="frozen", idle_timeout=0)
             console = f"{live.url}/v1/computers/{made.id}/console"
