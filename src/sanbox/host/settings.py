@@ -20,7 +20,8 @@ code translated afresh (spawning `true` 26-28 ms); without randomization each is
 once (5.6-7.8 ms). QEMU 8.0 and later translate position-independently and need no such trade.
 It weakens every guest's defence against memory-corruption exploits: leave it on where guests
 run code or visit sites that are not trusted. A guest keeps the mode it booted with across
-pause, snapshot and fork.
+pause, snapshot and fork, and so do the computers made of a snapshot (a template's ready one, a
+warm pool's members) until it is taken again.
 
 A fleet host's egress gateway (`sanbox host serve`) reads the server's egress variables, with the
 same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
