@@ -83,8 +83,8 @@ def _tcg_aslr(kept: bool) -> None:
     """Under emulation: whether guests keep address randomization (SANBOX_TCG_ASLR)."""
     if kept:
         console.print(
-            "guest aslr    on  [dim](SANBOX_TCG_ASLR=off: guest programs start ~4x faster "
-            "under QEMU 7.2's emulation, without address randomization)[/]"
+            "guest aslr    on  [dim](SANBOX_TCG_ASLR=off: guest programs start up to ~4x "
+            "faster under emulation, without address randomization)[/]"
         )
     else:
         console.print(
