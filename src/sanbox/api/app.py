@@ -116,11 +116,12 @@ def create_app(
         )
         app.state.fleet_metrics = FleetMetrics(computers)
         app.state.settings, app.state.computers = settings, computers
+        vm_watcher = VmWatcher(computers)  # made first: its node's life begins before the reconcile
         reconciler = Reconciler(computers)
         report = await reconciler.reconcile()
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
-        app.state.vm_watcher = vm_watcher = VmWatcher(computers, reconciler.began)
+        app.state.vm_watcher = vm_watcher
         faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [

@@ -14,7 +14,6 @@ from datetime import datetime
 
 from ..host.door import GIB, HostError, VmHandle
 from ..store import repo
-from ..store.models import utcnow
 from .computers import Computers
 from .quotas import COMPUTE
 from .states import State
@@ -38,7 +37,6 @@ class Reconciler:
     def __init__(self, computers: Computers) -> None:
         self.fleet = computers.fleet
         self.runtime = computers.fleet.runtime
-        self.began = utcnow()  # this node's life: what its earlier lives left predates it
 
     async def reconcile(self) -> ReconcileReport:
         report = ReconcileReport()

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
 
 from sqlalchemy import select
 
 from ..fleet.errors import BusyError
 from ..fleet.link.vm import RemoteVm
 from ..host.door import HostError, Liveness, VmHandle
-from ..store.models import ComputerRow
+from ..store.models import ComputerRow, utcnow
 from . import build_vms
 from .computers import Computers
 from .fleet import Fleet
@@ -37,9 +36,9 @@ DISK_ERRORS = {
 
 
 class VmWatcher:
-    def __init__(self, computers: Computers, began: datetime) -> None:
+    def __init__(self, computers: Computers) -> None:
         self.fleet = computers.fleet
-        self.began = began  # this node's life: what its earlier lives left predates it
+        self.began = utcnow()  # this node's life: what its earlier lives left predates it
 
     async def watch(self, interval: float = 2.0) -> None:
         """Record computers whose VM died, or stopped on a disk error, while the server ran:
