@@ -45,12 +45,13 @@ def test_clients_share_one_guest_connection(agent: AgentProcess, tmp_path: Path)
             await one.exec_stream(["sh", "-c", f"sleep 30; touch {marker}"])
             await two.exec(["true"])
             await one.close()
-            pids = await two.exec(["pgrep", "-f", "sleep 30"])
+            mine = ["pgrep", "-f", f"touch {marker}"]  # not another test's sleep on this host
+            pids = await two.exec(mine)
             for _ in range(100):
                 if pids.exit_code != 0:
                     break
                 await asyncio.sleep(0.05)
-                pids = await two.exec(["pgrep", "-f", "sleep 30"])
+                pids = await two.exec(mine)
             assert pids.exit_code != 0, "the gone client's process still runs"
             assert not marker.exists()
             assert (await two.exec(["echo", "still"])).stdout == b"still\n"

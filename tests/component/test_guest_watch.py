@@ -129,8 +129,8 @@ class Host:
         self.frames: list[p.Frame] = []
         self.arrived = asyncio.Event()
 
-    def send(self, frame: p.Frame) -> None:
-        self.frames.append(frame)
+    def send(self, *frames: p.Frame) -> None:
+        self.frames.extend(frames)
         self.arrived.set()
 
     def msgs(self) -> list[dict[str, object]]:

@@ -136,22 +136,22 @@ class ControlStream(Stream):
     async def run(self) -> None:
         op = self.params.get("op")
         if op == "ping":
-            self.send_msg("result", **identity())
+            self.send_last("result", **identity())
         elif op == "set_clock":
             value = self.params.get("time")
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise AgentRequestError("bad_request", "time must be a number")
             set_clock(float(value))
-            self.send_msg("result", time=time.time())
+            self.send_last("result", time=time.time())
         elif op == "set_hostname":
             set_hostname(param_str(self.params, "hostname"))
-            self.send_msg("result")
+            self.send_last("result")
         elif op == "metrics":
-            self.send_msg("result", **metrics())
+            self.send_last("result", **metrics())
         elif op == "ssh_host_key":
-            self.send_msg("result", public_key=await ssh.host_key())
+            self.send_last("result", public_key=await ssh.host_key())
         elif op == "ssh_new_host_key":
-            self.send_msg("result", public_key=await ssh.new_host_key())
+            self.send_last("result", public_key=await ssh.new_host_key())
         elif op == "fs_freeze":
             timeout = self.params.get("timeout", 10.0)
             if not isinstance(timeout, int | float) or isinstance(timeout, bool):
@@ -159,15 +159,15 @@ class ControlStream(Stream):
             if ssh.paths().root != "/":  # not in a VM: `/` would be the host's filesystem
                 raise AgentRequestError("not_supported", "fs_freeze runs inside a computer only")
             freeze.ROOT.freeze(float(timeout))
-            self.send_msg("result", frozen=True)
+            self.send_last("result", frozen=True)
         elif op == "fs_thaw":
-            self.send_msg("result", thawed=freeze.ROOT.thaw())
+            self.send_last("result", thawed=freeze.ROOT.thaw())
         elif op == "new_identity":
             await new_identity(self.params, set_hostname, set_clock)
-            self.send_msg("result", hostname=socket.gethostname())
+            self.send_last("result", hostname=socket.gethostname())
         elif op == "services":
-            self.send_msg("result", services=read_statuses())
+            self.send_last("result", services=read_statuses())
         elif op == "ssh_authorize":
-            self.send_msg("result", added=ssh.authorize(param_str(self.params, "public_key")))
+            self.send_last("result", added=ssh.authorize(param_str(self.params, "public_key")))
         else:
             raise AgentRequestError("bad_request", f"unknown control op {op!r}")

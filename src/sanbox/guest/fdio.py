@@ -56,7 +56,3 @@ async def write_all(fd: int, data: bytes) -> None:
 def close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
-
-
-async def wait_readable(fd: int) -> None:
-    await _ready(fd, write=False)

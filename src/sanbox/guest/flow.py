@@ -34,6 +34,10 @@ class SendWindow:
         self._available -= amount
         return amount
 
+    def spend(self, amount: int) -> None:
+        """Use credit already seen to be ``available`` (a reader that checked it first)."""
+        self._available -= amount
+
     def refund(self, amount: int) -> None:
         if amount > 0:
             self.grant(amount)

@@ -17,6 +17,7 @@ from typing import Any
 from . import fdio
 from . import protocol as p
 from .errors import AgentRequestError
+from .relay import OutputRelay, StdinRelay
 from .stream import Send, Stream, param_int, param_str
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -31,10 +32,34 @@ class Identity:
     name: str
     home: str
     shell: str
-    groups: list[int]
+    groups: tuple[int, ...]
+
+
+ACCOUNTS = ("/etc/passwd", "/etc/group")
+_known: dict[object, Identity] = {}  # user -> identity, while the account files stay as read
+_known_files: list[tuple[int, int, int]] = []
+KNOWN_MAX = 64
 
 
 def resolve_user(user: object) -> Identity:
+    """The account ``user`` names (None: the agent's own), with its groups. Looked up again only
+    when /etc/passwd or /etc/group changed: each lookup reads both files (about 1 ms under TCG)."""
+    try:
+        files = [(st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, ACCOUNTS)]
+    except OSError:
+        files = []
+    if files != _known_files or len(_known) >= KNOWN_MAX:
+        _known.clear()
+        _known_files[:] = files
+    if not (user is None or isinstance(user, int | str)):
+        return _look_up(user)  # refused there
+    key = (type(user), user)
+    if (ident := _known.get(key)) is None:
+        ident = _known[key] = _look_up(user)
+    return ident
+
+
+def _look_up(user: object) -> Identity:
     try:
         if user is None:
             entry = pwd.getpwuid(os.getuid())
@@ -47,7 +72,9 @@ def resolve_user(user: object) -> Identity:
     except KeyError:
         raise AgentRequestError("unknown_user", f"no such user: {user}") from None
     groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
-    return Identity(entry.pw_uid, entry.pw_gid, entry.pw_name, entry.pw_dir, entry.pw_shell, groups)
+    return Identity(
+        entry.pw_uid, entry.pw_gid, entry.pw_name, entry.pw_dir, entry.pw_shell, tuple(groups)
+    )
 
 
 def build_env(ident: Identity, extra: object, term: str) -> dict[str, str]:
@@ -106,18 +133,33 @@ def spawn(argv: list[str], params: p.JsonDict, term: str, **popen: Any) -> subpr
         raise AgentRequestError("spawn_failed", f"{argv[0]}: {exc}") from None
 
 
-async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for the process without blocking the loop (pidfd where the kernel has it)."""
+def exit_watch(proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
+    """A future of the process's exit status, set by the loop when its pidfd turns readable (a
+    thread waits where the kernel has no pidfd). Cancelling it stops the watch."""
+    loop = asyncio.get_running_loop()
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        return await asyncio.get_running_loop().run_in_executor(None, proc.wait)
-    try:
-        while (code := proc.poll()) is None:
-            await fdio.wait_readable(pidfd)
-        return code
-    finally:
+        return asyncio.ensure_future(loop.run_in_executor(None, proc.wait))
+    done: asyncio.Future[int] = loop.create_future()
+
+    def check() -> None:
+        if not done.done() and (code := proc.poll()) is not None:
+            done.set_result(code)
+
+    def stop(_: asyncio.Future[int]) -> None:
+        loop.remove_reader(pidfd)
         os.close(pidfd)
+
+    loop.add_reader(pidfd, check)
+    done.add_done_callback(stop)
+    check()  # it may have ended already
+    return done
+
+
+async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the process without blocking the loop."""
+    return await exit_watch(proc)
 
 
 def kill_group(pid: int, sig: int) -> None:
@@ -148,15 +190,17 @@ def parse_signal(value: object) -> int:
 
 
 class ProcessStream(Stream):
-    """Shared by exec and pty: stdin relay, output pumps, signals, exit report."""
+    """Shared by exec, pty and ssh: stdin relay, output relay, signals, exit report (the relays
+    are the loop's callbacks, relay.py: a command's end is reported in one pass of the loop)."""
 
     term = "dumb"
 
     def __init__(self, stream_id: int, params: p.JsonDict, send: Send) -> None:
         super().__init__(stream_id, params, send)
         self.proc: subprocess.Popen[bytes] | None = None
-        self._reading_since: dict[int, float | None] = {}
         self._owned_fds: list[int] = []
+        self._stdin: StdinRelay | None = None
+        self._outputs: OutputRelay | None = None
 
     def start_process(self) -> tuple[int, list[tuple[int, int]]]:
         """Spawn; return (stdin fd, [(output fd, channel)])."""
@@ -169,62 +213,50 @@ class ProcessStream(Stream):
         stdin_fd, outputs = self.start_process()
         assert self.proc is not None
         self.send_msg("started", pid=self.proc.pid)
-        self.task(self._feed_stdin(stdin_fd))
-        pumps = [(self.task(self._pump(fd, ch)), ch) for fd, ch in outputs]
+        self._outputs = OutputRelay(self.id, self.send_window, self.send)
+        for fd, channel in outputs:
+            self._outputs.add(fd, channel)
+        self._stdin = StdinRelay(stdin_fd, self.consumed, self.stdin_eof)
+        while not self.inbox.empty():  # what the host sent before the process started
+            if (data := self.inbox.get_nowait()) is not None:
+                self._stdin.push(data)
+            else:
+                self._stdin.eof()
         timed_out = False
         try:
             async with asyncio.timeout(timeout):
-                code = await wait_exit(self.proc)
+                code = await exit_watch(self.proc)
         except TimeoutError:
             timed_out = True
             kill_group(self.proc.pid, signal.SIGKILL)
-            code = await wait_exit(self.proc)
-        await self._drain(pumps)
+            code = await exit_watch(self.proc)
+        await self._outputs.ended(DRAIN_IDLE)
+        self._outputs.stop()
         sig = -code if code < 0 else None
         exit_code = 124 if timed_out else (128 + sig if sig is not None else code)
-        self.send_msg("exit", exit_code=exit_code, signal=sig, timed_out=timed_out)
+        self.send_last("exit", exit_code=exit_code, signal=sig, timed_out=timed_out)
 
-    async def _feed_stdin(self, fd: int) -> None:
-        broken = False
-        while (data := await self.inbox.get()) is not None:
-            if not broken:
-                try:
-                    await fdio.write_all(fd, data)
-                except OSError:
-                    broken = True  # the process closed its input; keep granting credit
-            self.consumed(len(data))
-        self.stdin_eof(fd)
+    def on_data(self, channel: int, data: bytes) -> None:
+        if channel == p.STDIN and self._stdin is not None:
+            self._stdin.push(data)
+        else:
+            super().on_data(channel, data)
+
+    def on_eof(self, channel: int) -> None:
+        if channel == p.STDIN and self._stdin is not None:
+            self._stdin.eof()
+        else:
+            super().on_eof(channel)
+
+    def on_window(self, credit: int) -> None:
+        super().on_window(credit)
+        if self._outputs is not None:
+            self._outputs.credit()
 
     def stdin_eof(self, fd: int) -> None:
         fdio.close(fd)
         with contextlib.suppress(ValueError):
             self._owned_fds.remove(fd)
-
-    async def _pump(self, fd: int, channel: int) -> None:
-        loop = asyncio.get_running_loop()
-
-        async def read(size: int) -> bytes:
-            self._reading_since[channel] = loop.time()
-            try:
-                return await fdio.read(fd, size)
-            finally:
-                self._reading_since[channel] = None
-
-        while await self.send_chunk_from(channel, read):
-            pass
-
-    async def _drain(self, pumps: list[tuple[asyncio.Task[Any], int]]) -> None:
-        """Read output until EOF, or until every open pipe stays silent for DRAIN_IDLE."""
-        loop = asyncio.get_running_loop()
-        while pending := [(task, ch) for task, ch in pumps if not task.done()]:
-            await asyncio.wait([task for task, _ in pending], timeout=DRAIN_IDLE / 4)
-            now = loop.time()
-            since = [self._reading_since.get(ch) for task, ch in pending if not task.done()]
-            if since and all(s is not None and now - s > DRAIN_IDLE for s in since):
-                break  # background processes hold the pipes open: stop waiting
-        for task, _ in pumps:
-            task.cancel()
-        await asyncio.gather(*(task for task, _ in pumps), return_exceptions=True)
 
     def on_msg(self, body: p.JsonDict) -> None:
         if body.get("type") == "signal" and self.proc is not None:
@@ -239,6 +271,10 @@ class ProcessStream(Stream):
             super().on_msg(body)
 
     def cleanup(self) -> None:
+        if self._outputs is not None:
+            self._outputs.stop()  # before the descriptors close
+        if self._stdin is not None:
+            self._stdin.close()
         for fd in self._owned_fds:
             fdio.close(fd)
         self._owned_fds.clear()
@@ -269,21 +305,33 @@ class Started:
 
 def start_exec(params: p.JsonDict) -> Started:
     """``argv``/``cmd`` with stdin, stdout and stderr on non-blocking pipes."""
-    proc = spawn(
-        command_argv(params),
-        params,
-        "dumb",
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin and proc.stdout and proc.stderr
-    fds = [os.dup(f.fileno()) for f in (proc.stdin, proc.stdout, proc.stderr)]
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        f.close()
-    for fd in fds:
+    return spawn_piped(command_argv(params), params, "dumb", channels=(p.STDOUT, p.STDERR))
+
+
+def spawn_piped(
+    argv: list[str], params: p.JsonDict, term: str, *, channels: tuple[int, ...]
+) -> Started:
+    """Spawn with a pipe for stdin and one for each output channel (stdout, then stderr; an
+    output not asked for is the agent's own). This side's ends are non-blocking."""
+    child: list[int] = []
+    ours: list[int] = []
+    try:
+        for index in range(1 + len(channels)):
+            read, write = os.pipe()  # not inherited: the child gets them as 0, 1 and 2 only
+            child.append(write if index else read)
+            ours.append(read if index else write)
+        streams = dict(zip(("stdin", "stdout", "stderr"), child, strict=False))
+        proc = spawn(argv, params, term, **streams)
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in child:
+            os.close(fd)
+    for fd in ours:
         os.set_blocking(fd, False)
-    return Started(proc, fds[0], [(fds[1], p.STDOUT), (fds[2], p.STDERR)], fds)
+    return Started(proc, ours[0], list(zip(ours[1:], channels, strict=True)), ours)
 
 
 def start_pty(params: p.JsonDict) -> Started:

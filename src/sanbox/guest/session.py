@@ -71,9 +71,9 @@ class Session:
         body = {"nonce": None, "restarted": True, "protocol": p.PROTOCOL_VERSION, **identity()}
         return p.SYNC + p.encode(p.HelloAck(body))
 
-    def send(self, frame: p.Frame) -> None:
+    def send(self, *frames: p.Frame) -> None:
         if self.link is not None:
-            self.link.write(p.encode(frame))
+            self.link.write(b"".join(map(p.encode, frames)))
 
     def feed(self, data: bytes) -> None:
         frames = self._decoder.feed(data)

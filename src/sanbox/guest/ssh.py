@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from . import protocol as p
 from .errors import AgentRequestError
-from .process import BASE_PATH, ProcessStream, spawn
+from .process import BASE_PATH, ProcessStream, spawn_piped
 from .service_config import ENV_NAME
 
 ROOT_ENV = "SANBOX_AGENT_SSH_ROOT"
@@ -308,13 +308,7 @@ class SshStream(ProcessStream):
 
     def start_process(self) -> tuple[int, list[tuple[int, int]]]:
         argv = [paths().sshd, "-i", "-e", *set_env_options(self.params.get("env"))]
-        proc = spawn(argv, {}, "dumb", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.proc = proc
-        assert proc.stdin and proc.stdout
-        fds = [os.dup(f.fileno()) for f in (proc.stdin, proc.stdout)]
-        proc.stdin.close()
-        proc.stdout.close()
-        for fd in fds:
-            os.set_blocking(fd, False)
-        self._owned_fds.extend(fds)
-        return fds[0], [(fds[1], p.STDOUT)]
+        started = spawn_piped(argv, {}, "dumb", channels=(p.STDOUT,))
+        self.proc = started.proc
+        self._owned_fds.extend(started.fds)
+        return started.stdin, started.outputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from . import protocol as p
 from .errors import AgentRequestError
@@ -13,11 +13,17 @@ from .flow import ReceiveWindow, SendWindow
 
 log = logging.getLogger("sanbox.agent")
 
-Send = Callable[[p.Frame], None]
+
+class Send(Protocol):
+    """Writes frames to the host, all in one write."""
+
+    def __call__(self, *frames: p.Frame) -> None: ...
 
 
 class Stream:
-    """A stream runs ``run()`` in a task, then sends CLOSE unless the host closed it first.
+    """A stream runs ``run()`` in a task, then sends CLOSE unless the host closed it first (with
+    the stream's last message, ``send_last``, in one write: each write to the port costs about
+    0.2 ms under TCG).
 
     Channel-0 DATA and EOF from the host land in ``inbox`` (``None`` marks EOF);
     call ``consumed(n)`` once those bytes are written out, to grant credit back.
@@ -33,6 +39,7 @@ class Stream:
         self._recv_window = ReceiveWindow()
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.aborted = False
+        self._last: p.Msg | None = None
         self._main: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.on_finished: Callable[[Stream], None] = lambda stream: None
@@ -58,18 +65,19 @@ class Stream:
         try:
             await self.run()
         except AgentRequestError as exc:
-            self.send_error(exc.code, exc.message)
+            self.send_last("error", code=exc.code, message=exc.message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("stream %d (%s) failed", self.id, self.kind)
-            self.send_error("internal", f"{type(exc).__name__}: {exc}")
+            self.send_last("error", code="internal", message=f"{type(exc).__name__}: {exc}")
         finally:
             for task in list(self._tasks):
                 task.cancel()
             self.cleanup()
             if not self.aborted:
-                self.send(p.Close(self.id))
+                last = () if self._last is None else (self._last,)
+                self._send(*last, p.Close(self.id))
             self.on_finished(self)
 
     def task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -102,6 +110,10 @@ class Stream:
 
     def send_msg(self, type_: str, **fields: Any) -> None:
         self.send(p.Msg(self.id, {"type": type_, **fields}))
+
+    def send_last(self, type_: str, **fields: Any) -> None:
+        """The stream's final message (a result, an exit, an error): it goes with the CLOSE."""
+        self._last = p.Msg(self.id, {"type": type_, **fields})
 
     def send_error(self, code: str, message: str) -> None:
         self.send_msg("error", code=code, message=message)
