@@ -287,16 +287,23 @@ class Pools:
         await self._warm(row.id)
 
     async def _warm(self, computer_id: str) -> None:
-        """One command run in a new member before anyone claims it, so the claimer's first
-        finds the guest's exec path warm (its agent's code, the kernel's fork and exec, their
-        pages, and under TCG their translation: ~35 ms of a first exec here). A failure only
-        leaves the first command colder: the member's health is the reconciler's to judge."""
-        machine = self.fleet.machines.get(computer_id)
-        if machine is None:
+        """What a claim does in the guest, done once in a new member before anyone claims it:
+        a command, its hostname set (to the name it has), its template's readiness check. The
+        claim and the claimer's first command then find those paths warm (the agent's code, the
+        kernel's, their pages, and under TCG their translation: a restored guest starts with
+        none, ~35 ms of a first exec here). A failure only leaves them colder: the member's
+        health is the reconciler's to judge, its readiness the claim's."""
+        fleet = self.fleet
+        machine, row = fleet.machines.get(computer_id), fleet.by_id(computer_id)
+        if machine is None or row is None:
             return
         try:
             client = await machine.client(timeout=5.0)
             await client.exec(["true"], timeout=10.0, max_output=0)
+            await client.set_hostname(row.name)
+            check = readiness.check_of(fleet, row.org_id, row.template, row.region)
+            if check is not None:
+                await readiness.probe(machine, check)
         except Exception as exc:  # a warm-up's failure is not the member's
             log.info("warming pool member %s failed: %s", computer_id, exc)
 
