@@ -131,7 +131,8 @@ def test_a_missing_memory_file_boots_fresh_and_keeps_the_disk(
 def test_corrupt_memory_is_never_mapped(
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run
 ) -> None:
-    """One flipped byte in the saved memory: refused before QEMU maps it, fresh boot."""
+    """One flipped byte in the saved memory: refused before anything of the state loads (the
+    check runs while QEMU starts: that QEMU is killed, never run), fresh boot."""
     run(pausable.agent.files.put("/tmp/held-in-tmpfs.txt", b"x" * 100_000))
     saved = run(runtime.pause(pausable, spec_of(pausable), image))
     offset, length, _ = saved.memory_chunks[len(saved.memory_chunks) // 2]
@@ -144,6 +145,8 @@ def test_corrupt_memory_is_never_mapped(
     assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
     assert run(pausable.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1
     assert not memory.mapped_file(pausable.dir.run).exists()
+    running = subprocess.run(["pgrep", "-f", str(pausable.dir.root)], capture_output=True)
+    assert running.stdout.split() == [str(pausable.vm.pid).encode()], "the refused QEMU runs on"
 
 
 def kill_when_started(pidfile: Path, stop: threading.Event) -> None:

@@ -225,7 +225,12 @@ class Machines:
         return Machine(spec.computer_id, cdir, vm, agent)
 
     async def run_saved(
-        self, spec: MachineSpec, image: Image, vmstate: Path, memory_file: Path | None
+        self,
+        spec: MachineSpec,
+        image: Image,
+        vmstate: Path,
+        memory_file: Path | None,
+        checking: asyncio.Future[None] | None = None,
     ) -> Machine:
         """A VM for `spec` (its computer dir and disk made already) started from a saved device
         state and the RAM in `memory_file`, running, its agent answering. `memory_file` is the
@@ -233,7 +238,9 @@ class Machines:
         or a memory image many VMs map (a snapshot's), checked already (`memory.load`,
         `memory.verify_memory`): N VMs from one file share its clean pages. None: the RAM is in
         the shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy, or a shared
-        image copied there where the driver cannot map it read-only).
+        image copied there where the driver cannot map it read-only). `checking`: the check of
+        `memory_file` (a resume's, `memory.check_taken`), run while the VM process starts and
+        awaited before the state loads; the VM is killed if it fails.
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
         user's) through a hard link in the VM's run dir (the file must be on the data
@@ -261,8 +268,15 @@ class Machines:
                 vm_spec = replace(
                     vm_spec, memory_file=mapped, memory_private=True, memory_readonly=shared
                 )
-            vm = await self.launch(driver, vm_spec)
+            try:
+                vm = await self.launch(driver, vm_spec)
+            except BaseException:
+                if checking is not None:
+                    await checking  # a corrupt file is said as such, not as a launch that failed
+                raise
             undo.push_async_callback(self.kill_vm, vm)
+            if checking is not None:
+                await checking
             try:
                 await vm.load_state(vmstate)
             except HostError as exc:  # its own words, before a fallback boot's launch replaces them

@@ -4,8 +4,9 @@ to its state dir, durably and verifiably (saved/memory.py), and a VM started fro
 A resume maps the saved RAM privately (`memory-backend-file,share=off`: copy-on-write, clean
 pages read from the page cache, written pages the VM's own anonymous memory, charged to its
 cgroup) instead of copying it back into a RAM file first. The file leaves the state dir for the
-VM's run dir (a rename) and is checked there, in one read pass, before the VM starts; it is removed
-when the VM process ends. Set SANBOX_RESTORE=copy for the former way (a verified copy into a
+VM's run dir (a rename) and is checked there, in one read pass, while the VM process starts (it
+loads nothing of the saved state before the check passed); it is removed when the VM process
+ends. Set SANBOX_RESTORE=copy for the former way (a verified copy into a
 shared RAM file in the RAM dir), kept for comparison (benchmarks/pause.py).
 
 A pause of a VM that runs from its own mapped memory writes the pages its guest changed into
@@ -129,13 +130,20 @@ async def resume(m: Machines, spec: MachineSpec, image: Image) -> tuple[Machine,
 async def _restore(
     m: Machines, spec: MachineSpec, image: Image, cdir: ComputerDir, saved: SavedState
 ) -> Machine:
+    checking: asyncio.Future[None] | None = None
     if m.settings.restore == "copy":  # copy saved memory back instead of mapping it
         ram = m.data_dir.ram_file(spec.computer_id)
         await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, m.memory_key)
         mapped = None
-    else:
+    else:  # checked while the VM process starts: nothing of the state loads before it passed
         mapped = memory.mapped_file(cdir.run)
-        await asyncio.to_thread(memory.claim_memory, cdir.state, saved, mapped, m.memory_key)
-    # used once: were the host to crash from here on, the disk would be ahead of it
-    await asyncio.to_thread(memory.forget, cdir.state)
-    return await m.run_saved(spec, image, cdir.state / memory.VMSTATE, mapped)
+        await asyncio.to_thread(memory.take_memory, cdir.state, mapped)
+        check = asyncio.to_thread(memory.check_taken, mapped, saved, m.memory_key)
+        checking = asyncio.ensure_future(check)
+    try:
+        # used once: were the host to crash from here on, the disk would be ahead of it
+        await asyncio.to_thread(memory.forget, cdir.state)
+        return await m.run_saved(spec, image, cdir.state / memory.VMSTATE, mapped, checking)
+    finally:
+        if checking is not None:
+            await asyncio.wait([checking])  # its thread is not left running behind the caller

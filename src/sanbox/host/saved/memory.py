@@ -3,7 +3,8 @@ names, fsynced, renamed, and recorded last in a manifest. The manifest holds a d
 chunk of memory (keyed BLAKE3, `memfile`) and is itself MACed under the host's key, so a changed
 byte of memory, a changed manifest or a state made on another host is refused. A state is used
 only if its manifest is there and genuine, its files match it (memory checked chunk by chunk
-before the guest runs: where it lies when it is mapped, `claim_memory`, or as it is copied back,
+before the guest's state loads: where it lies when it is mapped, `claim_memory` (a resume checks
+it while the VM process starts: `take_memory`, then `check_taken`), or as it is copied back,
 `restore_memory`) and it was made by a compatible hypervisor; otherwise the reason is said
 (`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk.
 
@@ -346,11 +347,23 @@ def mapped_file(run_dir: Path) -> Path:
 def claim_memory(state_dir: Path, saved: SavedState, mapped: Path, key: bytes) -> None:
     """Move the saved RAM to `mapped` (no copy: a rename) and check it there, in one read
     pass, before QEMU maps it; StateError(corrupt | missing) otherwise, and `mapped` is gone."""
+    take_memory(state_dir, mapped)
+    check_taken(mapped, saved, key)
+
+
+def take_memory(state_dir: Path, mapped: Path) -> None:
+    """The first half of `claim_memory`: the saved RAM moved to `mapped`, not yet checked
+    (`check_taken` must pass before anything of the saved state is loaded)."""
     mapped.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(state_dir / MEMORY, mapped)
     except FileNotFoundError:
         raise StateError("missing", "the memory file is gone") from None
+
+
+def check_taken(mapped: Path, saved: SavedState, key: bytes) -> None:
+    """The second half of `claim_memory`: StateError(corrupt), and `mapped` gone, unless the
+    file matches the saved state's digests."""
     try:
         memfile.verify(mapped, saved.memory_bytes, saved.chunks(), key)
     except memfile.MemoryCorruptError as exc:
