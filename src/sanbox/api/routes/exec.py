@@ -33,6 +33,9 @@ from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["exec"], responses=ERRORS)
+# output up to this answers in one piece; a streamed body's pieces are each rendered in a worker
+# thread (~0.9 ms of an exec of `true` here)
+SMALL_OUTPUT = 64 * 1024
 
 
 @router.post("/{ref}/exec", response_model=ExecResponse)
@@ -57,6 +60,8 @@ async def exec_command(
         timeout=body.timeout,
         max_output=limit,
     )
+    if len(result.stdout) + len(result.stderr) <= SMALL_OUTPUT:  # at once: no thread hop a piece
+        return Response(b"".join(json_chunks(result)), media_type="application/json")
     return StreamingResponse(json_chunks(result), media_type="application/json")
 
 
