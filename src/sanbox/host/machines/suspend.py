@@ -147,3 +147,5 @@ async def _restore(
     finally:
         if checking is not None:
             await asyncio.wait([checking])  # its thread is not left running behind the caller
+            if not checking.cancelled():
+                checking.exception()  # raised through run_saved, or moot beside what failed first
