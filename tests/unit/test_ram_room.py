@@ -12,7 +12,7 @@ import pytest
 
 from sanbox.host.data import space
 from sanbox.host.data.layout import DataDir
-from sanbox.host.saved import memory
+from sanbox.host.saved import mapped_memory
 
 pytestmark = pytest.mark.unit
 MIB = 1024 * 1024
@@ -24,7 +24,7 @@ def test_mapped_saved_memory_is_promised_against_the_ram_dir(tmp_path: Path) -> 
     with open(ram_dir / "sanbox-t-booted.ram", "wb") as f:
         f.truncate(64 * MIB)  # a booted guest's sparse RAM file: all still to come
     for computer_id, pid in (("resumed", os.getpid()), ("other", os.getpid()), ("ended", 0)):
-        mapped = memory.mapped_file(dd.computer(computer_id).run)
+        mapped = mapped_memory.mapped_file(dd.computer(computer_id).run)
         mapped.parent.mkdir(parents=True)
         with open(mapped, "wb") as f:
             f.truncate(128 * MIB)

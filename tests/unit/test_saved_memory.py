@@ -11,7 +11,7 @@ import pytest
 
 from sanbox.host.drivers.qemu import stream as memstream
 from sanbox.host.drivers.qemu.stream import SECTION_PART
-from sanbox.host.saved import memory
+from sanbox.host.saved import mapped_memory, memory
 from sanbox.host.saved.memory import StateError
 
 from .test_memstream import RAM, page, section, stream, zero
@@ -38,8 +38,9 @@ def test_a_stream_state_is_claimed_without_a_copy(tmp_path: Path) -> None:
     assert saved.memory_bytes == RAM and saved.memory_allocated >= 2 * 4096
     inode = (state / memory.MEMORY).stat().st_ino
     loaded = memory.load(state, COMPAT, KEY)
-    mapped = memory.mapped_file(tmp_path / "run")
-    memory.claim_memory(state, loaded, mapped, KEY)
+    mapped = mapped_memory.mapped_file(tmp_path / "run")
+    mapped_memory.take_memory(state, mapped)
+    mapped_memory.check_taken(mapped, loaded, KEY)
     assert mapped.stat().st_ino == inode and not (state / memory.MEMORY).exists()
     data = mapped.read_bytes()
     assert data[:4096] == b"\x03" * 4096 and data[-4096:] == b"\x04" * 4096
@@ -52,9 +53,10 @@ def test_a_changed_memory_file_is_refused_and_not_left_to_map(tmp_path: Path) ->
         f.seek(RAM // 2)
         f.write(b"\x01")  # in a hole: must be zeros
     loaded = memory.load(state, COMPAT, KEY)
-    mapped = memory.mapped_file(tmp_path / "run")
+    mapped = mapped_memory.mapped_file(tmp_path / "run")
+    mapped_memory.take_memory(state, mapped)
     with pytest.raises(StateError) as err:
-        memory.claim_memory(state, loaded, mapped, KEY)
+        mapped_memory.check_taken(mapped, loaded, KEY)
     assert err.value.reason == "corrupt" and not mapped.exists()
 
 
@@ -62,7 +64,7 @@ def test_a_missing_memory_file_is_said(tmp_path: Path) -> None:
     state, saved = saved_state(tmp_path)
     (state / memory.MEMORY).unlink()
     with pytest.raises(StateError) as err:
-        memory.claim_memory(state, saved, memory.mapped_file(tmp_path / "run"), KEY)
+        mapped_memory.take_memory(state, mapped_memory.mapped_file(tmp_path / "run"))
     assert err.value.reason == "missing"
 
 

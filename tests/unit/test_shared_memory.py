@@ -23,7 +23,7 @@ from sanbox.host.drivers.confine import (
 from sanbox.host.drivers.qemu import argv as qemu
 from sanbox.host.drivers.qemu import launch
 from sanbox.host.machines import restore
-from sanbox.host.saved import memory
+from sanbox.host.saved import mapped_memory, memory
 from sanbox.host.snapshot.errors import SnapshotCorruptError
 
 from .test_qemu_argv import spec
@@ -170,7 +170,7 @@ def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
     ram = tmp_path / "cmpa.ram"
     assert ram.read_bytes() == image.read_bytes()
     assert ram.stat().st_ino != before.st_ino
-    assert not memory.mapped_file(tmp_path / "cmpa" / "run").exists()
+    assert not mapped_memory.mapped_file(tmp_path / "cmpa" / "run").exists()
     after = image.stat()
     assert (after.st_uid, after.st_mode, after.st_nlink) == (
         before.st_uid,
@@ -186,7 +186,7 @@ def test_on_qemu_8_2_the_image_itself_is_mapped(tmp_path: Path) -> None:
     rt = FakeMachines(maps=True, root=tmp_path)
     machine, outcome = restore_with(rt, state)
     assert outcome.restored and rt.started == [state / memory.MEMORY]  # no copy
-    assert not memory.mapped_file(tmp_path / "cmpa" / "run").exists()  # run_saved's to make
+    assert not mapped_memory.mapped_file(tmp_path / "cmpa" / "run").exists()  # run_saved's to make
     assert not (tmp_path / "cmpa.ram").exists()
 
 
@@ -197,13 +197,13 @@ def test_on_qemu_8_2_forks_checked_once_map_the_image_without_reading_it_again(
     restore, told so, maps it without a read pass of its own; told nothing, it checks it."""
     state, _ = saved_state(tmp_path)
     checks: list[Path] = []
-    real = memory.verify_memory
+    real = mapped_memory.verify_memory
 
     def counted(state_dir: Path, saved: memory.SavedState, key: bytes) -> None:
         checks.append(state_dir)
         real(state_dir, saved, key)
 
-    monkeypatch.setattr(memory, "verify_memory", counted)
+    monkeypatch.setattr(mapped_memory, "verify_memory", counted)
     rt = FakeMachines(maps=True, root=tmp_path)
     _, outcome = restore_with(rt, state, ready=True)
     assert outcome.restored and rt.started == [state / memory.MEMORY] and checks == []

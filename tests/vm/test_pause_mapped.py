@@ -26,7 +26,7 @@ from sanbox.host.drivers.qemu import inplace
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
-from sanbox.host.saved import memfile, memory
+from sanbox.host.saved import mapped_memory, memfile, memory
 from sanbox.host.saved.memory import PauseError
 
 from .conftest import MakeMachine, immutable
@@ -63,7 +63,7 @@ def test_the_saved_file_is_mapped_and_the_guest_never_writes_it(
 ) -> None:
     saved = run(runtime.pause(pausable, spec_of(pausable), image))
     assert resume(runtime, pausable, image, run) == "restored"
-    mapped = memory.mapped_file(pausable.dir.run)
+    mapped = mapped_memory.mapped_file(pausable.dir.run)
     assert not (pausable.dir.state / memory.MEMORY).exists()  # moved, not copied
     assert str(mapped) in maps_of(pausable.vm.pid)  # QEMU maps it, opened once
     assert not runtime.data_dir.ram_file(pausable.computer_id).exists()  # no RAM file in tmpfs
@@ -80,7 +80,7 @@ def test_a_resumed_computer_pauses_and_resumes_again(
     run(agent.files.put("/tmp/note.txt", b"written while mapped\n"))
     pid = run(agent.files.read("/tmp/counter.pid")).strip()
     noise = run(agent.exec("sha256sum < /tmp/noise")).stdout  # written while mapped
-    mapped = memory.mapped_file(pausable.dir.run)
+    mapped = mapped_memory.mapped_file(pausable.dir.run)
     inode = mapped.stat().st_ino
     saved = run(runtime.pause(pausable, spec_of(pausable), image))  # the written pages, in place
     assert not mapped.exists()  # the VM ended: nothing maps it any more
@@ -105,7 +105,7 @@ def test_the_mapped_file_may_go_while_the_vm_runs(
     """QEMU opened and mapped the file once: unlinked (a snapshot deleted while its forks run)
     and its pages dropped from the page cache, the guest still reads its memory, and pauses."""
     noise = run(pausable.agent.exec("sha256sum < /tmp/noise")).stdout
-    mapped = memory.mapped_file(pausable.dir.run)
+    mapped = mapped_memory.mapped_file(pausable.dir.run)
     mapped.unlink()
     Path("/proc/sys/vm/drop_caches").write_text("1")  # clean pages: read again from the file
     assert f"{mapped} (deleted)" in maps_of(pausable.vm.pid)
@@ -125,7 +125,7 @@ def test_a_missing_memory_file_boots_fresh_and_keeps_the_disk(
     assert resume(runtime, pausable, image, run) == "lost (missing)"
     assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
     assert run(pausable.agent.exec("test -e /tmp/note.txt")).exit_code == 1  # a fresh boot
-    assert not memory.mapped_file(pausable.dir.run).exists()
+    assert not mapped_memory.mapped_file(pausable.dir.run).exists()
 
 
 def test_corrupt_memory_is_never_mapped(
@@ -144,7 +144,7 @@ def test_corrupt_memory_is_never_mapped(
     assert resume(runtime, pausable, image, run) == "lost (corrupt)"
     assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
     assert run(pausable.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1
-    assert not memory.mapped_file(pausable.dir.run).exists()
+    assert not mapped_memory.mapped_file(pausable.dir.run).exists()
     running = subprocess.run(["pgrep", "-f", str(pausable.dir.root)], capture_output=True)
     assert running.stdout.split() == [str(pausable.vm.pid).encode()], "the refused QEMU runs on"
 
@@ -176,7 +176,7 @@ def test_qemu_killed_during_restore_boots_fresh_and_keeps_the_disk(
     assert outcome.startswith("lost (restore failed")
     assert run(pausable.agent.files.read("/root/on-disk.txt")) == b"disk survives\n"
     assert run(pausable.agent.exec("test -e /tmp/held-in-tmpfs.txt")).exit_code == 1
-    assert not memory.mapped_file(pausable.dir.run).exists()
+    assert not mapped_memory.mapped_file(pausable.dir.run).exists()
     assert not (pausable.dir.state / memory.MANIFEST).exists()
 
 
@@ -195,7 +195,7 @@ def test_two_vms_run_from_one_saved_memory_file(
     state = pausable.dir.state
     compat = runtime.compat(spec, image)
     saved = memory.load(state, compat, runtime.memory_key)
-    memory.verify_memory(state, saved, runtime.memory_key)
+    mapped_memory.verify_memory(state, saved, runtime.memory_key)
     snap = runtime.data_dir.root / f"test-snap-{pausable.computer_id}"
     snap.mkdir()
     fork_id = "vmtfork" + pausable.computer_id[3:]
@@ -223,7 +223,7 @@ def test_two_vms_run_from_one_saved_memory_file(
         shared = snap / memory.MEMORY
         if hv.capabilities.maps_read_only:
             fork = run(runtime.run_saved(fork_spec, image, snap / memory.VMSTATE, shared))
-            mapped = memory.mapped_file(fork.vm.run_dir)
+            mapped = mapped_memory.mapped_file(fork.vm.run_dir)
             assert mapped.stat().st_ino == shared.stat().st_ino
             assert shared.stat().st_uid == 0 and shared.stat().st_mode & 0o222 == 0
         else:
@@ -240,9 +240,9 @@ def test_two_vms_run_from_one_saved_memory_file(
             run(machine.agent.files.put("/tmp/note.txt", word))
         assert run(pausable.agent.files.read("/tmp/note.txt")) == b"first\n"
         assert run(fork.agent.files.read("/tmp/note.txt")) == b"fork\n"
-        memory.verify_memory(snap, saved, runtime.memory_key)  # the shared file is unchanged
+        mapped_memory.verify_memory(snap, saved, runtime.memory_key)  # the shared file is unchanged
         run(runtime.destroy(fork_id))
-        assert memory.mapped_file(pausable.dir.run).exists()  # the other VM's own file stays
+        assert mapped_memory.mapped_file(pausable.dir.run).exists()  # the other VM's own file stays
     finally:
         shutil.rmtree(snap, ignore_errors=True)
 
@@ -277,7 +277,7 @@ def test_a_link_planted_in_the_run_dir_is_not_followed(
     run(runtime.pause(pausable, spec_of(pausable), image))
     assert resume(runtime, pausable, image, run) == "restored"
     run(pausable.agent.files.put("/tmp/note.txt", b"planted\n"))
-    mapped = memory.mapped_file(pausable.dir.run)
+    mapped = mapped_memory.mapped_file(pausable.dir.run)
     moved = mapped.with_name("moved-away")
     victim = tmp_path / "victim"
     victim.write_bytes(b"host file\n")
@@ -296,7 +296,7 @@ def test_a_pause_in_place_that_cannot_commit_leaves_it_running_and_its_file_its_
     pausable: Machine, runtime: HostRuntime, image: Image, run: Run
 ) -> None:
     run(pausable.agent.files.put("/tmp/note.txt", b"kept through a failed pause\n"))
-    mapped = memory.mapped_file(pausable.dir.run)
+    mapped = mapped_memory.mapped_file(pausable.dir.run)
     owner = mapped.stat().st_uid
     assert owner != 0  # a resume's own file
     state = pausable.dir.state
@@ -321,7 +321,7 @@ def test_qemu_killed_during_a_pause_in_place_saves_nothing(
 ) -> None:
     """Killed after its device state was saved, before its pages were written: the pause
     fails and no state is left (the last test of the module: its computer is gone)."""
-    assert memory.mapped_file(pausable.dir.run).exists()
+    assert mapped_memory.mapped_file(pausable.dir.run).exists()
     copy = inplace.copy_written
 
     def killed_first(pid: int, mapping: inplace.Mapping, memory_fd: int) -> int:

@@ -17,7 +17,7 @@ import pytest
 
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
-from sanbox.host.saved import memory
+from sanbox.host.saved import mapped_memory, memory
 
 from .conftest import MakeMachine
 from .test_snapshots_host import MEMORY_MIB, new_id, sh, snapshots_made, spec_of
@@ -77,7 +77,7 @@ def assert_cannot_touch(machine: Machine, image: Path | None) -> None:
         for st, flags in open_files(pid):
             if st.st_ino == inode:
                 assert flags & os.O_ACCMODE == os.O_RDONLY
-    mapped = memory.mapped_file(machine.vm.run_dir)
+    mapped = mapped_memory.mapped_file(machine.vm.run_dir)
     if mapped.exists() and mapped.stat().st_nlink > 1:  # a shared image (QEMU >= 8.2)
         st = mapped.stat()
         assert st.st_uid == 0 and st.st_mode & 0o222 == 0, oct(st.st_mode)
@@ -134,7 +134,7 @@ def test_forks_cannot_write_their_sources_memory(
         assert sh(run, fork, "cat /run/parent-tmp") == "parent"
         assert sh(run, fork, FILL) == "written"
         assert_cannot_touch(fork, None)
-    links = [memory.mapped_file(f.vm.run_dir) for f in forks]
+    links = [mapped_memory.mapped_file(f.vm.run_dir) for f in forks]
     shared = [p for p in links if p.exists() and p.stat().st_nlink > 1]
     if shared:  # QEMU >= 8.2: the forks map one image; it stays root's and unchanged
         assert len({p.stat().st_ino for p in shared}) == 1

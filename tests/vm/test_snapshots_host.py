@@ -24,7 +24,7 @@ from sanbox.host.disk.layers import MAX_CHAIN
 from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
-from sanbox.host.saved import memory
+from sanbox.host.saved import mapped_memory, memory
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotError
 
 from .conftest import MakeMachine
@@ -495,7 +495,7 @@ def test_a_resumed_computers_snapshot_saves_what_it_wrote_beside_its_saved_memor
     assert own.restored
     sh(run, source, "echo after-the-resume > /run/later; head -c 32M /dev/urandom > /run/noise")
     noise = sh(run, source, "sha256sum < /run/noise")
-    mapped = memory.mapped_file(source.dir.run)
+    mapped = mapped_memory.mapped_file(source.dir.run)
     before = mapped.stat()
     beside: list[list[tuple[int, int]]] = []
     write_beside = memory.write_beside

@@ -238,7 +238,8 @@ class HostRuntime:
 
     async def drop_saved_memory(self, computer_id: str) -> None:
         """Remove a paused computer's saved state (a stop of a paused computer). Memory a
-        running VM maps is not in the state dir (`memory.mapped_file`): it is never touched."""
+        running VM maps is not in the state dir (`mapped_memory.mapped_file`): it is never
+        touched."""
         await asyncio.to_thread(memory.discard, self.data_dir.computer(computer_id).state)
 
     # snapshots and forks (snapshot/, machines/snapshot.py, machines/restore.py) -----------

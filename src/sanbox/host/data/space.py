@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LayoutError
-from ..saved.memory import MAPPED
+from ..saved.mapped_memory import MAPPED
 from .layout import DataDir
 
 QCOW2_MAGIC = b"QFI\xfb"

@@ -38,7 +38,7 @@ from ..errors import HostError
 from ..image import Image
 from ..keys.secret import derived_key
 from ..net import Network
-from ..saved import memory
+from ..saved import mapped_memory
 from ..settings import HostSettings, SettingsError
 from . import console
 from .machine import Machine, MachineSpec
@@ -215,7 +215,7 @@ class Machines:
         if self.network is not None:
             undo.push_async_callback(self.network.remove, spec.computer_id)
         self.data_dir.ram_file(spec.computer_id).unlink(missing_ok=True)  # a fresh boot
-        memory.mapped_file(cdir.run).unlink(missing_ok=True)  # of a VM that ended by itself
+        mapped_memory.mapped_file(cdir.run).unlink(missing_ok=True)  # of a VM that ended by itself
         vm = await self.launch(driver, self.vm_spec(spec, image, cdir))
         undo.push_async_callback(self.kill_vm, vm)
         agent = await self.wait_ready(vm, cdir)
@@ -234,12 +234,12 @@ class Machines:
     ) -> Machine:
         """A VM for `spec` (its computer dir and disk made already) started from a saved device
         state and the RAM in `memory_file`, running, its agent answering. `memory_file` is the
-        VM's own saved memory (its run dir's `memory.mapped_file`, a resume), mapped privately;
-        or a memory image many VMs map (a snapshot's), checked already (`memory.load`,
-        `memory.verify_memory`): N VMs from one file share its clean pages. None: the RAM is in
-        the shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy, or a shared
+        VM's own saved memory (its run dir's `mapped_memory.mapped_file`, a resume), mapped
+        privately; or a memory image many VMs map (a snapshot's), checked already (`memory.load`,
+        `mapped_memory.verify_memory`): N VMs from one file share its clean pages. None: the RAM
+        is in the shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy, or a shared
         image copied there where the driver cannot map it read-only). `checking`: the check of
-        `memory_file` (a resume's, `memory.check_taken`), run while the VM process starts and
+        `memory_file` (a resume's, `mapped_memory.check_taken`), run while the VM process starts and
         awaited before the state loads; the VM is killed if it fails.
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
@@ -255,7 +255,7 @@ class Machines:
         vm_spec = self.vm_spec(spec, image, cdir, restore=True)
         async with contextlib.AsyncExitStack() as undo:
             if memory_file is not None:
-                mapped = memory.mapped_file(cdir.run)
+                mapped = mapped_memory.mapped_file(cdir.run)
                 shared = memory_file != mapped
                 if shared and not driver.capabilities.maps_read_only:
                     raise HostError(
@@ -263,7 +263,7 @@ class Machines:
                         "it is copied instead"
                     )
                 if shared:
-                    await asyncio.to_thread(memory.link_mapped, memory_file, mapped)
+                    await asyncio.to_thread(mapped_memory.link_mapped, memory_file, mapped)
                 undo.callback(mapped.unlink, missing_ok=True)
                 vm_spec = replace(
                     vm_spec, memory_file=mapped, memory_private=True, memory_readonly=shared
@@ -352,7 +352,7 @@ class Machines:
         for name in self.driver.run_files:
             (vm.run_dir / name).unlink(missing_ok=True)
         self.data_dir.ram_file(vm.run_dir.parent.name).unlink(missing_ok=True)
-        memory.mapped_file(vm.run_dir).unlink(missing_ok=True)  # no process maps it any more
+        mapped_memory.mapped_file(vm.run_dir).unlink(missing_ok=True)  # no process maps it any more
         await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(vm.run_dir.parent.name))
 
     async def kill(self, computer_id: str) -> None:
@@ -360,7 +360,7 @@ class Machines:
         if vm is not None:
             await self.kill_vm(vm)
         self.data_dir.ram_file(computer_id).unlink(missing_ok=True)
-        memory.mapped_file(self.data_dir.computer(computer_id).run).unlink(missing_ok=True)
+        mapped_memory.mapped_file(self.data_dir.computer(computer_id).run).unlink(missing_ok=True)
         await asyncio.to_thread(self.cgroups.remove, self.cgroup_name(computer_id))
 
     async def destroy(self, computer_id: str) -> None:

@@ -34,7 +34,7 @@ from ..data.layout import ComputerDir
 from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
-from ..saved import memory
+from ..saved import mapped_memory, memory
 from ..saved.memory import MemoryOutcome
 from ..snapshot.errors import SnapshotCorruptError, SnapshotError
 from ..snapshot.manifest import SnapshotManifest
@@ -76,7 +76,7 @@ def _check_memory(
     mem = snaps.memory_dir(snap.id)
     saved = memory.load(mem, compat, key)
     try:
-        memory.verify_memory(mem, saved, key)
+        mapped_memory.verify_memory(mem, saved, key)
     except memory.StateError as exc:
         raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
     return mem / memory.MEMORY

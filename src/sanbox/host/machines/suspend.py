@@ -32,7 +32,7 @@ from ..data.layout import ComputerDir
 from ..drivers import Driver
 from ..errors import HostError
 from ..image import Image
-from ..saved import memory
+from ..saved import mapped_memory, memory
 from ..saved.memory import MemoryOutcome, PauseError, SavedState, StateError
 from .boot import Machines
 from .machine import Machine, MachineSpec
@@ -60,7 +60,7 @@ def own_memory(m: Machines, machine: Machine) -> Iterator[int | None]:
     the pages written since (`save_state_in_place`); None if not, or SANBOX_PAUSE=stream."""
     own = None
     if m.settings.pause == "in-place":
-        own = memory.open_mapped(memory.mapped_file(machine.dir.run))
+        own = memory.open_mapped(mapped_memory.mapped_file(machine.dir.run))
     try:
         yield own
     finally:
@@ -136,9 +136,9 @@ async def _restore(
         await asyncio.to_thread(memory.restore_memory, cdir.state, saved, ram, m.memory_key)
         mapped = None
     else:  # checked while the VM process starts: nothing of the state loads before it passed
-        mapped = memory.mapped_file(cdir.run)
-        await asyncio.to_thread(memory.take_memory, cdir.state, mapped)
-        check = asyncio.to_thread(memory.check_taken, mapped, saved, m.memory_key)
+        mapped = mapped_memory.mapped_file(cdir.run)
+        await asyncio.to_thread(mapped_memory.take_memory, cdir.state, mapped)
+        check = asyncio.to_thread(mapped_memory.check_taken, mapped, saved, m.memory_key)
         checking = asyncio.ensure_future(check)
     try:
         # used once: were the host to crash from here on, the disk would be ahead of it

@@ -3,14 +3,13 @@ names, fsynced, renamed, and recorded last in a manifest. The manifest holds a d
 chunk of memory (keyed BLAKE3, `memfile`) and is itself MACed under the host's key, so a changed
 byte of memory, a changed manifest or a state made on another host is refused. A state is used
 only if its manifest is there and genuine, its files match it (memory checked chunk by chunk
-before the guest's state loads: where it lies when it is mapped, `claim_memory` (a resume checks
-it while the VM process starts: `take_memory`, then `check_taken`), or as it is copied back,
-`restore_memory`) and it was made by a compatible hypervisor; otherwise the reason is said
-(`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk.
+before the guest's state loads: where it lies when it is mapped, `mapped_memory.py`, or as it
+is copied back, `restore_memory`) and it was made by a compatible hypervisor; otherwise the
+reason is said (`missing`, `corrupt`, `incompatible`) and the computer boots fresh on its disk.
 
 A resume maps the saved RAM privately (copy-on-write) instead of copying it: the file moves to the
-VM's run dir (`mapped_file`) and lives there until the VM process ends. Such a VM's RAM is not a
-shared file, so its migration stream carries the RAM. Its pause writes the pages the guest
+VM's run dir (`mapped_memory.py`) and lives there until the VM process ends. Such a VM's RAM is
+not a shared file, so its migration stream carries the RAM. Its pause writes the pages the guest
 changed into that file where the driver can (`write_in_place`: the file becomes the new state's
 memory, no pass over the rest), else takes the RAM out of the stream into a new memory file
 (`write_from_stream`); the saved state has the same form every way."""
@@ -38,7 +37,6 @@ from . import memfile
 MANIFEST = "manifest.json"
 VMSTATE = "vmstate"
 MEMORY = "memory"
-MAPPED = "memory.mapped"
 
 
 class StateError(HostError):
@@ -335,63 +333,6 @@ def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: byte
         memfile.restore(state_dir / MEMORY, ram_file, saved.memory_bytes, saved.chunks(), key)
     except memfile.MemoryCorruptError as exc:
         raise StateError("corrupt", str(exc)) from exc
-
-
-def mapped_file(run_dir: Path) -> Path:
-    """Where the saved memory a running VM maps privately lives: in its run dir, so that a
-    stop, a new pause or a drop of the saved state never removes it under the VM. It goes when
-    the VM process does (`Machines.kill_vm`)."""
-    return run_dir / MAPPED
-
-
-def claim_memory(state_dir: Path, saved: SavedState, mapped: Path, key: bytes) -> None:
-    """Move the saved RAM to `mapped` (no copy: a rename) and check it there, in one read
-    pass, before QEMU maps it; StateError(corrupt | missing) otherwise, and `mapped` is gone."""
-    take_memory(state_dir, mapped)
-    check_taken(mapped, saved, key)
-
-
-def take_memory(state_dir: Path, mapped: Path) -> None:
-    """The first half of `claim_memory`: the saved RAM moved to `mapped`, not yet checked
-    (`check_taken` must pass before anything of the saved state is loaded)."""
-    mapped.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(state_dir / MEMORY, mapped)
-    except FileNotFoundError:
-        raise StateError("missing", "the memory file is gone") from None
-
-
-def check_taken(mapped: Path, saved: SavedState, key: bytes) -> None:
-    """The second half of `claim_memory`: StateError(corrupt), and `mapped` gone, unless the
-    file matches the saved state's digests."""
-    try:
-        memfile.verify(mapped, saved.memory_bytes, saved.chunks(), key)
-    except memfile.MemoryCorruptError as exc:
-        mapped.unlink(missing_ok=True)
-        raise StateError("corrupt", str(exc)) from exc
-    except BaseException:
-        mapped.unlink(missing_ok=True)
-        raise
-
-
-def verify_memory(state_dir: Path, saved: SavedState, key: bytes) -> None:
-    """Check a saved state's memory file where it lies (one read pass), for states mapped by
-    many VMs (a snapshot's forks): check once, then map it N times; StateError(corrupt)."""
-    try:
-        memfile.verify(state_dir / MEMORY, saved.memory_bytes, saved.chunks(), key)
-    except memfile.MemoryCorruptError as exc:
-        raise StateError("corrupt", str(exc)) from exc
-
-
-def link_mapped(memory_file: Path, mapped: Path) -> None:
-    """Give a VM its own name for a memory file many VMs map (a hard link: no copy, the same
-    pages), so it is accounted and removed with the VM like a resumed VM's own."""
-    mapped.parent.mkdir(parents=True, exist_ok=True)
-    mapped.unlink(missing_ok=True)
-    try:
-        os.link(memory_file, mapped)
-    except FileNotFoundError:
-        raise StateError("missing", f"no memory file at {memory_file}") from None
 
 
 def forget(state_dir: Path) -> None:

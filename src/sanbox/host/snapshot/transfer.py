@@ -32,7 +32,7 @@ from ..disk.errors import DiskDamagedError
 from ..disk.layers import LayerStore
 from ..disk.transfer import CHUNK, external_data
 from ..image import Image
-from ..saved import memory
+from ..saved import mapped_memory, memory
 from .manifest import MEMORY_DIR, SnapshotManifest
 from .store import Snapshots
 
@@ -88,7 +88,7 @@ def export(snapshots: Snapshots, snapshot_id: str, image: Image, dest: Path) -> 
     state = snapshots.memory_dir(snapshot_id)
     if snap.memory:
         saved = memory.load(state, {}, snapshots.key)  # its MAC and device state's checksum
-        memory.verify_memory(state, saved, snapshots.key)  # every chunk
+        mapped_memory.verify_memory(state, saved, snapshots.key)  # every chunk
     dest.mkdir(parents=True, exist_ok=True)
     disk, top = dest / DISK, snapshots.layers.path(snap.layer)
     if qcow2.format_of(top) == "raw":
