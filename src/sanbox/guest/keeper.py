@@ -18,7 +18,7 @@ from . import fdio
 from . import protocol as p
 from .errors import AgentRequestError
 from .output_log import LIMIT, OutputLog
-from .process import DRAIN_IDLE, Started, kill_group, start_exec, start_pty, wait_exit
+from .process import DRAIN_IDLE, Started, exit_watch, kill_group, start_exec, start_pty
 
 log = logging.getLogger("sanbox.agent")
 
@@ -111,7 +111,7 @@ class KeptProcess:
             asyncio.ensure_future(self._pump(fd, ch)): ch for fd, ch in self._started.outputs
         }
         try:
-            code = await wait_exit(self.proc)
+            code = await exit_watch(self.proc)
             await self._drain(pumps)
         finally:
             for task in pumps:

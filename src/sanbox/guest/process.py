@@ -157,11 +157,6 @@ def exit_watch(proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
     return done
 
 
-async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for the process without blocking the loop."""
-    return await exit_watch(proc)
-
-
 def kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -171,10 +166,10 @@ async def _hangup(proc: subprocess.Popen[bytes]) -> None:
     kill_group(proc.pid, signal.SIGHUP)
     try:
         async with asyncio.timeout(DRAIN_IDLE):
-            await wait_exit(proc)
+            await exit_watch(proc)
     except TimeoutError:
         kill_group(proc.pid, signal.SIGKILL)
-        await wait_exit(proc)
+        await exit_watch(proc)
 
 
 def parse_signal(value: object) -> int:

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from . import fdio
-from .process import kill_group, wait_exit
+from .process import exit_watch, kill_group
 from .service_config import (
     MAX_FILE,
     Backoff,
@@ -140,7 +140,7 @@ class Runner:
         )
         pump = asyncio.get_running_loop().create_task(self._pump(fd))
         try:
-            code = await wait_exit(proc)
+            code = await exit_watch(proc)
         finally:
             kill_group(proc.pid, signal.SIGKILL)  # what the service left in its group
             await asyncio.wait([pump], timeout=DRAIN)  # what it wrote just before it ended
