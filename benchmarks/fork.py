@@ -134,6 +134,8 @@ async def snapshots(rt: HostRuntime, img: Image, rounds: int) -> None:
         f"snapshot with memory of a running {SNAP_MEMORY_MIB} MiB guest, {used} MiB in use "
         f"(free -m), {rounds} rounds each way"
     )
+    if not (await rt.hypervisor(img)).capabilities.live_memory_save:
+        print("    (this hypervisor saves no memory live: `live` below is a stopped save)")
     for mode in SNAPSHOT_MODES:
         print(f"    {mode:<8} create       {stats(times[mode])}")
         print(f"    {mode:<8} vCPUs paused {stats(paused[mode])}")

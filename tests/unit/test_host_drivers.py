@@ -132,3 +132,24 @@ def test_every_driver_states_the_contract(driver: Driver) -> None:
     assert caps.disk_formats and set(caps.disk_formats) <= {"qcow2", "raw"}
     assert driver.isolation and driver.build and driver.tools
     assert not driver.is_vm_process("python3 -m pytest")
+
+
+@pytest.mark.parametrize(
+    ("accel", "banner", "live"),
+    [
+        ("tcg", "QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)", False),
+        ("tcg", "QEMU emulator version 8.2.2", False),
+        ("tcg", "QEMU emulator version 9.0.0", True),
+        ("tcg", "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2)", True),
+        ("kvm", "QEMU emulator version 7.2.19", True),
+    ],
+)
+def test_qemu_saves_memory_live_only_where_no_written_page_is_lost(
+    monkeypatch: pytest.MonkeyPatch, accel: str, banner: str, live: bool
+) -> None:
+    """Before 9.0, TCG could leave a page a vCPU wrote clean during a pre-copy save (a stale
+    page in the snapshot): there a memory snapshot stops the vCPUs instead."""
+    from sanbox.host.drivers.qemu import launch
+
+    monkeypatch.setattr(launch, "qemu_version", lambda: banner)
+    assert QemuHypervisor(accel).capabilities.live_memory_save is live

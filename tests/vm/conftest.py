@@ -21,6 +21,7 @@ import pytest
 from sanbox import Sanbox
 from sanbox.host.data.layout import DataDir, default_ram_dir
 from sanbox.host.drivers.qemu.accel import qemu_version
+from sanbox.host.drivers.select import cached_driver
 from sanbox.host.image import Image, find_image
 from sanbox.host.net import Network
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
@@ -97,6 +98,15 @@ def runtime(data_dir: DataDir, loop: Loop) -> Iterator[HostRuntime]:
     assert not qemu_pids(data_dir), "qemu processes left behind"
     assert not list(default_ram_dir().glob(f"sanbox-{data_dir.tag}-*")), "RAM files left behind"
     assert rt.network is None or not rt.network.namespaces(), "namespaces left behind"
+
+
+def skip_unless_live_saves(data_dir: DataDir) -> None:
+    """Skip, saying why, where this host's hypervisor does not save memory as the guest runs
+    (QEMU before 9.0 under TCG: its snapshots stop the vCPUs; scripts/test runs these tests
+    again on QEMU 10)."""
+    driver = cached_driver(data_dir.host)
+    if not driver.capabilities.live_memory_save:
+        pytest.skip(f"{driver.isolation} on {qemu_version()} saves no memory live")
 
 
 MakeMachine = Callable[..., Machine]

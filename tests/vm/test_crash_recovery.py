@@ -27,7 +27,7 @@ from sanbox.sdk import Computer
 from sanbox.sdk.errors import SanboxError
 
 from ..internet import Internet
-from .conftest import server_env, wait_for
+from .conftest import server_env, skip_unless_live_saves, wait_for
 from .server import ServerProcess
 
 pytestmark = pytest.mark.vm
@@ -67,6 +67,7 @@ def crashable(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
 @pytest.fixture
 def live_crashable(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     """Memory snapshots saved as the guest runs (opt-in): its own steps and faults."""
+    skip_unless_live_saves(data_dir)
     yield from _crashable(data_dir, internet, live=True)
 
 

@@ -27,7 +27,7 @@ from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 from sanbox.host.saved import mapped_memory, memory
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotError
 
-from .conftest import MakeMachine
+from .conftest import MakeMachine, skip_unless_live_saves
 
 pytestmark = pytest.mark.vm
 Run = Callable[..., Any]
@@ -346,14 +346,9 @@ async def when_saving(runtime: HostRuntime, sid: str, task: asyncio.Future[Any])
 @pytest.fixture
 def live(runtime: HostRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """This host saves a running guest's memory as it runs (SANBOX_SNAPSHOT=live)."""
+    skip_unless_live_saves(runtime.data_dir)
     m = runtime.machines
     monkeypatch.setattr(m, "settings", dataclasses.replace(m.settings, snapshot="live"))
-
-
-KNOWN_LIVE_RESTORE_BUG = (
-    "known, not found yet: a live save's restore panicked the guest kernel in 2 of 3 full test "
-    "runs (never alone, nor in 8 runs under CPU load); live saves are off by default until it is"
-)
 
 
 @pytest.mark.usefixtures("live")
@@ -386,11 +381,9 @@ def test_a_live_snapshot_lets_the_guest_run_while_its_memory_is_saved(
     snap = run(snapshot_and_exec())
     assert snap.memory
     kid, outcome = from_snapshot(sid)
-    if not outcome.restored:  # what the known failure says (the console's oops) is printed
-        pytest.xfail(f"{KNOWN_LIVE_RESTORE_BUG}: {outcome}")
+    assert outcome.restored, outcome  # else its console's last lines say why
     restored = sh(run, kid, "cat /root/f /root/g; sha256sum < /dev/shm/ballast")
-    if restored.split("\n") != ["kept", "during", digest]:
-        pytest.xfail(f"{KNOWN_LIVE_RESTORE_BUG}: the restore holds {restored!r}")
+    assert restored.split("\n") == ["kept", "during", digest]
 
 
 @pytest.mark.usefixtures("live")

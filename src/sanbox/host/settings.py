@@ -8,7 +8,7 @@ below reads an environment variable of its own.
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
 | SANBOX_PAUSE | `pause`: in-place (a resumed VM's written pages) or stream (its RAM) | in-place |
-| SANBOX_SNAPSHOT | `snapshot`: stopped, or live (saved as it runs; not yet safe) | stopped |
+| SANBOX_SNAPSHOT | `snapshot`: stopped, or live (as it runs: KVM, QEMU >= 9.0 TCG) | stopped |
 | SANBOX_TCG_ASLR | `tcg_aslr`: off boots emulated guests with `norandmaps` (see below) | on |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |

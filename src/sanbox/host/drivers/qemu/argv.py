@@ -155,6 +155,11 @@ def memory_backend(spec: VmSpec) -> str:
 
 
 READ_ONLY_MAPPING = (8, 2)  # QEMU's memory-backend-file `rom=` property came in 8.2
+# Before 9.0, TCG loses guest writes during a pre-copy save: syncing the dirty bitmap did not
+# reset the vCPUs' TLB entries, so a page written through one stayed clean and its last copy in
+# the stream was stale (QEMU commit "physmem: Fix migration dirty bitmap coherency with TCG
+# memory access"; here, restored guests' kernels panicked). KVM tracks dirty pages itself.
+TCG_LIVE_SAVE = (9, 0)
 
 
 def version_of(banner: str) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from .argv import (
     READ_ONLY_MAPPING,
     SANDBOX,
     TCG_CODE_CACHE_MIB,
+    TCG_LIVE_SAVE,
     launcher_argv,
     qemu_argv,
     version_of,
@@ -152,12 +153,15 @@ class QemuHypervisor:
 
     @property
     def capabilities(self) -> Capabilities:
+        version = version_of(qemu_version())
         return Capabilities(
             disk_formats=("qcow2", "raw"),
             live_disk_switch=True,  # blockdev-snapshot, block-stream, block_resize
-            live_memory_save=True,  # pre-copy migration, pause-before-switchover
+            # pre-copy migration, pause-before-switchover; under TCG only where QEMU keeps
+            # every page a vCPU writes dirty (otherwise a memory snapshot stops the vCPUs)
+            live_memory_save=self.accel == "kvm" or version >= TCG_LIVE_SAVE,
             # QEMU >= 8.2 maps a memory image copy-on-write from a file it opens read-only
-            maps_read_only=version_of(qemu_version()) >= READ_ONLY_MAPPING,
+            maps_read_only=version >= READ_ONLY_MAPPING,
             snapshot_format="qemu-migration",
             confinement="seccomp+uid+cgroups",
             seccomp=SANDBOX,
