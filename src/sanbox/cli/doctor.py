@@ -52,6 +52,8 @@ def doctor(
         if choice.accel == "tcg":
             _tcg_aslr(settings.tcg_aslr)
     _firecracker()
+    if choice is not None:
+        _snapshots(settings.snapshot, choice.isolation, driver.capabilities)
     _confinement(driver.capabilities, choice.accel if choice is not None else None)
     try:
         dd.ensure()
@@ -90,6 +92,25 @@ def _tcg_aslr(kept: bool) -> None:
         console.print(
             "guest aslr    [yellow]off (SANBOX_TCG_ASLR=off): guests boot with norandmaps, "
             "their programs without address randomization[/]"
+        )
+
+
+def _snapshots(setting: str, isolation: str, caps: Capabilities) -> None:
+    """How a running computer's memory snapshot is saved (SANBOX_SNAPSHOT), and whether this
+    hypervisor can save it as the guest runs."""
+    if setting != "live":
+        can = "can" if caps.live_memory_save else "cannot"
+        console.print(
+            "snapshots     stopped: the guest is paused while its memory is saved  "
+            f"[dim](SANBOX_SNAPSHOT=live saves it as the guest runs; {isolation} here {can})[/]"
+        )
+    elif caps.live_memory_save:
+        console.print("snapshots     live: a running guest's memory is saved as it runs")
+    else:
+        console.print(
+            f"snapshots     [yellow]stopped: SANBOX_SNAPSHOT=live, but {isolation} here could "
+            "lose pages the guest writes during a live save (KVM, or an emulator that tracks "
+            "them, saves live)[/]"
         )
 
 
