@@ -1,12 +1,18 @@
 """Certificate authorities of Sanbox's own and the certificates they sign (ECDSA P-256): the
 server's HTTPS CA (api/tls.py) and the fleet's two CAs (fleet/link/pki.py). A CA is a
-certificate and a key in a folder, made on first use, its key mode 0600."""
+certificate and a key in a folder, made on first use, its key mode 0600. Two processes may
+make the same pair at once (API nodes sharing a folder, a CLI command beside the server): the
+one that makes it holds the folder's lock (`making`), and each file appears whole (written
+beside it, then renamed), so no one reads a key that does not match its certificate."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import ipaddress
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from cryptography import x509
@@ -25,19 +31,39 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
+def _write_whole(path: Path, data: bytes, mode: int) -> None:
+    """`data` at `path` in one step: written beside it, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     data = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    _write_whole(path, data, 0o600)
 
 
 def write_cert(path: Path, cert: x509.Certificate) -> None:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_whole(path, cert.public_bytes(serialization.Encoding.PEM), 0o644)  # as write_bytes
+
+
+@contextlib.contextmanager
+def making(folder: Path) -> Iterator[None]:
+    """The folder's lock, held while a pair is made on first use (look again inside: another
+    process may have made it meanwhile). Not re-entrant: make nothing else inside."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / ".making.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def load_key(path: Path) -> ec.EllipticCurvePrivateKey:
@@ -59,7 +85,13 @@ def ca(folder: Path, stem: str, subject: str) -> Issuer:
     cert_path, key_path = folder / f"{stem}.pem", folder / f"{stem}.key"
     if cert_path.exists() and key_path.exists():
         return x509.load_pem_x509_certificate(cert_path.read_bytes()), load_key(key_path)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with making(folder):
+        if cert_path.exists() and key_path.exists():  # made by another process meanwhile
+            return x509.load_pem_x509_certificate(cert_path.read_bytes()), load_key(key_path)
+        return _new_ca(cert_path, key_path, subject)
+
+
+def _new_ca(cert_path: Path, key_path: Path, subject: str) -> Issuer:
     key = new_key()
     now = datetime.datetime.now(datetime.UTC)
     cert = (

@@ -292,19 +292,23 @@ class Pools:
         claim and the claimer's first command then find those paths warm (the agent's code, the
         kernel's, their pages, and under TCG their translation: a restored guest starts with
         none, ~35 ms of a first exec here). A failure only leaves them colder: the member's
-        health is the reconciler's to judge, its readiness the claim's."""
+        health is the reconciler's to judge, its readiness the claim's.
+        It holds the member as an operation: a claim that took the member meanwhile waits for it
+        before it sets its own hostname (which the warm-up's would otherwise overwrite), and a
+        member claimed before the warm-up began is left to its claim."""
         fleet = self.fleet
-        machine, row = fleet.machines.get(computer_id), fleet.by_id(computer_id)
-        if machine is None or row is None:
-            return
         try:
-            client = await machine.client(timeout=5.0)
-            await client.exec(["true"], timeout=10.0, max_output=0)
-            await client.set_hostname(row.name)
-            check = readiness.check_of(fleet, row.org_id, row.template, row.region)
-            if check is not None:
-                await readiness.probe(machine, check)
-        except Exception as exc:  # a warm-up's failure is not the member's
+            async with fleet.operating(computer_id, "warm"):
+                machine, row = fleet.machines.get(computer_id), fleet.by_id(computer_id)
+                if machine is None or row is None or row.pool is None:
+                    return
+                client = await machine.client(timeout=5.0)
+                await client.exec(["true"], timeout=10.0, max_output=0)
+                await client.set_hostname(row.name)
+                check = readiness.check_of(fleet, row.org_id, row.template, row.region)
+                if check is not None:
+                    await readiness.probe(machine, check)
+        except Exception as exc:  # a warm-up's failure (or a busy member) is not the member's
             log.info("warming pool member %s failed: %s", computer_id, exc)
 
     async def refill(self, pool: PoolRow) -> None:

@@ -44,12 +44,15 @@ class FleetCAs:
         self.host_ca()
         cert, key = self.folder / "control.pem", self.folder / "control.key"
         if not (cert.exists() and key.exists()):
-            private = pki.new_key()
-            signed = pki.sign(
-                self.control_ca(), private.public_key(), "sanbox control plane", [], pki.CLIENT
-            )
-            pki.write_key(key, private)
-            pki.write_cert(cert, signed)
+            issuer = self.control_ca()  # made (under the lock) before the lock below is held
+            with pki.making(self.folder):
+                if not (cert.exists() and key.exists()):  # or another process made them
+                    private = pki.new_key()
+                    signed = pki.sign(
+                        issuer, private.public_key(), "sanbox control plane", [], pki.CLIENT
+                    )
+                    pki.write_key(key, private)
+                    pki.write_cert(cert, signed)
         return Identity(cert, key, self.folder / f"{HOST_CA}.pem")
 
     def sign_host(
