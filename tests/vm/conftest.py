@@ -341,6 +341,10 @@ def claimed_from_pool(
         found = [p for p in client.pools.list() if p.template == kind]
         return found[0].ready if found else 0
 
+    def members() -> int:  # ready or being made (a refill may start while a claim configures)
+        found = [p for p in client.pools.list() if p.template == kind]
+        return found[0].ready + found[0].starting if found else 0
+
     ok(server, "pool", "set", kind, "--size", "1")
     try:
         wait_for(lambda: ready() == 1, f"1 ready member of the {kind} pool", timeout=600)
@@ -357,7 +361,7 @@ def claimed_from_pool(
             c.delete()
     finally:
         ok(server, "pool", "set", kind, "--size", "0")
-    wait_for(lambda: ready() == 0, f"the {kind} pool emptied")
+    wait_for(lambda: members() == 0, f"the {kind} pool emptied", timeout=600)
 
 
 @contextlib.contextmanager

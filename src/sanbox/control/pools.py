@@ -70,6 +70,7 @@ class Pools:
         self._blocked: dict[str, str] = {}  # pool id -> why the last refill was refused
         self._task: asyncio.Task[None] | None = None
         self._quiet_until = 0.0  # loop time before which no refill starts (after a claim)
+        self._claiming = 0  # claims configuring their member: no refill starts meanwhile
 
     # the records ----------------------------------------------------------------------------
 
@@ -148,6 +149,7 @@ class Pools:
                 return None
             row, hold = taken
             faults.reached("pool.claimed")
+            self._claiming += 1  # its member has left the pool: no replacement until it is set
             try:
                 claimed = await self._apply(row)
             except Exception as exc:
@@ -156,6 +158,7 @@ class Pools:
                 self.wake()
                 continue
             finally:
+                self._claiming -= 1
                 if hold is not None:
                     hold.release()  # grown (or discarded): its disk measures what it takes
             # the refill (a restore: seconds of CPU) waits until the claimer's first commands ran
@@ -346,6 +349,10 @@ class Pools:
             if (quiet := self._quiet_until - loop.time()) > 0:
                 await asyncio.sleep(quiet)
             self._wake.clear()
+            if self._claiming:  # a claim (waiting out its member's warm-up) ends, then refill
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
+                continue
             if not await self.fleet.jobs.holds(POOLS):  # another API node refills them
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
