@@ -4,6 +4,7 @@ shares the built images (and the acceleration probe) of the test data dir."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,3 +85,10 @@ class ServerProcess:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill9()
+
+    def remove(self) -> None:
+        """Stop it and remove its data dir (its images are the shared ones: links), unless a
+        computer's folder is left there to look at."""
+        self.stop()
+        if not any(self.data_dir.computers.glob("*")):
+            shutil.rmtree(self.data_dir.root, ignore_errors=True)

@@ -43,7 +43,7 @@ COPY_STEPS = ["restore.before_identity", "restore.after_identity"]
 
 
 def _crashable(data_dir: DataDir, internet: Internet, live: bool) -> Iterator[ServerProcess]:
-    """A server of its own (a crash must not take the shared one down), emptied after; with
+    """A server of its own (a crash must not take the shared one down), removed after; with
     `live`, its memory snapshots are saved as the guest runs (SANBOX_SNAPSHOT=live)."""
     env = {**server_env(internet), **({"SANBOX_SNAPSHOT": "live"} if live else {})}
     srv = ServerProcess(data_dir, f"crash-{os.urandom(3).hex()}", env)
@@ -55,7 +55,7 @@ def _crashable(data_dir: DataDir, internet: Internet, live: bool) -> Iterator[Se
     with Sanbox(srv.url, srv.key, timeout=600) as client:
         for c in client.computers.list():
             c.delete()
-    srv.stop()
+    srv.remove()
 
 
 @pytest.fixture

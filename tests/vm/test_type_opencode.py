@@ -3,8 +3,8 @@ its published port, private twice over (the org's key for Sanbox, taken as the p
 the computer's own password as HTTP Basic auth for opencode); the password is made per computer
 (a computer claimed from a warm pool has its own); the web UI and the sessions API answer, and a
 session outlasts a stop/start. The model provider's key is the org's secret `llm`: the server
-holds only its placeholder, and a chat turn reaches the test internet's model stub with the real
-key."""
+holds only its placeholder, and a chat turn (and a shell's `node -e "fetch(...)"`: the secret
+proxy's CA as Node trusts it) reaches the test internet's model stub with the real key."""
 
 from __future__ import annotations
 
@@ -226,6 +226,13 @@ def test_a_session_outlasts_a_stop_and_a_start_and_a_chat_turn_carries_the_real_
     assert r.status_code == 200 and MODEL_REPLY in r.text, r.text[-2000:] + services_log(computer)
     keys = [authorization(q) for q in internet.model_requests()[before:]]
     assert keys and set(keys) == {f"Bearer {VALUE}"}, keys  # each turn's requests: the real key
+    # Node's own fetch (undici, which trusts only NODE_EXTRA_CA_CERTS beside its bundled roots)
+    # from a shell in the computer: the secret proxy's certificate is trusted, the key is added
+    url = "https://model.test/v1/models?client=node"
+    fetch = f"fetch('{url}').then(r => process.exit(r.ok ? 0 : 1))"
+    sh(computer, f'node -e "{fetch}"')
+    node = [q for q in internet.model_requests() if q["path"] == "/v1/models?client=node"]
+    assert node and authorization(node[-1]) == f"Bearer {VALUE}", node
 
 
 def authorization(request: dict[str, object]) -> str | None:

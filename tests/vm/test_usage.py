@@ -50,7 +50,7 @@ def metered(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
         client.orgs.set_quota("default")
         for c in client.computers.list():
             c.delete()
-    srv.stop()
+    srv.remove()
 
 
 def used(client: Sanbox, computer_id: str, since: datetime) -> Any:

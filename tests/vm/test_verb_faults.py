@@ -39,7 +39,7 @@ def srv(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     with Sanbox(server.url, server.key, timeout=600) as client:
         for c in client.computers.list():
             c.delete()
-    server.stop()
+    server.remove()
 
 
 @pytest.fixture
