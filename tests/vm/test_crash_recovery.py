@@ -4,10 +4,10 @@ runs with its source's hostname or machine-id, the source runs (its vCPUs too: a
 and nothing is left half-made (a fork is all or none; a copy is given its identity or removed).
 
 Also the faults of the honest-outcome rule through the real server: a full data filesystem and a
-killed QEMU under a pause, a snapshot (saved with the vCPUs stopped, the default, and live) and a
+killed QEMU under a pause, a snapshot (saved with the vCPUs stopped, and live) and a
 fork answer an error with a stable code that says what state the computer is in, never success
-(a fork of a computer its server already saw stop is one from its disk, and says so). Only the
-live-save tests run a server with SANBOX_SNAPSHOT=live: the others take the default way."""
+(a fork of a computer its server already saw stop is one from its disk, and says so). The
+live-save tests run a server with SANBOX_SNAPSHOT=live, the others with =stopped."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ COPY_STEPS = ["restore.before_identity", "restore.after_identity"]
 
 def _crashable(data_dir: DataDir, internet: Internet, live: bool) -> Iterator[ServerProcess]:
     """A server of its own (a crash must not take the shared one down), removed after; with
-    `live`, its memory snapshots are saved as the guest runs (SANBOX_SNAPSHOT=live)."""
-    env = {**server_env(internet), **({"SANBOX_SNAPSHOT": "live"} if live else {})}
+    `live`, its memory snapshots are saved as the guest runs (SANBOX_SNAPSHOT=live), else with
+    its vCPUs stopped (=stopped)."""
+    env = {**server_env(internet), "SANBOX_SNAPSHOT": "live" if live else "stopped"}
     srv = ServerProcess(data_dir, f"crash-{os.urandom(3).hex()}", env)
     srv.start()
     yield srv
@@ -60,13 +61,14 @@ def _crashable(data_dir: DataDir, internet: Internet, live: bool) -> Iterator[Se
 
 @pytest.fixture
 def crashable(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
-    """Memory snapshots as by default: the vCPUs stopped while the memory is saved."""
+    """Memory snapshots with the vCPUs stopped while the memory is saved (the default where
+    the hypervisor cannot save live; here wherever it runs)."""
     yield from _crashable(data_dir, internet, live=False)
 
 
 @pytest.fixture
 def live_crashable(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
-    """Memory snapshots saved as the guest runs (opt-in): its own steps and faults."""
+    """Memory snapshots saved as the guest runs: its own steps and faults."""
     skip_unless_live_saves(data_dir)
     yield from _crashable(data_dir, internet, live=True)
 

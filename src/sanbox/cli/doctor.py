@@ -98,14 +98,22 @@ def _tcg_aslr(kept: bool) -> None:
 def _snapshots(setting: str, isolation: str, caps: Capabilities) -> None:
     """How a running computer's memory snapshot is saved (SANBOX_SNAPSHOT), and whether this
     hypervisor can save it as the guest runs."""
-    if setting != "live":
+    if setting == "stopped":
         can = "can" if caps.live_memory_save else "cannot"
         console.print(
             "snapshots     stopped: the guest is paused while its memory is saved  "
-            f"[dim](SANBOX_SNAPSHOT=live saves it as the guest runs; {isolation} here {can})[/]"
+            f"[dim](SANBOX_SNAPSHOT=stopped; {isolation} here {can} save it as the guest runs)[/]"
         )
     elif caps.live_memory_save:
-        console.print("snapshots     live: a running guest's memory is saved as it runs")
+        resumed = "  [dim](one resumed from its saved memory: stopped, the pages it wrote since)[/]"
+        aside = "" if setting == "live" else resumed
+        console.print(f"snapshots     live: a running guest's memory is saved as it runs{aside}")
+    elif setting == "auto":
+        console.print(
+            "snapshots     stopped: the guest is paused while its memory is saved  "
+            f"[dim]({isolation} here could lose pages written during a live save: KVM, or an "
+            "emulator that tracks them, saves live)[/]"
+        )
     else:
         console.print(
             f"snapshots     [yellow]stopped: SANBOX_SNAPSHOT=live, but {isolation} here could "

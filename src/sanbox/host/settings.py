@@ -8,10 +8,18 @@ below reads an environment variable of its own.
 | SANBOX_ACCEL | `accel`: kvm or tcg instead of the probe's choice | the probe's |
 | SANBOX_RESTORE | `restore`: map (saved memory mapped privately) or copy (copied back) | map |
 | SANBOX_PAUSE | `pause`: in-place (a resumed VM's written pages) or stream (its RAM) | in-place |
-| SANBOX_SNAPSHOT | `snapshot`: stopped, or live (as it runs: KVM, QEMU >= 9.0 TCG) | stopped |
+| SANBOX_SNAPSHOT | `snapshot`: auto, live or stopped (see below) | auto |
 | SANBOX_TCG_ASLR | `tcg_aslr`: off boots emulated guests with `norandmaps` (see below) | on |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
+
+SANBOX_SNAPSHOT says how a running computer's memory snapshot is saved. `live`: as its guest
+runs (pre-copy), its vCPUs stopped only for the last pages, where the hypervisor can
+(`live_memory_save`: KVM, or QEMU >= 9.0 under TCG; before 9.0, TCG loses pages written during
+the copy, so there the snapshot is taken stopped whatever is asked). `stopped`: the vCPUs stop
+while the state is saved. `auto`: live where the hypervisor can, except for a computer resumed
+from its own saved memory, whose stopped save writes only the pages it wrote since (a live save
+would stream all its RAM). A fork is taken stopped either way (its copies wait for all of it).
 
 SANBOX_TCG_ASLR=off trades the guests' address randomization for speed under emulation only
 (QEMU without KVM; a KVM guest is never affected): QEMU before 8.0 translates an x86 guest's code
@@ -46,7 +54,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 ACCELS = ("kvm", "tcg")
 RESTORES = ("map", "copy")
 PAUSES = ("in-place", "stream")
-SNAPSHOTS = ("live", "stopped")
+SNAPSHOTS = ("auto", "live", "stopped")
 
 
 class SettingsError(HostError):
@@ -60,7 +68,7 @@ class HostSettings:
     accel: str | None = None  # None: the probe decides
     restore: str = "map"
     pause: str = "in-place"
-    snapshot: str = "stopped"
+    snapshot: str = "auto"
     tcg_aslr: bool = True  # False: emulated guests boot with `norandmaps`
     debian_mirror: str = DEFAULT_MIRROR
     upstream_dns: str | None = None  # host[:port]; None: the system's resolver
@@ -87,7 +95,7 @@ class HostSettings:
         pause = env.get("SANBOX_PAUSE", "").strip().lower() or "in-place"
         if pause not in PAUSES:
             raise SettingsError(f"SANBOX_PAUSE={pause!r} is not one of {', '.join(PAUSES)}")
-        snapshot = env.get("SANBOX_SNAPSHOT", "").strip().lower() or "stopped"
+        snapshot = env.get("SANBOX_SNAPSHOT", "").strip().lower() or "auto"
         if snapshot not in SNAPSHOTS:
             raise SettingsError(
                 f"SANBOX_SNAPSHOT={snapshot!r} is not one of {', '.join(SNAPSHOTS)}"

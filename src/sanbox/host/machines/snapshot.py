@@ -5,7 +5,8 @@ store; a raw disk too, so raw computers move onto overlays here, nothing copied)
 continues on a new overlay backed by it. A running VM is switched to the new overlay at one
 instant (`VmHandle.switch_disk`), its root filesystem frozen through the agent around it (or, if
 the agent cannot, its vCPUs stopped alone). With memory, where the driver can
-(`live_memory_save`), the RAM is saved while the guest runs (pre-copy) and the vCPUs stop only
+(`live_memory_save`) and SANBOX_SNAPSHOT lets it (`saves_live`: by default, but for a VM resumed
+from its own saved memory), the RAM is saved while the guest runs (pre-copy) and the vCPUs stop only
 for the last pages written since, the disk switching at that instant (its overlay made before);
 the RAM is then taken out of the stream (memory.py's format). Otherwise, and for a fork (whose
 copies wait for the whole save either way), the vCPUs stop, the disk switches and the device
@@ -95,15 +96,25 @@ async def _running_with_memory(
     stream = mem / f"{memory.VMSTATE}.tmp"
     hv = await m.choose(image)
     keys = suspend.compat(spec, image, hv), time.monotonic(), m.memory_key
-    if live and m.settings.snapshot == "live" and hv.capabilities.live_memory_save:
-        layer, paused = await _live(snaps, m, machine, stream)
-        size = spec.memory_mib * MIB
-        await asyncio.to_thread(
-            memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
-        )
-        return layer, paused
     with suspend.own_memory(m, machine) as own:  # a resume's: only the pages written since
+        if live and saves_live(m.settings.snapshot, hv.capabilities.live_memory_save, own):
+            layer, paused = await _live(snaps, m, machine, stream)
+            size = spec.memory_mib * MIB
+            await asyncio.to_thread(
+                memory.write_from_stream, mem, stream, size, *keys, vm.split_saved_state
+            )
+            return layer, paused
         return await _stopped_with_memory(snaps, m, machine, spec, stream, own, keys)
+
+
+def saves_live(setting: str, can: bool, own: int | None) -> bool:
+    """Whether a running computer's memory is saved as its guest runs (SANBOX_SNAPSHOT): never
+    where the hypervisor cannot (`can`), nor when `stopped` is asked; with `auto`, not for a
+    computer resumed from its own saved memory (`own`), whose stopped save is only the pages
+    it wrote since."""
+    if not can or setting == "stopped":
+        return False
+    return setting == "live" or own is None
 
 
 async def _stopped_with_memory(
