@@ -20,6 +20,7 @@ import pytest
 from sanbox.guest import protocol as p
 from sanbox.host.agent import (
     AgentClient,
+    AgentTimeoutError,
     AgentUnavailableError,
     CommandNotFoundError,
     ConnectionRefusedInGuestError,
@@ -444,6 +445,25 @@ def test_connect_without_agent_fails_fast() -> None:
     async def body() -> None:
         with pytest.raises(AgentUnavailableError):
             await AgentClient.connect("/tmp/sbx-no-such-agent.sock", timeout=0.3)
+
+    asyncio.run(body())
+
+
+def test_a_socket_that_accepts_and_never_answers_is_an_agent_timeout(tmp_path: Path) -> None:
+    """A guest still booting: its port's socket (QEMU's) accepts at once, and the agent behind
+    it has not started. Past the timeout, the typed error (a bare TimeoutError escaped before,
+    and a template build said "unexpected TimeoutError in the server")."""
+
+    async def body() -> None:
+        path = str(tmp_path / "silent.sock")
+        held: list[asyncio.StreamWriter] = []  # open, and silent
+        server = await asyncio.start_unix_server(lambda r, w: held.append(w), path)
+        async with server:
+            with pytest.raises(AgentTimeoutError, match="did not complete the handshake"):
+                await AgentClient.connect(path, timeout=0.5)
+            for w in held:
+                w.close()
+                await w.wait_closed()
 
     asyncio.run(body())
 

@@ -106,6 +106,14 @@ def layer_row(
     )
 
 
+def build_vcpus(host_cpus: int) -> int:
+    """A build computer's vCPUs: two (package installs are mostly one process), and a core of
+    the host left to its other computers and to itself. A guest with more vCPUs than the host can
+    run at once stalls in its own spinlocks (a vCPU waits for one that is not running): two
+    builds of two vCPUs on a two-core host slowed a build's boot past its 180 s."""
+    return max(1, min(2, host_cpus - 1))
+
+
 class Builder:
     """One build of one template (`template`: its name) for `org`, on the host `host_id` (None:
     this server's own; build_place.py chose it)."""
@@ -311,7 +319,7 @@ class Builder:
             start = Start(image, cached[keys[reuse]])
         mspec = MachineSpec(
             computer_id=repo.new_id("bld-"),
-            vcpus=min(2, self.fleet.capacity.cpus),
+            vcpus=build_vcpus(self.fleet.capacity.cpus),
             memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
             disk_gib=self.spec.disk_gib,
             hostname=self.template,

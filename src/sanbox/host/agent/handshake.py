@@ -81,6 +81,9 @@ async def connected(
             writer.close()
             await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
             continue
+        except TimeoutError:  # reached, never answered (a guest still booting): said below
+            writer.close()
+            break
         except BaseException:
             writer.close()
             raise
