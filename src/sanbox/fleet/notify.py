@@ -8,12 +8,14 @@ On SQLite (one process) the hint is passed in process."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, select
+
+from .pg_session import OwnSession
 
 if TYPE_CHECKING:  # psycopg is the `postgres` extra: imported where PostgreSQL is used
     import psycopg
@@ -41,7 +43,7 @@ class Listener:
         self.channel, self.poll = channel, poll
         self._url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._pg = self._url.startswith("postgresql://")
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._session = OwnSession()
         self._woken = threading.Event()
         self._payloads: list[str] = []
         if not self._pg:
@@ -59,27 +61,31 @@ class Listener:
             return payloads
         import psycopg
 
+        def connect() -> psycopg.Connection[tuple[object, ...]]:
+            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+            conn.execute(f"LISTEN {self.channel}")
+            return conn
+
         try:
-            if self._conn is None:
-                self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-                self._conn.execute(f"LISTEN {self.channel}")
-            first = [n.payload for n in self._conn.notifies(timeout=self.poll, stop_after=1)]
-            rest = [n.payload for n in self._conn.notifies(timeout=0.0)] if first else []
+            conn = self._session.open(connect)
+            if conn is None:  # closed for good
+                time.sleep(self.poll)
+                return []
+            first = [n.payload for n in conn.notifies(timeout=self.poll, stop_after=1)]
+            rest = [n.payload for n in conn.notifies(timeout=0.0)] if first else []
             return first + rest
         except psycopg.Error:
-            self.close()  # listen again at the next wait; this one counts as a poll
+            self._session.drop()  # listen again at the next wait; this one counts as a poll
             return []
 
     @property
     def backend_pid(self) -> int | None:
         """The PostgreSQL session listening now, if any."""
-        return self._conn.info.backend_pid if self._conn is not None else None
+        conn = self._session.conn
+        return conn.info.backend_pid if conn is not None else None
 
     def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(Exception):  # a dead session: nothing to close
-                conn.close()
+        self._session.close()
         with _local_lock:
             if self in _local[self.channel]:
                 _local[self.channel].remove(self)

@@ -9,11 +9,12 @@ behind a transaction-pooling PgBouncer: connect it directly."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from .pg_session import OwnSession
 
 if TYPE_CHECKING:  # psycopg is the `postgres` extra: imported where PostgreSQL is used
     import psycopg
@@ -32,7 +33,7 @@ class Singleton:
         self._url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._local = not self._url.startswith("postgresql://")  # SQLite: one process
         self._timeout = connect_timeout
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._session = OwnSession()
         self._held = False
         self.tries = 0  # of taking the lock (each `held()` while not holding it)
 
@@ -42,19 +43,24 @@ class Singleton:
             return True
         import psycopg
 
+        def connect() -> psycopg.Connection[tuple[object, ...]]:
+            self._held = False  # a new session holds nothing yet
+            conninfo = _with_keepalives(self._url, self._timeout, self.label)
+            return psycopg.connect(conninfo, autocommit=True)
+
         try:
-            if self._conn is None or self._conn.closed:
+            conn = self._session.open(connect)
+            if conn is None:  # closed for good
                 self._held = False
-                conninfo = _with_keepalives(self._url, self._timeout, self.label)
-                self._conn = psycopg.connect(conninfo, autocommit=True)
-            if self._held:
-                self._conn.execute("select 1")  # the session (and so the lock) is alive
+            elif self._held:
+                conn.execute("select 1")  # the session (and so the lock) is alive
             else:
                 self.tries += 1
-                row = self._conn.execute("select pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+                row = conn.execute("select pg_try_advisory_lock(%s)", (self.key,)).fetchone()
                 self._held = bool(row and row[0])
         except psycopg.Error:
-            self.close()
+            self._held = False
+            self._session.drop()
         return self._held
 
     @property
@@ -65,25 +71,24 @@ class Singleton:
     @property
     def backend_pid(self) -> int | None:
         """The PostgreSQL session that holds (or tries for) the lock, if connected."""
-        return self._conn.info.backend_pid if self._conn is not None else None
+        conn = self._session.conn
+        return conn.info.backend_pid if conn is not None else None
 
     def release(self) -> None:
-        if self._held and self._conn is not None and not self._conn.closed:
+        conn = self._session.conn
+        if self._held and conn is not None and not conn.closed:
             import psycopg
 
             try:
-                self._conn.execute("select pg_advisory_unlock(%s)", (self.key,))
+                conn.execute("select pg_advisory_unlock(%s)", (self.key,))
             except psycopg.Error:
-                self.close()
+                self._session.drop()
         self._held = False
 
     def close(self) -> None:
-        """Drop the session (and with it the lock)."""
+        """Drop the session (and with it the lock) for good."""
         self._held = False
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(Exception):  # a dead session: nothing to close
-                conn.close()
+        self._session.close()
 
 
 def run(
