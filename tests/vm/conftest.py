@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import threading
 import time
@@ -205,7 +204,7 @@ def server(data_dir: DataDir, internet: Internet) -> Iterator[ServerProcess]:
     srv.stop()
     assert not list(srv.data_dir.computers.glob("*")), "computer folders left behind"
     assert not Network(srv.data_dir.computers, srv.data_dir.tag).namespaces(), "namespaces left"
-    shutil.rmtree(srv.data_dir.root, ignore_errors=True)
+    srv.remove()
 
 
 @pytest.fixture(scope="session")

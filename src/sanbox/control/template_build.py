@@ -107,10 +107,8 @@ def layer_row(
 
 
 def build_vcpus(host_cpus: int) -> int:
-    """A build computer's vCPUs: two (package installs are mostly one process), and a core of
-    the host left to its other computers and to itself. A guest with more vCPUs than the host can
-    run at once stalls in its own spinlocks (a vCPU waits for one that is not running): two
-    builds of two vCPUs on a two-core host slowed a build's boot past its 180 s."""
+    """Two at most (installs are mostly one process), a core of the host left to the rest: a
+    guest with more vCPUs than the host runs at once stalls in its own spinlocks."""
     return max(1, min(2, host_cpus - 1))
 
 
