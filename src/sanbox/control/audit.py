@@ -80,25 +80,25 @@ class AuditLog:
 
     def record(self, entry: AuditEntry) -> int:
         """Write a record; returns its id."""
-        row = AuditRow(
-            created_at=entry.at,
-            org_id=entry.org_id,
-            key_id=entry.key_id,
-            key_prefix=entry.key_prefix,
-            action=entry.action[:200],
-            target=entry.target,
-            status=entry.status,
-            code=entry.code,
-            client=entry.client,
-        )
         with self.db.session() as s:
-            repo.add_audit(s, row)
+            record_id = repo.add_audit(
+                s,
+                created_at=entry.at,
+                org_id=entry.org_id,
+                key_id=entry.key_id,
+                key_prefix=entry.key_prefix,
+                action=entry.action[:200],
+                target=entry.target,
+                status=entry.status,
+                code=entry.code,
+                client=entry.client,
+            )
             if entry.key_id is None:
                 self._anonymous += 1
                 if self._anonymous >= self.prune_every:
                     self._anonymous = 0
                     repo.prune_anonymous_audit(s, self.keep_anonymous)
-        return row.id
+        return record_id
 
     def sweep(self, now: datetime | None = None) -> int:
         """Delete records past the retention, then each org's beyond its cap, a batch per

@@ -37,7 +37,7 @@ from ..host.door import (
     TcpStream,
     VmNotRunningError,
 )
-from ..store.models import Org
+from ..store.models import ComputerRow, Org
 from .errors import (
     ConflictError,
     HostUnavailableError,
@@ -69,6 +69,10 @@ __all__ = [  # what the API's routes need of the guest's types, through the cont
 async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
     """The running machine of a computer (a suspended one is woken first), re-attached if
     needed; a typed error if it is not running."""
+    return (await _running(fleet, org, ref))[1]
+
+
+async def _running(fleet: Fleet, org: Org, ref: str) -> tuple[ComputerRow, Machine]:
     row = fleet.get(org, ref)
     if row.state == State.SUSPENDED:
         await wake(fleet, row)
@@ -78,17 +82,25 @@ async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
     fleet.touch(row.id)
     machine = fleet.machines.get(row.id)
     if machine is not None and machine.vm.alive():
-        return machine
+        return row, machine
     async with fleet.lock(row.id):
-        return await fleet.machine_locked(fleet.get(org, row.id))
+        row = fleet.get(org, row.id)
+        return row, await fleet.machine_locked(row)
 
 
 @contextlib.asynccontextmanager
 async def guest_call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Machine]:
     """The running machine for `ref`, with agent errors translated on the way out."""
-    machine = await running(fleet, org, ref)
-    async with fleet.activity(machine.computer_id), translated(fleet, machine):
+    async with _call(fleet, org, ref) as (_, machine):
         yield machine
+
+
+@contextlib.asynccontextmanager
+async def _call(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[tuple[ComputerRow, Machine]]:
+    """`guest_call`, with the computer's record as read for the call (its environment)."""
+    row, machine = await _running(fleet, org, ref)
+    async with fleet.activity(machine.computer_id), translated(fleet, machine):
+        yield row, machine
 
 
 @contextlib.asynccontextmanager
@@ -126,12 +138,11 @@ async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
 # commands -----------------------------------------------------------------------------------
 
 
-def _env(fleet: Fleet, machine: Machine, env: dict[str, str] | None) -> dict[str, str] | None:
+def _env(fleet: Fleet, row: ComputerRow, env: dict[str, str] | None) -> dict[str, str] | None:
     """The computer's environment (its template's and its create's, then its secrets'
     placeholders and trust variables), under the call's own."""
-    row = fleet.by_id(machine.computer_id)
-    bound = fleet.book.env(machine.computer_id) if fleet.book is not None else {}
-    merged = {**(row.env if row is not None else {}), **bound, **(env or {})}
+    bound = fleet.book.env(row.id) if fleet.book is not None else {}
+    merged = {**row.env, **bound, **(env or {})}
     return merged or None
 
 
@@ -149,12 +160,12 @@ async def exec_command(
     max_output: int,
 ) -> ExecResult:
     """Run to completion; a command that is not there exits 127 with the shell's words."""
-    async with guest_call(fleet, org, ref) as machine:
+    async with _call(fleet, org, ref) as (row, machine):
         client = await machine.client()
         try:
             return await client.exec(
                 cmd,
-                env=_env(fleet, machine, env),
+                env=_env(fleet, row, env),
                 cwd=cwd,
                 user=user,
                 stdin=stdin,
@@ -183,9 +194,9 @@ async def exec_stream(
     there: the caller says so in its own protocol). With `keep` (and no timeout) it is a kept
     process, which outlives this block and the agent connection, where the guest's agent can
     keep processes (`proc.kept` says whether it did)."""
-    async with guest_call(fleet, org, ref) as machine:
+    async with _call(fleet, org, ref) as (row, machine):
         client = await machine.client()
-        env = _env(fleet, machine, env)
+        env = _env(fleet, row, env)
         if keep and timeout is None and client.kept.supported:
             yield await client.kept.exec(cmd, env=env, cwd=cwd, user=user, tag=tag)
         else:
@@ -207,9 +218,9 @@ async def pty(
     keep: bool = False,
     tag: str | None = None,
 ) -> AsyncIterator[PtySession]:
-    async with guest_call(fleet, org, ref) as machine:
+    async with _call(fleet, org, ref) as (row, machine):
         client = await machine.client()
-        env = _env(fleet, machine, env)
+        env = _env(fleet, row, env)
         if keep and client.kept.supported:
             yield await client.kept.pty(
                 cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user, tag=tag
@@ -312,10 +323,10 @@ async def tcp(fleet: Fleet, org: Org, ref: str, port: int) -> AsyncIterator[TcpS
 async def ssh(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[TcpStream]:
     """One SSH connection's bytes to a fresh `sshd -i` in the guest, whose sessions get the
     computer's environment as its commands do."""
-    async with guest_call(fleet, org, ref) as machine:
+    async with _call(fleet, org, ref) as (row, machine):
         client = await machine.client()
         try:
-            stream = await client.ssh.connect(_env(fleet, machine, None))
+            stream = await client.ssh.connect(_env(fleet, row, None))
         except RemoteError as exc:
             if exc.code == "ssh_unavailable":  # an image without sshd
                 raise ConflictError(exc.message, "ssh_unavailable") from exc

@@ -147,8 +147,8 @@ class Keys:
             raise AuthError("missing API key: send `Authorization: Bearer <key>`", "unauthorized")
         now = datetime.fromtimestamp(seconds, UTC)
         with self.db.session() as s:
-            key = repo.key_by_plaintext(s, token)
-            org, why = _standing(s, key, now)
+            key, org = repo.key_and_org(s, token)
+            why = _refusal(key, org, now)
         if key is None or org is None:
             self._refuse(client, seconds)
             self.failures.failed(client, seconds)
@@ -340,14 +340,21 @@ class Keys:
 
 
 def _standing(s: Session, key: ApiKey | None, now: datetime) -> tuple[Org | None, str | None]:
-    """A looked-up key's org and why it opens nothing (None: it does); a key in use is marked
-    used (at most every LAST_USED_STEP, so reads do not all write)."""
+    """A looked-up key's org and why it opens nothing (None: it does), as `_refusal` says."""
     if key is None:
         return None, None
     org = repo.org_by_id(s, key.org_id)
+    return org, _refusal(key, org, now)
+
+
+def _refusal(key: ApiKey | None, org: Org | None, now: datetime) -> str | None:
+    """Why a key of `org` opens nothing (None: it does); a key in use is marked used (at most
+    every LAST_USED_STEP, so reads do not all write)."""
+    if key is None:
+        return None
     why = refusal(key, now)
     if org is not None and why is None:
         last = key.last_used_at
         if last is None or now - last >= LAST_USED_STEP:
             key.last_used_at = now
-    return org, why
+    return why
