@@ -1,5 +1,6 @@
 """Warm pools through the real server: a pool of 2 hands out running computers (a create is a
-claim: the computer takes the request's name and hostname), refills, survives a `kill -9` of the
+claim: the computer takes the request's name and hostname, or, named by nobody, the name its
+warm-up gave its guest; after a restart the claim sets it), refills, survives a `kill -9` of the
 server with nothing leaked, shrinks when asked; and a member whose policy cannot be applied is
 never handed out."""
 
@@ -52,12 +53,20 @@ def test_a_pool_hands_out_refills_survives_a_kill_and_shrinks(
     assert any(e.type == "computer.running" and "warm pool" in e.message for e in c.events())
     wait_for(lambda: pool(client)[0] == 2, "the pool refilled")
     assert c.id not in members(server, client)
+    unnamed = client.computers.create(template="base")  # the name its warm-up set in its guest
+    assert unnamed.exec("hostname").stdout.strip() == unnamed.name
+    wait_for(lambda: pool(client)[0] == 2, "the pool refilled")
 
     server.kill9()
     server.start()
     wait_for(lambda: pool(client)[0] == 2, "2 ready members after the restart")
     assert len(members(server, client)) == 2 and client.computers.get("pooled-a").state == "running"
-    assert len(qemus(server)) == 3  # two members and pooled-a: nothing leaked, nothing doubled
+    assert len(qemus(server)) == 4  # two members, pooled-a and one more: none leaked or doubled
+    after = client.computers.create(template="base")  # the restarted server sets its hostname
+    assert after.id not in (c.id, unnamed.id)
+    assert after.exec("hostname").stdout.strip() == after.name
+    after.delete()
+    unnamed.delete()
 
     r = cli(server, "pool", "set", "base", "--size", "0")
     assert r.returncode == 0, r.stderr

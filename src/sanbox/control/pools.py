@@ -10,10 +10,11 @@ grows past what the host can hold (its state says `blocked: why`).
 A create of a pooled template, asking for no other vCPUs or memory than the pool's computers
 have, claims the oldest running member in one database transaction (the record leaves the pool
 and takes the request's name, labels, environment, policy and idle timeout), then applies what
-lives in the VM: its hostname (the rest of its identity is its own since its restore), a larger
-disk if asked (grown live, its filesystem with it) and its egress policy. If any of it fails the
-computer is discarded and the next member claimed, or the create made the ordinary way: a claim
-is never handed out half-configured.
+lives in the VM: its hostname (the rest of its identity is its own since its restore; a claim
+that names no computer takes the name the member's warm-up gave its guest, and nothing is asked
+of the guest for it), a larger disk if asked (grown live, its filesystem with it) and its egress
+policy. If any of it fails the computer is discarded and the next member claimed, or the create
+made the ordinary way: a claim is never handed out half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them) and the
 loop refills or trims the pool; a member that is not running, or that came from a build of the
 template that is no longer its current one, is discarded, never leaked nor handed out stale.
@@ -50,6 +51,7 @@ MAX_POOLS = 16  # pools of a size above 0, per org (SANBOX_ORG_MAX_POOLS)
 MAX_MEMBERS = 64  # their sizes added up, per org (SANBOX_ORG_MAX_POOL_MEMBERS)
 REFILL_INTERVAL = 2.0  # seconds between checks when nothing wakes the loop
 REFILL_DELAY = 1.0  # seconds after a claim before its replacement is made
+MAX_HOSTNAMES = 4096  # warmed members' names remembered (claims and discards forget theirs)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Pools:
         self._task: asyncio.Task[None] | None = None
         self._quiet_until = 0.0  # loop time before which no refill starts (after a claim)
         self._claiming = 0  # claims configuring their member: no refill starts meanwhile
+        # member id -> the hostname its warm-up set: the name a claim naming none gives it
+        self._hostnames: dict[str, str] = {}
 
     # the records ----------------------------------------------------------------------------
 
@@ -149,9 +153,10 @@ class Pools:
                 return None
             row, hold = taken
             faults.reached("pool.claimed")
+            named = self._hostnames.pop(row.id, None) == row.name  # its guest's hostname already
             self._claiming += 1  # its member has left the pool: no replacement until it is set
             try:
-                claimed = await self._apply(row)
+                claimed = await self._apply(row, named)
             except Exception as exc:
                 log.warning("claimed %s could not be configured: %s", row.id, exc)
                 await self.discard(row.id, f"not handed out: configuring it failed ({exc})")
@@ -188,7 +193,10 @@ class Pools:
                     return None
                 if req.name is not None:
                     check_name(req.name)
-                name = req.name or generate_name()
+                warmed = self._hostnames.get(row.id)
+                if warmed is not None and repo.name_taken(s, org.id, warmed):
+                    warmed = None
+                name = req.name or warmed or generate_name()
                 if repo.name_taken(s, org.id, name):
                     raise ConflictError(
                         f"a computer named {name!r} already exists: pick another name", "name_taken"
@@ -224,15 +232,16 @@ class Pools:
             fleet.book.changed()
         return row, hold
 
-    async def _apply(self, row: ComputerRow) -> ComputerRow:
-        """What lives in the VM: hostname and egress policy. Raises if either fails."""
+    async def _apply(self, row: ComputerRow, named: bool) -> ComputerRow:
+        """What lives in the VM: hostname (unless `named`: its guest has it already) and egress
+        policy. Raises if either fails."""
         fleet = self.fleet
         async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
             machine = fleet.machines.get(row.id)
             if machine is None:
                 raise ControlError("its VM is not attached")
-            client = await machine.client(timeout=5.0)
-            await client.set_hostname(row.name)
+            if not named:
+                await (await machine.client(timeout=5.0)).set_hostname(row.name)
             await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
             egress = fleet.egress_of(row)
             if egress is not None:
@@ -255,6 +264,7 @@ class Pools:
     # members --------------------------------------------------------------------------------
 
     async def discard(self, computer_id: str, why: str) -> None:
+        self._hostnames.pop(computer_id, None)
         fleet = self.fleet
         async with fleet.operating(computer_id, "delete", wait=VERB_WAIT):
             await lifecycle.destroy_locked(fleet, computer_id, why)
@@ -291,11 +301,12 @@ class Pools:
 
     async def _warm(self, computer_id: str) -> None:
         """What a claim does in the guest, done once in a new member before anyone claims it:
-        a command, its hostname set (to the name it has), its template's readiness check. The
-        claim and the claimer's first command then find those paths warm (the agent's code, the
-        kernel's, their pages, and under TCG their translation: a restored guest starts with
-        none, ~35 ms of a first exec here). A failure only leaves them colder: the member's
-        health is the reconciler's to judge, its readiness the claim's.
+        a command, its hostname set (to the name a claim that names none will give it: one
+        request less in the claim), its template's readiness check. The claim and the claimer's
+        first command then find those paths warm (the agent's code, the kernel's, their pages,
+        and under TCG their translation: a restored guest starts with none, ~35 ms of a first
+        exec here). A failure only leaves them colder: the member's health is the reconciler's
+        to judge, its readiness the claim's.
         It holds the member as an operation: a claim that took the member meanwhile waits for it
         before it sets its own hostname (which the warm-up's would otherwise overwrite), and a
         member claimed before the warm-up began is left to its claim."""
@@ -307,7 +318,12 @@ class Pools:
                     return
                 client = await machine.client(timeout=5.0)
                 await client.exec(["true"], timeout=10.0, max_output=0)
-                await client.set_hostname(row.name)
+                name = generate_name()
+                await client.set_hostname(name)
+                now = fleet.by_id(computer_id)  # a claim may have taken it meanwhile
+                member = now is not None and now.pool is not None
+                if member and len(self._hostnames) < MAX_HOSTNAMES:
+                    self._hostnames[computer_id] = name
                 check = readiness.check_of(fleet, row.org_id, row.template, row.region)
                 if check is not None:
                     await readiness.probe(machine, check)
