@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..fleet.notify import EVENTS, notify
@@ -98,11 +98,23 @@ def key_by_plaintext(s: Session, plaintext: str) -> ApiKey | None:
     return s.scalars(select(ApiKey).where(ApiKey.hash == hash_key(plaintext))).first()
 
 
+# every request asks these two: built once (building a statement, and its cache key, cost more
+# than running it)
+_KEY_AND_ORG = (
+    select(ApiKey, Org)
+    .join(Org, Org.id == ApiKey.org_id, isouter=True)
+    .where(ApiKey.hash == bindparam("hash"))
+)
+_COMPUTER_BY_REF = select(ComputerRow).where(
+    ComputerRow.org_id == bindparam("org_id"),
+    ComputerRow.pool.is_(None),
+    or_(ComputerRow.id == bindparam("ref"), ComputerRow.name == bindparam("ref")),
+)
+
+
 def key_and_org(s: Session, plaintext: str) -> tuple[ApiKey | None, Org | None]:
-    """A presented key and its org, in one query (every request asks); (None, None) if no key
-    has that hash."""
-    q = select(ApiKey, Org).join(Org, Org.id == ApiKey.org_id, isouter=True)
-    found = s.execute(q.where(ApiKey.hash == hash_key(plaintext))).first()
+    """A presented key and its org, in one query; (None, None) if no key has that hash."""
+    found = s.execute(_KEY_AND_ORG, {"hash": hash_key(plaintext)}).first()
     return (None, None) if found is None else (found[0], found[1])
 
 
@@ -131,8 +143,7 @@ def active_host_admins(s: Session, now: datetime) -> Sequence[ApiKey]:
 
 def computer(s: Session, org_id: str, ref: str) -> ComputerRow | None:
     """By id or by name, within an org (not a pool's unclaimed computers: nobody's yet)."""
-    q = select(ComputerRow).where(ComputerRow.org_id == org_id, ComputerRow.pool.is_(None))
-    found = s.scalars(q.where(or_(ComputerRow.id == ref, ComputerRow.name == ref))).all()
+    found = s.scalars(_COMPUTER_BY_REF, {"org_id": org_id, "ref": ref}).all()
     return next((r for r in found if r.id == ref), found[0] if found else None)
 
 
