@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from ..store import Database, repo
+from ..store import Database, audit_queries, repo
 from ..store.models import AuditRow
 from .errors import NotFoundError
 from .keys import Principal, require_admin, require_host_admin
@@ -81,7 +81,7 @@ class AuditLog:
     def record(self, entry: AuditEntry) -> int:
         """Write a record; returns its id."""
         with self.db.session() as s:
-            record_id = repo.add_audit(
+            record_id = audit_queries.add_audit(
                 s,
                 created_at=entry.at,
                 org_id=entry.org_id,
@@ -97,14 +97,14 @@ class AuditLog:
                 self._anonymous += 1
                 if self._anonymous >= self.prune_every:
                     self._anonymous = 0
-                    repo.prune_anonymous_audit(s, self.keep_anonymous)
+                    audit_queries.prune_anonymous_audit(s, self.keep_anonymous)
         return record_id
 
     def sweep(self, now: datetime | None = None) -> int:
         """Delete records past the retention, then each org's beyond its cap, a batch per
         transaction; returns how many went. Blocking: the server runs it in a thread."""
         before = (now or datetime.now(UTC)) - self.retention
-        gone = self._until_done(lambda s: repo.prune_old_audit(s, before, self.batch))
+        gone = self._until_done(lambda s: audit_queries.prune_old_audit(s, before, self.batch))
         with self.db.session() as s:
             org_ids = [o.id for o in repo.list_orgs(s)]
         for org_id in org_ids:
@@ -112,7 +112,7 @@ class AuditLog:
         return gone
 
     def _prune_org(self, org_id: str, s: Session) -> int:
-        return repo.prune_org_audit(s, org_id, self.org_cap, self.batch)
+        return audit_queries.prune_org_audit(s, org_id, self.org_cap, self.batch)
 
     def _until_done(self, prune: Callable[[Session], int]) -> int:
         gone = 0
@@ -155,6 +155,6 @@ class AuditLog:
                 if found is None:
                     raise NotFoundError(f"no org named {org!r}", "org_not_found")
                 org_id = found.id
-            rows = repo.audit_records(s, org_id, after, limit)
+            rows = audit_queries.audit_records(s, org_id, after, limit)
             names = {o.id: o.name for o in repo.list_orgs(s)}
         return [AuditRecord(r, names.get(r.org_id) if r.org_id else None) for r in rows]

@@ -1,0 +1,73 @@
+"""The audit table's queries: one record written per request that changes something, read by
+org in id order, and pruned in bounded batches (control/audit.py keeps the log)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, delete, insert, select
+from sqlalchemy.orm import Session
+
+from .models import AuditRow
+
+_AUDIT = cast(Table, AuditRow.__table__)
+_AUDIT_INSERT = insert(_AUDIT).returning(_AUDIT.c.id)
+
+
+def add_audit(s: Session, **fields: Any) -> int:
+    """Insert an audit record (`AuditRow`'s columns); its id. A plain insert on the session's
+    connection: every request that changes something writes one, and the ORM's unit of work
+    cost several times the insert itself."""
+    return int(s.connection().execute(_AUDIT_INSERT, fields).scalar_one())
+
+
+def audit_records(
+    s: Session, org_id: str | None, after: int | None, limit: int
+) -> Sequence[AuditRow]:
+    """Records of an org (None: all), after an id in order, or else the latest `limit`."""
+    q = select(AuditRow)
+    if org_id is not None:
+        q = q.where(AuditRow.org_id == org_id)
+    if after is not None:
+        return s.scalars(q.where(AuditRow.id > after).order_by(AuditRow.id).limit(limit)).all()
+    return s.scalars(q.order_by(AuditRow.id.desc()).limit(limit)).all()[::-1]
+
+
+def prune_anonymous_audit(s: Session, keep: int) -> int:
+    """Keep the latest `keep` records of requests that came with no known key; returns how many
+    went. Records of known keys are never pruned, so no anonymous flood pushes them out."""
+    anonymous = select(AuditRow.id).where(AuditRow.key_id.is_(None)).order_by(AuditRow.id.desc())
+    oldest_kept = s.scalars(anonymous.offset(keep - 1).limit(1)).first()
+    if oldest_kept is None:
+        return 0
+    result = s.execute(delete(AuditRow).where(AuditRow.key_id.is_(None), AuditRow.id < oldest_kept))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def prune_old_audit(s: Session, before: datetime, batch: int) -> int:
+    """Delete up to `batch` of the oldest records made before `before`; returns how many went.
+    Walks from the oldest id and stops at the first younger record, so each call is bounded."""
+    oldest = s.execute(select(AuditRow.id, AuditRow.created_at).order_by(AuditRow.id).limit(batch))
+    ids = []
+    for row_id, created in oldest:
+        if created >= before:
+            break
+        ids.append(row_id)
+    if ids:
+        s.execute(delete(AuditRow).where(AuditRow.id.in_(ids)))
+    return len(ids)
+
+
+def prune_org_audit(s: Session, org_id: str, keep: int, batch: int) -> int:
+    """Delete up to `batch` of an org's oldest records beyond its newest `keep`."""
+    newest = select(AuditRow.id).where(AuditRow.org_id == org_id).order_by(AuditRow.id.desc())
+    oldest_kept = s.scalars(newest.offset(keep - 1).limit(1)).first()
+    if oldest_kept is None:
+        return 0
+    q = select(AuditRow.id).where(AuditRow.org_id == org_id, AuditRow.id < oldest_kept)
+    ids = list(s.scalars(q.order_by(AuditRow.id).limit(batch)))
+    if ids:
+        s.execute(delete(AuditRow).where(AuditRow.id.in_(ids)))
+    return len(ids)
