@@ -1,11 +1,14 @@
 """A template's readiness wait against the real agent (a local process): a check that hangs past
 its own timeout is a "not yet" (it ended the browser type's build as "internal error: command did
-not finish in 20.0 s"), a port is dialled by the agent, the wait says how it goes, and once it runs
-out its reason names what it waited for, how long, and what the last check said."""
+not finish in 20.0 s"), a port passes once the agent's kernel lists a listener a dial reaches
+(the service is not woken) or once the agent's own dial of it connects, the wait says how it
+goes, and once it runs out its reason names what it waited for, how long, and what the last
+check said."""
 
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sanbox.control import readiness
-from sanbox.host.agent import AgentClient
+from sanbox.host.agent import AgentClient, RemoteError
 from sanbox.templates.spec import Ready
 
 from .test_agent import AgentProcess, agent, free_port
@@ -123,3 +126,68 @@ def test_an_emulated_guest_waits_longer_and_says_why(agent: AgentProcess, fast: 
     assert "waited 1s" in str(caught.value)  # 0.2 s x 4
     assert readiness.slowdown("qemu-tcg") == readiness.EMULATION_FACTOR
     assert readiness.slowdown("qemu-kvm") == readiness.slowdown("firecracker-kvm") == 1
+
+
+def probe(agent: AgentProcess, port: int) -> tuple[bool, str | None]:
+    """What the agent says of `port` (`listening`), and one readiness check of it."""
+
+    async def main() -> tuple[bool, str | None]:
+        client = await agent.connect()
+        try:
+            seen = await client.listening(port)
+            return seen, await readiness.probe(Guest(client), Ready(port, None, 5))
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def dialled(server: socket.socket) -> bool:
+    """Whether a connection waits in `server`'s accept queue (someone dialled it)."""
+    return bool(select.select([server], [], [], 0.3)[0])
+
+
+def listener(address: str, port: int) -> socket.socket:
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((address, port))
+    server.listen()
+    return server
+
+
+def test_a_listening_port_passes_without_a_dial(agent: AgentProcess) -> None:
+    port = free_port()
+    with listener("127.0.0.1", port) as server:
+        assert probe(agent, port) == (True, None)
+        assert not dialled(server)  # the service was asked nothing
+
+
+def test_a_listener_a_dial_does_not_reach_is_dialled_and_the_dial_answers(
+    agent: AgentProcess,
+) -> None:
+    port = free_port()
+    with listener("127.0.0.2", port):  # the check's dial goes to 127.0.0.1
+        seen, said = probe(agent, port)
+    assert not seen
+    assert said is not None and "refused" in said
+
+
+def test_an_agent_that_cannot_say_has_the_port_dialled(
+    agent: AgentProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent from before `listening` (a saved guest's) answers `bad_request`: the port is
+    dialled, as before."""
+    call = AgentClient.call
+
+    async def older(
+        self: AgentClient, kind: str, params: dict[str, object], **kw: object
+    ) -> object:
+        if params.get("op") == "listening":
+            raise RemoteError("bad_request", "unknown control op 'listening'")
+        return await call(self, kind, params, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AgentClient, "call", older)
+    port = free_port()
+    with listener("127.0.0.1", port) as server:
+        assert probe(agent, port) == (False, None)
+        assert dialled(server)

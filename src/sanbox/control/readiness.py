@@ -94,13 +94,17 @@ async def wait(guest: Guest, ready: Ready, log: Log) -> None:
 
 
 async def probe(guest: Guest, ready: Ready) -> str | None:
-    """One check: None if it passed, else what it said. A port is dialled by the agent itself
-    (no process to start in the guest)."""
+    """One check: None if it passed, else what it said. A port passes once the guest's kernel
+    lists a listener a dial would reach (as good as a dial: the kernel completes it, and the
+    service is not woken to accept, read nothing and close while the first command runs); one not
+    seen so is dialled by the agent itself (no process to start in the guest), whose answer
+    counts."""
     try:
         client = await guest.client()
         if ready.port is not None:
-            stream = await client.tcp(ready.port)
-            await stream.close()
+            if not await client.listening(ready.port):
+                stream = await client.tcp(ready.port)
+                await stream.close()
             return None
         r = await client.exec(
             ["/bin/sh", "-c", ready.command or "true"], timeout=PROBE_TIMEOUT, max_output=4096

@@ -2,7 +2,8 @@
 first use), ssh_new_host_key (a new SSH identity), ssh_authorize (a key root may log in with);
 for snapshots and forks: fs_freeze / fs_thaw (the root filesystem held still, thawed by itself
 after a timeout, freeze.py) and new_identity (identity.py); services: the statuses the
-template services' supervisor writes (services.py)."""
+template services' supervisor writes (services.py); listening: whether a loopback port has a
+listener, asked of the kernel (tcp.py: a readiness check that does not wake the service)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from . import protocol as p
 from .errors import AgentRequestError
 from .identity import new_identity
 from .service_files import read_statuses
-from .stream import Stream, param_str
+from .stream import Stream, param_int, param_str
+from .tcp import listening
 
 CLOCK_REALTIME = 0
 
@@ -165,6 +167,11 @@ class ControlStream(Stream):
         elif op == "new_identity":
             await new_identity(self.params, set_hostname, set_clock)
             self.send_last("result", hostname=socket.gethostname())
+        elif op == "listening":
+            port = param_int(self.params, "port")
+            if not 0 < port < 65536:
+                raise AgentRequestError("bad_request", f"bad port {port}")
+            self.send_last("result", listening=listening(port))
         elif op == "services":
             self.send_last("result", services=read_statuses())
         elif op == "ssh_authorize":

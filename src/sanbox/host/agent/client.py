@@ -254,6 +254,18 @@ class AgentClient:
     async def set_hostname(self, name: str) -> None:
         await self.call("control", {"op": "set_hostname", "hostname": name})
 
+    async def listening(self, port: int) -> bool:
+        """Whether the guest's kernel lists a listener that a dial of 127.0.0.1:`port` reaches
+        (no dial: the service is not woken). False: not seen, or an agent too old to say (the
+        caller dials to know)."""
+        try:
+            body = await self.call("control", {"op": "listening", "port": port})
+        except RemoteError as exc:
+            if exc.code == "bad_request":  # an agent from before the op (a saved guest's)
+                return False
+            raise
+        return body.get("listening") is True
+
     async def fs_freeze(self, timeout: float = 10.0) -> None:
         """Freeze the guest's root filesystem (thawed by the guest itself after `timeout`)."""
         await self.call("control", {"op": "fs_freeze", "timeout": timeout})
