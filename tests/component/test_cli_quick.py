@@ -26,7 +26,7 @@ from .conftest import LiveServer
 
 pytestmark = pytest.mark.component
 
-ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
+ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import run; run()"
 IDS = re.compile(r"\b(cmp|snp)_[a-z0-9]+\b|\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?")
 
 

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+# Text is printed as written: no `:name:` becomes an emoji (a label or a name that reads so is the
+# user's data), and rich's table of emoji codes is not loaded for every table (~2 ms).
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+
+def busy(what: str) -> contextlib.AbstractContextManager[object]:
+    """A spinner saying `what` while a long call runs, on a terminal; elsewhere nothing (rich
+    draws its transient spinner only on a terminal: a script's stderr gets nothing either way,
+    and loading the spinner and starting its thread cost ~5 ms)."""
+    if err_console.is_terminal:
+        return err_console.status(what)
+    return contextlib.nullcontext()
 
 
 def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:

@@ -10,7 +10,7 @@ import typer
 from ..sdk import ComputerNotFoundError
 from . import config, views
 from ._options import EnvOption, LabelOption, pairs
-from ._output import console, err_console, fail, show_record
+from ._output import busy, console, fail, show_record
 from .secret import SecretOption, secret_requests
 from .template import ensure_type
 
@@ -70,7 +70,7 @@ def create(
     with config.reported(), config.client() as client:
         if kind is not None:
             ensure_type(client, kind)  # its first use in the org: a build, with its progress
-        with err_console.status(f"creating from {source}…"):
+        with busy(f"creating from {source}…"):
             # answered once it runs, or with the typed error (a failed create leaves nothing)
             computer = client.computers.create(
                 template=template,
@@ -117,7 +117,7 @@ def _lifecycle(verb: str, done: str) -> Callable[[str], None]:
     def command(name: str = typer.Argument(..., help="Computer name or id.")) -> None:
         with config.reported(), config.client() as client:
             computer = client.computers.get(name)
-            with err_console.status(f"{verb} {computer.name}…"):
+            with busy(f"{verb} {computer.name}…"):
                 getattr(computer, verb)()
         views.changed(verb, done, computer.record)
 
@@ -134,7 +134,7 @@ def move(
     """Move a stopped computer to another host of its region, its disk copied and verified."""
     with config.reported(), config.client() as client:
         computer = client.computers.get(name)
-        with err_console.status(f"moving {computer.name}: copying its disk…"):
+        with busy(f"moving {computer.name}: copying its disk…"):
             computer.move(host)
     said = f"moved {computer.name} [dim]({computer.state})[/]: its disk was copied and verified"
     console.print(said, highlight=False)
@@ -189,7 +189,7 @@ def rm(
                 if force:
                     continue
                 raise
-            with err_console.status(f"deleting {computer.name}…"):
+            with busy(f"deleting {computer.name}…"):
                 computer.delete()
             views.said(f"deleted {computer.name}")
 

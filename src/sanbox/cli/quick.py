@@ -7,8 +7,8 @@ and httpx costs ~0.2 s before a command that takes the server a few milliseconds
 here reads its argv in its plain forms (sanbox.cli.argv: anything else, `--help` or a mistake,
 is the typer app's), makes the requests the SDK makes for it (sanbox.cli.calls) and prints
 through the same functions as the typer command (sanbox.cli.views), so it says and does the same.
-Records other than a computer's are imported by the commands that read them (sanbox.sdk.records:
-each costs ~1 ms to define).
+Records are imported by the commands that read them (sanbox.sdk.records: each costs ~1 ms to
+define, a computer's ~5 ms with its events and ports).
 """
 
 from __future__ import annotations
@@ -17,14 +17,17 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..sdk.config import config_path, resolve_config
 from ..sdk.errors import ComputerNotFoundError, SnapshotNotFoundError
-from ..sdk.records.computer import ComputerRecord, Event, PublishedPort
 from . import grammars, views
-from ._output import err_console, show_record
+from ._output import busy, show_record
 from .argv import Args, Grammar, read
 from .calls import LONG, Api, path
+
+if TYPE_CHECKING:
+    from ..sdk.records.computer import ComputerRecord
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,14 @@ def run(command: Command, args: Args) -> int:
 # -- computers ------------------------------------------------------------------------------------
 
 
+def _record(data: Any) -> ComputerRecord:
+    from ..sdk.records.computer import ComputerRecord
+
+    return ComputerRecord.from_json(data)
+
+
 def _computer(api: Api, ref: str) -> ComputerRecord:
-    return ComputerRecord.from_json(api.json("GET", path("computers", ref)))
+    return _record(api.json("GET", path("computers", ref)))
 
 
 def _ls(a: Args) -> None:
@@ -69,9 +78,7 @@ def _ls(a: Args) -> None:
     params = [("state", state)] if state else []
     params += [("label", f"{k}={v}") for k, v in a.pairs("label").items()]
     data = Api().json("GET", "/v1/computers", params=params)
-    views.computers(
-        [ComputerRecord.from_json(c) for c in data.get("computers", [])], a.flag("json")
-    )
+    views.computers([_record(c) for c in data.get("computers", [])], a.flag("json"))
 
 
 def _get(a: Args) -> None:
@@ -106,18 +113,18 @@ def _create(a: Args) -> None:
     if secrets := a.all("secret"):
         named = (s.partition("=") for s in secrets)
         body["secrets"] = [{"name": name, "env": env or None} for name, _, env in named]
-    with err_console.status(f"creating from {from_snapshot or template or 'base'}…"):
+    with busy(f"creating from {from_snapshot or template or 'base'}…"):
         data = Api().json("POST", "/v1/computers", params={"wait": True}, body=body, timeout=LONG)
-    views.created(ComputerRecord.from_json(data), template, from_snapshot, a.flag("json"))
+    views.created(_record(data), template, from_snapshot, a.flag("json"))
 
 
 def _lifecycle(verb: str, done: str) -> Callable[[Args], None]:
     def lifecycle(a: Args) -> None:
         api = Api()
         computer = _computer(api, a["name"])
-        with err_console.status(f"{verb} {computer.name}…"):
+        with busy(f"{verb} {computer.name}…"):
             data = api.json("POST", path("computers", computer.id, verb), timeout=LONG)
-        views.changed(verb, done, ComputerRecord.from_json(data))
+        views.changed(verb, done, _record(data))
 
     return lifecycle
 
@@ -131,12 +138,14 @@ def _rm(a: Args) -> None:
             if a.flag("force"):
                 continue
             raise
-        with err_console.status(f"deleting {computer.name}…"):
+        with busy(f"deleting {computer.name}…"):
             data = api.json("DELETE", path("computers", computer.id), timeout=LONG)
-        views.said(f"deleted {ComputerRecord.from_json(data).name}")
+        views.said(f"deleted {_record(data).name}")
 
 
 def _logs(a: Args) -> None:
+    from ..sdk.records.computer import Event
+
     api = Api()
     computer = _computer(api, a["name"])
     if a.flag("console"):
@@ -172,7 +181,7 @@ def _snapshot_create(a: Args) -> None:
     api = Api()
     source = _computer(api, a["computer"])
     body = {"memory": a.flag("memory"), "name": a.value("name")}
-    with err_console.status(f"snapshotting {source.name}…"):
+    with busy(f"snapshotting {source.name}…"):
         data = api.json("POST", path("computers", source.id, "snapshots"), body=body, timeout=LONG)
     views.snapshot_taken(Snapshot.from_json(data), source.name, a.flag("json"))
 
@@ -198,9 +207,9 @@ def _fork(a: Args) -> None:
     body: dict[str, object] = {"count": count, "name": a.value("name")}
     if (region := a.value("region")) is not None:
         body["region"] = region
-    with err_console.status(f"forking {source.name} ×{count}…"):
+    with busy(f"forking {source.name} ×{count}…"):
         data = api.json("POST", path("computers", source.id, "fork"), body=body, timeout=LONG)
-    made = [ComputerRecord.from_json(c) for c in data.get("computers", [])]
+    made = [_record(c) for c in data.get("computers", [])]
     views.forks(made, source.name, a.flag("json"))
 
 
@@ -280,6 +289,8 @@ def _net_show(a: Args) -> None:
 
 
 def _port_ls(a: Args) -> None:
+    from ..sdk.records.computer import PublishedPort
+
     api = Api()
     computer = _computer(api, a["name"])
     data = api.json("GET", path("computers", computer.id, "ports"))

@@ -8,7 +8,7 @@ import typer
 
 from ..sdk import Snapshot, SnapshotNotFoundError
 from . import config, views
-from ._output import console, err_console, show_record
+from ._output import busy, console, show_record
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
 
@@ -25,7 +25,7 @@ def create(
     """Snapshot a computer; it keeps running (paused at most briefly)."""
     with config.reported(), config.client() as client:
         source = client.computers.get(computer)
-        with err_console.status(f"snapshotting {source.name}…"):
+        with busy(f"snapshotting {source.name}…"):
             snap = source.snapshot(memory=memory, name=name)
     views.snapshot_taken(snap, source.name, as_json)
 
@@ -77,7 +77,7 @@ def move(
     it is checked there and sealed under that host's key."""
     with config.reported(), config.client() as client:
         snap: Snapshot = client.snapshots.get(snapshot)
-        with err_console.status(f"moving snapshot {snap.name or snap.id}…"):
+        with busy(f"moving snapshot {snap.name or snap.id}…"):
             client.fleet.move_snapshot(snap.id, host)
     said = f"moved snapshot {snap.name or snap.id}: checked and sealed on its new host"
     console.print(said, highlight=False)
@@ -97,7 +97,7 @@ def fork(
     """Make COUNT new computers that start where COMPUTER is now, each its own identity."""
     with config.reported(), config.client() as client:
         source = client.computers.get(computer)
-        with err_console.status(f"forking {source.name} ×{count}…"):
+        with busy(f"forking {source.name} ×{count}…"):
             forks = source.fork(count=count, name=name, region=region)
     views.forks([f.record for f in forks], source.name, as_json)
 
