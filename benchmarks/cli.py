@@ -8,6 +8,8 @@ as it did before (SANBOX_CLI_EAGER=1; for `exec`, whose fast path is older, that
 app's `exec`). The same API call is timed from a warm in-process SDK client; a command's overhead
 is its wall time less the call's median, and the goal is <= 0.1 s. `--help` prints what it
 kept the first time (sanbox.cli.help_cache): that first time is timed too, with nothing kept.
+Not timed: what this single server refuses (`move`, `snapshot move`, `host get|drain|forget`
+need a fleet; `org create` a new name each run).
 Usage: python benchmarks/cli.py [N]"""
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from sanbox.api import ServerSettings, create_app  # noqa: E402
 from sanbox.host.data.layout import DataDir  # noqa: E402
 from sanbox.host.drivers.local import LocalDriver  # noqa: E402
 from sanbox.host.runtime import HostRuntime  # noqa: E402
-from sanbox.sdk import Computer  # noqa: E402
+from sanbox.sdk import Computer, TemplateNotFoundError  # noqa: E402
 
 ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import run; run()"
 MAIN = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import main; main()"
@@ -68,6 +70,34 @@ def cases(client: Sanbox) -> list[Case]:
         if client.computers.get("cycled").state != "stopped":
             stop()
 
+    def reach(allow: bool) -> Callable[[], object]:
+        """`net allow|deny bench example.com` as the SDK does it: four calls."""
+
+        def change() -> object:
+            computer = client.computers.get("bench")
+            now = computer.allowlist()
+            wanted = now + ["example.com"] if allow else [r for r in now if r != "example.com"]
+            computer.set_allowlist(list(dict.fromkeys(wanted)))
+            return computer.allowlist()
+
+        return change
+
+    def published() -> object:
+        return client.computers.get("bench").publish(8080)
+
+    def secret() -> object:
+        return client.secrets.set("gone", "value", ["api.example.com"])
+
+    def bound() -> object:
+        return client.secrets.bind("token", "bench", env="TOKEN")
+
+    def no_template() -> None:
+        with contextlib.suppress(TemplateNotFoundError):
+            client.templates.delete("ghost")
+
+    client.secrets.set("token", "value", ["api.example.com"])
+    revoked = client.keys.create(name="revoked").id
+    published()
     return [
         Case(("ls",), "computers.list()", client.computers.list),
         Case(("ls", "--json"), "computers.list()", client.computers.list),
@@ -80,7 +110,68 @@ def cases(client: Sanbox) -> list[Case]:
         Case(("start", "cycled"), "get(), start()", start, stopped),
         Case(("key", "ls"), "keys.list()", client.keys.list),
         Case(("usage",), "usage.get()", lambda: client.usage.get(None, None, "computer")),
+        Case(
+            ("update", "bench", "--idle-timeout", "600"),
+            "get(), update()",
+            lambda: client.computers.get("bench").update(idle_timeout=600),
+        ),
+        Case(("net", "allow", "bench", "example.com"), "get(), 3 network calls", reach(True)),
+        Case(("net", "deny", "bench", "example.com"), "get(), 3 network calls", reach(False)),
+        Case(("port", "publish", "bench", "8080"), "get(), publish()", published),
+        Case(
+            ("port", "unpublish", "bench", "8080"),
+            "get(), unpublish()",
+            lambda: client.computers.get("bench").unpublish(8080),
+            published,
+        ),
+        Case(
+            ("port", "view-link", "bench", "8080"),
+            "get(), view_link()",
+            lambda: client.computers.get("bench").view_link(8080),
+            published,
+        ),
+        Case(
+            ("pool", "set", "base", "-s", "0"), "pools.set()", lambda: client.pools.set("base", 0)
+        ),
+        Case(
+            ("secret", "rm", "gone"),
+            "secrets.delete()",
+            lambda: client.secrets.delete("gone"),
+            secret,
+        ),
+        Case(("secret", "bind", "token", "bench", "-e", "TOKEN"), "secrets.bind()", bound),
+        Case(
+            ("secret", "unbind", "token", "bench"),
+            "secrets.unbind()",
+            lambda: client.secrets.unbind("token", "bench"),
+            bound,
+        ),
+        Case(
+            ("secret", "bindings", "bench"),
+            "secrets.bindings()",
+            lambda: client.secrets.bindings("bench"),
+        ),
+        Case(
+            ("key", "create", "--name", "k"), "keys.create()", lambda: client.keys.create(name="k")
+        ),
+        Case(("key", "revoke", revoked), "keys.revoke()", lambda: client.keys.revoke(revoked)),
+        Case(("org", "quota", "default"), "orgs.quota()", lambda: client.orgs.quota("default")),
+        Case(
+            ("org", "regions", "default"), "orgs.regions()", lambda: client.orgs.regions("default")
+        ),
+        Case(("template", "rm", "-f", "ghost"), "templates.delete() (none)", no_template),
+        Case(("template", "prune"), "templates.prune()", client.templates.prune),
+        Case(("image", "prune"), "images.prune()", client.images.prune),
+        Case(("audit", "-n", "20"), "audit.list()", lambda: client.audit.list(limit=20)),
+        Case(("host", "ls"), "fleet.hosts()", client.fleet.hosts),
+        Case(("host", "jobs"), "fleet.jobs()", client.fleet.jobs),
+        Case(
+            ("host", "token", "--region", "eu"),
+            "fleet.join_token()",
+            lambda: client.fleet.join_token("eu"),
+        ),
         Case(("config", "show"), "(none)", None),
+        Case(("config", "set", "--api-key", "sbk_unread"), "(none): writes the file", None),
         Case(("--help",), "(none) [typer]", None, kept=True),
     ]
 

@@ -27,7 +27,10 @@ from .conftest import LiveServer
 pytestmark = pytest.mark.component
 
 ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import run; run()"
-IDS = re.compile(r"\b(cmp|snp)_[a-z0-9]+\b|\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?")
+IDS = re.compile(
+    r"\b(cmp|snp|key|org)_[a-z0-9]+\b|\b(sbk|sbj)_[\w-]+|sanbox_view_token=\S+"
+    r"|\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?"
+)
 
 
 def sanbox(url: str, key: str, tmp: Path, *args: str, eager: bool) -> tuple[int, str, str]:
@@ -73,6 +76,8 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
     url, key, tmp = live_server.url, live_server.key, short_tmp
     with Sanbox(url, key) as client:
         client.computers.create(name="seen", labels={"role": "web"})
+        client.secrets.set("tok", "value", ["api.example.com"])
+        revoked = client.keys.create(name="revoked").id
         for args in (
             ["ls"],
             ["ls", "--json"],
@@ -95,8 +100,33 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["usage", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"],
             ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-01-02", "--csv"],
             ["audit", "-n", "3"],
+            # what changes something, the same again (the second run finds it done)
+            ["net", "allow", "seen", "example.com", "*.pypi.org"],
+            ["net", "deny", "seen", "*.pypi.org"],
+            ["port", "publish", "seen", "8080"],
+            ["pool", "set", "base", "-s", "0"],
+            ["pool", "set", "base", "--size", "0", "--json"],
+            ["secret", "bind", "tok", "seen", "-e", "TOK"],
+            ["secret", "bindings", "seen"],
+            ["secret", "bindings", "seen", "--json"],
+            ["secret", "rm", "-f", "nope"],
+            ["key", "revoke", revoked],
+            ["org", "quota", "default"],
+            ["org", "quota", "default", "--json"],
+            ["org", "regions", "default"],
+            ["template", "get", "base", "--region", "eu"],
+            ["template", "rm", "-f", "ghost"],
+            ["template", "prune"],
+            ["image", "prune"],
+            ["update", "seen", "--idle-timeout", "300"],
+            ["host", "ls"],
+            ["host", "jobs"],
         ):
             assert both_ways(url, key, tmp, *args)[0] == 0, args
+        # a view link's token and end are the server's of that second: alike once masked
+        link = [sanbox(url, key, tmp, "port", "view-link", "seen", "8080", eager=e) for e in (0, 1)]
+        masked = [tuple(IDS.sub("ID", str(part)) for part in run) for run in link]
+        assert masked[0] == masked[1] and masked[0][0] == "0", link
         # the report's time of reading (as_of) is the server's now: each run its own
         day = ["usage", "--by", "day", "--from", "2026-01-01", "--to", "2026-01-03", "--json"]
         report = [IDS.sub("ID", sanbox(url, key, tmp, *day, eager=e)[1]) for e in (False, True)]
@@ -109,6 +139,17 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["fork", "ghost"],
             ["create", "--from-snapshot", "nope"],
             ["net", "show", "ghost"],
+            ["net", "allow", "ghost", "example.com"],
+            ["port", "unpublish", "seen", "9"],
+            ["pool", "set", "ghost", "-s", "1"],
+            ["secret", "unbind", "nope", "seen"],
+            ["secret", "rm", "nope"],
+            ["key", "revoke", "key_nope"],
+            ["template", "rm", "ghost"],
+            ["snapshot", "move", "nope"],
+            ["host", "get", "ghost"],
+            ["host", "drain", "ghost"],
+            ["host", "forget", "ghost", "--confirm-dead"],
         ):
             code, _, err = both_ways(url, key, tmp, *args)
             assert code == 1 and re.fullmatch(r"error \(\w+_not_found\) .*\n", err), (args, err)
@@ -117,6 +158,13 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["get"],
             ["ls", "-l", "nonsense"],
             ["fork", "seen", "-c", "0"],
+            ["get", ".."],
+            ["move", "seen"],
+            ["port", "publish", "seen", "0"],
+            ["pool", "set", "base"],
+            ["update", "seen"],
+            ["key", "create", "--expires-in", "soon"],
+            ["host", "forget", "ghost"],
         ):
             assert both_ways(url, key, tmp, *args)[0] != 0, args
         for args in ([], ["--help"], ["ls", "--help"], ["snapshot", "--help"], ["snapshot"]):
@@ -143,5 +191,20 @@ def test_what_changes_things_says_it_alike(live_server: LiveServer, short_tmp: P
     assert twins(server, tmp, "snapshot", "get", "NAME-snap", "--json")[0] == 0
     assert twins(server, tmp, "fork", "NAME", "-n", "NAME-fork", "--json")[0] == 0
     assert twins(server, tmp, "snapshot", "rm", "NAME-snap")[0] == 0
+    assert (
+        twins(server, tmp, "update", "NAME", "--lifetime", "3600", "--on-lifetime", "delete")[0]
+        == 0
+    )
+    assert twins(server, tmp, "port", "publish", "NAME", "8080", "--public")[0] == 0
+    assert twins(server, tmp, "port", "unpublish", "NAME", "8080")[0] == 0
+    assert (
+        twins(server, tmp, "key", "create", "--name", "NAME", "--expires-at", "2030-01-31T12:00Z")[
+            0
+        ]
+        == 0
+    )
+    assert twins(server, tmp, "key", "create", "--name", "NAME", "--admin", "--json")[0] == 0
+    assert twins(server, tmp, "org", "create", "NAME-org")[0] == 0
+    assert twins(server, tmp, "host", "token", "--region", "eu", "--ttl", "15m")[0] == 0
     assert twins(server, tmp, "rm", "NAME", "NAME-fork", "NAME")[0] == 1  # gone by then
     assert twins(server, tmp, "rm", "-f", "NAME")[0] == 0

@@ -2,11 +2,12 @@
 exactly as the typer app's commands do, or leave the argv to the typer app.
 
 The attack: a quicker command that reads an option differently, sends another request (a
-missing `wait=true`, a label dropped, a body field the SDK leaves out), or prints a byte
-otherwise (a table, JSON, an error line, an exit code) breaks the scripts that run it. Each argv
-below runs both ways against the same fake API: the typer app through the SDK
-(`config.TRANSPORT`), the quick way through `sanbox.cli.main.main` with its HTTP exchange
-answered by the same handler; the requests made, the exit code, stdout and stderr must match.
+missing `wait=true`, a label dropped, a body field the SDK leaves out, another timeout, the
+requests of a command of several in another order), or prints a byte otherwise (a table, JSON,
+an error line, an exit code) breaks the scripts that run it. Each argv below runs both ways
+against the same fake API: the typer app through the SDK (`config.TRANSPORT`), the quick way
+through `sanbox.cli.main.main` with its HTTP exchange answered by the same handler; the requests
+made (with their timeouts), the exit code, stdout and stderr must match.
 """
 
 from __future__ import annotations
@@ -49,6 +50,35 @@ SNAP = {
     "created_at": "2026-01-02T03:04:05Z",
 }
 NOT_FOUND = {"error": {"code": "computer_not_found", "message": "no computer named ghost"}}
+PORT = {"port": 8080, "public": False, "url": "http://8080-box.localhost:7070/"}
+BINDING = {
+    "secret": "openai",
+    "computer": "cmp_1",
+    "placeholder": "sbx_ph_[bold]1[/]",
+    "env": "OPENAI_API_KEY",
+    "created_at": "2026-01-02T03:04:05Z",
+}
+KEY = {"id": "key_4", "org": "default", "name": "ci", "prefix": "sbk_efgh", "admin": True}
+QUOTA = {
+    "org": "default",
+    "limits": {"running": 4, "vcpus": None, "memory_mib": 8192, "disk_gib": 100, "snapshots": 9},
+    "use": {"running": 1, "memory_mib": 512},
+}
+HOST = {
+    "name": "h1",
+    "region": "eu",
+    "address": "10.0.0.1:7071",
+    "state": "up",
+    "epoch": 3,
+    "lease_until": "2026-01-02T03:04:35Z",
+    "hypervisor": "qemu",
+    "accel": "kvm",
+    "vcpus": 16,
+    "memory_mib": 65536,
+    "disk_bytes": 1 << 40,
+    "alloc_vcpus": 2,
+    "layers": ["base:b1"],
+}
 ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
     ("GET", "/v1/computers"): (
         200,
@@ -96,6 +126,33 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
     ),
     ("GET", "/v1/computers/cmp_1/console"): (200, {"lines": ["boot [ok]", "login:"]}),
     ("GET", "/v1/computers/cmp_1/network"): (200, {"allow": ["api.github.com", "*.pypi.org"]}),
+    ("PUT", "/v1/computers/cmp_1/network"): (200, {"allow": ["api.github.com"], "closed_flows": 2}),
+    ("POST", "/v1/computers/cmp_1/ports"): (200, PORT),
+    ("DELETE", "/v1/computers/cmp_1/ports/8080"): (204, None),
+    ("DELETE", "/v1/computers/cmp_1/ports/9090"): (
+        404,
+        {"error": {"code": "not_found", "message": "port 9090 of box is not published"}},
+    ),
+    ("POST", "/v1/computers/cmp_1/ports/8080/view-link"): (
+        200,
+        {"url": "http://8080-box.localhost:7070/?view=v1", "expires_at": "2026-01-02T04:04:05Z"},
+    ),
+    ("PATCH", "/v1/computers/cmp_1"): (
+        200,
+        {**BOX, "idle_timeout": 300, "lifetime": 3600, "on_lifetime": "delete"},
+    ),
+    ("POST", "/v1/fleet/computers/cmp_1/move"): (200, {**BOX, "state": "stopped"}),
+    ("POST", "/v1/fleet/snapshots/snp_1/move"): (200, SNAP),
+    ("PUT", "/v1/computers/box/secrets/openai"): (200, BINDING),
+    ("DELETE", "/v1/computers/box/secrets/openai"): (200, {**BINDING, "env": None}),
+    ("DELETE", "/v1/computers/box/secrets/gh"): (
+        404,
+        {"error": {"code": "binding_not_found", "message": "gh is not bound to box"}},
+    ),
+    ("GET", "/v1/computers/box/secrets"): (
+        200,
+        {"bindings": [BINDING, {**BINDING, "secret": "gh", "env": None, "created_at": None}]},
+    ),
     ("GET", "/v1/computers/cmp_1/ports"): (
         200,
         {
@@ -134,6 +191,19 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/templates/notes"): (200, {"name": "notes", "id": "tpl_1", "env": {"A": "1"}}),
+    ("DELETE", "/v1/templates/notes"): (200, {"name": "notes", "id": "tpl_1"}),
+    ("POST", "/v1/build-cache/prune"): (
+        200,
+        {"removed_steps": 3, "kept_steps": 7, "freed_bytes": 5 << 20},
+    ),
+    ("PUT", "/v1/pools/notes"): (
+        200,
+        {"template": "notes", "size": 3, "ready": 1, "starting": 2, "refill": "filling"},
+    ),
+    ("PUT", "/v1/pools/ghost"): (
+        404,
+        {"error": {"code": "template_not_found", "message": "no template named ghost"}},
+    ),
     ("GET", "/v1/pools"): (
         200,
         {
@@ -157,7 +227,17 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/secrets/openai"): (200, {"id": "sec_1", "name": "openai", "hosts": ["a.b"]}),
+    ("DELETE", "/v1/secrets/openai"): (200, {"id": "sec_1", "name": "openai", "hosts": ["a.b"]}),
     ("GET", "/v1/orgs"): (200, {"orgs": [{"id": "org_1", "name": "default"}]}),
+    ("POST", "/v1/orgs"): (200, {"id": "org_2", "name": "acme [bold]co[/]"}),
+    ("GET", "/v1/orgs/default/quota"): (200, QUOTA),
+    ("PUT", "/v1/orgs/default/quota"): (200, {**QUOTA, "limits": {"running": 8}}),
+    ("GET", "/v1/orgs/acme/quota"): (
+        403,
+        {"error": {"code": "forbidden", "message": "another org's quota: a host-admin key"}},
+    ),
+    ("GET", "/v1/orgs/default/regions"): (200, {"org": "default", "home": "eu", "allowed": ["us"]}),
+    ("PUT", "/v1/orgs/default/regions"): (200, {"org": "default", "allowed": []}),
     ("GET", "/v1/images"): (
         200,
         {
@@ -173,7 +253,52 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
             ]
         },
     ),
+    ("POST", "/v1/images/prune"): (
+        200,
+        {
+            "removed": [
+                {"template": "base", "build_id": "b0", "kernel_release": "6.1", "bytes": 3 << 30},
+            ]
+        },
+    ),
     ("POST", "/v1/console/links"): (200, {"url": "http://sanbox.test/console/link#t=abc"}),
+    ("POST", "/v1/keys"): (
+        200,
+        {**KEY, "key": "sbk_efgh_secret", "expires_at": "2026-02-01T00:00:00+00:00"},
+    ),
+    ("DELETE", "/v1/keys/key_2"): (200, {**KEY, "revoked_at": "2026-01-02T03:04:05Z"}),
+    ("GET", "/v1/audit"): (
+        200,
+        {
+            "records": [
+                {
+                    "id": 7,
+                    "action": "POST /v1/computers/{ref}/stop",
+                    "status": 200,
+                    "time": "2026-01-02T03:04:05.123456Z",
+                    "org": "default",
+                    "key_prefix": "sbk_abcd",
+                    "target": {"ref": "box"},
+                    "client": "127.0.0.1",
+                },
+                {"id": 8, "action": "DELETE /v1/keys/{key_id}", "status": 404, "code": "nf"},
+            ]
+        },
+    ),
+    ("POST", "/v1/fleet/tokens"): (200, {"token": "sbj_12345"}),
+    ("GET", "/v1/fleet/hosts"): (200, {"hosts": [HOST, {**HOST, "name": "h2", "state": "lost"}]}),
+    ("GET", "/v1/fleet/jobs"): (
+        200,
+        {"jobs": [{"name": "reconciler", "node": "api-1"}, {"name": "idle", "node": None}]},
+    ),
+    ("GET", "/v1/fleet/hosts/h1"): (200, HOST),
+    ("GET", "/v1/fleet/hosts/ghost"): (
+        404,
+        {"error": {"code": "host_not_found", "message": "no host named ghost"}},
+    ),
+    ("POST", "/v1/fleet/hosts/h1/drain"): (200, {**HOST, "state": "draining"}),
+    ("POST", "/v1/fleet/hosts/h1/undrain"): (200, HOST),
+    ("POST", "/v1/fleet/hosts/h1/forget"): (200, {"computers": ["cmp_1", "cmp_2"]}),
     ("GET", "/v1/keys"): (
         200,
         {
@@ -292,6 +417,78 @@ TAKEN = [
     ["usage"],
     ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-02-01"],
     ["usage", "--org", "acme", "--json"],
+    ["get", ".."],
+    ["update", "box", "--idle-timeout", "300"],
+    [
+        "update",
+        "box",
+        "--lifetime",
+        "3600",
+        "--on-lifetime",
+        "delete",
+        "--max-running",
+        "0",
+    ],
+    ["update", "ghost", "--lifetime", "0"],
+    ["move", "box"],
+    ["move", "box", "--to", "h2"],
+    ["snapshot", "move", "before", "--to", "h2"],
+    ["snapshot", "move", "nope"],
+    ["net", "allow", "box", "example.com", "api.github.com", "*.pypi.org"],
+    ["net", "deny", "box", "*.pypi.org", "--", "-odd"],
+    ["net", "allow", "ghost", "example.com"],
+    ["port", "publish", "box", "8080"],
+    ["port", "publish", "box", "8080", "--public"],
+    ["port", "publish", "ghost", "1"],
+    ["port", "unpublish", "box", "8080"],
+    ["port", "unpublish", "box", "9090"],
+    ["port", "view-link", "box", "8080"],
+    ["port", "view-link", "box", "8080", "--expires-in", "600"],
+    ["template", "get", "notes", "--region", "eu", "--json"],
+    ["template", "rm", "notes"],
+    ["template", "rm", "ghost", "notes"],
+    ["template", "rm", "-f", "ghost", "notes", "--region", "eu"],
+    ["template", "prune"],
+    ["template", "prune", "--json"],
+    ["pool", "set", "notes", "--size", "3"],
+    ["pool", "set", "notes", "-s", "0", "--json"],
+    ["pool", "set", "ghost", "-s", "1"],
+    ["secret", "rm", "openai"],
+    ["secret", "rm", "nope", "openai"],
+    ["secret", "rm", "--force", "nope", "openai"],
+    ["secret", "bind", "openai", "box", "-e", "OPENAI_API_KEY"],
+    ["secret", "bind", "openai", "box", "--json"],
+    ["secret", "unbind", "openai", "box"],
+    ["secret", "unbind", "gh", "box"],
+    ["secret", "bindings", "box"],
+    ["secret", "bindings", "box", "--json"],
+    ["org", "create", "acme"],
+    ["org", "quota", "default"],
+    ["org", "quota", "default", "--json"],
+    ["org", "quota", "default", "--running", "8", "--vcpus", "none", "--disk", " 12 "],
+    ["org", "quota", "acme"],
+    ["org", "regions", "default"],
+    ["org", "regions", "default", "--home", "none"],
+    ["org", "regions", "default", "--allow", "none", "--allow", "us"],
+    ["key", "create"],
+    ["key", "create", "--name", "ci", "--admin", "--expires-in", "1d12h", "--org", "acme"],
+    ["key", "create", "--host-admin", "--expires-at", "2027-01-31T12:00Z", "--json"],
+    ["key", "revoke", "key_2"],
+    ["key", "revoke", "key_9"],
+    ["audit"],
+    ["audit", "-n", "3", "--after", "5", "--org", "acme"],
+    ["audit", "--limit", "1000", "--json"],
+    ["image", "prune"],
+    ["host", "token", "--region", "eu"],
+    ["host", "token", "--ttl", "15m", "--region", "eu"],
+    ["host", "ls"],
+    ["host", "jobs"],
+    ["host", "get", "h1"],
+    ["host", "get", "ghost"],
+    ["host", "drain", "h1"],
+    ["host", "drain", "h1", "--undo"],
+    ["host", "forget", "h1", "--confirm-dead"],
+    ["config", "set", "--url", "http://elsewhere.test", "--api-key", "sbk_other"],
 ]
 DECLINED = [
     [],
@@ -322,8 +519,62 @@ DECLINED = [
     ["template", "build"],
     ["key", "ls", "--all"],
     ["usage", "--csv"],
-    ["update", "box", "--idle-timeout", "5"],
-    ["config", "set", "--url", "x"],
+    ["update", "box"],
+    ["update", "box", "--idle-timeout", "-1"],
+    ["update", "box", "--lifetime=5"],
+    ["move"],
+    ["move", "box", "--to"],
+    ["snapshot", "move", "before", "--to", "a", "--to", "b"],
+    ["net", "allow", "box"],
+    ["net", "allow", "box", "--json", "x"],
+    ["net", "deny", "box", "-x"],
+    ["port", "publish", "box"],
+    ["port", "publish", "box", "0"],
+    ["port", "publish", "box", "65536"],
+    ["port", "publish", "box", "080"],
+    ["port", "publish", "box", "http"],
+    ["port", "publish", "box", "8080", "--public=yes"],
+    ["port", "unpublish", "box", "8080", "extra"],
+    ["port", "view-link", "box", "8080", "--expires-in", "soon"],
+    ["port", "view-link", "box", "8080", "--expires-in"],
+    ["template", "get", "notes", "--region"],
+    ["template", "rm"],
+    ["template", "logs", "notes"],
+    ["template", "prune", "-f"],
+    ["pool", "set", "notes"],
+    ["pool", "set", "notes", "-s", "-1"],
+    ["pool", "set", "notes", "--size", "two"],
+    ["secret", "set", "openai", "--host", "a.b", "--value-stdin"],
+    ["secret", "rm"],
+    ["secret", "bind", "openai"],
+    ["secret", "bind", "openai", "box", "--env"],
+    ["secret", "unbind", "openai", "box", "--json"],
+    ["secret", "bindings"],
+    ["org", "create"],
+    ["org", "create", "a", "b"],
+    ["org", "quota", "default", "--running", "many"],
+    ["org", "quota", "default", "--running", "-"],
+    ["org", "quota", "default", "--memory", "²"],
+    ["org", "regions", "default", "--home"],
+    ["key", "create", "--expires-in", "soon"],
+    ["key", "create", "--expires-in", "0s"],
+    ["key", "create", "--name", "a", "--name", "b"],
+    ["key", "revoke"],
+    ["audit", "-n", "0"],
+    ["audit", "-n", "1001"],
+    ["audit", "--after", "-1"],
+    ["image", "build"],
+    ["image", "prune", "--json"],
+    ["host", "token"],
+    ["host", "token", "--region", "eu", "--ttl", "forever"],
+    ["host", "join", "--server", "http://x"],
+    ["host", "get", "a b"],
+    ["host", "get", "a?b"],
+    ["host", "forget", "h1"],
+    ["host", "drain", "h1", "--undo", "x"],
+    ["ssh-config", "box"],
+    ["config", "set"],
+    ["config", "set", "--url"],
     ["console", "--open=yes"],
     ["exec", "box", "--", "true"],
 ]
@@ -333,21 +584,24 @@ def answer(seen: list[tuple[object, ...]]) -> Any:
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
         query = sorted(request.url.params.multi_items())
-        seen.append(
-            (request.method, request.url.path, query, body, request.headers.get("authorization"))
-        )
+        timeout = request.extensions["timeout"]["read"]
+        authorization = request.headers.get("authorization")
+        seen.append((request.method, request.url.path, query, body, timeout, authorization))
+        kind = request.url.path.split("/")[2:3]  # `computers` of /v1/computers/...
         status, payload = ROUTES.get(
             (request.method, request.url.path),
             (
                 404,
                 {
                     "error": {
-                        "code": f"{request.url.path.split('/')[2][:-1]}_not_found",
+                        "code": f"{kind[0][:-1]}_not_found" if kind else "not_found",
                         "message": f"nothing at {request.url.path}",
                     },
                 },
             ),
         )
+        if payload is None:
+            return httpx.Response(status)
         return httpx.Response(status, json=payload)
 
     return handler
@@ -382,9 +636,9 @@ def quick_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object,
         method, target, _ = line.split(" ")
         headers = dict(field.split(": ", 1) for field in fields if field)
         assert headers["Host"] == "sanbox.test" and headers["Connection"] == "close"
-        response = handler(
-            httpx.Request(method, f"http://{host}{target}", headers=headers, content=body)
-        )
+        request = httpx.Request(method, f"http://{host}{target}", headers=headers, content=body)
+        request.extensions["timeout"] = {"read": timeout}
+        response = handler(request)
         return response.status_code, response.content
 
     monkeypatch.setattr(calls, "exchange", exchange)

@@ -23,9 +23,16 @@ class Stream:
 
 
 class Client:
-    def __init__(self, refusals: int) -> None:
-        self.refusals = refusals
-        self.dialled = 0
+    """An agent whose kernel lists a listener from the `listed`-th check on (never by default:
+    each check dials), and whose dial is refused `refusals` times."""
+
+    def __init__(self, refusals: int, listed: int | None = None) -> None:
+        self.refusals, self.listed = refusals, listed
+        self.dialled = self.asked = 0
+
+    async def listening(self, port: int) -> bool:
+        self.asked += 1
+        return self.listed is not None and self.asked >= self.listed
 
     async def tcp(self, port: int) -> Stream:
         self.dialled += 1
@@ -35,9 +42,11 @@ class Client:
 
 
 class Guest:
-    def __init__(self, refusals: int, isolation: str = "qemu-kvm") -> None:
+    def __init__(
+        self, refusals: int, isolation: str = "qemu-kvm", listed: int | None = None
+    ) -> None:
         self.isolation = isolation
-        self.agent = Client(refusals)
+        self.agent = Client(refusals, listed)
 
     async def client(self, timeout: float = 10.0) -> Any:
         return self.agent
@@ -52,6 +61,13 @@ def test_it_waits_until_the_port_answers(monkeypatch: pytest.MonkeyPatch) -> Non
     guest = Guest(refusals=3)
     assert settle(guest, Ready(port=8642, timeout=60)) is None
     assert guest.agent.dialled == 4
+
+
+def test_a_listed_listener_passes_without_a_dial(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(readiness, "RETRY_EVERY", 0.001)
+    guest = Guest(refusals=10**6, listed=3)  # listed at the third check; every dial refused
+    assert settle(guest, Ready(port=8642, timeout=60)) is None
+    assert (guest.agent.asked, guest.agent.dialled) == (3, 2)
 
 
 def test_no_check_no_wait() -> None:

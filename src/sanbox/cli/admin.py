@@ -3,33 +3,16 @@ manages its own org's keys; a host-admin key every org, and makes orgs)."""
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from . import config, views
-from ._output import console, err_console, fail
+from . import config, org_views, views
+from ._output import fail
+from .grammars import parse_duration, parse_limit
 
 org_app = typer.Typer(help="Organisations (admin key).", no_args_is_help=True)
 key_app = typer.Typer(help="API keys (admin key).", no_args_is_help=True)
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d+)([smhdw]?)")
-
-
-def parse_duration(text: str) -> int:
-    """Seconds in `90`, `90s`, `15m`, `12h`, `30d`, `2w` (or sums: `1d12h`); ValueError else."""
-    parts = _DURATION.findall(text.strip().lower())
-    if not parts or "".join(n + u for n, u in parts) != text.strip().lower():
-        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h, 30d or 2w")
-    seconds = sum(int(n) * _UNITS[u or "s"] for n, u in parts)
-    if seconds <= 0:
-        raise ValueError("a duration must be longer than 0 seconds")
-    return seconds
 
 
 @org_app.command("create")
@@ -37,7 +20,7 @@ def org_create(name: str = typer.Argument(..., help="Org name.")) -> None:
     """Create an organisation (host-admin key)."""
     with config.reported(), config.client() as client:
         org = client.orgs.create(name)
-    console.print(f"created org {org.name} ({org.id})", highlight=False)
+    org_views.org_created(org)
 
 
 @org_app.command("ls")
@@ -45,27 +28,7 @@ def org_ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     """List organisations (a host-admin key sees all, an admin key its own)."""
     with config.reported(), config.client() as client:
         orgs = client.orgs.list()
-    views.orgs(orgs, as_json)
-
-
-_QUOTAS = {  # field -> (option, what, unit)
-    "running": ("--running", "running computers", ""),
-    "vcpus": ("--vcpus", "running vCPUs", ""),
-    "memory_mib": ("--memory", "running memory", " MiB"),
-    "disk_gib": ("--disk", "disk allocated", " GiB"),
-    "snapshots": ("--snapshots", "snapshots", ""),
-}
-
-
-def parse_limit(text: str | None) -> int | None | str:
-    """A quota option: a count, `none` (no limit), or unset (`""`: keep it as it is)."""
-    if text is None:
-        return ""
-    if text.strip().lower() in ("none", "-"):
-        return None
-    if not text.strip().isdigit():
-        raise ValueError(f"{text!r} is not a limit: give a number, or `none` for no limit")
-    return int(text)
+    org_views.orgs(orgs, as_json)
 
 
 def _limit_option(flag: str, what: str) -> Any:
@@ -99,16 +62,7 @@ def org_quota(
         if any(value != "" for value in wanted.values()):
             limits = {k: (quota.limits.get(k) if v == "" else v) for k, v in wanted.items()}
             quota = client.orgs.set_quota(org, **limits)  # type: ignore[arg-type]
-    if as_json:
-        console.print_json(json.dumps(asdict(quota)))
-        return
-    table = Table("QUOTA", "LIMIT", "USED", box=None)
-    for name, (flag, what, unit) in _QUOTAS.items():
-        limit = quota.limits.get(name)
-        shown = "none" if limit is None else f"{limit}{unit}"
-        table.add_row(f"{what} ({flag})", shown, f"{quota.use.get(name, 0)}{unit}")
-    console.print(f"org {quota.org}", highlight=False)
-    console.print(table)
+    org_views.quota(quota, as_json)
 
 
 @org_app.command("regions")
@@ -131,10 +85,7 @@ def org_regions(
             new_home = now.home if home is None else (None if home == "none" else home)
             allowed = now.allowed if allow is None else [a for a in allow if a != "none"]
             now = client.orgs.set_regions(org, new_home, allowed)
-    others = ", ".join(now.allowed) or "none"
-    console.print(
-        f"org {now.org}: home {now.home or 'none (anywhere)'}; also {others}", highlight=False
-    )
+    org_views.regions(now)
 
 
 @key_app.command("create")
@@ -169,14 +120,7 @@ def key_create(
             expires_in=seconds,
             expires_at=expires_at,
         )
-    if as_json:
-        console.print_json(json.dumps(key.to_json()))
-        return
-    until = f", expires {views.when(key.expires_at)} UTC" if key.expires_at else ""
-    err_console.print(
-        f"created key {key.id} for org {key.org}{until} (shown once):", highlight=False
-    )
-    console.print(key.key or "", highlight=False, soft_wrap=True)
+    views.key_created(key, as_json)
 
 
 @key_app.command("ls")
@@ -195,7 +139,7 @@ def key_revoke(key_id: str = typer.Argument(..., help="The key's id (key_…).")
     """Revoke an API key: from its next request on it is refused."""
     with config.reported(), config.client() as client:
         key = client.keys.revoke(key_id)
-    console.print(f"revoked key {key.id} ({key.prefix}…) of org {key.org}", highlight=False)
+    views.key_revoked(key)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,8 +5,8 @@ commands `sanbox` runs without typer (sanbox.cli.quick, and `exec`'s fast path).
 an argument), each spelled as declared and its value the next word. It gives up, returning None,
 on anything else: `--help`, `--opt=value`, `-nNAME`, an unknown option, a value-taking option
 repeated (unless it repeats by design) or without its value, a value that starts with `-`, a
-number out of its range or not written plainly, too few or too many arguments. The typer app
-then reads the same argv and does (or refuses) what it always did.
+number out of its range or not written plainly, too few or too many arguments, a required option
+left out. The typer app then reads the same argv and does (or refuses) what it always did.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ class Grammar:
     more words. `options` maps each spelling (`--name`, `-n`) to its destination; destinations in
     `flags` take no value, those in `many` repeat, those in `numbers` are integers within
     (min, max), either bound None for none; a value its destination's `checks` refuses is left to
-    the typer command, which says what is wrong with it."""
+    the typer command, which says what is wrong with it. `numbers` and `checks` name arguments
+    too (not the last with `rest`). When `needed` names destinations, at least one of them must
+    be given (a required option, or one of those a command asks for)."""
 
     arguments: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
@@ -35,6 +37,7 @@ class Grammar:
     numbers: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
     checks: Mapping[str, Callable[[str], bool]] = field(default_factory=dict)
     rest: bool = False
+    needed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,18 @@ def read(argv: list[str], grammar: Grammar) -> Args | None:
     if len(words) < len(grammar.arguments) or (not grammar.rest and len(words) > fixed):
         return None
     named = dict(zip(grammar.arguments[:fixed], words, strict=False))
+    for name, word in named.items():
+        check = grammar.checks.get(name)
+        if check is not None and not check(word):
+            return None
+        if name in grammar.numbers:
+            number = _number(word, *grammar.numbers[name])
+            if number is None:
+                return None
+            numbers[name] = number
+    given = {*values, *repeated, *flags, *numbers}
+    if grammar.needed and not grammar.needed & given:
+        return None
     rest = words[fixed:] if grammar.rest else []
     return Args(named, rest, values, repeated, frozenset(flags), numbers)
 

@@ -16,17 +16,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from ..sdk.config import resolve_config
 from ..sdk.errors import ConnectionFailedError, RequestTimeoutError, error_from_response
 from .plainhttp import Broken, Unreached, exchange
 
+if TYPE_CHECKING:
+    from ..sdk.records.computer import ComputerRecord
+
 TIMEOUT = 60.0
 """Seconds, the SDK's default (sanbox.sdk.client.DEFAULT_TIMEOUT)."""
 LONG = 600.0
-"""Seconds the SDK allows a lifecycle call, a create, a snapshot or a fork (sdk.computer._LONG)."""
+"""Seconds the SDK allows a long call: a lifecycle verb, a create, an update, a snapshot, a fork,
+a move, a prune (sdk.computer._LONG, the 600.0 of sdk.templates and sdk.fleet)."""
 
 Params = Mapping[str, str | int | bool | None] | list[tuple[str, str]]
 
@@ -64,13 +68,27 @@ class Api:
         timeout: float = TIMEOUT,
     ) -> Any:
         """The answer's JSON (None for an empty one), or the SDK's error for it."""
+        status, content = self.request(method, path, params=params, body=body, timeout=timeout)
+        return json.loads(content) if status != 204 and content else None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Any = None,
+        timeout: float = TIMEOUT,
+    ) -> tuple[int, bytes]:
+        """The answer's status and body (what the SDK's `http.request` reads), or the SDK's
+        error for it."""
         if self._direct:
             answer = self._send(method, path, _query(params), body, timeout)
             if answer is not None:
                 status, content = answer
                 if status >= 400:
                     raise error_from_response(status, content)
-                return json.loads(content) if status != 204 and content else None
+                return answer
         return self._through_sdk(method, path, params, body, timeout)
 
     def _send(
@@ -87,7 +105,7 @@ class Api:
             headers.append("Content-Type: application/json")
         if body is not None or method in ("POST", "PUT", "PATCH"):
             headers.append(f"Content-Length: {len(data)}")
-        target = self._path + path + (f"?{query}" if query else "")
+        target = _without_dots(self._path + path) + (f"?{query}" if query else "")
         head = "\r\n".join([f"{method} {target} HTTP/1.1", *headers, "Connection: close", "", ""])
         try:
             return exchange(self._host, self._port, head.encode(), data, timeout)
@@ -105,24 +123,56 @@ class Api:
 
     def _through_sdk(
         self, method: str, path: str, params: Params | None, body: Any, timeout: float
-    ) -> Any:
+    ) -> tuple[int, bytes]:
         import asyncio
 
         from ..sdk._http import HttpCore
 
-        async def call() -> Any:
+        async def call() -> tuple[int, bytes]:
             core = HttpCore(self.url, self.api_key, TIMEOUT, None)
             try:
-                return await core.json(method, path, params=params, json_body=body, timeout=timeout)
+                response = await core.request(
+                    method, path, params=params, json_body=body, timeout=timeout
+                )
+                return response.status_code, response.content
             finally:
                 await core.aclose()
 
         return asyncio.run(call())
 
 
+def record(data: Any) -> ComputerRecord:
+    """A computer's record from its JSON (the module loaded here: ~5 ms with its events and
+    ports, for the commands that read one)."""
+    from ..sdk.records.computer import ComputerRecord
+
+    return ComputerRecord.from_json(data)
+
+
+def computer(api: Api, ref: str) -> ComputerRecord:
+    """`client.computers.get(ref)`: the computer by name or id."""
+    return record(api.json("GET", path("computers", ref)))
+
+
 def _proxied() -> bool:
     """A proxy httpx would send a plain-http request through (it reads these variables)."""
     return any(os.environ.get(v) for v in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"))
+
+
+def _without_dots(target: str) -> str:
+    """The path with its `.` and `..` segments resolved, as httpx sends it (`sanbox get ..`
+    asks for `/v1`)."""
+    segments = target.split("/")
+    if "." not in segments and ".." not in segments:
+        return target
+    kept: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if kept and kept != [""]:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    return "/".join(kept) or "/"
 
 
 def _query(params: Params | None) -> str:

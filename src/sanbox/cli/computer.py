@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from ..sdk import ComputerNotFoundError
-from . import config, views
+from . import config, fleet_views, views
 from ._options import EnvOption, LabelOption, pairs
-from ._output import busy, console, fail, show_record
+from ._output import busy, fail, show_record
 from .secret import SecretOption, secret_requests
 from .template import ensure_type
 
@@ -136,8 +136,7 @@ def move(
         computer = client.computers.get(name)
         with busy(f"moving {computer.name}: copying its disk…"):
             computer.move(host)
-    said = f"moved {computer.name} [dim]({computer.state})[/]: its disk was copied and verified"
-    console.print(said, highlight=False)
+    fleet_views.moved(computer.record)
 
 
 def update(
@@ -165,13 +164,7 @@ def update(
             on_lifetime=on_lifetime,
             max_running=max_running,
         )
-    record = computer.record
-    limits = [f"idle timeout {computer.idle_timeout}s", "no lifetime", "no max running"]
-    if record.lifetime:
-        limits[1] = f"lifetime {record.lifetime}s ({record.on_lifetime})"
-    if record.max_running:
-        limits[2] = f"max running {record.max_running}s"
-    console.print(f"{computer.name}: {', '.join(limits)}", highlight=False)
+    views.updated(computer.record)
 
 
 def rm(

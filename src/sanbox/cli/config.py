@@ -16,7 +16,7 @@ import typer
 from ..sdk import AsyncSanbox, Sanbox, SanboxError, WebSocketConnector
 from ..sdk.config import config_path, read_config_file, resolve_config, write_config_file
 from . import views
-from ._output import console, fail
+from ._output import fail
 
 TRANSPORT: httpx.AsyncBaseTransport | None = None
 WS_CONNECTOR: WebSocketConnector | None = None
@@ -60,8 +60,7 @@ def set_(
         settings["url"] = url
     if api_key is not None:
         settings["api_key"] = api_key
-    path = write_config_file(settings)
-    console.print(f"saved {path}", highlight=False)
+    views.saved(write_config_file(settings))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,12 @@
 """The argv of each quick command (sanbox.cli.quick), option by option as its typer command
 declares it (spellings, repeats, number ranges, KEY=VALUE), for sanbox.cli.argv to read in its
-plain forms."""
+plain forms; and the values both ways read alike (a duration, a quota's limit), so the typer
+command and the quick one take the same."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
 
 from .argv import Grammar, is_pair
 
@@ -14,6 +18,51 @@ def is_secret(value: str) -> bool:
     """NAME or NAME=ENV (what `--secret` takes)."""
     name, sep, env = value.partition("=")
     return bool(name) and not (sep and not env)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+)([smhdw]?)")
+_HOST_NAME = re.compile(r"[A-Za-z0-9._~-]+")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in `90`, `90s`, `15m`, `12h`, `30d`, `2w` (or sums: `1d12h`); ValueError else."""
+    parts = _DURATION.findall(text.strip().lower())
+    if not parts or "".join(n + u for n, u in parts) != text.strip().lower():
+        raise ValueError(f"{text!r} is not a duration like 90s, 15m, 12h, 30d or 2w")
+    seconds = sum(int(n) * _UNITS[u or "s"] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError("a duration must be longer than 0 seconds")
+    return seconds
+
+
+def parse_limit(text: str | None) -> int | None | str:
+    """A quota option: a count, `none` (no limit), or unset (`""`: keep it as it is)."""
+    if text is None:
+        return ""
+    if text.strip().lower() in ("none", "-"):
+        return None
+    if not text.strip().isdigit():
+        raise ValueError(f"{text!r} is not a limit: give a number, or `none` for no limit")
+    return int(text)
+
+
+def _reads(parse: Callable[[str], object]) -> Callable[[str], bool]:
+    """A check: `parse` takes the value (one it refuses is the typer command's to report)."""
+
+    def check(value: str) -> bool:
+        try:
+            parse(value)
+        except ValueError:
+            return False
+        return True
+
+    return check
+
+
+def is_host_name(value: str) -> bool:
+    """A name the SDK puts in a fleet path as it is (unquoted): one httpx sends unchanged."""
+    return _HOST_NAME.fullmatch(value) is not None
 
 
 def shown(*arguments: str) -> Grammar:
@@ -99,4 +148,102 @@ KEY_LS = Grammar(options={"--org": "org", **JSON}, flags=frozenset({"json"}))
 USAGE = Grammar(
     options={"--from": "from", "--to": "to", "--by": "by", "--org": "org", **JSON},
     flags=frozenset({"json"}),
+)
+
+TEMPLATE_GET = Grammar(("template",), {"--region": "region", **JSON}, frozenset({"json"}))
+UPDATE = Grammar(
+    ("name",),
+    {
+        "--idle-timeout": "idle_timeout",
+        "--lifetime": "lifetime",
+        "--on-lifetime": "on_lifetime",
+        "--max-running": "max_running",
+    },
+    numbers={"idle_timeout": (0, None), "lifetime": (0, None), "max_running": (0, None)},
+    needed=frozenset({"idle_timeout", "lifetime", "on_lifetime", "max_running"}),
+)
+MOVE = Grammar(("name",), {"--to": "host"})
+SNAPSHOT_MOVE = Grammar(("snapshot",), {"--to": "host"})
+CONFIG_SET = Grammar(
+    options={"--url": "url", "--api-key": "api_key"}, needed=frozenset({"url", "api_key"})
+)
+
+# -- network and ports ----------------------------------------------------------------------------
+
+PORT = {"port": (1, 65535)}
+RULES = Grammar(("name", "rules"), rest=True)
+PUBLISH = Grammar(("name", "port"), {"--public": "public"}, frozenset({"public"}), numbers=PORT)
+UNPUBLISH = Grammar(("name", "port"), numbers=PORT)
+VIEW_LINK = Grammar(
+    ("name", "port"), {"--expires-in": "expires_in"}, numbers={**PORT, "expires_in": (None, None)}
+)
+
+# -- the org's things -----------------------------------------------------------------------------
+
+TEMPLATE_RM = Grammar(
+    ("templates",), {**FORCE, "--region": "region"}, frozenset({"force"}), rest=True
+)
+POOL_SET = Grammar(
+    ("template",),
+    {"--size": "size", "-s": "size", **JSON},
+    frozenset({"json"}),
+    numbers={"size": (0, None)},
+    needed=frozenset({"size"}),
+)
+SECRET_BIND = Grammar(
+    ("name", "computer"), {"--env": "env", "-e": "env", **JSON}, frozenset({"json"})
+)
+SECRET_UNBIND = Grammar(("name", "computer"))
+KEY_CREATE = Grammar(
+    options={
+        "--org": "org",
+        "--name": "name",
+        "--admin": "admin",
+        "--host-admin": "host_admin",
+        "--expires-in": "expires_in",
+        "--expires-at": "expires_at",
+        **JSON,
+    },
+    flags=frozenset({"admin", "host_admin", "json"}),
+    checks={"expires_in": _reads(parse_duration)},
+)
+KEY_REVOKE = Grammar(("key_id",))
+ORG_QUOTA = Grammar(
+    ("org",),
+    {
+        "--running": "running",
+        "--vcpus": "vcpus",
+        "--memory": "memory_mib",
+        "--disk": "disk_gib",
+        "--snapshots": "snapshots",
+        **JSON,
+    },
+    frozenset({"json"}),
+    checks={
+        dest: _reads(parse_limit)
+        for dest in ("running", "vcpus", "memory_mib", "disk_gib", "snapshots")
+    },
+)
+ORG_REGIONS = Grammar(("org",), {"--home": "home", "--allow": "allow"}, many=frozenset({"allow"}))
+AUDIT = Grammar(
+    options={"--limit": "limit", "-n": "limit", "--after": "after", "--org": "org", **JSON},
+    flags=frozenset({"json"}),
+    numbers={"limit": (1, 1000), "after": (None, None)},
+)
+
+# -- the fleet's hosts ----------------------------------------------------------------------------
+
+HOST = Grammar(("name",), checks={"name": is_host_name})
+HOST_DRAIN = Grammar(("name",), {"--undo": "undo"}, frozenset({"undo"}), checks=HOST.checks)
+HOST_FORGET = Grammar(
+    ("name",),
+    {"--confirm-dead": "confirm_dead"},
+    frozenset({"confirm_dead"}),
+    checks=HOST.checks,
+    needed=frozenset({"confirm_dead"}),
+)
+HOST_TOKEN = Grammar(
+    options={"--region": "region", "--ttl": "ttl"},
+    checks={"ttl": _reads(parse_duration)},
+    needed=frozenset({"region"}),
 )

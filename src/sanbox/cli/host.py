@@ -85,16 +85,16 @@ def token(
     ttl: Annotated[str, typer.Option(help="How long it is good for: 15m, 1h, 2d.")] = "1h",
 ) -> None:
     """Make a one-time join token for a host (host-admin key); shown once."""
-    from . import config
-    from ._output import console, fail
-    from .admin import parse_duration
+    from . import config, fleet_views
+    from ._output import fail
+    from .grammars import parse_duration
 
     try:
         seconds = parse_duration(ttl)
     except ValueError as exc:
         fail("invalid_ttl", str(exc))
     with config.reported(), config.client() as client:
-        console.print(client.fleet.join_token(region, float(seconds)))
+        fleet_views.token(client.fleet.join_token(region, float(seconds)))
 
 
 @app.command("join")
@@ -177,63 +177,31 @@ def join(
 @app.command("ls")
 def ls() -> None:
     """The fleet's hosts: state, lease, capacity and what placements hold (host-admin key)."""
-    from rich.table import Table
-
-    from . import config
-    from ._output import console
+    from . import config, fleet_views
 
     with config.reported(), config.client() as client:
         hosts = client.fleet.hosts()
-    table = Table("NAME", "REGION", "STATE", "EPOCH", "ADDRESS", "VCPUS", "MEMORY", "LEASE UNTIL")
-    for h in hosts:
-        table.add_row(
-            h.name,
-            h.region,
-            h.state,
-            str(h.epoch),
-            h.address,
-            f"{h.alloc_vcpus}/{h.vcpus}",
-            f"{h.alloc_memory_mib}/{h.memory_mib} MiB",
-            h.lease_until,
-        )
-    console.print(table)
+    fleet_views.hosts(hosts)
 
 
 @app.command("jobs")
 def jobs() -> None:
     """The control plane's singleton jobs and the API node that runs each (host-admin key)."""
-    from . import config
-    from ._output import console
+    from . import config, fleet_views
 
     with config.reported(), config.client() as client:
         held = client.fleet.jobs()
-    for name, node in held.items():
-        console.print(f"{name:<12} {node or '(none now: another node takes it within seconds)'}")
+    fleet_views.jobs(held)
 
 
 @app.command("get")
 def get(name: Annotated[str, typer.Argument(help="The host's name")]) -> None:
     """One host: its state, epoch, lease, capacity and reservations (host-admin key)."""
-    from . import config
-    from ._output import console
+    from . import config, fleet_views
 
     with config.reported(), config.client() as client:
         h = client.fleet.get(name)
-    facts = {
-        "name": h.name,
-        "region": h.region,
-        "state": h.state,
-        "epoch": h.epoch,
-        "address": h.address,
-        "hypervisor": f"{h.hypervisor} ({h.accel})",
-        "vcpus": f"{h.alloc_vcpus}/{h.vcpus} reserved",
-        "memory": f"{h.alloc_memory_mib}/{h.memory_mib} MiB reserved",
-        "disk": f"{h.alloc_disk_bytes}/{h.disk_bytes} bytes reserved",
-        "builds": ", ".join(h.layers) or "none",
-        "lease until": h.lease_until,
-    }
-    for label, value in facts.items():
-        console.print(f"{label:<12} {value}")
+    fleet_views.host(h)
 
 
 @app.command("drain")
@@ -242,12 +210,11 @@ def drain(
     undo: Annotated[bool, typer.Option("--undo", help="Place on it again")] = False,
 ) -> None:
     """Place nothing new on a host; its computers stay and run (`--undo` to place on it again)."""
-    from . import config
-    from ._output import console
+    from . import config, fleet_views
 
     with config.reported(), config.client() as client:
         h = client.fleet.drain(name, not undo)
-    console.print(f"host {h.name} is {h.state}")
+    fleet_views.drained(h)
 
 
 @app.command("forget")
@@ -259,8 +226,8 @@ def forget(
 ) -> None:
     """Retire a lost host on your word that it is dead; lists the computers it held (their
     disks were on it: delete them, or make them anew from a snapshot)."""
-    from . import config
-    from ._output import console, fail
+    from . import config, fleet_views
+    from ._output import fail
 
     if not confirm_dead:
         fail(
@@ -270,9 +237,7 @@ def forget(
         )
     with config.reported(), config.client() as client:
         held = client.fleet.forget(name, confirm_dead=True)
-    console.print(f"host {name} retired; it held {len(held)} computer(s)")
-    for computer_id in held:
-        console.print(f"  {computer_id}")
+    fleet_views.forgotten(name, held)
 
 
 def register(root: typer.Typer) -> None:

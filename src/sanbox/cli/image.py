@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from . import config, views
-from ._output import console, mib
+from . import config, org_views
+from ._output import console
 
 app = typer.Typer(help="Build and inspect images.", no_args_is_help=True)
 
@@ -58,7 +58,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the host's image builds: current or not, used by how many computers, size."""
     with config.reported(), config.client() as client:
         builds = client.images.list()
-    views.images(builds, as_json)
+    org_views.images(builds, as_json)
 
 
 @app.command("prune")
@@ -66,10 +66,7 @@ def prune() -> None:
     """Remove the builds no computer came from and no new computer would get."""
     with config.reported(), config.client() as client:
         removed = client.images.prune()
-    for b in removed:
-        console.print(f"removed {b.template} build {b.build_id} ({mib(b.bytes)})", highlight=False)
-    freed = sum(b.bytes for b in removed)
-    console.print(f"{len(removed)} build(s) removed, {mib(freed)} freed", highlight=False)
+    org_views.images_pruned(removed)
 
 
 def register(root: typer.Typer) -> None:

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from . import config, views
-from ._output import console, err_console
 
 net_app = typer.Typer(
     help="A computer's egress allowlist (nothing goes out unless listed).", no_args_is_help=True
@@ -57,8 +56,7 @@ def publish(
     org); an API key of the org is required unless --public. Prints the URL."""
     with config.reported(), config.client() as client:
         published = client.computers.get(name).publish(port, public)
-    how = "public" if published.public else "private: a key of its org, or ?token=KEY once"
-    console.print(f"{published.url}  ({how})", highlight=False)
+    views.published(published)
 
 
 @port_app.command("ls")
@@ -74,7 +72,7 @@ def unpublish(name: Name, port: Annotated[int, typer.Argument(min=1, max=65535)]
     """Stop publishing PORT."""
     with config.reported(), config.client() as client:
         client.computers.get(name).unpublish(port)
-    console.print(f"port {port} of {name} is no longer published", highlight=False)
+    views.unpublished(name, port)
 
 
 @port_app.command("view-link")
@@ -94,8 +92,7 @@ def view_link(
     is deleted or your key revoked."""
     with config.reported(), config.client() as client:
         link = client.computers.get(name).view_link(port, expires_in)
-    print(link.url)
-    err_console.print(f"view-only until {link.expires_at}", highlight=False)
+    views.view_link(link)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from . import config, views
-from ._output import console
+from . import config, org_views
 
 app = typer.Typer(help="Warm pools: computers of a template kept ready; creates claim them.")
 
@@ -22,13 +20,7 @@ def set_(
     """Keep SIZE computers of TEMPLATE running and ready (0 empties the pool)."""
     with config.reported(), config.client() as client:
         pool = client.pools.set(template, size)
-    if as_json:
-        console.print_json(json.dumps(pool.to_json()))
-        return
-    console.print(
-        f"pool [bold]{pool.template}[/]: size {pool.size}, {pool.ready} ready, {pool.refill}",
-        highlight=False,
-    )
+    org_views.pool_set(pool, as_json)
 
 
 @app.command("ls")
@@ -36,7 +28,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the org's pools: size, ready computers, refill state."""
     with config.reported(), config.client() as client:
         pools = client.pools.list()
-    views.pools(pools, as_json)
+    org_views.pools(pools, as_json)
 
 
 def register(root: typer.Typer) -> None:

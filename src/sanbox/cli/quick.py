@@ -1,14 +1,22 @@
-"""The common client commands without the typer app: `ls`, `get`, `create`, `stop` and the other
-lifecycle verbs, `rm`, `logs`, `snapshot ls|get|create|rm`, `fork`, `template ls|get`, `pool ls`,
-`secret ls|get`, `org ls`, `image ls`, `net show`, `port ls`, `console`, `config show`.
+"""The client commands without the typer app: every one that makes plain JSON requests and
+prints what it got. Here the computers' (`ls`, `get`, `create`, `stop` and the other lifecycle
+verbs, `update`, `rm`, `logs`), their snapshots' and forks' (`snapshot ls|get|create|rm`,
+`fork`), `console` and `config show|set`; the network's and ports' in sanbox.cli.quick_net; the
+org's other things (templates, pools, secrets, orgs, keys, usage, the audit log, image builds)
+in sanbox.cli.quick_org; the fleet's (`move`, `snapshot move`, `host ...`) in
+sanbox.cli.quick_fleet; and the one table of them all, `COMMANDS`. Left to the typer app: what
+streams or follows (`exec`, `shell`, `ssh`, `cp`, `logs -f`, `template build|rebuild|logs`,
+`usage --csv`), prompts or reads standard input (`secret set`), writes files of its own
+(`ssh-config`, `host join`), works on this machine (`image build`, `doctor`) or serves
+(`server`, `mcp`, `host serve`).
 
 Loading typer (which loads pydantic to convert a command's parameters), every command's module
-and httpx costs ~0.2 s before a command that takes the server a few milliseconds. Each command
+and httpx costs ~0.3 s before a command that takes the server a few milliseconds. Each command
 here reads its argv in its plain forms (sanbox.cli.argv: anything else, `--help` or a mistake,
 is the typer app's), makes the requests the SDK makes for it (sanbox.cli.calls) and prints
-through the same functions as the typer command (sanbox.cli.views), so it says and does the same.
-Records are imported by the commands that read them (sanbox.sdk.records: each costs ~1 ms to
-define, a computer's ~5 ms with its events and ports).
+through the same functions as the typer command (sanbox.cli.views and its kin), so it says and
+does the same. Records are imported by the commands that read them (sanbox.sdk.records: each
+costs ~1 ms to define, a computer's ~5 ms with its events and ports).
 """
 
 from __future__ import annotations
@@ -17,17 +25,13 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from ..sdk.config import config_path, resolve_config
+from ..sdk.config import config_path, read_config_file, resolve_config, write_config_file
 from ..sdk.errors import ComputerNotFoundError, SnapshotNotFoundError
-from . import grammars, views
+from . import grammars, quick_fleet, quick_net, quick_org, views
 from ._output import busy, show_record
 from .argv import Args, Grammar, read
-from .calls import LONG, Api, path
-
-if TYPE_CHECKING:
-    from ..sdk.records.computer import ComputerRecord
+from .calls import LONG, Api, computer, path, record
 
 
 @dataclass(frozen=True)
@@ -63,26 +67,16 @@ def run(command: Command, args: Args) -> int:
 # -- computers ------------------------------------------------------------------------------------
 
 
-def _record(data: Any) -> ComputerRecord:
-    from ..sdk.records.computer import ComputerRecord
-
-    return ComputerRecord.from_json(data)
-
-
-def _computer(api: Api, ref: str) -> ComputerRecord:
-    return _record(api.json("GET", path("computers", ref)))
-
-
 def _ls(a: Args) -> None:
     state = a.value("state")
     params = [("state", state)] if state else []
     params += [("label", f"{k}={v}") for k, v in a.pairs("label").items()]
     data = Api().json("GET", "/v1/computers", params=params)
-    views.computers([_record(c) for c in data.get("computers", [])], a.flag("json"))
+    views.computers([record(c) for c in data.get("computers", [])], a.flag("json"))
 
 
 def _get(a: Args) -> None:
-    show_record(_computer(Api(), a["name"]).to_json(), a.flag("json"))
+    show_record(computer(Api(), a["name"]).to_json(), a.flag("json"))
 
 
 def _create(a: Args) -> None:
@@ -115,16 +109,16 @@ def _create(a: Args) -> None:
         body["secrets"] = [{"name": name, "env": env or None} for name, _, env in named]
     with busy(f"creating from {from_snapshot or template or 'base'}…"):
         data = Api().json("POST", "/v1/computers", params={"wait": True}, body=body, timeout=LONG)
-    views.created(_record(data), template, from_snapshot, a.flag("json"))
+    views.created(record(data), template, from_snapshot, a.flag("json"))
 
 
 def _lifecycle(verb: str, done: str) -> Callable[[Args], None]:
     def lifecycle(a: Args) -> None:
         api = Api()
-        computer = _computer(api, a["name"])
-        with busy(f"{verb} {computer.name}…"):
-            data = api.json("POST", path("computers", computer.id, verb), timeout=LONG)
-        views.changed(verb, done, _record(data))
+        found = computer(api, a["name"])
+        with busy(f"{verb} {found.name}…"):
+            data = api.json("POST", path("computers", found.id, verb), timeout=LONG)
+        views.changed(verb, done, record(data))
 
     return lifecycle
 
@@ -133,28 +127,41 @@ def _rm(a: Args) -> None:
     api = Api()
     for name in a.rest:
         try:
-            computer = _computer(api, name)
+            found = computer(api, name)
         except ComputerNotFoundError:
             if a.flag("force"):
                 continue
             raise
-        with busy(f"deleting {computer.name}…"):
-            data = api.json("DELETE", path("computers", computer.id), timeout=LONG)
-        views.said(f"deleted {_record(data).name}")
+        with busy(f"deleting {found.name}…"):
+            data = api.json("DELETE", path("computers", found.id), timeout=LONG)
+        views.said(f"deleted {record(data).name}")
+
+
+def _update(a: Args) -> None:
+    body = {
+        "idle_timeout": a.number("idle_timeout"),
+        "lifetime": a.number("lifetime"),
+        "on_lifetime": a.value("on_lifetime"),
+        "max_running": a.number("max_running"),
+    }
+    sent = {k: v for k, v in body.items() if v is not None}
+    api = Api()
+    found = computer(api, a["name"])
+    views.updated(record(api.json("PATCH", path("computers", found.id), body=sent, timeout=LONG)))
 
 
 def _logs(a: Args) -> None:
     from ..sdk.records.computer import Event
 
     api = Api()
-    computer = _computer(api, a["name"])
+    found = computer(api, a["name"])
     if a.flag("console"):
         lines = a.number("lines")
         params = {"lines": 100 if lines is None else lines}
-        data = api.json("GET", path("computers", computer.id, "console"), params=params)
+        data = api.json("GET", path("computers", found.id, "console"), params=params)
         views.console_tail([str(line) for line in data.get("lines", [])])
         return
-    data = api.json("GET", path("computers", computer.id, "events"))
+    data = api.json("GET", path("computers", found.id, "events"))
     views.events([Event.from_json(e) for e in data.get("events", [])])
 
 
@@ -179,7 +186,7 @@ def _snapshot_create(a: Args) -> None:
     from ..sdk.records.snapshot import Snapshot
 
     api = Api()
-    source = _computer(api, a["computer"])
+    source = computer(api, a["computer"])
     body = {"memory": a.flag("memory"), "name": a.value("name")}
     with busy(f"snapshotting {source.name}…"):
         data = api.json("POST", path("computers", source.id, "snapshots"), body=body, timeout=LONG)
@@ -202,99 +209,18 @@ def _snapshot_rm(a: Args) -> None:
 
 def _fork(a: Args) -> None:
     api = Api()
-    source = _computer(api, a["computer"])
+    source = computer(api, a["computer"])
     count = a.number("count") or 1
     body: dict[str, object] = {"count": count, "name": a.value("name")}
     if (region := a.value("region")) is not None:
         body["region"] = region
     with busy(f"forking {source.name} ×{count}…"):
         data = api.json("POST", path("computers", source.id, "fork"), body=body, timeout=LONG)
-    made = [_record(c) for c in data.get("computers", [])]
+    made = [record(c) for c in data.get("computers", [])]
     views.forks(made, source.name, a.flag("json"))
 
 
-# -- the org's other things, where the CLI connects -----------------------------------------------
-
-
-def _template_ls(a: Args) -> None:
-    from ..sdk.records.template import Template
-
-    data = Api().json("GET", "/v1/templates")
-    views.templates([Template.from_json(t) for t in data.get("templates", [])], a.flag("json"))
-
-
-def _template_get(a: Args) -> None:
-    from ..sdk.records.template import Template
-
-    found = Template.from_json(Api().json("GET", path("templates", a["template"])))
-    show_record(found.to_json(), a.flag("json"))
-
-
-def _pool_ls(a: Args) -> None:
-    from ..sdk.records.template import Pool
-
-    data = Api().json("GET", "/v1/pools")
-    views.pools([Pool.from_json(p) for p in data.get("pools", [])], a.flag("json"))
-
-
-def _secret_ls(a: Args) -> None:
-    from ..sdk.records.secret import Secret
-
-    data = Api().json("GET", "/v1/secrets")
-    views.secrets([Secret.from_json(s) for s in data.get("secrets", [])], a.flag("json"))
-
-
-def _secret_get(a: Args) -> None:
-    from ..sdk.records.secret import Secret
-
-    found = Secret.from_json(Api().json("GET", path("secrets", a["name"])))
-    show_record(found.to_json(), a.flag("json"))
-
-
-def _org_ls(a: Args) -> None:
-    from ..sdk.records.org import Org
-
-    data = Api().json("GET", "/v1/orgs")
-    views.orgs([Org.from_json(o) for o in data.get("orgs", [])], a.flag("json"))
-
-
-def _key_ls(a: Args) -> None:
-    from ..sdk.records.org import ApiKey
-
-    data = Api().json("GET", "/v1/keys", params={"org": a.value("org")})
-    views.keys([ApiKey.from_json(k) for k in data.get("keys", [])], a.flag("json"))
-
-
-def _usage(a: Args) -> None:
-    from ..sdk.usage import UsageReport
-
-    by = a.value("by") or "computer"
-    params = {"from": a.value("from"), "to": a.value("to"), "group_by": by, "org": a.value("org")}
-    found = UsageReport.from_json(Api().json("GET", "/v1/usage", params=params))
-    views.usage(found, by, a.flag("json"))
-
-
-def _image_ls(a: Args) -> None:
-    from ..sdk.records.host import ImageBuild
-
-    data = Api().json("GET", "/v1/images")
-    views.images([ImageBuild.from_json(i) for i in data.get("images", [])], a.flag("json"))
-
-
-def _net_show(a: Args) -> None:
-    api = Api()
-    computer = _computer(api, a["name"])
-    data = api.json("GET", path("computers", computer.id, "network"))
-    views.allowlist(a["name"], [str(r) for r in data.get("allow", [])], as_json=a.flag("json"))
-
-
-def _port_ls(a: Args) -> None:
-    from ..sdk.records.computer import PublishedPort
-
-    api = Api()
-    computer = _computer(api, a["name"])
-    data = api.json("GET", path("computers", computer.id, "ports"))
-    views.ports([PublishedPort.from_json(p) for p in data.get("ports", [])], a.flag("json"))
+# -- where the CLI connects ----------------------------------------------------------------------
 
 
 def _console(a: Args) -> None:
@@ -310,10 +236,14 @@ def _config_show(a: Args) -> None:
     views.where(config_path(), resolve_config())
 
 
+def _config_set(a: Args) -> None:
+    settings = read_config_file()
+    settings.update((k, v) for k in ("url", "api_key") if (v := a.value(k)) is not None)
+    views.saved(write_config_file(settings))
+
+
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("ls",): Command(grammars.LS, _ls),
-    ("key", "ls"): Command(grammars.KEY_LS, _key_ls),
-    ("usage",): Command(grammars.USAGE, _usage),
     ("get",): Command(grammars.shown("name"), _get),
     ("create",): Command(grammars.CREATE, _create),
     ("stop",): Command(grammars.ONE, _lifecycle("stop", "stopped")),
@@ -321,22 +251,53 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("restart",): Command(grammars.ONE, _lifecycle("restart", "restarted")),
     ("pause",): Command(grammars.ONE, _lifecycle("pause", "paused")),
     ("resume",): Command(grammars.ONE, _lifecycle("resume", "resumed")),
+    ("update",): Command(grammars.UPDATE, _update),
+    ("move",): Command(grammars.MOVE, quick_fleet.move),
     ("rm",): Command(grammars.removed("names"), _rm),
     ("logs",): Command(grammars.LOGS, _logs),
     ("snapshot", "ls"): Command(grammars.LISTED, _snapshot_ls),
     ("snapshot", "get"): Command(grammars.shown("snapshot"), _snapshot_get),
     ("snapshot", "create"): Command(grammars.SNAPSHOT_CREATE, _snapshot_create),
     ("snapshot", "rm"): Command(grammars.removed("snapshots"), _snapshot_rm),
+    ("snapshot", "move"): Command(grammars.SNAPSHOT_MOVE, quick_fleet.snapshot_move),
     ("fork",): Command(grammars.FORK, _fork),
-    ("template", "ls"): Command(grammars.LISTED, _template_ls),
-    ("template", "get"): Command(grammars.shown("template"), _template_get),
-    ("pool", "ls"): Command(grammars.LISTED, _pool_ls),
-    ("secret", "ls"): Command(grammars.LISTED, _secret_ls),
-    ("secret", "get"): Command(grammars.shown("name"), _secret_get),
-    ("org", "ls"): Command(grammars.LISTED, _org_ls),
-    ("image", "ls"): Command(grammars.LISTED, _image_ls),
-    ("net", "show"): Command(grammars.shown("name"), _net_show),
-    ("port", "ls"): Command(grammars.shown("name"), _port_ls),
+    ("net", "show"): Command(grammars.shown("name"), quick_net.net_show),
+    ("net", "allow"): Command(grammars.RULES, quick_net.net_allow),
+    ("net", "deny"): Command(grammars.RULES, quick_net.net_deny),
+    ("port", "ls"): Command(grammars.shown("name"), quick_net.port_ls),
+    ("port", "publish"): Command(grammars.PUBLISH, quick_net.port_publish),
+    ("port", "unpublish"): Command(grammars.UNPUBLISH, quick_net.port_unpublish),
+    ("port", "view-link"): Command(grammars.VIEW_LINK, quick_net.port_view_link),
+    ("template", "ls"): Command(grammars.LISTED, quick_org.template_ls),
+    ("template", "get"): Command(grammars.TEMPLATE_GET, quick_org.template_get),
+    ("template", "rm"): Command(grammars.TEMPLATE_RM, quick_org.template_rm),
+    ("template", "prune"): Command(grammars.LISTED, quick_org.template_prune),
+    ("pool", "ls"): Command(grammars.LISTED, quick_org.pool_ls),
+    ("pool", "set"): Command(grammars.POOL_SET, quick_org.pool_set),
+    ("secret", "ls"): Command(grammars.LISTED, quick_org.secret_ls),
+    ("secret", "get"): Command(grammars.shown("name"), quick_org.secret_get),
+    ("secret", "rm"): Command(grammars.removed("names"), quick_org.secret_rm),
+    ("secret", "bind"): Command(grammars.SECRET_BIND, quick_org.secret_bind),
+    ("secret", "unbind"): Command(grammars.SECRET_UNBIND, quick_org.secret_unbind),
+    ("secret", "bindings"): Command(grammars.shown("computer"), quick_org.secret_bindings),
+    ("org", "ls"): Command(grammars.LISTED, quick_org.org_ls),
+    ("org", "create"): Command(grammars.ONE, quick_org.org_create),
+    ("org", "quota"): Command(grammars.ORG_QUOTA, quick_org.org_quota),
+    ("org", "regions"): Command(grammars.ORG_REGIONS, quick_org.org_regions),
+    ("key", "ls"): Command(grammars.KEY_LS, quick_org.key_ls),
+    ("key", "create"): Command(grammars.KEY_CREATE, quick_org.key_create),
+    ("key", "revoke"): Command(grammars.KEY_REVOKE, quick_org.key_revoke),
+    ("usage",): Command(grammars.USAGE, quick_org.usage),
+    ("audit",): Command(grammars.AUDIT, quick_org.audit),
+    ("image", "ls"): Command(grammars.LISTED, quick_org.image_ls),
+    ("image", "prune"): Command(grammars.NOTHING, quick_org.image_prune),
+    ("host", "token"): Command(grammars.HOST_TOKEN, quick_fleet.host_token),
+    ("host", "ls"): Command(grammars.NOTHING, quick_fleet.host_ls),
+    ("host", "jobs"): Command(grammars.NOTHING, quick_fleet.host_jobs),
+    ("host", "get"): Command(grammars.HOST, quick_fleet.host_get),
+    ("host", "drain"): Command(grammars.HOST_DRAIN, quick_fleet.host_drain),
+    ("host", "forget"): Command(grammars.HOST_FORGET, quick_fleet.host_forget),
     ("console",): Command(grammars.CONSOLE, _console),
     ("config", "show"): Command(grammars.NOTHING, _config_show),
+    ("config", "set"): Command(grammars.CONFIG_SET, _config_set),
 }

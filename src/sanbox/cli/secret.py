@@ -15,10 +15,9 @@ from typing import Annotated, BinaryIO
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from ..sdk import Secret, SecretBinding, SecretNotFoundError
-from . import config, views
+from ..sdk import Secret, SecretNotFoundError
+from . import config, org_views
 from ._output import console, fail, show_record
 
 app = typer.Typer(
@@ -89,11 +88,6 @@ def _describe(s: Secret) -> str:
     return escape(f"{', '.join(s.hosts)}; {rule}")
 
 
-def _said_binding(b: SecretBinding) -> str:
-    where = f"${b.env}" if b.env else "no variable (use the placeholder yourself)"
-    return escape(f"{b.secret} on {b.computer}: {where} = {b.placeholder}")
-
-
 @app.command("set")
 def set_(
     name: Annotated[str, typer.Argument(help="Secret name, unique in the org.")],
@@ -141,7 +135,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the org's secrets (never their values)."""
     with config.reported(), config.client() as client:
         secrets = client.secrets.list()
-    views.secrets(secrets, as_json)
+    org_views.secrets(secrets, as_json)
 
 
 @app.command("get")
@@ -169,7 +163,7 @@ def rm(
                 if not force:
                     raise
                 continue
-            console.print(escape(f"deleted secret {name}"), highlight=False)
+            org_views.secret_deleted(name)
 
 
 @app.command("bind")
@@ -184,10 +178,7 @@ def bind(
     """Bind a secret to a computer: it gets a placeholder, its requests the value."""
     with config.reported(), config.client() as client:
         binding = client.secrets.bind(name, computer, env=env)
-    if as_json:
-        console.print_json(json.dumps(binding.to_json()))
-        return
-    console.print(f"bound {_said_binding(binding)}", highlight=False)
+    org_views.bound(binding, as_json)
 
 
 @app.command("unbind")
@@ -198,7 +189,7 @@ def unbind(
     """Unbind a secret from a computer: its requests no longer carry it."""
     with config.reported(), config.client() as client:
         binding = client.secrets.unbind(name, computer)
-    console.print(escape(f"unbound {binding.secret} from {binding.computer}"), highlight=False)
+    org_views.unbound(binding)
 
 
 @app.command("bindings")
@@ -209,13 +200,7 @@ def bindings(
     """List the secrets bound to a computer, with their placeholders."""
     with config.reported(), config.client() as client:
         found = client.secrets.bindings(computer)
-    if as_json:
-        console.print_json(json.dumps([b.to_json() for b in found]))
-        return
-    table = Table("SECRET", "ENV", "PLACEHOLDER", "BOUND", box=None)
-    for b in found:
-        table.add_row(*map(escape, (b.secret, b.env or "-", b.placeholder, b.created_at or "")))
-    console.print(table)
+    org_views.bindings(found, as_json)
 
 
 def register(root: typer.Typer) -> None:

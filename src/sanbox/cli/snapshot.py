@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from ..sdk import Snapshot, SnapshotNotFoundError
-from . import config, views
-from ._output import busy, console, show_record
+from . import config, fleet_views, views
+from ._output import busy, show_record
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
 
@@ -79,8 +79,7 @@ def move(
         snap: Snapshot = client.snapshots.get(snapshot)
         with busy(f"moving snapshot {snap.name or snap.id}…"):
             client.fleet.move_snapshot(snap.id, host)
-    said = f"moved snapshot {snap.name or snap.id}: checked and sealed on its new host"
-    console.print(said, highlight=False)
+    fleet_views.snapshot_moved(snap)
 
 
 def fork(

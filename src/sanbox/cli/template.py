@@ -4,7 +4,6 @@ region on a fleet."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,8 +14,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from ..sdk import Sanbox, Template, TemplateNotFoundError
 from ..sdk.templates import BuildStarted
 from ..templates.types import TYPES, UnknownTypeError, type_dir
-from . import config, views
-from ._output import console, err_console, fail, mib, show_record
+from . import config, org_views
+from ._output import console, err_console, fail, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
 
@@ -163,7 +162,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> Non
     """List the templates: built-in ones, then the org's."""
     with config.reported(), config.client() as client:
         templates = client.templates.list()
-    views.templates(templates, as_json)
+    org_views.templates(templates, as_json)
 
 
 @app.command("get")
@@ -195,7 +194,7 @@ def rm(
                 if not force:
                     raise
                 continue
-            console.print(f"deleted template {name}")
+            org_views.template_deleted(name)
 
 
 @app.command("prune")
@@ -204,14 +203,7 @@ def prune(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     templates). Every template still rebuilds from all of its own."""
     with config.reported(), config.client() as client:
         pruned = client.templates.prune()
-    if as_json:
-        _print_json(asdict(pruned))
-        return
-    console.print(
-        f"removed {pruned.removed_steps} cached build step(s), "
-        f"{mib(pruned.freed_bytes)} freed; {pruned.kept_steps} kept: "
-        "the org's templates stand on them"
-    )
+    org_views.cache_pruned(pruned, as_json)
 
 
 @app.command("logs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import config, views
+from . import config, org_views
 
 
 def usage(
@@ -22,7 +22,7 @@ def usage(
             typer.echo(client.usage.csv(start, end, by, org), nl=False)
             return
         found = client.usage.get(start, end, by, org)
-    views.usage(found, by, as_json)
+    org_views.usage(found, by, as_json)
 
 
 def register(app: typer.Typer) -> None:

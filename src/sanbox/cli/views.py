@@ -1,17 +1,16 @@
 """What the client commands print: one function per kind of output, called by the typer commands
-and by the same commands run without typer (sanbox.cli.quick), so both print exactly the same.
-No typer here, nor the SDK's client: only its records."""
+and by the same commands run without typer (sanbox.cli.quick and its kin), so both print exactly
+the same. No typer here, nor the SDK's client: only its records. Here: computers, snapshots, the
+network, keys and where the CLI connects; the org's other things in sanbox.cli.org_views, the
+fleet's in sanbox.cli.fleet_views."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
-
-from ._output import console, fail, mib
+from ._output import console, err_console, fail, mib
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,22 +19,12 @@ if TYPE_CHECKING:
 
     from ..sdk.config import ClientConfig
     from ..sdk.records.org import ApiKey
-    from ..sdk.types import (
-        ComputerRecord,
-        Event,
-        ImageBuild,
-        Org,
-        Pool,
-        PublishedPort,
-        Secret,
-        Snapshot,
-        Template,
-    )
-    from ..sdk.usage import UsageReport, UsageTotals
+    from ..sdk.types import ComputerRecord, Event, PublishedPort, Snapshot, ViewLink
 
 
-def _table(*headers: str, **options: Any) -> Table:
-    from rich.table import Table  # here: only lists need it (~0.005 s for the other commands)
+def new_table(*headers: str, **options: Any) -> Table:
+    """A rich table (loaded here: only lists need it, ~0.005 s for the other commands)."""
+    from rich.table import Table
 
     return Table(*headers, **options)
 
@@ -57,7 +46,9 @@ def computers(records: list[ComputerRecord], as_json: bool) -> None:
     if as_json:
         print_json([c.to_json() for c in records])
         return
-    table = _table("NAME", "ID", "STATE", "TEMPLATE", "CPUS", "MEMORY", "DISK", "CREATED", box=None)
+    table = new_table(
+        "NAME", "ID", "STATE", "TEMPLATE", "CPUS", "MEMORY", "DISK", "CREATED", box=None
+    )
     for c in records:
         colour = {"running": "green", "error": "red"}.get(c.state, "yellow")
         disk = f"{c.disk_gib} GiB" if c.disk_gib is not None else "-"
@@ -109,6 +100,16 @@ def changed(verb: str, done: str, computer: ComputerRecord) -> None:
     said(f"{done} {computer.name} [dim]({computer.state})[/]{outcome(verb, computer)}")
 
 
+def updated(computer: ComputerRecord) -> None:
+    """`sanbox update`: its idle timeout and session limits as they are now."""
+    limits = [f"idle timeout {computer.idle_timeout}s", "no lifetime", "no max running"]
+    if computer.lifetime:
+        limits[1] = f"lifetime {computer.lifetime}s ({computer.on_lifetime})"
+    if computer.max_running:
+        limits[2] = f"max running {computer.max_running}s"
+    said(f"{computer.name}: {', '.join(limits)}")
+
+
 def event(at: str | None, kind: str, message: str) -> None:
     said(f"[dim]{at or ''}[/] [bold]{kind}[/] {message}")
 
@@ -125,7 +126,7 @@ def console_tail(lines: list[str]) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-# -- snapshots, templates, pools, secrets, orgs, images -------------------------------------------
+# -- snapshots ----------------------------------------------------------------------------------
 
 
 def snapshots(snaps: list[Snapshot], as_json: bool) -> None:
@@ -133,7 +134,7 @@ def snapshots(snaps: list[Snapshot], as_json: bool) -> None:
     if as_json:
         print_json([s.to_json() for s in snaps])
         return
-    table = _table("NAME", "ID", "OF", "MEMORY", "SIZE", "CREATED", box=None)
+    table = new_table("NAME", "ID", "OF", "MEMORY", "SIZE", "CREATED", box=None)
     for s in snaps:
         table.add_row(
             s.name or "-",
@@ -168,83 +169,7 @@ def forks(made: list[ComputerRecord], source: str, as_json: bool) -> None:
         said(f"[green]{f.state}[/] {f.name} [dim]{f.id}[/] forked from {source}{memory}")
 
 
-def templates(found: list[Template], as_json: bool) -> None:
-    """`sanbox template ls`."""
-    if as_json:
-        print_json([t.to_json() for t in found])
-        return
-    regions = any(t.region for t in found)  # a fleet's: a template is built per region
-    heads = ["NAME", *(["REGION"] if regions else []), "STATE", "BASE", "CPUS", "MEMORY"]
-    table = _table(*heads, "READY SNAPSHOT", "BUILT", box=None)
-    for t in found:
-        table.add_row(
-            t.name,
-            *([t.region or "-"] if regions else []),
-            "built in" if t.builtin else t.state,
-            t.base or "-",
-            str(t.vcpus),
-            f"{t.memory_mib} MiB",
-            "yes" if t.ready_snapshot else "-",
-            t.updated_at or "",
-        )
-    console.print(table)
-
-
-def pools(found: list[Pool], as_json: bool) -> None:
-    """`sanbox pool ls`."""
-    if as_json:
-        print_json([p.to_json() for p in found])
-        return
-    table = _table("TEMPLATE", "SIZE", "READY", "STARTING", "REFILL", box=None)
-    for p in found:
-        table.add_row(p.template, str(p.size), str(p.ready), str(p.starting), p.refill)
-    console.print(table)
-
-
-def secrets(found: list[Secret], as_json: bool) -> None:
-    """`sanbox secret ls` (what the API says of them: never a value)."""
-    if as_json:
-        print_json([s.to_json() for s in found])
-        return
-    table = _table("NAME", "HOSTS", "INJECTS", "VERSION", "UPDATED", box=None)
-    for s in found:
-        injects = "placeholder only" if s.placeholder_only else (s.header or "-")
-        row = (s.name, ", ".join(s.hosts), injects, str(s.version), s.updated_at or "")
-        table.add_row(*map(escape, row))
-    console.print(table)
-
-
-def orgs(found: list[Org], as_json: bool) -> None:
-    """`sanbox org ls`."""
-    if as_json:
-        print_json([asdict(o) for o in found])
-        return
-    table = _table("NAME", "ID", "CREATED", box=None)
-    for org in found:
-        table.add_row(org.name, org.id, org.created_at or "")
-    console.print(table)
-
-
-def images(builds: list[ImageBuild], as_json: bool) -> None:
-    """`sanbox image ls`."""
-    if as_json:
-        print_json([asdict(b) for b in builds])
-        return
-    table = _table("TEMPLATE", "BUILD", "KERNEL", "CURRENT", "COMPUTERS", "SIZE", "PRUNE", box=None)
-    for b in builds:
-        table.add_row(
-            b.template,
-            b.build_id,
-            b.kernel_release,
-            "yes" if b.current else "",
-            str(b.computers),
-            mib(b.bytes),
-            "" if b.needed else "yes",
-        )
-    console.print(table)
-
-
-# -- network, where the CLI connects --------------------------------------------------------------
+# -- network and ports ----------------------------------------------------------------------------
 
 
 def allowlist(name: str, allow: list[str], closed: int = 0, as_json: bool = False) -> None:
@@ -263,10 +188,30 @@ def ports(found: list[PublishedPort], as_json: bool) -> None:
     if as_json:
         print(json.dumps([{"port": p.port, "public": p.public, "url": p.url} for p in found]))
         return
-    table = _table("PORT", "ACCESS", "URL")
+    table = new_table("PORT", "ACCESS", "URL")
     for p in found:
         table.add_row(str(p.port), "public" if p.public else "private", p.url)
     console.print(table)
+
+
+def published(port: PublishedPort) -> None:
+    """`sanbox port publish`: the URL and who may open it."""
+    how = "public" if port.public else "private: a key of its org, or ?token=KEY once"
+    said(f"{port.url}  ({how})")
+
+
+def unpublished(name: str, port: int) -> None:
+    """`sanbox port unpublish`."""
+    said(f"port {port} of {name} is no longer published")
+
+
+def view_link(link: ViewLink) -> None:
+    """`sanbox port view-link`: the URL alone on stdout (a script takes it), its end on stderr."""
+    print(link.url)
+    err_console.print(f"view-only until {link.expires_at}", highlight=False)
+
+
+# -- keys -----------------------------------------------------------------------------------------
 
 
 def key_status(key: ApiKey, now: datetime | None = None) -> str:
@@ -289,7 +234,7 @@ def keys(found: list[ApiKey], as_json: bool) -> None:
     if as_json:
         print_json([k.to_json() for k in found])
         return
-    table = _table(box=None)
+    table = new_table(box=None)
     for column in ("ID", "PREFIX"):
         table.add_column(column, no_wrap=True)
     for column in ("ORG", "NAME", "ROLE", "STATUS", "EXPIRES", "LAST USED"):
@@ -309,45 +254,24 @@ def keys(found: list[ApiKey], as_json: bool) -> None:
     console.print(table)
 
 
-def _usage_cells(u: UsageTotals) -> list[str]:
-    cpu = "unmeasured" if u.cpu_seconds is None else f"{u.cpu_seconds:.1f}"
-    egress = "-" if u.egress_bytes is None else str(u.egress_bytes)
-    return [
-        f"{u.running_seconds / 3600:.3f}",
-        f"{u.paused_seconds / 3600:.3f}",
-        f"{u.vcpu_seconds / 3600:.3f}",
-        f"{u.memory_gib_seconds / 3600:.3f}",
-        cpu,
-        f"{u.disk_gib_hours:.3f}",
-        f"{u.snapshot_gib_hours:.3f}",
-        egress,
-    ]
-
-
-def usage(found: UsageReport, by: str, as_json: bool) -> None:
-    """`sanbox usage` (not `--csv`: the server's CSV is printed as it comes)."""
+def key_created(key: ApiKey, as_json: bool) -> None:
+    """`sanbox key create`: the key itself alone on stdout, what it is on stderr."""
     if as_json:
-        print_json(asdict(found))
+        print_json(key.to_json())
         return
-    first = {"computer": "COMPUTER", "template": "TEMPLATE", "day": "DAY"}.get(by, by.upper())
-    table = _table(
-        first,
-        "RUNNING H",
-        "PAUSED H",
-        "VCPU-H",
-        "MEM GIB-H",
-        "CPU S",
-        "DISK GIB-H",
-        "SNAP GIB-H",
-        "EGRESS B",
-        box=None,
-        title=f"{found.org}: {found.start} to {found.end}",
+    until = f", expires {when(key.expires_at)} UTC" if key.expires_at else ""
+    err_console.print(
+        f"created key {key.id} for org {key.org}{until} (shown once):", highlight=False
     )
-    for g in found.groups:
-        label = f"{g.name} ({g.key})" if g.name else g.key
-        table.add_row(label, *_usage_cells(g.usage))
-    table.add_row("[bold]total[/bold]", *_usage_cells(found.total))
-    console.print(table)
+    console.print(key.key or "", highlight=False, soft_wrap=True)
+
+
+def key_revoked(key: ApiKey) -> None:
+    """`sanbox key revoke`."""
+    said(f"revoked key {key.id} ({key.prefix}…) of org {key.org}")
+
+
+# -- where the CLI connects -----------------------------------------------------------------------
 
 
 def link(url: str) -> None:
@@ -362,3 +286,8 @@ def where(path: Path, resolved: ClientConfig) -> None:
     said(f"config  {path}")
     said(f"url     {resolved.url}")
     said(f"api_key {masked}")
+
+
+def saved(path: Path) -> None:
+    """`sanbox config set`."""
+    said(f"saved {path}")
