@@ -11,7 +11,6 @@ check runs a fresh interpreter: this one has long since loaded everything.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -231,9 +230,10 @@ FRAMEWORK = {"typer", "click", "pydantic", "httpx", "httpcore", "anyio", "websoc
 COMMAND_MODULES = {f"sanbox.cli.{module}" for module in registry.MODULES}
 
 
-@contextlib.contextmanager
+@pytest.fixture(scope="module")
 def answering() -> Iterator[str]:
-    """A stand-in API on a free port answering `ANYTHING` to every request; its URL."""
+    """A stand-in API on a free port answering `ANYTHING` to every request, for the module's
+    tests; its URL."""
 
     class Answer(BaseHTTPRequestHandler):
         def answer(self) -> None:
@@ -251,7 +251,7 @@ def answering() -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
@@ -261,13 +261,12 @@ def answering() -> Iterator[str]:
 
 @pytest.mark.parametrize("words", list(quick.COMMANDS), ids=" ".join)
 def test_a_quick_command_loads_neither_typer_nor_httpx(
-    tmp_path: Path, words: tuple[str, ...]
+    tmp_path: Path, words: tuple[str, ...], answering: str
 ) -> None:
     """Run to its end against an API that answers: no command-line framework, no httpx (nor its
     event loop), no command's typer module."""
     argv = [*words, *ARGV.get(words, ["demo"] * len(quick.COMMANDS[words].grammar.arguments))]
-    with answering() as url:
-        code, modules, stderr = run_sanbox(tmp_path, *argv, url=url)
+    code, modules, stderr = run_sanbox(tmp_path, *argv, url=answering)
     assert code == 0, stderr
     loaded = {m.split(".")[0] for m in modules if m != "httpx._main"}  # main's None, not httpx
     assert not loaded & FRAMEWORK
