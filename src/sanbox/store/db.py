@@ -67,4 +67,14 @@ class Database:
         event.listen(self._sessions, "before_flush", hook)
 
     def close(self) -> None:
-        self.engine.dispose()
+        """Close its connections, and each that a thread still holds (a call in flight at
+        shutdown) when it comes back: the retired pool would keep it open otherwise, until the
+        garbage collector found it."""
+        retired = self.engine.pool
+        self.engine.dispose()  # the engine's next pool is made here, without the listener
+        event.listen(retired, "checkin", _close_returned)
+        retired.dispose()  # any that came back before the listener
+
+
+def _close_returned(_dbapi_conn: Any, record: Any) -> None:
+    record.close()
