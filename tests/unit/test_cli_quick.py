@@ -683,3 +683,10 @@ def test_the_timeouts_are_the_sdks() -> None:
 
     assert calls.TIMEOUT == client.DEFAULT_TIMEOUT
     assert calls.LONG == computer._LONG
+
+
+def test_a_host_name_is_one_path_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`host get "a?b"` asks for the host `a?b`, not for `a` with a query (nor `a` then `b`)."""
+    for name in ("a?b", "a/b", "a#b"):
+        _, _, _, seen = typer_run(["host", "get", name], monkeypatch)
+        assert [(s[0], s[1], s[2]) for s in seen] == [("GET", f"/v1/fleet/hosts/{name}", [])]

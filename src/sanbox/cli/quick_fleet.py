@@ -3,10 +3,9 @@ commands): `move`, `snapshot move` and `host token|ls|jobs|get|drain|forget` (ho
 Each makes the requests the SDK makes for its typer command, in the same order, and prints
 through the same functions (sanbox.cli.fleet_views).
 
-The SDK writes a host's name, and a computer's or snapshot's id, into these paths as they are:
-an id is the server's (letters, digits, `_`), and a host name other than letters, digits and
-`._~-` is left to the typer command (sanbox.cli.grammars.is_host_name), so quoting them, as
-`calls.path` does, changes nothing.
+Both quote a host's name, and a computer's or snapshot's id, as one path segment (`calls.path`,
+the SDK's `fleet._segment`); a host name other than letters, digits and `._~-` is left to the
+typer command all the same (sanbox.cli.grammars.is_host_name), as `.` and `..` must be.
 """
 
 from __future__ import annotations
