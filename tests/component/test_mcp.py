@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -231,6 +232,14 @@ def test_mcp_over_http_refuses_a_request_without_a_valid_key(
         listed = api.get("/v1/computers", headers={"Authorization": f"Bearer {live_server.key}"})
     assert listed.json()["computers"] == []
     assert live_server.data_dir.computer_ids() == []
+
+
+def test_the_server_starts_without_the_mcp_library() -> None:
+    """Its modules are ~0.5 s of a server's start: they load at the first authenticated request
+    to /mcp (the tests above: the first of each server's)."""
+    code = "import sys, sanbox.api.app; print([m for m in sys.modules if m.split('.')[0] == 'mcp'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "[]\n"
 
 
 def test_an_mcp_session_answers_only_the_key_that_opened_it(live_server: LiveServer) -> None:

@@ -16,7 +16,6 @@ import httpx
 import pytest
 from mcp.types import CallToolResult, TextContent
 
-from sanbox.mcp import build_server
 from sanbox.mcp.results import (
     capped,
     decoded,
@@ -25,6 +24,7 @@ from sanbox.mcp.results import (
     exec_result,
     file_result,
 )
+from sanbox.mcp.tools import build_server
 from sanbox.sdk import AsyncSanbox, ExecResult, FileEntry
 from sanbox.sdk.errors import error_from_response
 

@@ -21,17 +21,14 @@ is deployed under.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.mcpserver import Context
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection, Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,23 +38,72 @@ from ..api.errors import error_headers, error_response
 from ..api.settings import MCP_SESSIONS_PER_KEY
 from ..control.errors import ControlError, RateLimitedError
 from ..sdk import AsyncSanbox, AuthenticationError
-from .tools import Clients, build_server
+
+if TYPE_CHECKING:  # the MCP library loads at the first request to /mcp (`_load`)
+    from mcp.server.mcpserver import Context
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from .tools import Clients
 
 PATH = "/mcp"
 SESSION_IDLE_TIMEOUT = 1800.0  # seconds without a request before a session ends
 RETRY_AFTER = 60  # seconds a key at its session bound is told to wait
-_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What the requests to `/mcp` need of the MCP library, once it is loaded."""
+
+    app: ASGIApp  # its streamable HTTP app
+    owners: Callable[[], Iterable[Mapping[str, Any]]]  # a live session's owner each
+    token: Callable[..., Any]  # its AccessToken
+    user: Callable[[Any], Any]  # its AuthenticatedUser
+    session_header: str
+
+
+def _load(api: ASGIApp) -> tuple[StreamableHTTPSessionManager, _Served]:
+    """The MCP server whose tools call `api`, and its session manager (not started yet). In a
+    thread: the library's modules take ~0.5 s to load, which no server start pays any more."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .tools import build_server
+
+    server = build_server(through_api(api))
+    app = server.streamable_http_app(
+        streamable_http_path=PATH,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=SESSION_IDLE_TIMEOUT,
+    )
+    manager = server.session_manager
+    # the SDK's record of who opened each live session (it ends with the session)
+    owners = manager._session_owners.values
+    return manager, _Served(app, owners, AccessToken, AuthenticatedUser, MCP_SESSION_ID_HEADER)
+
+
+async def _run(
+    manager: StreamableHTTPSessionManager, ready: asyncio.Event, stop: asyncio.Event
+) -> None:
+    async with manager.run():
+        ready.set()
+        await stop.wait()
 
 
 class McpEndpoint:
-    """The `/mcp` route's app; `serving()` (entered from the API's lifespan) runs its sessions."""
+    """The `/mcp` route's app; `serving()` (entered from the API's lifespan) runs its sessions,
+    from the first authenticated request on."""
 
     def __init__(self, sessions_per_key: int = MCP_SESSIONS_PER_KEY) -> None:
         if sessions_per_key < 1:
             raise ValueError("sessions_per_key must be at least 1")
         self.sessions_per_key = sessions_per_key
-        self._app: ASGIApp | None = None
-        self._owners: Callable[[], Iterable[Mapping[str, Any]]] = dict  # a session's owner each
+        self._api: ASGIApp | None = None
+        self._served: _Served | None = None
+        self._starting = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._runner: asyncio.Future[None] | None = None
         self._opening: Counter[str] = Counter()  # key id -> requests opening a session now
 
     def route(self) -> Route:
@@ -65,30 +111,46 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def serving(self, api: ASGIApp) -> AsyncIterator[None]:
-        """Serve MCP sessions whose tools call `api` (the app this endpoint is part of)."""
-        server = build_server(through_api(api))
-        app = server.streamable_http_app(
-            streamable_http_path=PATH,
-            transport_security=_SECURITY,
-            session_idle_timeout=SESSION_IDLE_TIMEOUT,
-        )
-        manager = server.session_manager
-        async with manager.run():
-            # the SDK's record of who opened each live session (it ends with the session)
-            self._app, self._owners = app, manager._session_owners.values
-            try:
-                yield
-            finally:
-                self._app, self._owners = None, dict
+        """Serve MCP sessions whose tools call `api` (the app this endpoint is part of); at the
+        end, end them all."""
+        self._api, self._stop, self._starting = api, asyncio.Event(), asyncio.Lock()
+        try:
+            yield
+        finally:
+            self._api = None
+            self._stop.set()
+            async with self._starting:  # a start under way ends first
+                runner, self._runner, self._served = self._runner, None, None
+            if runner is not None:
+                await runner
+
+    async def _start(self) -> _Served | None:
+        """The MCP app, loaded and its session manager running; None if not serving."""
+        if self._served is not None:
+            return self._served
+        async with self._starting:
+            if self._served is None and self._api is not None:
+                manager, served = await asyncio.to_thread(_load, self._api)
+                ready = asyncio.Event()
+                runner = asyncio.ensure_future(_run(manager, ready, self._stop))
+                self._runner = runner
+                readied = asyncio.ensure_future(ready.wait())
+                await asyncio.wait({readied, runner}, return_when=asyncio.FIRST_COMPLETED)
+                if not ready.is_set():
+                    readied.cancel()
+                    runner.result()  # its failure
+                    return None
+                self._served = served
+            return self._served
 
     def sessions(self, key_id: str) -> int:
         """The MCP sessions `key_id` holds open or is opening."""
-        held = sum(1 for owner in self._owners() if owner.get("client_id") == key_id)
+        owners = self._served.owners() if self._served is not None else ()
+        held = sum(1 for owner in owners if owner.get("client_id") == key_id)
         return held + self._opening[key_id]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        app = self._app
-        if app is None:
+        if self._api is None:
             refusal = error_response(503, "unavailable", "the MCP endpoint is not running")
             await refusal(scope, receive, send)
             return
@@ -99,15 +161,21 @@ class McpEndpoint:
             refusal = error_response(exc.status, exc.code, exc.message, error_headers(exc))
             await refusal(scope, receive, send)
             return
-        token = AccessToken(
+        served = await self._start()
+        if served is None:
+            refusal = error_response(503, "unavailable", "the MCP endpoint is not running")
+            await refusal(scope, receive, send)
+            return
+        app = served.app
+        token = served.token(
             token=bearer_token(conn) or "",
             client_id=principal.key.id,
             scopes=[],
             subject=principal.org.id,
         )
-        scope["user"] = AuthenticatedUser(token)
+        scope["user"] = served.user(token)
         key_id = principal.key.id
-        if conn.headers.get(MCP_SESSION_ID_HEADER) is not None:
+        if conn.headers.get(served.session_header) is not None:
             await app(scope, receive, send)  # a session's own request: it exists, or 404
             return
         if self.sessions(key_id) >= self.sessions_per_key:
@@ -150,6 +218,8 @@ def through_api(api: ASGIApp) -> Clients:
     @asynccontextmanager
     async def clients(ctx: Context[Any, Any]) -> AsyncIterator[AsyncSanbox]:
         request = ctx.request_context.request
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+
         user = request.scope.get("user") if isinstance(request, Request) else None
         if not isinstance(request, Request) or not isinstance(user, AuthenticatedUser):
             raise AuthenticationError("no API key came with this call", code="unauthorized")
