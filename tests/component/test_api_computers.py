@@ -25,6 +25,12 @@ def test_first_start_writes_a_client_config(server: Server) -> None:
     assert server.settings.client_config.stat().st_mode & 0o077 == 0  # type: ignore[union-attr]
 
 
+def test_health_answers_without_a_key_and_says_nothing_else(server: Server) -> None:
+    r = server.client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert "/healthz" not in server.client.get("/openapi.json").json()["paths"]
+
+
 def test_create_exec_stop_start_delete(server: Server) -> None:
     c = create(server, name="demo", labels={"team": "a"})
     assert c["state"] == "running" and c["isolation"] == "local-process" and c["disk_gib"] == 1

@@ -62,7 +62,7 @@ class Node:
     def _up(self) -> bool:
         assert self.proc.poll() is None, self.log.read_text()[-2000:]
         try:
-            return httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 

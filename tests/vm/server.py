@@ -66,7 +66,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()[-2000:]
             try:
-                if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -12,6 +12,9 @@ from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from .. import __version__
 from .. import console as web_console
@@ -183,9 +186,16 @@ def create_app(
     app.include_router(metrics_router)  # /metrics, for Prometheus
     app.include_router(e2b_api.router)  # E2B's control API, under /e2b
     app.router.routes.append(mcp.route())
+    app.router.routes.append(Route("/healthz", _healthz, include_in_schema=False))
     web_console.mount(app)  # the web console at /console (docs/console.md)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
     app.add_middleware(PublishedPorts)  # published ports are relayed before the limit
     app.add_middleware(e2b_gateway.E2bGateway)  # outermost: E2B's envd and get_host() names
     return app
+
+
+async def _healthz(request: Request) -> JSONResponse:
+    """Up: answered once the lifespan has started (the database migrated, the computers
+    reconciled), and without a key, for a load balancer or a supervisor's readiness check."""
+    return JSONResponse({"status": "ok"})
