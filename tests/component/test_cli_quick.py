@@ -33,7 +33,7 @@ IDS = re.compile(
 )
 
 
-def sanbox(url: str, key: str, tmp: Path, *args: str, eager: bool) -> tuple[int, str, str]:
+def start(url: str, key: str, tmp: Path, *args: str, eager: bool) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "SANBOX_URL": url,
@@ -41,20 +41,38 @@ def sanbox(url: str, key: str, tmp: Path, *args: str, eager: bool) -> tuple[int,
         "SANBOX_CONFIG": str(tmp / "absent.toml"),
         "SANBOX_CLI_EAGER": "1" if eager else "",
     }
-    proc = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-c", ENTRY, *args],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
-        timeout=120,
     )
-    return proc.returncode, proc.stdout, proc.stderr
 
 
-def both_ways(url: str, key: str, tmp: Path, *args: str) -> tuple[int, str, str]:
-    now = sanbox(url, key, tmp, *args, eager=False)
-    assert now == sanbox(url, key, tmp, *args, eager=True), args
+def ended(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def sanbox(url: str, key: str, tmp: Path, *args: str, eager: bool) -> tuple[int, str, str]:
+    return ended(start(url, key, tmp, *args, eager=eager))
+
+
+def both_ways(
+    url: str, key: str, tmp: Path, *args: str, at_once: bool = False
+) -> tuple[int, str, str]:
+    """`args` run the quick way, then through the whole app: the same exit, stdout and stderr.
+    `at_once` (for what changes nothing): both at the same time."""
+    if at_once:
+        now, then = (
+            ended(proc) for proc in [start(url, key, tmp, *args, eager=e) for e in (False, True)]
+        )
+    else:
+        now = sanbox(url, key, tmp, *args, eager=False)
+        then = sanbox(url, key, tmp, *args, eager=True)
+    assert now == then, args
     return now
 
 
@@ -62,10 +80,13 @@ def twins(server: LiveServer, tmp: Path, *args: str) -> tuple[int, str, str]:
     """`args` with NAME as `quick` run now, and as `eager` through the whole app: equal output,
     each name written NAME, each id and time ID."""
     runs: list[tuple[int, str, str]] = []
-    for name, eager in (("quick", False), ("eager", True)):
-        code, out, err = sanbox(
-            server.url, server.key, tmp, *(a.replace("NAME", name) for a in args), eager=eager
-        )
+    ways = (("quick", False), ("eager", True))  # on twin computers: both at the same time
+    procs = [
+        start(server.url, server.key, tmp, *(a.replace("NAME", name) for a in args), eager=eager)
+        for name, eager in ways
+    ]
+    for (name, _), proc in zip(ways, procs, strict=True):
+        code, out, err = ended(proc)
         out, err = (IDS.sub("ID", text).replace(name, "NAME") for text in (out, err))
         runs.append((code, out, err))
     assert runs[0] == runs[1], args
@@ -100,7 +121,9 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["usage", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"],
             ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-01-02", "--csv"],
             ["audit", "-n", "3"],
-            # what changes something, the same again (the second run finds it done)
+        ):
+            assert both_ways(url, key, tmp, *args, at_once=True)[0] == 0, args
+        for args in (  # what changes something, the same again (the second run finds it done)
             ["net", "allow", "seen", "example.com", "*.pypi.org"],
             ["net", "deny", "seen", "*.pypi.org"],
             ["port", "publish", "seen", "8080"],
@@ -151,7 +174,7 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["host", "drain", "ghost"],
             ["host", "forget", "ghost", "--confirm-dead"],
         ):
-            code, _, err = both_ways(url, key, tmp, *args)
+            code, _, err = both_ways(url, key, tmp, *args, at_once=True)
             assert code == 1 and re.fullmatch(r"error \(\w+_not_found\) .*\n", err), (args, err)
         for args in (
             ["ls", "--bogus"],
@@ -166,10 +189,10 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["key", "create", "--expires-in", "soon"],
             ["host", "forget", "ghost"],
         ):
-            assert both_ways(url, key, tmp, *args)[0] != 0, args
+            assert both_ways(url, key, tmp, *args, at_once=True)[0] != 0, args
         for args in ([], ["--help"], ["ls", "--help"], ["snapshot", "--help"], ["snapshot"]):
-            both_ways(url, key, tmp, *args)
-        wrong = both_ways(url, "sbk_wrong", tmp, "ls")
+            both_ways(url, key, tmp, *args, at_once=True)
+        wrong = both_ways(url, "sbk_wrong", tmp, "ls", at_once=True)
         assert wrong[0] == 1 and "error (unauthorized)" in wrong[2]
         for computer in client.computers.list():
             computer.delete()
@@ -177,8 +200,8 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
         s.bind(("127.0.0.1", 0))
         nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
         for args in (["ls"], ["stop", "seen"], ["config", "show"]):
-            both_ways(nobody, key, tmp, *args)
-        down = both_ways(nobody, key, tmp, "ls")
+            both_ways(nobody, key, tmp, *args, at_once=True)
+        down = both_ways(nobody, key, tmp, "ls", at_once=True)
         assert down[0] == 1 and "error (connection_failed)" in down[2]
 
 
