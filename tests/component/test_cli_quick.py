@@ -147,7 +147,10 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
         ):
             assert both_ways(url, key, tmp, *args)[0] == 0, args
         # a view link's token and end are the server's of that second: alike once masked
-        link = [sanbox(url, key, tmp, "port", "view-link", "seen", "8080", eager=e) for e in (0, 1)]
+        link = [
+            sanbox(url, key, tmp, "port", "view-link", "seen", "8080", eager=e)
+            for e in (False, True)
+        ]
         masked = [tuple(IDS.sub("ID", str(part)) for part in run) for run in link]
         assert masked[0] == masked[1] and masked[0][0] == "0", link
         # the report's time of reading (as_of) is the server's now: each run its own
