@@ -53,8 +53,10 @@ class Case:
     kept: bool = False  # its answer is kept (help): also timed with nothing kept yet
 
 
-def cases(client: Sanbox) -> list[Case]:
+def cases(client: Sanbox, tmp: Path) -> list[Case]:
     box = client.computers.get("bench")
+    note, back, guest = tmp / "note.txt", tmp / "note.back", f"{tmp}/guest/note.txt"
+    note.write_bytes(os.urandom(4096))
 
     def stop() -> object:
         return client.computers.get("cycled").stop()
@@ -91,6 +93,14 @@ def cases(client: Sanbox) -> list[Case]:
     def bound() -> object:
         return client.secrets.bind("token", "bench", env="TOKEN")
 
+    def uploaded() -> object:
+        return client.computers.get("bench").files.upload(note, guest)
+
+    def downloaded() -> object:
+        files = client.computers.get("bench").files
+        files.stat(guest)
+        return files.download(guest, back)
+
     def no_template() -> None:
         with contextlib.suppress(TemplateNotFoundError):
             client.templates.delete("ghost")
@@ -106,6 +116,8 @@ def cases(client: Sanbox) -> list[Case]:
         Case(("template", "ls"), "templates.list()", client.templates.list),
         Case(("net", "show", "bench"), "get(), allowlist()", lambda: box.allowlist()),
         Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
+        Case(("cp", str(note), f"bench:{guest}"), "get(), upload() (4 KiB)", uploaded),
+        Case(("cp", f"bench:{guest}", str(back)), "get(), stat(), download()", downloaded),
         Case(("stop", "cycled"), "get(), stop()", stop, running),
         Case(("start", "cycled"), "get(), start()", start, stopped),
         Case(("key", "ls"), "keys.list()", client.keys.list),
@@ -275,7 +287,7 @@ def main(n: int) -> None:
             ]
             print(f"{n} runs each; a command's overhead: its wall time less the API call's median")
             print(summary("python -c pass (the interpreter alone)", floor))
-            measured = cases(client)
+            measured = cases(client, Path(tmp))
             missed = [case for case in measured if not report(case, n, now, eager)]
         finally:
             for computer in client.computers.list():

@@ -146,6 +146,21 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
             ["host", "jobs"],
         ):
             assert both_ways(url, key, tmp, *args)[0] == 0, args
+        # cp: files in and out again (a big one out: no bar is drawn off a terminal either way)
+        small, big = tmp / "small.bin", tmp / "big.bin"
+        small.write_bytes(bytes(range(256)) * 3)
+        big.write_bytes(os.urandom(3 << 20))
+        for args in (
+            ["cp", str(small), f"seen:{tmp}/guest/small.bin"],
+            ["cp", str(big), f"seen:{tmp}/guest/"],
+            ["cp", f"seen:{tmp}/guest/small.bin", str(tmp / "small.back")],
+            ["cp", f"seen:{tmp}/guest/big.bin", str(tmp / "big.back")],
+        ):
+            assert both_ways(url, key, tmp, *args)[0] == 0, args
+        assert (tmp / "small.back").read_bytes() == small.read_bytes()
+        assert (tmp / "big.back").read_bytes() == big.read_bytes()
+        missing = both_ways(url, key, tmp, "cp", "seen:/nonexistent/x", str(tmp / "no"))
+        assert missing[0] == 1 and not (tmp / "no").exists()
         # a view link's token and end are the server's of that second: alike once masked
         link = [
             sanbox(url, key, tmp, "port", "view-link", "seen", "8080", eager=e)

@@ -125,6 +125,12 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/computers/cmp_1/console"): (200, {"lines": ["boot [ok]", "login:"]}),
+    ("PUT", "/v1/computers/cmp_1/files"): (200, {"path": "/tmp/x", "size": 7}),
+    ("GET", "/v1/computers/cmp_1/files/stat"): (
+        200,
+        {"name": "hosts", "path": "/etc/hosts", "type": "file", "size": 9, "mode": "0644"},
+    ),
+    ("GET", "/v1/computers/cmp_1/files"): (200, b"\x00guest\xff\n"),
     ("GET", "/v1/computers/cmp_1/network"): (200, {"allow": ["api.github.com", "*.pypi.org"]}),
     ("PUT", "/v1/computers/cmp_1/network"): (200, {"allow": ["api.github.com"], "closed_flows": 2}),
     ("POST", "/v1/computers/cmp_1/ports"): (200, PORT),
@@ -582,7 +588,10 @@ DECLINED = [
 
 def answer(seen: list[tuple[object, ...]]) -> Any:
     def handler(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
+        if request.headers.get("content-type") == "application/octet-stream":
+            body: object = bytes(request.content)  # a file's bytes, as uploaded
+        else:
+            body = json.loads(request.content) if request.content else None
         query = sorted(request.url.params.multi_items())
         timeout = request.extensions["timeout"]["read"]
         authorization = request.headers.get("authorization")
@@ -602,6 +611,8 @@ def answer(seen: list[tuple[object, ...]]) -> Any:
         )
         if payload is None:
             return httpx.Response(status)
+        if isinstance(payload, bytes):  # a file's bytes, as downloaded
+            return httpx.Response(status, content=payload)
         return httpx.Response(status, json=payload)
 
     return handler
@@ -631,7 +642,9 @@ def quick_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object,
     seen: list[tuple[object, ...]] = []
     handler = answer(seen)
 
-    def exchange(host: str, port: int, head: bytes, body: bytes, timeout: float) -> Any:
+    def exchange(
+        host: str, port: int, head: bytes, body: bytes, timeout: float, sink: Any = None
+    ) -> Any:
         line, *fields = head.decode().split("\r\n")
         method, target, _ = line.split(" ")
         headers = dict(field.split(": ", 1) for field in fields if field)
@@ -639,6 +652,10 @@ def quick_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object,
         request = httpx.Request(method, f"http://{host}{target}", headers=headers, content=body)
         request.extensions["timeout"] = {"read": timeout}
         response = handler(request)
+        if sink is not None and response.is_success:
+            for at in range(0, len(response.content), 3):  # as it arrives: a piece at a time
+                sink(response.content[at : at + 3])
+            return response.status_code, b""
         return response.status_code, response.content
 
     monkeypatch.setattr(calls, "exchange", exchange)
@@ -690,3 +707,74 @@ def test_a_host_name_is_one_path_segment(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in ("a?b", "a/b", "a#b"):
         _, _, _, seen = typer_run(["host", "get", name], monkeypatch)
         assert [(s[0], s[1], s[2]) for s in seen] == [("GET", f"/v1/fleet/hosts/{name}", [])]
+
+
+def test_cp_is_the_typer_command_where_it_draws_no_bar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small local file into a computer (in one request), a computer's file out (written as it
+    arrives; no terminal here), and cp's mistakes: the same requests, output and local file."""
+    from sanbox.cli.grammars import BIG_FILE
+
+    small = tmp_path / "note.bin"
+    small.write_bytes(b"\x00local\xff")
+    (tmp_path / "empty").write_bytes(b"")
+    out = tmp_path / "out"
+    out.mkdir()
+    copied = {}
+    for argv in (
+        ["cp", str(small), "box:/tmp/x.bin"],
+        ["cp", str(small), "box:/tmp/"],
+        ["cp", str(small), "box:"],
+        ["cp", str(tmp_path / "empty"), "box:/tmp/e"],
+        ["cp", str(small), "ghost:/tmp/x"],
+        ["cp", "box:/etc/hosts", str(out / "hosts.copy")],
+        ["cp", "box:/etc/hosts", str(out)],
+        ["cp", "ghost:/etc/hosts", str(out / "never")],
+        ["cp", str(small), str(out / "local")],
+        ["cp", "box:/a", "box:/b"],
+    ):
+        assert quick.find(argv) is not None, argv
+        runs = []
+        for way in (quick_run, typer_run):
+            said = way(argv, monkeypatch)
+            runs.append((*said, sorted((f.name, f.read_bytes()) for f in out.iterdir())))
+            for f in out.iterdir():
+                f.unlink()
+        assert runs[0] == runs[1], argv
+        copied[argv[-1]] = runs[0][-1]
+    assert copied[str(out / "hosts.copy")] == [("hosts.copy", b"\x00guest\xff\n")]
+    assert copied[str(out)] == [("hosts", b"\x00guest\xff\n")]
+    assert copied[str(out / "never")] == []
+    big = tmp_path / "big"
+    big.write_bytes(b"b" * BIG_FILE)  # a bar is drawn for it on a terminal: the typer command's
+    for argv in (
+        ["cp", str(big), "box:/tmp/"],
+        ["cp", str(tmp_path / "absent"), "box:/tmp/"],
+        ["cp", str(tmp_path), "box:/tmp/"],
+        ["cp", str(small)],
+        ["cp", str(small), "box:/x", "more"],
+    ):
+        assert quick.find(argv) is None, argv
+
+
+def test_cp_of_a_computers_file_to_a_terminal_is_the_typer_commands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a terminal the typer command draws a big download's bar: the quick one leaves it."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert quick.find(["cp", "box:/etc/hosts", "out"]) is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert quick.find(["cp", "box:/etc/hosts", "out"]) is not None
+
+
+def test_cp_draws_a_bar_for_a_big_file_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sanbox.cli import files
+
+    for terminal, size, drawn in (
+        (True, files.BIG_FILE, True),
+        (True, files.BIG_FILE - 1, False),
+        (False, files.BIG_FILE, False),  # rich would draw none, only an empty line at its end
+    ):
+        monkeypatch.setattr(files.err_console, "_force_terminal", terminal)
+        assert (files._progress(size)._bar is not None) == drawn, (terminal, size)

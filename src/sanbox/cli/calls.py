@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ..sdk.config import resolve_config
 from ..sdk.errors import ConnectionFailedError, RequestTimeoutError, error_from_response
-from .plainhttp import Broken, Unreached, exchange
+from .plainhttp import Broken, Sink, Unreached, exchange
 
 if TYPE_CHECKING:
     from ..sdk.records.computer import ComputerRecord
@@ -66,10 +66,13 @@ class Api:
         params: Params | None = None,
         body: Any = None,
         timeout: float = TIMEOUT,
+        content: bytes | None = None,
     ) -> Any:
         """The answer's JSON (None for an empty one), or the SDK's error for it."""
-        status, content = self.request(method, path, params=params, body=body, timeout=timeout)
-        return json.loads(content) if status != 204 and content else None
+        status, data = self.request(
+            method, path, params=params, body=body, timeout=timeout, content=content
+        )
+        return json.loads(data) if status != 204 and data else None
 
     def request(
         self,
@@ -79,36 +82,50 @@ class Api:
         params: Params | None = None,
         body: Any = None,
         timeout: float = TIMEOUT,
+        content: bytes | None = None,
+        sink: Sink | None = None,
     ) -> tuple[int, bytes]:
         """The answer's status and body (what the SDK's `http.request` reads), or the SDK's
-        error for it."""
+        error for it. `content` is sent as bytes (application/octet-stream, as the SDK uploads a
+        file); with `sink`, a successful answer's body goes there (as the SDK streams a download)
+        and b"" is returned."""
         if self._direct:
-            answer = self._send(method, path, _query(params), body, timeout)
+            answer = self._send(method, path, _query(params), body, timeout, content, sink)
             if answer is not None:
-                status, content = answer
+                status, data = answer
                 if status >= 400:
-                    raise error_from_response(status, content)
+                    raise error_from_response(status, data)
                 return answer
-        return self._through_sdk(method, path, params, body, timeout)
+        return self._through_sdk(method, path, params, body, timeout, content, sink)
 
     def _send(
-        self, method: str, path: str, query: str, body: Any, timeout: float
+        self,
+        method: str,
+        path: str,
+        query: str,
+        body: Any,
+        timeout: float,
+        content: bytes | None = None,
+        sink: Sink | None = None,
     ) -> tuple[int, bytes] | None:
         """Status and body; None if no connection could be made (nothing was sent)."""
         data = b""
         headers = [f"Host: {self._netloc}", "Accept: */*", "User-Agent: sanbox-sdk"]
         if self.api_key:
             headers.append(f"Authorization: Bearer {self.api_key}")
-        if body is not None:
+        if content is not None:
+            data = content
+            headers.append("Content-Type: application/octet-stream")
+        elif body is not None:
             text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
             data = text.encode()
             headers.append("Content-Type: application/json")
-        if body is not None or method in ("POST", "PUT", "PATCH"):
+        if content is not None or body is not None or method in ("POST", "PUT", "PATCH"):
             headers.append(f"Content-Length: {len(data)}")
         target = _without_dots(self._path + path) + (f"?{query}" if query else "")
         head = "\r\n".join([f"{method} {target} HTTP/1.1", *headers, "Connection: close", "", ""])
         try:
-            return exchange(self._host, self._port, head.encode(), data, timeout)
+            return exchange(self._host, self._port, head.encode(), data, timeout, sink)
         except Unreached:
             return None
         except TimeoutError as exc:
@@ -122,7 +139,14 @@ class Api:
             ) from exc
 
     def _through_sdk(
-        self, method: str, path: str, params: Params | None, body: Any, timeout: float
+        self,
+        method: str,
+        path: str,
+        params: Params | None,
+        body: Any,
+        timeout: float,
+        content: bytes | None = None,
+        sink: Sink | None = None,
     ) -> tuple[int, bytes]:
         import asyncio
 
@@ -131,8 +155,20 @@ class Api:
         async def call() -> tuple[int, bytes]:
             core = HttpCore(self.url, self.api_key, TIMEOUT, None)
             try:
+                if sink is not None:
+                    async with core.stream(method, path, params=params, timeout=timeout) as r:
+                        async for chunk in r.aiter_bytes(65536):
+                            sink(chunk)
+                        return r.status_code, b""
+                headers = None if content is None else {"Content-Type": "application/octet-stream"}
                 response = await core.request(
-                    method, path, params=params, json_body=body, timeout=timeout
+                    method,
+                    path,
+                    params=params,
+                    json_body=body,
+                    content=content,
+                    headers=headers,
+                    timeout=timeout,
                 )
                 return response.status_code, response.content
             finally:

@@ -8,18 +8,10 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from . import config
+from . import config, views
 from ._output import err_console, fail
-
-BIG_FILE = 1 << 20
-
-
-def _remote(spec: str) -> tuple[str, str] | None:
-    """`NAME:PATH` names a computer's file; anything with a `/` before the `:` is local."""
-    head, sep, tail = spec.partition(":")
-    if not sep or not head or "/" in head:
-        return None
-    return head, tail
+from .grammars import BIG_FILE
+from .grammars import remote_file as _remote
 
 
 def cp(
@@ -51,15 +43,16 @@ def cp(
             total = files.stat(path).size
             with _progress(total) as advance:
                 size = files.download(path, target, progress=advance)
-    err_console.print(f"copied {size} bytes", highlight=False)
+    views.copied(size)
 
 
 class _progress:
-    """A transfer bar for big files, nothing for small ones; yields the SDK's callback."""
+    """A transfer bar for big files on a terminal, nothing for small ones or elsewhere (off a
+    terminal rich draws no bar, only an empty line at its end); yields the SDK's callback."""
 
     def __init__(self, total: int | None) -> None:
         self._bar: Progress | None = None
-        if total is not None and total >= BIG_FILE:
+        if total is not None and total >= BIG_FILE and err_console.is_terminal:
             columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn())
             self._bar = Progress(*columns, console=err_console, transient=True)
             self._task = self._bar.add_task("copy", total=total)

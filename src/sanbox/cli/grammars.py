@@ -5,7 +5,10 @@ command and the quick one take the same."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import sys
 from collections.abc import Callable
 
 from .argv import Grammar, is_pair
@@ -61,7 +64,8 @@ def _reads(parse: Callable[[str], object]) -> Callable[[str], bool]:
 
 
 def is_host_name(value: str) -> bool:
-    """A name the SDK puts in a fleet path as it is (unquoted): one httpx sends unchanged."""
+    """A host name both ways put in a fleet path alike: nothing in it that quoting or httpx's
+    handling of a path would change."""
     return _HOST_NAME.fullmatch(value) is not None
 
 
@@ -75,8 +79,33 @@ def removed(argument: str) -> Grammar:
     return Grammar((argument,), FORCE, frozenset({"force"}), rest=True)
 
 
+BIG_FILE = 1 << 20  # bytes: `cp` draws a transfer bar for a file of this size or more
+
+
+def remote_file(spec: str) -> tuple[str, str] | None:
+    """`NAME:PATH` names a computer's file; anything with a `/` before the `:` is local."""
+    head, sep, tail = spec.partition(":")
+    if not sep or not head or "/" in head:
+        return None
+    return head, tail
+
+
+def is_quick_copy_source(value: str) -> bool:
+    """`cp`'s source as the quick command copies it: a computer's file when stderr is no terminal
+    (the typer command's transfer bar is drawn on one only), or a regular local file under
+    BIG_FILE (sent in one piece; no bar is drawn for it)."""
+    if remote_file(value) is not None:
+        return not sys.stderr.isatty()
+    try:
+        found = os.stat(value)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size < BIG_FILE
+
+
 NOTHING = Grammar()
 ONE = Grammar(("name",))
+COPY = Grammar(("src", "dst"), checks={"src": is_quick_copy_source})
 LISTED = Grammar(options=JSON, flags=frozenset({"json"}))
 LS = Grammar(
     options={"--state": "state", "--label": "label", "-l": "label", **JSON},

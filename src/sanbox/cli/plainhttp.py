@@ -6,8 +6,12 @@ email package and ssl to do the same: ~0.03 s of a command the server answers in
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 CHUNK = 65536
+Sink = Callable[[bytes], object]
+"""Takes a successful answer's body a piece at a time as it arrives (`sanbox cp` of a guest's
+file: its local file), so no more than a read's worth is held."""
 
 
 class Unreached(Exception):
@@ -18,10 +22,13 @@ class Broken(Exception):
     """The connection failed, or what came back was not HTTP, after the request was sent."""
 
 
-def exchange(host: str, port: int, head: bytes, body: bytes, timeout: float) -> tuple[int, bytes]:
+def exchange(
+    host: str, port: int, head: bytes, body: bytes, timeout: float, sink: Sink | None = None
+) -> tuple[int, bytes]:
     """Send `head` (request line and headers, `Connection: close` among them) and `body`; the
-    answer's status and body. TimeoutError when the server takes longer than `timeout` seconds
-    to connect or to send anything."""
+    answer's status and body (with `sink`, a successful body with a length goes there instead,
+    a read at a time, and b"" is returned). TimeoutError when the server takes longer than
+    `timeout` seconds to connect or to send anything."""
     try:
         address = (_name(host), port)  # getaddrinfo takes bytes as well (typeshed says str)
         connection = socket.create_connection(address, timeout)  # type: ignore[arg-type]
@@ -32,7 +39,7 @@ def exchange(host: str, port: int, head: bytes, body: bytes, timeout: float) -> 
     with connection:
         try:
             connection.sendall(head + body)
-            return _response(_Reader(connection))
+            return _response(_Reader(connection), sink)
         except TimeoutError:
             raise
         except (OSError, ValueError, IndexError) as exc:
@@ -62,7 +69,7 @@ class _Reader:
         return bytes(self.buffer)
 
 
-def _response(reader: _Reader) -> tuple[int, bytes]:
+def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
     while True:
         while b"\r\n\r\n" not in reader.buffer:
             if not reader.more():
@@ -85,10 +92,27 @@ def _response(reader: _Reader) -> tuple[int, bytes]:
     length = headers.get(b"content-length")
     if length is None:
         return int(status), reader.rest()
+    if sink is not None and 200 <= int(status) < 300:
+        _drain(reader, int(length), sink)
+        return int(status), b""
     while len(reader.buffer) < int(length):
         if not reader.more():
             raise Broken("Server disconnected before the end of the response.")
     return int(status), bytes(reader.buffer[: int(length)])
+
+
+def _drain(reader: _Reader, length: int, sink: Sink) -> None:
+    """`length` bytes of body into `sink`, holding at most a read's worth at a time."""
+    left = length
+    while True:
+        if piece := bytes(reader.buffer[:left]):
+            sink(piece)
+        left -= len(piece)
+        reader.buffer.clear()
+        if not left:
+            return
+        if not reader.more():
+            raise Broken("Server disconnected before the end of the response.")
 
 
 def _dechunked(data: bytes) -> bytes:

@@ -1,11 +1,12 @@
-"""The client commands without the typer app: every one that makes plain JSON requests and
+"""The client commands without the typer app: every one that makes plain requests and
 prints what it got. Here the computers' (`ls`, `get`, `create`, `stop` and the other lifecycle
 verbs, `update`, `rm`, `logs`), their snapshots' and forks' (`snapshot ls|get|create|rm`,
 `fork`), `console` and `config show|set`; the network's and ports' in sanbox.cli.quick_net; the
 org's other things (templates, pools, secrets, orgs, keys, usage, the audit log, image builds)
 in sanbox.cli.quick_org; the fleet's (`move`, `snapshot move`, `host ...`) in
-sanbox.cli.quick_fleet; and the one table of them all, `COMMANDS`. Left to the typer app: what
-streams or follows (`exec`, `shell`, `ssh`, `cp`, `logs -f`, `template build|rebuild|logs`,
+sanbox.cli.quick_fleet; `cp` where it draws no transfer bar in sanbox.cli.quick_files; and the one
+table of them all, `COMMANDS`. Left to the typer app: what streams or follows (`exec`, `shell`,
+`ssh`, `cp` with a bar, `logs -f`, `template build|rebuild|logs`,
 `usage --csv`), prompts or reads standard input (`secret set`), writes files of its own
 (`ssh-config`, `host join`), works on this machine (`image build`, `doctor`) or serves
 (`server`, `mcp`, `host serve`).
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 from ..sdk.config import config_path, read_config_file, resolve_config, write_config_file
 from ..sdk.errors import ComputerNotFoundError, SnapshotNotFoundError
-from . import grammars, quick_fleet, quick_net, quick_org, views
+from . import grammars, quick_files, quick_fleet, quick_net, quick_org, views
 from ._output import busy, show_record
 from .argv import Args, Grammar, read
 from .calls import LONG, Api, computer, path, record
@@ -254,6 +255,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("update",): Command(grammars.UPDATE, _update),
     ("move",): Command(grammars.MOVE, quick_fleet.move),
     ("rm",): Command(grammars.removed("names"), _rm),
+    ("cp",): Command(grammars.COPY, quick_files.cp),
     ("logs",): Command(grammars.LOGS, _logs),
     ("snapshot", "ls"): Command(grammars.LISTED, _snapshot_ls),
     ("snapshot", "get"): Command(grammars.shown("snapshot"), _snapshot_get),

@@ -38,6 +38,11 @@ def said(text: str) -> None:
     console.print(text, highlight=False)
 
 
+def copied(size: int) -> None:
+    """`cp`'s one line, on stderr."""
+    err_console.print(f"copied {size} bytes", highlight=False)
+
+
 # -- computers ------------------------------------------------------------------------------------
 
 
