@@ -33,7 +33,9 @@ IDS = re.compile(
 )
 
 
-def start(url: str, key: str, tmp: Path, *args: str, eager: bool) -> subprocess.Popen[str]:
+def start(
+    url: str, key: str, tmp: Path, *args: str, eager: bool, stdin: str | None = None
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "SANBOX_URL": url,
@@ -47,12 +49,12 @@ def start(url: str, key: str, tmp: Path, *args: str, eager: bool) -> subprocess.
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
     )
 
 
-def ended(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=120)
+def ended(proc: subprocess.Popen[str], stdin: str | None = None) -> tuple[int, str, str]:
+    out, err = proc.communicate(stdin, timeout=120)
     return proc.returncode, out, err
 
 
@@ -76,17 +78,26 @@ def both_ways(
     return now
 
 
-def twins(server: LiveServer, tmp: Path, *args: str) -> tuple[int, str, str]:
+def twins(
+    server: LiveServer, tmp: Path, *args: str, stdin: str | None = None
+) -> tuple[int, str, str]:
     """`args` with NAME as `quick` run now, and as `eager` through the whole app: equal output,
     each name written NAME, each id and time ID."""
     runs: list[tuple[int, str, str]] = []
     ways = (("quick", False), ("eager", True))  # on twin computers: both at the same time
     procs = [
-        start(server.url, server.key, tmp, *(a.replace("NAME", name) for a in args), eager=eager)
+        start(
+            server.url,
+            server.key,
+            tmp,
+            *(a.replace("NAME", name) for a in args),
+            eager=eager,
+            stdin=stdin,
+        )
         for name, eager in ways
     ]
     for (name, _), proc in zip(ways, procs, strict=True):
-        code, out, err = ended(proc)
+        code, out, err = ended(proc, stdin)
         out, err = (IDS.sub("ID", text).replace(name, "NAME") for text in (out, err))
         runs.append((code, out, err))
     assert runs[0] == runs[1], args
@@ -246,6 +257,20 @@ def test_what_changes_things_says_it_alike(live_server: LiveServer, short_tmp: P
     )
     assert twins(server, tmp, "key", "create", "--name", "NAME", "--admin", "--json")[0] == 0
     assert twins(server, tmp, "org", "create", "NAME-org")[0] == 0
+    for stdin in ("sk-one\n", "sk-two\n"):  # made, then rotated (version 2)
+        said = twins(
+            server,
+            tmp,
+            "secret",
+            "set",
+            "NAME-key",
+            "--host",
+            "a.test",
+            "--value-stdin",
+            stdin=stdin,
+        )
+        assert said[0] == 0 and "sk-" not in said[1] + said[2], said
+    assert twins(server, tmp, "secret", "set", "NAME-key", "--host", "a.test", stdin="")[0] == 1
     assert twins(server, tmp, "host", "token", "--region", "eu", "--ttl", "15m")[0] == 0
     assert twins(server, tmp, "rm", "NAME", "NAME-fork", "NAME")[0] == 1  # gone by then
     assert twins(server, tmp, "rm", "-f", "NAME")[0] == 0

@@ -233,6 +233,10 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/secrets/openai"): (200, {"id": "sec_1", "name": "openai", "hosts": ["a.b"]}),
+    ("PUT", "/v1/secrets/openai"): (
+        200,
+        {"id": "sec_1", "name": "openai", "hosts": ["a.b", "*.c"], "version": 2, "header": None},
+    ),
     ("DELETE", "/v1/secrets/openai"): (200, {"id": "sec_1", "name": "openai", "hosts": ["a.b"]}),
     ("GET", "/v1/orgs"): (200, {"orgs": [{"id": "org_1", "name": "default"}]}),
     ("POST", "/v1/orgs"): (200, {"id": "org_2", "name": "acme [bold]co[/]"}),
@@ -423,6 +427,8 @@ TAKEN = [
     ["usage"],
     ["usage", "--by", "template", "--from", "2026-01-01", "--to", "2026-02-01"],
     ["usage", "--org", "acme", "--json"],
+    ["usage", "--csv"],
+    ["usage", "--by", "day", "--csv", "--json"],
     ["get", ".."],
     ["update", "box", "--idle-timeout", "300"],
     [
@@ -524,7 +530,6 @@ DECLINED = [
     ["snapshot", "ls", "-f"],
     ["template", "build"],
     ["key", "ls", "--all"],
-    ["usage", "--csv"],
     ["update", "box"],
     ["update", "box", "--idle-timeout", "-1"],
     ["update", "box", "--lifetime=5"],
@@ -550,7 +555,6 @@ DECLINED = [
     ["pool", "set", "notes"],
     ["pool", "set", "notes", "-s", "-1"],
     ["pool", "set", "notes", "--size", "two"],
-    ["secret", "set", "openai", "--host", "a.b", "--value-stdin"],
     ["secret", "rm"],
     ["secret", "bind", "openai"],
     ["secret", "bind", "openai", "box", "--env"],
@@ -596,6 +600,8 @@ def answer(seen: list[tuple[object, ...]]) -> Any:
         timeout = request.extensions["timeout"]["read"]
         authorization = request.headers.get("authorization")
         seen.append((request.method, request.url.path, query, body, timeout, authorization))
+        if ("format", "csv") in query:  # the usage report as CSV (a terminal escape in it)
+            return httpx.Response(200, text="key,running_hours\nbox,\x1b[1m2.0\x1b[0m\n")
         kind = request.url.path.split("/")[2:3]  # `computers` of /v1/computers/...
         status, payload = ROUTES.get(
             (request.method, request.url.path),
@@ -628,16 +634,20 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(proxy, raising=False)
 
 
-def typer_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+def typer_run(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, stdin: str | bytes | None = None
+) -> tuple[object, ...]:
     seen: list[tuple[object, ...]] = []
     monkeypatch.setattr(config, "TRANSPORT", httpx.MockTransport(answer(seen)))
-    result = CliRunner().invoke(app, argv)
+    result = CliRunner().invoke(app, argv, input=stdin)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr, seen
 
 
-def quick_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+def quick_run(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, stdin: str | bytes | None = None
+) -> tuple[object, ...]:
     """`sanbox ARGV` through `main`, its requests answered by the same handler."""
     seen: list[tuple[object, ...]] = []
     handler = answer(seen)
@@ -660,7 +670,7 @@ def quick_run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object,
 
     monkeypatch.setattr(calls, "exchange", exchange)
     monkeypatch.setattr(sys, "argv", ["sanbox", *argv])
-    with CliRunner().isolation() as (out, err, _):
+    with CliRunner().isolation(input=stdin) as (out, err, _):
         try:
             main.main()
             code: object = 0
@@ -778,3 +788,34 @@ def test_cp_draws_a_bar_for_a_big_file_on_a_terminal_only(monkeypatch: pytest.Mo
     ):
         monkeypatch.setattr(files.err_console, "_force_terminal", terminal)
         assert (files._progress(size)._bar is not None) == drawn, (terminal, size)
+
+
+def test_usage_csv_is_the_servers_text_without_terminal_escapes_off_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, _, seen = quick_run(["usage", "--csv"], monkeypatch)
+    assert code == 0 and out == "key,running_hours\nbox,2.0\n"
+    assert seen[0][2] == [("format", "csv"), ("group_by", "computer")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        (["secret", "set", "openai", "--host", "a.b", "--value-stdin"], "sk-1\n"),
+        (["secret", "set", "openai", "--host", "a.b", "--host", "*.c", "--value-stdin"], "v"),
+        (["secret", "set", "openai", "--host", "a.b", "--value-stdin", "--json"], "sk-1\r\n"),
+        (["secret", "set", "openai", "--value-stdin", "--host", "a.b", "--placeholder"], "v"),
+        (["secret", "set", "openai", "--host", "a.b", "--header", "X-Key: {value}"], "v"),
+        (["secret", "set", "openai", "--host", "a.b", "--value-stdin"], ""),
+        (["secret", "set", "openai", "--host", "a.b", "--value-stdin"], b"\xff"),
+        (["secret", "set", "openai", "--host", "a.b", "--value-stdin"], "x" * 9000),
+        (["secret", "set", "ghost", "--host", "a.b", "--value-stdin"], "v"),
+    ],
+)
+def test_secret_set_reads_its_value_from_stdin_both_ways(
+    argv: list[str], stdin: str | bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The value read alike (one newline less; empty, not UTF-8 or too long refused, never
+    printed), the same request (its body holds the value), the same output."""
+    assert quick.find(argv) is not None
+    assert quick_run(argv, monkeypatch, stdin) == typer_run(argv, monkeypatch, stdin)

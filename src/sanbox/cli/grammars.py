@@ -175,8 +175,8 @@ CONSOLE = Grammar(options={"--open": "open"}, flags=frozenset({"open"}))
 KEY_LS = Grammar(options={"--org": "org", **JSON}, flags=frozenset({"json"}))
 # `--csv` is not here: the typer command prints the server's CSV
 USAGE = Grammar(
-    options={"--from": "from", "--to": "to", "--by": "by", "--org": "org", **JSON},
-    flags=frozenset({"json"}),
+    options={"--from": "from", "--to": "to", "--by": "by", "--org": "org", "--csv": "csv", **JSON},
+    flags=frozenset({"json", "csv"}),
 )
 
 TEMPLATE_GET = Grammar(("template",), {"--region": "region", **JSON}, frozenset({"json"}))
@@ -223,6 +223,19 @@ SECRET_BIND = Grammar(
     ("name", "computer"), {"--env": "env", "-e": "env", **JSON}, frozenset({"json"})
 )
 SECRET_UNBIND = Grammar(("name", "computer"))
+SECRET_SET = Grammar(
+    ("name",),
+    {
+        "--host": "host",
+        "--value-stdin": "value_stdin",
+        "--header": "header",
+        "--placeholder": "placeholder",
+        **JSON,
+    },
+    frozenset({"value_stdin", "placeholder", "json"}),
+    many=frozenset({"host"}),
+    needed=frozenset({"host"}),  # required by the typer command, which says so
+)
 KEY_CREATE = Grammar(
     options={
         "--org": "org",

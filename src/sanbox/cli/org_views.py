@@ -5,6 +5,8 @@ typer (sanbox.cli.quick_org), so both print exactly the same."""
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -91,6 +93,20 @@ def pool_set(pool: Pool, as_json: bool) -> None:
 
 
 # -- secrets --------------------------------------------------------------------------------------
+
+
+def secret_saved(secret: Secret, as_json: bool) -> None:
+    """`sanbox secret set` (what the API says of it: never its value)."""
+    if as_json:
+        print_json(secret.to_json())
+        return
+    rule = (
+        f"placeholder only, in {secret.header or 'Authorization'}"
+        if secret.placeholder_only
+        else (secret.header or "Authorization: Bearer …")
+    )
+    what = escape(f"{', '.join(secret.hosts)}; {rule}")
+    said(f"secret [bold]{escape(secret.name)}[/] version {secret.version}: {what}")
 
 
 def secrets(found: list[Secret], as_json: bool) -> None:
@@ -201,6 +217,18 @@ def _usage_cells(u: UsageTotals) -> list[str]:
         f"{u.snapshot_gib_hours:.3f}",
         egress,
     ]
+
+
+_ESCAPES = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click's `strip_ansi` takes out
+
+
+def echoed(text: str) -> None:
+    """Text as the server sent it (`usage --csv`), as `typer.echo(text, nl=False)` printed it:
+    without terminal escapes off a terminal."""
+    if not sys.stdout.isatty():
+        text = _ESCAPES.sub("", text)
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def usage(found: UsageReport, by: str, as_json: bool) -> None:

@@ -6,8 +6,7 @@ org's other things (templates, pools, secrets, orgs, keys, usage, the audit log,
 in sanbox.cli.quick_org; the fleet's (`move`, `snapshot move`, `host ...`) in
 sanbox.cli.quick_fleet; `cp` where it draws no transfer bar in sanbox.cli.quick_files; and the one
 table of them all, `COMMANDS`. Left to the typer app: what streams or follows (`exec`, `shell`,
-`ssh`, `cp` with a bar, `logs -f`, `template build|rebuild|logs`,
-`usage --csv`), prompts or reads standard input (`secret set`), writes files of its own
+`ssh`, `cp` with a bar, `logs -f`, `template build|rebuild|logs`), writes files of its own
 (`ssh-config`, `host join`), works on this machine (`image build`, `doctor`) or serves
 (`server`, `mcp`, `host serve`).
 
@@ -278,6 +277,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("pool", "set"): Command(grammars.POOL_SET, quick_org.pool_set),
     ("secret", "ls"): Command(grammars.LISTED, quick_org.secret_ls),
     ("secret", "get"): Command(grammars.shown("name"), quick_org.secret_get),
+    ("secret", "set"): Command(grammars.SECRET_SET, quick_org.secret_set),
     ("secret", "rm"): Command(grammars.removed("names"), quick_org.secret_rm),
     ("secret", "bind"): Command(grammars.SECRET_BIND, quick_org.secret_bind),
     ("secret", "unbind"): Command(grammars.SECRET_UNBIND, quick_org.secret_unbind),

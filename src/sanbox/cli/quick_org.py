@@ -1,6 +1,7 @@
 """The commands on the org's things without the typer app (sanbox.cli.quick says how, and holds
-the table of commands): `template ls|get|rm|prune`, `pool ls|set`, `secret ls|get|rm|bind|unbind|
-bindings`, `org ls|create|quota|regions`, `key ls|create|revoke`, `usage`, `audit`,
+the table of commands): `template ls|get|rm|prune`, `pool ls|set`, `secret ls|get|set|rm|bind|
+unbind|bindings` (`set`'s value read as the typer command reads it: sanbox.cli.secret_values),
+`org ls|create|quota|regions`, `key ls|create|revoke`, `usage` (and `--csv`), `audit`,
 `image ls|prune`. Each makes the requests the SDK makes for its typer command, in the same order,
 and prints through the same functions (sanbox.cli.org_views, sanbox.cli.views). Each loads the
 records it reads (sanbox.sdk.records), not the SDK's client.
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 from ..sdk.errors import SecretNotFoundError, TemplateNotFoundError
 from . import org_views, views
-from ._output import show_record
+from ._output import fail, show_record
 from .argv import Args
 from .calls import LONG, Api, path
 from .grammars import parse_duration, parse_limit
+from .secret_values import NOT_ON_STDIN, stdin_value
 
 # -- templates and pools --------------------------------------------------------------------------
 
@@ -84,6 +86,21 @@ def secret_get(a: Args) -> None:
 
     found = Secret.from_json(Api().json("GET", path("secrets", a["name"])))
     show_record(found.to_json(), a.flag("json"))
+
+
+def secret_set(a: Args) -> None:
+    from ..sdk.records.secret import Secret
+
+    if not a.flag("value_stdin"):
+        fail("invalid_argument", NOT_ON_STDIN)
+    body = {
+        "value": stdin_value(),
+        "hosts": a.all("host"),
+        "header": a.value("header"),
+        "placeholder_only": a.flag("placeholder"),
+    }
+    saved = Secret.from_json(Api().json("PUT", path("secrets", a["name"]), body=body))
+    org_views.secret_saved(saved, a.flag("json"))
 
 
 def secret_rm(a: Args) -> None:
@@ -208,6 +225,10 @@ def usage(a: Args) -> None:
 
     by = a.value("by") or "computer"
     params = {"from": a.value("from"), "to": a.value("to"), "group_by": by, "org": a.value("org")}
+    if a.flag("csv"):  # the server's CSV, printed as typer.echo prints it
+        _, body = Api().request("GET", "/v1/usage", params={**params, "format": "csv"})
+        org_views.echoed(body.decode())
+        return
     found = UsageReport.from_json(Api().json("GET", "/v1/usage", params=params))
     org_views.usage(found, by, a.flag("json"))
 

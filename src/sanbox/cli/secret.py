@@ -7,55 +7,19 @@ out of shell history and `ps`; no command prints it (the API never returns it).
 
 from __future__ import annotations
 
-import getpass
-import io
-import json
-import sys
-from typing import Annotated, BinaryIO
+from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from ..sdk import Secret, SecretNotFoundError
+from ..sdk import SecretNotFoundError
 from . import config, org_views
-from ._output import console, fail, show_record
+from ._output import fail, show_record
+from .secret_values import NOT_ON_STDIN, stdin_value
 
 app = typer.Typer(
     help="Secrets: credentials added to a computer's HTTPS requests; it only sees a placeholder.",
     no_args_is_help=True,
 )
-
-MAX_VALUE = 8 * 1024
-"""Bytes of a value the API takes; standard input is read no further than this (and a newline)."""
-
-
-def read_value(stream: BinaryIO) -> str:
-    """All of `stream` (at most `MAX_VALUE` bytes and a newline), less ONE trailing newline.
-    Errors say what is wrong with the value, never what it is."""
-    data = stream.read(MAX_VALUE + 3)
-    if data.endswith(b"\r\n"):
-        data = data[:-2]
-    elif data.endswith(b"\n"):
-        data = data[:-1]
-    if len(data) > MAX_VALUE:
-        fail("invalid_secret", f"the value is over {MAX_VALUE} bytes")
-    if not data:
-        fail("invalid_secret", "the value is empty: pipe it in, e.g. `< key.txt`")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        fail("invalid_secret", "the value is not UTF-8 text")
-
-
-def _stdin_value() -> str:
-    if sys.stdin.isatty():  # typed in, then: not echoed
-        typed = getpass.getpass("value (not shown): ")
-        return read_value(io.BytesIO(typed.encode("utf-8", "surrogatepass")))
-    stream = getattr(sys.stdin, "buffer", None)  # a text stream may have no bytes under it
-    if stream is None:
-        stream = io.BytesIO(sys.stdin.read(MAX_VALUE + 3).encode("utf-8", "surrogatepass"))
-    return read_value(stream)
-
 
 SecretOption = Annotated[
     list[str] | None,
@@ -77,15 +41,6 @@ def secret_requests(values: list[str] | None) -> list[tuple[str, str | None]] | 
             fail("invalid_argument", f"--secret must be NAME or NAME=ENV, got {value!r}")
         out.append((name, env or None))
     return out
-
-
-def _describe(s: Secret) -> str:
-    rule = (
-        f"placeholder only, in {s.header or 'Authorization'}"
-        if s.placeholder_only
-        else (s.header or "Authorization: Bearer …")
-    )
-    return escape(f"{', '.join(s.hosts)}; {rule}")
 
 
 @app.command("set")
@@ -115,19 +70,11 @@ def set_(
 ) -> None:
     """Create a secret, or rotate it (version +1): bound computers use the new value at once."""
     if not value_stdin:
-        fail(
-            "invalid_argument",
-            "give the value on standard input with --value-stdin "
-            "(never as an argument: it would stay in shell history and ps)",
-        )
-    value = _stdin_value()
+        fail("invalid_argument", NOT_ON_STDIN)
+    value = stdin_value()
     with config.reported(), config.client() as client:
         secret = client.secrets.set(name, value, hosts, header=header, placeholder_only=placeholder)
-    if as_json:
-        console.print_json(json.dumps(secret.to_json()))
-        return
-    said = f"secret [bold]{escape(secret.name)}[/] version {secret.version}: {_describe(secret)}"
-    console.print(said, highlight=False)
+    org_views.secret_saved(secret, as_json)
 
 
 @app.command("ls")

@@ -19,7 +19,7 @@ def usage(
     """Show usage: running and paused hours, vCPU- and GiB-hours, CPU time used, disk GiB-hours."""
     with config.reported(), config.client() as client:
         if as_csv:
-            typer.echo(client.usage.csv(start, end, by, org), nl=False)
+            org_views.echoed(client.usage.csv(start, end, by, org))
             return
         found = client.usage.get(start, end, by, org)
     org_views.usage(found, by, as_json)
