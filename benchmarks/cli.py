@@ -51,6 +51,7 @@ class Case:
     api: Callable[[], object] | None  # None: it makes none
     prepare: Callable[[], object] | None = None  # before each run, untimed (stop: start it)
     kept: bool = False  # its answer is kept (help): also timed with nothing kept yet
+    stdin: bytes | None = None  # what it reads on standard input
 
 
 def cases(client: Sanbox, tmp: Path) -> list[Case]:
@@ -122,6 +123,13 @@ def cases(client: Sanbox, tmp: Path) -> list[Case]:
         Case(("start", "cycled"), "get(), start()", start, stopped),
         Case(("key", "ls"), "keys.list()", client.keys.list),
         Case(("usage",), "usage.get()", lambda: client.usage.get(None, None, "computer")),
+        Case(("usage", "--csv"), "usage.csv()", lambda: client.usage.csv(None, None, "computer")),
+        Case(
+            ("secret", "set", "token", "--host", "api.example.com", "--value-stdin"),
+            "secrets.set() (a rotation)",
+            lambda: client.secrets.set("token", "value", ["api.example.com"]),
+            stdin=b"value\n",
+        ),
         Case(
             ("update", "bench", "--idle-timeout", "600"),
             "get(), update()",
@@ -199,10 +207,15 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def sanbox(env: dict[str, str], args: tuple[str, ...], entry: str = ENTRY) -> Callable[[], object]:
+def sanbox(
+    env: dict[str, str], args: tuple[str, ...], entry: str = ENTRY, stdin: bytes | None = None
+) -> Callable[[], object]:
     def run() -> None:
         argv = [sys.executable, "-c", entry, *args]
-        proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        if stdin is None:
+            proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        else:
+            proc = subprocess.run(argv, env=env, input=stdin, capture_output=True)
         assert proc.returncode == 0, (args, proc.stderr.decode())
 
     return run
@@ -255,9 +268,9 @@ def report(case: Case, n: int, now: dict[str, str], eager: dict[str, str]) -> bo
     ended: list[float] = []
     old: list[float] = []
     for _ in range(n):  # interleaved: the host's load falls on all alike
-        cli += rounds(1, sanbox(now, case.args), case.prepare)
-        ended += rounds(1, sanbox(now, case.args, MAIN), case.prepare)
-        old += rounds(1, sanbox(eager, case.args), case.prepare)
+        cli += rounds(1, sanbox(now, case.args, stdin=case.stdin), case.prepare)
+        ended += rounds(1, sanbox(now, case.args, MAIN, case.stdin), case.prepare)
+        old += rounds(1, sanbox(eager, case.args, stdin=case.stdin), case.prepare)
     call = statistics.median(api)
     print(f"\nsanbox {' '.join(case.args)}")
     print(summary(f"  API call: {case.call}", api))
