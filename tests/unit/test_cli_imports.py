@@ -61,9 +61,11 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_sanbox(tmp_path: Path, *args: str, url: str | None = None) -> tuple[object, list[str], str]:
+def run_sanbox(
+    tmp_path: Path, *args: str, url: str | None = None, stdin: str | None = None
+) -> tuple[object, list[str], str]:
     """Exit code, loaded modules and stderr of `sanbox ARGS` against `url`, by default a server
-    that is not there."""
+    that is not there; `stdin` its standard input (none by default)."""
     out = tmp_path / "modules.json"
     env = {
         **os.environ,
@@ -77,7 +79,7 @@ def run_sanbox(tmp_path: Path, *args: str, url: str | None = None) -> tuple[obje
         env=env,
         capture_output=True,
         text=True,
-        stdin=subprocess.DEVNULL,
+        **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
         timeout=60,
     )
     assert out.exists(), proc.stderr
@@ -225,7 +227,10 @@ ARGV = {
     ("host", "token"): ["--region", "demo"],
     ("host", "forget"): ["demo", "--confirm-dead"],
     ("config", "set"): ["--api-key", "sbk_demo"],
+    ("cp",): ["demo:/etc/hosts", "/dev/null"],  # a computer's file out, off a terminal
+    ("secret", "set"): ["demo", "--host", "a.b", "--value-stdin"],
 }
+STDIN = {("secret", "set"): "value\n"}
 FRAMEWORK = {"typer", "click", "pydantic", "httpx", "httpcore", "anyio", "websockets"}
 COMMAND_MODULES = {f"sanbox.cli.{module}" for module in registry.MODULES}
 
@@ -266,7 +271,7 @@ def test_a_quick_command_loads_neither_typer_nor_httpx(
     """Run to its end against an API that answers: no command-line framework, no httpx (nor its
     event loop), no command's typer module."""
     argv = [*words, *ARGV.get(words, ["demo"] * len(quick.COMMANDS[words].grammar.arguments))]
-    code, modules, stderr = run_sanbox(tmp_path, *argv, url=answering)
+    code, modules, stderr = run_sanbox(tmp_path, *argv, url=answering, stdin=STDIN.get(words))
     assert code == 0, stderr
     loaded = {m.split(".")[0] for m in modules if m != "httpx._main"}  # main's None, not httpx
     assert not loaded & FRAMEWORK
@@ -277,8 +282,8 @@ def test_a_quick_command_loads_neither_typer_nor_httpx(
 @pytest.mark.parametrize(
     ("args", "own"),
     [
-        (["usage", "--csv"], {"usage", "config"}),
-        (["secret", "set", "demo", "--host", "a.b"], {"secret", "config"}),
+        (["cp", "big-or-absent", "demo:/tmp/"], {"files", "config"}),
+        (["secret", "set", "--help"], {"secret", "config"}),
         (["ls", "--help"], {"computer", "config", "secret", "template"}),
         (["template", "logs", "demo"], {"template", "config"}),
         (["server", "--help"], {"server"}),
