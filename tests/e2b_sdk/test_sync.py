@@ -206,7 +206,7 @@ def test_timeout_extends_shortens_and_expires_on_time(e2b_server: E2bServer) -> 
     asked = time.time()
     sbx.set_timeout(2)
     end = sbx.get_info().end_at.timestamp()
-    assert 2 <= end - asked <= 3.5  # a lifetime is whole seconds from creation: rounded up
+    assert 2 <= end - asked <= 4  # whole seconds from creation, rounded up (and the request)
     wait_until(lambda: not sbx.is_running(), timeout=8)
     gone = time.time()
     # not before its end, and stopped within the watcher's round (a second) and the stop itself
