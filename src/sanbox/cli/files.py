@@ -10,8 +10,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from . import config, views
 from ._output import err_console, fail
-from .grammars import BIG_FILE
-from .grammars import remote_file as _remote
+from .grammars import BIG_FILE, copy_ends, download_target, upload_path
 
 
 def cp(
@@ -19,30 +18,23 @@ def cp(
     dst: str = typer.Argument(..., help="Destination: LOCAL or NAME:PATH."),
 ) -> None:
     """Copy a file between this machine and a computer (one side must be NAME:PATH)."""
-    remote_src, remote_dst = _remote(src), _remote(dst)
-    if (remote_src is None) == (remote_dst is None):
-        fail("invalid_argument", "exactly one of SRC and DST must be NAME:PATH")
+    remote_src, remote_dst = copy_ends(src, dst)
     with config.reported(), config.client() as client:
         if remote_dst is not None:
             local = Path(src)
             if not local.is_file():
                 fail("invalid_argument", f"{src} is not a file")
-            name, path = remote_dst
-            if not path or path.endswith("/"):
-                path = f"{path or '/root/'}{local.name}"
+            name, where = remote_dst
             files = client.computers.get(name).files
             with _progress(local.stat().st_size) as advance:
-                size = files.upload(local, path, progress=advance)
+                size = files.upload(local, upload_path(local, where), progress=advance)
         else:
             assert remote_src is not None
-            name, path = remote_src
-            target = Path(dst)
-            if target.is_dir():
-                target = target / Path(path).name
+            name, where = remote_src
             files = client.computers.get(name).files
-            total = files.stat(path).size
+            total = files.stat(where).size
             with _progress(total) as advance:
-                size = files.download(path, target, progress=advance)
+                size = files.download(where, download_target(dst, where), progress=advance)
     views.copied(size)
 
 

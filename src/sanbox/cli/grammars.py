@@ -10,6 +10,7 @@ import re
 import stat
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from .argv import Grammar, is_pair
 
@@ -88,6 +89,29 @@ def remote_file(spec: str) -> tuple[str, str] | None:
     if not sep or not head or "/" in head:
         return None
     return head, tail
+
+
+def copy_ends(src: str, dst: str) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """`cp SRC DST`'s computer side, (NAME, PATH) as the source or as the destination; a line
+    and exit 1 unless exactly one side is NAME:PATH."""
+    ends = remote_file(src), remote_file(dst)
+    if (ends[0] is None) == (ends[1] is None):
+        from ._output import fail
+
+        fail("invalid_argument", "exactly one of SRC and DST must be NAME:PATH")
+    return ends
+
+
+def upload_path(local: Path, where: str) -> str:
+    """Where `cp LOCAL NAME:WHERE` writes: WHERE, or the local file's name in the folder WHERE
+    ends with (/root/ when WHERE is empty)."""
+    return f"{where or '/root/'}{local.name}" if not where or where.endswith("/") else where
+
+
+def download_target(dst: str, where: str) -> Path:
+    """Where `cp NAME:WHERE DST` writes: DST, or WHERE's name in DST if that is a folder."""
+    target = Path(dst)
+    return target / Path(where).name if target.is_dir() else target
 
 
 def is_quick_copy_source(value: str) -> bool:

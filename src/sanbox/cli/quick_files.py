@@ -12,34 +12,25 @@ from pathlib import Path
 from typing import BinaryIO
 
 from . import views
-from ._output import fail
 from .argv import Args
 from .calls import LONG, Api, computer, path
-from .grammars import remote_file
+from .grammars import copy_ends, download_target, upload_path
 
 
 def cp(a: Args) -> None:
-    src, dst = a["src"], a["dst"]
-    remote_src, remote_dst = remote_file(src), remote_file(dst)
-    if (remote_src is None) == (remote_dst is None):
-        fail("invalid_argument", "exactly one of SRC and DST must be NAME:PATH")
+    remote_src, remote_dst = copy_ends(a["src"], a["dst"])
     api = Api()
     if remote_dst is not None:
-        local = Path(src)
+        local = Path(a["src"])
         name, where = remote_dst
-        if not where or where.endswith("/"):
-            where = f"{where or '/root/'}{local.name}"
         files = path("computers", computer(api, name).id, "files")
-        data = api.json(
-            "PUT", files, params={"path": where}, content=local.read_bytes(), timeout=LONG
-        )
+        params = {"path": upload_path(local, where)}
+        data = api.json("PUT", files, params=params, content=local.read_bytes(), timeout=LONG)
         views.copied(int(data.get("size", 0)) if isinstance(data, dict) else 0)
         return
     assert remote_src is not None
     name, where = remote_src
-    target = Path(dst)
-    if target.is_dir():
-        target = target / Path(where).name
+    target = download_target(a["dst"], where)
     files = path("computers", computer(api, name).id, "files")
     api.json("GET", files + "/stat", params={"path": where})  # its size: for a bar, drawn nowhere
     written = _Written(target)
