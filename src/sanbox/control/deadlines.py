@@ -3,7 +3,8 @@ it is stopped or deleted, `on_lifetime`) and a `max_running` (seconds of running
 start or resume, then it is stopped). 0 is none, never a default. Both are absolute times on the
 record (`created_at`, `started_at`), so no exec, shell, transfer or connection moves them and a
 restarted server keeps them. `DeadlineWatcher` enforces them, like the idle watcher, and says
-why in the event and in the computer's `last_error`. `on_lifetime="pause"` (E2B's auto-pause)
+why in the event and in the computer's `last_error`; it wakes at the next deadline it knows of,
+or after its interval for one set meanwhile. `on_lifetime="pause"` (E2B's auto-pause)
 pauses a running computer with its memory instead, or stops it if that pause fails."""
 
 from __future__ import annotations
@@ -68,19 +69,33 @@ def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
     return None
 
 
+def next_wait(rows: list[ComputerRow], now: datetime, interval: float) -> float:
+    """Seconds until the first of these computers' deadlines still to come, at most `interval`
+    (a limit set or moved meanwhile is found then), at least a little (no busy loop)."""
+    ends = [e for row in rows for e in (lifetime_ends(row), running_ends(row)) if e and e > now]
+    if not ends:
+        return interval
+    return max(0.05, min(interval, (min(ends) - now).total_seconds()))
+
+
 class DeadlineWatcher:
     def __init__(self, computers: Computers) -> None:
         self.computers = computers
         self.fleet = computers.fleet
 
-    def due(self) -> list[tuple[ComputerRow, str, str]]:
+    def due(self, interval: float) -> tuple[list[tuple[ComputerRow, str, str]], float]:
+        """The computers whose limits have passed, with what to do and why, and the seconds to
+        wait before the next look."""
         now = datetime.now(UTC)
         with self.fleet.db.session() as s:
             rows = repo.computers_with_limits(s)
-        return [(row, *act) for row in rows if (act := due(row, now)) is not None]
+        acts = [(row, *act) for row in rows if (act := due(row, now)) is not None]
+        return acts, next_wait(rows, now, interval)
 
-    async def check(self) -> None:
-        for row, action, why in self.due():
+    async def check(self, interval: float = 1.0) -> float:
+        """Enforces what is due; returns the seconds until the next look."""
+        acts, wait = self.due(interval)
+        for row, action, why in acts:
             if self.fleet.lock(row.id).locked():
                 continue  # busy now: the next round
             with self.fleet.db.session() as s:
@@ -96,6 +111,7 @@ class DeadlineWatcher:
                     await self.computers.stop(org, row.id, why)
             except Exception:  # one computer's failure must not stop the watcher
                 log.exception("enforcing the limits of computer %s failed", row.id)
+        return wait
 
     async def _pause_or_stop(self, org: Org, row: ComputerRow, why: str) -> None:
         try:
@@ -105,7 +121,12 @@ class DeadlineWatcher:
             await self.computers.stop(org, row.id, f"{why}; the pause failed, so stopped")
 
     async def watch(self, interval: float = 1.0) -> None:
+        loop = asyncio.get_running_loop()
+        wait = interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(wait)
+            wait = interval
             if await self.computers.fleet.jobs.holds(DEADLINES):  # one node: control/jobs.py
-                await self.check()
+                looked = loop.time()
+                wait = await self.check(interval)  # from the look: acting took time of its own
+                wait = max(0.05, wait - (loop.time() - looked))
