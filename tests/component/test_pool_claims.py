@@ -72,3 +72,27 @@ def test_a_claim_whose_disk_growth_does_not_fit_is_refused_and_leaves_the_member
     assert server.client.get("/v1/computers", headers=h).json()["computers"] == []
     fits = server.client.post("/v1/computers", json={"template": "base", "disk_gib": 2}, headers=h)
     assert fits.status_code == 201, fits.text  # grown by 1 GiB at its claim: room enough
+
+
+def test_an_unnamed_claim_whose_warm_name_was_taken_since_gets_another(server: Server) -> None:
+    # A member's warm-up gives its guest a generated name, which an unnamed claim keeps; one
+    # that another computer took meanwhile is not handed out twice (nor refused): a new one is
+    # made, and set in the guest at the claim.
+    h = server.headers()
+    pool_ready(server, 2)
+    computers = server.client.app.state.computers  # type: ignore[attr-defined]
+    pools = computers.pools
+    deadline = time.monotonic() + 30
+    while len(pools._hostnames) < 2:
+        assert time.monotonic() < deadline, "the members' warm-ups named nothing"
+        time.sleep(0.05)
+    older, younger = sorted(pools._hostnames, key=lambda i: computers.fleet.by_id(i).created_at)
+    warm = pools._hostnames[younger]
+    # a named create takes the older member, with the younger one's warm name
+    taken = server.client.post("/v1/computers", json={"template": "base", "name": warm}, headers=h)
+    assert taken.status_code == 201, taken.text
+    assert taken.json()["id"] == older
+    claimed = server.client.post("/v1/computers", json={"template": "base"}, headers=h)
+    assert claimed.status_code == 201, claimed.text
+    assert claimed.json()["id"] == younger
+    assert claimed.json()["name"] not in (warm, "")

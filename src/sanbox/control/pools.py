@@ -193,14 +193,16 @@ class Pools:
                     return None
                 if req.name is not None:
                     check_name(req.name)
-                warmed = self._hostnames.get(row.id)
-                if warmed is not None and repo.name_taken(s, org.id, warmed):
-                    warmed = None
-                name = req.name or warmed or generate_name()
-                if repo.name_taken(s, org.id, name):
-                    raise ConflictError(
-                        f"a computer named {name!r} already exists: pick another name", "name_taken"
-                    )
+                warmed = self._hostnames.get(row.id) if req.name is None else None
+                if warmed is not None and not repo.name_taken(s, org.id, warmed):
+                    name = warmed  # its guest's hostname already
+                else:  # named, never warmed, or its warm-up's name taken since: `_apply` sets it
+                    name = req.name or generate_name()
+                    if repo.name_taken(s, org.id, name):
+                        raise ConflictError(
+                            f"a computer named {name!r} already exists: pick another name",
+                            "name_taken",
+                        )
                 grow = max(0, (req.disk_gib or 0) - row.disk_gib)
                 if grow:  # a member counts against the org already: only its growth is new
                     quotas.check(s, org.id, quotas.Use(disk_gib=grow))
@@ -234,20 +236,28 @@ class Pools:
 
     async def _apply(self, row: ComputerRow, named: bool) -> ComputerRow:
         """What lives in the VM: hostname (unless `named`: its guest has it already) and egress
-        policy. Raises if either fails."""
+        policy. Raises if either fails. Its template's readiness check runs meanwhile (it only
+        reads the guest: its round trip overlaps the host's steps), and is awaited before the
+        claim answers running."""
         fleet = self.fleet
         async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
             machine = fleet.machines.get(row.id)
             if machine is None:
                 raise ControlError("its VM is not attached")
-            if not named:
-                await (await machine.client(timeout=5.0)).set_hostname(row.name)
-            await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
-            egress = fleet.egress_of(row)
-            if egress is not None:
-                await egress.set_policy(row.id, Policy.of(row.allow))
-            await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
-            unready = await readiness.settle_computer(fleet, row, machine)
+            settling = asyncio.ensure_future(readiness.settle_computer(fleet, row, machine))
+            try:
+                if not named:
+                    await (await machine.client(timeout=5.0)).set_hostname(row.name)
+                await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
+                egress = fleet.egress_of(row)
+                if egress is not None:
+                    await egress.set_policy(row.id, Policy.of(row.allow))
+                await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
+                unready = await settling
+            except BaseException:  # a step failed: the member is discarded, its check not waited
+                settling.cancel()
+                settling.add_done_callback(lambda t: t.cancelled() or t.exception())
+                raise
             fleet.touch(row.id)
             running = fleet.record(
                 row.id,
