@@ -4,10 +4,11 @@ time) against a real API server (the component tier's: the real app and store, a
 standing in for each VM, in a temporary directory), three times per round: as `sanbox` runs it
 now; through `main` alone, the collector running while modules load and the interpreter's
 teardown at the end (as before the console script was `run`); and through the whole typer app
-as it did before (SANBOX_CLI_EAGER=1; for `exec`, whose fast path is older, that is the typer
-app's `exec`). The same API call is timed from a warm in-process SDK client; a command's overhead
-is its wall time less the call's median, and the goal is <= 0.1 s. `--help` prints what it
-kept the first time (sanbox.cli.help_cache): that first time is timed too, with nothing kept.
+as it did before (SANBOX_CLI_EAGER=1; for `exec` and `shell`, on their own fast path, that is
+the typer app's command). The same API call is timed from a warm in-process SDK client; a
+command's overhead is its wall time less the call's median, and the goal is <= 0.1 s. `--help`
+prints what it kept the first time (sanbox.cli.help_cache): that first time is timed too, with
+nothing kept.
 Not timed: what this single server refuses (`move`, `snapshot move`, `host get|drain|forget`
 need a fleet; `org create` a new name each run).
 Usage: python benchmarks/cli.py [N]"""
@@ -117,6 +118,7 @@ def cases(client: Sanbox, tmp: Path) -> list[Case]:
         Case(("template", "ls"), "templates.list()", client.templates.list),
         Case(("net", "show", "bench"), "get(), allowlist()", lambda: box.allowlist()),
         Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
+        Case(("shell", "bench"), "exec_stream(pty shell), exit", lambda: _shell(box), stdin=EXIT),
         Case(("cp", str(note), f"bench:{guest}"), "get(), upload() (4 KiB)", uploaded),
         Case(("cp", f"bench:{guest}", str(back)), "get(), stat(), download()", downloaded),
         Case(("stop", "cycled"), "get(), stop()", stop, running),
@@ -198,6 +200,15 @@ def cases(client: Sanbox, tmp: Path) -> list[Case]:
 
 def _exec(box: Computer) -> None:
     with box.exec_stream(["true"]) as stream:
+        stream.wait()
+
+
+EXIT = b"exit\n"  # what `shell` is given on stdin: its login shell ends at once
+
+
+def _shell(box: Computer) -> None:
+    with box.exec_stream(None, pty=True) as stream:
+        stream.send_stdin(EXIT)
         stream.wait()
 
 

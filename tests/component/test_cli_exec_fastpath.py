@@ -104,3 +104,42 @@ def test_the_fast_exec_loads_no_http_or_websocket_library(
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         client.computers.get("light").delete()
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "hi\n", "False False False\n")
+
+
+def test_the_fast_shell_is_the_shell(live_server: LiveServer, short_tmp: Path) -> None:
+    """`sanbox shell NAME` (a login shell in a PTY; stdin no terminal, so it is relayed as it
+    comes) the fast way and through the typer app (SANBOX_CLI_EAGER=1): the same exit status,
+    what the shell printed, and the same errors. A PTY echoes and prompts as its timing falls,
+    so the output is compared by what the commands printed."""
+    url, key = live_server.url, live_server.key
+
+    def shell(name: str, eager: bool, api_key: str = key) -> tuple[int, str, str]:
+        env = {
+            **os.environ,
+            "SANBOX_URL": url,
+            "SANBOX_API_KEY": api_key,
+            "SANBOX_CONFIG": str(short_tmp / "absent.toml"),
+            "SANBOX_CLI_EAGER": "1" if eager else "",
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", ENTRY, "shell", name],
+            env=env,
+            capture_output=True,
+            text=True,
+            input="echo made-$((6 * 7)); exit 3\n",
+            timeout=120,
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+
+    with Sanbox(url, key) as client:
+        client.computers.create(name="shelled")
+        for eager in (False, True):
+            code, out, _ = shell("shelled", eager)
+            assert code == 3 and "made-42" in out, (eager, out)
+        for name, api_key, said in (
+            ("ghost", key, "error (computer_not_found)"),
+            ("shelled", "sbk_wrong", "error (unauthorized)"),
+        ):
+            fast, typed = (shell(name, eager, api_key) for eager in (False, True))
+            assert fast == typed and fast[0] == 1 and said in fast[2], (fast, typed)
+        client.computers.get("shelled").delete()

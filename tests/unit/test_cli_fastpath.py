@@ -1,4 +1,5 @@
-"""`sanbox exec`'s fast path parses argv exactly as the typer app would, or leaves it to typer.
+"""`sanbox exec`'s (and `sanbox shell`'s) fast path parses argv exactly as the typer app would,
+or leaves it to typer.
 
 The attack: a fast path that reads some argv differently from click (an option after the name,
 a `--` inside the command, a repeated option) would run a different command than the one typed.
@@ -29,6 +30,8 @@ TAKEN = [
     ["exec", "box", "-e", "A=1", "--env", "B=x=y", "-u", "root", "--", "env"],
     ["exec", "box", "--env", "A=", "--user", "me", "cat", "-"],
     ["exec", "box", "--env", "A=1", "--env", "A=2", "--", "env"],
+    ["shell", "box"],
+    ["shell", "--", "box"],
 ]
 DECLINED = [
     ["exec"],
@@ -46,7 +49,11 @@ DECLINED = [
     ["exec", "box", "--cwd", "--", "true"],
     ["exec", "box", "--nope", "x", "--", "true"],
     ["ls"],
-    ["shell", "box"],
+    ["shell"],
+    ["shell", "box", "more"],
+    ["shell", "box", "--help"],
+    ["shell", "--user", "root", "box"],
+    ["shell", "-n", "box"],
     [],
 ]
 
@@ -58,13 +65,13 @@ def typer_reading(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int
     async def stream(
         client: Any,
         name: str,
-        cmd: list[str],
+        cmd: list[str] | None,
         env: dict[str, str],
         cwd: str | None,
         user: str | None,
         pty: bool,
     ) -> int:
-        seen.append(ExecArgs(name, cmd, env, cwd, user))
+        seen.append(ExecArgs(name, cmd, env, cwd, user, pty))
         return 0
 
     monkeypatch.setattr(shell, "stream", stream)

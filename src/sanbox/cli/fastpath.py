@@ -1,10 +1,12 @@
-"""`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...` without the typer app.
+"""`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...` and `sanbox shell NAME` (a
+login shell in a PTY) without the typer app.
 
-`parse_exec` reads that plain form the way click would (sanbox.cli.argv: options may come before,
-between and after the positionals until `--`; the first `--` ends them) and gives up, returning
-None, on anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated `--cwd`, an
-option without its value or with one that starts with `-`, a bad KEY=VALUE, too few arguments.
-The typer app then parses the same argv and behaves (or fails) exactly as it always did.
+`parse_exec` reads those plain forms the way click would (sanbox.cli.argv: options may come
+before, between and after the positionals until `--`; the first `--` ends them) and gives up,
+returning None, on anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated
+`--cwd`, an option without its value or with one that starts with `-`, a bad KEY=VALUE, too few
+arguments (or, for `shell`, more than its name). The typer app then parses the same argv and
+behaves (or fails) exactly as it always did.
 """
 
 from __future__ import annotations
@@ -27,19 +29,25 @@ EXEC = Grammar(
     checks={"env": is_pair},
     rest=True,
 )
+SHELL = Grammar(arguments=("name",))
 
 
 @dataclass(frozen=True)
 class ExecArgs:
     name: str
-    cmd: list[str]
+    cmd: list[str] | None  # None: a login shell (`pty`)
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     user: str | None = None
+    pty: bool = False
 
 
 def parse_exec(argv: list[str]) -> ExecArgs | None:
-    """`argv` (after `sanbox`) as a plain `exec`, or None: let the typer app have it."""
+    """`argv` (after `sanbox`) as a plain `exec` or `shell`, or None: let the typer app have
+    it."""
+    if argv and argv[0] == "shell":
+        shell = read(argv[1:], SHELL)
+        return None if shell is None else ExecArgs(shell["name"], None, pty=True)
     if not argv or argv[0] != "exec":
         return None
     args = read(argv[1:], EXEC)
@@ -51,9 +59,9 @@ def parse_exec(argv: list[str]) -> ExecArgs | None:
 
 
 def run_exec(args: ExecArgs) -> int:
-    """Run it as `sanbox exec` does; its exit status. A `SanboxError` propagates (the caller
-    reports it as the typer app's commands do); an interrupt and a closed stdout end it as typer
-    ends a command: 130, and 1 without a traceback."""
+    """Run it as `sanbox exec` (or `shell`) does; its exit status. A `SanboxError` propagates
+    (the caller reports it as the typer app's commands do); an interrupt and a closed stdout end
+    it as typer ends a command: 130, and 1 without a traceback."""
     import asyncio
 
     try:
@@ -64,7 +72,7 @@ def run_exec(args: ExecArgs) -> int:
 
             client = AsyncSanbox()
             code = asyncio.run(
-                stream(client, args.name, args.cmd, args.env, args.cwd, args.user, pty=False)
+                stream(client, args.name, args.cmd, args.env, args.cwd, args.user, args.pty)
             )
         return code
     except KeyboardInterrupt:
@@ -96,7 +104,9 @@ async def _direct(args: ExecArgs) -> int | None:
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
     url = websocket_url(config.url, f"/v1/computers/{quote(args.name, safe='')}/exec/stream")
     size = shutil.get_terminal_size()
-    start = ExecStart(args.cmd, args.env, args.cwd, args.user, rows=size.lines, cols=size.columns)
+    start = ExecStart(
+        args.cmd, args.env, args.cwd, args.user, pty=args.pty, rows=size.lines, cols=size.columns
+    )
     reached = False
 
     opener: WebSocketConnector = (
@@ -111,7 +121,7 @@ async def _direct(args: ExecArgs) -> int | None:
             yield ws
 
     try:
-        return await relay(AsyncExecStream(connect, url, headers, start), pty=False)
+        return await relay(AsyncExecStream(connect, url, headers, start), pty=args.pty)
     except ConnectionFailedError:
         if reached:
             raise

@@ -4,7 +4,8 @@ command goes.
 Loading typer, rich and every command's module, and typer's parameter conversion (it loads
 pydantic), cost ~0.2-0.3 s before any command. So, by argv:
 
-- `sanbox exec NAME [options] -- CMD` in its plain form runs straight away (sanbox.cli.fastpath);
+- `sanbox exec NAME [options] -- CMD` and `sanbox shell NAME` in their plain forms run straight
+  away (sanbox.cli.fastpath);
 - the common client commands in their plain forms (`ls`, `get NAME`, `stop NAME`,
   `snapshot ls`...) run without typer (sanbox.cli.quick);
 - `sanbox [COMMAND...] --help` prints what it printed last time when nothing it depends on
