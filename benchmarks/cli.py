@@ -4,13 +4,14 @@ time) against a real API server (the component tier's: the real app and store, a
 standing in for each VM, in a temporary directory), three times per round: as `sanbox` runs it
 now; through `main` alone, the collector running while modules load and the interpreter's
 teardown at the end (as before the console script was `run`); and through the whole typer app
-as it did before (SANBOX_CLI_EAGER=1; for `exec` and `shell`, on their own fast path, that is
-the typer app's command). The same API call is timed from a warm in-process SDK client; a
-command's overhead is its wall time less the call's median, and the goal is <= 0.1 s. `--help`
-prints what it kept the first time (sanbox.cli.help_cache): that first time is timed too, with
-nothing kept.
-Not timed: what this single server refuses (`move`, `snapshot move`, `host get|drain|forget`
-need a fleet; `org create` a new name each run).
+as it did before (SANBOX_CLI_EAGER=1; for `exec`, `shell` and `ssh-proxy`, on their own fast
+path, that is the typer app's command). The same API call is timed from a warm in-process SDK
+client; a command's overhead is its wall time less the call's median, and the goal is <= 0.1 s.
+`--help` prints what it kept the first time (sanbox.cli.help_cache): that first time is timed
+too, with nothing kept. `ssh-proxy` relays to a stand-in sshd that echoes (the stand-in VMs' SSH
+files are kept in the benchmark's folder, never this host's). Not timed: what this single
+server refuses (`move`, `snapshot move`, `host get|drain|forget` need a fleet; `org create` a
+new name each run).
 Usage: python benchmarks/cli.py [N]"""
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.component.conftest import fake_image, served  # noqa: E402
 
 from sanbox import Sanbox  # noqa: E402
 from sanbox.api import ServerSettings, create_app  # noqa: E402
+from sanbox.guest.ssh import ROOT_ENV  # noqa: E402
 from sanbox.host.data.layout import DataDir  # noqa: E402
 from sanbox.host.drivers.local import LocalDriver  # noqa: E402
 from sanbox.host.runtime import HostRuntime  # noqa: E402
@@ -119,6 +121,7 @@ def cases(client: Sanbox, tmp: Path) -> list[Case]:
         Case(("net", "show", "bench"), "get(), allowlist()", lambda: box.allowlist()),
         Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
         Case(("shell", "bench"), "exec_stream(pty shell), exit", lambda: _shell(box), stdin=EXIT),
+        Case(("ssh-proxy", "bench"), "ssh_stream(), 2 bytes", lambda: _ssh(box), stdin=b"hi"),
         Case(("cp", str(note), f"bench:{guest}"), "get(), upload() (4 KiB)", uploaded),
         Case(("cp", f"bench:{guest}", str(back)), "get(), stat(), download()", downloaded),
         Case(("stop", "cycled"), "get(), stop()", stop, running),
@@ -203,6 +206,14 @@ def _exec(box: Computer) -> None:
         stream.wait()
 
 
+def _ssh(box: Computer) -> None:
+    with box.ssh_stream() as stream:  # a stand-in sshd that echoes (`server`)
+        stream.send(b"hi")
+        stream.send_eof()
+        while stream.recv():
+            pass
+
+
 EXIT = b"exit\n"  # what `shell` is given on stdin: its login shell ends at once
 
 
@@ -244,13 +255,22 @@ def rounds(n: int, fn: Callable[[], object], prepare: Callable[[], object] | Non
 @contextlib.contextmanager
 def server() -> Iterator[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="sanbox-bench-cli-") as tmp:
-        dd = DataDir(Path(tmp) / "data")
-        dd.ensure()
-        fake_image(dd)
-        settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
-        app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
-        with served(app) as url:
-            yield url, app.state.first_key
+        # the stand-in VMs' SSH files (never this host's): an sshd that echoes (`ssh-proxy`)
+        sshd = Path(tmp) / "ssh" / "usr" / "sbin" / "sshd"
+        sshd.parent.mkdir(parents=True)
+        sshd.write_text("#!/bin/sh\nexec cat\n")
+        sshd.chmod(0o755)
+        os.environ[ROOT_ENV] = str(Path(tmp) / "ssh")
+        try:
+            dd = DataDir(Path(tmp) / "data")
+            dd.ensure()
+            fake_image(dd)
+            settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2)
+            app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+            with served(app) as url:
+                yield url, app.state.first_key
+        finally:
+            del os.environ[ROOT_ENV]
 
 
 def environments(url: str, key: str, tmp: Path) -> tuple[dict[str, str], dict[str, str]]:

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import os
 import shutil
+import socket
 import stat
 import struct
 import subprocess
@@ -143,11 +144,31 @@ def proxy(
     name: str,
     data: bytes,
     key: str | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "SANBOX_URL": live_server.url, "SANBOX_API_KEY": key or live_server.key}
-    return subprocess.run(
-        [str(BIN), "ssh-proxy", name], input=data, env=env, capture_output=True, timeout=60
+    url: str | None = None,
+) -> tuple[int, bytes, bytes]:
+    """`sanbox ssh-proxy NAME` as ssh runs it (its fast path), and through the typer app
+    (SANBOX_CLI_EAGER=1): the same exit, stdout and stderr."""
+    env = {
+        **os.environ,
+        "SANBOX_URL": url or live_server.url,
+        "SANBOX_API_KEY": key or live_server.key,
+    }
+    fast, typed = (
+        subprocess.run(
+            [str(BIN), "ssh-proxy", name],
+            input=data,
+            env={**env, "SANBOX_CLI_EAGER": eager},
+            capture_output=True,
+            timeout=60,
+        )
+        for eager in ("", "1")
     )
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        typed.returncode,
+        typed.stdout,
+        typed.stderr,
+    )
+    return fast.returncode, fast.stdout, fast.stderr
 
 
 def test_ssh_proxy_pipes_stdin_and_stdout_and_says_why_it_cannot(
@@ -156,19 +177,39 @@ def test_ssh_proxy_pipes_stdin_and_stdout_and_says_why_it_cannot(
     with Sanbox(live_server.url, live_server.key) as client:
         client.computers.create(name="proxied")
     data = b"SSH-2.0-OpenSSH_9.2\r\n" + os.urandom(300_000)
-    done = proxy(live_server, "proxied", data)
-    assert (done.returncode, done.stdout, done.stderr) == (0, data, b"")
+    assert proxy(live_server, "proxied", data) == (0, data, b"")
 
-    refusals = {
-        "unauthorized": proxy(live_server, "proxied", b"x", key="sbk_wrong"),
-        "computer_not_found": proxy(live_server, "nope", b"x"),
-    }
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        refusals = {
+            "unauthorized": proxy(live_server, "proxied", b"x", key="sbk_wrong"),
+            "computer_not_found": proxy(live_server, "nope", b"x"),
+            "connection_failed": proxy(live_server, "proxied", b"x", url=nobody),
+        }
     (ssh_root / "usr/sbin/sshd").chmod(0o644)  # an image without sshd
     refusals["ssh_unavailable"] = proxy(live_server, "proxied", b"x")
-    for code, refused in refusals.items():
-        lines = refused.stderr.decode().strip().splitlines()
-        assert refused.returncode == 1 and refused.stdout == b"", refused
+    for code, (exit_code, out, err) in refusals.items():
+        lines = err.decode().strip().splitlines()
+        assert exit_code == 1 and out == b"", (code, err)
         assert len(lines) == 1 and code in lines[0], lines
+
+
+def test_ssh_proxy_runs_without_the_command_line_framework(
+    live_server: LiveServer, ssh_root: Path
+) -> None:
+    """It did run the fast way (a fallback to the usual way would pass the test above too)."""
+    loaded = "print(*(m in sys.modules for m in ('httpx', 'websockets', 'typer')), file=sys.stderr)"
+    entry = (
+        f"import atexit, sys; atexit.register(lambda: {loaded}); sys.argv[0] = 'sanbox'; "
+        "from sanbox.cli.main import main; main()"
+    )
+    with Sanbox(live_server.url, live_server.key) as client:
+        client.computers.create(name="light")
+    env = {**os.environ, "SANBOX_URL": live_server.url, "SANBOX_API_KEY": live_server.key}
+    argv = [sys.executable, "-c", entry, "ssh-proxy", "light"]
+    done = subprocess.run(argv, input=b"hi", env=env, capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"hi", b"False False False\n")
 
 
 def test_ssh_config_makes_a_key_lets_it_in_and_records_the_host_key(

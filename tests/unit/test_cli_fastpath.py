@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from sanbox.cli import config, shell
 from sanbox.cli.app import app
-from sanbox.cli.fastpath import ExecArgs, parse_exec
+from sanbox.cli.fastpath import ExecArgs, parse_exec, parse_proxy
 
 pytestmark = pytest.mark.unit
 
@@ -92,3 +92,37 @@ def test_the_fast_path_reads_argv_as_typer_does(
 @pytest.mark.parametrize("argv", DECLINED, ids=lambda a: " ".join(a) or "(none)")
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert parse_exec(argv) is None
+
+
+PROXY_TAKEN = [["ssh-proxy", "box"], ["ssh-proxy", "--", "box"], ["ssh-proxy", "cmp_1"]]
+PROXY_DECLINED = [
+    ["ssh-proxy"],
+    ["ssh-proxy", "box", "more"],
+    ["ssh-proxy", "--help"],
+    ["ssh-proxy", "box", "--help"],
+    ["ssh-proxy", "-x", "box"],
+    ["ssh", "box"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", PROXY_TAKEN, ids=" ".join)
+def test_the_proxy_fast_path_reads_argv_as_typer_does(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sanbox.cli import ssh
+
+    seen: list[str] = []
+
+    async def proxy(client: Any, name: str) -> None:
+        seen.append(name)
+
+    monkeypatch.setattr(ssh, "proxy", proxy)
+    monkeypatch.setattr(config, "async_client", lambda: None)
+    result = CliRunner().invoke(app, argv)
+    assert (result.exit_code, seen) == (0, [parse_proxy(argv)])
+
+
+@pytest.mark.parametrize("argv", PROXY_DECLINED, ids=lambda a: " ".join(a) or "(none)")
+def test_any_other_proxy_argv_is_left_to_typer(argv: list[str]) -> None:
+    assert parse_proxy(argv) is None

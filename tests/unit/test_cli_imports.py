@@ -153,16 +153,17 @@ main()
 
 
 def test_a_plain_exec_skips_the_command_line_framework(tmp_path: Path) -> None:
-    """`sanbox exec NAME -- CMD` and `sanbox shell NAME` run on the fast path: no typer (it loads
-    pydantic to convert parameters: ~0.2 s of every exec), nor httpx's own command-line
-    client."""
+    """`sanbox exec NAME -- CMD`, `sanbox shell NAME` and `sanbox ssh-proxy NAME` run on the
+    fast path: no typer (it loads pydantic to convert parameters: ~0.2 s of every exec), nor
+    httpx's own command-line client."""
     code, modules, stderr = run_sanbox(tmp_path, "exec", "demo", "--", "true")
     assert code == 1 and "error (connection_failed)" in stderr, stderr
     loaded = {m.split(".")[0] for m in modules}
     assert not loaded & {"typer", "click", "pydantic", "pygments"}  # click, pygments: httpx's
-    code, modules, stderr = run_sanbox(tmp_path, "shell", "demo")  # a login shell in a PTY
-    assert code == 1 and "error (connection_failed)" in stderr, stderr
-    assert not {m.split(".")[0] for m in modules} & {"typer", "click", "pydantic", "pygments"}
+    for args in (("shell", "demo"), ("ssh-proxy", "demo")):  # a login shell; ssh's ProxyCommand
+        code, modules, stderr = run_sanbox(tmp_path, *args)
+        assert code == 1 and "error (connection_failed)" in stderr, stderr
+        assert not {m.split(".")[0] for m in modules} & {"typer", "click", "pydantic", "pygments"}
     code, modules, stderr = run_sanbox(tmp_path, "exec", "demo", "--help")
     assert code == 0 and "typer" in modules  # anything else: the typer app, as always
 

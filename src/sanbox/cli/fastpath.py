@@ -1,12 +1,13 @@
-"""`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...` and `sanbox shell NAME` (a
-login shell in a PTY) without the typer app.
+"""`sanbox exec NAME [--env K=V] [--cwd DIR] [--user U] [--] CMD...`, `sanbox shell NAME` (a
+login shell in a PTY) and `sanbox ssh-proxy NAME` (OpenSSH's ProxyCommand: one a connection)
+without the typer app.
 
-`parse_exec` reads those plain forms the way click would (sanbox.cli.argv: options may come
-before, between and after the positionals until `--`; the first `--` ends them) and gives up,
-returning None, on anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown option, a repeated
-`--cwd`, an option without its value or with one that starts with `-`, a bad KEY=VALUE, too few
-arguments (or, for `shell`, more than its name). The typer app then parses the same argv and
-behaves (or fails) exactly as it always did.
+`parse_exec` and `parse_proxy` read those plain forms the way click would (sanbox.cli.argv:
+options may come before, between and after the positionals until `--`; the first `--` ends them)
+and give up, returning None, on anything else: `--help`, `--env=A=1`, `-eA=1`, an unknown
+option, a repeated `--cwd`, an option without its value or with one that starts with `-`, a bad
+KEY=VALUE, too few arguments (or, for `shell` and `ssh-proxy`, more than the name). The typer
+app then parses the same argv and behaves (or fails) exactly as it always did.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,6 +32,7 @@ EXEC = Grammar(
     rest=True,
 )
 SHELL = Grammar(arguments=("name",))
+PROXY = Grammar(arguments=("name",))
 
 
 @dataclass(frozen=True)
@@ -89,40 +92,90 @@ async def _direct(args: ExecArgs) -> int | None:
     (computer_not_found, unauthorized, ...) with the same code and message. None when the server
     could not be reached: nothing was sent."""
     import shutil
-    from contextlib import asynccontextmanager
-    from urllib.parse import quote
 
-    from ..sdk._websocket import WebSocketConnector, websocket_url, websockets_connector
-    from ..sdk.config import resolve_config
     from ..sdk.errors import ConnectionFailedError
     from ..sdk.exec_protocol import ExecStart
     from ..sdk.exec_stream import AsyncExecStream
-    from .plainws import plain_connector
     from .streaming import relay
 
-    config = resolve_config()
-    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    url = websocket_url(config.url, f"/v1/computers/{quote(args.name, safe='')}/exec/stream")
+    target = _Target(args.name, "exec/stream")
     size = shutil.get_terminal_size()
     start = ExecStart(
         args.cmd, args.env, args.cwd, args.user, pty=args.pty, rows=size.lines, cols=size.columns
     )
-    reached = False
-
-    opener: WebSocketConnector = (
-        plain_connector if url.startswith("ws://") else websockets_connector
-    )
-
-    @asynccontextmanager
-    async def connect(url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
-        nonlocal reached
-        async with opener(url, headers) as ws:
-            reached = True
-            yield ws
-
     try:
-        return await relay(AsyncExecStream(connect, url, headers, start), pty=args.pty)
+        session = AsyncExecStream(target.connect, target.url, target.headers, start)
+        return await relay(session, pty=args.pty)
     except ConnectionFailedError:
-        if reached:
+        if target.reached:
             raise
         return None
+
+
+def parse_proxy(argv: list[str]) -> str | None:
+    """The computer of a plain `sanbox ssh-proxy NAME` (`argv` after `sanbox`), or None: let the
+    typer app have it."""
+    if not argv or argv[0] != "ssh-proxy":
+        return None
+    args = read(argv[1:], PROXY)
+    return None if args is None else args["name"]
+
+
+def run_proxy(name: str) -> int:
+    """Relay stdin and stdout to a fresh sshd in computer `name`, as `sanbox ssh-proxy` does
+    (OpenSSH runs it for every connection); its exit status. A `SanboxError` propagates, as from
+    `run_exec`."""
+    import asyncio
+
+    try:
+        if not asyncio.run(_direct_proxy(name)):  # no server reached: the usual way says so
+            from ..sdk import AsyncSanbox
+            from .ssh_relay import proxy
+
+            asyncio.run(proxy(AsyncSanbox(), name))
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _direct_proxy(name: str) -> bool:
+    """The SSH WebSocket opened by the computer's name, as `_direct` opens the exec one; False
+    when the server could not be reached: nothing was sent."""
+    from ..sdk.errors import ConnectionFailedError
+    from ..sdk.ssh_stream import AsyncSshStream
+    from .ssh_relay import pipe
+
+    target = _Target(name, "ssh")
+    try:
+        async with AsyncSshStream(target.connect, target.url, target.headers) as stream:
+            await pipe(stream)
+        return True
+    except ConnectionFailedError:
+        if target.reached:
+            raise
+        return False
+
+
+class _Target:
+    """A computer's WebSocket at `/v1/computers/{name}/{what}`: its URL, the key's header, and a
+    connector that notes whether the server was reached (`ws://` through plainws.py, `wss://`
+    through the `websockets` library)."""
+
+    def __init__(self, name: str, what: str) -> None:
+        from urllib.parse import quote
+
+        from ..sdk._websocket import websocket_url, websockets_connector
+        from ..sdk.config import resolve_config
+        from .plainws import plain_connector
+
+        config = resolve_config()
+        self.headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        self.url = websocket_url(config.url, f"/v1/computers/{quote(name, safe='')}/{what}")
+        self._opener = plain_connector if self.url.startswith("ws://") else websockets_connector
+        self.reached = False
+
+    @asynccontextmanager
+    async def connect(self, url: str, headers: dict[str, str]) -> AsyncIterator[WebSocketLike]:
+        async with self._opener(url, headers) as ws:
+            self.reached = True
+            yield ws

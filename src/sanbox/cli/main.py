@@ -4,8 +4,8 @@ command goes.
 Loading typer, rich and every command's module, and typer's parameter conversion (it loads
 pydantic), cost ~0.2-0.3 s before any command. So, by argv:
 
-- `sanbox exec NAME [options] -- CMD` and `sanbox shell NAME` in their plain forms run straight
-  away (sanbox.cli.fastpath);
+- `sanbox exec NAME [options] -- CMD`, `sanbox shell NAME` and `sanbox ssh-proxy NAME` (run by
+  ssh for every connection) in their plain forms run straight away (sanbox.cli.fastpath);
 - the common client commands in their plain forms (`ls`, `get NAME`, `stop NAME`,
   `snapshot ls`...) run without typer (sanbox.cli.quick);
 - `sanbox [COMMAND...] --help` prints what it printed last time when nothing it depends on
@@ -33,7 +33,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
-from .fastpath import parse_exec, run_exec
+from .fastpath import parse_exec, parse_proxy, run_exec, run_proxy
 
 if TYPE_CHECKING:
     from ..host.errors import HostError
@@ -100,6 +100,10 @@ def _run(argv: list[str]) -> None:
     if exec_args is not None:
         _collect()
         _end(run_exec(exec_args))
+    proxied = parse_proxy(argv)
+    if proxied is not None:
+        _collect()
+        _end(run_proxy(proxied))
     if argv and argv[-1] == "--help":
         from . import help_cache
 

@@ -19,19 +19,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from . import config
 from ._output import fail
-
-if TYPE_CHECKING:
-    from ..sdk import AsyncSshStream
+from .ssh_relay import proxy
 
 ALIAS_PREFIX = "sanbox-"
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
@@ -224,54 +221,7 @@ def ssh_proxy(name: str = typer.Argument(..., help="Computer name or id.")) -> N
     """Relay stdin and stdout to a fresh sshd in a computer: OpenSSH's ProxyCommand (the block
     `sanbox ssh-config` prints runs it). Not for typing into."""
     with config.reported():
-        asyncio.run(_proxy(name))
-
-
-async def _proxy(name: str) -> None:
-    async with config.async_client() as client:
-        computer = await client.computers.get(name)
-        async with computer.ssh_stream() as stream:
-            await _pipe(stream)
-
-
-async def _pipe(stream: AsyncSshStream) -> None:
-    """stdin -> stream and stream -> stdout until the server ends the connection. stdin is read
-    in a thread (a pipe, a socket or a file alike), one chunk ahead of what was sent."""
-    loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
-
-    def read_stdin() -> None:
-        while True:
-            try:
-                data = os.read(sys.stdin.fileno(), 65536)
-            except OSError:
-                data = b""
-            try:
-                asyncio.run_coroutine_threadsafe(chunks.put(data), loop).result()
-            except Exception:  # the loop closed or cancelled the put: the relay ended
-                return
-            if not data:
-                return
-
-    async def upload() -> None:
-        while data := await chunks.get():
-            await stream.send(data)
-        await stream.send_eof()
-
-    threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
-    sender = asyncio.create_task(upload())
-    out = sys.stdout.fileno()
-    os.set_blocking(out, True)
-    try:
-        while data := await stream.recv():
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view) :]
-    except BrokenPipeError:
-        return  # ssh is gone
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)
+        asyncio.run(proxy(config.async_client(), name))
 
 
 def register(app: typer.Typer) -> None:
