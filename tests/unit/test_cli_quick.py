@@ -125,6 +125,16 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/computers/cmp_1/console"): (200, {"lines": ["boot [ok]", "login:"]}),
+    ("GET", "/v1/events"): (  # what follows (SSE), another computer's among it; then it ends
+        200,
+        "".join(
+            f"id: {e['id']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n"
+            for e in (
+                {"id": 3, "type": "computer.stopped", "computer_id": "cmp_1", "message": "bye"},
+                {"id": 4, "type": "computer.created", "computer_id": "cmp_2", "message": "x"},
+            )
+        ).encode(),
+    ),
     ("PUT", "/v1/computers/cmp_1/files"): (200, {"path": "/tmp/x", "size": 7}),
     ("GET", "/v1/computers/cmp_1/files/stat"): (
         200,
@@ -819,3 +829,13 @@ def test_secret_set_reads_its_value_from_stdin_both_ways(
     printed), the same request (its body holds the value), the same output."""
     assert quick.find(argv) is not None
     assert quick_run(argv, monkeypatch, stdin) == typer_run(argv, monkeypatch, stdin)
+
+
+def test_logs_follow_misses_nothing_written_after_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sanbox logs NAME -f` (a typer command) follows from the last event it listed: one
+    written between the list and the follow is replayed by the server (`after=ID`), not lost;
+    only the computer's own are printed."""
+    code, out, err, seen = typer_run(["logs", "box", "-f"], monkeypatch)
+    assert (code, err) == (0, "")
+    assert [(m, p, q) for m, p, q, *_ in seen][-1] == ("GET", "/v1/events", [("after", "2")])
+    assert isinstance(out, str) and out.count("computer.created") == 1 and "bye" in out

@@ -199,9 +199,11 @@ def logs(
         if show_console:
             views.console_tail(computer.console(lines=lines))
             return
-        views.events(computer.events())
-        if follow:
-            for event in client.events():
+        shown = computer.events()
+        views.events(shown)
+        if follow:  # from the last one shown: none written meanwhile is missed
+            after = max((event.id for event in shown), default=None)
+            for event in client.events(after=after):
                 if event.computer_id == computer.id:
                     views.event(event.created_at, event.type, event.message)
 
