@@ -24,6 +24,13 @@ from .conftest import LiveServer
 pytestmark = pytest.mark.component
 
 ENTRY = "import sys; sys.argv[0] = 'sanbox'; from sanbox.cli.main import run; run()"
+# `sanbox` through `main`, printing at exit whether httpx, websockets and typer were loaded (under
+# `run` the process ends without the exit work that prints them)
+_PRINT = "print(*(m in sys.modules for m in ('httpx', 'websockets', 'typer')), file=sys.stderr)"
+LOADED = (
+    f"import atexit, sys; atexit.register(lambda: {_PRINT}); sys.argv[0] = 'sanbox'; "
+    "from sanbox.cli.main import main; main()"
+)
 
 
 def sanbox(
@@ -87,11 +94,6 @@ def test_the_fast_exec_loads_no_http_or_websocket_library(
 ) -> None:
     """It did run the fast way (a fallback to the usual way would pass the test above too).
     Through `main`: under `run` the process ends without the exit work that prints them."""
-    loaded = "print(*(m in sys.modules for m in ('httpx', 'websockets', 'typer')), file=sys.stderr)"
-    entry = (
-        f"import atexit, sys; atexit.register(lambda: {loaded}); sys.argv[0] = 'sanbox'; "
-        "from sanbox.cli.main import main; main()"
-    )
     with Sanbox(live_server.url, live_server.key) as client:
         client.computers.create(name="light")
         env = {
@@ -100,7 +102,7 @@ def test_the_fast_exec_loads_no_http_or_websocket_library(
             "SANBOX_API_KEY": live_server.key,
             "SANBOX_CONFIG": str(short_tmp / "absent.toml"),
         }
-        argv = [sys.executable, "-c", entry, "exec", "light", "--", "echo", "hi"]
+        argv = [sys.executable, "-c", LOADED, "exec", "light", "--", "echo", "hi"]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         client.computers.get("light").delete()
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "hi\n", "False False False\n")

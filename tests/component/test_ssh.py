@@ -33,6 +33,7 @@ from sanbox.guest.ssh import ROOT_ENV
 from sanbox.host.agent import AgentClient, RemoteError
 
 from .conftest import SRC, LiveServer, Server
+from .test_cli_exec_fastpath import LOADED
 
 pytestmark = pytest.mark.component
 
@@ -199,15 +200,10 @@ def test_ssh_proxy_runs_without_the_command_line_framework(
     live_server: LiveServer, ssh_root: Path
 ) -> None:
     """It did run the fast way (a fallback to the usual way would pass the test above too)."""
-    loaded = "print(*(m in sys.modules for m in ('httpx', 'websockets', 'typer')), file=sys.stderr)"
-    entry = (
-        f"import atexit, sys; atexit.register(lambda: {loaded}); sys.argv[0] = 'sanbox'; "
-        "from sanbox.cli.main import main; main()"
-    )
     with Sanbox(live_server.url, live_server.key) as client:
         client.computers.create(name="light")
     env = {**os.environ, "SANBOX_URL": live_server.url, "SANBOX_API_KEY": live_server.key}
-    argv = [sys.executable, "-c", entry, "ssh-proxy", "light"]
+    argv = [sys.executable, "-c", LOADED, "ssh-proxy", "light"]
     done = subprocess.run(argv, input=b"hi", env=env, capture_output=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"hi", b"False False False\n")
 
