@@ -122,6 +122,7 @@ def cases(client: Sanbox, tmp: Path) -> list[Case]:
         Case(("exec", "bench", "--", "true"), "exec_stream(true)", lambda: _exec(box)),
         Case(("shell", "bench"), "exec_stream(pty shell), exit", lambda: _shell(box), stdin=EXIT),
         Case(("ssh-proxy", "bench"), "ssh_stream(), 2 bytes", lambda: _ssh(box), stdin=b"hi"),
+        Case(("ssh-config", "bench"), "get(), authorize_ssh_key()", lambda: _ssh_key(client)),
         Case(("cp", str(note), f"bench:{guest}"), "get(), upload() (4 KiB)", uploaded),
         Case(("cp", f"bench:{guest}", str(back)), "get(), stat(), download()", downloaded),
         Case(("stop", "cycled"), "get(), stop()", stop, running),
@@ -214,6 +215,11 @@ def _ssh(box: Computer) -> None:
             pass
 
 
+def _ssh_key(client: Sanbox) -> None:
+    client.computers.get("bench").authorize_ssh_key(KEY)
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJi bench"
 EXIT = b"exit\n"  # what `shell` is given on stdin: its login shell ends at once
 
 

@@ -62,10 +62,14 @@ def closed_port() -> int:
 
 
 def run_sanbox(
-    tmp_path: Path, *args: str, url: str | None = None, stdin: str | None = None
+    tmp_path: Path,
+    *args: str,
+    url: str | None = None,
+    stdin: str | None = None,
+    path: str | None = None,
 ) -> tuple[object, list[str], str]:
     """Exit code, loaded modules and stderr of `sanbox ARGS` against `url`, by default a server
-    that is not there; `stdin` its standard input (none by default)."""
+    that is not there; `stdin` its standard input (none by default); `path` its PATH."""
     out = tmp_path / "modules.json"
     env = {
         **os.environ,
@@ -73,6 +77,7 @@ def run_sanbox(
         "SANBOX_API_KEY": "sbk_test",
         "SANBOX_CONFIG": str(tmp_path / "config.toml"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),  # no help kept from another test
+        **({"PATH": path} if path is not None else {}),
     }
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args],
@@ -220,6 +225,8 @@ ANYTHING = {
     "vcpus": 1,
     "memory_mib": 512,
     "disk_bytes": 1,
+    "user": "root",
+    "host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDemo",
 }
 # Arguments a quick command needs beyond a "demo" for each of its arguments' names: a number,
 # or an option it cannot go without.
@@ -269,7 +276,11 @@ def answering() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.mark.parametrize("words", list(quick.COMMANDS), ids=" ".join)
+@pytest.mark.parametrize(
+    "words",
+    [words for words in quick.COMMANDS if words != ("ssh",)],  # it ends by becoming ssh: below
+    ids=" ".join,
+)
 def test_a_quick_command_loads_neither_typer_nor_httpx(
     tmp_path: Path, words: tuple[str, ...], answering: str
 ) -> None:
@@ -282,6 +293,23 @@ def test_a_quick_command_loads_neither_typer_nor_httpx(
     assert not loaded & FRAMEWORK
     assert not set(modules) & COMMAND_MODULES
     assert server_side(modules) == []
+
+
+def test_ssh_runs_to_ssh_without_the_command_line_framework(tmp_path: Path, answering: str) -> None:
+    """`sanbox ssh NAME` lets the key in and writes its files, then becomes ssh: here no ssh is
+    on the PATH, so it stops there and says so (the user's key made before: no ssh-keygen)."""
+    keys = tmp_path / "ssh"
+    keys.mkdir()
+    (keys / "id_ed25519").write_text("private\n")
+    (keys / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMe sanbox\n")
+    code, modules, stderr = run_sanbox(tmp_path, "ssh", "demo", url=answering, path="")
+    assert code == 1 and "error (ssh_unavailable) ssh not found" in stderr, stderr
+    assert (keys / "sanbox-demo.config").exists() and "sanbox-demo" in (
+        keys / "known_hosts"
+    ).read_text()
+    loaded = {m.split(".")[0] for m in modules if m != "httpx._main"}
+    assert not loaded & FRAMEWORK
+    assert not set(modules) & COMMAND_MODULES
 
 
 @pytest.mark.parametrize(

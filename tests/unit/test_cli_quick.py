@@ -125,6 +125,10 @@ ROUTES: dict[tuple[str, str], tuple[int, Any]] = {
         },
     ),
     ("GET", "/v1/computers/cmp_1/console"): (200, {"lines": ["boot [ok]", "login:"]}),
+    ("POST", "/v1/computers/cmp_1/ssh-keys"): (
+        200,
+        {"user": "root", "host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBox x", "added": True},
+    ),
     ("GET", "/v1/events"): (  # what follows (SSE), another computer's among it; then it ends
         200,
         "".join(
@@ -592,7 +596,10 @@ DECLINED = [
     ["host", "get", "a?b"],
     ["host", "forget", "h1"],
     ["host", "drain", "h1", "--undo", "x"],
-    ["ssh-config", "box"],
+    ["ssh-config", "box", "more"],
+    ["ssh", "box", "--", "-v"],
+    ["ssh", "box", "uname"],
+    ["ssh", "-L", "8080:localhost:80", "box"],
     ["config", "set"],
     ["config", "set", "--url"],
     ["console", "--open=yes"],
@@ -687,6 +694,7 @@ def quick_run(
         except SystemExit as exc:
             code = exc.code
         sys.stdout.flush()  # print()'s, as the runner does
+        sys.stderr.flush()
         return code, out.getvalue().decode(), err.getvalue().decode(), seen
 
 
@@ -839,3 +847,55 @@ def test_logs_follow_misses_nothing_written_after_the_list(monkeypatch: pytest.M
     assert (code, err) == (0, "")
     assert [(m, p, q) for m, p, q, *_ in seen][-1] == ("GET", "/v1/events", [("after", "2")])
     assert isinstance(out, str) and out.count("computer.created") == 1 and "bye" in out
+
+
+@pytest.mark.parametrize("made", [True, False], ids=["key made", "key there"])
+def test_ssh_and_ssh_config_are_the_typer_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: bool
+) -> None:
+    """`sanbox ssh-config NAME` and `sanbox ssh NAME` both ways: the same requests, output, files
+    (the user's key made once when there is none; known_hosts; the config block) and the same
+    ssh they become."""
+    import os
+    import shutil
+
+    became: list[list[str]] = []
+
+    def execv(program: str, argv: list[str]) -> None:
+        became.append([program, *argv])
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    which = shutil.which  # ssh-keygen is run (the key made); ssh is not
+    monkeypatch.setattr(
+        shutil, "which", lambda name: "/usr/bin/ssh" if name == "ssh" else which(name)
+    )
+    keys = tmp_path / "ssh"
+    for argv in (["ssh-config", "box"], ["ssh", "box"]):
+        files = []
+        for run in (quick_run, typer_run):
+            shutil.rmtree(keys, ignore_errors=True)
+            if not made:
+                keys.mkdir(mode=0o700)
+                (keys / "id_ed25519").write_text("private\n")
+                (keys / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMe x\n")
+            code, out, err, seen = run(argv, monkeypatch)
+            assert code == 0, err
+            public = (keys / "id_ed25519.pub").read_text().strip()
+            assert isinstance(seen, list) and seen[1][3] == {"public_key": public}
+            seen[1] = (*seen[1][:3], "the user's key", *seen[1][4:])  # a new one each, if made
+            written = {p.name: p.read_bytes() for p in keys.iterdir() if "id_" not in p.name}
+            files.append(((code, out, err, seen), written))
+        assert files[0] == files[1]
+        (code, out, err, seen), written = files[0]
+        assert [(m, p) for m, p, *_ in seen] == [
+            ("GET", "/v1/computers/box"),
+            ("POST", "/v1/computers/cmp_1/ssh-keys"),
+        ]
+        assert written[".lock"] == b"" and b"sanbox-box ssh-ed25519" in written["known_hosts"]
+        assert ("made the SSH key" in str(err)) is made
+    assert became[0] == became[1] and became[0][1:4] == [
+        "ssh",
+        "-F",
+        str(keys / "sanbox-box.config"),
+    ]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.cli.ssh import host_alias, known_hosts_with, render_config
+from sanbox.cli.ssh_files import host_alias, known_hosts_with, render_config
 from sanbox.control.errors import InvalidRequestError
 from sanbox.control.names import check_public_key
 from sanbox.guest.ssh import key_identity, public_key_problem

@@ -4,11 +4,12 @@ verbs, `update`, `rm`, `logs`), their snapshots' and forks' (`snapshot ls|get|cr
 `fork`), `console` and `config show|set`; the network's and ports' in sanbox.cli.quick_net; the
 org's other things (templates, pools, secrets, orgs, keys, usage, the audit log, image builds)
 in sanbox.cli.quick_org; the fleet's (`move`, `snapshot move`, `host ...`) in
-sanbox.cli.quick_fleet; `cp` where it draws no transfer bar in sanbox.cli.quick_files; and the one
-table of them all, `COMMANDS`. Left to the typer app: what streams or follows (`exec`, `shell`,
-`ssh`, `cp` with a bar, `logs -f`, `template build|rebuild|logs`), writes files of its own
-(`ssh-config`, `host join`), works on this machine (`image build`, `doctor`) or serves
-(`server`, `mcp`, `host serve`).
+sanbox.cli.quick_fleet; `cp` where it draws no transfer bar in sanbox.cli.quick_files; `ssh` and
+`ssh-config` in sanbox.cli.quick_ssh; and the one table of them all, `COMMANDS`. (`exec`, `shell`
+and `ssh-proxy` have a fast path of their own: sanbox.cli.fastpath.) Left to the typer app: what
+streams or follows (`cp` with a bar, `logs -f`, `template build|rebuild|logs`), `ssh` with ssh's
+own options or a command, writes files of its own (`host join`), works on this machine (`image
+build`, `doctor`) or serves (`server`, `mcp`, `host serve`).
 
 Loading typer (which loads pydantic to convert a command's parameters), every command's module
 and httpx costs ~0.3 s before a command that takes the server a few milliseconds. Each command
@@ -232,6 +233,18 @@ def _console(a: Args) -> None:
         webbrowser.open(url)
 
 
+def _ssh(a: Args) -> None:
+    from . import quick_ssh  # its files' module loads subprocess: only for these two
+
+    quick_ssh.ssh(a)
+
+
+def _ssh_config(a: Args) -> None:
+    from . import quick_ssh
+
+    quick_ssh.ssh_config(a)
+
+
 def _config_show(a: Args) -> None:
     views.where(config_path(), resolve_config())
 
@@ -300,6 +313,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("host", "drain"): Command(grammars.HOST_DRAIN, quick_fleet.host_drain),
     ("host", "forget"): Command(grammars.HOST_FORGET, quick_fleet.host_forget),
     ("console",): Command(grammars.CONSOLE, _console),
+    ("ssh",): Command(grammars.ONE, _ssh),
+    ("ssh-config",): Command(grammars.ONE, _ssh_config),
     ("config", "show"): Command(grammars.NOTHING, _config_show),
     ("config", "set"): Command(grammars.CONFIG_SET, _config_set),
 }

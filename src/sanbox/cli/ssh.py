@@ -11,178 +11,26 @@ computer's host key strictly against the known_hosts file Sanbox keeps next to i
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
-import os
-import re
-import shlex
-import shutil
-import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from . import config
-from ._output import fail
+from .ssh_files import SshFiles, login, prepare
 from .ssh_relay import proxy
 
-ALIAS_PREFIX = "sanbox-"
-_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 
+def _authorize(name: str, public: str) -> tuple[str, str]:
+    """Through the SDK: the computer, then its key let in."""
 
-# -- pure: the config block and known_hosts -------------------------------------------------------
+    async def authorized() -> tuple[str, str]:
+        async with config.async_client() as client:
+            computer = await client.computers.get(name)
+            access = await computer.authorize_ssh_key(public)  # wakes a suspended computer
+        return computer.name, access.host_key
 
-
-def host_alias(name: str) -> str:
-    """The `Host` an ssh config block names a computer by (`sanbox-NAME`: no clash with the
-    user's own hosts)."""
-    return ALIAS_PREFIX + name
-
-
-def _config_word(value: str) -> str:
-    """One ssh_config argument: `%` escaped (ssh expands `%h` and such), quoted if it has spaces."""
-    if '"' in value or "\n" in value:
-        raise ValueError(f"cannot put {value!r} in an ssh config file")
-    value = value.replace("%", "%%")
-    return f'"{value}"' if any(c.isspace() for c in value) else value
-
-
-def render_config(name: str, proxy: list[str], identity: Path, known_hosts: Path) -> str:
-    """The OpenSSH config block for computer `name`, for `ssh -F FILE` or `~/.ssh/config`.
-
-    `proxy` is the argv that runs the `sanbox` command (the ProxyCommand appends `ssh-proxy %h`).
-    The host key is checked strictly against `known_hosts` under the alias, which
-    `sanbox ssh-config` keeps current."""
-    if _NAME.fullmatch(name) is None:
-        raise ValueError(f"not a computer name: {name!r}")
-    alias = host_alias(name)
-    command = " ".join(shlex.quote(arg) for arg in proxy)
-    return "\n".join(
-        [
-            f"# Sanbox computer {name}: written by `sanbox ssh-config {name}`",
-            f"Host {alias}",
-            f"  HostName {name}",
-            "  User root",
-            # the rest of the line, as is
-            f"  ProxyCommand {command.replace('%', '%%')} ssh-proxy %h",
-            f"  IdentityFile {_config_word(str(identity))}",
-            "  IdentitiesOnly yes",
-            f"  UserKnownHostsFile {_config_word(str(known_hosts))}",
-            f"  HostKeyAlias {alias}",
-            "  StrictHostKeyChecking yes",
-            "",
-        ]
-    )
-
-
-def known_hosts_with(text: str, alias: str, host_key: str) -> str:
-    """`text` (a known_hosts file) with `alias`'s entry replaced by `host_key` (its type and key;
-    the comment is dropped). Other entries stay as they were."""
-    fields = host_key.split()
-    if len(fields) < 2:
-        raise ValueError(f"not a public key line: {host_key!r}")
-    kept = [
-        line
-        for line in text.splitlines()
-        if not line.strip() or alias not in line.split(maxsplit=1)[0].split(",")
-    ]
-    kept.append(f"{alias} {fields[0]} {fields[1]}")
-    return "\n".join(line for line in kept if line.strip()) + "\n"
-
-
-def sanbox_command() -> list[str]:
-    """How ssh should run this `sanbox`: the script that is running, else the one on PATH."""
-    argv0 = sys.argv[0]
-    if os.path.basename(argv0) == "sanbox" and os.access(argv0, os.X_OK):
-        return [os.path.abspath(argv0)]
-    found = shutil.which("sanbox")
-    return [found] if found else ["sanbox"]
-
-
-# -- this user's SSH files ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SshFiles:
-    """`~/.config/sanbox/ssh/` (beside the CLI's config file): key pair, known_hosts, configs."""
-
-    dir: Path
-
-    @classmethod
-    def default(cls) -> SshFiles:
-        from ..sdk.config import config_path
-
-        return cls(config_path().parent / "ssh")
-
-    @property
-    def identity(self) -> Path:
-        return self.dir / "id_ed25519"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.dir / "known_hosts"
-
-    def config_for(self, name: str) -> Path:
-        return self.dir / f"{name}.config"
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """One `sanbox` at a time changes these files."""
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.dir / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
-
-    def public_key(self) -> str:
-        """This user's public key line, the key pair made first if there is none."""
-        pub = self.identity.with_name(self.identity.name + ".pub")
-        if not (self.identity.exists() and pub.exists()):
-            keygen = shutil.which("ssh-keygen")
-            if keygen is None:
-                fail("ssh_unavailable", "ssh-keygen not found: install OpenSSH's client")
-            for path in (self.identity, pub):
-                path.unlink(missing_ok=True)
-            subprocess.run(
-                [keygen, "-q", "-t", "ed25519", "-N", "", "-C", "sanbox", "-f", str(self.identity)],
-                check=True,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-            )
-            print(f"made the SSH key {self.identity}", file=sys.stderr)
-        self.identity.chmod(0o600)
-        return pub.read_text().strip()
-
-    def write(self, path: Path, text: str) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as file:
-            file.write(text)
-        os.replace(tmp, path)
-
-    def remember(self, alias: str, host_key: str) -> None:
-        try:
-            text = self.known_hosts.read_text()
-        except FileNotFoundError:
-            text = ""
-        self.write(self.known_hosts, known_hosts_with(text, alias, host_key))
-
-
-async def _prepare(name: str, files: SshFiles) -> tuple[str, str]:
-    """Let this user's key into computer `name` and record its host key: (alias, config block)."""
-    with files.locked():
-        public = files.public_key()
-    async with config.async_client() as client:
-        computer = await client.computers.get(name)
-        access = await computer.authorize_ssh_key(public)  # wakes a suspended computer
-    alias = host_alias(computer.name)
-    with files.locked():
-        files.remember(alias, access.host_key)
-    block = render_config(computer.name, sanbox_command(), files.identity, files.known_hosts)
-    return alias, block
+    return asyncio.run(authorized())
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -193,7 +41,7 @@ def ssh_config(name: str = typer.Argument(..., help="Computer name or id.")) -> 
     then `ssh sanbox-NAME`, scp, sftp, rsync or VS Code Remote-SSH. Makes your Sanbox SSH key if
     there is none and lets it log in as root."""
     with config.reported():
-        _, block = asyncio.run(_prepare(name, SshFiles.default()))
+        _, block = prepare(name, SshFiles.default(), _authorize)
     sys.stdout.write(block)
 
 
@@ -207,14 +55,8 @@ def ssh(
     8080:localhost:8080`, `sanbox ssh box -- uname -a`."""
     files = SshFiles.default()
     with config.reported():
-        alias, block = asyncio.run(_prepare(name, files))
-    path = files.config_for(alias)
-    files.write(path, block)
-    program = shutil.which("ssh")
-    if program is None:
-        fail("ssh_unavailable", "ssh not found: install OpenSSH's client")
-    sys.stdout.flush()
-    os.execv(program, ["ssh", "-F", str(path), alias, *(args or [])])
+        alias, block = prepare(name, files, _authorize)
+    login(files, alias, block, args or [])
 
 
 def ssh_proxy(name: str = typer.Argument(..., help="Computer name or id.")) -> None:

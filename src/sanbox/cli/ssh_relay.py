@@ -27,23 +27,26 @@ async def pipe(stream: AsyncSshStream) -> None:
     """stdin -> stream and stream -> stdout until the server ends the connection. stdin is read
     in a thread (a pipe, a socket or a file alike), one chunk ahead of what was sent."""
     loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
+    chunks: asyncio.Queue[bytes] = asyncio.Queue()
+    room = threading.Semaphore(1)  # a chunk is read only once the one before it was taken
 
     def read_stdin() -> None:
         while True:
+            room.acquire()
             try:
                 data = os.read(sys.stdin.fileno(), 65536)
             except OSError:
                 data = b""
-            try:
-                asyncio.run_coroutine_threadsafe(chunks.put(data), loop).result()
-            except Exception:  # the loop closed or cancelled the put: the relay ended
+            try:  # (no coroutine made here: one the closed loop never ran would be reported)
+                loop.call_soon_threadsafe(chunks.put_nowait, data)
+            except RuntimeError:  # the loop closed: the relay ended
                 return
             if not data:
                 return
 
     async def upload() -> None:
         while data := await chunks.get():
+            room.release()
             await stream.send(data)
         await stream.send_eof()
 
