@@ -31,8 +31,7 @@ EXEC = Grammar(
     checks={"env": is_pair},
     rest=True,
 )
-SHELL = Grammar(arguments=("name",))
-PROXY = Grammar(arguments=("name",))
+NAME = Grammar(arguments=("name",))  # `shell NAME`, `ssh-proxy NAME`
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def parse_exec(argv: list[str]) -> ExecArgs | None:
     """`argv` (after `sanbox`) as a plain `exec` or `shell`, or None: let the typer app have
     it."""
     if argv and argv[0] == "shell":
-        shell = read(argv[1:], SHELL)
+        shell = read(argv[1:], NAME)
         return None if shell is None else ExecArgs(shell["name"], None, pty=True)
     if not argv or argv[0] != "exec":
         return None
@@ -117,7 +116,7 @@ def parse_proxy(argv: list[str]) -> str | None:
     typer app have it."""
     if not argv or argv[0] != "ssh-proxy":
         return None
-    args = read(argv[1:], PROXY)
+    args = read(argv[1:], NAME)
     return None if args is None else args["name"]
 
 
