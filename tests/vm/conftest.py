@@ -257,6 +257,15 @@ class TypeBuilds:
             with self.cond:
                 self.done[kind] = out
                 self.cond.notify_all()
+        builds_done()
+
+
+def builds_done() -> None:
+    """Say that this session's builds ended (the second core is free from here on) by making
+    the file $SANBOX_TEST_BUILDS_DONE names: scripts/test starts the sessions it runs beside this
+    one then."""
+    if flag := os.environ.get("SANBOX_TEST_BUILDS_DONE"):
+        Path(flag).touch()
 
     def wait(self, kind: str) -> str:
         with self.cond:
@@ -286,6 +295,8 @@ def types_built_early(request: pytest.FixtureRequest) -> Iterator[None]:
     if kinds:
         server = request.getfixturevalue("types_server")
         _BUILDS[id(server)] = TypeBuilds(server, kinds)
+    else:
+        builds_done()
     yield
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import blake3
 
+from ..data.durable import start_writeback
 from ..disk.clone import data_extents
 
 CHUNK = 4 * 1024 * 1024
@@ -94,6 +95,7 @@ def save(src: Path, dst: Path, key: bytes) -> list[Chunk]:
                 view = memoryview(buf)[:length]
                 _read_exactly(src_fd, view, offset)
                 _write_all(dst_fd, view, offset)
+                start_writeback(dst_fd, offset, length)  # the disk writes while this copies on
                 chunks.append(Chunk(offset, length, _digest(key, view)))
         finally:
             os.close(dst_fd)
@@ -166,11 +168,13 @@ def restore(src: Path, dst: Path, size: int, chunks: list[Chunk], key: bytes) ->
 
 
 def digest(path: Path, key: bytes) -> list[Chunk]:
-    """The chunks of a sparse memory file's allocated extents, digested where it lies."""
+    """The chunks of a sparse memory file's allocated extents, digested where it lies (a file
+    just written: the disk writes it out while this reads it)."""
     buf = bytearray(CHUNK)
     chunks: list[Chunk] = []
     fd = os.open(path, os.O_RDONLY)
     try:
+        start_writeback(fd, 0, 0)  # 0: to its end
         for offset, length in _pieces(data_extents(fd, os.fstat(fd).st_size)):
             view = memoryview(buf)[:length]
             _read_exactly(fd, view, offset)
