@@ -259,14 +259,6 @@ class TypeBuilds:
                 self.cond.notify_all()
         builds_done()
 
-
-def builds_done() -> None:
-    """Say that this session's builds ended (the second core is free from here on) by making
-    the file $SANBOX_TEST_BUILDS_DONE names: scripts/test starts the sessions it runs beside this
-    one then."""
-    if flag := os.environ.get("SANBOX_TEST_BUILDS_DONE"):
-        Path(flag).touch()
-
     def wait(self, kind: str) -> str:
         with self.cond:
             self.cond.wait_for(lambda: kind in self.done, timeout=3600)
@@ -276,6 +268,14 @@ def builds_done() -> None:
         if isinstance(result, BaseException):
             raise result
         return result
+
+
+def builds_done() -> None:
+    """Say that this session's builds ended (the second core is free from here on) by making
+    the file $SANBOX_TEST_BUILDS_DONE names: scripts/test starts the sessions it runs beside this
+    one then."""
+    if flag := os.environ.get("SANBOX_TEST_BUILDS_DONE"):
+        Path(flag).touch()
 
 
 _BUILDS: dict[int, TypeBuilds] = {}
