@@ -41,6 +41,15 @@ class HostUnreachableError(HostError):
     code = "host_unreachable"
 
 
+def why(exc: httpx.HTTPError) -> str:
+    """What went wrong, in words: httpx's timeouts carry no message of their own."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {CONNECT_TIMEOUT:.0f} s (it accepts none, or is frozen)"
+    if isinstance(exc, httpx.TimeoutException):
+        return "it took no request or sent no answer in time"
+    return str(exc) or type(exc).__name__
+
+
 class HostLink:
     def __init__(self, name: str, url: str, tunnel: tuple[str, int], tls: ssl.SSLContext) -> None:
         self.name = name
@@ -80,7 +89,7 @@ class HostLink:
             r.raise_for_status()
         except httpx.HTTPError as exc:
             self.lost()  # unreachable from now until a report is read again
-            raise HostUnreachableError(f"host {self.name} did not answer: {exc}") from exc
+            raise HostUnreachableError(f"host {self.name} did not answer: {why(exc)}") from exc
         self._report, self._read_at = r.json(), time.monotonic()
         later = asyncio.get_running_loop().time() + SILENT_AFTER
         for waiting in self._waiting:  # the host is there: each may wait on
@@ -165,13 +174,15 @@ class HostLink:
                 f"{STALL_TIMEOUT:.0f} s (the host sending it, or {self.name}, stopped)"
             ) from None
         except httpx.TransportError as exc:
-            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
+            raise HostUnreachableError(
+                f"host {self.name} dropped the transfer: {why(exc)}"
+            ) from exc
 
     async def call(self, name: str, **args: Any) -> Any:
         """One call of the door on the host, sent again (same operation id) if the link drops
         before its answer; HostUnreachableError if the host cannot be reached at all."""
         op_id = secrets.token_hex(12)
-        last: Exception | None = None
+        last: httpx.TransportError | None = None
         for _ in range(1 + RETRIES):
             try:
                 async with self.answered(f"the call {name}"):
@@ -179,7 +190,7 @@ class HostLink:
                         f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
                     )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                raise HostUnreachableError(f"host {self.name} is unreachable: {exc}") from exc
+                raise HostUnreachableError(f"host {self.name} is unreachable: {why(exc)}") from exc
             except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
                 last = exc
                 continue
@@ -187,7 +198,9 @@ class HostLink:
             if r.status_code == 200:
                 return body["value"]
             raise wire.error_in(body["error"])
-        raise HostUnreachableError(f"host {self.name} dropped the call {name}: {last}")
+        raise HostUnreachableError(
+            f"host {self.name} dropped the call {name}: {why(last) if last else 'no answer'}"
+        )
 
 
 async def _moving(

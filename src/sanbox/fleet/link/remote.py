@@ -40,7 +40,7 @@ from ...host.door import (
 from . import wire
 from .agent import OPERATION
 from .carry_routes import DISK_HEADER
-from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError
+from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError, why
 from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
@@ -128,7 +128,9 @@ class RemoteHost(HostLink):
                 async for data in r.aiter_bytes(CHUNK):
                     yield data
         except httpx.TransportError as exc:
-            raise HostUnreachableError(f"host {self.name} dropped the transfer: {exc}") from exc
+            raise HostUnreachableError(
+                f"host {self.name} dropped the transfer: {why(exc)}"
+            ) from exc
 
     async def drop_export(self, item_id: str) -> None:
         await self.call("drop_export", item_id=item_id)
