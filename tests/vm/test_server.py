@@ -43,13 +43,23 @@ def test_create_exec_cp_stop_start_delete_through_the_cli(
     assert cli(server, "exec", "e2e", "--", "cp", "/root/up.txt", "/root/down.txt").returncode == 0
     assert cli(server, "cp", "e2e:/root/down.txt", str(tmp_path / "down.txt")).returncode == 0
     assert (tmp_path / "down.txt").read_text() == "to the guest\n"
+    # a stop asks every process to end and gives them time: one that needs a second to save
+    # what it holds saves it; one that ignores SIGTERM is killed, and the stop is still clean
+    saver = "trap 'sleep 1; echo saved > /root/saved.txt; exit 0' TERM; while :; do sleep 0.1; done"
+    stubborn = "trap '' TERM; while :; do sleep 0.1; done"
+    for script in (saver, stubborn):
+        background = f'nohup sh -c "{script}" >/dev/null 2>&1 &'
+        assert cli(server, "exec", "e2e", "--", "sh", "-c", background).returncode == 0
     r = cli(server, "stop", "e2e")
     assert r.returncode == 0
+    stopped = [e for e in client.computers.get("e2e").events() if e.type == "computer.stopped"]
+    assert stopped[-1].data["clean"] is True, stopped[-1]
     r = cli(server, "exec", "e2e", "--", "true")
     assert r.returncode == 1 and "computer_not_running" in r.stderr + r.stdout
     assert "Traceback" not in r.stderr
     assert cli(server, "start", "e2e").returncode == 0
     assert cli(server, "exec", "e2e", "--", "cat", "/root/up.txt").stdout == "to the guest\n"
+    assert cli(server, "exec", "e2e", "--", "cat", "/root/saved.txt").stdout == "saved\n"
     computer_id = client.computers.get("e2e").id
     assert cli(server, "rm", "e2e").returncode == 0
     assert not (server.data_dir.computers / computer_id).exists()
