@@ -115,6 +115,7 @@ def test_the_drivers_import_nothing_above_them() -> None:
                         "sanbox.host.drivers",
                         "sanbox.host.disk",
                         "sanbox.host.errors",
+                        "sanbox.host.linux",
                         "sanbox.guest",
                     )
                 )

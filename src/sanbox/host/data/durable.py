@@ -7,12 +7,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..linux import libc
+
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writing the range's dirty pages, do not wait
 
 
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     try:
-        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+        call = libc().sync_file_range
     except AttributeError:  # not Linux's C library
         return None
     call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]

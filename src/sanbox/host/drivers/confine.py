@@ -21,7 +21,6 @@ it never holds root.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import grp
 import hashlib
@@ -30,11 +29,11 @@ import pwd
 import stat
 import struct
 import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..linux import in_netns
 from .driver import VmSpec, VmUser
 from .errors import VmStartError
 
@@ -45,7 +44,6 @@ KVM_DEVICE = Path("/dev/kvm")
 SHARED_MEMORY_MODE = 0o440  # a memory image many VMs map: root's, read by the VMs' group
 
 
-CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA
 IFF_TAP, IFF_NO_PI, IFF_VNET_HDR = 0x0002, 0x1000, 0x4000
 
@@ -54,14 +52,7 @@ class ConfinementError(VmStartError):
     code = "confinement_failed"
 
 
-def _open_tap_here(netns: str, tap: str) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    ns = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(ns, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"cannot enter namespace {netns}")
-    finally:
-        os.close(ns)
+def _open_tap(tap: str) -> int:
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
     try:
         flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR
@@ -74,21 +65,10 @@ def _open_tap_here(netns: str, tap: str) -> int:
 
 def open_tap(netns: str, tap: str) -> int:
     """A descriptor attached to `tap` inside `netns` (opened by a thread that enters it)."""
-    result: list[int] = []
-    error: list[BaseException] = []
-
-    def work() -> None:  # this thread's namespace changes; it ends right after
-        try:
-            result.append(_open_tap_here(netns, tap))
-        except BaseException as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=work, name=f"tap-{netns}")
-    thread.start()
-    thread.join()
-    if error:
-        raise ConfinementError(f"cannot open {tap} in {netns}: {error[0]}") from error[0]
-    return result[0]
+    try:
+        return in_netns(netns, lambda: _open_tap(tap))
+    except Exception as exc:
+        raise ConfinementError(f"cannot open {tap} in {netns}: {exc}") from exc
 
 
 def _useradd(name: str) -> None:

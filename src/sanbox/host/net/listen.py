@@ -4,17 +4,12 @@ namespace (setns), creates and binds them, and hands them back to the event loop
 
 from __future__ import annotations
 
-import ctypes
-import os
 import socket
-import threading
 from dataclasses import dataclass
 
+from ..linux import in_netns
 from .addresses import GATEWAY_IP
 from .netns import NetworkError
-
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -23,14 +18,7 @@ class Endpoint:
     kind: int  # socket.SOCK_STREAM or socket.SOCK_DGRAM
 
 
-def _bind_all(netns: str, endpoints: list[Endpoint], address: str) -> list[socket.socket]:
-    fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise NetworkError(f"cannot enter namespace {netns}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
+def _bind_all(endpoints: list[Endpoint], address: str) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for ep in endpoints:
@@ -53,21 +41,7 @@ def bind_in_netns(
 ) -> list[socket.socket]:
     """Bound (and listening), non-blocking sockets on `address` (the gateway's by default)
     inside `netns`, in order."""
-    result: list[socket.socket] = []
-    error: list[BaseException] = []
-
-    def work() -> None:  # this thread's namespace changes; it ends right after
-        try:
-            result.extend(_bind_all(netns, endpoints, address))
-        except BaseException as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=work, name=f"netns-{netns}")
-    thread.start()
-    thread.join()
-    if error:
-        exc = error[0]
-        if isinstance(exc, OSError):
-            raise NetworkError(f"cannot listen in {netns}: {exc}") from exc
-        raise exc
-    return result
+    try:
+        return in_netns(netns, lambda: _bind_all(endpoints, address))
+    except OSError as exc:
+        raise NetworkError(f"cannot listen in {netns}: {exc}") from exc
