@@ -16,16 +16,21 @@ class NetworkError(HostError):
     code = "network_error"
 
 
-async def ip(*args: str, check: bool = True) -> str:
+async def ip(*args: str, check: bool = True, stdin: str | None = None) -> str:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "ip", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            "ip",
+            *args,
+            stdin=None if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
     except FileNotFoundError:
         raise MissingToolError("ip", "iproute2") from None
-    out, err = await proc.communicate()
+    out, err = await proc.communicate(None if stdin is None else stdin.encode())
     if check and proc.returncode != 0:
-        raise NetworkError(f"`ip {' '.join(args)}` failed: {err.decode().strip()}")
+        steps = "" if stdin is None else f" (its steps: {'; '.join(stdin.splitlines())})"
+        raise NetworkError(f"`ip {' '.join(args)}` failed: {err.decode().strip()}{steps}")
     return out.decode()
 
 
@@ -46,15 +51,21 @@ class Network:
     async def ensure(self, computer_id: str) -> NetAttachment:
         """The computer's namespace and tap, created if missing (idempotent)."""
         ns = self.netns(computer_id)
-        if not netns_exists(ns):
+        if netns_exists(ns):
+            links = await ip("-n", ns, "-o", "link", "show")
+        else:
             await ip("netns", "add", ns)
-        await ip("-n", ns, "link", "set", "lo", "up")
-        links = await ip("-n", ns, "-o", "link", "show")
+            links = ""  # a new namespace has only its loopback
+        steps = ["link set lo up"]
         if f" {TAP}:" not in links:
-            await ip("-n", ns, "tuntap", "add", "dev", TAP, "mode", "tap")
-            await ip("-n", ns, "link", "set", TAP, "address", GATEWAY_MAC)
-            await ip("-n", ns, "addr", "add", GATEWAY_CIDR, "dev", TAP)
-        await ip("-n", ns, "link", "set", TAP, "up")
+            steps += [
+                f"tuntap add dev {TAP} mode tap",
+                f"link set {TAP} address {GATEWAY_MAC}",
+                f"addr add {GATEWAY_CIDR} dev {TAP}",
+            ]
+        steps.append(f"link set {TAP} up")
+        # one `ip` for all of them (it stops at the first that fails, and says which)
+        await ip("-n", ns, "-batch", "-", stdin="".join(f"{step}\n" for step in steps))
         return NetAttachment(
             tap=TAP,
             mac=GUEST_MAC,
