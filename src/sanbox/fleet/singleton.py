@@ -86,8 +86,11 @@ class Singleton:
         self._held = False
 
     def close(self) -> None:
-        """Drop the session (and with it the lock) for good."""
-        self._held = False
+        """Let the lock go and drop the session for good. The lock is released first, by
+        `pg_advisory_unlock`: another process can take it as soon as this returns, where a
+        closed session frees it only once its server process has noticed the close (a test
+        run under load saw another node's try fail right after)."""
+        self.release()
         self._session.close()
 
 
