@@ -18,6 +18,9 @@ made the ordinary way: a claim is never handed out half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them) and the
 loop refills or trims the pool; a member that is not running, or that came from a build of the
 template that is no longer its current one, is discarded, never leaked nor handed out stale.
+A member counts as ready once its warm-up has run (`_warm`), not when it starts running: a claim
+of one still warming waits for it, and under TCG a just-restored guest's warm-up keeps a core
+busy. (An API node that did not make it, or a restarted one, counts it ready once running.)
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ MAX_HOSTNAMES = 4096  # warmed members' names remembered (claims and discards fo
 @dataclass(frozen=True)
 class PoolStatus:
     pool: PoolRow
-    ready: int  # running members
-    starting: int  # members being made
+    ready: int  # running members whose warm-up has run
+    starting: int  # members being made or warmed
     refill: str  # "full", "filling", "shrinking" or "blocked: why"
 
 
@@ -75,6 +78,8 @@ class Pools:
         self._claiming = 0  # claims configuring their member: no refill starts meanwhile
         # member id -> the hostname its warm-up set: the name a claim naming none gives it
         self._hostnames: dict[str, str] = {}
+        # members this node is making or warming: running ones count as starting, not ready
+        self._warming: set[str] = set()
 
     # the records ----------------------------------------------------------------------------
 
@@ -120,8 +125,12 @@ class Pools:
         with self.fleet.db.session() as s:
             for pool in repo.list_pools(s, org.id):
                 members = repo.pool_members(s, pool.id)
-                ready = sum(m.state == State.RUNNING for m in members)
-                starting = sum(m.state == State.CREATING for m in members)
+                ready = sum(m.state == State.RUNNING and m.id not in self._warming for m in members)
+                starting = sum(
+                    m.state == State.CREATING
+                    or (m.state == State.RUNNING and m.id in self._warming)
+                    for m in members
+                )
                 refill = self._blocked.get(pool.id)
                 if refill is None:
                     have = ready + starting
@@ -301,13 +310,17 @@ class Pools:
             provisioning.release(plan)
             raise
         self._blocked.pop(pool.id, None)
+        self._warming.add(row.id)  # ready once warm: a claim of it would wait for its warm-up
         try:
-            await provisioning.provision(fleet, row, plan)
-        except ControlError as exc:
-            self._blocked[pool.id] = f"blocked: {exc.message}"
-            await self.discard(row.id, f"pool member failed: {exc.message}")
-            return
-        await self._warm(row.id)
+            try:
+                await provisioning.provision(fleet, row, plan)
+            except ControlError as exc:
+                self._blocked[pool.id] = f"blocked: {exc.message}"
+                await self.discard(row.id, f"pool member failed: {exc.message}")
+                return
+            await self._warm(row.id)
+        finally:
+            self._warming.discard(row.id)
 
     async def _warm(self, computer_id: str) -> None:
         """What a claim does in the guest, done once in a new member before anyone claims it:

@@ -21,8 +21,8 @@ class PoolSet(BaseModel):
 class Pool(BaseModel):
     template: str
     size: int
-    ready: int = Field(description="members running, ready to be claimed")
-    starting: int = Field(description="members being made")
+    ready: int = Field(description="members running and warmed, ready to be claimed")
+    starting: int = Field(description="members being made or warmed")
     refill: str = Field(description="full, filling, shrinking, or blocked: why")
 
     @classmethod
