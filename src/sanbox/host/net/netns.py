@@ -64,7 +64,7 @@ class Network:
                 f"addr add {GATEWAY_CIDR} dev {TAP}",
             ]
         steps.append(f"link set {TAP} up")
-        # one `ip` for all of them (it stops at the first that fails, and says which)
+        # one `ip` for all of them (it stops at the first that fails; the error lists the steps)
         await ip("-n", ns, "-batch", "-", stdin="".join(f"{step}\n" for step in steps))
         return NetAttachment(
             tap=TAP,
