@@ -65,6 +65,10 @@ def server(
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        # the loop and parsers Sanbox is built and tested on, whatever else is installed: with
+        # uvloop present, uvicorn's "auto" would run the server (egress relays included) on it
+        loop="asyncio",
+        http="h11",
         ws="websockets-sansio",
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
