@@ -1,6 +1,8 @@
 """The egress proxy's relays over real loopback sockets: one checked plain-HTTP request and its
 response streamed both ways (no body held whole), a WebSocket-style upgrade going raw after the
-101, a broken upstream answered with 502, and a silent connection closed by the idle timeout;
+101, a broken upstream (or one that closes mid-head) answered with 502, a 100 Continue going
+first and an upstream that keeps its connection ending at its length, and a silent connection
+closed by the idle timeout;
 the kernel's relay (splice) against Python's on the same bytes, with what the streams held
 already, half-closes, an upstream that ends a body early, and a flow cut mid-relay."""
 
@@ -93,11 +95,13 @@ def test_bodies_stream_both_ways_and_the_answer_closes() -> None:
             head = b"POST /up HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\n"
             return await exchange(port, head + b"Content-Length: %d\r\n\r\n" % size + b"x" * size)
 
-    answer = asyncio.run(scenario())
+    with splices_counted() as moved:
+        answer = asyncio.run(scenario())
     assert seen == [size]
     response, body = parse(answer)
     assert response.status_code == 200 and (b"connection", b"close") in list(response.headers)
     assert body == b"y" * size
+    assert sum(moved) > size  # the chunked answer, long, in the kernel (counted in and out)
 
 
 def parse(answer: bytes) -> tuple[h11.Response, bytes]:
@@ -160,6 +164,51 @@ def test_a_broken_upstream_gets_the_guest_a_502() -> None:
 
     answer = asyncio.run(scenario())
     assert answer.startswith(b"HTTP/1.1 502 ") and b"the upstream answer is broken" in answer
+
+
+def test_an_upstream_that_closes_mid_head_gets_the_guest_a_502() -> None:
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Le")
+        writer.close()
+
+    async def scenario() -> bytes:
+        async with proxied(upstream) as port:
+            return await exchange(port, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 502 ") and b"the upstream answer is broken" in answer
+
+
+def test_a_continue_goes_first_and_a_kept_open_upstream_ends_at_its_length() -> None:
+    """An informational answer goes as it came; the final one says `Connection: close`, and the
+    exchange ends at its Content-Length though the upstream keeps its connection open."""
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"Expect: 100-continue" in head
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        assert await reader.readexactly(4) == b"ping"
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 4\r\n\r\npong")
+        await asyncio.sleep(30)  # keeps the connection, as if it had not read Connection: close
+
+    async def scenario() -> tuple[bytes, float]:
+        async with proxied(upstream) as port:
+            started = time.monotonic()
+            answer = await exchange(
+                port,
+                b"PUT / HTTP/1.1\r\nHost: a.test\r\nExpect: 100-continue\r\n"
+                b"Content-Length: 4\r\n\r\nping",
+            )
+            return answer, time.monotonic() - started
+
+    answer, took = asyncio.run(scenario())
+    continued = b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert answer.startswith(continued + b"HTTP/1.1 200 OK\r\n")
+    response, body = parse(answer.removeprefix(continued))
+    assert response.status_code == 200 and body == b"pong" and took < 5
+    assert (b"connection", b"close") in list(response.headers)
+    assert (b"connection", b"keep-alive") not in list(response.headers)
 
 
 def test_a_silent_exchange_is_closed_by_the_idle_timeout() -> None:

@@ -6,8 +6,8 @@ a request ends or where it goes (request smuggling): Transfer-Encoding with Cont
 or comma-joined Content-Length values, a Transfer-Encoding other than `chunked`, obsolete line
 folding, a bare CR or LF, several Host headers, a Host that differs from an absolute-form target's
 authority. CONNECT is refused (nothing is tunnelled by name here). Then h11 parses the same bytes,
-and the request goes upstream re-serialised by h11, so the upstream sees exactly one request,
-framed as it was checked.
+and the request goes upstream written again from h11's parse (`head_bytes`, `body_bytes`), so
+the upstream sees exactly one request, framed as it was checked.
 
 One request per connection: the bytes a guest sends after it (a keep-alive or pipelined second
 request, whatever its Host) are never relayed; the answer says `Connection: close`, and a client
@@ -214,11 +214,32 @@ def upstream_request(request: h11.Request, upgrade: bool) -> h11.Request:
     return h11.Request(method=request.method, target=request.target, headers=headers)
 
 
-def guest_response(response: h11.Response) -> h11.Response:
-    """The upstream's response as the guest gets it: with `Connection: close`."""
-    headers = [(n, v) for n, v in response.headers.raw_items() if n.lower() not in HOP_BY_HOP]
-    headers.append((b"Connection", b"close"))
-    return h11.Response(status_code=response.status_code, headers=headers, reason=response.reason)
+def head_bytes(request: h11.Request) -> bytes:
+    """The request's head as it goes upstream, written as h11 writes one (HTTP/1.1, Host
+    first) from the fields h11 checked when it made `request`."""
+    items = list(request.headers.raw_items())
+    ordered = [i for i in items if i[0].lower() == b"host"]
+    ordered += [i for i in items if i[0].lower() != b"host"]
+    lines = [b"%s %s HTTP/1.1" % (request.method, request.target)]
+    lines += [name + b": " + value for name, value in ordered]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def is_chunked(request: h11.Request) -> bool:
+    """Its body goes in chunks (the only Transfer-Encoding `check_head` lets through)."""
+    return any(name == b"transfer-encoding" for name, _ in request.headers)
+
+
+def body_bytes(event: h11.Data | h11.EndOfMessage, chunked: bool) -> bytes:
+    """A piece of the request's body as it goes upstream, framed as its head says: as it is
+    for a Content-Length, else a chunk (and at the end the last chunk and any trailers)."""
+    if isinstance(event, h11.Data):
+        data = bytes(event.data)
+        return b"%x\r\n%s\r\n" % (len(data), data) if chunked and data else data
+    if not chunked:
+        return b""
+    trailers = b"".join(n + b": " + v + b"\r\n" for n, v in event.headers.raw_items())
+    return b"0\r\n" + trailers + b"\r\n"
 
 
 def refusal_bytes(status: int, text: str) -> bytes:

@@ -1,8 +1,8 @@
 """Moving bytes between a computer and the upstream it was allowed to reach, bounded in time and
 memory: `raw` relays both ways (TLS passthrough, `cidr:port` flows, after a protocol switch);
-`Exchange` carries one checked plain-HTTP request and its response through h11 on both sides,
-streaming bodies chunk by chunk. Both end when no byte moved either way for the idle timeout
-(give or take a second: the deadline is pushed back at most once a second).
+`Exchange` carries one checked plain-HTTP request (parsed by h11) and its response (only its
+head read), streaming bodies chunk by chunk. Both end when no byte moved either way for the idle
+timeout (give or take a second: the deadline is pushed back at most once a second).
 
 Between two plain TCP sockets, the bytes that need no more checking (a raw flow, a response
 body of known length) move in the kernel (splice.py), unless `kernel=False` asks for the
@@ -18,16 +18,25 @@ import h11
 
 from . import splice
 from .http_request import (
-    MAX_HEAD,
     Accepted,
     GuestEvent,
     GuestRequest,
     Refusal,
     bodiless,
-    guest_response,
+    body_bytes,
+    head_bytes,
+    is_chunked,
     refusal_bytes,
     upstream_request,
 )
+from .http_response import (
+    NO_BODY,
+    UNTIL_CLOSE,
+    BrokenAnswerError,
+    ResponseHead,
+    read_head,
+)
+from .sniff import INCOMPLETE
 
 CHUNK = 64 * 1024
 IDLE_TIMEOUT = 300.0
@@ -95,7 +104,10 @@ class BrokenExchangeError(Exception):
 
 class Exchange:
     """One checked request from the guest (its `Accepted` event and whatever followed it in the
-    same read) to an open upstream connection, and the response back."""
+    same read) to an open upstream connection, and the response back. The request goes as h11
+    parsed it (`head_bytes`, `body_bytes`); of the response only the head is read
+    (`http_response.py`), its body relayed as it comes to the length it states or until the
+    upstream closes."""
 
     def __init__(
         self,
@@ -109,23 +121,24 @@ class Exchange:
         self.guest_io = guest_io
         self.guest_reader, self.guest_writer = guest_io
         self.head_request = False
+        self.chunked = False  # the request's body goes upstream in chunks
+        self.answered = False  # the guest has the head of a final response
         self.up_reader, self.up_writer = upstream_io
-        self.upstream = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        self.held = b""  # read from the upstream past the head being relayed
 
     async def run(self, accepted: Accepted, pending: list[GuestEvent], idle_seconds: float) -> None:
         async with idle_timeout(idle_seconds) as idle:
             request = upstream_request(accepted.request, accepted.head.upgrade)
             self.head_request = request.method == b"HEAD"
-            self.up_writer.write(self.upstream.send(request) or b"")
+            self.chunked = is_chunked(request)
+            self.up_writer.write(head_bytes(request))
             sending = None
-            if bodiless(pending):  # its end goes with its head: no body to stream
-                self.up_writer.write(self.upstream.send(h11.EndOfMessage()) or b"")
-            else:
+            if not bodiless(pending):  # a bodiless request ended with its head
                 sending = asyncio.ensure_future(self._request_body(pending, idle))
             try:
                 switched = await self._response(idle)
-            except (h11.ProtocolError, BrokenExchangeError):
-                if self.guest.conn.our_state is h11.SEND_RESPONSE:
+            except (BrokenAnswerError, BrokenExchangeError):
+                if not self.answered:
                     self.guest_writer.write(refusal_bytes(502, "the upstream answer is broken"))
                 return
             finally:  # an early answer (413, say) ends the exchange before the body does
@@ -141,7 +154,7 @@ class Exchange:
         while True:
             for event in events:
                 if isinstance(event, h11.Data | h11.EndOfMessage):
-                    self.up_writer.write(self.upstream.send(event) or b"")
+                    self.up_writer.write(body_bytes(event, self.chunked))
                     if isinstance(event, h11.EndOfMessage):
                         await self.up_writer.drain()
                         return  # what the guest sends after its request is not read
@@ -153,76 +166,73 @@ class Exchange:
             idle.touch()
             events = self.guest.feed(data)
 
+    async def _head(self, idle: Idle) -> ResponseHead:
+        """The next response head from the upstream; what came after it stays in `held`."""
+        while (head := read_head(self.held)) is INCOMPLETE:
+            data = await self.up_reader.read(CHUNK)
+            if not data:
+                raise BrokenExchangeError("the upstream closed before its answer's head ended")
+            idle.touch()
+            self.held += data
+        assert isinstance(head, ResponseHead)
+        self.held = self.held[head.size :]
+        return head
+
     async def _response(self, idle: Idle) -> bool:
         """Relay the response; True if the upstream switched protocols (101)."""
-        answer = self.guest.conn
-        while True:
-            event = self.upstream.next_event()
-            if event is h11.NEED_DATA:
-                data = await self.up_reader.read(CHUNK)
-                idle.touch()
-                self.upstream.receive_data(data)
-                continue
-            if isinstance(event, h11.InformationalResponse):
-                self.guest_writer.write(answer.send(event) or b"")
-                if event.status_code == 101:
-                    return True
-            elif isinstance(event, h11.Response):
-                self.guest_writer.write(answer.send(guest_response(event)) or b"")
-                length = self._kernel_body(event)
-                if length is not None:
-                    await self._body_in_kernel(length, idle)
-                    return False
-            elif isinstance(event, h11.Data):
-                self.guest_writer.write(answer.send(event) or b"")
-                await self.guest_writer.drain()
-            elif isinstance(event, h11.EndOfMessage):
-                self.guest_writer.write(answer.send(event) or b"")
-                await self.guest_writer.drain()
-                return False
-            else:  # closed before a complete response, or paused without one
-                raise BrokenExchangeError(f"upstream ended the exchange: {event!r}")
+        while (head := await self._head(idle)).informational:
+            self.guest_writer.write(head.for_guest())  # 100 Continue, 103 Early Hints, ...
+            if head.status == 101:
+                return True
+        length = head.body(self.head_request)
+        self.guest_writer.write(head.for_guest())
+        self.answered = True
+        if length == UNTIL_CLOSE:
+            await self._body_until_close(idle)
+        elif length != NO_BODY:
+            await self._body(length, idle)
+        await self.guest_writer.drain()
+        return False
 
-    def _kernel_body(self, response: h11.Response) -> int | None:
-        """The length of a body the kernel can relay as it is: a Content-Length, one, of 64 KiB
-        or more, and no Transfer-Encoding, on a response that has a body, between plain
-        sockets. None: h11 relays it (small, chunked, until close, or TLS on a side)."""
-        if not self.kernel or self.head_request or response.status_code in (204, 304):
-            return None
-        lengths = [v for n, v in response.headers if n == b"content-length"]
-        if len(lengths) != 1 or any(n == b"transfer-encoding" for n, _ in response.headers):
-            return None
-        length = int(lengths[0])  # h11 checked it is digits
-        if length < CHUNK:  # a small body costs less through h11 than setting up a splice
-            return None
-        if not splice.spliceable((self.up_reader, self.up_writer), self.guest_io):
-            return None
-        return length
-
-    async def _body_in_kernel(self, length: int, idle: Idle) -> None:
-        """The body h11 holds already, then the rest socket to socket."""
-        moved = 0
-        while moved < length:
-            event = self.upstream.next_event()
-            if event is h11.NEED_DATA:
-                break
-            if isinstance(event, h11.EndOfMessage):
-                return
-            if not isinstance(event, h11.Data):
-                raise BrokenExchangeError(f"upstream ended the exchange: {event!r}")
-            self.guest_writer.write(bytes(event.data))
-            moved += len(event.data)
+    async def _body(self, length: int, idle: Idle) -> None:
+        """`length` bytes of body: what was read with the head, then the rest, socket to socket
+        in the kernel when it is large (64 KiB or more) and both sides are plain sockets."""
+        first, self.held = self.held[:length], b""
+        self.guest_writer.write(first)
+        left = length - len(first)
         upstream = (self.up_reader, self.up_writer)
-        moved += await splice.exactly(upstream, self.guest_io, length - moved, idle.touch)
-        if moved < length:
-            raise BrokenExchangeError(f"upstream ended the body after {moved} of {length} bytes")
+        if self.kernel and left >= CHUNK and splice.spliceable(upstream, self.guest_io):
+            left -= await splice.exactly(upstream, self.guest_io, left, idle.touch)
+        else:  # the upstream's transport reads no more after a splice: all of it is there
+            while left > 0 and (data := await self.up_reader.read(min(CHUNK, left))):
+                idle.touch()
+                self.guest_writer.write(data)
+                await self.guest_writer.drain()
+                left -= len(data)
+        if left > 0:
+            raise BrokenExchangeError(f"upstream ended the body {left} bytes short of {length}")
+
+    async def _body_until_close(self, idle: Idle) -> None:
+        """A body in chunks or unframed: everything the upstream sends until it closes; once a
+        read comes back full (a long body), the rest in the kernel between plain sockets."""
+        self.guest_writer.write(self.held)
+        self.held = b""
+        upstream = (self.up_reader, self.up_writer)
+        kernel = self.kernel and splice.spliceable(upstream, self.guest_io)
+        while data := await self.up_reader.read(CHUNK):
+            idle.touch()
+            self.guest_writer.write(data)
+            await self.guest_writer.drain()
+            if kernel and len(data) == CHUNK:
+                await splice.until_eof(upstream, self.guest_io, idle.touch)
+                return
 
     async def _switched(self, idle: Idle) -> None:
         """After a 101: what each side sent past its head goes on, then raw bytes both ways."""
         to_upstream, _ = self.guest.conn.trailing_data
-        to_guest, _ = self.upstream.trailing_data
         if to_upstream:
             self.up_writer.write(to_upstream)
-        if to_guest:
-            self.guest_writer.write(to_guest)
+        if self.held:
+            self.guest_writer.write(self.held)
+            self.held = b""
         await both_ways(self.guest_io, (self.up_reader, self.up_writer), idle, self.kernel)

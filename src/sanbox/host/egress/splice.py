@@ -57,6 +57,13 @@ async def exactly(src: Streams, dst: Streams, count: int, touch: Callable[[], No
         return await _move(src, fs, dst, fd, count, touch)
 
 
+async def until_eof(src: Streams, dst: Streams, touch: Callable[[], None]) -> int:
+    """Everything `src` sends until it ends its sending, to `dst` (a body the upstream ends by
+    closing); how many bytes moved."""
+    async with _taken(src) as fs, _taken(dst, reading=False) as fd:
+        return await _move(src, fs, dst, fd, None, touch)
+
+
 # one direction -----------------------------------------------------------------------------
 
 
