@@ -1,10 +1,10 @@
 """The egress proxy's relays over real loopback sockets: one checked plain-HTTP request and its
 response streamed both ways (no body held whole), a WebSocket-style upgrade going raw after the
-101, a broken upstream (or one that closes mid-head) answered with 502, a 100 Continue going
-first and an upstream that keeps its connection ending at its length, and a silent connection
-closed by the idle timeout;
-the kernel's relay (splice) against Python's on the same bytes, with what the streams held
-already, half-closes, an upstream that ends a body early, and a flow cut mid-relay."""
+101, a broken upstream (one that closes mid-head, or answers 101 unasked) answered with 502, a
+100 Continue going first and an upstream that keeps its connection ending at its length, and a
+silent connection closed by the idle timeout; the kernel's relay (splice) against Python's on
+the same bytes, with what the streams held already, half-closes, an upstream that ends a body
+early, and a flow cut mid-relay."""
 
 from __future__ import annotations
 
@@ -154,8 +154,12 @@ def test_an_upgrade_goes_raw_after_the_101() -> None:
 
 @pytest.mark.parametrize(
     "sent",
-    [b"SSH-2.0-not-http\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Le"],
-    ids=["not-http", "closed-mid-head"],
+    [
+        b"SSH-2.0-not-http\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n",
+    ],
+    ids=["not-http", "closed-mid-head", "unasked-101"],
 )
 def test_a_broken_upstream_gets_the_guest_a_502(sent: bytes) -> None:
     async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -7,7 +7,8 @@ ends, what the computer gets told about the connection, and where its body ends.
   refused as broken when they are not HTTP/1.x: no status line, a bare CR or LF, a line
   without a colon, obsolete line folding, Content-Length values that disagree.
 - `ResponseHead.for_guest`: the head as the computer gets it, `Connection: close` (one request a
-  connection); an informational one (100, 101) goes as it came.
+  connection); an informational one (100, 101) goes as it came (a 101 only to a request that
+  asked for an upgrade: `relay.Exchange` calls any other broken).
 - `ResponseHead.body`: how its body is framed: none, a known length, or until the upstream
   closes (chunked or unframed: the request told the upstream `Connection: close`, so it ends
   the connection after its answer; the idle timeout ends one that does not)."""

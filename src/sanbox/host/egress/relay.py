@@ -121,6 +121,7 @@ class Exchange:
         self.guest_io = guest_io
         self.guest_reader, self.guest_writer = guest_io
         self.head_request = False
+        self.upgrade = False  # the request asked to switch protocols (a 101 may answer it)
         self.chunked = False  # the request's body goes upstream in chunks
         self.answered = False  # the guest has the head of a final response
         self.up_reader, self.up_writer = upstream_io
@@ -130,6 +131,7 @@ class Exchange:
         async with idle_timeout(idle_seconds) as idle:
             request = upstream_request(accepted.request, accepted.head.upgrade)
             self.head_request = request.method == b"HEAD"
+            self.upgrade = accepted.head.upgrade
             self.chunked = is_chunked(request)
             self.up_writer.write(head_bytes(request))
             sending = None
@@ -181,6 +183,8 @@ class Exchange:
     async def _response(self, idle: Idle) -> bool:
         """Relay the response; True if the upstream switched protocols (101)."""
         while (head := await self._head(idle)).informational:
+            if head.status == 101 and not self.upgrade:  # raw bytes on an answer not asked for
+                raise BrokenAnswerError("a 101 to a request that asked for no upgrade")
             self.guest_writer.write(head.for_guest())  # 100 Continue, 103 Early Hints, ...
             if head.status == 101:
                 return True
