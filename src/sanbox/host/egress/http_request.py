@@ -51,7 +51,22 @@ class RequestHead:
     upgrade: bool  # it asks to switch protocols (WebSocket)
 
 
-def _bare(head: bytes, complete: bool = True) -> bool:
+def header_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]] | str:
+    """Each header line of a head (its start line taken off) as (name as sent, value without
+    surrounding blanks), or what is wrong with one: obsolete line folding, or no colon after a
+    token. One rule for a request's head and an answer's."""
+    fields = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            return "obsolete line folding"
+        name, colon, value = line.partition(b":")
+        if not colon or not TOKEN.fullmatch(name):
+            return "a malformed header line"
+        fields.append((name, value.strip(b" \t")))
+    return fields
+
+
+def bare(head: bytes, complete: bool = True) -> bool:
     """Whether `head` has a CR or LF outside a CRLF (a trailing CR may still get its LF)."""
     rest = head.replace(b"\r\n", b"")
     return b"\n" in rest or b"\r" in (rest if complete else rest[:-1])
@@ -63,13 +78,13 @@ def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
     if end < 0:
         if len(buf) >= MAX_HEAD:
             return Refusal(431, f"the request head is over {MAX_HEAD // 1024} KiB")
-        if _bare(buf, complete=False):
+        if bare(buf, complete=False):
             return Refusal(400, "a bare CR or LF in the request head")
         if not looks_like_request_start(buf):
             return Refusal(400, "not an HTTP/1.x request")
         return INCOMPLETE
     head = buf[:end]
-    if _bare(head):
+    if bare(head):
         return Refusal(400, "a bare CR or LF in the request head")
     request_line, *lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
@@ -78,14 +93,12 @@ def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
     method, target = match.group(1), match.group(2)
     if method == b"CONNECT":
         return Refusal(405, "CONNECT is not relayed: dial the host itself, through 443 or 80")
+    parsed = header_fields(lines)
+    if isinstance(parsed, str):
+        return Refusal(400, f"{parsed} in the request head")
     fields: dict[bytes, list[bytes]] = {}
-    for line in lines:
-        if line[:1] in (b" ", b"\t"):
-            return Refusal(400, "obsolete line folding in the request head")
-        name, colon, value = line.partition(b":")
-        if not colon or not TOKEN.fullmatch(name):
-            return Refusal(400, "a malformed header line")
-        fields.setdefault(name.lower(), []).append(value.strip(b" \t"))
+    for name, value in parsed:
+        fields.setdefault(name.lower(), []).append(value)
     framing = _framing_refusal(fields)
     if framing is not None:
         return framing

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .http_request import HOP_BY_HOP, MAX_HEAD
-from .sniff import INCOMPLETE, TOKEN, Incomplete
+from .http_request import HOP_BY_HOP, MAX_HEAD, bare, header_fields
+from .sniff import INCOMPLETE, Incomplete
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: [^\r\n]*)?")
 NO_BODY: Final = 0  # `body`: none follows the head
@@ -81,18 +81,13 @@ def read_head(buf: bytes) -> ResponseHead | Incomplete:
         if not b"HTTP/1.".startswith(buf[:7]):
             raise BrokenAnswerError("not an HTTP/1.x response")
         return INCOMPLETE
+    if bare(buf[:end]):
+        raise BrokenAnswerError("a bare CR or LF in the response head")
     status_line, *lines = buf[:end].split(b"\r\n")
     match = STATUS_LINE.fullmatch(status_line)
     if match is None:
         raise BrokenAnswerError("not an HTTP/1.x status line")
-    fields = []
-    for line in lines:
-        if b"\r" in line or b"\n" in line:
-            raise BrokenAnswerError("a bare CR or LF in the response head")
-        if line[:1] in (b" ", b"\t"):
-            raise BrokenAnswerError("obsolete line folding in the response head")
-        name, colon, value = line.partition(b":")
-        if not colon or not TOKEN.fullmatch(name):
-            raise BrokenAnswerError("a malformed header line in the response")
-        fields.append((name, value.strip(b" \t")))
+    fields = header_fields(lines)
+    if isinstance(fields, str):
+        raise BrokenAnswerError(f"{fields} in the response head")
     return ResponseHead(int(match.group(1)), status_line, fields, end + 4)
