@@ -213,14 +213,23 @@ class AgentClient:
     # -- streams ------------------------------------------------------------------------
 
     async def open(
-        self, kind: str, params: dict[str, Any], *, exec_stream: bool = False
+        self,
+        kind: str,
+        params: dict[str, Any],
+        *,
+        exec_stream: bool = False,
+        stdin_eof: bool = False,
     ) -> Channel:
-        """Open a raw stream (SYNC first, so an agent that lost sync recovers here)."""
+        """Open a raw stream (SYNC first, so an agent that lost sync recovers here); with
+        `stdin_eof`, its input ends in the same write (the agent sees both in one read)."""
         if self._error is not None:
             raise self._error
         channel = Channel(self, next(self._ids), exec_stream=exec_stream)
         self._channels[channel.id] = channel
-        self.write(p.SYNC + p.encode(p.Open(channel.id, kind, params)))
+        opening = p.SYNC + p.encode(p.Open(channel.id, kind, params))
+        if stdin_eof:
+            opening += p.encode(p.Eof(channel.id, p.STDIN))
+        self.write(opening)
         await self.drain()
         return channel
 
@@ -319,8 +328,11 @@ class AgentClient:
     ) -> process.ExecResult:
         """Run a command to completion and collect its output: the first ``max_output`` bytes of
         each stream (all of it if ``None``); the rest is read and dropped, and the result's
-        ``stdout_truncated``/``stderr_truncated`` say so."""
-        proc = await self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout)
+        ``stdout_truncated``/``stderr_truncated`` say so. Without `stdin` the command's input
+        ends as it is opened: no second frame for the guest to wake for while it runs."""
+        proc = await self.exec_stream(
+            cmd, env=env, cwd=cwd, user=user, timeout=timeout, stdin=bool(stdin)
+        )
         return await proc.communicate(stdin, timeout, max_output)
 
     async def exec_stream(
@@ -331,12 +343,14 @@ class AgentClient:
         cwd: str | None = None,
         user: str | int | None = None,
         timeout: float | None = None,
+        stdin: bool = True,
     ) -> process.ExecProcess:
+        """A command started; `stdin=False`: its input is closed from the start."""
         params = process.command_params(cmd, env=env, cwd=cwd, user=user)
         if timeout is not None:
             params["timeout"] = timeout
-        channel = await self.open("exec", params, exec_stream=True)
-        return await process.ExecProcess.started(channel)
+        channel = await self.open("exec", params, exec_stream=True, stdin_eof=not stdin)
+        return await process.ExecProcess.started(channel, stdin_closed=not stdin)
 
     async def pty(
         self,

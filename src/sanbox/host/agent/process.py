@@ -120,8 +120,10 @@ class ExecProcess:
         self._stdin_closed = False
 
     @classmethod
-    async def started(cls, channel: Channel) -> ExecProcess:
-        return cls(channel, await _started(channel))
+    async def started(cls, channel: Channel, *, stdin_closed: bool = False) -> ExecProcess:
+        proc = cls(channel, await _started(channel))
+        proc._stdin_closed = stdin_closed  # its EOF went with the OPEN
+        return proc
 
     async def write_stdin(self, data: bytes) -> None:
         await self._channel.send_data(p.STDIN, data)
