@@ -15,6 +15,7 @@ from sanbox.guest import protocol as p
 from sanbox.guest.errors import AgentRequestError
 from sanbox.guest.flow import SendWindow
 from sanbox.guest.relay import OutputRelay, StdinRelay
+from sanbox.guest.ssh import SshStream
 
 pytestmark = pytest.mark.unit
 
@@ -150,3 +151,53 @@ def test_a_user_that_is_neither_a_name_nor_a_uid_is_refused() -> None:
     with pytest.raises(AgentRequestError) as err:
         process.resolve_user(["root"])
     assert err.value.code == "bad_request"
+
+
+def _exec_writes(
+    command: str, stream_class: type[process.ExecStream] = process.ExecStream
+) -> list[tuple[p.Frame, ...]]:
+    """The writes an exec stream of `sh -c command` makes, each as the frames it holds."""
+    writes: list[tuple[p.Frame, ...]] = []
+
+    async def main() -> None:
+        stream = stream_class(1, {"argv": ["sh", "-c", command]}, lambda *f: writes.append(f))
+        stream.on_eof(p.STDIN)  # as a host's exec without input sends it: with the OPEN
+        done = asyncio.Event()
+        stream.on_finished = lambda _: done.set()
+        stream.start()
+        await done.wait()
+
+    asyncio.run(main())
+    return writes
+
+
+def _kinds(write: tuple[p.Frame, ...]) -> list[str]:
+    return [f.body["type"] if isinstance(f, p.Msg) else type(f).__name__ for f in write]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "exec >&- 2>&-; sleep 0.1; exit 3",  # outputs end while the command runs
+        "(for i in 1 2 3; do echo $i; sleep 0.05; done) & exit 3",  # they end after it
+    ],
+)
+def test_an_execs_output_ends_go_with_its_exit_in_one_write(command: str) -> None:
+    writes = _exec_writes(command)
+    assert _kinds(writes[0]) == ["started"]
+    assert _kinds(writes[-1]) == ["Eof", "Eof", "exit", "Close"]
+    assert {f.channel for f in writes[-1] if isinstance(f, p.Eof)} == {p.STDOUT, p.STDERR}
+    assert writes[-1][-2].body["exit_code"] == 3  # type: ignore[union-attr]
+    assert all(_kinds(w) == ["Data"] for w in writes[1:-1])
+    output = b"".join(f.data for w in writes for f in w if isinstance(f, p.Data))
+    assert output == (b"1\n2\n3\n" if "echo" in command else b"")
+
+
+class _EofAtOnce(process.ExecStream):
+    eof_held = False  # as a terminal's and an SSH connection's streams
+
+
+def test_a_stream_that_does_not_hold_them_sends_output_ends_at_once() -> None:
+    assert not process.PtyStream.eof_held and not SshStream.eof_held
+    writes = _exec_writes("exec >&- 2>&-; sleep 0.1", _EofAtOnce)
+    assert [_kinds(w) for w in writes] == [["started"], ["Eof"], ["Eof"], ["exit", "Close"]]

@@ -40,6 +40,7 @@ class Stream:
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.aborted = False
         self._last: p.Msg | None = None
+        self._held: list[p.Frame] = []  # to go with the last message (`hold`)
         self._main: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.on_finished: Callable[[Stream], None] = lambda stream: None
@@ -77,7 +78,7 @@ class Stream:
             self.cleanup()
             if not self.aborted:
                 last = () if self._last is None else (self._last,)
-                self._send(*last, p.Close(self.id))
+                self._send(*self._held, *last, p.Close(self.id))
             self.on_finished(self)
 
     def task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -110,6 +111,11 @@ class Stream:
 
     def send_msg(self, type_: str, **fields: Any) -> None:
         self.send(p.Msg(self.id, {"type": type_, **fields}))
+
+    def hold(self, frame: p.Frame) -> None:
+        """Send `frame` with the stream's last message, not now (it is about to end)."""
+        if not self.aborted:
+            self._held.append(frame)
 
     def send_last(self, type_: str, **fields: Any) -> None:
         """The stream's final message (a result, an exit, an error): it goes with the CLOSE."""
