@@ -156,8 +156,9 @@ def test_prune_drops_the_steps_no_template_stands_on(
 def test_a_failing_build_leaves_its_log_and_nothing_else(
     server: ServerProcess, client: Sanbox, tmp_path: Path
 ) -> None:
+    # `cat` reads the step's input: it ends at once (an open stdin held the step until its timeout)
     (tmp_path / "sanbox.toml").write_text(
-        'name = "broken"\n[[steps]]\nrun = "echo about to fail; exit 3"\n'
+        'name = "broken"\n[[steps]]\nrun = "cat; echo about to fail; exit 3"\n'
     )
     before = {s.id for s in client.snapshots.list()}
     r = cli(server, "template", "build", str(tmp_path))
