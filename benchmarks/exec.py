@@ -1,8 +1,9 @@
-"""Where an exec's time goes, in one run: the raw channel round trip (ping), the same spawn timed
-inside the guest itself (`true`, and `sh -c true`), exec `true` through the agent client, through
-the HTTP API of a real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall
-time of the whole CLI process), with the ratios; then file put/get throughput. Run it again with
-SANBOX_TCG_ASLR=off to time emulated guests without address randomization.
+"""Where an exec's time goes, in one run: the raw channel round trip (ping: in a row, and each
+right after an exec, which the guest may still be finishing), the same spawn timed inside the guest
+itself (`true`, and `sh -c true`), exec `true` through the agent client, through the HTTP API of a
+real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall time of the whole CLI
+process), with the ratios; then file put/get throughput. Run it again with SANBOX_TCG_ASLR=off to
+time emulated guests without address randomization.
 
 A guest just booted runs its first few hundred processes slower (under TCG here: exec `true` fell
 from 41 to 28 ms over its first 150), so each computer first runs WARM_UP execs, and the spawn
@@ -64,6 +65,11 @@ async def agent_side(n: int, mib: int) -> dict[str, float]:
         print(f"{machine.isolation}, {n} round trips each, {mib} MiB transfers")
         for _ in range(WARM_UP):
             await agent.exec(["true"])
+        alone: list[float] = []  # pings one after the other: nothing left of an exec to finish
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await agent.ping()
+            alone.append(time.perf_counter() - t0)
         pings: list[float] = []
         execs: list[float] = []
         inside: dict[str, list[float]] = {"true": [], "sh": []}
@@ -78,7 +84,8 @@ async def agent_side(n: int, mib: int) -> dict[str, float]:
             block = json.loads((await agent.exec(spawn_inside(n))).stdout)
             for key, value in block.items():
                 inside[key].append(value)
-        print(summary("channel round trip (ping)", pings))
+        print(summary("channel round trip (ping), pings in a row", alone))
+        print(summary("channel round trip (ping), each after an exec", pings))
         spawn = {key: statistics.median(values) for key, values in inside.items()}
         print(f"{'spawn of `true`, timed inside the guest':<44} median {spawn['true']:9.3f} ms")
         print(f"{'spawn of `sh -c true`, inside the guest':<44} median {spawn['sh']:9.3f} ms")
