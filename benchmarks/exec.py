@@ -1,9 +1,9 @@
-"""Where an exec's time goes, in one run: the raw channel round trip (ping: in a row, and each
-right after an exec, which the guest may still be finishing), the same spawn timed inside the guest
-itself (`true`, and `sh -c true`), exec `true` through the agent client, through the HTTP API of a
-real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall time of the whole CLI
-process), with the ratios; then file put/get throughput. Run it again with SANBOX_TCG_ASLR=off to
-time emulated guests without address randomization.
+"""Where an exec's time goes, in one run: the raw channel round trip (ping: in a row, each right
+after an exec, and each after the guest idled 20 ms: waking it costs), the same spawn timed inside
+the guest itself (`true`, and `sh -c true`), exec `true` through the agent client, through the
+HTTP API of a real `sanbox server`, and `sanbox exec NAME -- true` as a user types it (wall time of
+the whole CLI process), with the ratios; then file put/get throughput. Run it again with
+SANBOX_TCG_ASLR=off to time emulated guests without address randomization.
 
 A guest just booted runs its first few hundred processes slower (under TCG here: exec `true` fell
 from 41 to 28 ms over its first 150), so each computer first runs WARM_UP execs, and the spawn
@@ -33,6 +33,7 @@ from sanbox.host.runtime import HostRuntime  # noqa: E402
 MIB = 1024**2
 WARM_UP = 250
 BLOCKS = 4  # exec and in-guest spawn timed in turns
+IDLE = 0.02  # a round trip costs more the longer the guest idled before it (waking it up)
 # runs inside the guest: the spawn the agent makes for `exec true`, timed by the guest's clock
 IN_GUEST = r"""
 import json, statistics, subprocess, sys, time
@@ -66,10 +67,16 @@ async def agent_side(n: int, mib: int) -> dict[str, float]:
         for _ in range(WARM_UP):
             await agent.exec(["true"])
         alone: list[float] = []  # pings one after the other: nothing left of an exec to finish
+        idle: list[float] = []  # each after the guest (and this host) idled IDLE seconds
         for _ in range(n):
             t0 = time.perf_counter()
             await agent.ping()
             alone.append(time.perf_counter() - t0)
+        for _ in range(n):
+            await asyncio.sleep(IDLE)
+            t0 = time.perf_counter()
+            await agent.ping()
+            idle.append(time.perf_counter() - t0)
         pings: list[float] = []
         execs: list[float] = []
         inside: dict[str, list[float]] = {"true": [], "sh": []}
@@ -86,6 +93,7 @@ async def agent_side(n: int, mib: int) -> dict[str, float]:
                 inside[key].append(value)
         print(summary("channel round trip (ping), pings in a row", alone))
         print(summary("channel round trip (ping), each after an exec", pings))
+        print(summary(f"channel round trip (ping), after {IDLE * 1000:.0f} ms idle", idle))
         spawn = {key: statistics.median(values) for key, values in inside.items()}
         print(f"{'spawn of `true`, timed inside the guest':<44} median {spawn['true']:9.3f} ms")
         print(f"{'spawn of `sh -c true`, inside the guest':<44} median {spawn['sh']:9.3f} ms")
