@@ -1,5 +1,5 @@
 """The exec stream's relays (guest/relay.py) on real pipes, and the agent's account lookups
-(read again only when /etc/passwd or /etc/group changes)."""
+(guest/accounts.py: read again only when /etc/passwd or /etc/group changes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.guest import process
+from sanbox.guest import accounts, process
 from sanbox.guest import protocol as p
 from sanbox.guest.errors import AgentRequestError
 from sanbox.guest.flow import SendWindow
@@ -128,28 +128,28 @@ def test_accounts_are_looked_up_again_only_when_their_files_change(
     passwd, group = tmp_path / "passwd", tmp_path / "group"
     passwd.write_text("root:x:0:0::/root:/bin/sh\n")
     group.write_text("root:x:0:\n")
-    monkeypatch.setattr(process, "ACCOUNTS", (str(passwd), str(group)))
-    monkeypatch.setattr(process, "_known", {})
-    monkeypatch.setattr(process, "_known_files", [])
+    monkeypatch.setattr(accounts, "ACCOUNTS", (str(passwd), str(group)))
+    monkeypatch.setattr(accounts, "_known", {})
+    monkeypatch.setattr(accounts, "_known_files", [])
     looked: list[object] = []
 
-    def look_up(user: object) -> process.Identity:
+    def look_up(user: object) -> accounts.Identity:
         looked.append(user)
-        return process.Identity(0, 0, "root", "/root", "/bin/sh", (0,))
+        return accounts.Identity(0, 0, "root", "/root", "/bin/sh", (0,))
 
-    monkeypatch.setattr(process, "_look_up", look_up)
-    process.resolve_user(None)
-    process.resolve_user(None)
-    process.resolve_user("root")
+    monkeypatch.setattr(accounts, "_look_up", look_up)
+    accounts.resolve_user(None)
+    accounts.resolve_user(None)
+    accounts.resolve_user("root")
     assert looked == [None, "root"]
     passwd.write_text("root:x:0:0::/root:/bin/sh\nagent:x:1000:1000::/home/agent:/bin/sh\n")
-    process.resolve_user(None)
+    accounts.resolve_user(None)
     assert looked == [None, "root", None], "a new account file must be read again"
 
 
 def test_a_user_that_is_neither_a_name_nor_a_uid_is_refused() -> None:
     with pytest.raises(AgentRequestError) as err:
-        process.resolve_user(["root"])
+        accounts.resolve_user(["root"])
     assert err.value.code == "bad_request"
 
 

@@ -222,9 +222,10 @@ class Builder:
     ) -> None:
         """Run `argv` in the build computer, its output into the log; BuildFailed unless 0."""
         client = await machine.client()
+        # a step reads no input: its stdin ends at once, as a Dockerfile RUN's does
         proc = await client.exec_stream(
             argv, env=env, cwd="/root", timeout=STEP_TIMEOUT, stdin=False
-        )  # a step reads no input: its stdin ends at once, as a Dockerfile RUN's does
+        )
         tail: list[str] = []
         pending = b""
         exit_ = None

@@ -28,8 +28,9 @@ import threading
 from dataclasses import dataclass
 
 from . import protocol as p
+from .accounts import BASE_PATH
 from .errors import AgentRequestError
-from .process import BASE_PATH, ProcessStream, spawn_piped
+from .process import ProcessStream, spawn_piped
 from .service_config import ENV_NAME
 
 ROOT_ENV = "SANBOX_AGENT_SSH_ROOT"

@@ -112,18 +112,17 @@ async def _started(channel: Channel) -> int:
 class ExecProcess:
     """A running command. Consume ``events()`` or call ``wait()``; not both at once."""
 
-    def __init__(self, channel: Channel, pid: int) -> None:
+    def __init__(self, channel: Channel, pid: int, stdin_closed: bool = False) -> None:
         self._channel = channel
         self.pid = pid
         self.exit: Exit | None = None
         self.kept = False  # a kept process (kept.py): it outlives this stream
-        self._stdin_closed = False
+        self._stdin_closed = stdin_closed
 
     @classmethod
     async def started(cls, channel: Channel, *, stdin_closed: bool = False) -> ExecProcess:
-        proc = cls(channel, await _started(channel))
-        proc._stdin_closed = stdin_closed  # its EOF went with the OPEN
-        return proc
+        """`stdin_closed`: its input's EOF went with the OPEN."""
+        return cls(channel, await _started(channel), stdin_closed)
 
     async def write_stdin(self, data: bytes) -> None:
         await self._channel.send_data(p.STDIN, data)
