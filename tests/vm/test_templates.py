@@ -106,8 +106,14 @@ def test_computers_of_it_restore_the_ready_snapshot_each_as_itself(
     wider = client.computers.create(template=built, name="notes-d", disk_gib=12)
     assert wider.memory == "restored" and wider.disk_gib == 12  # restored, then grown live
     assert int(sh(wider, "df -BG --output=size / | tail -1").strip().rstrip("G")) >= 11
-    for c in (a, b, bigger, wider):
+    # a snapshot of one of them makes computers of the template too
+    snap = a.snapshot(memory=True, name="notes-snap")
+    again = client.computers.create(from_snapshot="notes-snap", name="notes-e")
+    assert again.template == built and again.memory == "restored", again.record
+    assert sh(again, "cat /srv/notes/notes.txt").startswith("Notes")
+    for c in (a, b, bigger, wider, again):
         c.delete()
+    client.snapshots.delete(snap.id)
 
 
 def tmp_key(server: ServerProcess) -> str:

@@ -131,7 +131,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
             f"{floor_gib} GiB",
             "disk_too_small",
         )
-    recipe = recipe_for(template) if own is None else None
+    recipe = recipe_for(template) if base is None else None  # a built-in's defaults
     default_allow = base.allow if base else (recipe.allow if recipe else [])
     default_idle = base.idle_timeout if base else (recipe.idle_timeout if recipe else 0)
     bound = {name: (env or None) for name, env in (own.template.secrets if own else {}).items()}
