@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -41,6 +42,38 @@ def test_round_trip_keeps_data_and_holes(tmp_path: Path) -> None:
     assert os.stat(saved).st_mode & 0o777 == 0o600
     memfile.restore(saved, back, ram.stat().st_size, chunks, KEY)
     assert back.read_bytes() == ram.read_bytes()
+
+
+def test_a_file_mapped_before_it_is_filled_sees_the_copy(tmp_path: Path) -> None:
+    """A restore's QEMU maps its RAM file as it starts, while the copy fills it: made at its
+    size first (never truncated after), a shared mapping made then reads every copied byte."""
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    sparse_ram(ram)
+    size = ram.stat().st_size
+    chunks = memfile.save(ram, saved, KEY)
+    fd = memfile.create(back, size)
+    assert back.stat().st_size == size and os.stat(back).st_mode & 0o777 == 0o600
+    with open(back, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mapped:
+        memfile.fill(saved, fd, size, chunks, KEY)
+        with pytest.raises(OSError):
+            os.fstat(fd)  # closed by fill
+        assert mapped[:] == ram.read_bytes()
+
+
+def test_fill_stops_at_a_changed_chunk(tmp_path: Path) -> None:
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    written = sparse_ram(ram)
+    size = ram.stat().st_size
+    chunks = memfile.save(ram, saved, KEY)
+    with open(saved, "r+b") as f:
+        f.seek(9 * CHUNK + 100)
+        f.write(b"\x01")
+    fd = memfile.create(back, size)
+    with pytest.raises(MemoryCorruptError):
+        memfile.fill(saved, fd, size, chunks, KEY)
+    with open(back, "rb") as f:  # nothing of the changed chunk was written
+        f.seek(9 * CHUNK)
+        assert f.read(CHUNK) == bytes(CHUNK) != written[9 * CHUNK]
 
 
 @pytest.mark.parametrize("where", ["in a chunk", "in a hole", "at the end"])

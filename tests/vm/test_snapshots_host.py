@@ -199,6 +199,9 @@ def test_corrupted_snapshot_is_refused_with_reason(
     assert sid not in [s.id for s in runtime.snapshots.complete()]  # never listed damaged
     refused = runtime.created[-3:]  # type: ignore[attr-defined]
     assert not [c for c in refused if (data_dir.computers / c).exists()]  # nothing half-made
+    assert not [c for c in refused if data_dir.ram_file(c).exists()]  # (a copy's RAM file)
+    made = runtime.machines.network.namespaces() if runtime.machines.network else []
+    assert not [c for c in refused if any(ns.endswith(c) for ns in made)]
 
 
 def chain_length(disk: Path) -> int:

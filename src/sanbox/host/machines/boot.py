@@ -237,10 +237,11 @@ class Machines:
         VM's own saved memory (its run dir's `mapped_memory.mapped_file`, a resume), mapped
         privately; or a memory image many VMs map (a snapshot's), checked already (`memory.load`,
         `mapped_memory.verify_memory`): N VMs from one file share its clean pages. None: the RAM
-        is in the shared RAM file in the RAM dir, filled already (SANBOX_RESTORE=copy, or a shared
-        image copied there where the driver cannot map it read-only). `checking`: the check of
-        `memory_file` (a resume's, `mapped_memory.check_taken`), run while the VM process starts and
-        awaited before the state loads; the VM is killed if it fails.
+        is in the shared RAM file in the RAM dir, made at its size already (SANBOX_RESTORE=copy, or
+        a shared image copied there where the driver cannot map it read-only). `checking`: what
+        must end before the state loads, run while the VM process starts (a resume's check of
+        `memory_file`, `mapped_memory.check_taken`; a restore's copy into the RAM file); the VM is
+        killed if it fails.
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
         user's) through a hard link in the VM's run dir (the file must be on the data

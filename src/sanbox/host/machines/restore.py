@@ -7,9 +7,10 @@ re-own (it stays root's): where QEMU can map a file it opens read-only (>= 8.2) 
 copy-on-write from a hard link of the snapshot's memory file in the computer's run dir, checked
 there (N computers from one snapshot share its clean pages, nothing is copied; N forks check it
 once); on QEMU 7.2, which opens a mapped file read-write, the saved RAM is copied into the VM's
-own RAM file, each chunk checked on the way (only the allocated chunks: what the guest had
-touched). Restores run side by side. The outcome says `restored`, or why not and the computer
-booted on the disk. A damaged snapshot is refused with the reason, never used.
+own RAM file while its QEMU starts, each chunk checked on the way (only the allocated chunks:
+what the guest had touched; the state loads once the copy is whole). Restores run side by side.
+The outcome says `restored`, or why not and the computer booted on the disk. A damaged
+snapshot is refused with the reason, never used (the copy's check stops its QEMU unrun).
 
 Every computer made this way gets a new identity before it is handed out (`new_identity`):
 hostname, machine-id, entropy from the host credited and reseeded, the clock, and its SSH host
@@ -34,7 +35,7 @@ from ..data.layout import ComputerDir
 from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
-from ..saved import mapped_memory, memory
+from ..saved import mapped_memory, memfile, memory
 from ..saved.memory import MemoryOutcome
 from ..snapshot.errors import SnapshotCorruptError, SnapshotError
 from ..snapshot.manifest import SnapshotManifest
@@ -56,14 +57,22 @@ async def new_identity(agent: AgentClient, hostname: str) -> None:
     )
 
 
-def _copy_memory(
+def _ram_copy(
     snaps: Snapshots, snap: SnapshotManifest, ram: Path, compat: dict[str, object], key: bytes
+) -> tuple[memory.SavedState, int]:
+    """A VM's own RAM file for a copy of the snapshot's memory: made at its size, empty, open
+    for `_fill_copy`."""
+    saved = memory.load(snaps.memory_dir(snap.id), compat, key)
+    return saved, memfile.create(ram, saved.memory_bytes)
+
+
+def _fill_copy(
+    snaps: Snapshots, snap: SnapshotManifest, saved: memory.SavedState, fd: int, key: bytes
 ) -> None:
-    """Copy the snapshot's memory into a VM's own RAM file, each chunk checked on the way."""
-    mem = snaps.memory_dir(snap.id)
-    saved = memory.load(mem, compat, key)
+    """Copy the snapshot's memory into the RAM file open as `fd`, each chunk checked on the
+    way; closes `fd`."""
     try:
-        memory.restore_memory(mem, saved, ram, key)
+        memory.fill_memory(snaps.memory_dir(snap.id), saved, fd, key)
     except memory.StateError as exc:
         raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
 
@@ -122,6 +131,8 @@ async def create_from_snapshot(
     async with contextlib.AsyncExitStack() as undo:
         cdir.root.mkdir(parents=True)
         undo.callback(shutil.rmtree, cdir.root, True)
+        if m.network is not None:  # made as its VM starts (a boot's own failure removes it too)
+            undo.push_async_callback(m.network.remove, spec.computer_id)
         size = (spec.disk_gib or 0) * GIB
         # a restored guest knows its disk's old size: grown once it runs (a boot grows it first)
         first = snap.disk_bytes if compat is not None and size > snap.disk_bytes else size
@@ -191,6 +202,7 @@ async def _restore(
     cdir = m.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
     hv = await m.choose(image)
+    copying: asyncio.Future[None] | None = None
     # the snapshot's file itself, mapped from a read-only descriptor
     if hv.capabilities.maps_read_only:
         copy = None
@@ -199,17 +211,28 @@ async def _restore(
             if ready
             else await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
         )
-    else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own
+    else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own, made
+        # while its QEMU starts (which maps the file, touching nothing before the state loads)
         copy, memory_file = m.data_dir.ram_file(spec.computer_id), None
-        await asyncio.to_thread(_copy_memory, snaps, snap, copy, compat, m.memory_key)
+        saved, fd = await asyncio.to_thread(_ram_copy, snaps, snap, copy, compat, m.memory_key)
+        fill = asyncio.to_thread(_fill_copy, snaps, snap, saved, fd, m.memory_key)
+        copying = asyncio.ensure_future(fill)
     vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
     try:
-        return await m.run_saved(spec, image, vmstate, memory_file), MemoryOutcome(True)
+        machine = await m.run_saved(spec, image, vmstate, memory_file, copying)
+        return machine, MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
         if copy is not None:  # (the snapshot's own file stays: run_saved dropped its link)
             copy.unlink(missing_ok=True)
+        if isinstance(exc, SnapshotCorruptError):  # refused, never booted around
+            raise
         log.warning("%s: memory of %s not restored: %s", spec.computer_id, snap.id, exc)
         return None, MemoryOutcome(False, f"restore failed: {exc}")
+    finally:
+        if copying is not None:
+            await asyncio.wait([copying])  # its thread is not left writing behind the caller
+            if not copying.cancelled():
+                copying.exception()  # raised through run_saved, or moot beside what failed first
 
 
 async def fork(

@@ -151,20 +151,37 @@ def _checked(
 
 def restore(src: Path, dst: Path, size: int, chunks: list[Chunk], key: bytes) -> None:
     """Copy the recorded chunks of `src` into a new `dst` of `size` bytes, checking each."""
-    src_fd = os.open(src, os.O_RDONLY)
     try:
-        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.ftruncate(dst_fd, size)
-            for chunk, view in _checked(src_fd, size, chunks, key, bytearray(CHUNK)):
-                _write_all(dst_fd, view, chunk.offset)
-        finally:
-            os.close(dst_fd)
+        fill(src, create(dst, size), size, chunks, key)
     except BaseException:
         dst.unlink(missing_ok=True)
         raise
+
+
+def create(dst: Path, size: int) -> int:
+    """A new, empty `dst` of `size` bytes (0600, never through a symlink), open for `fill`: a
+    process may map it at once, it is never truncated after."""
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.ftruncate(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fill(src: Path, dst_fd: int, size: int, chunks: list[Chunk], key: bytes) -> None:
+    """Copy the recorded chunks of `src` into the file open as `dst_fd` (made by `create`),
+    each checked before it is written; closes `dst_fd`."""
+    try:
+        src_fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            for chunk, view in _checked(src_fd, size, chunks, key, bytearray(CHUNK)):
+                _write_all(dst_fd, view, chunk.offset)
+        finally:
+            os.close(src_fd)
     finally:
-        os.close(src_fd)
+        os.close(dst_fd)
 
 
 def digest(path: Path, key: bytes) -> list[Chunk]:

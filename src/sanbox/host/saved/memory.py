@@ -335,6 +335,15 @@ def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: byte
         raise StateError("corrupt", str(exc)) from exc
 
 
+def fill_memory(state_dir: Path, saved: SavedState, ram_fd: int, key: bytes) -> None:
+    """Copy the saved RAM into a RAM file made by `memfile.create` (open as `ram_fd`, closed
+    here), every chunk checked before it is written; StateError(corrupt) at a mismatch."""
+    try:
+        memfile.fill(state_dir / MEMORY, ram_fd, saved.memory_bytes, saved.chunks(), key)
+    except memfile.MemoryCorruptError as exc:
+        raise StateError("corrupt", str(exc)) from exc
+
+
 def forget(state_dir: Path) -> None:
     """Make a saved state unusable at once (its manifest goes, durably): done before a restored
     guest runs, since from then on its disk moves ahead of the saved memory."""
