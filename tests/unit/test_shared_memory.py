@@ -124,7 +124,8 @@ class FakeMachines:
     maps: bool
     root: Path
     memory_key: bytes = KEY
-    started: list[Path | None] = field(default_factory=list)
+    started: list[Path | None] = field(default_factory=list)  # VM processes launched
+    loaded: list[Path | None] = field(default_factory=list)  # states loaded: the guest ran
     fail: bool = False
 
     @property
@@ -139,11 +140,21 @@ class FakeMachines:
         return SimpleNamespace(name="qemu", capabilities=caps)
 
     async def run_saved(
-        self, spec: object, image: object, vmstate: Path, memory_file: Path | None
+        self,
+        spec: object,
+        image: object,
+        vmstate: Path,
+        memory_file: Path | None,
+        checking: asyncio.Future[None] | None = None,
     ) -> str:
+        """As `Machines.run_saved`: the VM process starts, `checking` (a copy into the RAM
+        file) is awaited, and only then the state loads; a launch that fails awaits it too."""
         self.started.append(memory_file)
+        if checking is not None:
+            await checking
         if self.fail:
             raise OSError("QEMU said no")
+        self.loaded.append(memory_file)
         return "machine"
 
 
@@ -166,7 +177,7 @@ def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
     rt = FakeMachines(maps=False, root=tmp_path)
     machine, outcome = restore_with(rt, state)
     assert (machine, outcome.restored) == ("machine", True)
-    assert rt.started == [None]  # QEMU is not handed the image: RAM is in its own file
+    assert rt.loaded == [None]  # QEMU is not handed the image: RAM is in its own file
     ram = tmp_path / "cmpa.ram"
     assert ram.read_bytes() == image.read_bytes()
     assert ram.stat().st_ino != before.st_ino
@@ -220,14 +231,17 @@ def test_on_qemu_8_2_a_failed_start_leaves_the_image(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("maps", [False, True], ids=["copied (7.2)", "mapped (8.2)"])
-def test_a_changed_image_is_refused_before_any_vm_starts(tmp_path: Path, maps: bool) -> None:
+def test_a_changed_image_is_refused_before_any_state_loads(tmp_path: Path, maps: bool) -> None:
+    """Mapped, the image is checked before any VM starts; copied, the copy (checked chunk by
+    chunk) runs while the VM process starts, which is stopped before its state loads."""
     state, _ = saved_state(tmp_path)
     with open(state / memory.MEMORY, "r+b") as f:
         f.write(b"\x09")  # a recorded chunk
     rt = FakeMachines(maps=maps, root=tmp_path)
     with pytest.raises(SnapshotCorruptError):
         restore_with(rt, state)
-    assert rt.started == [] and not (tmp_path / "cmpa.ram").exists()
+    assert rt.started == ([] if maps else [None]) and rt.loaded == []
+    assert not (tmp_path / "cmpa.ram").exists()
 
 
 def test_a_failed_start_leaves_no_copy(tmp_path: Path) -> None:

@@ -15,6 +15,13 @@ from .errors import ConnectionFailedError, RequestTimeoutError, SanboxError, err
 
 Params = Mapping[str, str | int | float | bool | None] | list[tuple[str, str]]
 
+# `sanbox server` (uvicorn) closes a connection idle 5 s: one idle longer than this is not
+# reused, so a request is never sent on a connection the server is closing at that moment
+KEEPALIVE_EXPIRY = 4.0
+# sent again once when the server closed their kept-alive connection without an answer (a proxy
+# in between may close at another time): they change nothing more the second time
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
 
 class HttpCore:
     """An `httpx.AsyncClient` that raises `SanboxError`s and decodes JSON."""
@@ -39,7 +46,12 @@ class HttpCore:
         if url.startswith("http://"):
             verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         self.client = httpx.AsyncClient(
-            base_url=url, headers=headers, timeout=timeout, transport=transport, verify=verify
+            base_url=url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            verify=verify,
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
         )
 
     async def aclose(self) -> None:
@@ -56,16 +68,24 @@ class HttpCore:
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> httpx.Response:
-        with self._translated():
-            response = await self.client.request(
-                method,
-                path,
-                params=_clean(params),
-                json=json_body,
-                content=content,
-                headers=headers,
-                timeout=self.timeout if timeout is None else timeout,
-            )
+        again = method in IDEMPOTENT and not isinstance(content, AsyncIterator)
+        while True:
+            try:
+                with self._translated():
+                    response = await self.client.request(
+                        method,
+                        path,
+                        params=_clean(params),
+                        json=json_body,
+                        content=content,
+                        headers=headers,
+                        timeout=self.timeout if timeout is None else timeout,
+                    )
+                break
+            except ConnectionFailedError as exc:
+                if not (again and isinstance(exc.__cause__, httpx.RemoteProtocolError)):
+                    raise
+                again = False
         if response.is_error:
             raise error_from_response(response.status_code, response.content)
         return response
