@@ -51,7 +51,9 @@ class HttpCore:
             timeout=timeout,
             transport=transport,
             verify=verify,
-            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
+            limits=httpx.Limits(  # httpx's own bounds, a shorter keep-alive
+                max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+            ),
         )
 
     async def aclose(self) -> None:
