@@ -197,3 +197,48 @@ def test_a_call_to_a_frozen_host_agent_fails_within_seconds_and_the_host_comes_b
     finally:
         agent.kill()
         agent.wait(10)
+
+
+def test_a_snapshot_or_delete_refused_while_its_host_is_down_keeps_nothing_and_changes_nothing(
+    patient_fleet: LiveServer, short_tmp: Path
+) -> None:
+    """Refused with `host_unreachable` before anything is recorded: no hidden `creating`
+    snapshot keeps its name or counts against the quota, and the computer is not left
+    `deleting` with its VM running on the host."""
+    live = patient_fleet
+    host_dir, port, control = _joined(live, short_tmp)
+    agent = _started(live, host_dir, port, control)
+    auth = {"Authorization": f"Bearer {live.key}"}
+    try:
+        with Sanbox(live.url, live.key, timeout=60) as client:
+            made = client.computers.create(name="kept", idle_timeout=0)
+            agent.send_signal(signal.SIGKILL)
+            agent.wait(10)
+
+            def down() -> bool:
+                r = _refused(live, made.id)
+                return r is not None and r.json()["error"]["code"] == "host_unreachable"
+
+            _until("its host known down", down)
+            url = f"{live.url}/v1/computers/{made.id}"
+            for method, path, body in (
+                ("POST", "/snapshots", {"name": "keep"}),
+                ("DELETE", "", None),
+            ):
+                r = httpx.request(method, url + path, json=body, headers=auth, timeout=30)
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["code"] == "host_unreachable", r.text
+            assert made.refresh().state == "running"
+
+            agent = _agent(host_dir, port)
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+            _until("exec again", lambda: _refused(live, made.id) is None, timeout=30)
+            made.stop()  # the stand-in's VM has no monitor: a disk snapshot of it at rest
+            snap = made.snapshot(name="keep")  # the name is free: nothing was kept of the first
+            assert [s.name for s in client.snapshots.list()] == ["keep"]
+            client.snapshots.delete(snap.id)
+            made.delete()
+            assert not (host_dir / "computers" / made.id).exists()
+    finally:
+        agent.kill()
+        agent.wait(10)

@@ -96,3 +96,33 @@ def test_an_unnamed_claim_whose_warm_name_was_taken_since_gets_another(server: S
     assert claimed.status_code == 201, claimed.text
     assert claimed.json()["id"] == younger
     assert claimed.json()["name"] not in (warm, "")
+
+
+def _claimed(server: Server, computer_id: str) -> bool:
+    r = server.client.get(f"/v1/computers/{computer_id}/events", headers=server.headers())
+    return any(e["data"].get("start") == "claimed" for e in r.json()["events"])
+
+
+def test_a_create_that_names_no_template_claims_from_the_base_pool(server: Server) -> None:
+    pool_ready(server, 1)
+    made = server.client.post("/v1/computers", json={"name": "plain"}, headers=server.headers())
+    assert made.status_code == 201, made.text
+    assert made.json()["template"] == "base"
+    assert _claimed(server, made.json()["id"]), "a base pool's member was not claimed"
+
+
+def test_a_member_this_node_did_not_start_is_attached_and_claimed(server: Server) -> None:
+    # another API node made it, or this one restarted: this node holds no machine of it
+    pool_ready(server, 1)
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    held = [cid for cid, _ in list(fleet.machines.items()) if fleet.by_id(cid).pool is not None]
+    assert len(held) == 1
+    fleet.machines.pop(held[0])
+    made = server.client.post("/v1/computers", json={"template": "base"}, headers=server.headers())
+    assert made.status_code == 201, made.text
+    assert made.json()["id"] == held[0], "the member was discarded, not claimed"
+    assert _claimed(server, held[0])
+    ran = server.client.post(
+        f"/v1/computers/{held[0]}/exec", json={"cmd": ["echo", "on"]}, headers=server.headers()
+    )
+    assert ran.json()["stdout"] == "on\n", ran.text

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sanbox.fleet.operations import Operations
 from sanbox.store.models import SnapshotRow
 
 from .conftest import Server, start_server
@@ -33,6 +34,15 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
         row = s.get(SnapshotRow, lost_id)
         assert row is not None
         row.state = "creating"
+    # another API node is taking one of "busy" meanwhile: its record and its operation
+    busy = create(server, name="busy")
+    assert server.client.post("/v1/computers/busy/stop", headers=h).status_code == 200
+    taken = server.client.post("/v1/computers/busy/snapshots", json={}, headers=h).json()["id"]
+    with db.session() as s:
+        row = s.get(SnapshotRow, taken)
+        assert row is not None
+        row.state = "creating"
+    elsewhere = Operations(db).begin(str(busy["id"]), "snapshot", node="another-node:0000")
     snapshots = server.data_dir.snapshots
     stray = snapshots / "snp_strayfolder00000000"
     stray.mkdir()
@@ -46,9 +56,15 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
         report = client.app.state.reconcile_report  # type: ignore[attr-defined]
         assert report.snapshots_dropped == [lost_id]
         assert "snp_strayfolder00000000" in report.orphans
+        assert taken not in report.orphans, "another node's snapshot was swept"
         listed = client.get("/v1/snapshots", headers=h).json()["snapshots"]
         assert [s["name"] for s in listed] == ["kept"]
-        assert sorted(p.name for p in dd.snapshots.iterdir()) == [listed[0]["id"]]
+        assert sorted(p.name for p in dd.snapshots.iterdir()) == sorted([listed[0]["id"], taken])
+        with client.app.state.db.session() as s:  # type: ignore[attr-defined]
+            row = s.get(SnapshotRow, taken)
+            assert row is not None and row.state == "creating", "another node's take was dropped"
+            s.delete(row)  # as that node would on a failed take
+        Operations(client.app.state.db).finish(elsewhere.op_id)  # type: ignore[attr-defined]
         events = client.get("/v1/computers/src/events", headers=h).json()["events"]
         assert any(e["type"] == "snapshot.failed" and lost_id in e["message"] for e in events)
         made = client.post(
@@ -57,3 +73,4 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
         assert made.status_code == 201, made.text
         client.delete("/v1/computers/again", headers=h)
         client.delete("/v1/computers/src", headers=h)
+        client.delete("/v1/computers/busy", headers=h)

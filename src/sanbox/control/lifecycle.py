@@ -162,6 +162,8 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
 
 async def delete(fleet: Fleet, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
+        if fleet.remote is None or not fleet.remote.forgotten(row.host_id):
+            fleet.host_of(row)  # a fleet host that does not answer: nothing changes
         row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
         try:
             await destroy_locked(fleet, row.id, why)

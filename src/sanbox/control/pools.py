@@ -7,15 +7,16 @@ a paused one would have to be restored at claim, ~1 s here, where a running one 
 milliseconds; the price is their RAM, which admission counts like any computer's, so a pool never
 grows past what the host can hold (its state says `blocked: why`).
 
-A create of a pooled template, asking for no other vCPUs or memory than the pool's computers
-have, claims the oldest running member in one database transaction (the record leaves the pool
+A create of a pooled template (one that names none: `base`), asking for no other vCPUs or
+memory than the pool's computers have, claims the oldest running member in one database transaction (the record leaves the pool
 and takes the request's name, labels, environment, policy and idle timeout), then applies what
 lives in the VM: its hostname (the rest of its identity is its own since its restore; a claim
 that names no computer takes the name the member's warm-up gave its guest, and nothing is asked
 of the guest for it), a larger disk if asked (grown live, its filesystem with it) and its egress
 policy. If any of it fails the computer is discarded and the next member claimed, or the create
 made the ordinary way: a claim is never handed out half-configured.
-Members survive a server restart like any computer (the reconciler re-attaches them) and the
+Members survive a server restart like any computer (the reconciler re-attaches them; one this
+node does not hold, on a fleet host or made by another API node, is attached at its claim) and the
 loop refills or trims the pool; a member that is not running, or that came from a build of the
 template that is no longer its current one, is discarded, never leaked nor handed out stale.
 A member counts as ready once its warm-up has run (`_warm`), not when it starts running: a claim
@@ -149,10 +150,10 @@ class Pools:
     ) -> ComputerRow | None:
         """A running member of the template's pool, made the request's computer; None if the
         request cannot be served from a pool (it is then created the ordinary way)."""
-        if req.template is None or req.from_snapshot is not None:
+        if req.from_snapshot is not None:
             return None
-        with self.fleet.db.session() as s:
-            pool = repo.pool(s, org.id, req.template)
+        with self.fleet.db.session() as s:  # a create that names no template makes a base one
+            pool = repo.pool(s, org.id, req.template or "base")
         if pool is None or pool.size == 0:
             return None
         for _ in range(3):  # a member that cannot be configured is discarded, the next tried
@@ -250,9 +251,8 @@ class Pools:
         claim answers running."""
         fleet = self.fleet
         async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
-            machine = fleet.machines.get(row.id)
-            if machine is None:
-                raise ControlError("its VM is not attached")
+            # attached here if this node did not start it (another API node, a restart)
+            machine = await fleet.machine_locked(row)
             settling = asyncio.ensure_future(readiness.settle_computer(fleet, row, machine))
             try:
                 if not named:

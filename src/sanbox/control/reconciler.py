@@ -80,12 +80,17 @@ class Reconciler:
     async def _snapshots(self, report: ReconcileReport) -> None:
         """A snapshot whose take the server did not finish is dropped, files and record: its
         caller was never told it exists. So are snapshot folders without a record (and, through
-        the collect that follows, half-made folders and layers nothing references)."""
+        the collect that follows, half-made folders and layers nothing references). One that
+        another API node is taking (its computer's operation is incomplete: this node's own were
+        abandoned before) is that node's."""
         fleet = self.fleet
+        taking: set[str] = set()
         with fleet.db.session() as s:
             rows = repo.list_snapshots(s, None, state=None)
             for row in rows:
-                if row.state == "creating":
+                if row.state == "creating" and fleet.operations.incomplete(row.computer_id):
+                    taking.add(row.id)
+                elif row.state == "creating":
                     ev = repo.add_event(
                         s,
                         row.org_id,
@@ -98,6 +103,7 @@ class Reconciler:
                     fleet.bus.publish(ev)
                     report.snapshots_dropped.append(row.id)
         ready = {row.id for row in rows if row.state != "creating"}  # ready, or a build's layer
+        ready |= taking
         for snapshot_id in self.runtime.snapshot_ids():
             if snapshot_id not in ready:
                 try:

@@ -100,6 +100,9 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
                 "snapshot (without --memory) or start it first",
                 "invalid_transition",
             )
+        # what can fail before the take (its host, its image, its VM) fails before its record
+        host, image = fleet.host_of(row), fleet.image_of(row)
+        machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
         snap = _insert(fleet, row, memory, name)
         kind = "with memory" if memory else "disk only"
         fleet.record(
@@ -109,14 +112,11 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
             f"snapshot {snap.id} ({kind})",
             {"snapshot": snap.id, "memory": memory},
         )
-        machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
         try:
             snap, taken = await kept(
                 fleet,
                 snap.id,
-                fleet.host_of(row).snapshot(
-                    snap.id, row.id, machine, fleet.spec(row), fleet.image_of(row), memory=memory
-                ),
+                host.snapshot(snap.id, row.id, machine, fleet.spec(row), image, memory=memory),
             )
         except HostError as exc:  # its record is gone already
             error = from_host(exc, "snapshot", row.id)
