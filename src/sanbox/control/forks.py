@@ -7,7 +7,6 @@ while its memory is saved. All or nothing: the host makes every fork or none
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 
 from ..host.door import HostError, faults
@@ -122,11 +121,7 @@ async def _fork_locked(
         raise
     how = "memory: restored" if memory else "booted on a copy of its disk"
     made = []
-    for child, m in zip(children, machines, strict=True):
-        await fleet.came_up(child.id, m)
-    unready = await asyncio.gather(
-        *(readiness.settle_computer(fleet, c, m) for c, m in zip(children, machines, strict=True))
-    )
+    unready = await readiness.came_up_settled(fleet, list(zip(children, machines, strict=True)))
     for child, m, why in zip(children, machines, unready, strict=True):
         made.append(
             fleet.record(

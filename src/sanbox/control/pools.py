@@ -8,13 +8,14 @@ milliseconds; the price is their RAM, which admission counts like any computer's
 grows past what the host can hold (its state says `blocked: why`).
 
 A create of a pooled template (one that names none: `base`), asking for no other vCPUs or
-memory than the pool's computers have, claims the oldest running member in one database transaction (the record leaves the pool
-and takes the request's name, labels, environment, policy and idle timeout), then applies what
-lives in the VM: its hostname (the rest of its identity is its own since its restore; a claim
-that names no computer takes the name the member's warm-up gave its guest, and nothing is asked
-of the guest for it), a larger disk if asked (grown live, its filesystem with it) and its egress
-policy. If any of it fails the computer is discarded and the next member claimed, or the create
-made the ordinary way: a claim is never handed out half-configured.
+memory than the pool's computers have, claims the oldest running member in one database
+transaction (the record leaves the pool and takes the request's name, labels, environment, policy
+and idle timeout), then applies what lives in the VM: its hostname (the rest of its identity is
+its own since its restore; a claim that names no computer takes the name the member's warm-up
+gave its guest, and nothing is asked of the guest for it), a larger disk if asked (grown live,
+its filesystem with it) and its egress policy. If any of it fails the computer is discarded and
+the next member claimed, or the create made the ordinary way: a claim is never handed out
+half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them; one this
 node does not hold, on a fleet host or made by another API node, is attached at its claim) and the
 loop refills or trims the pool; a member that is not running, or that came from a build of the

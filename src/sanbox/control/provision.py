@@ -155,8 +155,7 @@ async def _provision_on(
             await host.destroy(row.id)
         fleet.remove_record(row.id, f"create failed: {error.message}")
         raise error from exc
-    await fleet.came_up(row.id, machine)
-    unready = await readiness.settle_computer(fleet, row, machine)
+    (unready,) = await readiness.came_up_settled(fleet, [(row, machine)])
     fields: dict[str, Any] = {"hypervisor": host.driver_facts()[0]}
     if "memory" in data:
         fields |= {"memory": data["memory"], "memory_reason": data.get("memory_reason")}

@@ -21,6 +21,9 @@ from ..store import repo
 from ..templates.spec import Ready, SpecError, parse
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..host.door import Machine
     from ..store.models import ComputerRow
     from .fleet import Fleet
 
@@ -158,6 +161,22 @@ async def settle(guest: Guest, ready: Ready | None) -> str | None:
 async def settle_computer(fleet: Fleet, row: ComputerRow, guest: Guest) -> str | None:
     """`settle` a computer just made (its org's template's check)."""
     return await settle(guest, check_of(fleet, row.org_id, row.template, row.region))
+
+
+async def came_up_settled(
+    fleet: Fleet, made: Sequence[tuple[ComputerRow, Machine]]
+) -> list[str | None]:
+    """`fleet.came_up` for each computer just made (its network, its secrets' CA), each
+    settled meanwhile (its check only reads the guest: its round trips overlap the host's
+    steps); what `settle` said of each."""
+    settling = asyncio.gather(*(settle_computer(fleet, row, m) for row, m in made))
+    try:
+        await asyncio.gather(*(fleet.came_up(row.id, m) for row, m in made))
+    except BaseException:
+        settling.cancel()
+        settling.add_done_callback(lambda t: t.cancelled() or t.exception())
+        raise
+    return list(await settling)
 
 
 def not_ready(fleet: Fleet, computer_id: str, why: str) -> None:
