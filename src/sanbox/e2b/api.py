@@ -363,17 +363,15 @@ async def update_network(sandbox_id: str, body: NetworkUpdate, request: Request)
     return Response(status_code=204)
 
 
-@router.post("/sandboxes/{sandbox_id}/fork")
+@router.post("/sandboxes/{sandbox_id}/fork", status_code=201)
 async def fork(sandbox_id: str, body: ForkBody, request: Request) -> JSONResponse:
-    """Sanbox forks all or none: on failure every entry carries the same error."""
+    """201 with a result per fork, as E2B answers. Sanbox forks all or none: a fork that fails
+    made none, and is answered as E2B answers a request that made none, by its error's status
+    (the SDK raises it); E2B's per-fork errors never occur."""
     p = principal(request)
     plane: Computers = request.app.state.computers
     row = _row(plane, p, sandbox_id)
-    try:
-        children = await plane.fork(p.org, row.id, body.count)
-    except ControlError as exc:
-        error = rest_error(exc)[1]
-        return JSONResponse([{"error": error} for _ in range(body.count)])
+    children = await plane.fork(p.org, row.id, body.count)
     out = []
     for child in children:
         child = await plane.update(
@@ -382,7 +380,7 @@ async def fork(sandbox_id: str, body: ForkBody, request: Request) -> JSONRespons
             Change(lifetime=lifetime_from_now(child, body.timeout), on_lifetime="delete"),
         )
         out.append({"sandbox": sandbox(request, child)})
-    return JSONResponse(out)
+    return JSONResponse(out, status_code=201)
 
 
 @router.post("/sandboxes/{sandbox_id}/snapshots", status_code=201)

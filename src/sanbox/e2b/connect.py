@@ -3,8 +3,9 @@
 Unary calls are a JSON body each way (`application/json`); an error is a non-2xx status with
 `{"code", "message"}`. Server streams (`application/connect+json`) are envelopes: a flags byte,
 a big-endian u32 length, then that many bytes of JSON; the last envelope has the end-stream flag
-(0x02) and carries `{}` or `{"error": {"code", "message"}}`. A client stream (not served here) has
-the same envelopes. Bytes fields are base64, 64-bit integers strings, enums their names."""
+(0x02) and carries `{}` or `{"error": {"code", "message"}}`. A client stream (StreamInput) sends
+its messages in envelopes until its body ends, and is answered as a server stream is: its one
+message, then the end. Bytes fields are base64, 64-bit integers strings, enums their names."""
 
 from __future__ import annotations
 

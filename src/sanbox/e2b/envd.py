@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -47,10 +48,21 @@ class Sandbox:
     env: dict[str, str]  # the computer's own (from its create), under each call's
 
     def path(self, path: str) -> str:
-        """A path the SDK sent: relative ones are under the user's home, as envd does."""
-        if not path:
-            return self.home
-        return path if path.startswith("/") else f"{self.home.rstrip('/')}/{path}"
+        """A path the SDK sent, made absolute as envd's `ExpandAndResolve` makes it: `~` and
+        `~/…` are in the call's user's home (`~name` is refused, as envd refuses it), a relative
+        path is under that home, nothing is the home. `.` and `..` are then resolved by name
+        (envd leaves them in an absolute path for the kernel, which resolves `..` after a
+        symbolic link from the link's target: the one difference). The guest agent checks the
+        result as it checks any path (absolute, no `..`); what it refuses (removing `/`) it
+        refuses however the path was spelt."""
+        if path.startswith("~"):
+            if len(path) > 1 and path[1] != "/":
+                raise ConnectError(
+                    "invalid_argument", f"cannot expand user-specific home dir in {path[:80]!r}"
+                )
+            path = self.home + path[1:]
+        resolved = posixpath.normpath(posixpath.join(self.home, path))
+        return "/" + resolved.lstrip("/")  # POSIX keeps a leading "//": envd does not
 
 
 def basic_user(authorization: str | None) -> str | None:

@@ -1,10 +1,14 @@
 """envd's `filesystem.Filesystem` service over the guest agent: Stat, ListDir, MakeDir, Move,
 Remove (watching a directory: `envd_watch`).
 
-The agent has no rename: Move is an `mv` run in the guest as the call's user."""
+The agent makes folders as root: those a call makes (MakeDir's, and those above a file written or
+a rename's destination, as envd's `EnsureDirs`) are then handed to the call's user. The agent has
+no rename: Move is a `mkdir -p` of the destination's folder and an `mv`, run in the guest as the
+call's user (so the folders it makes are the user's)."""
 
 from __future__ import annotations
 
+import posixpath
 import stat as statmod
 from datetime import UTC, datetime
 from typing import Any
@@ -77,22 +81,44 @@ async def make_dir(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
     path = path_of(sb, msg)
     try:
         await sb.plane.stat_file(sb.org, sb.computer_id, path)
-    except NotFoundError:
-        pass
+    except NotFoundError as exc:
+        if exc.code != "not_found":
+            raise
     else:
         raise ConnectError("already_exists", f"directory {path} already exists")
-    await sb.plane.make_dir(sb.org, sb.computer_id, path)
-    await own(sb, path)
+    await own(sb, *await ensure_dirs(sb, path))
     return {"entry": entry(await sb.plane.stat_file(sb.org, sb.computer_id, path))}
 
 
-async def own(sb: Sandbox, path: str) -> None:
-    """A file or directory the agent made (as root) handed to the call's user."""
-    if sb.user != "root":
+async def ensure_dirs(sb: Sandbox, folder: str) -> list[str]:
+    """`folder` and the folders above it made where missing (envd's `EnsureDirs`); the ones made,
+    outermost first, for `own`. A folder that is there costs one stat."""
+    missing: list[str] = []
+    at = folder
+    while at != "/":
+        try:
+            info = await sb.plane.stat_file(sb.org, sb.computer_id, at)
+        except NotFoundError as exc:
+            if exc.code != "not_found":
+                raise
+            missing.append(at)
+            at = posixpath.dirname(at)
+            continue
+        if info.type != "dir":
+            raise ConnectError("invalid_argument", f"path is a file: {at}")
+        break
+    if missing:
+        await sb.plane.make_dir(sb.org, sb.computer_id, folder)
+    return missing[::-1]
+
+
+async def own(sb: Sandbox, *paths: str) -> None:
+    """Files and folders the agent made (as root) handed to the call's user, in one exec."""
+    if sb.user != "root" and paths:
         await sb.plane.exec(
             sb.org,
             sb.computer_id,
-            ["chown", f"{sb.user}:", "--", path],
+            ["chown", f"{sb.user}:", "--", *paths],
             user=0,
             timeout=30,
             max_output=4096,
@@ -105,7 +131,8 @@ async def move(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
     result = await sb.plane.exec(
         sb.org,
         sb.computer_id,
-        ["mv", "-T", "--", source, destination],
+        ["sh", "-c", 'mkdir -p -- "$2" && exec mv -T -- "$1" "$3"', "move", source]
+        + [posixpath.dirname(destination), destination],
         user=sb.user,
         timeout=60,
         max_output=4096,
@@ -117,5 +144,10 @@ async def move(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 async def remove(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    await sb.plane.remove_file(sb.org, sb.computer_id, path_of(sb, msg), recursive=True)
+    """As envd's `os.RemoveAll`: what is not there is removed already."""
+    try:
+        await sb.plane.remove_file(sb.org, sb.computer_id, path_of(sb, msg), recursive=True)
+    except NotFoundError as exc:
+        if exc.code != "not_found":
+            raise
     return {}

@@ -1,24 +1,30 @@
 """envd's plain HTTP: `GET /health` (204, or 502 for a sandbox that does not run: the only
 answer the SDK's `is_running()` reads as False), `GET /files` (a file's bytes) and `POST /files`
-(an `application/octet-stream` body, gzip allowed, or `multipart/form-data` with `file` parts
-whose file names are the paths when no `path` is given). Errors are `{"code", "message"}`."""
+(an `application/octet-stream` body, or `multipart/form-data` with `file` parts whose file names
+are the paths when no `path` is given; gzip allowed). Errors are `{"code", "message"}`.
+
+An upload is streamed to the guest as it arrives, as `/v1`'s file uploads are (the reason they
+are outside the API's body limit, `api.limits`): the server holds a window of it at a time under
+the guest agent's flow control, multipart parts one after another, and the guest's disk bounds
+the whole. A file is read to its end as it is when read: its bytes are sent without a length."""
 
 from __future__ import annotations
 
+import collections
 import posixpath
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..control.errors import ControlError, InvalidRequestError
 from .envd import Sandbox
-from .envd_files import own
+from .envd_files import ensure_dirs, own
+from .multipart import Event, MultipartError, PartData, PartEnd, PartReader, PartStart
 
-MAX_UPLOAD_FILES = 100
+MAX_UPLOAD_FILES = 100  # file parts of one multipart upload
 MAX_INFLATED = 64 * 2**30  # bytes a gzip upload may inflate to
 CHUNK = 256 * 1024
 
@@ -37,10 +43,9 @@ async def download(sb: Sandbox, request: Request) -> Response:
     info = await sb.plane.stat_file(sb.org, sb.computer_id, path)
     if info.type == "dir":
         return error(400, f"path {path} is a directory")
+    # no Content-Length: the file may grow or shrink between the stat and the read (chunked)
     return StreamingResponse(
-        sb.plane.read_file(sb.org, sb.computer_id, path),
-        media_type="application/octet-stream",
-        headers={"Content-Length": str(info.size)},
+        sb.plane.read_file(sb.org, sb.computer_id, path), media_type="application/octet-stream"
     )
 
 
@@ -62,38 +67,78 @@ async def _inflated(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield rest
 
 
-async def _spooled(upload: UploadFile) -> AsyncIterator[bytes]:
-    while chunk := await upload.read(CHUNK):
-        yield chunk
+class _Parts:
+    """A multipart body's parts in order, each one's data read from the body as it is pulled."""
+
+    def __init__(self, reader: PartReader, chunks: AsyncIterator[bytes]) -> None:
+        self._reader = reader
+        self._chunks = chunks
+        self._pending: collections.deque[Event] = collections.deque()  # one chunk's at most
+        self._read = False
+
+    async def _event(self) -> Event | None:
+        while not self._pending:
+            if self._read:
+                return None
+            chunk = await anext(self._chunks, None)
+            if chunk is None:
+                self._read = True
+                self._reader.close()
+            else:
+                self._pending.extend(self._reader.feed(chunk))
+        return self._pending.popleft()
+
+    async def next(self) -> PartStart | None:
+        """The next part (what is left of the one before is skipped), None after the last."""
+        while (event := await self._event()) is not None:
+            if isinstance(event, PartStart):
+                return event
+        return None
+
+    async def data(self) -> AsyncIterator[bytes]:
+        """The current part's data, to its end."""
+        while (event := await self._event()) is not None and not isinstance(event, PartEnd):
+            if isinstance(event, PartData):
+                yield event.data
 
 
 async def _put(sb: Sandbox, path: str, source: AsyncIterator[bytes]) -> dict[str, Any]:
-    parent = posixpath.dirname(path)
-    if parent and parent != "/":
-        await sb.plane.make_dir(sb.org, sb.computer_id, parent)
+    made = await ensure_dirs(sb, posixpath.dirname(path))
     await sb.plane.put_file(sb.org, sb.computer_id, path, source, 0o644)
-    await own(sb, path)
+    await own(sb, *made, path)
     return {"path": path, "name": posixpath.basename(path), "type": "file"}
+
+
+async def _multipart(sb: Sandbox, given: str | None, parts: _Parts) -> Response:
+    """envd's multipart upload: each `file` part written as it is read; a path given names the
+    one file, else each part's file name is its path. What is written before an error stays."""
+    written: list[dict[str, Any]] = []
+    while (part := await parts.next()) is not None:
+        if part.name != "file":
+            continue
+        target = given or part.filename
+        if not target:
+            return error(400, "a file part without a path")
+        if len(written) == MAX_UPLOAD_FILES:
+            return error(400, f"at most {MAX_UPLOAD_FILES} files in one upload")
+        path = sb.path(target)
+        if any(w["path"] == path for w in written):
+            return error(400, f"more than one file for {path} in one upload: the first was written")
+        written.append(await _put(sb, path, parts.data()))
+    return JSONResponse(written)
 
 
 async def upload(sb: Sandbox, request: Request) -> Response:
     given = request.query_params.get("path")
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "multipart/form-data":
+    content_type = request.headers.get("content-type", "")
+    body: AsyncIterator[bytes] = request.stream()
+    if request.headers.get("content-encoding", "").lower() == "gzip":
+        body = _inflated(body)
+    if content_type.split(";")[0].strip().lower() != "multipart/form-data":
         if not given:
             return error(400, "path is required for an octet-stream upload")
-        body: AsyncIterator[bytes] = request.stream()
-        if request.headers.get("content-encoding", "").lower() == "gzip":
-            body = _inflated(body)
         return JSONResponse([await _put(sb, sb.path(given), body)])
-    written = []
-    async with request.form(max_files=MAX_UPLOAD_FILES, max_fields=MAX_UPLOAD_FILES) as form:
-        uploads = [v for k, v in form.multi_items() if k == "file" and isinstance(v, UploadFile)]
-        if given and len(uploads) != 1:
-            return error(400, "one file part goes with a path")
-        for part in uploads:
-            target = given or part.filename or ""
-            if not target:
-                return error(400, "a file part without a path")
-            written.append(await _put(sb, sb.path(target), _spooled(part)))
-    return JSONResponse(written)
+    try:
+        return await _multipart(sb, given, _Parts(PartReader(content_type), body))
+    except MultipartError as exc:
+        return error(400, str(exc))

@@ -1,5 +1,7 @@
 """envd's `process.Process` service over the guest agent: Start and Connect stream a process's
-events; List, SendInput, CloseStdin, SendSignal and Update act on one by pid (or tag).
+events; List, SendInput, CloseStdin, SendSignal and Update act on one by pid (or tag), and so
+does StreamInput, a client stream of input (`{"start": selector}`, then `{"data": {"input"}}`
+and `{"keepalive"}` messages).
 
 Messages are proto3 JSON (`spec/process/process.proto` of e2b-dev/infra): `ProcessConfig` is
 `{cmd, args, envs, cwd}`, events are `{"event": {"start"|"data"|"end"|"keepalive": …}}`, bytes
@@ -169,9 +171,8 @@ async def list_processes(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[s
     return {"processes": [r.info() for r in envd.processes.of(sb.computer_id) if r.listed]}
 
 
-async def send_input(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = await _found(envd, sb, msg)
-    given = msg.get("input") or {}
+async def _write(running: Running, given: object) -> None:
+    """A `ProcessInput` (`{stdin}` or `{pty}`, base64) to the process."""
     if not isinstance(given, dict):
         raise ConnectError("invalid_argument", "input is {stdin} or {pty}")
     data = _bytes(given.get("pty") if "pty" in given else given.get("stdin"))
@@ -180,6 +181,28 @@ async def send_input(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, 
         await proc.write_stdin(data)
     else:
         await proc.write(data)
+
+
+async def send_input(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    await _write(await _found(envd, sb, msg), msg.get("input") or {})
+    return {}
+
+
+async def stream_input(
+    envd: Envd, sb: Sandbox, messages: AsyncIterator[dict[str, Any]]
+) -> dict[str, Any]:
+    """Each piece of input written before the next message is read: in order, and the request
+    held back by the guest's flow control rather than buffered here."""
+    running: Running | None = None
+    async for msg in messages:
+        if isinstance(msg.get("start"), dict):
+            running = await _found(envd, sb, msg["start"])
+        elif isinstance(msg.get("data"), dict):
+            if running is None:
+                raise ConnectError("failed_precondition", "the input stream's first is start")
+            await _write(running, msg["data"].get("input") or {})
+        elif "keepalive" not in msg:
+            raise ConnectError("unimplemented", "an input stream's events: start, data, keepalive")
     return {}
 
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -164,6 +164,8 @@ class E2bGateway:
         except SandboxGoneError:
             return envd_http.error(502, gone(sandbox))
         except connect.ConnectError as exc:
+            if path == "/files":
+                return envd_http.error(exc.status, exc.message)
             return JSONResponse(exc.body(), status_code=exc.status)
         except ControlError as exc:
             if path == "/files":
@@ -175,6 +177,8 @@ class E2bGateway:
         self, request: Request, envd: Envd, sb: Any, service: str, method: str
     ) -> Response:
         kind = request.headers.get("content-type", "")
+        if (service, method) == ("process.Process", "StreamInput"):
+            return await _client_stream(envd_process.stream_input(envd, sb, _envelopes(request)))
         if kind.split(";")[0].strip().lower() == connect.STREAM_TYPE:
             msg = await _first_envelope(request)
         else:
@@ -251,6 +255,33 @@ async def _first_envelope(request: Request) -> dict[str, Any]:
         for envelope in reader.feed(chunk):
             return envelope.message
     raise connect.ConnectError("invalid_argument", "a server stream's request is one envelope")
+
+
+async def _envelopes(request: Request) -> AsyncIterator[dict[str, Any]]:
+    """A client stream's messages as they arrive: one chunk of the body read at a time, and a
+    message of `connect.MAX_MESSAGE` bytes at most held."""
+    reader = connect.EnvelopeReader()
+    async for chunk in request.stream():
+        for envelope in reader.feed(chunk):
+            if envelope.end:
+                return
+            yield envelope.message
+    if reader.pending:
+        raise connect.ConnectError("invalid_argument", "the stream ended inside a message")
+
+
+async def _client_stream(handled: Awaitable[dict[str, Any]]) -> Response:
+    """A client stream's answer once its handler is done: its message and the end of the stream,
+    or the end with its error (at once, without reading the rest of the request)."""
+    try:
+        body = connect.envelope(await handled) + connect.end_stream()
+    except connect.ConnectError as exc:
+        body = connect.end_stream(exc)
+    except ControlError as exc:
+        body = connect.end_stream(connect_error(exc))
+    except ClientDisconnect:  # the client went away: nobody to answer
+        body = connect.end_stream(connect.ConnectError("canceled", "the client went away"))
+    return Response(body, media_type=connect.STREAM_TYPE)
 
 
 async def _framed(messages: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
