@@ -45,6 +45,14 @@ def test_default_user_root_and_pause_with_a_process_kept(e2b_env: None) -> None:
         assert sbx.commands.run("whoami", user="root").stdout == "root\n"
         sbx.files.write("notes.txt", "kept")  # relative: under the user's home
         assert sbx.commands.run("stat -c %U /home/user/notes.txt").stdout == "user\n"
+        # the folders made for a path are the user's, as envd's EnsureDirs makes them
+        sbx.files.write("proj/src/a.py", "x")
+        sbx.files.make_dir("/tmp/m/x")
+        sbx.files.rename("proj/src/a.py", "moved/deep/a.py")
+        folders = "/home/user/proj /home/user/proj/src /tmp/m /tmp/m/x /home/user/moved/deep /tmp"
+        owners = sbx.commands.run(f"stat -c %U {folders}", user="root").stdout.split()
+        assert owners == ["user"] * 5 + ["root"], owners
+        sbx.commands.run("touch /home/user/proj/src/b.py")  # raises if the user may not
 
         sleeper = sbx.commands.run("setsid sleep 600 > /dev/null 2>&1 & echo $!").stdout.strip()
         ticker = sbx.commands.run(
