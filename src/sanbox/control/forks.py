@@ -7,6 +7,7 @@ while its memory is saved. All or nothing: the host makes every fork or none
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 
 from ..host.door import HostError, faults
@@ -98,6 +99,17 @@ async def _fork_locked(
         _drop(fleet, children, "fork refused before anything ran (a name taken, or a quota)")
         raise
     faults.reached("fork.children_recorded")
+    async with contextlib.AsyncExitStack() as held:  # no verb acts on a child until it runs
+        for child in children:
+            await held.enter_async_context(fleet.operating(child.id, "create"))
+        return await _forked(fleet, row, plan, children, memory)
+    raise AssertionError("unreachable")
+
+
+async def _forked(
+    fleet: Fleet, row: ComputerRow, plan: Plan, children: list[ComputerRow], memory: bool
+) -> list[ComputerRow]:
+    """The children recorded (and held) made on the source's host, or their records dropped."""
     machine = None
     try:
         if row.state == State.RUNNING:

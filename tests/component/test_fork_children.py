@@ -1,0 +1,69 @@
+"""A fork's children are held from the moment they are recorded until they run: a verb sent to
+one meanwhile (here a delete) waits for the fork, then acts on the running computer. Before, the
+delete removed the child's record while the host was still making it, and the fork then made a
+VM no record named."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import Server
+from .test_api_computers import create
+
+pytestmark = pytest.mark.component
+
+
+def test_a_delete_of_a_fork_still_being_made_waits_for_it(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = server.headers()
+    create(server, name="src")  # stopped: the stand-in forks a computer at rest (disk copy)
+    assert server.client.post("/v1/computers/src/stop", headers=h).status_code == 200
+    runtime = server.client.app.state.computers.fleet.runtime  # type: ignore[attr-defined]
+    go = threading.Event()
+    real = runtime.fork
+
+    async def held_fork(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.to_thread(go.wait, 60)  # the host's work, held until the delete is sent
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(runtime, "fork", held_fork)
+    answers: dict[str, httpx.Response] = {}
+
+    def send(name: str, method: str, path: str, body: Any = None) -> threading.Thread:
+        def run() -> None:
+            answers[name] = server.client.request(method, path, json=body, headers=h)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    forking = send("fork", "POST", "/v1/computers/src/fork", {"count": 1})
+    deadline = time.monotonic() + 30
+    while True:  # until the child is recorded
+        listed = server.client.get("/v1/computers", headers=h).json()["computers"]
+        children = [c["id"] for c in listed if c["name"] != "src"]
+        if children:
+            break
+        assert time.monotonic() < deadline, (listed, answers)
+        time.sleep(0.05)
+    (child,) = children
+    deleting = send("delete", "DELETE", f"/v1/computers/{child}")
+    try:
+        deleting.join(2.0)  # time enough for a delete that does not wait
+        assert deleting.is_alive(), "the delete did not wait for the fork"
+    finally:
+        go.set()
+    forking.join(60)
+    deleting.join(60)
+    assert answers["fork"].status_code == 201, answers["fork"].text
+    assert [c["id"] for c in answers["fork"].json()["computers"]] == [child]
+    assert answers["delete"].status_code == 200, answers["delete"].text
+    assert server.client.get(f"/v1/computers/{child}", headers=h).status_code == 404
+    assert not server.data_dir.computer(child).root.exists(), "the child's VM outlived its record"
