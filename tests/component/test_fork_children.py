@@ -1,7 +1,7 @@
 """A fork's children are held from the moment they are recorded until they run: a verb sent to
 one meanwhile (here a delete) waits for the fork, then acts on the running computer. Before, the
 delete removed the child's record while the host was still making it, and the fork then made a
-VM no record named."""
+VM no record named. A fork has its source's published ports, each private."""
 
 from __future__ import annotations
 
@@ -67,3 +67,20 @@ def test_a_delete_of_a_fork_still_being_made_waits_for_it(
     assert answers["delete"].status_code == 200, answers["delete"].text
     assert server.client.get(f"/v1/computers/{child}", headers=h).status_code == 404
     assert not server.data_dir.computer(child).root.exists(), "the child's VM outlived its record"
+
+
+def test_a_fork_has_its_sources_published_ports_each_private(server: Server) -> None:
+    h = server.headers()
+    create(server, name="web")
+    for port, public in ((8000, True), (9000, False)):
+        r = server.client.post(
+            "/v1/computers/web/ports", json={"port": port, "public": public}, headers=h
+        )
+        assert r.status_code == 201, r.text
+    assert server.client.post("/v1/computers/web/stop", headers=h).status_code == 200
+    forked = server.client.post("/v1/computers/web/fork", json={"count": 1}, headers=h)
+    assert forked.status_code == 201, forked.text
+    (child,) = forked.json()["computers"]
+    got = server.client.get(f"/v1/computers/{child['id']}", headers=h).json()
+    assert got["ports"] == [{"port": 8000, "public": False}, {"port": 9000, "public": False}]
+    server.client.delete(f"/v1/computers/{child['id']}", headers=h)

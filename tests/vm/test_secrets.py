@@ -263,6 +263,24 @@ def org_ca_key(server: ServerProcess) -> bytes:
     return Sealer(server.data_dir.sealing_key).open(sealed, f"ca/{org_id}")
 
 
+def test_a_computer_made_from_a_snapshot_of_it_has_the_templates_secret(
+    computer: Computer, client: Sanbox, internet: Internet, value: str
+) -> None:
+    snap = computer.snapshot(memory=True, name="keyed-snap")
+    try:
+        copy = client.computers.create(from_snapshot="keyed-snap", name="keyed-copy")
+        try:
+            assert copy.template == "secret-tools" and copy.memory == "restored", copy.record
+            assert sh(copy, 'printf %s "$ECHO_KEY"').startswith("sbx_ph_")
+            sh(copy, "curl -sS --fail https://echo.test/from-snapshot")
+            got = headers(last(internet, "/from-snapshot"), "authorization")
+            assert got == [f"Bearer {value}"]
+        finally:
+            copy.delete()
+    finally:
+        client.snapshots.delete(snap.id)
+
+
 def test_the_secret_is_never_answered(server: ServerProcess, value: str) -> None:
     listed = ok(server, "secret", "ls", "--json")
     assert value not in listed and "echo.test" in listed

@@ -111,7 +111,10 @@ def test_computers_of_it_restore_the_ready_snapshot_each_as_itself(
     again = client.computers.create(from_snapshot="notes-snap", name="notes-e")
     assert again.template == built and again.memory == "restored", again.record
     assert sh(again, "cat /srv/notes/notes.txt").startswith("Notes")
-    for c in (a, b, bigger, wider, again):
+    (forked,) = a.fork()
+    for c in (again, forked):  # the template's port, published as on every computer of it
+        assert [p["port"] for p in c.record.ports] == [8080], c.record.ports
+    for c in (a, b, bigger, wider, again, forked):
         c.delete()
     client.snapshots.delete(snap.id)
 

@@ -36,7 +36,10 @@ async def listing(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respons
 
 @router.get("/{ref}/files/download")
 async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Response:
-    info = await plane.stat_file(v.org, ref, _absolute(path))
+    path = _absolute(path)
+    info = await plane.stat_file(v.org, ref, path)
+    if info.type == "dir":
+        raise InvalidRequestError(f"{path} is a directory: open it instead", "is_a_directory")
     name = quote(posixpath.basename(path) or "file")
     headers = {
         "Content-Length": str(info.size),
@@ -44,7 +47,9 @@ async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respon
         "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
     }
     return StreamingResponse(
-        plane.read_file(v.org, ref, path), media_type="application/octet-stream", headers=headers
+        plane.read_file(v.org, ref, path, info.size),
+        media_type="application/octet-stream",
+        headers=headers,
     )
 
 

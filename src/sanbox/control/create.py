@@ -134,7 +134,11 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     recipe = recipe_for(template) if base is None else None  # a built-in's defaults
     default_allow = base.allow if base else (recipe.allow if recipe else [])
     default_idle = base.idle_timeout if base else (recipe.idle_timeout if recipe else 0)
-    bound = {name: (env or None) for name, env in (own.template.secrets if own else {}).items()}
+    # a computer of an org's template gets its ports and secrets, made from a snapshot too
+    spec = own.template if own else None
+    if snap is not None:
+        spec = template_lookup.built_as(fleet, org.id, snap.template, None)
+    bound = {name: (env or None) for name, env in (spec.secrets if spec else {}).items()}
     bound.update(dict(req.secrets))
     wanted = tuple(bound.items())
     check_bindable(fleet, org, wanted, template)
@@ -158,7 +162,7 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
         hold=hold,
         from_template=own is not None,
         booted_because=own.booted_because if own else None,
-        ports=tuple(own.template.ports) if own else (),
+        ports=tuple(spec.ports) if spec else (),
         secrets=wanted,
         placed=placed,
         region=region,

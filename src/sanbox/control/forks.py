@@ -43,7 +43,8 @@ def fork_names(source: str, count: int, prefix: str | None) -> list[str]:
 
 
 def _plan(fleet: Fleet, row: ComputerRow) -> Plan:
-    """What each fork is: its source's template, build, size, environment and policy."""
+    """What each fork is: its source's template, build, size, environment, policy and published
+    ports (private; its secrets: `copy_bindings`)."""
     return Plan(
         template=row.template,
         image=fleet.image_of(row),
@@ -53,6 +54,7 @@ def _plan(fleet: Fleet, row: ComputerRow) -> Plan:
         env=dict(row.env),
         allow=list(row.allow),
         idle_timeout=row.idle_timeout,
+        ports=tuple(p["port"] for p in row.ports),  # each private: a public one is published anew
         origin=row.id,
         host_id=row.host_id,
         region=row.region,

@@ -251,12 +251,23 @@ async def stat_file(fleet: Fleet, org: Org, ref: str, path: str) -> FileInfo:
         return await (await machine.client()).files.stat(path)
 
 
-async def read_file(fleet: Fleet, org: Org, ref: str, path: str) -> AsyncIterator[bytes]:
-    """The file's bytes as they come (a stat first tells its size and that it is a file)."""
+async def read_file(
+    fleet: Fleet, org: Org, ref: str, path: str, size: int | None = None
+) -> AsyncIterator[bytes]:
+    """The file's bytes as they come (a stat first tells its size and that it is a file); with
+    `size` (what that stat said, sent as the answer's length), at most that many: a file that
+    grew since is sent as it was (a log being written), where more bytes than the length said
+    would break the answer. One that shrank ends short, and its answer is cut."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
-        async for chunk in client.files.get(path):
-            yield chunk
+        async with contextlib.aclosing(client.files.get(path)) as chunks:
+            async for chunk in chunks:
+                if size is not None:
+                    chunk, size = chunk[:size], size - min(size, len(chunk))
+                if chunk:
+                    yield chunk
+                if size == 0:
+                    return
 
 
 async def list_files(fleet: Fleet, org: Org, ref: str, path: str) -> list[FileInfo]:

@@ -107,8 +107,10 @@ class GuestVerbs:
     async def stat_file(self, org: Org, ref: str, path: str) -> FileInfo:
         return await guest.stat_file(self.fleet, org, ref, path)
 
-    def read_file(self, org: Org, ref: str, path: str) -> AsyncIterator[bytes]:
-        return guest.read_file(self.fleet, org, ref, path)
+    def read_file(
+        self, org: Org, ref: str, path: str, size: int | None = None
+    ) -> AsyncIterator[bytes]:
+        return guest.read_file(self.fleet, org, ref, path, size)
 
     async def list_files(self, org: Org, ref: str, path: str) -> list[FileInfo]:
         return await guest.list_files(self.fleet, org, ref, path)

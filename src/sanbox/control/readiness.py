@@ -16,9 +16,9 @@ import functools
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from ..host.door import RECIPES, AgentClient, AgentError, AgentTimeoutError
-from ..store import repo
+from ..host.door import AgentClient, AgentError, AgentTimeoutError
 from ..templates.spec import Ready, SpecError, parse
+from . import template_lookup
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -127,11 +127,7 @@ async def probe(guest: Guest, ready: Ready) -> str | None:
 def check_of(fleet: Fleet, org_id: str, template: str, region: str | None) -> Ready | None:
     """The readiness check of the org's template `template` as built in `region` (None: this
     server's own host); None for a built-in one or a spec without `[ready]`."""
-    if template in RECIPES:
-        return None
-    with fleet.db.session() as s:
-        rows = repo.templates_named(s, org_id, template, None)
-    row = next((r for r in rows if r.region == (region or "")), rows[0] if rows else None)
+    row = template_lookup.built_as(fleet, org_id, template, region)
     return None if row is None else _ready_in(row.digest, row.spec)
 
 

@@ -54,6 +54,17 @@ def get(fleet: Fleet, org: Org, ref: str, region: str | None = None) -> Template
     )
 
 
+def built_as(fleet: Fleet, org_id: str, name: str, region: str | None) -> TemplateRow | None:
+    """The org's template `name` as built in `region` (None: this server's own host), else any
+    build of it: what a computer of it keeps of its spec (its readiness check, its ports, its
+    secrets) whichever way it was made. None for a built-in, or a template deleted since."""
+    if name in RECIPES:
+        return None
+    with fleet.db.session() as s:
+        rows = repo.templates_named(s, org_id, name, None)
+    return next((r for r in rows if r.region == (region or "")), rows[0] if rows else None)
+
+
 def for_create(fleet: Fleet, org: Org, name: str, requested: str | None) -> TemplateRow:
     """The build of the org's template `name` a create uses: the one in the region asked for,
     else in the org's home region, else the only one. A template built on this server's own host

@@ -27,10 +27,17 @@ def utcnow() -> datetime:
 
 
 class UtcDateTime(TypeDecorator[datetime]):
-    """Timestamps in UTC, aware on the way out (SQLite drops the zone, PostgreSQL keeps it)."""
+    """Timestamps in UTC, aware on the way out (SQLite drops the zone, PostgreSQL keeps it), and
+    in UTC on the way in: SQLite would compare another zone's wall-clock time as if it were
+    UTC's (a usage period asked for as `+02:00`)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(UTC)
+        return value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is not None and value.tzinfo is None:

@@ -53,7 +53,7 @@ async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> Strea
     if info.type == "dir":
         raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
     return StreamingResponse(
-        plane.read_file(auth.org, ref, path),
+        plane.read_file(auth.org, ref, path, info.size),
         media_type="application/octet-stream",
         headers={"Content-Length": str(info.size)},
     )

@@ -136,6 +136,10 @@ class Ledger:
                 reading = self.measure(row.id)
             close(s, current, now, reading)
             ordinal = current.ordinal + 1
+        if not gone and row.state in COMPUTE and (current is None or current.state not in COMPUTE):
+            # compute again after a time at rest: a counter that outlived it (the egress proxy
+            # stays up across a pause) is marked where it is, or its total would count again
+            reading = Reading(egress_bytes=self.measure(row.id).egress_bytes)
         if not gone:
             opened(s, row, now, ordinal, reading if row.state in COMPUTE else Reading())
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,14 +110,14 @@ class Files:
         finally:
             await channel.close()
 
-    def get(self, remote_path: str, *, timeout: float = 60.0) -> AsyncIterator[bytes]:
+    def get(self, remote_path: str, *, timeout: float = 60.0) -> AsyncGenerator[bytes, None]:
         """Stream the file's bytes in chunks (at most ``protocol.CHUNK`` each).
 
         ``timeout`` bounds each wait for the next chunk. The path is checked now.
         """
         return self._get(check_path(remote_path), timeout)
 
-    async def _get(self, path: str, timeout: float) -> AsyncIterator[bytes]:
+    async def _get(self, path: str, timeout: float) -> AsyncGenerator[bytes, None]:
         channel = await self._client.open("file", {"op": "get", "path": path})
         try:
             while (frame := await channel.next(timeout)) is not None:

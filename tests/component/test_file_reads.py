@@ -1,0 +1,56 @@
+"""A file read while it grows (a log being written) through the real server (uvicorn: a body
+longer than its Content-Length breaks the answer): the API and the console send it as it was
+when it was looked at, every time; a directory is refused, not sent as a broken file."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sanbox import Sanbox
+
+from .conftest import LiveServer
+
+pytestmark = pytest.mark.component
+
+LINE = b"0" * 1023 + b"\n"
+
+
+def test_a_growing_file_reads_whole_through_the_api_and_the_console(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "growing.log"  # the stand-in's guests share this host's files
+    log.write_bytes(LINE)
+    stop = threading.Event()
+
+    def write() -> None:
+        with log.open("ab") as f:
+            while f.tell() < 32 * 2**20 and not stop.wait(0.001):  # about 8 MiB/s
+                f.write(LINE * 8)
+                f.flush()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        with Sanbox(live_server.url, live_server.key, timeout=60) as client:
+            c = client.computers.create(name="logs", idle_timeout=0)
+            for _ in range(20):  # each read races the appends
+                data = c.files.read(str(log))
+                assert data and set(data) <= set(LINE) and len(data) % len(LINE) == 0
+            with httpx.Client(base_url=live_server.url, timeout=60) as browser:
+                origin = {"origin": live_server.url}
+                r = browser.post("/console/login", data={"key": live_server.key}, headers=origin)
+                assert r.status_code == 303, r.text
+                for _ in range(5):
+                    got = browser.get(f"/console/computers/logs/files/download?path={log}")
+                    assert got.status_code == 200 and set(got.content) <= set(LINE)
+                folder = browser.get(f"/console/computers/logs/files/download?path={tmp_path}")
+                assert folder.status_code == 422, folder.text
+                assert folder.json()["error"]["code"] == "is_a_directory"
+            c.delete()
+    finally:
+        stop.set()
+        writer.join()
