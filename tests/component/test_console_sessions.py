@@ -1,5 +1,6 @@
-"""Console sessions and login links, kept in a real (migrated) SQLite store: expiry, bounds,
-one-time links, and a session one server opened found by another over the same database."""
+"""Console sessions and login links, kept in a real (migrated) SQLite store: expiry, bounds (one
+org's never ending another's), one-time links, and a session one server opened found by another
+over the same database."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy import select
 from sanbox.console import sessions as sessions_mod
 from sanbox.console.sessions import ABSOLUTE, IDLE, LINK_TTL, PER_KEY, Sessions
 from sanbox.store import Database
-from sanbox.store.models import ConsoleSessionRow, LoginLinkRow
+from sanbox.store.models import ApiKey, ConsoleSessionRow, LoginLinkRow, Org
 
 pytestmark = pytest.mark.component
 
@@ -97,3 +98,38 @@ def test_a_login_link_works_once_and_expires(db: Database) -> None:
     late = s.make_link("key_1")
     clock.now += LINK_TTL + 1
     assert s.spend_link(late) is None
+
+
+def _keys(db: Database, org: str, count: int) -> list[str]:
+    """`count` keys of org `org` (made if need be) in the store: their ids."""
+    with db.session() as s:
+        if s.get(Org, org) is None:
+            s.add(Org(id=org, name=org))
+            s.flush()
+        ids = [f"key_{org}_{i}" for i in range(count)]
+        for key_id in ids:
+            s.add(ApiKey(id=key_id, org_id=org, prefix=key_id[:16], hash=key_id))
+    return ids
+
+
+def test_one_orgs_logins_and_links_never_end_another_orgs(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions_mod, "PER_ORG", 6)
+    monkeypatch.setattr(sessions_mod, "CAPACITY", 8)  # one org's share fits, two do not
+    monkeypatch.setattr(sessions_mod, "LINKS_PER_ORG", 4)
+    monkeypatch.setattr(sessions_mod, "LINKS", 5)
+    clock = Clock()
+    s = Sessions(db, clock)
+    (victim,) = _keys(db, "org_victim", 1)
+    token, _ = s.open(victim)
+    link = s.make_link(victim)
+    attacker = _keys(db, "org_attacker", 5)  # many keys, each within its own share
+    for key_id in attacker:
+        for _ in range(PER_KEY):
+            clock.now += 1
+            s.open(key_id)
+        s.make_link(key_id)
+    assert s.find(token) is not None, "another org's logins ended this session"
+    assert len(s) == 6 + 1  # the attacker's org holds its share, its oldest gone
+    assert s.spend_link(link) == victim, "another org's links ended this link"

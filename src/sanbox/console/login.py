@@ -11,7 +11,17 @@ from ..api.auth import client_address
 from ..control.errors import AuthError, ControlError
 from ..control.keys import Keys
 from . import csrf
-from .access import COOKIE, SECURE_COOKIE, Writer, cookie_name, secure, sessions
+from .access import (
+    COOKIE,
+    SECURE_COOKIE,
+    LoginRequiredError,
+    Viewer,
+    Writer,
+    cookie_name,
+    secure,
+    sessions,
+    viewer,
+)
 from .render import ConsoleRoute, page
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
@@ -68,18 +78,35 @@ async def link_form(request: Request) -> Response:
 
 @router.post("/link")
 async def link_login(request: Request) -> Response:
+    """Spend a login link. A browser logged in to another org is asked first, naming both orgs:
+    a link someone else made would otherwise move its user into that org's console unawares
+    (and what they type there, a secret's value, into it)."""
     csrf.check_origin(request)
     form = await request.form()
     token = form.get("t")
-    key_id = sessions(request).spend_link(token if isinstance(token, str) else "")
+    token = token if isinstance(token, str) else ""
+    keys: Keys = request.app.state.keys
+    key_id = sessions(request).peek_link(token)
     if key_id is None:
         return RedirectResponse("/console/login?why=link", status_code=303)
-    keys: Keys = request.app.state.keys
     try:
-        keys.principal_of(key_id)
+        wanted = keys.principal_of(key_id)
     except AuthError:
         return RedirectResponse("/console/login?why=ended", status_code=303)
+    now = _current(request)
+    if now is not None and now.org.id != wanted.org.id and form.get("switch") != "yes":
+        return page("link.html", None, token=token, to=wanted, now=now)
+    if sessions(request).spend_link(token) is None:  # spent meanwhile, or expired
+        return RedirectResponse("/console/login?why=link", status_code=303)
     return _signed_in(request, key_id)
+
+
+def _current(request: Request) -> Viewer | None:
+    """Who this browser is logged in as now, if anyone."""
+    try:
+        return viewer(request, take=False)
+    except LoginRequiredError:
+        return None
 
 
 @router.post("/logout")
