@@ -79,6 +79,34 @@ def test_a_key_past_its_rate_is_told_to_wait_and_others_go_on(
     assert error(client.get("/v1/computers", headers=h(root))) == (429, "rate_limited")
 
 
+def test_an_org_past_its_rate_across_its_keys_and_sandboxes_waits_and_others_go_on(
+    bounded: tuple[TestClient, str, Clock],
+) -> None:
+    client, root, clock = bounded  # 2/s and bursts of 5 a key: 8/s and bursts of 20 an org
+    made_keys = [client.post("/v1/keys", headers=h(root), json={"name": f"k{i}"}) for i in range(5)]
+    keys = [r.json()["key"] for r in made_keys]
+    clock.now += 10
+    client.post("/v1/orgs", headers=h(root), json={"name": "else"})
+    other = client.post("/v1/keys", headers=h(root), json={"org": "else", "name": "e"}).json()[
+        "key"
+    ]
+    clock.now += 10  # every bucket full again
+    went = sum(client.get("/v1/computers", headers=h(k)).status_code == 200 for k in keys * 5)
+    assert went == 20, "the org's keys together went past the org's burst"
+    r = client.get("/v1/computers", headers=h(root))  # its own bucket is full: the org's is not
+    assert error(r) == (429, "rate_limited") and "this org" in r.json()["error"]["message"]
+    assert client.get("/v1/computers", headers=h(other)).status_code == 200  # another org
+    clock.now += 10
+    made = client.post("/e2b/sandboxes", headers={"X-API-KEY": root}, json={"templateID": "base"})
+    assert made.status_code == 201, made.text
+    sandbox, token = made.json()["sandboxID"], made.json()["envdAccessToken"]
+    envd = {"E2b-Sandbox-Id": sandbox, "X-Access-Token": token}
+    answers = [client.get("/e2b-envd/health", headers=envd).status_code for _ in range(25)]
+    assert answers.count(204) <= 20 and answers[-1] == 429, answers  # envd calls count too
+    clock.now += 10
+    client.delete(f"/e2b/sandboxes/{sandbox}", headers={"X-API-KEY": root})
+
+
 def test_a_published_port_counts_against_the_key(bounded: tuple[TestClient, str, Clock]) -> None:
     client, root, _ = bounded
     for _ in range(5):

@@ -41,7 +41,7 @@ from .errors import (
 )
 from .failures import FailureLimiter
 from .names import check_name
-from .rates import KeyRates
+from .rates import ORG_SHARE, KeyRates
 
 LAST_USED_STEP = timedelta(minutes=1)  # `last_used_at` is written at most this often per key
 MAX_LIFETIME = timedelta(days=10 * 365)
@@ -126,6 +126,8 @@ class Keys:
         # `is None`, not `or`: an empty table has no length and would be replaced
         self.failures = FailureLimiter() if failures is None else failures
         self.rates = KeyRates() if rates is None else rates
+        share = self.rates.rate * ORG_SHARE, self.rates.burst * ORG_SHARE
+        self.org_rates = KeyRates(*share, capacity=self.rates.capacity)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -171,13 +173,28 @@ class Keys:
             )
 
     def take(self, key: ApiKey, seconds: float | None = None) -> None:
-        """One request of the key's rate, or RateLimitedError."""
-        wait = self.rates.take(key.id, self.clock() if seconds is None else seconds)
+        """One request of the key's rate and its org's, or RateLimitedError."""
+        now = self.clock() if seconds is None else seconds
+        wait = self.rates.take(key.id, now)
         if wait is not None:
             retry = max(1, math.ceil(wait))
             raise RateLimitedError(
                 f"this API key ({key.prefix}…) is over its request rate "
                 f"({self.rates.rate:g}/s, bursts of {self.rates.burst}): try again in {retry} s",
+                retry,
+            )
+        self.take_org(key.org_id, now)
+
+    def take_org(self, org_id: str, seconds: float | None = None) -> None:
+        """One request of the org's rate (all its keys' and its sandboxes' envd calls), or
+        RateLimitedError."""
+        rates = self.org_rates
+        wait = rates.take(org_id, self.clock() if seconds is None else seconds)
+        if wait is not None:
+            retry = max(1, math.ceil(wait))
+            raise RateLimitedError(
+                f"this org is over its request rate, all its keys and sandboxes together "
+                f"({rates.rate:g}/s, bursts of {rates.burst}): try again in {retry} s",
                 retry,
             )
 

@@ -1,7 +1,9 @@
-"""Request rates per API key: a token bucket per key id, so one tenant's key cannot take the
-server for itself. A bucket holds up to `burst` requests and refills at `rate` a second; a
-request takes one, and a key whose bucket is empty is told how long until it holds one again.
-Pure logic fed with times; the caller owns the clock.
+"""Request rates per API key and per org: a token bucket per key id, so one tenant's key cannot
+take the server for itself, and one per org id (`ORG_SHARE` keys' worth: an org may make any
+number of keys, and E2B's envd calls carry a sandbox's token, not a key). A bucket holds up to
+`burst` requests and refills at `rate` a second; a request takes one, and a key whose bucket is
+empty is told how long until it holds one again. Pure logic fed with times; the caller owns the
+clock.
 
 Memory is bounded: at most `capacity` buckets. A new key at capacity first drops the buckets
 that have refilled (a full bucket is the same as none), then the one used longest ago (which only
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 RATE = 100.0  # requests a second, sustained, per key (SANBOX_KEY_RATE)
 BURST = 1000  # requests at once, per key (SANBOX_KEY_BURST)
 CAPACITY = 10_000  # keys remembered
+ORG_SHARE = 4  # an org's requests, all its keys' and its sandboxes' envd calls: 4 keys' worth
 
 
 @dataclass

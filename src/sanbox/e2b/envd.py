@@ -14,6 +14,7 @@ import base64
 import binascii
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..control.computers import Computers
@@ -81,10 +82,17 @@ def basic_user(authorization: str | None) -> str | None:
 class Envd:
     """The envd side of every sandbox: tokens, users, running processes."""
 
-    def __init__(self, plane: Computers, tokens: Tokens, create_user: bool) -> None:
+    def __init__(
+        self,
+        plane: Computers,
+        tokens: Tokens,
+        create_user: bool,
+        take: Callable[[str], None] = lambda _org: None,
+    ) -> None:
         self.plane = plane
         self.tokens = tokens
         self.create_user = create_user
+        self.take = take  # one request of an org's rate (`Keys.take_org`), or RateLimitedError
         self.processes = ProcessTable(plane, self._standing)
         self._homes: dict[tuple[str, str], str | None] = {}
         plane.fleet.bus.taps.append(self._event)
@@ -113,13 +121,16 @@ class Envd:
 
     def computer(self, sandbox_id: str, token: str | None) -> tuple[ComputerRow, Org]:
         """The running computer and its org, if the token is its own (SandboxGoneError if it is
-        not there or at rest; an unauthenticated ConnectError for a wrong token)."""
+        not there or at rest; an unauthenticated ConnectError for a wrong token), each call
+        counted against its org's request rate (RateLimitedError past it)."""
         computer = identity.computer_id(sandbox_id)
         if computer is None:
             raise SandboxGoneError(sandbox_id)
         if not self.tokens.envd_matches(computer, token or ""):
             raise ConnectError("unauthenticated", "the access token is not this sandbox's")
-        return self.running(computer)
+        row, org = self.running(computer)
+        self.take(org.id)
+        return row, org
 
     def running(self, computer: str) -> tuple[ComputerRow, Org]:
         row = self.plane.fleet.by_id(computer)

@@ -41,7 +41,7 @@ def envd_of(state: Any) -> Envd:
     if found is None:
         tokens = getattr(state, "e2b_tokens", None) or Tokens(state.settings.layout.secret_key)
         state.e2b_tokens = tokens
-        found = Envd(state.computers, tokens, state.settings.e2b_create_user)
+        found = Envd(state.computers, tokens, state.settings.e2b_create_user, state.keys.take_org)
         state.e2b_envd = found
     return found
 
