@@ -1,11 +1,15 @@
 """A create that a warm pool serves goes through the same checks as any create: a retry with the
 same Idempotency-Key returns the computer the first made (never a second member, never a
 database error), and a rule the allowlist refuses is refused with the same 422 before a member
-is touched. (Pools handing out real guests: tests/vm/test_pools.py.)"""
+is touched, and a retry sent while the claim is being applied waits for it. (Pools handing out
+real guests: tests/vm/test_pools.py.)"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -126,3 +130,48 @@ def test_a_member_this_node_did_not_start_is_attached_and_claimed(server: Server
         f"/v1/computers/{held[0]}/exec", json={"cmd": ["echo", "on"]}, headers=server.headers()
     )
     assert ran.json()["stdout"] == "on\n", ran.text
+
+
+def test_a_retry_while_the_claim_is_applied_waits_for_it(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool_ready(server, 1)
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    go = threading.Event()
+    real = fleet.machine_locked
+
+    async def held(row: Any) -> Any:  # the claim's hostname, disk and policy: held here
+        await asyncio.to_thread(go.wait, 60)
+        return await real(row)
+
+    monkeypatch.setattr(fleet, "machine_locked", held)
+    h = {**server.headers(), "Idempotency-Key": "retry-2"}
+    answers: dict[str, Any] = {}
+
+    def send(name: str) -> threading.Thread:
+        def run() -> None:
+            answers[name] = server.client.post(
+                "/v1/computers", json={"template": "base", "name": "r1"}, headers=h
+            )
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    first = send("first")
+    deadline = time.monotonic() + 30
+    while not server.client.get("/v1/computers", headers=server.headers()).json()["computers"]:
+        assert time.monotonic() < deadline, "the claim never took its member"
+        time.sleep(0.05)
+    retry = send("retry")
+    try:
+        retry.join(2.0)  # time enough for a retry that does not wait
+        assert retry.is_alive(), "the retry answered while the claim was being applied"
+    finally:
+        go.set()
+    first.join(60)
+    retry.join(60)
+    assert answers["first"].status_code == 201, answers["first"].text
+    assert answers["retry"].json()["id"] == answers["first"].json()["id"]
+    assert answers["retry"].json()["state"] == "running"
+    assert _claimed(server, answers["first"].json()["id"])

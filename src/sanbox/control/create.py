@@ -26,7 +26,7 @@ from .errors import (
     ConflictError,
     InvalidRequestError,
 )
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .names import check_env, check_labels, check_metadata, check_name, generate_name
 from .provision import Plan, provision, release
 from .secrets import bind_in, check_bindable
@@ -234,6 +234,22 @@ def insert(
     return row, True
 
 
+async def _made(
+    fleet: Fleet, org: Org, req: CreateRequest, idempotency_key: str | None
+) -> ComputerRow | None:
+    """What this idempotency key made. A pool member being handed to it (`claim` pending: its
+    hostname, disk and policy being set) is waited for under its lock, and read again as the
+    claim left it: running, or discarded and another supply made under the same key."""
+    for _ in range(4):  # a claim tries three members
+        with fleet.db.session() as s:
+            prior = _previous(s, org, req, idempotency_key)
+        if prior is None or prior.identity_pending != "claim":
+            return prior
+        async with fleet.operating(prior.id, "create", prior.host_id, wait=VERB_WAIT):
+            pass
+    return prior
+
+
 def _previous(
     s: Session, org: Org, req: CreateRequest, idempotency_key: str | None
 ) -> ComputerRow | None:
@@ -271,8 +287,7 @@ async def create(
     """The one create path: a retry returns what its idempotency key made; the request is
     checked; then a `supply` (a warm pool) may serve it with a member, else it is planned
     (admitted) and provisioned: booted from an image, restored from a snapshot or a template."""
-    with fleet.db.session() as s:
-        prior = _previous(s, org, req, idempotency_key)
+    prior = await _made(fleet, org, req, idempotency_key)
     if prior is not None:
         return prior
     check(fleet, req)
