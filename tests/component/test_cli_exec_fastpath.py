@@ -10,6 +10,7 @@ the typer app runs the command the way it always did).
 from __future__ import annotations
 
 import os
+import pty
 import socket
 import subprocess
 import sys
@@ -109,13 +110,15 @@ def test_the_fast_exec_loads_no_http_or_websocket_library(
 
 
 def test_the_fast_shell_is_the_shell(live_server: LiveServer, short_tmp: Path) -> None:
-    """`sanbox shell NAME` (a login shell in a PTY; stdin no terminal, so it is relayed as it
-    comes) the fast way and through the typer app (SANBOX_CLI_EAGER=1): the same exit status,
-    what the shell printed, and the same errors. A PTY echoes and prompts as its timing falls,
-    so the output is compared by what the commands printed."""
+    """`sanbox shell NAME` with its input piped (no terminal: a login shell without a PTY, as ssh
+    gives none, which reads its commands and ends at the input's end; before, it waited forever
+    in a PTY that never saw the end) the fast way and through the typer app
+    (SANBOX_CLI_EAGER=1): the same exit status, what the shell printed, and the same errors."""
     url, key = live_server.url, live_server.key
 
-    def shell(name: str, eager: bool, api_key: str = key) -> tuple[int, str, str]:
+    def shell(
+        name: str, eager: bool, api_key: str = key, script: str = "echo made-$((6 * 7)); exit 3\n"
+    ) -> tuple[int, str, str]:
         env = {
             **os.environ,
             "SANBOX_URL": url,
@@ -128,7 +131,7 @@ def test_the_fast_shell_is_the_shell(live_server: LiveServer, short_tmp: Path) -
             env=env,
             capture_output=True,
             text=True,
-            input="echo made-$((6 * 7)); exit 3\n",
+            input=script,
             timeout=120,
         )
         return proc.returncode, proc.stdout, proc.stderr
@@ -138,6 +141,8 @@ def test_the_fast_shell_is_the_shell(live_server: LiveServer, short_tmp: Path) -
         for eager in (False, True):
             code, out, _ = shell("shelled", eager)
             assert code == 3 and "made-42" in out, (eager, out)
+            code, out, _ = shell("shelled", eager, script="echo ended-$((6 * 7))\n")  # no exit
+            assert code == 0 and "ended-42" in out, (eager, out)
         for name, api_key, said in (
             ("ghost", key, "error (computer_not_found)"),
             ("shelled", "sbk_wrong", "error (unauthorized)"),
@@ -145,3 +150,34 @@ def test_the_fast_shell_is_the_shell(live_server: LiveServer, short_tmp: Path) -
             fast, typed = (shell(name, eager, api_key) for eager in (False, True))
             assert fast == typed and fast[0] == 1 and said in fast[2], (fast, typed)
         client.computers.get("shelled").delete()
+
+
+def test_an_exec_from_a_terminal_without_a_pty_gets_no_input(
+    live_server: LiveServer, short_tmp: Path
+) -> None:
+    """`sanbox exec NAME -- cat` typed at a terminal: the command's input ends at once (as
+    `docker exec` without -i), where it stayed open and the command waited forever."""
+    env = {
+        **os.environ,
+        "SANBOX_URL": live_server.url,
+        "SANBOX_API_KEY": live_server.key,
+        "SANBOX_CONFIG": str(short_tmp / "absent.toml"),
+    }
+    terminal, its_end = pty.openpty()
+    try:
+        with Sanbox(live_server.url, live_server.key) as client:
+            client.computers.create(name="typed")
+            for eager in ("", "1"):
+                argv = [sys.executable, "-c", ENTRY, "exec", "typed", "--", "cat"]
+                proc = subprocess.run(
+                    argv,
+                    env={**env, "SANBOX_CLI_EAGER": eager},
+                    stdin=its_end,
+                    capture_output=True,
+                    timeout=60,
+                )
+                assert (proc.returncode, proc.stdout) == (0, b""), proc
+            client.computers.get("typed").delete()
+    finally:
+        os.close(terminal)
+        os.close(its_end)

@@ -1,9 +1,13 @@
 """A file read while it grows (a log being written) through the real server (uvicorn: a body
 longer than its Content-Length breaks the answer): the API and the console send it as it was
-when it was looked at, every time; a directory is refused, not sent as a broken file."""
+when it was looked at, every time; a directory is refused, not sent as a broken file; a file
+whose stat says 0 bytes (/proc's) is read to its end."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -54,3 +58,31 @@ def test_a_growing_file_reads_whole_through_the_api_and_the_console(
     finally:
         stop.set()
         writer.join()
+
+
+def test_a_file_whose_stat_says_empty_is_read_to_its_end(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """/proc's files stat as 0 bytes and hold more: sent without a length, to their end, through
+    the SDK, the console and `sanbox cp` (its quick path)."""
+    with Sanbox(live_server.url, live_server.key, timeout=60) as client:
+        c = client.computers.create(name="procs", idle_timeout=0)
+        assert c.files.stat("/proc/self/status").size == 0
+        assert b"Name:" in c.files.read("/proc/self/status")
+        with httpx.Client(base_url=live_server.url, timeout=60) as browser:
+            origin = {"origin": live_server.url}
+            browser.post("/console/login", data={"key": live_server.key}, headers=origin)
+            got = browser.get("/console/computers/procs/files/download?path=/proc/self/status")
+            assert got.status_code == 200 and b"Name:" in got.content
+        env = {**os.environ, "SANBOX_URL": live_server.url, "SANBOX_API_KEY": live_server.key}
+        copied = subprocess.run(
+            [sys.executable, "-c", "from sanbox.cli.main import main; main()", "cp"]
+            + ["procs:/proc/self/status", str(tmp_path / "status")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert copied.returncode == 0, copied.stderr
+        assert b"Name:" in (tmp_path / "status").read_bytes()
+        c.delete()

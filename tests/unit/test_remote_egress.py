@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -149,17 +151,31 @@ def test_a_host_speaks_for_its_own_computers_only() -> None:
 
 
 class Fleet:
-    """What FleetEgress asks of the fleet when it converges: locks and records."""
+    """What FleetEgress asks of the fleet when it converges: locks, the records as they are now
+    (`rows`: set by `round_over`, as the round read them, unless a test changes them) and events."""
 
     def __init__(self) -> None:
         self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.records: list[tuple[str, str, str]] = []
+        self.rows: dict[str, SimpleNamespace] = {}
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self.locks[computer_id]
 
+    def by_id(self, computer_id: str) -> SimpleNamespace | None:
+        return self.rows.get(computer_id)
+
     def record(self, computer_id: str, _dst: object, event: str, message: str) -> None:
         self.records.append((computer_id, event, message))
+
+
+def round_over(
+    watch: FleetEgress, fleet: Fleet, egress: RemoteEgress, computers: list[Any], *more: Any
+) -> Any:
+    """A round over `computers` (the records as it read them, and as they still are)."""
+    for computer_id, state, allow in computers:
+        fleet.rows.setdefault(computer_id, SimpleNamespace(state=state, allow=allow))
+    return watch._converge(egress, computers, *more)
 
 
 def test_the_watch_converges_a_host_to_the_records() -> None:
@@ -192,7 +208,7 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
 
     async def converge() -> None:
         async with fleet.lock("cmp_busy"):  # a verb at work: left to it
-            await watch._converge(egress, computers, ["bld-building"])  # a build's VM: kept
+            await round_over(watch, fleet, egress, computers, ["bld-building"])  # a build's: kept
 
     asyncio.run(converge())
     done = {(name, args["computer_id"]) for name, args in link.calls}
@@ -211,7 +227,7 @@ def test_the_watch_converges_a_host_to_the_records() -> None:
     link.call = refused  # type: ignore[method-assign]
     link.report = {"egress": {"computers": {}, "denials": 0}}
     for _ in range(3):
-        asyncio.run(watch._converge(egress, [("cmp_missing", "running", [])]))
+        asyncio.run(round_over(watch, fleet, egress, [("cmp_missing", "running", [])]))
     assert fleet.records == [
         ("cmp_missing", "network.error", "egress is off: the namespace is gone")
     ]
@@ -224,7 +240,7 @@ def test_a_computer_whose_secrets_cannot_cross_has_its_egress_stopped() -> None:
     link.report = {"egress": {"computers": {"cmp_s": seen}, "denials": 0}}
     egress = _egress(link, {"cmp_s": many}, [])
     watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
-    asyncio.run(watch._converge(egress, [("cmp_s", "running", [])]))
+    asyncio.run(round_over(watch, fleet, egress, [("cmp_s", "running", [])]))
     assert [(name, args["computer_id"]) for name, args in link.calls] == [("egress_stop", "cmp_s")]
     ((computer_id, event, message),) = fleet.records
     assert (computer_id, event) == ("cmp_s", "network.error") and "at most" in message
@@ -255,7 +271,7 @@ def test_an_allowlist_the_host_refuses_turns_its_egress_off_but_silence_does_not
             raise HostError("10.30.0.0/24:5432 reaches where computers may not go")
 
     link.call = refusing  # type: ignore[method-assign]
-    asyncio.run(watch._converge(egress, [("cmp_r", "running", ["b.test"])]))
+    asyncio.run(round_over(watch, fleet, egress, [("cmp_r", "running", ["b.test"])]))
     assert calls == ["egress_update", "egress_stop"]  # off, not on with the old allowlist
     why = "egress is off: 10.30.0.0/24:5432 reaches where computers may not go"
     assert fleet.records == [("cmp_r", "network.error", why)]
@@ -267,5 +283,21 @@ def test_an_allowlist_the_host_refuses_turns_its_egress_off_but_silence_does_not
     calls.clear()
     link.call = silent  # type: ignore[method-assign]
     with pytest.raises(HostUnreachableError):  # the round for this host ends; nothing said
-        asyncio.run(watch._converge(egress, [("cmp_r", "running", ["c.test"])]))
+        fleet.rows.clear()
+        asyncio.run(round_over(watch, fleet, egress, [("cmp_r", "running", ["c.test"])]))
     assert calls == ["egress_update"] and len(fleet.records) == 1
+
+
+def test_a_round_never_undoes_an_allowlist_changed_since_it_read_the_records() -> None:
+    link, fleet = Link(), Fleet()
+    seen = {"rules": ["b.test"], "carried": 0, "open": 0, "secrets": None}  # the verb sent it
+    link.report = {"egress": {"computers": {"cmp_t": seen}, "denials": 0}}
+    egress = _egress(link, {}, [])
+    watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
+    fleet.rows["cmp_t"] = SimpleNamespace(state="running", allow=["b.test"])  # the record now
+    asyncio.run(watch._converge(egress, [("cmp_t", "running", ["a.test"])]))  # read before
+    assert link.calls == [], "the round sent the allowlist back to what it read"
+    link.report = {"egress": {"computers": {}, "denials": 0}}  # its egress gone: started anew
+    asyncio.run(watch._converge(egress, [("cmp_t", "running", ["a.test"])]))
+    ((name, args),) = link.calls
+    assert name == "egress_start" and "b.test" in json.dumps(args)

@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
+from rich.markup import escape
 
 # Text is printed as written: no `:name:` becomes an emoji (a label or a name that reads so is the
 # user's data), and rich's table of emoji codes is not loaded for every table (~2 ms).
@@ -25,9 +26,12 @@ def busy(what: str) -> contextlib.AbstractContextManager[object]:
 
 
 def fail(code: str, message: str, exit_code: int = 1) -> NoReturn:
-    """One line on stderr, never wrapped (scripts read it whole), and the exit code."""
+    """One line on stderr, never wrapped (scripts read it whole), and the exit code. The code
+    and the message are text, never markup (a name in brackets, `[template]`, is printed)."""
     err_console.print(
-        f"[bold red]error[/] [dim]({code})[/] {message}", highlight=False, soft_wrap=True
+        f"[bold red]error[/] [dim]({escape(code)})[/] {escape(message)}",
+        highlight=False,
+        soft_wrap=True,
     )
     sys.exit(exit_code)
 

@@ -95,16 +95,17 @@ async def _direct(args: ExecArgs) -> int | None:
     from ..sdk.errors import ConnectionFailedError
     from ..sdk.exec_protocol import ExecStart
     from ..sdk.exec_stream import AsyncExecStream
-    from .streaming import relay
+    from .streaming import relay, with_terminal
 
     target = _Target(args.name, "exec/stream")
     size = shutil.get_terminal_size()
+    cmd, pty = with_terminal(args.cmd, args.pty)
     start = ExecStart(
-        args.cmd, args.env, args.cwd, args.user, pty=args.pty, rows=size.lines, cols=size.columns
+        cmd, args.env, args.cwd, args.user, pty=pty, rows=size.lines, cols=size.columns
     )
     try:
         session = AsyncExecStream(target.connect, target.url, target.headers, start)
-        return await relay(session, pty=args.pty)
+        return await relay(session, pty=pty)
     except ConnectionFailedError:
         if target.reached:
             raise

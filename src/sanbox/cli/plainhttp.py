@@ -88,7 +88,11 @@ def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
     if headers.get(b"transfer-encoding", b"").lower().endswith(b"chunked"):
-        return int(status), _dechunked(reader.rest())
+        body = _dechunked(reader.rest())
+        if sink is not None and 200 <= int(status) < 300:  # a download of no stated length
+            sink(body)
+            return int(status), b""
+        return int(status), body
     length = headers.get(b"content-length")
     if length is None:
         return int(status), reader.rest()

@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from ..sdk import AsyncSanbox
 
 
+LOGIN_SHELL = ["/bin/sh", "-c", 'exec "${SHELL:-/bin/sh}" -l']  # the user's own, as a PTY's
+
+
+def with_terminal(cmd: list[str] | None, pty: bool) -> tuple[list[str] | None, bool]:
+    """What to run, and whether in a PTY: a shell whose input is not a terminal
+    (`... | sanbox shell`) gets none, as ssh gives none, so it reads its commands and ends at
+    the input's end (a PTY's shell never sees that end)."""
+    if pty and cmd is None and not sys.stdin.isatty():
+        return LOGIN_SHELL, False
+    return cmd, pty
+
+
 async def stream(
     client: AsyncSanbox,
     name: str,
@@ -30,6 +42,7 @@ async def stream(
 ) -> int:
     """Run `cmd` (None with `pty`: a login shell) on computer `name`, relaying the terminal;
     the exit status to exit with."""
+    cmd, pty = with_terminal(cmd, pty)
     size = shutil.get_terminal_size()
     async with client:
         computer = await client.computers.get(name)
@@ -86,6 +99,8 @@ class Terminal:
         elif not sys.stdin.isatty():
             threading.Thread(target=self._read_blocking, args=(loop,), daemon=True).start()
             self._tasks.append(asyncio.create_task(self._pump()))
+        else:  # a terminal, and no PTY: the command's input ends now (docker exec without -i)
+            self._tasks.append(asyncio.create_task(self._stream.send_eof()))
         return self
 
     def _read_blocking(self, loop: asyncio.AbstractEventLoop) -> None:

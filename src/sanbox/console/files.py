@@ -11,6 +11,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ..api.routes.files import sized
 from ..control.errors import InvalidRequestError
 from .access import Plane, Reader, Writer
 from .forms import text
@@ -42,12 +43,12 @@ async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respon
         raise InvalidRequestError(f"{path} is a directory: open it instead", "is_a_directory")
     name = quote(posixpath.basename(path) or "file")
     headers = {
-        "Content-Length": str(info.size),
+        **sized(info.size),
         "Cache-Control": "no-store",
         "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
     }
     return StreamingResponse(
-        plane.read_file(v.org, ref, path, info.size),
+        plane.read_file(v.org, ref, path, info.size or None),
         media_type="application/octet-stream",
         headers=headers,
     )

@@ -184,14 +184,26 @@ class FleetEgress:
             else:
                 self._said.pop(computer_id, None)
 
+    def _now(self, computer_id: str) -> Policy | None:
+        """The computer's policy as its record says now, before rules are sent: the round read
+        the records when it began, and an allowlist changed since (its verb already sent the new
+        rules) must not be undone by the round's older copy. None: it no longer runs, or a verb
+        is at work on it."""
+        row = self.fleet.by_id(computer_id)
+        if row is None or row.state != State.RUNNING or self.fleet.lock(computer_id).locked():
+            return None
+        return Policy.of(row.allow)
+
     async def _converge_one(self, far: RemoteEgress, computer_id: str, policy: Policy) -> None:
         """One computer's egress on its host as the records say; HostError says what is not
         (its egress stopped where the records cannot be applied: fails closed)."""
         seen = far.seen(computer_id)
         if seen is None:
             log.info("egress of %s is not running on its host: starting it", computer_id)
+            if (now := self._now(computer_id)) is None:
+                return
             try:
-                await far.start(computer_id, policy)
+                await far.start(computer_id, now)
             except HostUnreachableError:
                 raise
             except HostError as exc:
@@ -199,7 +211,9 @@ class FleetEgress:
             return
         try:
             if list(seen.get("rules") or []) != policy.rules():
-                await far.update(computer_id, policy)
+                now = self._now(computer_id)
+                if now is not None and list(seen.get("rules") or []) != now.rules():
+                    await far.update(computer_id, now)
             wanted = handover_digest(far.secrets(computer_id))
             if seen.get("secrets") != wanted:
                 await far.renew_secrets(computer_id)

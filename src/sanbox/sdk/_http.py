@@ -68,7 +68,7 @@ class HttpCore:
         json_body: Any = None,
         content: bytes | AsyncIterator[bytes] | None = None,
         headers: dict[str, str] | None = None,
-        timeout: float | None = None,
+        timeout: float | httpx.Timeout | None = None,
     ) -> httpx.Response:
         again = method in IDEMPOTENT and not isinstance(content, AsyncIterator)
         while True:

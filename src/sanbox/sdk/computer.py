@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpx
+
 from ._http import HttpCore
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
@@ -189,8 +191,9 @@ class AsyncComputer(ComputerFields):
             "timeout": timeout,
             "max_output_bytes": max_output_bytes,
         }
-        wait = None if timeout is None else timeout + self._client.http.timeout
         http = self._client.http
+        # the answer comes when the command ends: with no timeout, as long as it runs
+        wait = httpx.Timeout(http.timeout, read=None) if timeout is None else timeout + http.timeout
         data = await http.json("POST", self.path + "/exec", json_body=body, timeout=wait)
         return ExecResult.from_json(data)
 

@@ -53,10 +53,16 @@ async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> Strea
     if info.type == "dir":
         raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
     return StreamingResponse(
-        plane.read_file(auth.org, ref, path, info.size),
+        plane.read_file(auth.org, ref, path, info.size or None),
         media_type="application/octet-stream",
-        headers={"Content-Length": str(info.size)},
+        headers=sized(info.size),
     )
+
+
+def sized(size: int) -> dict[str, str]:
+    """A download's length as its stat said (its bytes are held to it: `read_file`); none for a
+    file whose stat says 0 (a /proc file: read to its end, sent chunked)."""
+    return {"Content-Length": str(size)} if size else {}
 
 
 @router.get("/{ref}/files/list", response_model=FileList)
