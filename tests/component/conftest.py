@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import recipe_for
 from sanbox.host.runtime import HostRuntime
+from sanbox.store import Database
 
 SRC = Path(__file__).parents[2] / "src"
 
@@ -117,7 +119,6 @@ class LiveServer:
 def served(app: Any) -> Iterator[str]:
     """An ASGI app served by a real uvicorn on a free port, in a thread; yields its URL."""
     import socket
-    import threading
 
     import uvicorn
 
@@ -150,3 +151,43 @@ def live_server(short_tmp: Path) -> Iterator[LiveServer]:
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    """A migrated SQLite store of the test's own (a module may make its own instead)."""
+    database = Database(f"sqlite:///{tmp_path / 'sanbox.db'}")
+    database.migrate()
+    return database
+
+
+def beside(
+    server: Server,
+    answers: dict[str, Any],
+    name: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> threading.Thread:
+    """A request sent in a thread of its own, beside one the test holds; its answer is kept as
+    `answers[name]` (join the thread first)."""
+
+    def run() -> None:
+        answers[name] = server.client.request(
+            method, path, json=body, headers=headers or server.headers()
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def still_waiting(thread: threading.Thread, release: threading.Event, what: str) -> None:
+    """`thread`'s request has not been answered 2 s on (time enough for one that does not wait:
+    else `what` fails the test); `release` is set then, whatever happened."""
+    try:
+        thread.join(2.0)
+        assert thread.is_alive(), what
+    finally:
+        release.set()

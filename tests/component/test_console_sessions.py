@@ -4,8 +4,6 @@ over the same database."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy import select
 
@@ -15,13 +13,6 @@ from sanbox.store import Database
 from sanbox.store.models import ApiKey, ConsoleSessionRow, LoginLinkRow, Org
 
 pytestmark = pytest.mark.component
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'sanbox.db'}")
-    database.migrate()
-    return database
 
 
 class Clock:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import Server
+from .conftest import Server, beside, still_waiting
 from .test_api_computers import create
 
 pytestmark = pytest.mark.component
@@ -36,15 +36,7 @@ def test_a_delete_of_a_fork_still_being_made_waits_for_it(
     monkeypatch.setattr(runtime, "fork", held_fork)
     answers: dict[str, httpx.Response] = {}
 
-    def send(name: str, method: str, path: str, body: Any = None) -> threading.Thread:
-        def run() -> None:
-            answers[name] = server.client.request(method, path, json=body, headers=h)
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread
-
-    forking = send("fork", "POST", "/v1/computers/src/fork", {"count": 1})
+    forking = beside(server, answers, "fork", "POST", "/v1/computers/src/fork", {"count": 1})
     deadline = time.monotonic() + 30
     while True:  # until the child is recorded
         listed = server.client.get("/v1/computers", headers=h).json()["computers"]
@@ -54,12 +46,8 @@ def test_a_delete_of_a_fork_still_being_made_waits_for_it(
         assert time.monotonic() < deadline, (listed, answers)
         time.sleep(0.05)
     (child,) = children
-    deleting = send("delete", "DELETE", f"/v1/computers/{child}")
-    try:
-        deleting.join(2.0)  # time enough for a delete that does not wait
-        assert deleting.is_alive(), "the delete did not wait for the fork"
-    finally:
-        go.set()
+    deleting = beside(server, answers, "delete", "DELETE", f"/v1/computers/{child}")
+    still_waiting(deleting, go, "the delete did not wait for the fork")
     forking.join(60)
     deleting.join(60)
     assert answers["fork"].status_code == 201, answers["fork"].text

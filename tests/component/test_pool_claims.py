@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Server
+from .conftest import Server, beside, still_waiting
 from .test_api_computers import error
 
 pytestmark = pytest.mark.component
@@ -148,27 +148,14 @@ def test_a_retry_while_the_claim_is_applied_waits_for_it(
     h = {**server.headers(), "Idempotency-Key": "retry-2"}
     answers: dict[str, Any] = {}
 
-    def send(name: str) -> threading.Thread:
-        def run() -> None:
-            answers[name] = server.client.post(
-                "/v1/computers", json={"template": "base", "name": "r1"}, headers=h
-            )
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread
-
-    first = send("first")
+    body = {"template": "base", "name": "r1"}
+    first = beside(server, answers, "first", "POST", "/v1/computers", body, h)
     deadline = time.monotonic() + 30
     while not server.client.get("/v1/computers", headers=server.headers()).json()["computers"]:
         assert time.monotonic() < deadline, "the claim never took its member"
         time.sleep(0.05)
-    retry = send("retry")
-    try:
-        retry.join(2.0)  # time enough for a retry that does not wait
-        assert retry.is_alive(), "the retry answered while the claim was being applied"
-    finally:
-        go.set()
+    retry = beside(server, answers, "retry", "POST", "/v1/computers", body, h)
+    still_waiting(retry, go, "the retry answered while the claim was being applied")
     first.join(60)
     retry.join(60)
     assert answers["first"].status_code == 201, answers["first"].text

@@ -6,7 +6,6 @@ the API: test_usage.py.)"""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -16,13 +15,6 @@ from sanbox.store import Database, repo
 from sanbox.store.models import ComputerRow, UsageRow
 
 pytestmark = pytest.mark.component
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'sanbox.db'}")
-    database.migrate()
-    return database
 
 
 def test_egress_carried_across_a_pause_is_counted_once(db: Database) -> None:

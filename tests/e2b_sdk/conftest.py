@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2b import Sandbox
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.host.data.layout import DataDir
@@ -92,3 +93,11 @@ def e2b_server() -> Iterator[E2bServer]:
     finally:
         kill_agents(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sandbox(e2b_server: E2bServer) -> Iterator[Sandbox]:
+    """A sandbox of `base` for a module's tests (a module may make its own instead)."""
+    sbx = Sandbox.create("base", envs=e2b_server.envs)
+    yield sbx
+    sbx.kill()

@@ -24,13 +24,6 @@ pytestmark = pytest.mark.e2b
 MIB = 2**20
 
 
-@pytest.fixture(scope="module")
-def sandbox(e2b_server: E2bServer) -> Iterator[Sandbox]:
-    sbx = Sandbox.create("base", envs=e2b_server.envs)
-    yield sbx
-    sbx.kill()
-
-
 def _put_temporaries(folder: Path) -> int:
     """Bytes the guest agent has written so far into its temporaries in `folder`."""
     return sum(p.stat().st_size for p in folder.glob(".sanbox-put-*"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 from e2b import AsyncSandbox, PtySize, Sandbox
@@ -16,13 +15,6 @@ from e2b.exceptions import NotFoundException
 from .conftest import E2bServer
 
 pytestmark = pytest.mark.e2b
-
-
-@pytest.fixture(scope="module")
-def sandbox(e2b_server: E2bServer) -> Iterator[Sandbox]:
-    sbx = Sandbox.create("base", envs=e2b_server.envs)
-    yield sbx
-    sbx.kill()
 
 
 def test_stream_input_to_a_command_in_order(sandbox: Sandbox) -> None:

@@ -111,6 +111,18 @@ def require_host_admin(actor: Principal, what: str) -> None:
         )
 
 
+def _limited(rates: KeyRates, bucket: str, now: float, who: str) -> None:
+    """One request from `bucket`, or RateLimitedError saying `who` is over its rate."""
+    wait = rates.take(bucket, now)
+    if wait is not None:
+        retry = max(1, math.ceil(wait))
+        raise RateLimitedError(
+            f"{who} is over its request rate ({rates.rate:g}/s, bursts of {rates.burst}): "
+            f"try again in {retry} s",
+            retry,
+        )
+
+
 class Keys:
     """The control plane's door for orgs and keys. `clock` is wall-clock seconds (time.time)."""
 
@@ -175,28 +187,14 @@ class Keys:
     def take(self, key: ApiKey, seconds: float | None = None) -> None:
         """One request of the key's rate and its org's, or RateLimitedError."""
         now = self.clock() if seconds is None else seconds
-        wait = self.rates.take(key.id, now)
-        if wait is not None:
-            retry = max(1, math.ceil(wait))
-            raise RateLimitedError(
-                f"this API key ({key.prefix}…) is over its request rate "
-                f"({self.rates.rate:g}/s, bursts of {self.rates.burst}): try again in {retry} s",
-                retry,
-            )
+        _limited(self.rates, key.id, now, f"this API key ({key.prefix}…)")
         self.take_org(key.org_id, now)
 
     def take_org(self, org_id: str, seconds: float | None = None) -> None:
         """One request of the org's rate (all its keys' and its sandboxes' envd calls), or
         RateLimitedError."""
-        rates = self.org_rates
-        wait = rates.take(org_id, self.clock() if seconds is None else seconds)
-        if wait is not None:
-            retry = max(1, math.ceil(wait))
-            raise RateLimitedError(
-                f"this org is over its request rate, all its keys and sandboxes together "
-                f"({rates.rate:g}/s, bursts of {rates.burst}): try again in {retry} s",
-                retry,
-            )
+        now = self.clock() if seconds is None else seconds
+        _limited(self.org_rates, org_id, now, "this org (all its keys and sandboxes together)")
 
     def usable_key(self, key_id: str) -> ApiKey | None:
         """A key by id if it still opens anything (a port cookie names the key it came from);
