@@ -89,6 +89,9 @@ def main() -> None:
         _fail(exc.code, exc.message)
     except KeyboardInterrupt:
         _fail("interrupted", "interrupted", 130)
+    except OSError as exc:  # a local file (`cp`'s): the server was reached
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail("local_error", f"{where}{exc.strerror or exc}")
     except Exception as exc:
         if not _is_host_error(exc):
             raise

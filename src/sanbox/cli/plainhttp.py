@@ -39,11 +39,32 @@ def exchange(
     with connection:
         try:
             connection.sendall(head + body)
-            return _response(_Reader(connection), sink)
+            return _response(_Reader(connection), None if sink is None else _Local.guard(sink))
         except TimeoutError:
             raise
+        except _Local as exc:  # the sink's own (a local file's): not the connection's
+            raise exc.error from None
         except (OSError, ValueError, IndexError) as exc:
             raise Broken(str(exc) or type(exc).__name__) from exc
+
+
+class _Local(Exception):
+    """A sink's OSError, carried past the handler that reads every other one as the
+    connection's."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+    @staticmethod
+    def guard(sink: Sink) -> Sink:
+        def write(piece: bytes) -> None:
+            try:
+                sink(piece)
+            except OSError as exc:
+                raise _Local(exc) from exc
+
+        return write
 
 
 def _name(host: str) -> str | bytes:
