@@ -181,3 +181,33 @@ def test_an_exec_from_a_terminal_without_a_pty_gets_no_input(
     finally:
         os.close(terminal)
         os.close(its_end)
+
+
+def test_an_exec_whose_input_stays_open_ends_with_the_commands_status(
+    live_server: LiveServer, short_tmp: Path
+) -> None:
+    """`sleep 30 | sanbox exec --env=X=1 NAME -- true` (the typer app's way): the command ends,
+    so does the CLI, with its status, while its input is still open (it aborted at exit, 134)."""
+    env = {
+        **os.environ,
+        "SANBOX_URL": live_server.url,
+        "SANBOX_API_KEY": live_server.key,
+        "SANBOX_CONFIG": str(short_tmp / "absent.toml"),
+    }
+    with Sanbox(live_server.url, live_server.key) as client:
+        client.computers.create(name="piped")
+        for how in (["--env=X=1"], ["--env", "X=1"]):  # the typer app's way, the fast way
+            argv = [sys.executable, "-c", ENTRY, "exec", *how, "piped", "--", "sh", "-c", "exit 7"]
+            proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            try:
+                code = proc.wait(timeout=60)  # its input still open: nothing written, not closed
+                err = proc.stderr.read() if proc.stderr else b""
+            finally:
+                if proc.stdin:
+                    proc.stdin.close()
+                proc.kill()
+                proc.wait()
+            assert code == 7, (how, err)
+        client.computers.get("piped").delete()

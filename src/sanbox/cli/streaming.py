@@ -104,10 +104,16 @@ class Terminal:
         return self
 
     def _read_blocking(self, loop: asyncio.AbstractEventLoop) -> None:
-        source = sys.stdin.buffer
+        # the descriptor, not sys.stdin.buffer: a read still blocked in this daemon thread when
+        # the command ends would hold the buffer's lock, and the interpreter's exit aborts on it
+        # ("Fatal Python error: _enter_buffered_busy", status 134)
+        try:
+            fd = sys.stdin.fileno()
+        except (OSError, ValueError):
+            fd = -1
         while True:
             try:
-                chunk = source.read1(65536) if hasattr(source, "read1") else source.read(65536)
+                chunk = os.read(fd, 65536)
             except (OSError, ValueError):
                 chunk = b""
             try:
