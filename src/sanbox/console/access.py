@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -110,6 +111,36 @@ async def still_valid(conn: HTTPConnection, every: float = RECHECK) -> None:
             viewer(conn, take=False)
         except LoginRequiredError:
             return
+
+
+async def while_signed_in(
+    conn: HTTPConnection, chunks: AsyncIterable[Any], every: float = RECHECK
+) -> AsyncIterator[Any]:
+    """`chunks` as they come, until they end or the connection's session does (checked at
+    least every `every` seconds, a quiet stream too): a followed stream ends with its session."""
+    source = aiter(chunks)
+    checked = time.monotonic()
+    coming = asyncio.ensure_future(anext(source, None))
+    try:
+        while True:
+            await asyncio.wait({coming}, timeout=every)
+            if time.monotonic() - checked >= every:
+                checked = time.monotonic()
+                try:
+                    viewer(conn, take=False)
+                except LoginRequiredError:
+                    return
+            if not coming.done():
+                continue
+            chunk = coming.result()
+            if chunk is None:
+                return
+            yield chunk
+            coming = asyncio.ensure_future(anext(source, None))
+    finally:
+        coming.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await coming
 
 
 async def while_valid(conn: HTTPConnection, work: Coroutine[Any, Any, None]) -> bool:

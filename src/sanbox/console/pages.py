@@ -5,7 +5,7 @@ value, write-only; delete). Admin pages are `admin.py`."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..api.routes.pools import Pool
 from ..api.routes.templates import _body as read_context
@@ -14,7 +14,7 @@ from ..api.template_schemas import Template
 from ..control.errors import InvalidRequestError
 from ..control.pools import MAX_SIZE
 from . import admin
-from .access import Plane, Reader, Writer
+from .access import Plane, Reader, Writer, while_signed_in
 from .forms import number, text, text_list
 from .render import ConsoleRoute, page
 
@@ -40,9 +40,13 @@ async def build(request: Request, v: Writer, plane: Plane, name: str | None = No
 
 
 @router.get("/templates/{ref}/logs")
-async def build_log(ref: str, v: Reader, plane: Plane) -> Response:
-    """The build log as it is written (the API's NDJSON stream, followed)."""
-    return await template_logs(ref, v.principal, plane, follow=True)
+async def build_log(ref: str, request: Request, v: Reader, plane: Plane) -> Response:
+    """The build log as it is written (the API's NDJSON stream, followed), until the build
+    ends or the session does (its key revoked: a build can take an hour)."""
+    logs = await template_logs(ref, v.principal, plane, follow=True)
+    return StreamingResponse(
+        while_signed_in(request, logs.body_iterator), media_type=logs.media_type
+    )
 
 
 @router.post("/templates/{ref}/rebuild")
