@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
 from ..api.auditing import note_actor
+from ..api.forwarded import forwarded_proto
 from ..control.computers import Computers
 from ..control.errors import AuthError, KeyRefusedError
 from ..control.keys import Keys, Principal
@@ -49,7 +50,8 @@ class Viewer:
 
 
 def secure(conn: HTTPConnection) -> bool:
-    return conn.url.scheme in ("https", "wss")
+    """HTTPS as the browser sees it (a trusted proxy's `X-Forwarded-Proto` included)."""
+    return forwarded_proto(conn.scope) == "https"
 
 
 def cookie_name(conn: HTTPConnection) -> str:

@@ -14,15 +14,16 @@ import hmac
 
 from starlette.requests import HTTPConnection
 
+from ..api.forwarded import forwarded_proto
 from ..control.errors import ForbiddenError
 
 HEADER = "x-csrf-token"
 
 
 def own_origin(conn: HTTPConnection) -> str:
-    """The origin the console is served on, as the browser sees it (scheme and Host)."""
-    scheme = "https" if conn.url.scheme in ("https", "wss") else "http"
-    return f"{scheme}://{conn.headers.get('host', '')}"
+    """The origin the console is served on, as the browser sees it (scheme and Host): behind a
+    trusted proxy that ends TLS (`SANBOX_TRUSTED_PROXIES`), the scheme it says it spoke."""
+    return f"{forwarded_proto(conn.scope)}://{conn.headers.get('host', '')}"
 
 
 def same_origin(conn: HTTPConnection) -> bool:
