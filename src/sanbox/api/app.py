@@ -31,6 +31,7 @@ from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
 from ..control.vm_watcher import VmWatcher
 from ..e2b import api as e2b_api
+from ..e2b import copies as e2b_copies
 from ..e2b import gateway as e2b_gateway
 from ..fleet.hosts import LeasePolicy
 from ..host.egress.budget import ConnectionBudget
@@ -185,6 +186,7 @@ def create_app(
         app.include_router(module.router)
     app.include_router(metrics_router)  # /metrics, for Prometheus
     app.include_router(e2b_api.router)  # E2B's control API, under /e2b
+    app.include_router(e2b_copies.router)  # ... its forks and snapshots
     app.router.routes.append(mcp.route())
     app.router.routes.append(Route("/healthz", _healthz, include_in_schema=False))
     web_console.mount(app)  # the web console at /console (docs/console.md)

@@ -234,6 +234,9 @@ class Computers(GuestVerbs):
     def snapshots(self, org: Org) -> list[SnapshotRow]:
         return snapshots.find(self.fleet, org)
 
+    def give_snapshot_name(self, org: Org, snapshot_id: str, name: str) -> SnapshotRow:
+        return snapshots.give_name(self.fleet, org, snapshot_id, name)
+
     def get_snapshot(self, org: Org, ref: str) -> SnapshotRow:
         return snapshots.get(self.fleet, org, ref)
 

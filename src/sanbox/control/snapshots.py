@@ -29,6 +29,23 @@ def get(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
     return row
 
 
+def give_name(fleet: Fleet, org: Org, snapshot_id: str, name: str) -> SnapshotRow:
+    """Name the org's snapshot `snapshot_id` `name`, taking the name from the snapshot that had
+    it, if any (it keeps its id): E2B's named snapshot, whose newest build a create by that name
+    gets. One transaction."""
+    check_name(name, "snapshot")
+    with fleet.db.session() as s:
+        for other in repo.list_snapshots(s, org.id, state=None):
+            if other.name == name and other.id != snapshot_id:
+                other.name = None
+        s.flush()
+        row = repo.snapshot(s, org.id, snapshot_id)
+        if row is None:
+            raise NotFoundError(f"no snapshot {snapshot_id!r}", "snapshot_not_found")
+        row.name = name
+    return row
+
+
 def find(fleet: Fleet, org: Org) -> list[SnapshotRow]:
     with fleet.db.session() as s:
         return repo.list_snapshots(s, org.id)

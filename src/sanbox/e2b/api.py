@@ -16,61 +16,32 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import urllib.parse
-from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..api.auditing import note_actor
-from ..api.auth import client_address
 from ..control import templates
 from ..control.computers import Computers
 from ..control.create import CreateRequest
-from ..control.errors import ControlError, InvalidRequestError, KeyRefusedError, NotFoundError
-from ..control.keys import Keys, Principal
+from ..control.errors import InvalidRequestError, NotFoundError
+from ..control.keys import Principal
 from ..control.lifecycle import Change
 from ..control.names import LABELS_MAX, METADATA_MAX
 from ..control.states import State
-from ..store.models import ComputerRow
-from ..store.repo import ACTOR
+from ..store.models import ComputerRow, Org, SnapshotRow
 from . import identity
-from .errors import rest_error
 from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
 from .network import NetworkBody, NetworkUpdate, updated_allow
+from .routing import GONE, E2bRoute, principal, sandbox_row
 from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, metric, sandbox, state_of
 
 DEFAULT_TIMEOUT = 300
 LIST_LIMIT = 100
-_GONE = {State.DELETING, State.DELETED}
-
-
-class E2bRoute(APIRoute):
-    """Errors in E2B's shape, `{"code": <status>, "message"}`, whatever the route raised."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except ControlError as exc:
-                status, body = rest_error(exc)
-                return JSONResponse(body, status_code=status)
-            except RequestValidationError as exc:
-                where = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                    for e in exc.errors()[:5]
-                )
-                return JSONResponse({"code": 400, "message": where[:500]}, status_code=400)
-
-        return route
 
 
 router = APIRouter(prefix="/e2b", route_class=E2bRoute, include_in_schema=False)
@@ -100,51 +71,6 @@ class PauseBody(BaseModel):
 class TimeoutBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
     timeout: int = Field(ge=0, le=MAX_TIMEOUT)
-
-
-class ForkBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    timeout: int = Field(15, ge=0, le=MAX_TIMEOUT)
-    count: int = Field(1, ge=1, le=16)
-
-
-def sanbox_key(header: str | None) -> str | None:
-    """The Sanbox key in `X-API-KEY`: as it is, or spelt `e2b_<hex of the key>` for the SDK
-    releases that refuse a key not shaped like E2B's (2.45 to 2.5x: `e2b_` and hex digits)."""
-    if header is None or not header.startswith("e2b_"):
-        return header
-    try:
-        return bytes.fromhex(header[4:]).decode()
-    except ValueError:  # not hex, or not text: a key that will not be found
-        return header
-
-
-def principal(request: Request) -> Principal:
-    """The key in `X-API-KEY`, checked as /v1 checks a bearer key."""
-    keys: Keys = request.app.state.keys
-    try:
-        given = sanbox_key(request.headers.get("x-api-key"))
-        p = keys.authenticate(given, client_address(request))
-    except KeyRefusedError as exc:
-        note_actor(request.scope, exc.key_id, exc.key_prefix, exc.org_id)
-        raise
-    note_actor(request.scope, p.key.id, p.key.prefix, p.org.id)
-    ACTOR.set(p.key.prefix)
-    return p
-
-
-def _ref(sandbox_id: str) -> str:
-    computer = identity.computer_id(sandbox_id)
-    if computer is None:
-        raise NotFoundError(f"sandbox {sandbox_id[:80]!r} not found", "computer_not_found")
-    return computer
-
-
-def _row(plane: Computers, p: Principal, sandbox_id: str) -> ComputerRow:
-    row = plane.get(p.org, _ref(sandbox_id))
-    if State(row.state) in _GONE:
-        raise NotFoundError(f"sandbox {sandbox_id} not found", "computer_not_found")
-    return row
 
 
 async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout: int) -> None:
@@ -179,13 +105,26 @@ def _create_request(body: NewSandbox) -> CreateRequest:
     )
 
 
+def _named_snapshot(plane: Computers, org: Org, name: str) -> SnapshotRow | None:
+    return next((snap for snap in plane.snapshots(org) if snap.name == name), None)
+
+
 @router.post("/sandboxes", status_code=201)
 @router.post("/v2/sandboxes", status_code=201)
 async def create(body: NewSandbox, request: Request) -> JSONResponse:
     p = principal(request)
     plane: Computers = request.app.state.computers
     req = _create_request(body)
-    row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
+    try:
+        row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
+    except NotFoundError as exc:  # not a template: a snapshot's name, as E2B's share the names
+        if exc.code != "template_not_found" or req.template is None:
+            raise
+        snap = _named_snapshot(plane, p.org, req.template)
+        if snap is None:
+            raise
+        req = dataclasses.replace(req, template=None, from_snapshot=snap.id)
+        row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
     wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
     if abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime:
         row = await plane.update(
@@ -200,7 +139,7 @@ async def create(body: NewSandbox, request: Request) -> JSONResponse:
 async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONResponse:
     p = principal(request)
     plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
+    row = sandbox_row(plane, p, sandbox_id)
     status = 200
     if State(row.state) in (State.PAUSED, State.SUSPENDED):
         row, status = await plane.resume(p.org, row.id), 201
@@ -221,7 +160,7 @@ async def pause(sandbox_id: str, request: Request) -> Response:
         memory = PauseBody.model_validate_json(raw).memory if raw.strip() else True
     except ValidationError:
         raise InvalidRequestError("the body is {memory: bool}") from None
-    row = _row(plane, p, sandbox_id)
+    row = sandbox_row(plane, p, sandbox_id)
     if State(row.state) in (State.PAUSED, State.STOPPED):
         return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
     if memory:
@@ -235,7 +174,7 @@ async def pause(sandbox_id: str, request: Request) -> Response:
 async def kill(sandbox_id: str, request: Request) -> Response:
     p = principal(request)
     plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
+    row = sandbox_row(plane, p, sandbox_id)
     await plane.delete(p.org, row.id, "killed (E2B)")
     return Response(status_code=204)
 
@@ -244,7 +183,7 @@ async def kill(sandbox_id: str, request: Request) -> Response:
 async def set_timeout(sandbox_id: str, body: TimeoutBody, request: Request) -> Response:
     p = principal(request)
     plane: Computers = request.app.state.computers
-    await _set_timeout(plane, p, _row(plane, p, sandbox_id), body.timeout)
+    await _set_timeout(plane, p, sandbox_row(plane, p, sandbox_id), body.timeout)
     return Response(status_code=204)
 
 
@@ -252,7 +191,7 @@ async def set_timeout(sandbox_id: str, body: TimeoutBody, request: Request) -> R
 async def info(sandbox_id: str, request: Request) -> JSONResponse:
     p = principal(request)
     plane: Computers = request.app.state.computers
-    return JSONResponse(detail(request, _row(plane, p, sandbox_id)))
+    return JSONResponse(detail(request, sandbox_row(plane, p, sandbox_id)))
 
 
 def _metadata_filter(raw: str | None) -> dict[str, str]:
@@ -306,7 +245,7 @@ async def list_sandboxes(request: Request) -> JSONResponse:
     rows = [
         r
         for r in plane.find(p.org)
-        if State(r.state) not in _GONE
+        if State(r.state) not in GONE
         and wanted <= identity.metadata(r).items()
         and (after is None or (r.started_at or r.created_at) >= after)
         and r.pool is None
@@ -336,7 +275,7 @@ async def metrics(sandbox_id: str, request: Request) -> JSONResponse:
     (default: now), oldest first."""
     p = principal(request)
     plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
+    row = sandbox_row(plane, p, sandbox_id)
     start = _unix(request.query_params.get("start"), "start")
     end = _unix(request.query_params.get("end"), "end")
     since = int(row.created_at.timestamp()) if start is None else start
@@ -357,37 +296,7 @@ async def update_network(sandbox_id: str, body: NetworkUpdate, request: Request)
     """E2B's `update_network`: the computer's allowlist replaced (network.py), applied at once."""
     p = principal(request)
     plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
+    row = sandbox_row(plane, p, sandbox_id)
     default = functools.partial(templates.allow, plane.fleet, p.org, row.template)
     await plane.set_allow(p.org, row.id, updated_allow(body, default))
     return Response(status_code=204)
-
-
-@router.post("/sandboxes/{sandbox_id}/fork", status_code=201)
-async def fork(sandbox_id: str, body: ForkBody, request: Request) -> JSONResponse:
-    """201 with a result per fork, as E2B answers. Sanbox forks all or none: a fork that fails
-    made none, and is answered as E2B answers a request that made none, by its error's status
-    (the SDK raises it); E2B's per-fork errors never occur."""
-    p = principal(request)
-    plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
-    children = await plane.fork(p.org, row.id, body.count)
-    out = []
-    for child in children:
-        child = await plane.update(
-            p.org,
-            child.id,
-            Change(lifetime=lifetime_from_now(child, body.timeout), on_lifetime="delete"),
-        )
-        out.append({"sandbox": sandbox(request, child)})
-    return JSONResponse(out, status_code=201)
-
-
-@router.post("/sandboxes/{sandbox_id}/snapshots", status_code=201)
-async def snapshot(sandbox_id: str, request: Request) -> JSONResponse:
-    p = principal(request)
-    plane: Computers = request.app.state.computers
-    row = _row(plane, p, sandbox_id)
-    snap = await plane.snapshot(p.org, row.id, memory=True)
-    names = [snap.name] if snap.name else []
-    return JSONResponse({"snapshotID": snap.id, "names": names}, status_code=201)
