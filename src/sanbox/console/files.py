@@ -56,7 +56,7 @@ async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respon
 
 @router.put("/{ref}/files")
 async def upload(ref: str, path: GuestPath, request: Request, v: Writer, plane: Plane) -> Response:
-    size = await plane.put_file(v.org, ref, _absolute(path), request.stream(), 0o644)
+    size = await plane.put_file(v.org, ref, _absolute(path), request.stream(), None)
     return JSONResponse({"path": path, "size": size})
 
 

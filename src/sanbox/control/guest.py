@@ -240,7 +240,10 @@ async def kept(fleet: Fleet, org: Org, ref: str) -> AsyncIterator[Kept]:
 # files --------------------------------------------------------------------------------------
 
 
-async def put_file(fleet: Fleet, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
+async def put_file(
+    fleet: Fleet, org: Org, ref: str, path: str, source: Source, mode: int | None
+) -> int:
+    """Write a file; `mode` None: one that is there keeps its mode and owner."""
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         return await client.files.put(path, source, mode=mode)

@@ -101,7 +101,9 @@ class GuestVerbs:
         """The guest's kept processes (started with `keep`): list, attach, forget."""
         return guest.kept(self.fleet, org, ref)
 
-    async def put_file(self, org: Org, ref: str, path: str, source: Source, mode: int) -> int:
+    async def put_file(
+        self, org: Org, ref: str, path: str, source: Source, mode: int | None
+    ) -> int:
         return await guest.put_file(self.fleet, org, ref, path, source, mode)
 
     async def stat_file(self, org: Org, ref: str, path: str) -> FileInfo:

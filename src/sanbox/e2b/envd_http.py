@@ -104,7 +104,7 @@ class _Parts:
 
 async def _put(sb: Sandbox, path: str, source: AsyncIterator[bytes]) -> dict[str, Any]:
     made = await ensure_dirs(sb, posixpath.dirname(path))
-    await sb.plane.put_file(sb.org, sb.computer_id, path, source, 0o644)
+    await sb.plane.put_file(sb.org, sb.computer_id, path, source, None)  # as envd: mode kept
     await own(sb, *made, path)
     return {"path": path, "name": posixpath.basename(path), "type": "file"}
 

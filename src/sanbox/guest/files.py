@@ -45,6 +45,16 @@ def file_info(path: str, st: os.stat_result, name: str | None = None) -> dict[st
     }
 
 
+def _regular(path: str) -> os.stat_result | None:
+    """The stat of `path` if it is a regular file (not through a symbolic link, which a put
+    replaces as it is)."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return found if stat.S_ISREG(found.st_mode) else None
+
+
 def _optional_int(params: p.JsonDict, name: str) -> int | None:
     return None if params.get(name) is None else param_int(params, name)
 
@@ -117,13 +127,20 @@ class FileStream(Stream):
             os.close(fd)
 
     async def _put(self, path: str) -> None:
-        mode = param_int(self.params, "mode", 0o644)
         uid, gid = _optional_int(self.params, "uid"), _optional_int(self.params, "gid")
         parent = os.path.dirname(path)
         if self.params.get("make_parents", True):
             os.makedirs(parent, exist_ok=True)
         if os.path.isdir(path):
             raise AgentRequestError("is_a_directory", f"{path}: is a directory")
+        if self.params.get("mode") is not None:
+            mode = param_int(self.params, "mode")
+        else:  # a file that is there keeps its mode and owner (a script stays runnable)
+            mode, kept = 0o644, _regular(path)
+            if kept is not None:
+                mode = stat.S_IMODE(kept.st_mode)
+                uid = kept.st_uid if uid is None else uid
+                gid = kept.st_gid if gid is None else gid
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".sanbox-put-")
         try:
             size = 0

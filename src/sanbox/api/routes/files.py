@@ -37,10 +37,17 @@ def entry(info: FileInfo) -> FileEntry:
 
 @router.put("/{ref}/files", response_model=FileWritten)
 async def upload(
-    ref: str, path: PathQuery, request: Request, auth: Auth, plane: Plane, mode: str = "0644"
+    ref: str,
+    path: PathQuery,
+    request: Request,
+    auth: Auth,
+    plane: Plane,
+    mode: Annotated[
+        str | None, Query(description="octal; none: a file that is there keeps its mode and owner")
+    ] = None,
 ) -> FileWritten:
     try:
-        file_mode = int(mode, 8)
+        file_mode = None if mode is None else int(mode, 8)
     except ValueError:
         raise InvalidRequestError(f"mode {mode!r} is not octal (like 0644)") from None
     size = await plane.put_file(auth.org, ref, path, request.stream(), file_mode)

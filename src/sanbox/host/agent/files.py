@@ -82,19 +82,21 @@ class Files:
         remote_path: str,
         source: Source,
         *,
-        mode: int = 0o644,
+        mode: int | None = 0o644,
         uid: int | None = None,
         gid: int | None = None,
         make_parents: bool = True,
     ) -> int:
-        """Write ``source`` to ``remote_path`` atomically; return the bytes written."""
-        params = {
+        """Write ``source`` to ``remote_path`` atomically; return the bytes written. ``mode``
+        None: a file that is there keeps its mode and owner (a new one is 0644)."""
+        params: dict[str, object] = {
             "op": "put",
             "path": check_path(remote_path),
-            "mode": mode,
             "uid": uid,
             "gid": gid,
         }
+        if mode is not None:  # (an agent before this keeps 0644 for every file)
+            params["mode"] = mode
         params["make_parents"] = make_parents
         channel = await self._client.open("file", params)
         try:
