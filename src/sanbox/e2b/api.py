@@ -140,14 +140,15 @@ async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONR
     p = principal(request)
     plane: Computers = request.app.state.computers
     row = sandbox_row(plane, p, sandbox_id)
+    wanted = lifetime_from_now(row, body.timeout)
+    if wanted > row.lifetime:  # a connect never shortens the sandbox's life; lengthened before
+        # it runs again, or the deadline watch could pause it again between the two
+        row = await plane.update(p.org, row.id, Change(lifetime=wanted))
     status = 200
     if State(row.state) in (State.PAUSED, State.SUSPENDED):
         row, status = await plane.resume(p.org, row.id), 201
     elif State(row.state) in (State.STOPPED, State.ERROR):
         row, status = await plane.start(p.org, row.id), 201
-    wanted = lifetime_from_now(row, body.timeout)
-    if wanted > row.lifetime:  # a connect never shortens the sandbox's life
-        row = await plane.update(p.org, row.id, Change(lifetime=wanted))
     return JSONResponse(sandbox(request, row), status_code=status)
 
 
