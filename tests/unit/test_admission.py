@@ -153,3 +153,31 @@ def test_an_overcommitting_host_keeps_its_watermark_of_its_filesystem(
     Capacity(2, 64 * 1024, 4.0, 0.0).admit_here(host, 512, 8).release()
     with pytest.raises(ValueError, match="percentage"):
         Capacity(2, 4096, 2.0, 100.0)
+
+
+class FleetHost:
+    """A fleet host as admission sees it: its room and its own admission, from its report (its
+    data path is not this node's)."""
+
+    def __init__(self, overcommit: float, kept_free: int) -> None:
+        self.own = overcommit, kept_free
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        return Room(SHM, 8 * GIB, 0), Room(Path("/srv/on-that-host"), 10 * GIB, 30 * GIB)
+
+    def admission(self) -> tuple[float, int] | None:
+        return self.own
+
+
+def test_a_fleet_host_admits_by_its_own_overcommit_and_watermark() -> None:
+    """A fork or a pool claim's growth on a fleet host: the host's overcommit (4) lets 35 GiB of
+    thin disks count on its 10 GiB free, whatever this node's own setting (1); its watermark
+    is its own, and this node never looks at a path of that host's."""
+    node = Capacity(cpus=2, memory_mib=4096, disk_overcommit=1.0)
+    with node.admit_here(FleetHost(4.0, 0), 512, 5):  # type: ignore[arg-type]
+        pass
+    with pytest.raises(InsufficientStorageError, match="4x the free space above"):
+        node.admit_here(FleetHost(4.0, 2 * GIB), 512, 5)  # type: ignore[arg-type]
+    overcommitting = Capacity(cpus=2, memory_mib=4096, disk_overcommit=4.0)
+    with pytest.raises(InsufficientStorageError):  # the host admits at 1: so is it admitted
+        overcommitting.admit_here(FleetHost(1.0, 0), 512, 5)  # type: ignore[arg-type]

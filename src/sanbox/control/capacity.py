@@ -170,12 +170,18 @@ class Capacity:
         self, host: Host, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
-        operations hold (`computer_id`'s own files are not counted against it); the room it
-        takes, held until the caller releases it."""
+        operations hold (`computer_id`'s own files are not counted against it), with the host's
+        own overcommit and watermark (a fleet host's, as it reports them; this server's, its
+        settings); the room it takes, held until the caller releases it."""
         held_memory, held_disk = self.ledger.totals()
         ram, room = host.room(computer_id, disk=bool(disk_gib))
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
         data = None if room is None else Room(room.path, room.free, room.promised + held_disk)
-        reserve = 0 if data is None else self.kept_free(data.path)
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data, self.disk_overcommit, reserve)
+        own = host.admission()
+        if own is not None:  # a fleet host's, as it admits
+            overcommit, reserve = own
+        else:
+            overcommit = self.disk_overcommit
+            reserve = 0 if data is None else self.kept_free(data.path)
+        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve if data else 0)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)

@@ -198,6 +198,12 @@ class Host(Protocol):
         what files already made may still grow by (`computer_id`'s own not counted)."""
         ...
 
+    def admission(self) -> tuple[float, int] | None:
+        """A fleet host's own admission of thin disks (its overcommit, and the bytes its low
+        watermark keeps free), as it reports them; None for this server's own host, which the
+        server's settings admit."""
+        ...
+
     # images -------------------------------------------------------------------------------
 
     def image(self, template: str, build_id: str | None = None) -> Image:

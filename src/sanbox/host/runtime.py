@@ -96,6 +96,9 @@ class HostRuntime:
         seconds, and a probe writes scratch files)."""
         return str(self.data_dir.root), self.disks.reflink()
 
+    def admission(self) -> tuple[float, int] | None:
+        return None  # this server's own: its settings admit
+
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         dd = self.data_dir
         ram = space.ram_room(dd.ram_dir, computer_id, dd)

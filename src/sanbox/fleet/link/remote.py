@@ -314,6 +314,10 @@ class RemoteHost(HostLink):
         report = self._latest()
         return str(report["storage"]), bool(report["reflink"])
 
+    def admission(self) -> tuple[float, int] | None:
+        report = self._latest()
+        return float(report.get("disk_overcommit") or 1.0), int(report.get("disk_kept_free") or 0)
+
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         report = self._latest()["room"]
         ram = wire.room_in(report["ram"])
