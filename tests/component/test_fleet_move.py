@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import ExitStack
@@ -29,6 +30,7 @@ from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime
 from sanbox.host.snapshot import SnapshotManifest
 from sanbox.host.snapshot.transfer import SnapshotExport
+from sanbox.sdk.errors import SanboxError
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -237,4 +239,45 @@ def test_a_carry_that_stalls_is_cut_and_the_computer_stays(
         moved = _sanbox(live, "move", "stuck", "--to", "h2")
         assert moved.returncode == 0, moved.stderr
         assert _on(dirs, c.id) == ["h2"]
+        c.delete()
+
+
+def test_two_moves_of_one_snapshot_at_once_leave_it_whole_where_the_first_put_it(
+    fleet: Fleet,
+) -> None:
+    """A move retried while the first still runs (the SDK timed out, say): the second waits for
+    the first and then finds the snapshot on that host already. Before, the second's undo of its
+    refused import deleted the first's copy, and the record named a host holding nothing."""
+    live, dirs = fleet.live, fleet.dirs
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="snapped", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        snap = c.snapshot(name="twice")
+        assert _snapshots_on(dirs, snap.id) == ["h1"]
+        answers: list[object] = []
+
+        def move() -> None:
+            try:
+                answers.append(client.fleet.move_snapshot(snap.id, "h2"))
+            except SanboxError as exc:
+                answers.append(exc.code)
+
+        both = [threading.Thread(target=move) for _ in range(2)]
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join(120)
+        assert sorted(map(str, (a if isinstance(a, str) else "moved" for a in answers))) == [
+            "moved",
+            "same_host",
+        ], answers
+        assert _snapshots_on(dirs, snap.id) == ["h2"], "the copy the record names is gone"
+        made = client.computers.create(name="from-twice", from_snapshot=snap.id, idle_timeout=0)
+        assert _on(dirs, made.id) == ["h2"]
+        made.delete()
+        client.snapshots.delete(snap.id)
         c.delete()

@@ -30,7 +30,7 @@ from ..store import repo
 from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, SnapshotRow
 from .errors import ControlError, InvalidRequestError, NotFoundError, failed
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,14 @@ async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -
     """Move a snapshot (of any org: an operator's verb), its saved memory too, to host `to`
     (None: the best other host of its region): checked by its host, carried, checked and
     sealed under the other host's own key (host/snapshot/transfer.py); then the record names
-    that host and the first copy goes (computers made from it keep the layers they stand on)."""
+    that host and the first copy goes (computers made from it keep the layers they stand on).
+    One move of a snapshot at a time, across API nodes (its operation, by its id): a second,
+    a retry say, waits for the first, then finds it where the first left it."""
+    async with fleet.operating(snapshot_id, "move", wait=VERB_WAIT):
+        return await _move_snapshot(fleet, snapshot_id, to)
+
+
+async def _move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None) -> SnapshotRow:
     with fleet.db.session() as s:
         snap = s.get(SnapshotRow, snapshot_id)
         where = select(HostRow.region).where(HostRow.id == (snap.host_id if snap else None))
