@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from ..sdk.errors import SanboxError
 from . import config, views
 from ._output import err_console, fail
-from .grammars import BIG_FILE, copy_ends, download_target, upload_path
+from .grammars import BIG_FILE, copy_ends, download_target, into_folder, upload_path
 
 
 def cp(
@@ -26,8 +27,15 @@ def cp(
                 fail("invalid_argument", f"{src} is not a file")
             name, where = remote_dst
             files = client.computers.get(name).files
-            with _progress(local.stat().st_size) as advance:
-                size = files.upload(local, upload_path(local, where), progress=advance)
+            target = upload_path(local, where)
+            try:
+                with _progress(local.stat().st_size) as advance:
+                    size = files.upload(local, target, progress=advance)
+            except SanboxError as exc:  # a folder there, named without its slash: into it
+                if exc.code != "is_a_directory" or target != where:
+                    raise
+                with _progress(local.stat().st_size) as advance:
+                    size = files.upload(local, into_folder(local, where), progress=advance)
         else:
             assert remote_src is not None
             name, where = remote_src

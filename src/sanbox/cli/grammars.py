@@ -108,6 +108,12 @@ def upload_path(local: Path, where: str) -> str:
     return f"{where or '/root/'}{local.name}" if not where or where.endswith("/") else where
 
 
+def into_folder(local: Path, where: str) -> str:
+    """Where `cp LOCAL NAME:WHERE` writes when WHERE, written without its trailing slash, is a
+    folder there: the local file's name in it, as cp and scp do."""
+    return f"{where.rstrip('/')}/{local.name}"
+
+
 def download_target(dst: str, where: str) -> Path:
     """Where `cp NAME:WHERE DST` writes: DST, or WHERE's name in DST if that is a folder."""
     target = Path(dst)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from ..sdk.errors import SanboxError
 from . import views
 from .argv import Args
 from .calls import LONG, Api, computer, path
-from .grammars import copy_ends, download_target, upload_path
+from .grammars import copy_ends, download_target, into_folder, upload_path
 
 
 def cp(a: Args) -> None:
@@ -24,8 +25,14 @@ def cp(a: Args) -> None:
         local = Path(a["src"])
         name, where = remote_dst
         files = path("computers", computer(api, name).id, "files")
-        params = {"path": upload_path(local, where)}
-        data = api.json("PUT", files, params=params, content=local.read_bytes(), timeout=LONG)
+        content, there = local.read_bytes(), upload_path(local, where)
+        try:
+            data = api.json("PUT", files, params={"path": there}, content=content, timeout=LONG)
+        except SanboxError as exc:  # a folder there, named without its slash: into it
+            if exc.code != "is_a_directory" or there != where:
+                raise
+            params = {"path": into_folder(local, where)}
+            data = api.json("PUT", files, params=params, content=content, timeout=LONG)
         views.copied(int(data.get("size", 0)) if isinstance(data, dict) else 0)
         return
     assert remote_src is not None
