@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.templates.keys import step_content
-from sanbox.templates.spec import Ready, Service, SpecError, Step, parse
+from sanbox.templates.keys import step_content, step_keys
+from sanbox.templates.spec import Ready, Service, Spec, SpecError, Step, parse
 
 pytestmark = pytest.mark.unit
 
@@ -152,3 +152,17 @@ def test_a_step_without_a_venv_keeps_the_key_it_had() -> None:
     plain = Step("pip", packages=("cowsay==6.1",))
     assert "venv" not in step_content(plain, {})
     assert step_content(Step("pip", packages=("x",), venv="/opt/x"), {})["venv"] == "/opt/x"
+
+
+def test_a_run_step_is_keyed_by_the_environment_it_runs_with() -> None:
+    """`env = {A = "1"}` then `"2"`: the run step that reads $A runs again (it was reused, its
+    file saying 1); a spec without env keeps the keys it had."""
+
+    def spec(env: str) -> Spec:
+        return parse(f'name = "t"\n{env}\n[[steps]]\nrun = "echo $A > /etc/a"\n')
+
+    one = step_keys("org_a", "image:b1", spec('env = {A = "1"}'), {})
+    two = step_keys("org_a", "image:b1", spec('env = {A = "2"}'), {})
+    assert one[0] != two[0]
+    run = Step("run", command="echo $A > /etc/a")
+    assert "env" not in step_content(run, {}) and "env" not in step_content(run, {}, {})

@@ -175,7 +175,9 @@ class SecretBook:
         user can act on, or None."""
         pem = self.ca_pem(org_id)
         try:
-            result = await agent.exec(["sh", "-c", _TRUST], stdin=pem, timeout=TRUST_TIMEOUT)
+            result = await agent.exec(  # the guest's answer: only what a reason needs is kept
+                ["/bin/sh", "-c", _TRUST], stdin=pem, timeout=TRUST_TIMEOUT, max_output=4096
+            )
         except Exception as exc:  # the guest's answer, never a value: safe to show
             return f"the guest did not answer ({exc or type(exc).__name__}): try again"
         return trust_failure(result.exit_code, result.timed_out, result.stderr or result.stdout)

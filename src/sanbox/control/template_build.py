@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.door import (
+    AgentClient,
     AgentError,
     AgentTimeoutError,
     EgressControl,
@@ -53,6 +54,19 @@ BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's c
 STEP_TIMEOUT = 1800.0
 SERVICES_FILE = "/etc/sanbox/services.json"
 HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
+DPKG_STATUS = "/var/lib/dpkg/status"  # what an apt step's fetch resolves against
+
+
+async def _bounded_read(client: AgentClient, path: str, limit: int) -> bytes:
+    """A guest file of at most `limit` bytes, read no further: a build's guest runs the
+    tenant's steps (its dpkg status may be a link to /dev/zero), BuildFailed past it."""
+    data = bytearray()
+    async with contextlib.aclosing(client.files.get(path)) as chunks:
+        async for chunk in chunks:
+            data += chunk
+            if len(data) > limit:
+                raise BuildFailed(f"the guest's {path} is over {limit >> 20} MiB")
+    return bytes(data)
 
 
 class BuildFailed(Exception):
@@ -256,7 +270,7 @@ class Builder:
         client = await machine.client()
         if step.kind == "apt":
             status = self.cache / f"dpkg-status-{machine.computer_id}"
-            status.write_bytes(await client.files.read("/var/lib/dpkg/status"))
+            status.write_bytes(await _bounded_read(client, DPKG_STATUS, fetch.MAX_STATUS_BYTES))
             try:
                 bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status, self.cache)
             finally:
@@ -275,7 +289,9 @@ class Builder:
         try:
             await self._sh(machine, list(bundle.install), step.describe())
         finally:  # nothing of the bundle stays in the layer
-            await client.exec(["rm", "-rf", bundle.guest_dir], timeout=HOUSEKEEPING_TIMEOUT)
+            await client.exec(
+                ["/bin/rm", "-rf", bundle.guest_dir], timeout=HOUSEKEEPING_TIMEOUT, max_output=0
+            )
 
     async def run_step(self, machine: Machine, step: Step | None) -> None:
         """One step (None: the configuration step), then `sync`."""
@@ -297,7 +313,8 @@ class Builder:
         else:
             env = {"DEBIAN_FRONTEND": "noninteractive", **self.spec.env}
             await self._sh(machine, ["/bin/sh", "-ec", step.command], step.describe(), env)
-        await client.exec(["sync"], timeout=HOUSEKEEPING_TIMEOUT)
+        # by its path, its output not kept: a step may have put its own `sync` first on the PATH
+        await client.exec(["/bin/sync"], timeout=HOUSEKEEPING_TIMEOUT, max_output=0)
 
     async def build_steps(
         self,

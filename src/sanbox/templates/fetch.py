@@ -9,9 +9,17 @@ Bundles are cached by content under `cache_dir` (`fetch_common`); each kind has 
 `fetch_apt`, `fetch_pip`, `fetch_npm`. Failures raise `FetchError` (a `BuildStepError`) with a
 one-line reason; a missing host tool raises `MissingToolError`."""
 
-from .fetch_apt import fetch_apt
+from .fetch_apt import MAX_STATUS_BYTES, fetch_apt
 from .fetch_common import DEFAULT_MAX_BYTES, Bundle, FetchError
 from .fetch_npm import fetch_npm
 from .fetch_pip import fetch_pip
 
-__all__ = ["DEFAULT_MAX_BYTES", "Bundle", "FetchError", "fetch_apt", "fetch_npm", "fetch_pip"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MAX_STATUS_BYTES",
+    "Bundle",
+    "FetchError",
+    "fetch_apt",
+    "fetch_npm",
+    "fetch_pip",
+]
