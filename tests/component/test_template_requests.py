@@ -244,3 +244,13 @@ def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server)
     lost = server.client.post("/v1/templates/again/rebuild", headers=h)
     assert error(lost) == (409, "no_build_context"), lost.text
     assert "sanbox template build" in lost.json()["error"]["message"]
+
+
+def test_a_build_past_the_contexts_in_flight_is_refused_before_its_body_is_read(
+    server: Server,
+) -> None:
+    plane = server.client.app.state.computers  # type: ignore[attr-defined]
+    plane.build_uploads.per_org = 0  # as if the org's share were taken by uploads in flight
+    r = server.client.post("/v1/templates", content=b"x" * 1024, headers=server.headers())
+    assert error(r) == (429, "too_many_builds"), r.text
+    assert server.client.get("/v1/templates", headers=server.headers()).status_code == 200

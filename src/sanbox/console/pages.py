@@ -35,7 +35,9 @@ async def templates_page(v: Reader, plane: Plane) -> Response:
 @router.post("/templates")
 async def build(request: Request, v: Writer, plane: Plane, name: str | None = None) -> Response:
     """The body is a tar of the spec folder (the page packs a chosen folder, or sends a .tar)."""
-    row, building = await plane.build_template(v.org, await read_context(request), name or None)
+    with plane.build_uploads.admitted(v.org.id):  # bounded before a byte is read
+        context = await read_context(request)
+        row, building = await plane.build_template(v.org, context, name or None)
     return JSONResponse({"id": row.id, "name": row.name, "building": building})
 
 

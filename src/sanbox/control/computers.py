@@ -37,6 +37,7 @@ from . import (
     templates,
 )
 from . import create as creating
+from .build_uploads import BuildUploads
 from .capacity import Capacity
 from .create import CreateRequest
 from .events import EventBus, event_dict
@@ -95,6 +96,7 @@ class Computers(GuestVerbs):
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book)
         self.pools = Pools(self.fleet, *pool_bounds)
+        self.build_uploads = BuildUploads()  # contexts being read, bounded before any byte is
         fleet_dir = fleet_dir or home / "fleet"  # docs/fleet.md
         self.hosts = FleetHosts(db, fleet_dir, self.fleet.jobs, host_lease)
         self.fleet.remote = self.hosts

@@ -66,8 +66,9 @@ async def build_template(
     """Build a template from a tar of its spec (`sanbox.toml`) and the files its steps copy, in
     a region (default: the org's home region once fleet hosts have joined). 202: a build runs
     (follow its log); 200: nothing changed since the last build there."""
-    context = await _body(request)
-    row, building = await plane.build_template(auth.org, context, name, region or None)
+    with plane.build_uploads.admitted(auth.org.id):  # bounded before a byte is read
+        context = await _body(request)
+        row, building = await plane.build_template(auth.org, context, name, region or None)
     body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
 
