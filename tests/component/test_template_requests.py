@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sanbox.control import build_cache, templates
+from sanbox.store.models import TemplateRow
 from sanbox.templates import context_worker
 from sanbox.templates.context import MAX_BYTES, pack, unpack
 
@@ -254,3 +255,34 @@ def test_a_build_past_the_contexts_in_flight_is_refused_before_its_body_is_read(
     r = server.client.post("/v1/templates", content=b"x" * 1024, headers=server.headers())
     assert error(r) == (429, "too_many_builds"), r.text
     assert server.client.get("/v1/templates", headers=server.headers()).status_code == 200
+
+
+def test_a_delete_that_meets_a_build_queued_since_it_looked_is_refused_and_removes_nothing(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete read the template ready; a rebuild was queued before it removed anything (its
+    host's snapshot delete took a while): the delete is refused `template_building`, the build's
+    record and context stay. Before, the record went under the build, whose end failed."""
+    monkeypatch.setattr(templates, "BUILDS", asyncio.Semaphore(0))  # builds wait in the queue
+    h = server.headers()
+    spec = b'name = "raced"\n\n[[steps]]\nrun = "echo one"\n'
+    made = server.client.post(
+        "/v1/templates", content=context({"sanbox.toml": spec}), headers={**h, **TAR}
+    )
+    assert made.status_code == 202, made.text
+    template_id = made.json()["template"]["id"]
+    db = server.client.app.state.db  # type: ignore[attr-defined]
+    real_get = templates.get
+
+    def as_it_was(*args: object, **kwargs: object) -> object:
+        row = real_get(*args, **kwargs)  # type: ignore[arg-type]
+        row.state = "ready"  # what the delete saw before the build was queued
+        return row
+
+    monkeypatch.setattr(templates, "get", as_it_was)
+    r = server.client.delete("/v1/templates/raced", headers=h)
+    assert error(r) == (409, "template_building"), r.text
+    with db.session() as s:
+        assert s.get(TemplateRow, template_id) is not None, "the building template's record went"
+    kept = server.data_dir.root / "templates" / f"{template_id}.context.tar"
+    assert kept.exists(), "the building template's context went"

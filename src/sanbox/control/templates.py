@@ -347,13 +347,17 @@ async def delete(fleet: Fleet, org: Org, ref: str, region: str | None = None) ->
     working (their disks keep the layers they stand on); its build steps stay cached for the
     org's next build."""
     row = get(fleet, org, ref, region)
-    if row.state == "building":
-        raise ConflictError(f"template {row.name} is being built: wait for it", "template_building")
-    if row.ready_snapshot_id is not None:
-        await _drop_snapshot(fleet, row.ready_snapshot_id)
-    with fleet.db.session() as s:
-        if (live := s.get(TemplateRow, row.id)) is not None:
+    with fleet.db.session() as s:  # the record first, as it is now: a build queued since wins
+        live = s.get(TemplateRow, row.id, with_for_update=True)
+        if live is not None and live.state == "building":
+            raise ConflictError(
+                f"template {row.name} is being built: wait for it", "template_building"
+            )
+        ready = live.ready_snapshot_id if live is not None else row.ready_snapshot_id
+        if live is not None:
             s.delete(live)
+    if ready is not None:  # a build of its name now makes a new record
+        await _drop_snapshot(fleet, ready)
     log_path(fleet, row).unlink(missing_ok=True)
     packages_path(fleet, row.id).unlink(missing_ok=True)
     context_path(fleet, row.id).unlink(missing_ok=True)
