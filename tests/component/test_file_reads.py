@@ -15,6 +15,8 @@ import httpx
 import pytest
 
 from sanbox import Sanbox
+from sanbox.control import guest
+from sanbox.sdk.errors import SanboxError
 
 from .conftest import LiveServer
 
@@ -85,4 +87,23 @@ def test_a_file_whose_stat_says_empty_is_read_to_its_end(
         )
         assert copied.returncode == 0, copied.stderr
         assert b"Name:" in (tmp_path / "status").read_bytes()
+        c.delete()
+
+
+def test_a_file_that_never_ends_is_refused_or_cut(
+    live_server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device (/dev/zero, or a link to it) is no file to download: refused `not_a_file` before
+    a byte is sent (it streamed without end). A file whose stat says 0 is sent to its end but
+    no further than a bound: past it the answer is cut, never sent whole."""
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    with Sanbox(live_server.url, live_server.key, timeout=60) as client:
+        c = client.computers.create(name="devices", idle_timeout=0)
+        for path in ("/dev/zero", str(tmp_path / "zero")):
+            with pytest.raises(SanboxError) as refused:
+                c.files.read(path)
+            assert refused.value.code == "not_a_file", refused.value
+        monkeypatch.setattr(guest, "UNSIZED_MOST", 64)  # /proc/self/status holds more
+        with pytest.raises(SanboxError):
+            c.files.read("/proc/self/status")
         c.delete()

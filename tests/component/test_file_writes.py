@@ -1,6 +1,7 @@
 """A file written over through the API (the SDK, `sanbox cp`, MCP, E2B's `files.write`) keeps its
 mode and owner unless a mode is given: an agent that edits its script can still run it (it
-became 0644). A new file is 0644, or the mode given."""
+became 0644). A new file is 0644, or the mode given; so is one in a folder anyone may write
+(/tmp), where another user could have planted it to own what root writes next."""
 
 from __future__ import annotations
 
@@ -29,4 +30,12 @@ def test_a_file_written_over_keeps_its_mode_unless_one_is_given(
         assert c.exec([script]).stdout == "two\n"
         c.files.write(script, "echo three\n", mode=0o600)
         assert c.exec(["stat", "-c", "%a", script]).stdout == "600\n"
+        shared = tmp_path / "shared"  # a folder anyone writes (/tmp): a file planted there
+        shared.mkdir(mode=0o1777)
+        shared.chmod(0o1777)
+        planted = shared / "setup.sh"
+        planted.write_text("planted\n")
+        planted.chmod(0o777)
+        c.files.write(str(planted), "written by root\n")
+        assert c.exec(["stat", "-c", "%a", str(planted)]).stdout == "644\n"  # nothing kept
         c.delete()

@@ -22,7 +22,7 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
     server: Server, short_tmp: Path
 ) -> None:
     h = server.headers()
-    create(server, name="src")
+    src = create(server, name="src")
     assert server.client.post("/v1/computers/src/stop", headers=h).status_code == 200
     kept = server.client.post("/v1/computers/src/snapshots", json={"name": "kept"}, headers=h)
     assert kept.status_code == 201, kept.text
@@ -43,6 +43,8 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
         assert row is not None
         row.state = "creating"
     elsewhere = Operations(db).begin(str(busy["id"]), "snapshot", node="another-node:0000")
+    # and another node starts "src" (not a take of its lost snapshot: that one is dropped still)
+    starting = Operations(db).begin(str(src["id"]), "start", node="another-node:0000")
     snapshots = server.data_dir.snapshots
     stray = snapshots / "snp_strayfolder00000000"
     stray.mkdir()
@@ -64,7 +66,8 @@ def test_restart_drops_unfinished_snapshots_and_keeps_finished_ones(
             row = s.get(SnapshotRow, taken)
             assert row is not None and row.state == "creating", "another node's take was dropped"
             s.delete(row)  # as that node would on a failed take
-        Operations(client.app.state.db).finish(elsewhere.op_id)  # type: ignore[attr-defined]
+        for op in (elsewhere, starting):
+            Operations(client.app.state.db).finish(op.op_id)  # type: ignore[attr-defined]
         events = client.get("/v1/computers/src/events", headers=h).json()["events"]
         assert any(e["type"] == "snapshot.failed" and lost_id in e["message"] for e in events)
         made = client.post(

@@ -49,6 +49,16 @@ def test_a_named_snapshot_makes_sandboxes_by_its_name(e2b_server: E2bServer) -> 
         assert made[0].commands.run("echo from it").stdout == "from it\n"
         assert newer.snapshot_id in events.text, events.text
         made.append(Sandbox.create(first.snapshot_id, envs=e2b_server.envs))  # by id too
+        asked = {"X-API-KEY": e2b_server.key, "Idempotency-Key": "by-name-1"}
+        twice = [
+            httpx.post(
+                f"{e2b_server.url}/e2b/sandboxes", json={"templateID": "nightly"}, headers=asked
+            )
+            for _ in range(2)
+        ]
+        assert [r.status_code for r in twice] == [201, 201], [r.text for r in twice]
+        assert twice[0].json()["sandboxID"] == twice[1].json()["sandboxID"]  # a retry: the same
+        Sandbox.kill(twice[0].json()["sandboxID"])
     finally:
         for sbx in made:
             sbx.kill()

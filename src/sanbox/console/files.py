@@ -11,7 +11,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..api.routes.files import sized
+from ..api.routes.files import downloadable, sized
 from ..control.errors import InvalidRequestError
 from .access import Plane, Reader, Writer
 from .forms import text
@@ -38,9 +38,7 @@ async def listing(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respons
 @router.get("/{ref}/files/download")
 async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Response:
     path = _absolute(path)
-    info = await plane.stat_file(v.org, ref, path)
-    if info.type == "dir":
-        raise InvalidRequestError(f"{path} is a directory: open it instead", "is_a_directory")
+    info = downloadable(await plane.stat_file(v.org, ref, path), path)
     name = quote(posixpath.basename(path) or "file")
     headers = {
         **sized(info.size),
@@ -48,7 +46,7 @@ async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respon
         "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
     }
     return StreamingResponse(
-        plane.read_file(v.org, ref, path, info.size or None),
+        plane.read_file(v.org, ref, path, info.size),
         media_type="application/octet-stream",
         headers=headers,
     )

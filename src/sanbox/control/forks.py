@@ -15,7 +15,7 @@ from ..store.models import ComputerRow, Org
 from . import create as creating
 from . import readiness, regions
 from .errors import InvalidRequestError, with_state
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 from .names import check_name
 from .provision import Plan
@@ -102,8 +102,14 @@ async def _fork_locked(
         raise
     faults.reached("fork.children_recorded")
     async with contextlib.AsyncExitStack() as held:  # no verb acts on a child until it runs
-        for child in children:
-            await held.enter_async_context(fleet.operating(child.id, "create"))
+        try:  # (another node's verb on a child listed meanwhile is waited for)
+            for child in children:
+                await held.enter_async_context(
+                    fleet.operating(child.id, "create", child.host_id, wait=VERB_WAIT)
+                )
+        except BaseException:
+            _drop(fleet, children, "fork refused: a verb on one of its children did not end")
+            raise
         return await _forked(fleet, row, plan, children, memory)
     raise AssertionError("unreachable")
 

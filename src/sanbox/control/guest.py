@@ -254,22 +254,35 @@ async def stat_file(fleet: Fleet, org: Org, ref: str, path: str) -> FileInfo:
         return await (await machine.client()).files.stat(path)
 
 
+UNSIZED_MOST = 64 * 2**20  # bytes of a file whose stat says 0 (/proc's) sent, at most
+
+
 async def read_file(
     fleet: Fleet, org: Org, ref: str, path: str, size: int | None = None
 ) -> AsyncIterator[bytes]:
     """The file's bytes as they come (a stat first tells its size and that it is a file); with
     `size` (what that stat said, sent as the answer's length), at most that many: a file that
     grew since is sent as it was (a log being written), where more bytes than the length said
-    would break the answer. One that shrank ends short, and its answer is cut."""
+    would break the answer. One that shrank ends short, and its answer is cut. With `size` 0 (a
+    /proc file, which holds more than its stat says), to its end, but no more than
+    UNSIZED_MOST: past it the answer is cut (/proc/kcore would never end)."""
+    left, sent = size or None, 0
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         async with contextlib.aclosing(client.files.get(path)) as chunks:
             async for chunk in chunks:
-                if size is not None:
-                    chunk, size = chunk[:size], size - min(size, len(chunk))
+                if left is not None:
+                    chunk, left = chunk[:left], left - min(left, len(chunk))
+                sent += len(chunk)
+                if size == 0 and sent > UNSIZED_MOST:
+                    raise InvalidRequestError(
+                        f"{path} holds more than its stat says and more than "
+                        f"{UNSIZED_MOST >> 20} MiB: read it with a command (head, dd)",
+                        "file_too_large",
+                    )
                 if chunk:
                     yield chunk
-                if size == 0:
+                if left == 0:
                     return
 
 

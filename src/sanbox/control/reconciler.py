@@ -82,15 +82,18 @@ class Reconciler:
         caller was never told it exists. So are snapshot folders without a record (and, through
         the collect that follows, half-made folders and layers nothing references). One that
         another API node is taking (its computer's operation is incomplete: this node's own were
-        abandoned before) is that node's."""
+        abandoned before, so a snapshot operation is another's) is that node's."""
         fleet = self.fleet
         taking: set[str] = set()
         with fleet.db.session() as s:
             rows = repo.list_snapshots(s, None, state=None)
             for row in rows:
-                if row.state == "creating" and fleet.operations.incomplete(row.computer_id):
+                if row.state != "creating":
+                    continue
+                op = fleet.operations.incomplete(row.computer_id)
+                if op is not None and op.kind == "snapshot":  # another node's take
                     taking.add(row.id)
-                elif row.state == "creating":
+                else:
                     ev = repo.add_event(
                         s,
                         row.org_id,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..control import templates
 from ..control.computers import Computers
 from ..control.create import CreateRequest
-from ..control.errors import InvalidRequestError, NotFoundError
+from ..control.errors import InvalidRequestError
 from ..control.keys import Principal
 from ..control.lifecycle import Change
 from ..control.names import LABELS_MAX, METADATA_MAX
@@ -105,7 +105,11 @@ def _create_request(body: NewSandbox) -> CreateRequest:
     )
 
 
-def _named_snapshot(plane: Computers, org: Org, name: str) -> SnapshotRow | None:
+def _named_snapshot(plane: Computers, org: Org, name: str | None) -> SnapshotRow | None:
+    """The org's snapshot that `templateID` names, when no template has that name: E2B's
+    snapshots and templates share their names."""
+    if name is None or templates.builtin(name) or any(t.name == name for t in plane.templates(org)):
+        return None
     return next((snap for snap in plane.snapshots(org) if snap.name == name), None)
 
 
@@ -115,16 +119,10 @@ async def create(body: NewSandbox, request: Request) -> JSONResponse:
     p = principal(request)
     plane: Computers = request.app.state.computers
     req = _create_request(body)
-    try:
-        row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
-    except NotFoundError as exc:  # not a template: a snapshot's name, as E2B's share the names
-        if exc.code != "template_not_found" or req.template is None:
-            raise
-        snap = _named_snapshot(plane, p.org, req.template)
-        if snap is None:
-            raise
+    snap = _named_snapshot(plane, p.org, req.template)
+    if snap is not None:  # (resolved first: a retry with its Idempotency-Key asks the same)
         req = dataclasses.replace(req, template=None, from_snapshot=snap.id)
-        row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
+    row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
     wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
     if abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime:
         row = await plane.update(

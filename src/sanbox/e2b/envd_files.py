@@ -118,7 +118,7 @@ async def own(sb: Sandbox, *paths: str) -> None:
         await sb.plane.exec(
             sb.org,
             sb.computer_id,
-            ["chown", f"{sb.user}:", "--", *paths],
+            ["chown", "-h", f"{sb.user}:", "--", *paths],  # a link swapped in: itself
             user=0,
             timeout=30,
             max_output=4096,

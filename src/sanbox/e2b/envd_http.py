@@ -43,9 +43,13 @@ async def download(sb: Sandbox, request: Request) -> Response:
     info = await sb.plane.stat_file(sb.org, sb.computer_id, path)
     if info.type == "dir":
         return error(400, f"path {path} is a directory")
-    # no Content-Length: the file may grow or shrink between the stat and the read (chunked)
+    if info.type != "file":  # a device, a pipe or a socket: never ends, or never starts
+        return error(400, f"path {path} is not a regular file")
+    # no Content-Length: the file may grow or shrink between the stat and the read (chunked);
+    # one whose stat says 0 (/proc's) read to its end, within read_file's bound
     return StreamingResponse(
-        sb.plane.read_file(sb.org, sb.computer_id, path), media_type="application/octet-stream"
+        sb.plane.read_file(sb.org, sb.computer_id, path, 0 if info.size == 0 else None),
+        media_type="application/octet-stream",
     )
 
 

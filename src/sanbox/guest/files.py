@@ -45,14 +45,18 @@ def file_info(path: str, st: os.stat_result, name: str | None = None) -> dict[st
     }
 
 
-def _regular(path: str) -> os.stat_result | None:
-    """The stat of `path` if it is a regular file (not through a symbolic link, which a put
-    replaces as it is)."""
+def _inherited(path: str) -> os.stat_result | None:
+    """The stat of the regular file at `path` whose mode and owner a put without a mode keeps
+    (not through a symbolic link, which a put replaces as it is); None in a folder others may
+    write (/tmp): anyone could have planted the file there, to own what root writes next."""
     try:
         found = os.lstat(path)
+        folder = os.stat(os.path.dirname(path) or "/")
     except OSError:
         return None
-    return found if stat.S_ISREG(found.st_mode) else None
+    if not stat.S_ISREG(found.st_mode) or folder.st_mode & (stat.S_IWOTH | stat.S_ISVTX):
+        return None
+    return found
 
 
 def _optional_int(params: p.JsonDict, name: str) -> int | None:
@@ -136,9 +140,9 @@ class FileStream(Stream):
         if self.params.get("mode") is not None:
             mode = param_int(self.params, "mode")
         else:  # a file that is there keeps its mode and owner (a script stays runnable)
-            mode, kept = 0o644, _regular(path)
+            mode, kept = 0o644, _inherited(path)
             if kept is not None:
-                mode = stat.S_IMODE(kept.st_mode)
+                mode = stat.S_IMODE(kept.st_mode) & 0o777
                 uid = kept.st_uid if uid is None else uid
                 gid = kept.st_gid if gid is None else gid
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".sanbox-put-")

@@ -56,14 +56,25 @@ async def upload(
 
 @router.get("/{ref}/files", response_class=StreamingResponse)
 async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> StreamingResponse:
-    info = await plane.stat_file(auth.org, ref, path)
-    if info.type == "dir":
-        raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
+    info = downloadable(await plane.stat_file(auth.org, ref, path), path)
     return StreamingResponse(
-        plane.read_file(auth.org, ref, path, info.size or None),
+        plane.read_file(auth.org, ref, path, info.size),
         media_type="application/octet-stream",
         headers=sized(info.size),
     )
+
+
+def downloadable(info: FileInfo, path: str) -> FileInfo:
+    """`info` if its file can be downloaded: a regular file (a folder is listed, a device, pipe
+    or socket never ends or never starts), else InvalidRequestError."""
+    if info.type == "dir":
+        raise InvalidRequestError(f"{path} is a directory: list it instead", "is_a_directory")
+    if info.type != "file":
+        raise InvalidRequestError(
+            f"{path} is not a regular file (a device, a pipe or a socket): read it with a command",
+            "not_a_file",
+        )
+    return info
 
 
 def sized(size: int) -> dict[str, str]:
