@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
 from sanbox.cli import admin, computer, config, files, shell
+from sanbox.cli.streaming import LOGIN_SHELL
 from sanbox.sdk import (
     AsyncSanbox,
     AuthenticationError,
@@ -636,10 +637,13 @@ def test_cli_exec_streams_and_exits_with_the_code(cli: CliRunner, api: FakeApi) 
 
 
 def test_cli_shell_without_a_tty_forwards_stdin(cli: CliRunner, api: FakeApi) -> None:
+    """Its input no terminal: the user's login shell without a PTY, as ssh gives none (a PTY's
+    shell never sees the input's end)."""
     run(cli, "create", "--name", "box")
     result = run(cli, "shell", "box", input="ls\n")
     assert (result.exit_code, result.stdout) == (0, "ls\n")
-    assert api.stream_requests[-1]["pty"] is True and api.stream_requests[-1]["cmd"] is None
+    assert api.stream_requests[-1]["pty"] is False
+    assert api.stream_requests[-1]["cmd"] == LOGIN_SHELL
 
 
 def test_cli_cp_both_ways(cli: CliRunner, api: FakeApi, tmp_path: Path) -> None:

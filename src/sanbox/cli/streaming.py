@@ -107,13 +107,17 @@ class Terminal:
         # the descriptor, not sys.stdin.buffer: a read still blocked in this daemon thread when
         # the command ends would hold the buffer's lock, and the interpreter's exit aborts on it
         # ("Fatal Python error: _enter_buffered_busy", status 134)
+        source: Any = sys.stdin.buffer
         try:
             fd = sys.stdin.fileno()
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # no descriptor (an input given in-process): its buffer
             fd = -1
         while True:
             try:
-                chunk = os.read(fd, 65536)
+                if fd >= 0:
+                    chunk = os.read(fd, 65536)
+                else:
+                    chunk = source.read1(65536) if hasattr(source, "read1") else source.read(65536)
             except (OSError, ValueError):
                 chunk = b""
             try:
