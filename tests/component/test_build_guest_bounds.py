@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.control.template_build import BuildFailed, _bounded_read
-from sanbox.host.agent import AgentClient
+from sanbox.host.agent import AgentClient, RemoteError
 
 from .test_agent import AgentProcess, agent, run
 
@@ -24,9 +23,11 @@ def test_a_guest_file_that_never_ends_is_read_no_further_than_the_limit(
     status.symlink_to("/dev/zero")
 
     async def body(client: AgentClient) -> None:
-        with pytest.raises(BuildFailed, match="over 1 MiB"):
-            await _bounded_read(client, str(status), 2**20)
+        with pytest.raises(RemoteError, match="over 1 MiB") as refused:
+            await client.files.read(str(status), most=2**20)
+        assert refused.value.code == "file_too_large"
         (tmp_path / "small").write_bytes(b"Package: jq\n")
-        assert await _bounded_read(client, str(tmp_path / "small"), 2**20) == b"Package: jq\n"
+        small = str(tmp_path / "small")
+        assert await client.files.read(small, most=2**20) == b"Package: jq\n"
 
     run(agent, body, limit=30)

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.door import (
-    AgentClient,
     AgentError,
     AgentTimeoutError,
     EgressControl,
@@ -55,18 +54,6 @@ STEP_TIMEOUT = 1800.0
 SERVICES_FILE = "/etc/sanbox/services.json"
 HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
 DPKG_STATUS = "/var/lib/dpkg/status"  # what an apt step's fetch resolves against
-
-
-async def _bounded_read(client: AgentClient, path: str, limit: int) -> bytes:
-    """A guest file of at most `limit` bytes, read no further: a build's guest runs the
-    tenant's steps (its dpkg status may be a link to /dev/zero), BuildFailed past it."""
-    data = bytearray()
-    async with contextlib.aclosing(client.files.get(path)) as chunks:
-        async for chunk in chunks:
-            data += chunk
-            if len(data) > limit:
-                raise BuildFailed(f"the guest's {path} is over {limit >> 20} MiB")
-    return bytes(data)
 
 
 class BuildFailed(Exception):
@@ -270,7 +257,8 @@ class Builder:
         client = await machine.client()
         if step.kind == "apt":
             status = self.cache / f"dpkg-status-{machine.computer_id}"
-            status.write_bytes(await _bounded_read(client, DPKG_STATUS, fetch.MAX_STATUS_BYTES))
+            # bounded: the guest ran the tenant's steps (its status may be a link to /dev/zero)
+            status.write_bytes(await client.files.read(DPKG_STATUS, most=fetch.MAX_STATUS_BYTES))
             try:
                 bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status, self.cache)
             finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
@@ -141,8 +142,18 @@ class Files:
                 size += len(chunk)
         return size
 
-    async def read(self, remote_path: str) -> bytes:
-        return b"".join([chunk async for chunk in self.get(remote_path)])
+    async def read(self, remote_path: str, *, most: int | None = None) -> bytes:
+        """The whole file; with `most`, read no further than that many bytes (a guest's file
+        may be a link to /dev/zero): RemoteError `file_too_large` past it."""
+        data = bytearray()
+        async with contextlib.aclosing(self.get(remote_path)) as chunks:
+            async for chunk in chunks:
+                data += chunk
+                if most is not None and len(data) > most:
+                    raise RemoteError(
+                        "file_too_large", f"{remote_path} is over {most >> 20} MiB: not read on"
+                    )
+        return bytes(data)
 
     async def mkdir(self, path: str, parents: bool = True) -> FileInfo:
         body = await self._client.call(
