@@ -183,5 +183,5 @@ class Capacity:
         else:
             overcommit = self.disk_overcommit
             reserve = 0 if data is None else self.kept_free(data.path)
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve if data else 0)
+        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)
