@@ -72,7 +72,7 @@ async def create_key(request: Request, v: Writer) -> Response:
         None,
         text(form, "name") or "",
         form.get("admin") == "on",
-        expires_in=hours * 3600 if hours else None,
+        expires_in=None if hours is None else hours * 3600,
     )
     return fragment("key_created.html", key=key, org=org.name, plaintext=plaintext)
 
