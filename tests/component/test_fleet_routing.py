@@ -9,6 +9,7 @@ again, and it runs there."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
+from sanbox.sdk.errors import SanboxError
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -134,3 +136,34 @@ def _refused(live: LiveServer, computer_id: str) -> httpx.Response | None:
         timeout=30,
     )
     return r if r.status_code >= 500 else None
+
+
+def test_a_create_wider_than_this_server_is_sized_against_the_fleets_hosts(
+    fleet_server: LiveServer, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's own processors bound only the computers it runs: one placed on a fleet host
+    may be as wide as that host, and one wider than every host is refused with nothing made."""
+    live = fleet_server
+    wide = 64
+    reported = HostAgent.report
+    monkeypatch.setattr(HostAgent, "report", lambda self: {**reported(self), "cpus": wide})
+    host_dir = short_tmp / "h1"
+    port = _free_port()
+    join_host(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    runtime = HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    with _serving(HostAgent(runtime), port, me), Sanbox(live.url, live.key, timeout=60) as client:
+        control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up with its builds", lambda: _layers(live) != [])
+        assert [h.vcpus for h in client.fleet.hosts()] == [wide]
+        here = os.cpu_count() or 1
+        c = client.computers.create(name="wide", vcpus=here + 1, idle_timeout=0)
+        assert (c.state, c.vcpus) == ("running", here + 1)
+        assert (host_dir / "computers" / c.id).is_dir()
+        with pytest.raises(SanboxError) as caught:
+            client.computers.create(name="wider", vcpus=wide + 1)
+        assert caught.value.code == "insufficient_capacity", caught.value
+        assert [x.name for x in client.computers.list()] == ["wide"]
+        c.delete()

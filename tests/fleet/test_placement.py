@@ -9,6 +9,7 @@ import random
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import select
@@ -40,9 +41,10 @@ def host(
     labels: dict[str, str] | None = None,
     layers: tuple[str, ...] = (),
     accel: str = "kvm",
+    vcpus: int = 64,
 ) -> Lease:
     """A host with room for `slots` computers of `small()`'s size (RAM is what binds)."""
-    cap = Capacity(vcpus=64, memory_mib=512 * slots, disk_bytes=1000 * GIB)
+    cap = Capacity(vcpus=vcpus, memory_mib=512 * slots, disk_bytes=1000 * GIB)
     address = f"https://{name}:7443"
     spec = HostSpec(
         name, region, address, cap, "qemu", labels=labels or {}, layers=layers, accel=accel
@@ -132,6 +134,19 @@ def test_constraints_filter_hosts(any_db: Database) -> None:
     assert placer.place(small(accel="tcg")).host_name == "plain"
     with pytest.raises(InsufficientCapacityError):
         placer.place(small(hypervisor="firecracker"))
+
+
+def test_a_computer_goes_only_to_a_host_at_least_as_wide(any_db: Database) -> None:
+    narrow = host(any_db, "narrow", "eu-1", vcpus=2)
+    host(any_db, "wide", "eu-1", slots=1, vcpus=8)
+    placer = Placer(any_db)
+    four = replace(small(), vcpus=4)
+    assert placer.place(four).host_name == "wide"  # the narrow one is emptier
+    with pytest.raises(InsufficientCapacityError, match="more than host narrow has"):
+        placer.place_on(narrow.host_id, four)
+    with pytest.raises(InsufficientCapacityError):
+        placer.place(replace(small(), vcpus=9))
+    assert alloc(any_db) == {"narrow": 0, "wide": 512}
 
 
 def test_a_refusing_host_is_released_and_another_tried(pg: Database) -> None:

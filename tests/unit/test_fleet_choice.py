@@ -54,6 +54,7 @@ def test_the_score_is_the_fullest_resource_after_the_request() -> None:
         ({}, {"hypervisor": "firecracker"}),
         ({}, {"accel": "tcg"}),
         ({}, {"layer": "bld_2"}),
+        ({"vcpus": 1}, {}),  # wider than the host, though its overcommit would hold it
     ],
 )
 def test_what_makes_a_host_ineligible(

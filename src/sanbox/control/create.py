@@ -114,7 +114,6 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     )
     if vcpus < 1 or memory_mib < 128:
         raise InvalidRequestError("ask for at least 1 vCPU and 128 MiB of memory")
-    fleet.capacity.check(vcpus, memory_mib)
     template = snap.template if snap else (req.template or "base")
     start: SnapshotRow | None = snap
     if own is not None:
@@ -147,7 +146,10 @@ def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
     placed = placing.wanted(fleet, start.host_id if start else None, start is not None)
     held = start.host_id if start else None
     region = regions.of_create(fleet, req.region, held, start is not None, placed)
-    hold = None if placed else fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
+    hold = None
+    if not placed:  # a placed one is sized against the fleet's hosts by its placement
+        fleet.capacity.check(vcpus, memory_mib)
+        hold = fleet.capacity.admit_here(fleet.runtime, memory_mib, disk_gib)
     return Plan(
         template=template,
         image=image,

@@ -117,6 +117,8 @@ def eligible(host: HostLoad, req: Request, policy: Policy) -> bool:
         return False
     if req.layer is not None and req.layer not in host.layers:
         return False
+    if req.vcpus > host.vcpus:  # no computer wider than its host's processors
+        return False
     return score(host, req, policy) <= 1.0
 
 
@@ -196,6 +198,11 @@ class Placer:
             if host.state != UP:
                 raise UnavailableError(f"host {host.name} is {host.state}", "host_unavailable")
             load = HostLoad(*host)
+            if req.vcpus > load.vcpus:
+                raise InsufficientCapacityError(
+                    f"{req.vcpus} vCPUs is more than host {host.name} has ({load.vcpus}): ask "
+                    f"for at most {load.vcpus}"
+                )
             epoch = _reserve(conn, host_id, req, self.policy)
             if epoch is None:
                 raise InsufficientCapacityError(f"host {host.name} has no room for it now")
@@ -246,7 +253,7 @@ def _reserve(conn: Connection, host_id: str, req: Request, policy: Policy) -> in
     t = HostRow.__table__.c
     return conn.execute(
         update(HostRow)
-        .where(t.id == host_id, t.state == UP)
+        .where(t.id == host_id, t.state == UP, t.vcpus >= req.vcpus)
         .where(t.alloc_vcpus + req.vcpus <= t.vcpus * policy.vcpu_overcommit)
         .where(t.alloc_memory_mib + req.memory_mib <= t.memory_mib)
         .where(t.alloc_disk_bytes + req.disk_bytes <= t.disk_bytes * policy.disk_overcommit)
