@@ -188,3 +188,18 @@ def test_the_cli_loads_no_mcp_package_until_sanbox_mcp_runs(args: list[str]) -> 
 def test_decoded_base64_round_trip() -> None:
     raw = bytes(range(256))
     assert decoded(base64.b64encode(raw).decode(), "base64") == raw
+
+
+@pytest.mark.parametrize(("computer", "name"), [("work", ".."), ("..", "openai"), ("work", ".")])
+def test_a_dot_name_never_reaches_another_resource(computer: str, name: str) -> None:
+    """A client folds `.` and `..` into the path (`/v1/computers/work/secrets/..` would be sent
+    as `DELETE /v1/computers/work`): refused before anything is sent."""
+    sent: list[tuple[str, str]] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        sent.append((request.method, request.url.path))
+        return httpx.Response(204)
+
+    result = call_tool(httpx.MockTransport(api), "unbind_secret", computer=computer, name=name)
+    assert result.is_error and sent == []
+    assert "invalid_name" in text(result)

@@ -162,15 +162,14 @@ class _Target:
     through the `websockets` library)."""
 
     def __init__(self, name: str, what: str) -> None:
-        from urllib.parse import quote
-
         from ..sdk._websocket import websocket_url, websockets_connector
         from ..sdk.config import resolve_config
+        from ..sdk.paths import segment
         from .plainws import plain_connector
 
         config = resolve_config()
         self.headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        self.url = websocket_url(config.url, f"/v1/computers/{quote(name, safe='')}/{what}")
+        self.url = websocket_url(config.url, f"/v1/computers/{segment(name)}/{what}")
         self._opener = plain_connector if self.url.startswith("ws://") else websockets_connector
         self.reached = False
 

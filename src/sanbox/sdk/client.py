@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
@@ -19,6 +18,7 @@ from .config import resolve_config
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
 from .fleet import AsyncFleet
+from .paths import segment
 from .secrets import AsyncSecrets
 from .templates import AsyncPools, AsyncTemplates
 from .types import (
@@ -209,7 +209,7 @@ class AsyncComputers:
         ]
 
     async def get(self, id_or_name: str) -> AsyncComputer:
-        data = await self._client.http.json("GET", f"/v1/computers/{quote(id_or_name, safe='')}")
+        data = await self._client.http.json("GET", f"/v1/computers/{segment(id_or_name)}")
         return AsyncComputer(self._client, ComputerRecord.from_json(data))
 
 
@@ -224,12 +224,12 @@ class AsyncSnapshots:
         return [Snapshot.from_json(s) for s in data.get("snapshots", [])]
 
     async def get(self, id_or_name: str) -> Snapshot:
-        path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
+        path = f"/v1/snapshots/{segment(id_or_name)}"
         return Snapshot.from_json(await self._client.http.json("GET", path))
 
     async def delete(self, id_or_name: str) -> Snapshot:
         """Delete a snapshot; computers made from it keep working."""
-        path = f"/v1/snapshots/{quote(id_or_name, safe='')}"
+        path = f"/v1/snapshots/{segment(id_or_name)}"
         return Snapshot.from_json(await self._client.http.json("DELETE", path, timeout=600.0))
 
 
@@ -247,7 +247,7 @@ class AsyncOrgs:
 
     async def quota(self, org: str) -> Quota:
         """The org's quota and what it uses now (any key: its own org; host-admin key: any)."""
-        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        path = f"/v1/orgs/{segment(org)}/quota"
         return Quota.from_json(await self._client.http.json("GET", path))
 
     async def set_quota(
@@ -267,12 +267,12 @@ class AsyncOrgs:
             "disk_gib": disk_gib,
             "snapshots": snapshots,
         }
-        path = f"/v1/orgs/{quote(org, safe='')}/quota"
+        path = f"/v1/orgs/{segment(org)}/quota"
         return Quota.from_json(await self._client.http.json("PUT", path, json_body=body))
 
     async def regions(self, org: str) -> OrgRegions:
         """Where the org's computers may run (any key: its own org; host-admin key: any)."""
-        path = f"/v1/orgs/{quote(org, safe='')}/regions"
+        path = f"/v1/orgs/{segment(org)}/regions"
         return OrgRegions.from_json(await self._client.http.json("GET", path))
 
     async def set_regions(
@@ -280,7 +280,7 @@ class AsyncOrgs:
     ) -> OrgRegions:
         """Set the org's home region and the others its computers may ask for (host-admin key)."""
         body = {"home": home, "allowed": list(allowed or [])}
-        path = f"/v1/orgs/{quote(org, safe='')}/regions"
+        path = f"/v1/orgs/{segment(org)}/regions"
         return OrgRegions.from_json(await self._client.http.json("PUT", path, json_body=body))
 
 
@@ -337,7 +337,7 @@ class AsyncKeys:
 
     async def revoke(self, key_id: str) -> ApiKey:
         """Revoke a key: from its next request on it gets `AuthenticationError`."""
-        path = f"/v1/keys/{quote(key_id, safe='')}"
+        path = f"/v1/keys/{segment(key_id)}"
         return ApiKey.from_json(await self._client.http.json("DELETE", path))
 
 

@@ -7,13 +7,13 @@ import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import httpx
 
 from ._http import HttpCore
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
+from .paths import segment
 from .ssh_stream import AsyncSshStream
 from .types import (
     ComputerRecord,
@@ -80,7 +80,7 @@ class AsyncComputer(ComputerFields):
 
     @property
     def path(self) -> str:
-        return f"/v1/computers/{quote(self._record.id, safe='')}"
+        return f"/v1/computers/{segment(self._record.id)}"
 
     async def _update(self, method: str, suffix: str = "") -> AsyncComputer:
         data = await self._client.http.json(method, self.path + suffix, timeout=_LONG)
@@ -99,9 +99,8 @@ class AsyncComputer(ComputerFields):
     async def move(self, host: str | None = None) -> AsyncComputer:
         """Move this stopped computer to another fleet host of its region (`host`, or the best
         one), its disk copied and verified (host-admin key). It stays stopped."""
-        data = await self._client.http.json(
-            "POST", f"/v1/fleet/computers/{self.id}/move", json_body={"host": host}, timeout=_LONG
-        )
+        path = f"/v1/fleet/computers/{segment(self.id)}/move"
+        data = await self._client.http.json("POST", path, json_body={"host": host}, timeout=_LONG)
         self._record = ComputerRecord.from_json(data)
         return self
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
+from .paths import segment
 from .records import _known
 from .types import Snapshot
 
@@ -67,31 +67,26 @@ class AsyncFleet:
     async def move_snapshot(self, snapshot_id: str, host: str | None = None) -> Snapshot:
         """Move a snapshot, its saved memory too, to another host of its region (`host`, or the
         best one), checked there and sealed under that host's key."""
-        path = f"/v1/fleet/snapshots/{_segment(snapshot_id)}/move"
+        path = f"/v1/fleet/snapshots/{segment(snapshot_id)}/move"
         body = {"host": host}
         data = await self._client.http.json("POST", path, json_body=body, timeout=600.0)
         return Snapshot.from_json(data)
 
     async def get(self, name: str) -> FleetHost:
         """One host (`host_not_found` if there is none)."""
-        data = await self._client.http.json("GET", f"/v1/fleet/hosts/{_segment(name)}")
+        data = await self._client.http.json("GET", f"/v1/fleet/hosts/{segment(name)}")
         return FleetHost.from_json(data)
 
     async def drain(self, name: str, draining: bool = True) -> FleetHost:
         """Place nothing new on the host (`draining=False`: place on it again)."""
         verb = "drain" if draining else "undrain"
-        data = await self._client.http.json("POST", f"/v1/fleet/hosts/{_segment(name)}/{verb}")
+        data = await self._client.http.json("POST", f"/v1/fleet/hosts/{segment(name)}/{verb}")
         return FleetHost.from_json(data)
 
     async def forget(self, name: str, confirm_dead: bool = False) -> builtins.list[str]:
         """Retire a lost host on your word that it is dead; the ids of the computers it held."""
         body = {"confirm_dead": confirm_dead}
         data = await self._client.http.json(
-            "POST", f"/v1/fleet/hosts/{_segment(name)}/forget", json_body=body
+            "POST", f"/v1/fleet/hosts/{segment(name)}/forget", json_body=body
         )
         return [str(c) for c in data["computers"]]
-
-
-def _segment(name: str) -> str:
-    """A name as one path segment: a `?`, `#` or `/` in it stays in the name."""
-    return quote(name, safe="")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
+from .paths import segment
 from .types import Secret, SecretBinding
 
 if TYPE_CHECKING:
@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 
 
 def _secret_path(name: str) -> str:
-    return f"/v1/secrets/{quote(name, safe='')}"
+    return f"/v1/secrets/{segment(name)}"
 
 
 def _binding_path(name: str, computer: str) -> str:
-    return f"/v1/computers/{quote(computer, safe='')}/secrets/{quote(name, safe='')}"
+    return f"/v1/computers/{segment(computer)}/secrets/{segment(name)}"
 
 
 class AsyncSecrets:
@@ -87,6 +87,6 @@ class AsyncSecrets:
 
     async def bindings(self, computer: str) -> builtins.list[SecretBinding]:
         """The secrets bound to `computer`."""
-        path = f"/v1/computers/{quote(computer, safe='')}/secrets"
+        path = f"/v1/computers/{segment(computer)}/secrets"
         data = await self._client.http.json("GET", path)
         return [SecretBinding.from_json(b) for b in data.get("bindings", [])]

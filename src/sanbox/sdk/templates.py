@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from .errors import BuildFailedError, InvalidRequestError
+from .paths import segment
 from .types import BuildCachePruned, Pool, Template
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class BuildStarted:
 
 
 def _path(ref: str) -> str:
-    return f"/v1/templates/{quote(ref, safe='')}"
+    return f"/v1/templates/{segment(ref)}"
 
 
 def _in(region: str | None) -> dict[str, str | None]:
@@ -145,7 +145,7 @@ class AsyncPools:
 
     async def set(self, template: str, size: int) -> Pool:
         """Keep `size` computers of `template` ready (0 empties the pool)."""
-        path = f"/v1/pools/{quote(template, safe='')}"
+        path = f"/v1/pools/{segment(template)}"
         return Pool.from_json(await self._client.http.json("PUT", path, json_body={"size": size}))
 
     async def list(self) -> builtins.list[Pool]:
