@@ -1,14 +1,17 @@
 """Keys and audit, as the attacks they defend against, through the real API (store, control plane,
-routes, middleware): a revoked or expired key is refused on its very next request; an org's admin
+routes, middleware): a revoked or expired key is refused on its very next request, and a live
+connection it opened ends within a re-check; an org's admin
 cannot reach beyond its org; a burst of wrong keys from one address is refused until its window
 passes; every request that means to change something is on the audit, failed ones included, and
 no key or token ever is. The clock the server reads is the test's."""
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from sanbox.api import ServerSettings, create_app
+from sanbox.api import ServerSettings, create_app, standing
 from sanbox.control.audit import AuditEntry, AuditLog
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
@@ -338,3 +341,42 @@ def test_a_flood_of_anonymous_records_cannot_push_out_the_others(short_tmp: Path
         kept = s.execute(select(AuditRow.key_id, func.count()).group_by(AuditRow.key_id)).all()
     assert dict(kept) == {None: 5, "key_1": 2}
     db.close()
+
+
+def _within(seconds: float, work: Callable[[], object]) -> object:
+    """`work`'s result, run in a thread, or a failure if it has not ended within `seconds`."""
+    done: list[object] = []
+    runner = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    runner.start()
+    runner.join(seconds)
+    assert done, f"still running after {seconds} s"
+    return done[0]
+
+
+def test_a_live_connection_ends_when_its_key_stops(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shell, an event feed or a followed log opened before its key was revoked or expired
+    ends within a re-check (they went on for as long as they were left open)."""
+    monkeypatch.setattr(standing, "RECHECK", 0.1)
+    made = api.new_key(name="live")
+    key = made["key"]
+    assert api.call("POST", "/v1/computers", key, json={"name": "x"}).status_code == 201
+    with api.client.websocket_connect("/v1/computers/x/exec/stream", headers=api.h(key)) as ws:
+        ws.send_text(json.dumps({"type": "start", "cmd": ["cat"]}))
+        ws.send_text(json.dumps({"type": "stdin", "data": base64.b64encode(b"hi").decode()}))
+        echoed = json.loads(ws.receive_text())
+        assert (echoed["type"], base64.b64decode(echoed["data"])) == ("stdout", b"hi")
+
+        with api.client.stream("GET", "/v1/events", headers=api.h(key)) as feed:
+            assert feed.status_code == 200
+            api.call("DELETE", f"/v1/keys/{made['id']}")
+            said = _within(10, lambda: json.loads(ws.receive_text()))
+            assert said["type"] == "error" and said["code"] == "unauthorized", said
+            _within(10, lambda: list(feed.iter_bytes()))  # the feed ends too
+
+    short = api.new_key(name="short", expires_in=60)
+    with api.client.stream("GET", "/v1/events", headers=api.h(short["key"])) as feed:
+        api.clock.advance(61)
+        _within(10, lambda: list(feed.iter_bytes()))
+    assert api.call("DELETE", "/v1/computers/x").status_code in (200, 202, 204)

@@ -6,9 +6,6 @@ login page (`LoginRequiredError`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import AsyncIterable, AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -18,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from ..api.auditing import note_actor
 from ..api.forwarded import forwarded_proto
+from ..api.standing import Check, chunks_while_standing, while_standing
 from ..control.computers import Computers
 from ..control.errors import AuthError, KeyRefusedError
 from ..control.keys import Keys, Principal
@@ -26,7 +24,6 @@ from ..store.repo import ACTOR
 from . import csrf
 from .sessions import Session, Sessions
 
-RECHECK = 5.0  # seconds between the checks of a live stream's or socket's session
 COOKIE = "sanbox_console"
 SECURE_COOKIE = "__Host-sanbox_console"  # over HTTPS: Secure, Path=/, no Domain
 
@@ -104,60 +101,27 @@ Writer = Annotated[Viewer, Depends(writer)]
 Plane = Annotated[Computers, Depends(plane)]
 
 
-async def still_valid(conn: HTTPConnection, every: float = RECHECK) -> None:
-    """Return once the connection's session ends (logout, expiry, its key revoked or expired),
-    checking every `every` seconds: a live stream or socket ends with its session."""
-    while True:
-        await asyncio.sleep(every)
+def signed_in(conn: HTTPConnection) -> Check:
+    """The check of the connection's console session (its key not revoked or expired, the
+    session not ended; no request taken)."""
+
+    def check() -> bool:
         try:
             viewer(conn, take=False)
         except LoginRequiredError:
-            return
+            return False
+        return True
+
+    return check
 
 
-async def while_signed_in(
-    conn: HTTPConnection, chunks: AsyncIterable[Any], every: float = RECHECK
-) -> AsyncIterator[Any]:
-    """`chunks` as they come, until they end or the connection's session does (checked at
-    least every `every` seconds, a quiet stream too): a followed stream ends with its session."""
-    source = aiter(chunks)
-    checked = time.monotonic()
-    coming = asyncio.ensure_future(anext(source, None))
-    try:
-        while True:
-            await asyncio.wait({coming}, timeout=every)
-            if time.monotonic() - checked >= every:
-                checked = time.monotonic()
-                try:
-                    viewer(conn, take=False)
-                except LoginRequiredError:
-                    return
-            if not coming.done():
-                continue
-            chunk = coming.result()
-            if chunk is None:
-                return
-            yield chunk
-            coming = asyncio.ensure_future(anext(source, None))
-    finally:
-        coming.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await coming
+def while_signed_in(conn: HTTPConnection, chunks: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """`chunks` as they come, until they end or the connection's session does: a followed
+    stream ends with its session."""
+    return chunks_while_standing(signed_in(conn), chunks)
 
 
 async def while_valid(conn: HTTPConnection, work: Coroutine[Any, Any, None]) -> bool:
     """Run `work` (a socket's session) until it ends or the connection's session does; False
     if the session ended first (`work` is cancelled)."""
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(still_valid(conn))
-    try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()
-            return True
-        return False
-    finally:
-        for pending in (task, watch):
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending
+    return await while_standing(signed_in(conn), work)

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..api.routes.pools import Pool
+from ..api.routes.templates import LOG_TYPE, log_lines
 from ..api.routes.templates import _body as read_context
-from ..api.routes.templates import template_logs
 from ..api.template_schemas import Template
 from ..control.errors import InvalidRequestError
 from ..control.pools import MAX_SIZE
@@ -45,10 +45,8 @@ async def build(request: Request, v: Writer, plane: Plane, name: str | None = No
 async def build_log(ref: str, request: Request, v: Reader, plane: Plane) -> Response:
     """The build log as it is written (the API's NDJSON stream, followed), until the build
     ends or the session does (its key revoked: a build can take an hour)."""
-    logs = await template_logs(ref, v.principal, plane, follow=True)
-    return StreamingResponse(
-        while_signed_in(request, logs.body_iterator), media_type=logs.media_type
-    )
+    logs = log_lines(plane, v.principal, ref, follow=True)
+    return StreamingResponse(while_signed_in(request, logs), media_type=LOG_TYPE)
 
 
 @router.post("/templates/{ref}/rebuild")

@@ -206,6 +206,16 @@ class Keys:
         self.take(key)
         return key
 
+    def stands(self, token: str | None) -> bool:
+        """Whether a presented key still opens its org: a live connection's re-check (no request
+        taken, no failure counted; the connection was let in by `authenticate`)."""
+        if not token:
+            return False
+        now = self.now()
+        with self.db.session() as s:
+            key, org = repo.key_and_org(s, token)
+            return key is not None and org is not None and _refusal(key, org, now) is None
+
     def principal_of(self, key_id: str, take: bool = True) -> Principal:
         """The principal of a key known by id (a console session names the key it was made
         from), checked as `authenticate` checks a presented key: AuthError if it is gone,

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from ..standing import chunks_while_standing, key_stands
 from ._deps import Auth, Plane
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -24,7 +25,8 @@ def sse(item: dict[str, Any]) -> str:
 async def event_stream(
     request: Request, auth: Auth, plane: Plane, after: int = -1
 ) -> StreamingResponse:
-    """Events as they happen (`after=ID` first replays the stored ones after that id)."""
+    """Events as they happen (`after=ID` first replays the stored ones after that id), while
+    the key stands (it ends within seconds of the key's revocation or expiry)."""
 
     async def stream() -> AsyncIterator[str]:
         async with plane.subscribe(auth.org) as queue:
@@ -44,4 +46,6 @@ async def event_stream(
                     continue
                 yield sse(item)
 
-    return StreamingResponse(stream(), media_type="text/event-stream")
+    return StreamingResponse(
+        chunks_while_standing(key_stands(request), stream()), media_type="text/event-stream"
+    )

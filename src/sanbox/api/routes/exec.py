@@ -28,6 +28,7 @@ from .. import exec_protocol as wire
 from ..auth import Principal, authenticate
 from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
+from ..standing import KEY_LAPSED, key_stands, while_standing
 from ._deps import Auth, Plane
 from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
@@ -133,7 +134,8 @@ async def _pump_guest(ws: WebSocket, proc: ExecProcess | PtySession) -> str:
 @router.websocket("/{ref}/exec/stream")
 async def exec_stream(ws: WebSocket, ref: str) -> None:
     await ws.accept()
-    await serve_stream(ws, ref, authenticate)
+    if not await while_standing(key_stands(ws), serve_stream(ws, ref, authenticate)):
+        await close_with_error(ws, "unauthorized", KEY_LAPSED)
 
 
 async def serve_stream(ws: WebSocket, ref: str, who: Callable[[WebSocket], Principal]) -> None:

@@ -21,6 +21,7 @@ from ...control.errors import ControlError
 from ...control.guest import TcpStream
 from ..auth import authenticate
 from ..schemas import SshAccess, SshKeyAdd
+from ..standing import KEY_LAPSED, key_stands, while_standing
 from ._deps import Auth, Plane
 from ._ws import close_with_control_error, close_with_error
 from .computers import ERRORS
@@ -80,6 +81,11 @@ async def _relay(ws: WebSocket, stream: TcpStream) -> bool:
 @router.websocket("/{ref}/ssh")
 async def ssh_connection(ws: WebSocket, ref: str) -> None:
     await ws.accept()
+    if not await while_standing(key_stands(ws), _serve(ws, ref)):
+        await close_with_error(ws, "unauthorized", KEY_LAPSED)
+
+
+async def _serve(ws: WebSocket, ref: str) -> None:
     plane: Computers = ws.app.state.computers
     try:
         auth = authenticate(ws)

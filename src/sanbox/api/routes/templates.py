@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...control import build_log
 from ...control.computers import Computers
 from ...control.errors import PayloadTooLargeError
+from ...control.keys import Principal
 from ...templates.context import MAX_TAR_BYTES
+from ..standing import chunks_while_standing, key_stands
 from ..template_schemas import BuildCachePruned, Template, TemplateBuild, TemplateList
 from ._deps import Auth, Plane
 from .computers import ERRORS
@@ -25,6 +27,7 @@ Region = Annotated[
     str | None, Query(description="the region of the build meant (a template is built per region)")
 ]
 LOG_POLL = 0.2  # seconds between reads of a followed build log
+LOG_TYPE = "application/x-ndjson"
 MAX_CONTEXT = MAX_TAR_BYTES  # the tar: its files, headers and padding
 
 
@@ -122,13 +125,24 @@ async def prune_build_cache(auth: Auth, plane: Plane) -> BuildCachePruned:
 
 @router.get("/templates/{ref}/logs", response_class=StreamingResponse)
 async def template_logs(
+    request: Request,
     ref: str,
     auth: Auth,
     plane: Plane,
     follow: Annotated[bool, Query(description="keep streaming until the build ends")] = False,
     region: Region = None,
 ) -> StreamingResponse:
-    """The last build's log, one JSON object per line (`step`, `output`, `done`)."""
+    """The last build's log, one JSON object per line (`step`, `output`, `done`); followed, while
+    the key stands (a build can take hours)."""
+    lines = log_lines(plane, auth, ref, follow, region)
+    return StreamingResponse(chunks_while_standing(key_stands(request), lines), media_type=LOG_TYPE)
+
+
+def log_lines(
+    plane: Computers, auth: Principal, ref: str, follow: bool, region: str | None = None
+) -> AsyncIterator[bytes]:
+    """The last build's log as NDJSON lines (the template looked up now: an unknown one raises
+    here, before a stream is answered)."""
     row = plane.get_template(auth.org, ref, region)
     path = plane.template_log(row)
 
@@ -146,4 +160,4 @@ async def template_logs(
                 continue
             await asyncio.sleep(LOG_POLL)
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    return lines()

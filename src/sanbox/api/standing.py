@@ -1,0 +1,84 @@
+"""A long-lived connection (a WebSocket, a followed stream) lasts only as long as what let it in
+stands: an API key not revoked or expired, a console session not ended. `check` is looked at
+again every `RECHECK` seconds while it runs, a quiet one too; when it no longer stands the work
+is cancelled (the API's streams and the console's share this)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from starlette.requests import HTTPConnection
+
+from ..control.keys import Keys
+from .auth import bearer_token
+
+RECHECK = 5.0  # seconds between the checks of a live stream's or socket's standing
+KEY_LAPSED = "this API key was revoked or has expired: the connection ends"
+Check = Callable[[], bool]  # True: it still stands
+
+
+def key_stands(conn: HTTPConnection) -> Check:
+    """The check of the key the connection presented (no request taken, no failure counted)."""
+    keys: Keys = conn.app.state.keys
+    token = bearer_token(conn)
+    return lambda: keys.stands(token)
+
+
+async def lapsed(check: Check, every: float | None = None) -> None:
+    """Return once `check` no longer stands, looking every `every` seconds (`RECHECK`)."""
+    while True:
+        await asyncio.sleep(every or RECHECK)
+        if not check():
+            return
+
+
+async def while_standing(
+    check: Check, work: Coroutine[Any, Any, None], every: float | None = None
+) -> bool:
+    """Run `work` until it ends or `check` no longer stands; False if it lapsed first (`work` is
+    cancelled)."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(lapsed(check, every))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+            return True
+        return False
+    finally:
+        for pending in (task, watch):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+
+
+async def chunks_while_standing(
+    check: Check, chunks: AsyncIterable[Any], every: float | None = None
+) -> AsyncIterator[Any]:
+    """`chunks` as they come, until they end or `check` no longer stands."""
+    every = every or RECHECK
+    source = aiter(chunks)
+    checked = time.monotonic()
+    coming = asyncio.ensure_future(anext(source, None))
+    try:
+        while True:
+            await asyncio.wait({coming}, timeout=every)
+            if time.monotonic() - checked >= every:
+                checked = time.monotonic()
+                if not check():
+                    return
+            if not coming.done():
+                continue
+            chunk = coming.result()
+            if chunk is None:
+                return
+            yield chunk
+            coming = asyncio.ensure_future(anext(source, None))
+    finally:
+        coming.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await coming
