@@ -31,8 +31,9 @@ class Seen:
 
 
 @contextlib.contextmanager
-def guest_page() -> Iterator[tuple[int, Seen]]:
-    """A page on a local port (the stand-in's guest is a local process), and what it was sent."""
+def guest_page(cookies: tuple[str, ...] = ()) -> Iterator[tuple[int, Seen]]:
+    """A page on a local port (the stand-in's guest is a local process), and what it was sent;
+    it answers with `cookies` set."""
     seen = Seen()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -40,6 +41,8 @@ def guest_page() -> Iterator[tuple[int, Seen]]:
             seen.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
             body = b"guest page\n"
             self.send_response(200)
+            for cookie in cookies:
+                self.send_header("set-cookie", cookie)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -161,6 +164,33 @@ def _cookie(server: Server, host: str, view: bool = False) -> str:
     server.client.cookies.clear()
     value: str = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
     return value
+
+
+def test_a_guest_sets_cookies_on_its_own_port_only(server: Server) -> None:
+    """Every port's host shares a parent domain: a guest's cookie for the whole of it (its
+    `Domain`) would reach every other org's ports, and one named as the port's own would shadow
+    their visitors' port cookies. A page's script can still set one, so every port cookie a
+    request carries is tried."""
+    planted = (
+        "sanbox_port=junk; Domain=localhost; Path=/",
+        "session=fixed; Domain=.localhost; Path=/; HttpOnly",
+        "plain=1",
+    )
+    with guest_page(planted) as (port, _seen):
+        publish(server, server.key, "tosser", port, public=True)
+        r = get(server, f"{port}-tosser.localhost:7070")
+        assert r.status_code == 200  # type: ignore[attr-defined]
+        assert r.headers.get_list("set-cookie") == [  # type: ignore[attr-defined]
+            "session=fixed; Path=/; HttpOnly",
+            "plain=1",
+        ]
+    server.client.cookies.clear()
+    with guest_page() as (port, _seen):
+        publish(server, server.key, "victim", port, public=False)
+        host = f"{port}-victim.localhost:7070"
+        value = _cookie(server, host)
+        r = get(server, host, "/", cookie=f"sanbox_port=junk; {value}")
+        assert r.status_code == 200  # type: ignore[attr-defined]
 
 
 def test_a_keyless_visitor_cannot_tell_a_private_port_from_none(

@@ -135,14 +135,17 @@ class PublishedPorts:
             raise
 
     def _cookie_key(
-        self, state: Any, cookie: str | None, row: ComputerRow | None, port: int
+        self, state: Any, cookies: tuple[str, ...], row: ComputerRow | None, port: int
     ) -> tuple[str, str] | None:
-        """The key id and mode of a valid port cookie of this computer and port, if its key still
-        opens anything. The MAC is checked whether or not the port exists (against no computer
+        """The key id and mode of the first valid port cookie of this computer and port, if its
+        key still opens anything. A page may have set another of the name on the whole domain (a
+        script can; a guest's Set-Cookie cannot, see `relay.guest_cookies`): each is checked, not
+        only the first. The MAC is checked whether or not the port exists (against no computer
         then), so a visitor cannot time the difference."""
-        if cookie is None:
-            return None
-        verified = self.signer(state).verify(cookie, row.id if row is not None else "", port)
+        signer, computer_id = self.signer(state), row.id if row is not None else ""
+        verified = next(
+            (v for c in cookies if (v := signer.verify(c, computer_id, port)) is not None), None
+        )
         if verified is None or row is None:
             return None
         key_id, mode = verified
@@ -188,7 +191,7 @@ class PublishedPorts:
             found: tuple[ComputerRow, Org, bool] | None = self._find(state, target)
         except NotFoundError as exc:
             found, missing = None, exc
-        cookie = self._cookie_key(state, creds.cookie, found[0] if found else None, target.port)
+        cookie = self._cookie_key(state, creds.cookies, found[0] if found else None, target.port)
         link = self._link_key(state, creds.view_token, found[0] if found else None, target.port)
         own = principal is not None and principal.org.name == (target.org or DEFAULT_ORG)
         if found is None:

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.types import Scope
 
 COOKIE = "sanbox_port"
+MOST_COOKIES = 4  # port cookies a request's are looked through for one that opens the port
 TOKEN_PARAM = "token"
 VIEW_PARAM = "sanbox_view"  # ?sanbox_view=1 beside ?token=: the cookie opens view-only
 VIEW_TOKEN_PARAM = "sanbox_view_token"  # a view link's token (`view_link`)
@@ -41,7 +42,7 @@ EXPIRY_DIGITS = 12  # an expiry (Unix seconds) longer than this is no expiry of 
 class Credentials:
     key: str | None  # a Sanbox API key, from the Authorization header or ?token=
     from_query: bool  # the key came in the URL (a browser to send back without it)
-    cookie: str | None  # the port cookie's value
+    cookies: tuple[str, ...]  # the port cookies' values (a page's script may have added one)
     view_token: str | None = None  # a view link's token (?sanbox_view_token=)
 
 
@@ -73,17 +74,11 @@ def credentials(scope: Scope) -> Credentials:
     if key is None:
         key = next((v for k, v in query if k == TOKEN_PARAM and v), None)
         from_query = key is not None
-    cookie = next(
-        (
-            val
-            for v in _header_values(scope, b"cookie")
-            for n, val in _cookie_pairs(v)
-            if n == COOKIE
-        ),
-        None,
-    )
+    cookies = tuple(
+        val for v in _header_values(scope, b"cookie") for n, val in _cookie_pairs(v) if n == COOKIE
+    )[:MOST_COOKIES]
     view_token = next((v for k, v in query if k == VIEW_TOKEN_PARAM and v), None)
-    return Credentials(key, from_query, cookie, view_token)
+    return Credentials(key, from_query, cookies, view_token)
 
 
 def view_requested(scope: Scope) -> bool:

@@ -28,6 +28,7 @@ HOP_BY_HOP = frozenset(
     b"trailers transfer-encoding upgrade".split()
 )
 _NOT_FORWARDED = frozenset(b"host expect x-forwarded-host x-forwarded-proto".split())
+_OWN_COOKIES = frozenset(b"sanbox_port sanbox_console __host-sanbox_console".split())
 
 
 class ClientFilter(Protocol):
@@ -64,6 +65,23 @@ def _without_hop_by_hop(headers: Iterable[tuple[bytes, bytes]], also: frozenset[
             drop.update(token.strip().lower() for token in value.split(b","))
     kept = [(name, value) for name, value in headers if name.lower() not in drop]
     return [(name, value) for name, value in kept if not name.startswith(b"sec-websocket-")]
+
+
+def guest_cookies(headers: Headers) -> Headers:
+    """A guest's answer with its cookies kept to its own port's host: a `Domain` attribute is
+    dropped (every port's host shares a parent domain: one port would set cookies on every other
+    org's), and a cookie named as Sanbox's own (the port's, the console's) is not set at all."""
+    kept: Headers = []
+    for name, value in headers:
+        if name.lower() != b"set-cookie":
+            kept.append((name, value))
+            continue
+        cookie, *attributes = value.split(b";")
+        if cookie.partition(b"=")[0].strip().lower() in _OWN_COOKIES:
+            continue
+        attributes = [a for a in attributes if a.partition(b"=")[0].strip().lower() != b"domain"]
+        kept.append((name, b";".join([cookie, *attributes])))
+    return kept
 
 
 def request_headers(scope: Scope, host_header: str) -> Headers:
@@ -204,7 +222,7 @@ async def _http_download(
         message = str(exc) if isinstance(exc, EOFError) else "the port did not answer with HTTP"
         await send_error(send, 502, "bad_gateway", message)
         return
-    headers = _without_hop_by_hop(event.headers, frozenset())
+    headers = guest_cookies(_without_hop_by_hop(event.headers, frozenset()))
     await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
     try:
         while True:
