@@ -19,7 +19,7 @@ from typing import Any
 import h11
 import pytest
 
-from sanbox.host.egress import splice
+from sanbox.host.egress import relay, splice
 from sanbox.host.egress.http_request import Accepted, GuestEvent, GuestRequest
 from sanbox.host.egress.proxy import Flow
 from sanbox.host.egress.relay import Exchange, raw
@@ -150,6 +150,27 @@ def test_an_upgrade_goes_raw_after_the_101() -> None:
 
     answer = asyncio.run(scenario())
     assert answer.startswith(b"HTTP/1.1 101 ") and b"server-first|FRAME-ONE|FRAME-TWO" in answer
+
+
+def test_informational_answers_without_end_are_cut_short() -> None:
+    """An upstream that answers 100 Continue without end (to a guest that need not read them:
+    they were written and never drained) is cut off past a few, with a 502."""
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(2000):
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
+        writer.close()
+
+    async def scenario() -> bytes:
+        async with proxied(upstream) as port:
+            return await exchange(port, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+    answer = asyncio.run(scenario())
+    assert answer.count(b"100 Continue") == relay.MOST_INFORMATIONAL
+    assert b"HTTP/1.1 502 " in answer and b"the upstream answer is broken" in answer
 
 
 @pytest.mark.parametrize(

@@ -560,7 +560,8 @@ def test_after_a_101_bytes_go_raw_both_ways(tmp_path: Path) -> None:
                 raw = socket.create_connection(("127.0.0.1", state.port), timeout=10)
                 with ca.client_context().wrap_socket(raw, server_hostname=NAME) as tls:
                     tls.sendall(
-                        b"GET /ws HTTP/1.1\r\nHost: echo.test\r\nUpgrade: shout\r\n"
+                        b"GET /ws HTTP/1.1\r\nHost: echo.test\r\nUpgrade: websocket\r\n"
+                        b"Sec-WebSocket-Extensions: permessage-deflate\r\n"
                         b"Connection: Upgrade\r\n\r\nhello "
                     )
                     answer = b""
@@ -575,6 +576,8 @@ def test_after_a_101_bytes_go_raw_both_ways(tmp_path: Path) -> None:
             assert answer.startswith(b"HTTP/1.1 101 ") and answer.endswith(b"HELLO WORLD")
             assert values(state.seen[0], b"authorization") == [b"Bearer " + VALUE]
             assert values(state.seen[0], b"connection") == [b"Upgrade"]
+            # compressed messages would pass the scanner unread: no extension is asked for
+            assert values(state.seen[0], b"sec-websocket-extensions") == []
 
     asyncio.run(scenario())
 
@@ -641,7 +644,7 @@ def test_after_a_101_the_value_does_not_come_down(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with lab(tmp_path) as (state, ca):
             send = (
-                b"GET /ws-leak HTTP/1.1\r\nHost: echo.test\r\nUpgrade: shout\r\n"
+                b"GET /ws-leak HTTP/1.1\r\nHost: echo.test\r\nUpgrade: websocket\r\n"
                 b"Connection: Upgrade\r\n\r\nhello"
             )
             answer = await asyncio.to_thread(raw_guest, state.port, ca.client_context(), send)

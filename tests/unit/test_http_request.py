@@ -201,6 +201,19 @@ def test_a_chunked_body_streams_piece_by_piece() -> None:
         (b"GET / HTTP/1.1\r\nUser-Agent: x\r\n\r\n", 400, "without a Host header"),
         (b"GET / HTTP/1.1\r\nHost: user@allowed.test\r\n\r\n", 400, "a malformed Host"),
         (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400, "not an HTTP/1.x request"),
+        (  # h2c: each HTTP/2 stream after the 101 would name its own :authority, unchecked
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+            b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            501,
+            "another protocol than WebSocket",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\n"
+            b"Upgrade: websocket, h2c\r\n\r\n",
+            501,
+            "another protocol than WebSocket",
+        ),
     ],
 )
 def test_smuggling_shapes_are_refused_before_anything_is_relayed(

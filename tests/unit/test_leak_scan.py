@@ -65,6 +65,9 @@ def test_a_value_in_any_chunking_is_caught(size: int) -> None:
         base64.urlsafe_b64encode(b"ab" + VALUE),
         quote(VALUE.decode(), safe="").encode(),
         json.dumps(VALUE.decode()).encode(),
+        json.dumps(VALUE.decode()).replace("/", "\\/").encode(),  # PHP's json_encode
+        json.dumps(VALUE.decode()).replace("+", "\\u002B").replace("&", "\\u0026").encode(),
+        json.dumps(VALUE.decode()).replace("+", "\\u002b").replace("&", "\\u0026").encode(),
     ],
 )
 def test_encodings_of_the_value_are_caught_in_headers_and_bodies(encoded: bytes) -> None:

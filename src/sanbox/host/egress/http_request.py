@@ -102,6 +102,9 @@ def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
     framing = _framing_refusal(fields)
     if framing is not None:
         return framing
+    upgrades = [t.strip().lower() for v in fields.get(b"upgrade", []) for t in v.split(b",")]
+    if any(t != b"websocket" for t in upgrades):  # h2c: its streams would name hosts unchecked
+        return Refusal(501, "an upgrade to another protocol than WebSocket is not relayed")
     hosts = fields.get(b"host", [])
     if len(hosts) > 1:
         return Refusal(400, "several Host headers")

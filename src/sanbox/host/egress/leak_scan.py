@@ -2,7 +2,7 @@
 `LeakScanner` each intercepted response's head and then its body, and relays only what the scanner
 releases. A value is looked for as it is and in the encodings an upstream echoes it in: base64 (at
 each of the three alignments, so `user:<value>` in a Basic header is caught), base64url,
-percent-encoding and JSON string escaping.
+percent-encoding and JSON string escaping (with `/` and `+` escaped too, as PHP and .NET do).
 
 A body streams: the scanner holds back the end of what it was fed when that end could be the
 start of a value (the longest suffix that is a proper prefix of one), so a value split across
@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
 MIN_FORM = 8  # bytes: a shorter form of a value is not looked for
+_NET_ESCAPED = frozenset("+<>&'`")
 LEAK_REASON = "the response carries a secret's value: it is not relayed"
 Headers = Iterable[tuple[bytes, bytes]]
 
@@ -43,7 +44,12 @@ def forms(value: bytes) -> set[bytes]:
     text = value.decode("latin-1")
     found.add(quote(text, safe="").encode())
     found.add(quote_plus(text, safe="").encode())
-    found.add(json.dumps(text)[1:-1].encode())
+    escaped = json.dumps(text)[1:-1]
+    found.add(escaped.encode())
+    found.add(escaped.replace("/", "\\/").encode())  # PHP's json_encode escapes the slash
+    for hexes in ("{:04X}", "{:04x}"):  # .NET's System.Text.Json escapes HTML's characters and +
+        net = "".join("\\u" + hexes.format(ord(c)) if c in _NET_ESCAPED else c for c in escaped)
+        found.add(net.encode())
     return {f for f in found if len(f) >= MIN_FORM}
 
 

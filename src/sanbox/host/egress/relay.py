@@ -40,6 +40,7 @@ from .sniff import INCOMPLETE
 
 CHUNK = 64 * 1024
 IDLE_TIMEOUT = 300.0
+MOST_INFORMATIONAL = 16  # 1xx answers before the final one (100 Continue, 103 Early Hints)
 
 
 class Idle:
@@ -182,12 +183,17 @@ class Exchange:
 
     async def _response(self, idle: Idle) -> bool:
         """Relay the response; True if the upstream switched protocols (101)."""
+        informational = 0
         while (head := await self._head(idle)).informational:
             if head.status == 101 and not self.upgrade:  # raw bytes on an answer not asked for
                 raise BrokenAnswerError("a 101 to a request that asked for no upgrade")
+            informational += 1
+            if informational > MOST_INFORMATIONAL:
+                raise BrokenAnswerError("informational answers without end")
             self.guest_writer.write(head.for_guest())  # 100 Continue, 103 Early Hints, ...
             if head.status == 101:
                 return True
+            await self.guest_writer.drain()  # a guest that does not read holds them upstream
         length = head.body(self.head_request)
         self.guest_writer.write(head.for_guest())
         self.answered = True

@@ -4,9 +4,10 @@ header (`injection.py`) and the response scanner (`leak_scan.py`):
 - TRACE and TRACK are refused (405): they answer with the request, secret and all.
 - A request that a secret's value applies to asks for an identity body (`Accept-Encoding:
   identity`, every other Accept-Encoding dropped) and for the whole of it (`Range` and `If-Range`
-  dropped: a value cut across two ranges would pass the scanner in two halves), so the response
-  can be scanned; a response with a body in another Content-Encoding is refused (502), as the
-  scanner cannot read it.
+  dropped: a value cut across two ranges would pass the scanner in two halves), and a WebSocket
+  upgrade asks for no extension (compressed messages would pass the scanner unread), so the
+  response can be scanned; a response with a body in another Content-Encoding is refused (502),
+  as the scanner cannot read it.
 - Hop-by-hop headers go neither way (the upgrade's Connection header excepted)."""
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .http_request import HOP_BY_HOP
 Headers = list[tuple[bytes, bytes]]
 REFUSED_METHODS = frozenset({b"TRACE", b"TRACK"})
 METHOD_REFUSAL = "TRACE and TRACK are not relayed to hosts with secrets: they echo the request"
-UNSCANNED_REQUEST = {b"accept-encoding", b"range", b"if-range"}
+# a compressed body, part of one, or WebSocket messages compressed (permessage-deflate)
+UNSCANNED_REQUEST = {b"accept-encoding", b"range", b"if-range", b"sec-websocket-extensions"}
 IDENTITY = (b"Accept-Encoding", b"identity")
 
 
