@@ -147,13 +147,13 @@ def test_exec_websocket_speaks_only_the_documented_messages(live_server: LiveSer
     message that is not an `ExecClientMessage` (a signal by name, an unknown type) ends the
     session with a `validation_error` instead of being ignored."""
 
-    async def session(*messages: dict[str, object]) -> list[dict[str, object]]:
+    async def session(*messages: dict[str, object] | bytes) -> list[dict[str, object]]:
         url = live_server.url.replace("http://", "ws://") + "/v1/computers/wire-one/exec/stream"
         headers = {"Authorization": f"Bearer {live_server.key}"}
         received = []
         async with websockets_connector(url, headers) as ws:
             for message in messages:
-                await ws.send(json.dumps(message))
+                await ws.send(message if isinstance(message, bytes) else json.dumps(message))
             try:
                 while True:
                     received.append(check("ExecServerMessage", await ws.recv()))
@@ -173,6 +173,15 @@ def test_exec_websocket_speaks_only_the_documented_messages(live_server: LiveSer
         for bad in ({"type": "signal", "signal": "SIGTERM"}, {"type": "shout"}, {"data": "eA=="}):
             last = asyncio.run(session(cat, bad))[-1]
             assert (last["type"], last["code"]) == ("error", "validation_error"), bad
+        # a binary message, first or later, is no message of the protocol either
+        for messages in ((b"{}",), (cat, b"\x00")):
+            last = asyncio.run(session(*messages))[-1]
+            assert (last["type"], last["code"]) == ("error", "validation_error"), messages
+        # the start is checked as the HTTP exec's body is
+        last = asyncio.run(session({**cat, "env": {"A=B": "1"}}))[-1]
+        assert (last["type"], last["code"]) == ("error", "invalid_env"), last
+        last = asyncio.run(session({**cat, "timeout": 10**9}))[-1]
+        assert (last["type"], last["code"]) == ("error", "validation_error"), last
         missing = asyncio.run(session({"type": "start", "cmd": ["no-such-command"]}))
         assert missing[-1] == {"type": "exit", "exit_code": 127, "signal": None, "timed_out": False}
         c.delete()

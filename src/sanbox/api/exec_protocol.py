@@ -14,7 +14,9 @@ import base64
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..control.names import check_env
 
 _B64 = "base64 of the bytes"
 
@@ -27,10 +29,10 @@ class ExecStart(BaseModel):
     cmd: str | list[str] | None = Field(
         None, description="argv, or a string run by the shell; null only with pty"
     )
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[dict[str, str], AfterValidator(check_env)] = Field(default_factory=dict)
     cwd: str | None = None
     user: str | None = None
-    timeout: float | None = Field(None, gt=0, description="seconds; not with pty")
+    timeout: float | None = Field(None, gt=0, le=24 * 3600, description="seconds; not with pty")
     pty: bool = False
     rows: int = Field(24, ge=1, le=65535)
     cols: int = Field(80, ge=1, le=65535)

@@ -30,7 +30,7 @@ from ..schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
 from ..standing import KEY_LAPSED, key_stands, while_standing
 from ._deps import Auth, Plane
-from ._ws import close_with_control_error, close_with_error
+from ._ws import close_with_control_error, close_with_error, receive_text
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["exec"], responses=ERRORS)
@@ -101,7 +101,7 @@ async def _pump_client(ws: WebSocket, proc: ExecProcess | PtySession) -> None:
     """Client -> guest: stdin, eof, signals, resize. A message that is not one of them raises
     `ValidationError` (the session ends with a `validation_error`)."""
     while True:
-        msg = wire.INPUT.validate_json(await ws.receive_text())
+        msg = wire.INPUT.validate_json(await receive_text(ws))
         if isinstance(msg, wire.ExecStdin):
             if isinstance(proc, PtySession):
                 await proc.write(msg.raw())
@@ -144,7 +144,7 @@ async def serve_stream(ws: WebSocket, ref: str, who: Callable[[WebSocket], Princ
     plane: Computers = ws.app.state.computers
     try:
         auth = who(ws)
-        req = wire.START.validate_json(await ws.receive_text())
+        req = wire.START.validate_json(await receive_text(ws))
         async with contextlib.AsyncExitStack() as stack:
             proc: ExecProcess | PtySession
             if req.pty:

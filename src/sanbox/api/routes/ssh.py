@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
@@ -23,7 +22,7 @@ from ..auth import authenticate
 from ..schemas import SshAccess, SshKeyAdd
 from ..standing import KEY_LAPSED, key_stands, while_standing
 from ._deps import Auth, Plane
-from ._ws import close_with_control_error, close_with_error
+from ._ws import close_with_control_error, close_with_error, control_message
 from .computers import ERRORS
 
 router = APIRouter(prefix="/v1/computers", tags=["ssh"], responses=ERRORS)
@@ -46,7 +45,7 @@ async def _to_guest(ws: WebSocket, stream: TcpStream) -> None:
         if message.get("bytes") is not None:
             await stream.write(message["bytes"])
         elif message.get("text") is not None:
-            body = json.loads(message["text"])
+            body = control_message(message["text"])
             if isinstance(body, dict) and body.get("type") == "eof":
                 await stream.close_write()
 
