@@ -29,6 +29,7 @@ from ..host.door import (
     AgentError,
     AgentTimeoutError,
     EgressControl,
+    ExecProcess,
     HostError,
     Image,
     Machine,
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's computers get
 STEP_TIMEOUT = 1800.0
+STEP_GRACE = 60.0  # seconds past its timeout a step's end is waited for, then it failed
 SERVICES_FILE = "/etc/sanbox/services.json"
 HOUSEKEEPING_TIMEOUT = 600.0  # `sync`, removing a bundle: seconds, however loaded the host
 DPKG_STATUS = "/var/lib/dpkg/status"  # what an apt step's fetch resolves against
@@ -228,8 +230,24 @@ class Builder:
             argv, env=env, cwd="/root", timeout=STEP_TIMEOUT, stdin=False
         )
         tail: list[str] = []
+        try:
+            async with asyncio.timeout(
+                STEP_TIMEOUT + STEP_GRACE
+            ):  # whatever the guest's agent does
+                exit_ = await self._follow(proc, tail)
+        except TimeoutError:
+            raise BuildFailed(f"{what} ran over {STEP_TIMEOUT:.0f}s") from None
+        code = getattr(exit_, "exit_code", -1)
+        if getattr(exit_, "timed_out", False):
+            raise BuildFailed(f"{what} ran over {STEP_TIMEOUT:.0f}s")
+        if code != 0:
+            last = (": " + " | ".join(tail[-3:])) if tail else ""
+            raise BuildFailed(f"{what} failed (exit code {code}){last}")
+
+    async def _follow(self, proc: ExecProcess, tail: list[str]) -> object:
+        """A step's output into the log (its last lines kept in `tail`), then its exit event."""
         pending = b""
-        exit_ = None
+        exit_: object = None
         async for ev in proc.events(timeout=STEP_TIMEOUT + 30):
             data = getattr(ev, "data", None)
             if isinstance(data, bytes):
@@ -238,7 +256,8 @@ class Builder:
                 for line in done:
                     text = line.decode(errors="replace")
                     self.blog.output(text)
-                    tail = (tail + [text])[-5:]
+                    tail.append(text)
+                    del tail[:-5]
                 if len(pending) > 4096:
                     self.blog.output(pending.decode(errors="replace"))
                     pending = b""
@@ -246,19 +265,21 @@ class Builder:
                 exit_ = ev
         if pending:
             self.blog.output(pending.decode(errors="replace"))
-        code = getattr(exit_, "exit_code", -1)
-        if getattr(exit_, "timed_out", False):
-            raise BuildFailed(f"{what} ran over {STEP_TIMEOUT:.0f}s")
-        if code != 0:
-            last = (": " + " | ".join(tail[-3:])) if tail else ""
-            raise BuildFailed(f"{what} failed (exit code {code}){last}")
+        return exit_
 
     async def _install(self, machine: Machine, step: Step) -> None:
         client = await machine.client()
         if step.kind == "apt":
             status = self.cache / f"dpkg-status-{machine.computer_id}"
             # bounded: the guest ran the tenant's steps (its status may be a link to /dev/zero)
-            status.write_bytes(await client.files.read(DPKG_STATUS, most=fetch.MAX_STATUS_BYTES))
+            try:
+                async with asyncio.timeout(HOUSEKEEPING_TIMEOUT):  # a guest may trickle it
+                    read = await client.files.read(DPKG_STATUS, most=fetch.MAX_STATUS_BYTES)
+            except TimeoutError:
+                raise BuildFailed(
+                    f"{DPKG_STATUS} took over {HOUSEKEEPING_TIMEOUT:.0f}s to read"
+                ) from None
+            status.write_bytes(read)
             try:
                 bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status, self.cache)
             finally:
