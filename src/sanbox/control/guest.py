@@ -67,14 +67,16 @@ __all__ = [  # what the API's routes need of the guest's types, through the cont
 
 
 async def running(fleet: Fleet, org: Org, ref: str) -> Machine:
-    """The running machine of a computer (a suspended one is woken first), re-attached if
-    needed; a typed error if it is not running."""
+    """The running machine of a computer (a suspended one is woken first, one being suspended
+    or woken once that ends), re-attached if needed; a typed error if it is not running."""
     return (await _running(fleet, org, ref))[1]
 
 
 async def _running(fleet: Fleet, org: Org, ref: str) -> tuple[ComputerRow, Machine]:
     row = fleet.get(org, ref)
-    if row.state == State.SUSPENDED:
+    if row.state in (State.SUSPENDED, State.PAUSING, State.RESUMING):
+        # suspended, being suspended or being woken: the call waits for that to end, and wakes
+        # it (a user's pause ends `paused`, which the call is refused below)
         await wake(fleet, row)
         row = fleet.get(org, ref)
     check_action("use", State(row.state), row.name)
