@@ -16,8 +16,11 @@ import pytest
 from sanbox.host.data.layout import DataDir
 from sanbox.host.disk import qcow2
 from sanbox.host.disk.layers import MAX_CHAIN
+from sanbox.host.drivers import SwitchUnknownError
 from sanbox.host.drivers.qemu import QemuHypervisor
+from sanbox.host.drivers.qemu.qmp import QmpError
 from sanbox.host.image import Image
+from sanbox.host.machines.disk_switch import freeze_disk
 from sanbox.host.machines.restore import disk_from_snapshot
 from sanbox.host.runtime import HostRuntime, MachineSpec
 from sanbox.host.snapshot import SnapshotCorruptError, SnapshotNotFoundError
@@ -177,3 +180,40 @@ def test_a_raw_disk_is_frozen_as_it_is(rt: HostRuntime, image: Image) -> None:
     assert rt.snapshots.layers.path(snap.layer).suffix == ".raw"
     write(now, 0, "s")
     assert read(copy_of(rt, "snp_raw", "cmpb"), 0, "r") and read(now, 0, "s")
+
+
+class Switching:
+    """A running VM's handle as a disk switch sees it: the switch raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.killed = False
+
+    async def switch_disk(self, overlay: Path) -> None:
+        raise self.error
+
+    async def kill(self, timeout: float = 5.0) -> None:
+        self.killed = True
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_a_disk_switch_that_fails_keeps_every_byte_the_guest_wrote(
+    rt: HostRuntime, image: Image, answered: bool
+) -> None:
+    """Refused, the switch is undone (the overlay was never written); not answered and not
+    known (QEMU may be writing to the overlay), nothing is taken away and the VM ends: the
+    computer's disk, the overlay on the frozen disk, holds all it wrote either way."""
+    disk = new_computer(rt, image, "cmpsw")
+    write(disk, 0, "a")
+    cdir = rt.data_dir.computer("cmpsw")
+    before = cdir.disk
+    vm = Switching(QmpError("QEMU refused blockdev-snapshot") if answered else SwitchUnknownError())
+    with pytest.raises(QmpError if answered else SwitchUnknownError):
+        asyncio.run(freeze_disk(rt.snapshots, rt.machines, cdir, vm))  # type: ignore[arg-type]
+    if answered:
+        assert cdir.disk == before and not vm.killed
+        assert sorted(rt.data_dir.layers.iterdir()) == []
+    else:
+        assert vm.killed and cdir.disk != before
+        assert cdir.disk.parent == rt.data_dir.layers and cdir.disk.exists()
+    assert read(cdir.disk, 0, "a")

@@ -10,7 +10,14 @@ from .driver import (
     VmSpec,
     VmUser,
 )
-from .errors import MonitorError, SavedStateError, VmmError, VmNotRunningError, VmStartError
+from .errors import (
+    MonitorError,
+    SavedStateError,
+    SwitchUnknownError,
+    VmmError,
+    VmNotRunningError,
+    VmStartError,
+)
 from .select import (
     VM_ISOLATIONS,
     Choice,
@@ -30,6 +37,7 @@ __all__ = [
     "MonitorError",
     "NetAttachment",
     "SavedStateError",
+    "SwitchUnknownError",
     "VmHandle",
     "VmNotRunningError",
     "VmSpec",

@@ -5,7 +5,9 @@ HostError
     ├── VmStartError         the hypervisor process did not start (with its own words)
     ├── VmNotRunningError    the VM process is gone
     ├── MonitorError         the hypervisor's control interface refused a command or did not
-    │                        answer (QEMU's QMP: QmpError)
+    │   │                    answer (QEMU's QMP: QmpError)
+    │   └── SwitchUnknownError  a disk switch neither answered nor known: the guest may write
+    │                        to the old disk or the new overlay
     └── SavedStateError      a saved state the driver cannot read
 """
 
@@ -28,6 +30,10 @@ class VmNotRunningError(VmmError):
 
 class MonitorError(VmmError):
     code = "monitor_error"
+
+
+class SwitchUnknownError(MonitorError):
+    code = "disk_switch_unknown"
 
 
 class SavedStateError(VmmError):

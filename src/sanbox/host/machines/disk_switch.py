@@ -14,7 +14,7 @@ from pathlib import Path
 from ..data.durable import fsync_path
 from ..data.layout import ComputerDir
 from ..disk import qcow2
-from ..drivers import VmHandle
+from ..drivers import SwitchUnknownError, VmHandle
 from ..snapshot.store import Snapshots
 from .boot import Machines
 
@@ -91,6 +91,12 @@ async def freeze_disk(
     if vm is not None:
         try:
             await vm.switch_disk(switch.overlay)
+        except SwitchUnknownError:
+            # the guest may write to either file: neither is taken away. The VM ends, so nothing
+            # writes to what is now a layer, and the computer's disk (the overlay on that layer)
+            # holds all it wrote whichever it was
+            await vm.kill()
+            raise
         except BaseException:
             await asyncio.to_thread(switch.undo, cdir)
             raise

@@ -38,7 +38,7 @@ from ..data.layout import ComputerDir
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
-from ..drivers import VmmError
+from ..drivers import SwitchUnknownError, VmmError
 from ..errors import HostError
 from ..image import Image
 from ..saved import memory
@@ -175,16 +175,23 @@ async def _live(
         point(cdir, str(switch.overlay))
         try:
             await vm.switch_disk(switch.overlay)
+        except SwitchUnknownError:
+            switched = True  # as far as its files go: the overlay stays its disk (freeze_disk)
+            raise
         except BaseException:
             point(cdir, switch.old_target)
             raise
         switched = True
 
+    unknown = False
     try:
         stopped_at = await vm.save_state_live(stream, at_stop)
         faults.reached("snapshot.state_saved")
     except BaseException as exc:
-        if not switched:
+        unknown = isinstance(exc, SwitchUnknownError)
+        if unknown:  # the guest may write to either file: it ends (see `freeze_disk`)
+            await vm.kill()
+        elif not switched:
             await asyncio.to_thread(switch.undo, cdir)
         if isinstance(exc, VmmError):
             raise SnapshotError(
@@ -192,7 +199,8 @@ async def _live(
             ) from exc
         raise
     finally:
-        await vm.continue_running()
+        if not unknown:
+            await vm.continue_running()
     paused = time.monotonic() - stopped_at
     for d in (cdir.root, snaps.layers.root):
         await asyncio.to_thread(fsync_path, d)

@@ -21,7 +21,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from .qmp import Monitored, QmpError
+from ..errors import SwitchUnknownError
+from .qmp import Monitored, QmpError, QmpNoAnswer
 
 DRIVE = "root"  # the -drive id qemu.py's argv gives the root disk
 STREAM_TIMEOUT = 600.0
@@ -54,12 +55,36 @@ async def switch_disk(vm: Monitored, overlay: Path) -> None:
         )
         try:
             await qmp.execute("blockdev-snapshot", 60.0, node=DRIVE, overlay=node)
+        except QmpNoAnswer as exc:  # a drain on a slow disk: it may have switched after all
+            if await _on_top(vm, overlay, exc):
+                return
+            with contextlib.suppress(QmpError):
+                await qmp.execute("blockdev-del", 30.0, **{"node-name": node})
+            raise
         except QmpError:
             with contextlib.suppress(QmpError):
                 await qmp.execute("blockdev-del", 30.0, **{"node-name": node})
             raise
     finally:
         await qmp.close()
+
+
+async def _on_top(vm: Monitored, overlay: Path, unanswered: QmpNoAnswer) -> bool:
+    """Whether the guest's disk writes to `overlay` now, asked on a new monitor connection
+    after a switch that was not answered; `SwitchUnknownError` if QEMU cannot say (the caller
+    must not take the overlay away: the guest may be writing to it)."""
+    try:
+        qmp = await vm.qmp()
+        try:
+            devices = await qmp.execute("query-block", 30.0) or []
+        finally:
+            await qmp.close()
+    except QmpError as exc:
+        raise SwitchUnknownError(f"{unanswered}; and then {exc}") from exc
+    for device in devices:
+        if device.get("device") == DRIVE:
+            return bool((device.get("inserted") or {}).get("file") == str(overlay))
+    raise SwitchUnknownError(f"{unanswered}; and then QEMU listed no drive {DRIVE!r}")
 
 
 async def grow_disk(vm: Monitored, size_bytes: int) -> None:

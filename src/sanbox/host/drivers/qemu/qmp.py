@@ -22,6 +22,11 @@ class QmpError(MonitorError):
     code = "qmp_error"
 
 
+class QmpNoAnswer(QmpError):
+    """QEMU did not answer a command (in time, or its monitor went away): it may yet have done
+    it, or be doing it."""
+
+
 class QmpClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
@@ -97,9 +102,9 @@ class QmpClient:
                         raise QmpError(f"QEMU refused {command}: {err.get('desc', err)}")
                     return reply.get("return")
         except TimeoutError as exc:
-            raise QmpError(f"QEMU did not answer {command} within {timeout:.0f}s") from exc
+            raise QmpNoAnswer(f"QEMU did not answer {command} within {timeout:.0f}s") from exc
         except OSError as exc:
-            raise QmpError(f"QEMU monitor connection lost during {command}: {exc}") from exc
+            raise QmpNoAnswer(f"QEMU monitor connection lost during {command}: {exc}") from exc
 
     async def close(self) -> None:
         self._writer.close()
