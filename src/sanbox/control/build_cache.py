@@ -36,7 +36,7 @@ async def prune(fleet: Fleet, org: Org) -> Pruned:
             "a template build is running: prune the build cache when it is done",
             "template_building",
         )
-    async with BUILDS:
+    async with BUILDS.held(org.id):
         with fleet.db.session() as s:
             tips = [t.snapshot_id for t in repo.list_templates(s, org.id) if t.snapshot_id]
             steps = {row.key: row.snapshot_id for row in repo.build_steps(s, org.id)}

@@ -33,6 +33,7 @@ from ..templates.keys import descriptions, step_keys
 from ..templates.spec import Spec, SpecError
 from . import build_place, placing, template_build
 from .build_log import BuildLog
+from .build_slots import FairSlots
 from .errors import (
     ConflictError,
     ControlError,
@@ -45,7 +46,8 @@ from .template_lookup import get
 
 log = logging.getLogger(__name__)
 
-BUILDS = asyncio.Semaphore(1)  # builds boot VMs: one at a time on a host
+BUILDS = FairSlots(1)  # builds boot VMs: one at a time on a host, the orgs taking turns
+BUILD_TIMEOUT = 4 * 3600.0  # seconds one build may hold its slot: then it failed
 MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
 
 
@@ -235,7 +237,7 @@ async def _build(
     blog: BuildLog,
 ) -> None:
     spec = ctx.spec
-    async with BUILDS:
+    async with BUILDS.held(org.id):
         t0 = time.monotonic()
         with fleet.db.session() as s:
             row = s.get(TemplateRow, template_id)
@@ -264,7 +266,14 @@ async def _build(
             blog.output(f"[sanbox] building on host {placement.host_name} of region {region}")
         try:
             builder.packages = packages_path(fleet, template_id)
-            built = await template_build.run(builder, start.image, start, keys, descriptions(spec))
+            async with asyncio.timeout(BUILD_TIMEOUT):  # other orgs' builds wait for the slot
+                built = await template_build.run(
+                    builder, start.image, start, keys, descriptions(spec)
+                )
+        except TimeoutError:
+            limit = f"{BUILD_TIMEOUT / 3600:g} hours"
+            _failed(fleet, template_id, f"{builder.doing}: the build ran over {limit}", blog)
+            return
         except template_build.BuildFailed as exc:
             _failed(fleet, template_id, str(exc), blog)
             return
