@@ -325,8 +325,10 @@ class Fleet:
         with self.db.session() as s:
             return repo.computer_by_id(s, computer_id)
 
-    async def vm_exited(self, computer_id: str, why: str) -> None:
-        """The VM of a running computer died: record it as stopped, disk kept."""
+    async def vm_exited(self, computer_id: str, why: str, pausing: bool = False) -> None:
+        """The VM of a running computer died: record it as stopped, disk kept. `pausing`: told by
+        the pause that failed (under the computer's lock), whose `pausing` record is stopped too;
+        anyone else leaves a pause's record to the pause."""
         self.machines.pop(computer_id, None)
         await self.network_down(computer_id)
         with self.db.session() as s:
@@ -337,7 +339,9 @@ class Fleet:
             return
         host = self.host_of(row)
         await host.kill(computer_id)
-        if state not in (State.RUNNING, State.STARTING, State.STOPPING):
+        if state not in (State.RUNNING, State.STARTING, State.STOPPING) and not (
+            pausing and state == State.PAUSING
+        ):
             return
         lines = await host.console_lines(computer_id, 4)
         tail = " | ".join(line.strip() for line in lines)

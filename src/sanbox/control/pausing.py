@@ -1,7 +1,8 @@
 """Rest with memory kept: pause (by the user), suspend (by the idle watcher), resume and wake.
 Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
-cannot complete leaves the computer running as it was and answers `pause_failed`, saying why and
-that it still runs (never a success)."""
+cannot complete answers `pause_failed`, saying why and what the computer is now (never a success,
+never left `pausing`): running as it was, or stopped if its VM is gone, or in error if its host
+did not answer."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import logging
 import time
 
 from ..fleet.errors import BusyError
-from ..host.door import HostError, PauseError
+from ..host.door import HostError, Machine
 from ..store.models import ComputerRow, Org
-from .errors import failed, with_state
+from .errors import ControlError, HostUnavailableError, failed, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .states import State
@@ -47,19 +48,8 @@ async def _pause_locked(
     fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
     try:
         saved = await fleet.host_of(row).pause(machine, fleet.spec(row), fleet.image_of(row))
-    except PauseError as exc:
-        log.warning("pause of %s failed: %s", row.id, exc)
-        why = pause_failure(exc)
-        if machine.vm.alive():
-            fleet.record(
-                row.id,
-                State.RUNNING,
-                "computer.pause_failed",
-                f"pause failed: {why}; still running as it was",
-            )
-            raise failed("pause", why, "the computer is still running as it was") from exc
-        await fleet.vm_exited(row.id, f"its VM died during a pause ({why})")
-        raise failed("pause", why, "its VM died: the computer is stopped, its disk kept") from exc
+    except Exception as exc:  # whatever failed, the record says what the pause left
+        raise await _pause_failed(fleet, row, machine, exc) from exc
     fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
     return fleet.record(
@@ -72,7 +62,42 @@ async def _pause_locked(
     )
 
 
-def pause_failure(exc: PauseError) -> str:
+async def _pause_failed(
+    fleet: Fleet, row: ComputerRow, machine: Machine, exc: Exception
+) -> ControlError:
+    """Record what a failed pause left (never `pausing`) and return the error that says so:
+    running as it was, if its VM runs; stopped, its disk kept, if its VM is gone; `error` if its
+    VM neither runs nor ended, or if its host did not answer (whether it paused is then not
+    known until the host answers again: docs/fleet.md, a pause whose answer was lost)."""
+    log.warning("pause of %s failed: %s", row.id, exc)
+    if isinstance(exc, HostError) and exc.code == HostUnavailableError.code:
+        why = f"its host did not answer ({exc})"
+        now = "whether its memory was saved is not known: the computer is in error"
+        _in_error(fleet, row.id, f"pause failed: {why}; {now}")
+        return failed("pause", why, f"{now}; start it again once its host answers")
+    why = pause_failure(exc)
+    if machine.vm.alive() and await machine.vm.frozen() is not True:
+        fleet.record(
+            row.id,
+            State.RUNNING,
+            "computer.pause_failed",
+            f"pause failed: {why}; still running as it was",
+        )
+        return failed("pause", why, "the computer is still running as it was")
+    if machine.vm.alive():  # its vCPUs stopped, and the host could not end it
+        now = "its VM neither runs nor ended: the computer is in error"
+        _in_error(fleet, row.id, f"pause failed: {why}; {now}")
+        return failed("pause", why, f"{now}; start it again")
+    await fleet.vm_exited(row.id, f"its VM died during a pause ({why})", pausing=True)
+    return failed("pause", why, "its VM died: the computer is stopped, its disk kept")
+
+
+def _in_error(fleet: Fleet, computer_id: str, message: str) -> None:
+    fleet.machines.pop(computer_id, None)
+    fleet.record(computer_id, State.ERROR, "computer.error", message, last_error=message)
+
+
+def pause_failure(exc: Exception) -> str:
     """Why a pause failed, in words a tenant may read (the host's detail is logged)."""
     if "No space left" in str(exc) or getattr(exc.__cause__, "errno", None) == errno.ENOSPC:
         return "no space left on the data filesystem"

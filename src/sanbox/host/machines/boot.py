@@ -38,7 +38,7 @@ from ..errors import HostError
 from ..image import Image
 from ..keys.secret import derived_key
 from ..net import Network
-from ..saved import mapped_memory
+from ..saved import mapped_memory, memory
 from ..settings import HostSettings, SettingsError
 from . import console
 from .machine import Machine, MachineSpec
@@ -211,6 +211,8 @@ class Machines:
         driver = await self.choose(image)
         cdir.logs.mkdir(parents=True, exist_ok=True)
         cdir.state.mkdir(parents=True, exist_ok=True)
+        # a fresh boot: its disk moves past any saved memory (a pause whose answer was lost)
+        await asyncio.to_thread(memory.discard, cdir.state)
         spec = await self.with_network(spec)
         if self.network is not None:
             undo.push_async_callback(self.network.remove, spec.computer_id)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 from ..agent import AgentError
 from ..data.layout import ComputerDir
-from ..drivers import Driver
+from ..drivers import Driver, VmHandle
 from ..errors import HostError
 from ..image import Image
 from ..saved import mapped_memory, memory
@@ -95,17 +95,34 @@ async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) 
             else:
                 ram = m.data_dir.ram_file(spec.computer_id)
                 saved = await asyncio.to_thread(memory.write, cdir.state, tmp, ram, *keys)
-        except Exception as exc:  # whatever it was, the VM runs on as it was
-            await vm.continue_running()
+        except Exception as exc:  # whatever it was, the VM runs on as it was (or is ended)
+            await _run_on(m, vm)
             if isinstance(exc, PauseError):
                 raise
             words = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise PauseError(f"could not write the saved state: {words}") from exc
         with contextlib.suppress(AgentError):
             await machine.agent.close()
-        await vm.quit()
-        await m.kill_vm(vm)
+        try:
+            with contextlib.suppress(HostError):  # ended below all the same
+                await vm.quit()
+            await m.kill_vm(vm)
+        except (HostError, OSError) as exc:  # it may run on: its disk would pass the state
+            await asyncio.to_thread(memory.discard, cdir.state)
+            await _run_on(m, vm)
+            raise PauseError(f"the VM did not end once its state was saved: {exc}") from exc
         return saved
+
+
+async def _run_on(m: Machines, vm: VmHandle) -> None:
+    """A VM whose pause did not complete runs again as it was; if its vCPUs cannot be run
+    again, it is ended: never left stopped, neither running nor gone."""
+    try:
+        await vm.continue_running()
+    except HostError as exc:
+        log.warning("%s could not run on after a failed pause, so ended: %s", vm.run_dir, exc)
+        with contextlib.suppress(HostError, OSError):
+            await m.kill_vm(vm)
 
 
 async def resume(m: Machines, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
