@@ -1,6 +1,7 @@
 """What a restart makes of what a crash left: a copy (from a snapshot, a fork) recorded before it
 had its own identity is given one or removed, never adopted with its source's; a running
-computer whose VM the host left frozen (a fork's memory save) runs on, never killed. The crash
+computer whose VM the host left frozen (a fork's memory save) runs on, never killed; so does one
+whose pause the server did not finish, and memory it saved is dropped. The crash
 itself is the vm tier's (tests/vm/test_crash_recovery.py kills a real server at each step); here
 the records and the 'VM' are put in the state it leaves, and a real restart reconciles them."""
 
@@ -16,6 +17,7 @@ from sanbox.store.models import ComputerRow
 
 from .conftest import Server, start_server
 from .test_api_computers import create
+from .test_honest_outcomes import plant_saved_state
 
 pytestmark = pytest.mark.component
 
@@ -25,7 +27,9 @@ def machine_id(server: Server, computer_id: str) -> bytes:
     return (server.data_dir.computer(computer_id).run / "root/etc/machine-id").read_bytes()
 
 
-def as_the_crash_left(server: Server, computer_id: str, state: str, pending: str) -> None:
+def as_the_crash_left(
+    server: Server, computer_id: str, state: str, pending: str | None = None
+) -> None:
     db = server.client.app.state.db  # type: ignore[attr-defined]
     with db.session() as s:
         row = s.get(ComputerRow, computer_id)
@@ -112,4 +116,27 @@ def test_a_source_left_frozen_by_a_fork_runs_on_after_restart(
         assert any(e["type"] == "computer.continued" for e in events)
     finally:
         os.kill(pid, signal.SIGCONT)  # whatever happened, the test leaves no stopped process
+        again.client.__exit__(None, None, None)
+
+
+def test_a_pause_committed_but_not_finished_runs_on_without_its_saved_memory(
+    server: Server, short_tmp: Path
+) -> None:
+    h = server.headers()
+    made = create(server, name="halfway")
+    cid = str(made["id"])
+    pid = int((server.data_dir.computer(cid).run / "vm.pid").read_text())
+    plant_saved_state(server, cid)  # its state committed, its vCPUs stopped, its VM not ended
+    os.kill(pid, signal.SIGSTOP)
+    as_the_crash_left(server, cid, "pausing")
+
+    again = restart(server, short_tmp)
+    try:
+        assert again.client.get("/v1/computers/halfway", headers=h).json()["state"] == "running"
+        runtime = again.client.app.state.computers.fleet.runtime  # type: ignore[attr-defined]
+        assert not runtime.has_saved_memory(cid), "memory its disk will move past is kept"
+        r = again.client.post("/v1/computers/halfway/exec", json={"cmd": ["true"]}, headers=h)
+        assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
+    finally:
+        os.kill(pid, signal.SIGCONT)
         again.client.__exit__(None, None, None)

@@ -249,11 +249,13 @@ class Reconciler:
     async def _interrupted_rest(
         self, computer_id: str, state: State, report: ReconcileReport
     ) -> None:
-        """A pause or resume the server did not finish: run on if the VM lives, else keep the
-        saved memory if it is complete, else the computer is stopped (disk kept)."""
+        """A pause or resume the server did not finish: run on if the VM lives (any memory it
+        saved dropped first: its disk moves on from here), else keep the saved memory if it is
+        complete, else the computer is stopped (disk kept)."""
         fleet = self.fleet
         vm = self.runtime.attach_vm(computer_id)
         if vm is not None:
+            await self.runtime.drop_saved_memory(computer_id)
             with contextlib.suppress(Exception):
                 await vm.continue_running()
             if await self._attach(computer_id):
