@@ -1,7 +1,8 @@
 """What a restart makes of what a crash left: a copy (from a snapshot, a fork) recorded before it
 had its own identity is given one or removed, never adopted with its source's; a running
 computer whose VM the host left frozen (a fork's memory save) runs on, never killed; so does one
-whose pause the server did not finish, and memory it saved is dropped. The crash
+whose pause the server did not finish, and memory it saved is dropped, with what the unfinished
+save left. The crash
 itself is the vm tier's (tests/vm/test_crash_recovery.py kills a real server at each step); here
 the records and the 'VM' are put in the state it leaves, and a real restart reconciles them."""
 
@@ -139,4 +140,29 @@ def test_a_pause_committed_but_not_finished_runs_on_without_its_saved_memory(
         assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
     finally:
         os.kill(pid, signal.SIGCONT)
+        again.client.__exit__(None, None, None)
+
+
+def test_a_pause_the_server_did_not_finish_leaves_no_temporary_files(
+    server: Server, short_tmp: Path
+) -> None:
+    h = server.headers()
+    left: dict[str, list[Path]] = {}
+    for name in ("lives", "died"):
+        cdir = server.data_dir.computer(str(create(server, name=name)["id"]))
+        cdir.state.mkdir(parents=True, exist_ok=True)
+        left[name] = [cdir.state / n for n in ("memory.tmp", "vmstate.tmp", "vmstate.devices.tmp")]
+        for tmp in left[name]:
+            tmp.write_bytes(b"half a save")
+        as_the_crash_left(server, cdir.root.name, "pausing")
+        if name == "died":
+            os.kill(int((cdir.run / "vm.pid").read_text()), signal.SIGKILL)
+
+    again = restart(server, short_tmp)
+    try:
+        assert again.client.get("/v1/computers/lives", headers=h).json()["state"] == "running"
+        assert again.client.get("/v1/computers/died", headers=h).json()["state"] == "stopped"
+        for name, tmps in left.items():
+            assert [t.name for t in tmps if t.exists()] == [], name
+    finally:
         again.client.__exit__(None, None, None)

@@ -251,7 +251,8 @@ class Reconciler:
     ) -> None:
         """A pause or resume the server did not finish: run on if the VM lives (any memory it
         saved dropped first: its disk moves on from here), else keep the saved memory if it is
-        complete, else the computer is stopped (disk kept)."""
+        complete, else the computer is stopped (disk kept). What the unfinished save left in the
+        state dir goes when the VM runs on or the computer is stopped."""
         fleet = self.fleet
         vm = self.runtime.attach_vm(computer_id)
         if vm is not None:
@@ -272,6 +273,7 @@ class Reconciler:
             why = f"paused: the server restarted while it was {state}; memory is saved"
             fleet.record(computer_id, State.PAUSED, "computer.paused", why)
         else:
+            await self.runtime.drop_saved_memory(computer_id)  # what an unfinished save left
             fleet.record(
                 computer_id,
                 State.STOPPED,

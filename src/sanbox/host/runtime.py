@@ -240,10 +240,12 @@ class HostRuntime:
         return memory.exists(self.data_dir.computer(computer_id).state)
 
     async def drop_saved_memory(self, computer_id: str) -> None:
-        """Remove a paused computer's saved state (a stop of a paused computer). Memory a
-        running VM maps is not in the state dir (`mapped_memory.mapped_file`): it is never
-        touched."""
-        await asyncio.to_thread(memory.discard, self.data_dir.computer(computer_id).state)
+        """Remove a paused computer's saved state (a stop of a paused computer), and what a save
+        that did not finish left. Memory a running VM maps is not in the state dir
+        (`mapped_memory.mapped_file`): it is never touched."""
+        state = self.data_dir.computer(computer_id).state
+        await asyncio.to_thread(memory.discard, state)
+        await asyncio.to_thread(memory.clear_unfinished, state)
 
     # snapshots and forks (snapshot/, machines/snapshot.py, machines/restore.py) -----------
 

@@ -211,8 +211,10 @@ class Machines:
         driver = await self.choose(image)
         cdir.logs.mkdir(parents=True, exist_ok=True)
         cdir.state.mkdir(parents=True, exist_ok=True)
-        # a fresh boot: its disk moves past any saved memory (a pause whose answer was lost)
+        # a fresh boot: its disk moves past any saved memory (a pause whose answer was lost),
+        # and what a save that did not finish left goes with it
         await asyncio.to_thread(memory.discard, cdir.state)
+        await asyncio.to_thread(memory.clear_unfinished, cdir.state)
         spec = await self.with_network(spec)
         if self.network is not None:
             undo.push_async_callback(self.network.remove, spec.computer_id)

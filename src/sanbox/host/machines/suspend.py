@@ -76,6 +76,8 @@ async def pause(m: Machines, machine: Machine, spec: MachineSpec, image: Image) 
         in_place: list[tuple[int, int]] | None = None
         try:
             cdir.state.mkdir(parents=True, exist_ok=True)
+            # never a name left of this VM's mapped memory, which a save from the stream cuts
+            await asyncio.to_thread(memory.clear_unfinished, cdir.state)
             if own is not None:  # only the pages written since the resume
                 in_place = await vm.save_state_in_place(tmp, own)
             ram_in_stream = in_place is None and await vm.save_state(tmp)  # runs again on failure

@@ -284,6 +284,14 @@ def _write_manifest(state_dir: Path, saved: SavedState) -> None:
     fsync_path(state_dir)
 
 
+def clear_unfinished(state_dir: Path) -> None:
+    """Remove what a save that did not finish (the process killed) left in the state dir: its
+    temporary files, up to a whole RAM's worth, one of them perhaps a second name of a running
+    VM's mapped memory (`write_in_place`), which a later save from the stream would truncate.
+    Done before anything uses the dir again; a complete state is not touched."""
+    _remove_tmp(state_dir, state_dir / f"{VMSTATE}.tmp", state_dir / f"{VMSTATE}.devices.tmp")
+
+
 def _remove_tmp(state_dir: Path, *tmps: Path) -> None:
     for tmp in (*tmps, state_dir / f"{MEMORY}.tmp", state_dir / f"{MANIFEST}.tmp"):
         with contextlib.suppress(OSError):
