@@ -114,11 +114,17 @@ class Channel:
         self._conn.write(p.encode(frame))
         await self._conn.drain()
 
-    async def send_data(self, channel: int, data: bytes) -> bool:
-        """Send under flow control; False if the agent closed the stream meanwhile."""
+    async def send_data(self, channel: int, data: bytes, stall: float | None = None) -> bool:
+        """Send under flow control; False if the agent closed the stream meanwhile. `stall`: how
+        long to wait for credit (None: as long as the agent withholds it, as a command that does
+        not read its input makes it do)."""
         view = memoryview(data)
         while view:
-            want = await self._send_window.take(min(len(view), p.CHUNK))
+            try:
+                async with asyncio.timeout(stall):
+                    want = await self._send_window.take(min(len(view), p.CHUNK))
+            except TimeoutError:
+                raise AgentTimeoutError(f"stream {self.id}: no credit in {stall} s") from None
             self._check()
             if self.remote_closed:
                 return False

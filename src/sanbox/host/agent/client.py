@@ -20,6 +20,7 @@ from .channel import Channel
 from .dial import Dial, unix_dial
 from .errors import (
     AgentError,
+    AgentTimeoutError,
     AgentUnavailableError,
     ProtocolError,
     RemoteError,
@@ -34,6 +35,9 @@ from .watch import Watches
 log = logging.getLogger("sanbox.host.agent")
 
 CALL_TIMEOUT = 30.0
+# a guest that takes none of what was written for this long stopped reading (its agent stopped
+# or replaced): the connection fails. A slow one that takes some is waited for, however long.
+WRITE_STALL = 30.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class AgentClient:
         self._channels: dict[int, Channel] = {}
         self._ids = itertools.count(1)
         self._error: AgentError | None = None
+        self._written = 0  # bytes handed to the transport, to tell a slow guest from a stopped one
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.files = Files(self)
         self.kept = Kept(self, hello)
@@ -129,9 +134,8 @@ class AgentClient:
         self._reader_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reader_task
-        self._writer.close()
         with contextlib.suppress(OSError):
-            await self._writer.wait_closed()
+            await self._writer.wait_closed()  # at once: `_fail` aborted the transport
 
     async def __aenter__(self) -> AgentClient:
         return self
@@ -142,13 +146,16 @@ class AgentClient:
         await self.close()
 
     def _fail(self, error: AgentError) -> None:
+        """End the connection: every stream and every later call raises `error`. The transport
+        is aborted, not closed: closing waits to flush what is written, forever if the guest
+        stopped reading, and nothing written matters once the streams are gone."""
         if self._error is not None:
             return
         self._error = error
         for channel in list(self._channels.values()):
             channel.fail(error)
         self._channels.clear()
-        self._writer.close()
+        self._writer.transport.abort()
 
     async def _read_loop(self) -> None:
         """Decode and route frames until the connection ends. However it ends (EOF, a broken
@@ -198,14 +205,35 @@ class AgentClient:
         if self._error is not None:
             raise self._error
         self._writer.write(data)
+        self._written += len(data)
+
+    def _taken(self) -> int:
+        """Bytes the guest's end has taken (the transport passed them to the socket)."""
+        return self._written - self._writer.transport.get_write_buffer_size()
 
     async def drain(self) -> None:
         try:
-            await self._writer.drain()
+            await self._drained()
         except ConnectionError as exc:
-            error = AgentUnavailableError(f"connection to agent lost: {exc}")
-            self._fail(error)
-            raise error from exc
+            self._fail(AgentUnavailableError(f"connection to agent lost: {exc}"))
+        if self._error is not None:  # failed, here or meanwhile (an aborted transport's drain
+            raise self._error  # returns as if all were written)
+
+    async def _drained(self) -> None:
+        """Wait while the transport holds too much of what was written. A guest that takes none
+        of it for `WRITE_STALL` s fails the connection: every caller's writes wait behind the
+        same buffer."""
+        while True:
+            taken = self._taken()
+            try:
+                async with asyncio.timeout(WRITE_STALL):
+                    await self._writer.drain()
+                return
+            except TimeoutError:
+                if self._taken() == taken:
+                    stalled = f"the agent took nothing written to it in {WRITE_STALL} s"
+                    self._fail(AgentTimeoutError(stalled))
+                    return
 
     def forget(self, stream_id: int) -> None:
         self._channels.pop(stream_id, None)
@@ -229,22 +257,34 @@ class AgentClient:
         opening = p.SYNC + p.encode(p.Open(channel.id, kind, params))
         if stdin_eof:
             opening += p.encode(p.Eof(channel.id, p.STDIN))
-        self.write(opening)
-        await self.drain()
+        try:
+            self.write(opening)
+            await self.drain()
+        except BaseException:
+            await channel.close()
+            raise
         return channel
 
     async def call(
         self, kind: str, params: dict[str, Any], *, timeout: float | None = CALL_TIMEOUT
     ) -> dict[str, Any]:
-        """One request, one ``result`` message."""
-        channel = await self.open(kind, params)
+        """One request, one ``result`` message; `timeout` bounds all of it, the request's
+        writing too (behind a guest that stopped reading, that is where it waits)."""
+        deadline = asyncio.timeout(timeout)
         try:
-            body = await channel.next_msg(timeout)
-            if body is None or body.get("type") != "result":
-                raise RemoteError("bad_reply", f"unexpected reply to {kind}: {body!r}")
-            return body
-        finally:
-            await channel.close()
+            async with deadline:
+                channel = await self.open(kind, params)
+                try:
+                    body = await channel.next_msg()
+                finally:
+                    await channel.close()
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # an AgentTimeoutError of the connection's
+            raise AgentTimeoutError(f"{kind}: no answer in {timeout} s") from None
+        if body is None or body.get("type") != "result":
+            raise RemoteError("bad_reply", f"unexpected reply to {kind}: {body!r}")
+        return body
 
     async def ping(self, timeout: float = 5.0) -> Ping:
         start = time.monotonic()

@@ -15,6 +15,9 @@ from .errors import InvalidPathError, RemoteError
 
 Source = bytes | str | os.PathLike[str] | AsyncIterable[bytes]
 
+# the agent grants a put credit as it writes the file: none for this long, and it stopped
+PUT_STALL = 60.0
+
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -102,7 +105,7 @@ class Files:
         channel = await self._client.open("file", params)
         try:
             async for chunk in _chunks(source):
-                if not await channel.send_data(p.STDIN, chunk):
+                if not await channel.send_data(p.STDIN, chunk, PUT_STALL):
                     break  # the agent gave up; its error follows
             else:
                 await channel.send(p.Eof(channel.id, p.STDIN))
