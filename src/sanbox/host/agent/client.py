@@ -15,7 +15,7 @@ from typing import Any
 
 from sanbox.guest import protocol as p
 
-from . import process
+from . import process, reply
 from .channel import Channel
 from .dial import Dial, unix_dial
 from .errors import (
@@ -290,9 +290,9 @@ class AgentClient:
         start = time.monotonic()
         body = await self.call("control", {"op": "ping"}, timeout=timeout)
         return Ping(
-            uptime=float(body["uptime"]),
-            boot_id=str(body["boot_id"]),
-            agent_version=str(body["agent_version"]),
+            uptime=reply.number(body.get("uptime"), "uptime"),
+            boot_id=reply.text(body.get("boot_id"), "boot id"),
+            agent_version=reply.text(body.get("agent_version"), "version"),
             rtt=time.monotonic() - start,
         )
 
@@ -338,15 +338,24 @@ class AgentClient:
 
     async def metrics(self) -> Metrics:
         body = await self.call("control", {"op": "metrics"})
-        load = [float(x) for x in body["load"]]
+        load = [reply.number(x, "load") for x in reply.items(body.get("load"), "load")]
+        if len(load) != 3:
+            raise reply.bad_reply("load", "three numbers")
+
+        def numbers(key: str) -> dict[str, float]:
+            return {k: reply.number(v, key) for k, v in reply.record(body.get(key), key).items()}
+
+        def integers(key: str) -> dict[str, int]:
+            return {k: reply.integer(v, key) for k, v in reply.record(body.get(key), key).items()}
+
         return Metrics(
-            cpu_count=int(body["cpu_count"]),
-            cpu_seconds={k: float(v) for k, v in body["cpu_seconds"].items()},
+            cpu_count=reply.integer(body.get("cpu_count"), "cpu count"),
+            cpu_seconds=numbers("cpu_seconds"),
             load=(load[0], load[1], load[2]),
-            memory={k: int(v) for k, v in body["memory"].items()},
-            disk={k: int(v) for k, v in body["disk"].items()},
-            uptime=float(body["uptime"]),
-            time=float(body["time"]),
+            memory=integers("memory"),
+            disk=integers("disk"),
+            uptime=reply.number(body.get("uptime"), "uptime"),
+            time=reply.number(body.get("time"), "time"),
         )
 
     async def services(self) -> list[dict[str, object]]:

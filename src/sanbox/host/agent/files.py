@@ -6,10 +6,10 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from sanbox.guest import protocol as p
 
+from . import reply
 from .channel import Requests
 from .errors import InvalidPathError, RemoteError
 
@@ -39,16 +39,17 @@ class FileInfo:
         return self.type == "file"
 
     @classmethod
-    def from_body(cls, body: dict[str, Any]) -> FileInfo:
+    def from_body(cls, body: object) -> FileInfo:
+        info = reply.record(body, "file info")
         return cls(
-            name=str(body["name"]),
-            path=str(body["path"]),
-            type=str(body["type"]),
-            size=int(body["size"]),
-            mode=int(body["mode"]),
-            mtime=float(body["mtime"]),
-            uid=int(body["uid"]),
-            gid=int(body["gid"]),
+            name=reply.text(info.get("name"), "file name"),
+            path=reply.text(info.get("path"), "file path"),
+            type=reply.text(info.get("type"), "file type"),
+            size=reply.integer(info.get("size"), "file size"),
+            mode=reply.integer(info.get("mode"), "file mode"),
+            mtime=reply.number(info.get("mtime"), "file mtime"),
+            uid=reply.integer(info.get("uid"), "file uid"),
+            gid=reply.integer(info.get("gid"), "file gid"),
         )
 
 
@@ -112,7 +113,7 @@ class Files:
             body = await channel.next_msg(timeout=None if channel.remote_closed else 120.0)
             if body is None or body.get("type") != "result":
                 raise RemoteError("bad_reply", f"unexpected reply to put: {body!r}")
-            return int(body["size"])
+            return reply.integer(body.get("size"), "size written")
         finally:
             await channel.close()
 
@@ -162,15 +163,15 @@ class Files:
         body = await self._client.call(
             "file", {"op": "mkdir", "path": check_path(path), "parents": parents}
         )
-        return FileInfo.from_body(body["info"])
+        return FileInfo.from_body(body.get("info"))
 
     async def list(self, path: str) -> list[FileInfo]:
         body = await self._client.call("file", {"op": "list", "path": check_path(path)})
-        return [FileInfo.from_body(entry) for entry in body["entries"]]
+        return [FileInfo.from_body(e) for e in reply.items(body.get("entries"), "listing")]
 
     async def stat(self, path: str) -> FileInfo:
         body = await self._client.call("file", {"op": "stat", "path": check_path(path)})
-        return FileInfo.from_body(body["info"])
+        return FileInfo.from_body(body.get("info"))
 
     async def remove(self, path: str, recursive: bool = False) -> None:
         await self._client.call(

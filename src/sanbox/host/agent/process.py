@@ -10,6 +10,7 @@ from typing import Any
 
 from sanbox.guest import protocol as p
 
+from . import reply
 from .channel import Channel
 from .errors import AgentTimeoutError, AgentUnavailableError, ExecError
 
@@ -94,8 +95,11 @@ def command_params(
 
 
 def _exit_from(body: dict[str, Any]) -> Exit:
-    sig = body.get("signal")
-    return Exit(int(body["exit_code"]), None if sig is None else int(sig), bool(body["timed_out"]))
+    return Exit(
+        reply.integer(body.get("exit_code"), "exit code"),
+        reply.optional_integer(body.get("signal"), "exit signal"),
+        reply.flag(body.get("timed_out"), "exit's timed_out"),
+    )
 
 
 async def _started(channel: Channel) -> int:
@@ -103,7 +107,7 @@ async def _started(channel: Channel) -> int:
         body = await channel.next_msg(START_TIMEOUT)
         if body is None or body.get("type") != "started":
             raise ExecError("bad_reply", f"agent did not start the command: {body!r}")
-        return int(body["pid"])
+        return reply.integer(body.get("pid"), "pid")
     except BaseException:
         await channel.close()
         raise

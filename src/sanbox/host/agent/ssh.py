@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from . import reply
 from .channel import Requests
 from .tcp import TcpStream
 
@@ -21,15 +22,15 @@ class Ssh:
     async def host_key(self) -> str:
         """The guest's public host key line (``ssh-ed25519 AAAA… sanbox``), made on first use."""
         body = await self._client.call("control", {"op": "ssh_host_key"})
-        return str(body["public_key"])
+        return reply.text(body.get("public_key"), "host key")
 
     async def new_host_key(self) -> str:
         """Delete the guest's host keys and make a new one (a new SSH identity, for a computer
         copied from another); returns the new public key line."""
         body = await self._client.call("control", {"op": "ssh_new_host_key"})
-        return str(body["public_key"])
+        return reply.text(body.get("public_key"), "host key")
 
     async def authorize(self, public_key: str) -> bool:
         """Let ``public_key`` log in as root; False if it already could."""
         body = await self._client.call("control", {"op": "ssh_authorize", "public_key": public_key})
-        return bool(body["added"])
+        return reply.flag(body.get("added"), "added")

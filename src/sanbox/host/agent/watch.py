@@ -2,10 +2,10 @@
 they happen, a recursive watch following new folders. An agent before protocol 3 has none
 (``supported`` is False): the caller lists and compares instead.
 
-What the guest sends is a guest's word: each line is at most ``MAX_LINE`` bytes, an event's type
-one of ``TYPES`` and its name a relative path of at most 4096 characters; anything else ends the
-watch with ``bad_reply``. The guest sends under the stream's window, so what waits here unread
-is bounded by it."""
+What the guest sends is a guest's word: each line is at most ``MAX_LINE`` bytes of JSON (nested
+no deeper than that allows), an event's type one of ``TYPES`` and its name a relative path of at
+most 4096 characters; anything else ends the watch with ``bad_reply``. The guest sends under the
+stream's window, so what waits here unread is bounded by it."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ class FsEvent:
 
 
 def parse_line(line: bytes) -> FsEvent:
+    if len(line) > MAX_LINE:
+        raise RemoteError("bad_reply", f"a watch event over {MAX_LINE} bytes")
     try:
         body = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json.loads goes
         raise RemoteError("bad_reply", "a watch event is not JSON") from None
     kind = body.get("type") if isinstance(body, dict) else None
     if kind not in TYPES:
