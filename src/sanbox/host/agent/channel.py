@@ -42,6 +42,11 @@ class Channel:
         self.remote_closed = False
         self.local_closed = False
 
+    @property
+    def window_left(self) -> int:
+        """DATA bytes the agent may still send on this stream."""
+        return self._inbox.window_left
+
     # -- called by the connection's reader ------------------------------------
 
     def deliver(self, frame: p.Frame) -> None:

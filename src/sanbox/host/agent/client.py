@@ -29,6 +29,7 @@ from .files import Files
 from .handshake import READ_SIZE, connected
 from .kept import Kept
 from .ssh import Ssh
+from .strays import Strays
 from .tcp import TcpStream
 from .watch import Watches
 
@@ -97,6 +98,7 @@ class AgentClient:
         self._decoder = decoder
         self.hello = hello
         self._channels: dict[int, Channel] = {}
+        self._strays = Strays()  # frames for streams closed here, racing the CLOSE
         self._ids = itertools.count(1)
         self._error: AgentError | None = None
         self._written = 0  # bytes handed to the transport, to tell a slow guest from a stopped one
@@ -193,8 +195,11 @@ class AgentClient:
             self._fail(AgentUnavailableError("the guest agent restarted; reconnect"))
             return
         channel = self._channels.get(frame.stream)
-        if channel is None or isinstance(frame, p.Hello | p.Open):
+        if channel is None:
+            self._strays.arrived(frame)  # dropped, or a ProtocolError that ends the connection
             return
+        if isinstance(frame, p.Hello | p.Open):  # the host's to send, never the agent's
+            raise ProtocolError(f"the agent sent {type(frame).__name__.upper()}")
         channel.deliver(frame)
         if isinstance(frame, p.Close):
             self._channels.pop(frame.stream, None)
@@ -236,7 +241,9 @@ class AgentClient:
                     return
 
     def forget(self, stream_id: int) -> None:
-        self._channels.pop(stream_id, None)
+        channel = self._channels.pop(stream_id, None)
+        if channel is not None:  # not closed by the guest yet: its last frames may follow
+            self._strays.closed(stream_id, channel.window_left)
 
     # -- streams ------------------------------------------------------------------------
 

@@ -55,6 +55,11 @@ class Inbox:
         """DATA bytes waiting (at most the window granted)."""
         return sum(len(item.data) for item in self._items if isinstance(item, _Chunk))
 
+    @property
+    def window_left(self) -> int:
+        """DATA bytes the agent may still send (what the host granted, less what came)."""
+        return self._allowed - self._received
+
     def allow(self, credit: int) -> None:
         """The host granted ``credit`` more bytes (a WINDOW frame was written)."""
         self._allowed += credit
