@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from sanbox.control.errors import NotFoundError
+from sanbox.fleet import reservations
 from sanbox.fleet.errors import (
     InsufficientCapacityError,
     RegionMismatchError,
@@ -147,6 +148,29 @@ def test_a_computer_goes_only_to_a_host_at_least_as_wide(any_db: Database) -> No
     with pytest.raises(InsufficientCapacityError):
         placer.place(replace(small(), vcpus=9))
     assert alloc(any_db) == {"narrow": 0, "wide": 512}
+
+
+def test_a_reservation_is_given_back_once_by_its_node_or_for_it(any_db: Database) -> None:
+    """A node that died between reserving and releasing left the host counting its reservation
+    for ever: each is recorded with its node, given back once (a second release does nothing),
+    and given back for a node that starts again or held it past any work's length."""
+    host(any_db, "h1", "eu-1")
+    mine, theirs = Placer(any_db, node="n1"), Placer(any_db, node="n2")
+    first, second = mine.place(small()), mine.place(small())
+    other = theirs.place(small())
+    assert alloc(any_db) == {"h1": 3 * 512}
+    mine.release(first)
+    mine.release(first)  # again: nothing more is taken off
+    assert alloc(any_db) == {"h1": 2 * 512}
+    assert reservations.abandon_node(any_db, "n1") == 1  # n1 started again: `second` goes
+    assert alloc(any_db) == {"h1": 512}
+    mine.release(second)  # its work, had it gone on, gives back nothing twice
+    assert alloc(any_db) == {"h1": 512}
+    assert reservations.sweep_stale(any_db, older_than=3600) == 0
+    assert reservations.sweep_stale(any_db, older_than=-1) == 1  # `other`: held too long
+    assert alloc(any_db) == {"h1": 0}
+    theirs.release(other)
+    assert alloc(any_db) == {"h1": 0}
 
 
 def test_a_refusing_host_is_released_and_another_tried(pg: Database) -> None:

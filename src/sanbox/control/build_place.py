@@ -70,7 +70,7 @@ def place(
         disk_bytes=disk_gib * GIB,
         layer=None if base_snapshot else image_build,
     )
-    placer = Placer(fleet.db)
+    placer = Placer(fleet.db, node=fleet.node)
     holder = _holder(fleet, org, base_snapshot, keys)
     if base_snapshot is not None:  # its base's disk is there: that host or none
         if holder is None:

@@ -95,7 +95,7 @@ def _reserve(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
 
 def _room(fleet: Fleet, req: Request, now: str | None, to: str | None, what: str) -> Placement:
     """Room for `req` on host `to`, or on the best host of its region but `now`."""
-    placer = Placer(fleet.db)
+    placer = Placer(fleet.db, node=fleet.node)
     if to is None:
         try:
             return placer.place(req, None, exclude=[now or ""])

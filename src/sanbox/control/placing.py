@@ -39,7 +39,7 @@ def place(
     """Reserve room for `row` on a host (none of `exclude`: hosts that refused it) and put it
     there (its host, region and generation), in one transaction; `insufficient_capacity` when no
     host of its region has room."""
-    placer = Placer(fleet.db)
+    placer = Placer(fleet.db, node=fleet.node)
     region = row.region or region_for(fleet.db, row.org_id, None)  # placed before: its own
     req = Request(
         region=region or "",

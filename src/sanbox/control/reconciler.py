@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..fleet import reservations
 from ..host.door import GIB, HostError, VmHandle
 from ..store import repo
 from .computers import Computers
@@ -43,6 +44,9 @@ class Reconciler:
         left = self.fleet.operations.abandon_node(self.fleet.node)  # nothing of it runs now
         if left:
             log.warning("%d operations this node left incomplete when it ended: abandoned", left)
+        held = reservations.abandon_node(self.fleet.db, self.fleet.node)
+        if held:
+            log.warning("%d host reservations this node left held when it ended: released", held)
         with self.fleet.db.session() as s:
             every = repo.list_computers(s, None)
         known = {row.id for row in every}

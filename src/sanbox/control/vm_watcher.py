@@ -12,6 +12,7 @@ import logging
 
 from sqlalchemy import select
 
+from ..fleet import reservations
 from ..fleet.errors import BusyError
 from ..fleet.link.vm import RemoteVm
 from ..host.door import HostError, Liveness, VmHandle
@@ -63,6 +64,8 @@ class VmWatcher:
                 for op in stale:
                     said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"
                     log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
+                if released := reservations.sweep_stale(self.fleet.db):
+                    log.warning("%d host reservations held too long released", released)
 
     async def check_running(self, leading: bool = True) -> None:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import Connection, case, exists, select, update
+from sqlalchemy import Connection, case, delete, exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import Database
-from ..store.fleet_models import HostRow
+from ..store.fleet_models import HostRow, ReservationRow
 from ..store.models import ComputerRow
 from ..store.repo import new_id
 from . import clock
@@ -231,6 +231,7 @@ class Hosts:
             ).scalar()
             if host_id is None:
                 self._raise_state(conn, name, "is not lost: only a lost host can be forgotten")
+            conn.execute(delete(ReservationRow).where(ReservationRow.host_id == host_id))
             return _computers_on(conn, [host_id])
 
     def all(self) -> list[HostRow]:

@@ -16,12 +16,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, case, select, update
+from sqlalchemy import Connection, select, update
 
 from ..control.errors import NotFoundError, UnavailableError
 from ..store import Database
 from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow
+from . import reservations
 from .errors import HostNotFoundError, InsufficientCapacityError, RegionMismatchError
 from .hosts import UP
 
@@ -92,6 +93,7 @@ class Placement:
     score: float
     candidates: tuple[Candidate, ...]  # those sampled, best first
     generation: int | None  # the computer's, after this placement (None: no computer given)
+    reservation: str = ""  # its record (reservations.py): what `release` gives back
 
     def event_data(self) -> dict[str, Any]:
         """For the create's event: the chosen host and the candidates considered."""
@@ -150,11 +152,16 @@ _LOAD = [getattr(HostRow, f) for f in HostLoad.__dataclass_fields__]
 
 class Placer:
     def __init__(
-        self, db: Database, policy: Policy | None = None, rng: random.Random | None = None
+        self,
+        db: Database,
+        policy: Policy | None = None,
+        rng: random.Random | None = None,
+        node: str | None = None,
     ) -> None:
         self.db = db
         self.policy = policy or Policy()
         self.rng = rng or random.Random()
+        self.node = node  # the API node its reservations are held by
 
     def place(
         self, req: Request, computer_id: str | None = None, exclude: Collection[str] = ()
@@ -170,11 +177,12 @@ class Placer:
             while hosts:
                 candidates = choose(hosts, req, self.policy, self.rng)
                 for chosen in candidates:
-                    epoch = _reserve(conn, chosen.host_id, req, self.policy)
-                    if epoch is not None:
+                    reserved = self._reserve(conn, chosen.host_id, req)
+                    if reserved is not None:
+                        epoch, reservation = reserved
                         generation = _put(conn, computer_id, chosen.host_id, req.region)
                         found = (chosen.host_id, chosen.name, epoch, req, chosen.score)
-                        return Placement(*found, tuple(candidates), generation)
+                        return Placement(*found, tuple(candidates), generation, reservation)
                 # each filled up under us since it was read: sample among the others
                 taken = {c.host_id for c in candidates}
                 hosts = [h for h in hosts if h.id not in taken] if candidates else []
@@ -203,28 +211,43 @@ class Placer:
                     f"{req.vcpus} vCPUs is more than host {host.name} has ({load.vcpus}): ask "
                     f"for at most {load.vcpus}"
                 )
-            epoch = _reserve(conn, host_id, req, self.policy)
-            if epoch is None:
+            reserved = self._reserve(conn, host_id, req)
+            if reserved is None:
                 raise InsufficientCapacityError(f"host {host.name} has no room for it now")
+            epoch, reservation = reserved
             generation = _put(conn, computer_id, host_id, req.region)
             s = score(load, req, self.policy)
-            return Placement(
-                host_id, host.name, epoch, req, s, (Candidate(host_id, host.name, s),), generation
-            )
+            only = (Candidate(host_id, host.name, s),)
+            return Placement(host_id, host.name, epoch, req, s, only, generation, reservation)
 
     def release(self, placement: Placement) -> None:
-        """Give back what a placement reserved (the work ended, or the host refused it)."""
-        req, t = placement.request, HostRow.__table__.c
-        with self.db.engine.begin() as conn:
-            conn.execute(
-                update(HostRow)
-                .where(t.id == placement.host_id)
-                .values(
-                    alloc_vcpus=_minus(t.alloc_vcpus, req.vcpus),
-                    alloc_memory_mib=_minus(t.alloc_memory_mib, req.memory_mib),
-                    alloc_disk_bytes=_minus(t.alloc_disk_bytes, req.disk_bytes),
-                )
+        """Give back what a placement reserved (the work ended, or the host refused it); once."""
+        reservations.release(self.db, placement.reservation)
+
+    def _reserve(self, conn: Connection, host_id: str, req: Request) -> tuple[int, str] | None:
+        """`req` added to the host's allocation if it is up and still fits (the row lock and
+        this guard make concurrent reservations safe), and its record: the host's epoch and the
+        record's id, or None."""
+        t = HostRow.__table__.c
+        epoch = conn.execute(
+            update(HostRow)
+            .where(t.id == host_id, t.state == UP, t.vcpus >= req.vcpus)
+            .where(t.alloc_vcpus + req.vcpus <= t.vcpus * self.policy.vcpu_overcommit)
+            .where(t.alloc_memory_mib + req.memory_mib <= t.memory_mib)
+            .where(
+                t.alloc_disk_bytes + req.disk_bytes <= t.disk_bytes * self.policy.disk_overcommit
             )
+            .values(
+                alloc_vcpus=t.alloc_vcpus + req.vcpus,
+                alloc_memory_mib=t.alloc_memory_mib + req.memory_mib,
+                alloc_disk_bytes=t.alloc_disk_bytes + req.disk_bytes,
+            )
+            .returning(t.epoch)
+        ).scalar()
+        if epoch is None:
+            return None
+        share = reservations.Share(req.vcpus, req.memory_mib, req.disk_bytes)
+        return epoch, reservations.record(conn, host_id, share, self.node)
 
     def create(
         self, req: Request, attempt: Callable[[Placement], T], computer_id: str | None = None
@@ -245,25 +268,6 @@ class Placer:
         raise InsufficientCapacityError(
             f"{len(refused)} hosts of region {req.region} refused it for capacity"
         )
-
-
-def _reserve(conn: Connection, host_id: str, req: Request, policy: Policy) -> int | None:
-    """Add `req` to the host's allocation if it is up and still fits (the row lock and this
-    guard make concurrent reservations safe); its epoch, or None."""
-    t = HostRow.__table__.c
-    return conn.execute(
-        update(HostRow)
-        .where(t.id == host_id, t.state == UP, t.vcpus >= req.vcpus)
-        .where(t.alloc_vcpus + req.vcpus <= t.vcpus * policy.vcpu_overcommit)
-        .where(t.alloc_memory_mib + req.memory_mib <= t.memory_mib)
-        .where(t.alloc_disk_bytes + req.disk_bytes <= t.disk_bytes * policy.disk_overcommit)
-        .values(
-            alloc_vcpus=t.alloc_vcpus + req.vcpus,
-            alloc_memory_mib=t.alloc_memory_mib + req.memory_mib,
-            alloc_disk_bytes=t.alloc_disk_bytes + req.disk_bytes,
-        )
-        .returning(t.epoch)
-    ).scalar()
 
 
 def _check_region(conn: Connection, computer_id: str | None, region: str) -> None:
@@ -289,7 +293,3 @@ def _put(conn: Connection, computer_id: str | None, host_id: str, region: str) -
         .values(host_id=host_id, region=region, generation=c.generation + 1)
         .returning(c.generation)
     ).scalar()
-
-
-def _minus(column: Any, n: int) -> Any:
-    return case((column >= n, column - n), else_=0)

@@ -38,6 +38,21 @@ class HostRow(Base):
     registered_at: Mapped[datetime] = mapped_column()
 
 
+class ReservationRow(Base):
+    """What one placement reserved on a host (its share of the host's `alloc_*`), and the API
+    node that holds it: released once, by its holder, or when that node starts again or has held
+    it past any operation's length (it died and did not come back)."""
+
+    __tablename__ = "reservations"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    host_id: Mapped[str] = mapped_column(String(32), index=True)
+    node: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+    disk_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class OperationRow(Base):
     """An operation on a computer; at most one incomplete (`finished_at` None) per computer: the
     partial unique index is the guard across API nodes."""
