@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from sanbox.api import standing
 from sanbox.api.redact import RedactCredentials, redact
 
 from .conftest import Server
@@ -294,3 +295,58 @@ def test_the_access_log_never_holds_a_key() -> None:
     line = record.getMessage()
     assert key not in line and "token=[redacted]&b=2" in line
     assert redact(f"Bearer {key}") == "Bearer sbk_[redacted]"
+
+
+@contextlib.contextmanager
+def guest_echo() -> Iterator[int]:
+    """A WebSocket echo on a local port (the stand-in's guest), its port."""
+    from websockets.sync.server import ServerConnection, serve
+
+    def echo(ws: ServerConnection) -> None:
+        for message in ws:
+            ws.send(message)
+
+    with serve(echo, "127.0.0.1", 0) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.socket.getsockname()[1]
+        finally:
+            server.shutdown()
+
+
+@pytest.mark.parametrize("by", ["key", "cookie"])
+def test_a_port_websocket_ends_when_its_key_stops(
+    server: Server, monkeypatch: pytest.MonkeyPatch, by: str
+) -> None:
+    """A WebSocket to a private port (a VNC, a terminal) opened by a key, or by a cookie that
+    key made, ends within a re-check of the key's revocation (it went on while left open)."""
+    monkeypatch.setattr(standing, "RECHECK", 0.1)
+    made = server.client.post("/v1/keys", json={"name": "ws"}, headers=server.headers())
+    key, key_id = made.json()["key"], made.json()["id"]
+    with guest_echo() as port:
+        publish(server, key, "wsport", port, public=False)
+        host = f"{port}-wsport.localhost:7070"
+        headers = {"host": host}
+        if by == "key":
+            headers["authorization"] = f"Bearer {key}"
+        else:
+            r = get(server, host, f"/?token={key}")
+            value = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+            server.client.cookies.clear()
+            headers |= {"cookie": value, "origin": f"http://{host}"}
+        with server.client.websocket_connect("/", headers=headers) as ws:
+            ws.send_text("hello")
+            assert ws.receive_text() == "hello"
+            revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
+            assert revoked.status_code == 200
+            ended = threading.Event()
+
+            def wait_end() -> None:
+                with contextlib.suppress(Exception):
+                    while True:
+                        ws.receive_text()
+                ended.set()
+
+            threading.Thread(target=wait_end, daemon=True).start()
+            assert ended.wait(10), "the port's WebSocket outlived its key"

@@ -27,7 +27,7 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..control.errors import ControlError, ForbiddenError, NotFoundError
+from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.network import publication
 from ..host.keys.secret import derived_key
@@ -52,6 +52,7 @@ from .ports.rfb import RfbViewOnly
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
 from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
 from .settings import DEFAULT_ORG
+from .standing import KEY_LAPSED, Check, while_standing
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ class PublishedPorts:
         if public:
             await self._open(scope, receive, send, state, owner, row, target.port)
             return
+        keys = state.keys
         if principal is not None and own:
             ACTOR.set(principal.key.prefix)  # a computer this request wakes names the key
             if creds.from_query and _page_load(scope):
@@ -208,7 +210,8 @@ class PublishedPorts:
                     scope, send, state, row.id, target.port, principal.key.id, mode
                 )
                 return
-            await self._open(scope, receive, send, state, owner, row, target.port)
+            stands = _key_stands(keys, creds.key)
+            await self._open(scope, receive, send, state, owner, row, target.port, stands=stands)
             return
         if principal is None and link is not None and _page_load(scope):
             key_id, expires = link  # a view link: traded for a view-only cookie, never longer
@@ -221,7 +224,10 @@ class PublishedPorts:
             view_only = cookie[1] == VIEW
             if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
                 raise ForbiddenError("this port was opened view-only", "view_only")
-            await self._open(scope, receive, send, state, owner, row, target.port, view_only)
+            stands = _key_id_stands(keys, cookie[0])
+            await self._open(
+                scope, receive, send, state, owner, row, target.port, view_only, stands
+            )
             return
         raise hidden(target)
 
@@ -235,12 +241,15 @@ class PublishedPorts:
         row: ComputerRow,
         port: int,
         view_only: bool = False,
+        stands: Check | None = None,
     ) -> None:
+        """Relay to the port; a WebSocket opened by a key or a cookie lasts while the key stands
+        (`stands`: a VNC or a terminal left open would outlive its key's revocation)."""
         host_header = f"127.0.0.1:{port}"
         async with state.computers.tcp(owner, row.id, port) as stream:
             if scope["type"] == "websocket":
                 client_filter = RfbViewOnly() if view_only else None
-                await relay_websocket(
+                relay = relay_websocket(
                     stripped(scope),
                     receive,
                     send,
@@ -248,6 +257,10 @@ class PublishedPorts:
                     host_header=host_header,
                     client_filter=client_filter,
                 )
+                if stands is None:
+                    await relay
+                elif not await while_standing(stands, relay):
+                    await send({"type": "websocket.close", "code": 1008, "reason": KEY_LAPSED})
             else:
                 await relay_http(stripped(scope), receive, send, stream, host_header=host_header)
 
@@ -284,3 +297,20 @@ class PublishedPorts:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _key_stands(keys: Keys, token: str | None) -> Check:
+    return lambda: keys.stands(token)
+
+
+def _key_id_stands(keys: Keys, key_id: str) -> Check:
+    """The check of the key a port cookie or view link was made from."""
+
+    def check() -> bool:
+        try:
+            keys.principal_of(key_id, take=False)
+        except AuthError:
+            return False
+        return True
+
+    return check
