@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,30 @@ class BuildLog:
 
     def event(self, type_: str, **fields: Any) -> None:
         self._write({"type": type_, "time": round(time.time(), 3), **fields})
+
+    async def follow(self, events: AsyncIterator[object], tail: list[str]) -> object:
+        """A step's output events into the log, line by line (its last lines kept in `tail`);
+        the event that is not output (its exit), the last one."""
+        pending = b""
+        last: object = None
+        async for ev in events:
+            data = getattr(ev, "data", None)
+            if not isinstance(data, bytes):
+                last = ev
+                continue
+            pending += data
+            *done, pending = pending.split(b"\n")
+            for line in done:
+                text = line.decode(errors="replace")
+                self.output(text)
+                tail.append(text)
+                del tail[:-5]
+            if len(pending) > 4096:
+                self.output(pending.decode(errors="replace"))
+                pending = b""
+        if pending:
+            self.output(pending.decode(errors="replace"))
+        return last
 
     def output(self, text: str) -> None:
         for line in text.splitlines():

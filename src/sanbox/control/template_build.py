@@ -29,7 +29,6 @@ from ..host.door import (
     AgentError,
     AgentTimeoutError,
     EgressControl,
-    ExecProcess,
     HostError,
     Image,
     Machine,
@@ -230,11 +229,10 @@ class Builder:
             argv, env=env, cwd="/root", timeout=STEP_TIMEOUT, stdin=False
         )
         tail: list[str] = []
-        try:
-            async with asyncio.timeout(
-                STEP_TIMEOUT + STEP_GRACE
-            ):  # whatever the guest's agent does
-                exit_ = await self._follow(proc, tail)
+        events = proc.events(timeout=STEP_TIMEOUT + 30)
+        try:  # the step ends on the host's clock, whatever the guest's agent does
+            async with asyncio.timeout(STEP_TIMEOUT + STEP_GRACE):
+                exit_ = await self.blog.follow(events, tail)
         except TimeoutError:
             raise BuildFailed(f"{what} ran over {STEP_TIMEOUT:.0f}s") from None
         code = getattr(exit_, "exit_code", -1)
@@ -243,29 +241,6 @@ class Builder:
         if code != 0:
             last = (": " + " | ".join(tail[-3:])) if tail else ""
             raise BuildFailed(f"{what} failed (exit code {code}){last}")
-
-    async def _follow(self, proc: ExecProcess, tail: list[str]) -> object:
-        """A step's output into the log (its last lines kept in `tail`), then its exit event."""
-        pending = b""
-        exit_: object = None
-        async for ev in proc.events(timeout=STEP_TIMEOUT + 30):
-            data = getattr(ev, "data", None)
-            if isinstance(data, bytes):
-                pending += data
-                *done, pending = pending.split(b"\n")
-                for line in done:
-                    text = line.decode(errors="replace")
-                    self.blog.output(text)
-                    tail.append(text)
-                    del tail[:-5]
-                if len(pending) > 4096:
-                    self.blog.output(pending.decode(errors="replace"))
-                    pending = b""
-            else:
-                exit_ = ev
-        if pending:
-            self.blog.output(pending.decode(errors="replace"))
-        return exit_
 
     async def _install(self, machine: Machine, step: Step) -> None:
         client = await machine.client()
