@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ..sdk.config import resolve_config
 from ..sdk.errors import ConnectionFailedError, RequestTimeoutError, error_from_response
+from ..sdk.paths import segment
 from .plainhttp import Broken, Sink, Unreached, exchange
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ Params = Mapping[str, str | int | bool | None] | list[tuple[str, str]]
 
 
 def path(*parts: str) -> str:
-    """`/v1/...` from its parts, each quoted as the SDK quotes a name or id."""
-    return "/v1/" + "/".join(quote(part, safe="") for part in parts)
+    """`/v1/...` from its parts, each a segment as the SDK makes a name or id one."""
+    return "/v1/" + "/".join(segment(part) for part in parts)
 
 
 class Api:
@@ -202,12 +203,12 @@ def _without_dots(target: str) -> str:
     if "." not in segments and ".." not in segments:
         return target
     kept: list[str] = []
-    for segment in segments:
-        if segment == "..":
+    for part in segments:
+        if part == "..":
             if kept and kept != [""]:
                 kept.pop()
-        elif segment != ".":
-            kept.append(segment)
+        elif part != ".":
+            kept.append(part)
     return "/".join(kept) or "/"
 
 
