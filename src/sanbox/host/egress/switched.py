@@ -37,7 +37,10 @@ async def relay_switched(
     if to_upstream:
         up_writer.write(to_upstream)
     if to_guest:
-        down(to_guest)
+        try:
+            down(to_guest)
+        except ConnectionAbortedError:  # it came with the 101: cut, as below
+            return True
 
     async def to_up() -> None:
         while data := await guest.read(CHUNK):
