@@ -32,7 +32,7 @@ class Monitor:
         return None
 
     async def close(self) -> None:
-        pass
+        self.vm.connected -= 1
 
 
 class Vm:
@@ -41,12 +41,14 @@ class Vm:
     def __init__(self, top: str, answers_again: bool = True) -> None:
         self.top, self.answers_again = top, answers_again
         self.sent: list[str] = []
-        self.dialled = 0
+        self.dialled = self.connected = 0
 
     async def qmp(self, timeout: float = 10.0) -> Monitor:
+        """As QEMU's monitor: one client at a time (a second gets no greeting)."""
         self.dialled += 1
-        if self.dialled > 1 and not self.answers_again:
+        if self.connected or (self.dialled > 1 and not self.answers_again):
             raise QmpError("QEMU's monitor does not accept")
+        self.connected += 1
         return Monitor(self)
 
 

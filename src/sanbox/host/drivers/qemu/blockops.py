@@ -55,36 +55,43 @@ async def switch_disk(vm: Monitored, overlay: Path) -> None:
         )
         try:
             await qmp.execute("blockdev-snapshot", 60.0, node=DRIVE, overlay=node)
+            return
         except QmpNoAnswer as exc:  # a drain on a slow disk: it may have switched after all
-            if await _on_top(vm, overlay, exc):
-                return
-            with contextlib.suppress(QmpError):
-                await qmp.execute("blockdev-del", 30.0, **{"node-name": node})
-            raise
+            unanswered = exc
         except QmpError:
             with contextlib.suppress(QmpError):
                 await qmp.execute("blockdev-del", 30.0, **{"node-name": node})
             raise
     finally:
-        await qmp.close()
+        await qmp.close()  # QEMU serves one monitor client at a time: asked again below
+    await _settle(vm, overlay, node, unanswered)
 
 
-async def _on_top(vm: Monitored, overlay: Path, unanswered: QmpNoAnswer) -> bool:
-    """Whether the guest's disk writes to `overlay` now, asked on a new monitor connection
-    after a switch that was not answered; `SwitchUnknownError` if QEMU cannot say (the caller
-    must not take the overlay away: the guest may be writing to it)."""
+async def _settle(vm: Monitored, overlay: Path, node: str, unanswered: QmpNoAnswer) -> None:
+    """After a switch QEMU did not answer, ask it on a new monitor connection whether the
+    guest's disk writes to the overlay now: done if so; if not, the overlay's node goes and the
+    switch failed (`unanswered`); `SwitchUnknownError` if QEMU cannot say (the caller must not
+    take the overlay away: the guest may be writing to it)."""
     try:
         qmp = await vm.qmp()
-        try:
-            devices = await qmp.execute("query-block", 30.0) or []
-        finally:
-            await qmp.close()
     except QmpError as exc:
         raise SwitchUnknownError(f"{unanswered}; and then {exc}") from exc
-    for device in devices:
-        if device.get("device") == DRIVE:
-            return bool((device.get("inserted") or {}).get("file") == str(overlay))
-    raise SwitchUnknownError(f"{unanswered}; and then QEMU listed no drive {DRIVE!r}")
+    try:
+        try:
+            devices = await qmp.execute("query-block", 30.0) or []
+        except QmpError as exc:
+            raise SwitchUnknownError(f"{unanswered}; and then {exc}") from exc
+        drive = next((d for d in devices if d.get("device") == DRIVE), None)
+        if drive is None:
+            raise SwitchUnknownError(f"{unanswered}; and then QEMU listed no drive {DRIVE!r}")
+        top = drive.get("inserted") or {}
+        if top.get("node-name") == node or top.get("file") == str(overlay):
+            return
+        with contextlib.suppress(QmpError):
+            await qmp.execute("blockdev-del", 30.0, **{"node-name": node})
+        raise unanswered
+    finally:
+        await qmp.close()
 
 
 async def grow_disk(vm: Monitored, size_bytes: int) -> None:
