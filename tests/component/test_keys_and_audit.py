@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -343,6 +344,14 @@ def test_a_flood_of_anonymous_records_cannot_push_out_the_others(short_tmp: Path
     db.close()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
+
+
 def _within(seconds: float, work: Callable[[], object]) -> object:
     """`work`'s result, run in a thread, or a failure if it has not ended within `seconds`."""
     done: list[object] = []
@@ -354,7 +363,7 @@ def _within(seconds: float, work: Callable[[], object]) -> object:
 
 
 def test_a_live_connection_ends_when_its_key_stops(
-    api: Api, monkeypatch: pytest.MonkeyPatch
+    api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A shell, an event feed or a followed log opened before its key was revoked or expired
     ends within a re-check (they went on for as long as they were left open)."""
@@ -374,6 +383,27 @@ def test_a_live_connection_ends_when_its_key_stops(
             said = _within(10, lambda: json.loads(ws.receive_text()))
             assert said["type"] == "error" and said["code"] == "unauthorized", said
             _within(10, lambda: list(feed.iter_bytes()))  # the feed ends too
+
+    # a terminal's program ends with it (the PTY's stream was left open, its shell running)
+    pid_file = tmp_path / "pty.pid"
+    other = api.new_key(name="pty")
+    with api.client.websocket_connect(
+        "/v1/computers/x/exec/stream", headers=api.h(other["key"])
+    ) as ws:
+        shell = f"echo $$ > {pid_file}; exec sleep 1000"
+        ws.send_text(json.dumps({"type": "start", "cmd": ["sh", "-c", shell], "pty": True}))
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the terminal's program did not start"
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        api.call("DELETE", f"/v1/keys/{other['id']}")
+        said = _within(10, lambda: json.loads(ws.receive_text()))
+        assert said["code"] == "unauthorized", said
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the terminal's program outlived its key"
+        time.sleep(0.05)
 
     short = api.new_key(name="short", expires_in=60)
     with api.client.stream("GET", "/v1/events", headers=api.h(short["key"])) as feed:

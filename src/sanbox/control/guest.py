@@ -224,11 +224,15 @@ async def pty(
         client = await machine.client()
         env = _env(fleet, row, env)
         if keep and client.kept.supported:
-            yield await client.kept.pty(
+            session = await client.kept.pty(
                 cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user, tag=tag
             )
         else:
-            yield await client.pty(cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user)
+            session = await client.pty(cmd, rows=rows, cols=cols, env=env, cwd=cwd, user=user)
+        try:
+            yield session
+        finally:  # however the caller ended (its key lapsed: cancelled), the stream ends
+            await session.close()
 
 
 @contextlib.asynccontextmanager
