@@ -34,6 +34,10 @@ from .sniff import (
 
 MAX_HEAD = 64 * 1024  # request and response heads; bodies stream and are never held whole
 HOP_BY_HOP = {b"connection", b"keep-alive", b"proxy-connection"}
+# an upgrade to anything but WebSocket (h2c: its HTTP/2 streams would each name a host, unchecked)
+# is not asked of the upstream: the request goes as HTTP/1.1 (as Java's HttpClient or `curl
+# --http2` expect when the server does not switch)
+NOT_UPGRADING = {b"upgrade", b"http2-settings"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Refusal:
 class RequestHead:
     name: str  # the host the request asks for (lowercase, no port)
     method: bytes
-    upgrade: bool  # it asks to switch protocols (WebSocket)
+    upgrade: bool  # it asks to switch protocols to WebSocket (another upgrade is not relayed)
 
 
 def header_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]] | str:
@@ -103,8 +107,7 @@ def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
     if framing is not None:
         return framing
     upgrades = [t.strip().lower() for v in fields.get(b"upgrade", []) for t in v.split(b",")]
-    if any(t != b"websocket" for t in upgrades):  # h2c: its streams would name hosts unchecked
-        return Refusal(501, "an upgrade to another protocol than WebSocket is not relayed")
+    websocket = bool(upgrades) and all(t == b"websocket" for t in upgrades)
     hosts = fields.get(b"host", [])
     if len(hosts) > 1:
         return Refusal(400, "several Host headers")
@@ -119,7 +122,7 @@ def check_head(buf: bytes) -> RequestHead | Refusal | Incomplete:
         return Refusal(400, "a malformed Host")
     if not host:
         return Refusal(400, "HTTP without a Host header: the destination cannot be named")
-    return RequestHead(host, method, b"upgrade" in fields)
+    return RequestHead(host, method, websocket)
 
 
 def _framing_refusal(fields: dict[bytes, list[bytes]]) -> Refusal | None:
@@ -225,7 +228,8 @@ def upstream_request(request: h11.Request, upgrade: bool) -> h11.Request:
     if upgrade:
         headers = list(request.headers.raw_items())
     else:
-        headers = [(n, v) for n, v in request.headers.raw_items() if n.lower() not in HOP_BY_HOP]
+        dropped = HOP_BY_HOP | NOT_UPGRADING
+        headers = [(n, v) for n, v in request.headers.raw_items() if n.lower() not in dropped]
         headers.append((b"Connection", b"close"))
     return h11.Request(method=request.method, target=request.target, headers=headers)
 

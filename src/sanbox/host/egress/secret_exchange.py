@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import h11
 
-from .http_request import HOP_BY_HOP
+from .http_request import HOP_BY_HOP, NOT_UPGRADING
 
 Headers = list[tuple[bytes, bytes]]
 REFUSED_METHODS = frozenset({b"TRACE", b"TRACK"})
@@ -27,7 +27,7 @@ IDENTITY = (b"Accept-Encoding", b"identity")
 def upstream_headers(headers: Headers, upgrade: bool, scanned: bool) -> Headers:
     """The guest's request headers as they go upstream, before the secrets go in."""
     if not upgrade:
-        headers = [(n, v) for n, v in headers if n.lower() not in HOP_BY_HOP]
+        headers = [(n, v) for n, v in headers if n.lower() not in HOP_BY_HOP | NOT_UPGRADING]
     if scanned:
         headers = [(n, v) for n, v in headers if n.lower() not in UNSCANNED_REQUEST]
         headers.append(IDENTITY)
