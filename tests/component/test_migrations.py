@@ -122,3 +122,26 @@ def test_the_migrations_make_the_tables_the_models_describe(empty_db: Database) 
 def _benign(d: object) -> bool:
     """Differences that are only how a dialect reports a type back (JSON as TEXT on SQLite)."""
     return isinstance(d, list) and all(step[0] == "modify_type" for step in d)
+
+
+def test_hosts_count_reservations_from_their_records(empty_db: Database) -> None:
+    """0022: what a host counted before reservations had records (a share a dead node leaked
+    among it) starts again from zero; the records count from there."""
+    db = empty_db
+    _to(db, "0021")
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into hosts (id, name, region, labels, hypervisor, accel, address, vcpus,"
+                " memory_mib, disk_bytes, alloc_vcpus, alloc_memory_mib, alloc_disk_bytes,"
+                " layers, epoch, state, lease_until, registered_at) values ('hst_1', 'h1',"
+                " 'eu-1', '{}', 'qemu', 'kvm', 'https://h1:7443', 8, 16384, 1000, 4, 2048, 10,"
+                " '[]', 1, 'up', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            )
+        )
+    _to(db, "0022")
+    with db.engine.connect() as conn:
+        alloc = conn.execute(
+            text("select alloc_vcpus, alloc_memory_mib, alloc_disk_bytes from hosts")
+        ).one()
+    assert tuple(alloc) == (0, 0, 0)

@@ -102,3 +102,10 @@ def test_several_values_and_none() -> None:
 def test_short_forms_are_not_looked_for() -> None:
     assert all(len(f) >= MIN_FORM for f in forms(b"abcdefgh"))
     assert forms(b"abc") == set()
+
+
+def test_a_quote_in_the_value_is_caught_as_dot_net_escapes_it() -> None:
+    value = b'pa"ss+word/1<2>'
+    echoed = b'{"key": "pa\\u0022ss\\u002Bword/1\\u003C2\\u003E"}'
+    assert relay(LeakScanner([value]), [echoed]) is None
+    assert relay(LeakScanner([value]), [echoed.lower()]) is None

@@ -74,7 +74,9 @@ async def _pause_failed(
         why = f"its host did not answer ({exc})"
         now = "whether its memory was saved is not known: the computer is in error"
         _in_error(fleet, row.id, f"pause failed: {why}; {now}")
-        return failed("pause", why, f"{now}; start it again once its host answers")
+        return failed(
+            "pause", why, f"{now}; start it again once its host answers (it boots afresh)"
+        )
     why = pause_failure(exc)
     if machine.vm.alive() and await machine.vm.frozen() is not True:
         fleet.record(

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.types import Scope
 
 COOKIE = "sanbox_port"
-MOST_COOKIES = 4  # port cookies a request's are looked through for one that opens the port
+MOST_COOKIES = 32  # port cookies a request's are looked through for one that opens the port
 TOKEN_PARAM = "token"
 VIEW_PARAM = "sanbox_view"  # ?sanbox_view=1 beside ?token=: the cookie opens view-only
 VIEW_TOKEN_PARAM = "sanbox_view_token"  # a view link's token (`view_link`)

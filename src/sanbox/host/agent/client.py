@@ -38,7 +38,7 @@ log = logging.getLogger("sanbox.host.agent")
 CALL_TIMEOUT = 30.0
 # a guest that takes none of what was written for this long stopped reading (its agent stopped
 # or replaced): the connection fails. A slow one that takes some is waited for, however long.
-WRITE_STALL = 30.0
+WRITE_STALL = 120.0  # (longer than any stop of its vCPUs: a stopped memory save of a large guest)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
 MIN_FORM = 8  # bytes: a shorter form of a value is not looked for
-_NET_ESCAPED = frozenset("+<>&'`")
+_NET = {"\\": "\\\\", **{c: f"\\u{ord(c):04X}" for c in "\"+<>&'`"}}
+
+
+def _lower(hexes: re.Match[str]) -> str:
+    return hexes.group(0).lower()
+
+
 LEAK_REASON = "the response carries a secret's value: it is not relayed"
 Headers = Iterable[tuple[bytes, bytes]]
 
@@ -47,9 +54,8 @@ def forms(value: bytes) -> set[bytes]:
     escaped = json.dumps(text)[1:-1]
     found.add(escaped.encode())
     found.add(escaped.replace("/", "\\/").encode())  # PHP's json_encode escapes the slash
-    for hexes in ("{:04X}", "{:04x}"):  # .NET's System.Text.Json escapes HTML's characters and +
-        net = "".join("\\u" + hexes.format(ord(c)) if c in _NET_ESCAPED else c for c in escaped)
-        found.add(net.encode())
+    net = "".join(_NET.get(c, c) for c in text)  # .NET's System.Text.Json: HTML's, + and "
+    found.update({net.encode(), re.sub(r"\\u00[0-9A-F]{2}", _lower, net).encode()})
     return {f for f in found if len(f) >= MIN_FORM}
 
 
