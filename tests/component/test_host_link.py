@@ -275,7 +275,7 @@ def join_host(
 ) -> None:
     """`sanbox host token` then `sanbox host join`, as an operator does: the host's files in
     `host_dir`, its calls on `address:port` (the tunnel on the next port)."""
-    token = _sanbox(live, "host", "token", "--region", region).stdout.strip()
+    token = _sanbox(live, "host", "token", "--region", region, "--host", name).stdout.strip()
     who = ["--server", live.url, "--token", token, "--name", name, "--region", region]
     where = ["--address", address, "--port", str(port), "--data-dir", str(host_dir)]
     joined = _sanbox(live, "host", "join", *who, *where)
@@ -358,6 +358,19 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
     assert used == [("h1", 1)]
     [h1] = _hosts(live)
     assert (h1.name, h1.region, h1.address, h1.epoch) == ("h1", "eu-1", f"127.0.0.1:{port}", 1)
+    # a token for a new host does not take a known host's name (its address, and the secrets
+    # its computers' egress is handed, would go where the joiner says); one made for another
+    # host admits that host only
+    taker = [a if a != str(host_dir) else str(short_tmp / "taker") for a in join]
+    for minted, said in (
+        (("--region", "eu-1"), "known already"),
+        (("--region", "eu-1", "--host", "h2"), "for host h2, not h1"),
+    ):
+        fresh = _sanbox(live, "host", "token", *minted).stdout.strip()
+        taken = _sanbox(live, *[fresh if a == token else a for a in taker], "--region", "eu-1")
+        assert taken.returncode == 1 and "join_refused" in taken.stderr, taken.stderr
+        assert said in taken.stderr, taken.stderr
+    assert [(h.address, h.epoch) for h in _hosts(live)] == [(f"127.0.0.1:{port}", 1)]
     me = host_identity(DataDir(host_dir).host / "fleet")
     assert oct(me.key.stat().st_mode & 0o777) == "0o600"
 

@@ -507,6 +507,7 @@ TAKEN = [
     ["image", "prune"],
     ["host", "token", "--region", "eu"],
     ["host", "token", "--ttl", "15m", "--region", "eu"],
+    ["host", "token", "--region", "eu", "--host", "h1"],
     ["host", "ls"],
     ["host", "jobs"],
     ["host", "get", "h1"],

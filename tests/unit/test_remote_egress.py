@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sanbox.control import fleet_egress
 from sanbox.control.fleet_egress import FleetEgress
 from sanbox.fleet.link import egress_wire as ew
 from sanbox.fleet.link.calls import CALLS
@@ -301,3 +302,32 @@ def test_a_round_never_undoes_an_allowlist_changed_since_it_read_the_records() -
     asyncio.run(watch._converge(egress, [("cmp_t", "running", ["a.test"])]))
     ((name, args),) = link.calls
     assert name == "egress_start" and "b.test" in json.dumps(args)
+
+
+def test_a_host_that_holds_its_answer_holds_up_only_its_own_part_of_a_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The round went host by host: one that never answered a call stopped every other host's
+    egress (secret unbinds and rotations included). Each host's part now runs beside the others
+    and is cut past `HOST_ROUND`."""
+    monkeypatch.setattr(fleet_egress, "HOST_ROUND", 0.2)
+    link, fleet = Link(), Fleet()
+
+    asked: list[str] = []
+
+    async def never(name: str, **args: Any) -> Any:
+        asked.append(name)
+        await asyncio.Event().wait()
+
+    link.call = never  # type: ignore[method-assign]
+    egress = _egress(link, {}, [])
+    watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
+    watch.of = lambda _host_id: egress  # type: ignore[method-assign]
+    fleet.rows = {"cmp_missing": SimpleNamespace(state="running", allow=["a.test"])}
+
+    async def held() -> None:
+        async with asyncio.timeout(5):
+            await watch._host_round("h1", [("cmp_missing", "running", ["a.test"])], ())
+
+    asyncio.run(held())
+    assert asked == ["egress_start"]  # it was asked, and held: cut

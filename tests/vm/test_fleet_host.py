@@ -88,7 +88,7 @@ def _serve(
     """Host h<i+1> of `region`: joined, then its `sanbox host serve` process (stopped with the
     stack)."""
     srv, host, port = f.srv, f.hosts[i], f.ports[i]
-    token = _sanbox(srv, "host", "token", "--region", region).stdout.strip()
+    token = _sanbox(srv, "host", "token", "--region", region, "--host", f"h{i + 1}").stdout.strip()
     joined = _sanbox(
         srv,
         "host",

@@ -315,7 +315,7 @@ HOST_FORGET = Grammar(
     needed=frozenset({"confirm_dead"}),
 )
 HOST_TOKEN = Grammar(
-    options={"--region": "region", "--ttl": "ttl"},
+    options={"--region": "region", "--ttl": "ttl", "--host": "host"},
     checks={"ttl": _reads(parse_duration)},
     needed=frozenset({"region"}),
 )

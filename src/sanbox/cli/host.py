@@ -83,8 +83,12 @@ def serve(
 def token(
     region: Annotated[str, typer.Option(help="The region the host joins.")],
     ttl: Annotated[str, typer.Option(help="How long it is good for: 15m, 1h, 2d.")] = "1h",
+    host: Annotated[
+        str | None,
+        typer.Option(help="For this host only: the one way to join again as a known host."),
+    ] = None,
 ) -> None:
-    """Make a one-time join token for a host (host-admin key); shown once."""
+    """Make a one-time join token for a new host, or for one host (host-admin key); shown once."""
     from . import config, fleet_views
     from ._output import fail
     from .grammars import parse_duration
@@ -94,7 +98,7 @@ def token(
     except ValueError as exc:
         fail("invalid_ttl", str(exc))
     with config.reported(), config.client() as client:
-        fleet_views.token(client.fleet.join_token(region, float(seconds)))
+        fleet_views.token(client.fleet.join_token(region, float(seconds), host))
 
 
 @app.command("join")

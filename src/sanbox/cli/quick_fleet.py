@@ -50,7 +50,7 @@ def _host(data: Any) -> FleetHost:
 
 def host_token(a: Args) -> None:
     seconds = parse_duration(a.value("ttl") or "1h")
-    body = {"region": a.value("region"), "ttl_seconds": float(seconds)}
+    body = {"region": a.value("region"), "ttl_seconds": float(seconds), "host": a.value("host")}
     fleet_views.token(str(Api().json("POST", "/v1/fleet/tokens", body=body)["token"]))
 
 

@@ -47,8 +47,9 @@ async def prune(fleet: Fleet, org: Org) -> Pruned:
         for sid in ids:  # a chain is read on the host that holds it (a region's own)
             by_host[hosts.get(sid)].append(sid)
         chains: dict[str, list[str]] = {}
-        for host_id, held in by_host.items():
-            chains |= await fleet.host_at(host_id).snapshot_layers(held)
+        for host_id, held in by_host.items():  # of what each holds: not of another's
+            answered = await fleet.host_at(host_id).snapshot_layers(held)
+            chains |= {sid: answered[sid] for sid in held if sid in answered}
         live = {layer for tip in tips for layer in chains.get(tip, [])}
         dead = {
             key: sid

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fleet.errors import BusyError
+from ..fleet.link.remote import RemoteHost
+from ..fleet.link.vm import RemoteVm
 from ..fleet.operations import Operations, node_name
 from ..host.door import (
     RECIPES,
@@ -121,8 +123,16 @@ class Fleet:
         """Bytes a computer's egress carried, on whichever host runs it (None: none does)."""
         found = self.egress.carried(computer_id) if self.egress is not None else None
         if found is None and self.far is not None:
-            found = self.far.carried(computer_id)
+            found = self.far.carried(computer_id, self._runs_on(computer_id))
         return found
+
+    def _runs_on(self, computer_id: str) -> RemoteHost | None:
+        """The fleet host this server runs the computer's machine on (None: none, or its own):
+        its figures are read from that host's report alone (another host's report naming the
+        computer is not believed)."""
+        machine = self.machines.get(computer_id)
+        vm = machine.vm if machine is not None else None
+        return vm.host if isinstance(vm, RemoteVm) else None
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
@@ -235,7 +245,7 @@ class Fleet:
         report); None when none does. Cheap: no database read, no call."""
         found = self.runtime.cpu_usec(computer_id)
         if found is None and self.remote is not None:
-            found = self.remote.cpu_usec(computer_id)
+            found = self.remote.cpu_usec(computer_id, self._runs_on(computer_id))
         return found
 
     def image_for(

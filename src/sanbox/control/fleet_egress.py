@@ -55,6 +55,7 @@ KEPT = frozenset(
 Records = list[tuple[str, str, list[str]]]  # a host's computers: (id, state, allow rules)
 WATCH_EVERY = 2.0  # seconds: a denial on a fleet host is recorded within about this
 DRAINS_PER_ROUND = 16  # batches of denials taken from one host per round
+HOST_ROUND = 30.0  # seconds one host's part of a round may take (a host that holds its answer)
 
 
 class FleetEgress:
@@ -94,13 +95,16 @@ class FleetEgress:
         self._held[host_id] = (host, egress)
         return egress
 
-    def carried(self, computer_id: str) -> int | None:
-        """Bytes a fleet computer's egress carried, from its host's last report."""
-        for _host, egress in self._held.values():
-            found = egress.carried(computer_id)
-            if found is not None:
-                return found
-        return None
+    def carried(self, computer_id: str, host: object | None = None) -> int | None:
+        """Bytes a fleet computer's egress carried, from the last report of `host`, the one that
+        runs it; not known, from the one host whose report names it (None: none, or several)."""
+        found = [
+            n
+            for far, egress in self._held.values()
+            if host is None or far is host
+            if (n := egress.carried(computer_id)) is not None
+        ]
+        return found[0] if len(found) == 1 else None
 
     async def watch(self, interval: float) -> None:
         """A round every `interval` seconds, or at once when poked (a secret or binding changed:
@@ -137,20 +141,25 @@ class FleetEgress:
         builds = build_vms.running(self.fleet.db)  # their egress is their builds' to drive
         for host_id in builds:
             by_host.setdefault(host_id, [])
-        for host_id, computers in by_host.items():
-            egress = self.of(host_id)
-            if egress is None:
-                continue
-            if not isinstance(egress, RemoteEgress):  # a fleet host's is always one
-                continue
-            far = egress
-            if not far.has_gateway():  # its computers' starts said so (network.error)
-                continue
-            try:
-                await self._drain(far, {computer_id for computer_id, _s, _a in computers})
-                await self._converge(far, computers, builds.get(host_id, ()))
-            except HostError as exc:
-                log.info("egress of host %s: %s", host_id, exc)
+        rounds = (
+            self._host_round(h, computers, builds.get(h, ())) for h, computers in by_host.items()
+        )
+        await asyncio.gather(*rounds)  # side by side: a host that is slow holds up none other
+
+    async def _host_round(self, host_id: str, computers: Records, builds: Collection[str]) -> None:
+        egress = self.of(host_id)
+        if not isinstance(egress, RemoteEgress):  # none yet (a fleet host's is always one)
+            return
+        if not egress.has_gateway():  # its computers' starts said so (network.error)
+            return
+        try:
+            async with asyncio.timeout(HOST_ROUND):
+                await self._drain(egress, {computer_id for computer_id, _s, _a in computers})
+                await self._converge(egress, computers, builds)
+        except HostError as exc:
+            log.info("egress of host %s: %s", host_id, exc)
+        except TimeoutError:
+            log.warning("egress of host %s: its round took over %g s, cut", host_id, HOST_ROUND)
 
     async def _drain(self, far: RemoteEgress, owned: set[str]) -> None:
         for _ in range(DRAINS_PER_ROUND):

@@ -43,6 +43,7 @@ from .states import State
 AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
 
 log = logging.getLogger(__name__)
+RENEW_DEADLINE = 60.0  # seconds one host's report may take to be taken in (its set settled)
 
 MIB = 1 << 20
 
@@ -68,8 +69,8 @@ class FleetHosts:
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
         self.jobs = jobs
 
-    def token(self, region: str, ttl: float) -> str:
-        return make_token(self.db, region, ttl)
+    def token(self, region: str, ttl: float, host: str | None = None) -> str:
+        return make_token(self.db, region, ttl, host)
 
     def join(self, token: str, spec: HostSpec, addresses: list[str], csr_pem: str) -> Joined:
         return join(self.db, self.cas, token, spec, addresses, csr_pem)
@@ -149,13 +150,14 @@ class FleetHosts:
             raise HostUnreachableError(f"host {name} does not answer")
         return as_host(link)
 
-    def cpu_usec(self, computer_id: str) -> int | None:
-        """A computer's CPU time from the report of the host that runs it (None: none does)."""
-        for link in self.links.values():
-            found = link.cpu_usec(computer_id)
-            if found is not None:
-                return found
-        return None
+    def cpu_usec(self, computer_id: str, host: RemoteHost | None = None) -> int | None:
+        """A computer's CPU time from the report of `host`, the one that runs it; not known,
+        from the one host whose report names it (None: none does, or several: a host's report
+        decides nothing of another host's computer)."""
+        if host is not None:
+            return host.cpu_usec(computer_id)
+        found = [n for link in self.links.values() if (n := link.cpu_usec(computer_id)) is not None]
+        return found[0] if len(found) == 1 else None
 
     # the watch ------------------------------------------------------------------------------
 
@@ -197,6 +199,15 @@ class FleetHosts:
         except HostUnreachableError as exc:
             log.info("host %s did not answer: %s", row.name, exc)
             return
+        try:
+            async with asyncio.timeout(RENEW_DEADLINE):  # the others' leases wait for this one
+                await self._renewed(row, link, report)
+        except Exception as exc:  # one host's report must not stop the round (nor the sweep)
+            log.warning(
+                "host %s: its report could not be taken, lease not renewed: %r", row.name, exc
+            )
+
+    async def _renewed(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
         capacity, layers = capacity_of(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen

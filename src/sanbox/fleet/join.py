@@ -15,11 +15,11 @@ from datetime import timedelta
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from ..control.errors import ForbiddenError, InvalidRequestError
 from ..store import Database
-from ..store.fleet_models import JoinTokenRow
+from ..store.fleet_models import HostRow, JoinTokenRow
 from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
@@ -47,8 +47,11 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def make_token(db: Database, region: str, ttl: float = TOKEN_TTL) -> str:
-    """A one-time join token for a host of `region`, good for `ttl` seconds."""
+def make_token(
+    db: Database, region: str, ttl: float = TOKEN_TTL, host_name: str | None = None
+) -> str:
+    """A one-time join token for a host of `region`, good for `ttl` seconds: for a new host, or
+    with `host_name` for that host only (the one way to join again as a host already known)."""
     if not 0 < ttl <= MAX_TTL:
         raise InvalidRequestError(f"a join token lasts 1 s to {MAX_TTL:.0f} s", "invalid_ttl")
     token = "sbj_" + secrets.token_urlsafe(32)
@@ -61,6 +64,7 @@ def make_token(db: Database, region: str, ttl: float = TOKEN_TTL) -> str:
                 region=region,
                 created_at=now,
                 expires_at=now + timedelta(seconds=ttl),
+                host_name=host_name,
             )
         )
         s.commit()
@@ -68,9 +72,22 @@ def make_token(db: Database, region: str, ttl: float = TOKEN_TTL) -> str:
 
 
 def _take(db: Database, token: str, host_name: str, region: str) -> None:
-    """Use the token: once, before its end, for its region, in one statement."""
-    t = JoinTokenRow.__table__.c
+    """Use the token: once, before its end, for its region; a host name already known only
+    with a token made for it (any token would otherwise take over a live host's name, its
+    address and the secrets its computers' egress is handed)."""
+    t, h = JoinTokenRow.__table__.c, HostRow.__table__.c
     with db.engine.begin() as conn:
+        bound = conn.execute(
+            select(t.host_name).where(t.token_sha256 == _digest(token), t.used_at.is_(None))
+        ).one_or_none()
+        if bound is not None and bound.host_name not in (None, host_name):
+            raise JoinRefusedError(f"the join token is for host {bound.host_name}, not {host_name}")
+        known = conn.execute(select(h.id).where(h.name == host_name)).first() is not None
+        if bound is not None and bound.host_name is None and known:
+            raise JoinRefusedError(
+                f"host {host_name} is known already: joining again as it takes a token made "
+                f"for it (sanbox host token --region {region} --host {host_name})"
+            )
         taken = conn.execute(
             update(JoinTokenRow)
             .where(

@@ -47,9 +47,12 @@ class AsyncFleet:
     def __init__(self, client: AsyncSanbox) -> None:
         self._client = client
 
-    async def join_token(self, region: str, ttl_seconds: float = 3600.0) -> str:
-        """A one-time token for a host of `region` to join the fleet (`sanbox host join`)."""
-        body = {"region": region, "ttl_seconds": ttl_seconds}
+    async def join_token(
+        self, region: str, ttl_seconds: float = 3600.0, host: str | None = None
+    ) -> str:
+        """A one-time token for a new host of `region` to join the fleet (`sanbox host join`),
+        or with `host` for that host only (the one way to join again as a host already known)."""
+        body: dict[str, object] = {"region": region, "ttl_seconds": ttl_seconds, "host": host}
         data = await self._client.http.json("POST", "/v1/fleet/tokens", json_body=body)
         return str(data["token"])
 

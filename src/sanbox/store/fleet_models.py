@@ -83,7 +83,9 @@ class OperationRow(Base):
 
 class JoinTokenRow(Base):
     """A one-time token for a host to join the fleet in `region` (docs/fleet.md): only its
-    SHA-256 is kept; used once (`used_at`, by `host_name`), or never after `expires_at`."""
+    SHA-256 is kept; used once (`used_at`, by `host_name`), or never after `expires_at`. One
+    made for a host has its `host_name` from the start: it admits that host only, and only such
+    a token admits a host name already known."""
 
     __tablename__ = "join_tokens"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

@@ -29,12 +29,20 @@ NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 class JoinTokenCreate(BaseModel):
     region: str = Field(pattern=NAME, max_length=32)
     ttl_seconds: float = Field(default=3600.0, gt=0, le=7 * 86400)
+    host: str | None = Field(
+        default=None,
+        pattern=NAME,
+        max_length=63,
+        description="the host it admits (the one way to join again as a host already known); "
+        "none: a new host only",
+    )
 
 
 class JoinTokenOut(BaseModel):
     token: str
     region: str
     ttl_seconds: float
+    host: str | None = None
 
 
 class HostCapacity(BaseModel):
@@ -89,8 +97,10 @@ class JoinOut(BaseModel):
 @router.post("/tokens", response_model=JoinTokenOut, status_code=201)
 async def create_join_token(body: JoinTokenCreate, _actor: HostAdmin, plane: Plane) -> JoinTokenOut:
     """A one-time token for a host of `region` to join (host-admin key); shown once."""
-    token = await asyncio.to_thread(plane.hosts.token, body.region, body.ttl_seconds)
-    return JoinTokenOut(token=token, region=body.region, ttl_seconds=body.ttl_seconds)
+    token = await asyncio.to_thread(plane.hosts.token, body.region, body.ttl_seconds, body.host)
+    return JoinTokenOut(
+        token=token, region=body.region, ttl_seconds=body.ttl_seconds, host=body.host
+    )
 
 
 @router.post("/join", response_model=JoinOut, status_code=201)

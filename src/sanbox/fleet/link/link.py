@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import ssl
 import time
@@ -35,6 +36,13 @@ SILENT_AFTER = STALE_AFTER  # no report read for this long: a call waiting on th
 CHUNK = 1 << 20  # bytes of a disk carried at a time
 STALL_TIMEOUT = 60.0  # a carry whose bytes stop moving (either host) is cut after this long
 RETRIES = 2  # a call whose link dropped before an answer is sent again, same operation id
+# a host is not trusted to end what it sends: a report is read whole within REPORT_DEADLINE and
+# MOST_REPORT bytes, a call's answer within CALL_DEADLINE and MOST_ANSWER bytes (an answer that
+# trickles a byte at a time passes every per-read timeout)
+REPORT_DEADLINE = 10.0
+MOST_REPORT = 32 << 20
+CALL_DEADLINE = 1800.0
+MOST_ANSWER = 64 << 20
 
 
 class HostUnreachableError(HostError):
@@ -85,12 +93,20 @@ class HostLink:
 
     async def refresh(self) -> dict[str, Any]:
         try:
-            r = await self._http.get(f"{self.url}/v1/host/report", timeout=REPORT_TIMEOUT)
-            r.raise_for_status()
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(REPORT_DEADLINE):
+                url = f"{self.url}/v1/host/report"
+                async with self._http.stream("GET", url, timeout=REPORT_TIMEOUT) as r:
+                    r.raise_for_status()
+                    report = await self._json(r, MOST_REPORT)
+            if not isinstance(report, dict) or "epoch" not in report:
+                raise HostUnreachableError(f"host {self.name} sent a report that is not one")
+        except (httpx.HTTPError, TimeoutError, HostUnreachableError) as exc:
             self.lost()  # unreachable from now until a report is read again
-            raise HostUnreachableError(f"host {self.name} did not answer: {why(exc)}") from exc
-        self._report, self._read_at = r.json(), time.monotonic()
+            if isinstance(exc, HostUnreachableError):
+                raise
+            said = why(exc) if isinstance(exc, httpx.HTTPError) else "its report did not end"
+            raise HostUnreachableError(f"host {self.name} did not answer: {said}") from exc
+        self._report, self._read_at = report, time.monotonic()
         later = asyncio.get_running_loop().time() + SILENT_AFTER
         for waiting in self._waiting:  # the host is there: each may wait on
             waiting.reschedule(later)
@@ -180,27 +196,54 @@ class HostLink:
 
     async def call(self, name: str, **args: Any) -> Any:
         """One call of the door on the host, sent again (same operation id) if the link drops
-        before its answer; HostUnreachableError if the host cannot be reached at all."""
+        before its answer; HostUnreachableError if the host cannot be reached at all, or its
+        answer does not end within `CALL_DEADLINE`."""
+        try:
+            async with asyncio.timeout(CALL_DEADLINE):
+                status, body = await self._answer(name, args)
+        except TimeoutError:
+            raise HostUnreachableError(
+                f"host {self.name} did not end its answer to {name} in {CALL_DEADLINE:.0f} s"
+            ) from None
+        if not isinstance(body, dict):
+            raise HostUnreachableError(f"host {self.name} answered {name} with no object")
+        if status == 200 and "value" in body:
+            return body["value"]
+        if not isinstance(body.get("error"), dict):
+            raise HostUnreachableError(f"host {self.name} answered {name} with no error")
+        raise wire.error_in(body["error"])
+
+    async def _answer(self, name: str, args: dict[str, Any]) -> tuple[int, Any]:
         op_id = secrets.token_hex(12)
         last: httpx.TransportError | None = None
+        url = f"{self.url}/v1/host/calls/{name}"
         for _ in range(1 + RETRIES):
             try:
-                async with self.answered(f"the call {name}"):
-                    r = await self._http.post(
-                        f"{self.url}/v1/host/calls/{name}", json=args, headers={OPERATION: op_id}
-                    )
+                async with (
+                    self.answered(f"the call {name}"),
+                    self._http.stream("POST", url, json=args, headers={OPERATION: op_id}) as r,
+                ):
+                    return r.status_code, await self._json(r, MOST_ANSWER)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise HostUnreachableError(f"host {self.name} is unreachable: {why(exc)}") from exc
             except httpx.TransportError as exc:  # sent, perhaps run: ask again, same id
                 last = exc
                 continue
-            body = r.json()
-            if r.status_code == 200:
-                return body["value"]
-            raise wire.error_in(body["error"])
         raise HostUnreachableError(
             f"host {self.name} dropped the call {name}: {why(last) if last else 'no answer'}"
         )
+
+    async def _json(self, response: httpx.Response, most: int) -> Any:
+        """The answer's JSON, read no further than `most` bytes."""
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > most:
+                raise HostUnreachableError(f"host {self.name} sent over {most >> 20} MiB")
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise HostUnreachableError(f"host {self.name} sent no JSON: {exc}") from None
 
 
 async def _moving(

@@ -194,7 +194,7 @@ class RemoteHost(HostLink):
 
     def cpu_usec(self, computer_id: str) -> int | None:
         seen = (self._report or {}).get("computers", {}).get(computer_id)
-        return None if seen is None or seen["cpu_usec"] is None else int(seen["cpu_usec"])
+        return wire.count(seen.get("cpu_usec")) if isinstance(seen, dict) else None
 
     # snapshots, copies and forks --------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from ...host.door import Denial, HostError, Intercepts, OnDenied, OrgOf, Policy
 from . import egress_wire as ew
+from . import wire
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,11 @@ class RemoteEgress:
 
     def carried(self, computer_id: str) -> int | None:
         seen = self.seen(computer_id)
-        return None if seen is None or seen["carried"] is None else int(seen["carried"])
+        return None if seen is None else wire.count(seen.get("carried"))
 
     def open_connections(self, computer_id: str) -> int:
         seen = self.seen(computer_id)
-        return 0 if seen is None else int(seen["open"])
+        return (wire.count(seen.get("open")) or 0) if seen is not None else 0
 
     def holds_secrets(self, computer_id: str) -> str | None:
         """The digest of the handover the host holds for the computer."""

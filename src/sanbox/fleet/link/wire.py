@@ -26,6 +26,14 @@ from ...host.door import (
 Json = dict[str, Any]
 
 
+def count(value: object) -> int | None:
+    """A counter a host reports (CPU time, bytes, connections): a whole number from 0 up, or
+    None (what else it sent is not believed)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63:
+        return value
+    return None
+
+
 def spec_out(spec: MachineSpec) -> Json:
     """A machine spec (its network is the host's to make: never sent)."""
     return {

@@ -113,6 +113,8 @@ async def import_snapshot(
     sealed under this host's key; or nothing."""
     if snapshots.data_dir.snapshot(snapshot_id).exists():
         raise HostError(f"snapshot {snapshot_id} is on this host already")
+    if export.snapshot.get("id") != snapshot_id:  # the sender's word is not the name it is kept by
+        raise HostError(f"the files carried are of another snapshot than {snapshot_id}")
     tmp = snapshots.tmp_dir(snapshot_id)
     shutil.rmtree(tmp, ignore_errors=True)
     snapshots.in_progress.add(snapshot_id)  # a collect leaves its folder be

@@ -1,0 +1,163 @@
+"""What the control plane takes from a fleet host is that host's word about its own computers
+only, and bounded: a counter it reports is a whole number or nothing; a figure for a computer
+comes from the report of the host that runs it (another host's report naming it decides
+nothing); a report or an answer that does not end, is too large or is not JSON makes the host
+unreachable, never the API node's memory or time; files carried for a snapshot are kept under
+the id the control plane named, not the one the sender wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import types
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+
+from sanbox.control.fleet_egress import FleetEgress
+from sanbox.control.hosts import FleetHosts
+from sanbox.fleet.link import link as link_mod
+from sanbox.fleet.link import wire
+from sanbox.fleet.link.link import HostLink, HostUnreachableError
+from sanbox.host.errors import HostError
+from sanbox.host.machines import carry
+from sanbox.host.snapshot.transfer import SnapshotExport
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("value", "counted"),
+    [
+        (5, 5),
+        (0, 0),
+        (-1, None),
+        ("7", None),
+        (1.5, None),
+        (True, None),
+        (1 << 63, None),
+        (None, None),
+    ],
+)
+def test_a_counter_is_a_whole_number_or_nothing(value: object, counted: int | None) -> None:
+    assert wire.count(value) == counted
+
+
+class Reporting:
+    def __init__(self, cpu: dict[str, int]) -> None:
+        self.cpu = cpu
+
+    def cpu_usec(self, computer_id: str) -> int | None:
+        return self.cpu.get(computer_id)
+
+
+def test_a_computers_cpu_time_is_its_own_hosts_word() -> None:
+    own, other = Reporting({}), Reporting({"cmp_x": 10**15})  # its VM stopped; a liar's figure
+    hosts = SimpleNamespace(links={"h1": own, "h2": other})
+    assert FleetHosts.cpu_usec(hosts, "cmp_x", own) is None  # type: ignore[arg-type]
+    own.cpu["cmp_x"] = 40
+    assert FleetHosts.cpu_usec(hosts, "cmp_x", own) == 40  # type: ignore[arg-type]
+    assert FleetHosts.cpu_usec(hosts, "cmp_x") is None  # type: ignore[arg-type]  # two say
+    del own.cpu["cmp_x"]
+    assert FleetHosts.cpu_usec(hosts, "cmp_x") == 10**15  # type: ignore[arg-type]  # one says
+
+
+class Carrying:
+    def __init__(self, carried: dict[str, int]) -> None:
+        self.figures = carried
+
+    def carried(self, computer_id: str) -> int | None:
+        return self.figures.get(computer_id)
+
+
+def test_a_computers_egress_bytes_are_its_own_hosts_word() -> None:
+    own, other = object(), object()
+    egress = SimpleNamespace(
+        _held={"h1": (own, Carrying({"cmp_x": 5})), "h2": (other, Carrying({"cmp_x": 10**12}))}
+    )
+    assert FleetEgress.carried(egress, "cmp_x", own) == 5  # type: ignore[arg-type]
+    assert FleetEgress.carried(egress, "cmp_x") is None  # type: ignore[arg-type]
+
+
+def _link(handler: Any) -> HostLink:
+    link = HostLink("h1", "https://h1.test:7443", ("h1.test", 7444), ssl.create_default_context())
+    link._http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return link
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"x" * (link_mod.MOST_REPORT + 1), b"not json", b"[" * 5000, b"[1, 2]", b'{"no": "epoch"}'],
+    ids=["too-large", "not-json", "too-deep", "not-an-object", "no-epoch"],
+)
+def test_a_report_that_is_not_one_makes_the_host_unreachable(body: bytes) -> None:
+    link = _link(lambda request: httpx.Response(200, content=body))
+
+    async def scenario() -> None:
+        with pytest.raises(HostUnreachableError):
+            await link.refresh()
+        assert not link.reachable
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_that_trickles_is_cut_at_the_calls_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(link_mod, "CALL_DEADLINE", 0.5)
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"value": "'
+        while True:
+            await asyncio.sleep(0.05)
+            yield b"x"
+
+    link = _link(lambda request: httpx.Response(200, content=trickle()))
+
+    async def scenario() -> None:
+        async with asyncio.timeout(10):
+            with pytest.raises(HostUnreachableError, match="did not end its answer"):
+                await link.call("ping")
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_that_is_no_object_is_no_value() -> None:
+    link = _link(lambda request: httpx.Response(200, content=b"[]"))
+    with pytest.raises(HostUnreachableError, match="no object"):
+        asyncio.run(link.call("ping"))
+
+
+def test_carried_files_of_another_snapshot_are_refused(tmp_path: Path) -> None:
+    snapshots = SimpleNamespace(data_dir=SimpleNamespace(snapshot=lambda sid: tmp_path / sid))
+    export = SnapshotExport(snapshot={"id": "snp_other"}, saved=None)
+
+    async def nothing() -> AsyncIterator[bytes]:
+        yield b""
+
+    with pytest.raises(HostError, match="another snapshot"):
+        asyncio.run(carry.import_snapshot(snapshots, "snp_named", export, None, nothing()))  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_that_cannot_be_taken_in_ends_that_hosts_renewal_only() -> None:
+    """A report that reads as one but is wrong inside (`capacity_of` meets a missing key) is
+    that host's lease not renewed: the round goes on (before, it raised out of the watch's
+    gather and the sweep of every host was skipped, round after round)."""
+
+    class Lying:
+        async def refresh(self) -> dict[str, Any]:
+            return {"epoch": "1"}
+
+    async def linked(_row: object) -> Lying:
+        return Lying()
+
+    hosts = SimpleNamespace(_link=linked, _epochs={})
+    hosts._renewed = types.MethodType(FleetHosts._renewed, hosts)
+    row = SimpleNamespace(name="h-bad", id="hst_bad")
+    asyncio.run(FleetHosts._renew(hosts, row))  # type: ignore[arg-type]
+    assert hosts._epochs == {}  # nothing of it was taken
