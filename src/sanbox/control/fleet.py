@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fleet.errors import BusyError
-from ..fleet.link.remote import RemoteHost
-from ..fleet.link.vm import RemoteVm
 from ..fleet.operations import Operations, node_name
 from ..host.door import (
     RECIPES,
@@ -118,21 +116,6 @@ class Fleet:
         if row.host_id is None:
             return self.egress
         return self.far.of(row.host_id) if self.far is not None else None
-
-    def carried(self, computer_id: str) -> int | None:
-        """Bytes a computer's egress carried, on whichever host runs it (None: none does)."""
-        found = self.egress.carried(computer_id) if self.egress is not None else None
-        if found is None and self.far is not None:
-            found = self.far.carried(computer_id, self._runs_on(computer_id))
-        return found
-
-    def _runs_on(self, computer_id: str) -> RemoteHost | None:
-        """The fleet host this server runs the computer's machine on (None: none, or its own):
-        its figures are read from that host's report alone (another host's report naming the
-        computer is not believed)."""
-        machine = self.machines.get(computer_id)
-        vm = machine.vm if machine is not None else None
-        return vm.host if isinstance(vm, RemoteVm) else None
 
     def lock(self, computer_id: str) -> asyncio.Lock:
         return self._locks.setdefault(computer_id, asyncio.Lock())
@@ -239,14 +222,6 @@ class Fleet:
             return self.remote.host(host_id)
         except HostError as exc:
             raise HostUnavailableError(f"{what}: {exc}") from exc
-
-    def cpu_usec(self, computer_id: str) -> int | None:
-        """A computer's VM's CPU time, from whichever host runs it (a fleet host's from its last
-        report); None when none does. Cheap: no database read, no call."""
-        found = self.runtime.cpu_usec(computer_id)
-        if found is None and self.remote is not None:
-            found = self.remote.cpu_usec(computer_id, self._runs_on(computer_id))
-        return found
 
     def image_for(
         self, template: str, build_id: str | None = None, host: Host | None = None

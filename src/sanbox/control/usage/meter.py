@@ -20,6 +20,8 @@ from datetime import datetime
 
 from sqlalchemy import select
 
+from ...fleet.link.remote import RemoteHost
+from ...fleet.link.vm import RemoteVm
 from ...store.models import UsageRow
 from ..fleet import Fleet
 from ..jobs import USAGE
@@ -65,11 +67,26 @@ class Meter:
         self._swept_hour: datetime | None = None  # intervals at rest are cut once an hour
 
     def measure(self, computer_id: str) -> Reading:
-        """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush)."""
+        """The VM's counters now (cheap, synchronous: the ledger calls it inside a flush; no
+        database read, no call), from whichever host runs it: this server's own, or a fleet
+        host's last report (that host's alone: another host's report naming the computer is not
+        believed)."""
+        fleet, far = self.fleet, self._runs_on(computer_id)
         cpu = None
         with contextlib.suppress(OSError):
-            cpu = self.fleet.cpu_usec(computer_id)
-        return Reading(cpu_usec=cpu, egress_bytes=self.fleet.carried(computer_id))
+            cpu = fleet.runtime.cpu_usec(computer_id)
+        if cpu is None and fleet.remote is not None:
+            cpu = fleet.remote.cpu_usec(computer_id, far)
+        carried = fleet.egress.carried(computer_id) if fleet.egress is not None else None
+        if carried is None and fleet.far is not None:
+            carried = fleet.far.carried(computer_id, far)
+        return Reading(cpu_usec=cpu, egress_bytes=carried)
+
+    def _runs_on(self, computer_id: str) -> RemoteHost | None:
+        """The fleet host this server runs the computer's machine on (None: none, or its own)."""
+        machine = self.fleet.machines.get(computer_id)
+        vm = machine.vm if machine is not None else None
+        return vm.host if isinstance(vm, RemoteVm) else None
 
     def samples(self, computer_id: str) -> list[Sample]:
         return list(self._samples.get(computer_id, ()))

@@ -1,6 +1,6 @@
 """Host-side client of the guest agent (see ``sanbox.guest.protocol`` for the wire format)."""
 
-from .client import AgentClient, Metrics, Ping
+from .client import AgentClient
 from .errors import (
     AgentError,
     AgentRouteError,
@@ -17,6 +17,7 @@ from .errors import (
 from .files import FileInfo, Files
 from .kept import Attached, Kept, KeptInfo
 from .process import ExecEvent, ExecProcess, ExecResult, Exit, PtySession, Stderr, Stdout
+from .readings import Metrics, Ping
 from .ssh import Ssh
 from .tcp import TcpStream
 from .watch import DirWatch, FsEvent, Watches

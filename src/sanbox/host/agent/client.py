@@ -9,13 +9,12 @@ import itertools
 import logging
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from sanbox.guest import protocol as p
 
-from . import process, reply
+from . import process, readings
 from .channel import Channel
 from .dial import Dial, unix_dial
 from .errors import (
@@ -28,6 +27,7 @@ from .errors import (
 from .files import Files
 from .handshake import READ_SIZE, connected
 from .kept import Kept
+from .readings import Metrics, Ping
 from .ssh import Ssh
 from .strays import Strays
 from .tcp import TcpStream
@@ -39,25 +39,6 @@ CALL_TIMEOUT = 30.0
 # a guest that takes none of what was written for this long stopped reading (its agent stopped
 # or replaced): the connection fails. A slow one that takes some is waited for, however long.
 WRITE_STALL = 120.0  # (longer than any stop of its vCPUs: a stopped memory save of a large guest)
-
-
-@dataclass(frozen=True)
-class Ping:
-    uptime: float
-    boot_id: str
-    agent_version: str
-    rtt: float
-
-
-@dataclass(frozen=True)
-class Metrics:
-    cpu_count: int
-    cpu_seconds: dict[str, float]
-    load: tuple[float, float, float]
-    memory: dict[str, int]
-    disk: dict[str, int]
-    uptime: float
-    time: float
 
 
 class _Connecting:
@@ -296,12 +277,7 @@ class AgentClient:
     async def ping(self, timeout: float = 5.0) -> Ping:
         start = time.monotonic()
         body = await self.call("control", {"op": "ping"}, timeout=timeout)
-        return Ping(
-            uptime=reply.number(body.get("uptime"), "uptime"),
-            boot_id=reply.text(body.get("boot_id"), "boot id"),
-            agent_version=reply.text(body.get("agent_version"), "version"),
-            rtt=time.monotonic() - start,
-        )
+        return readings.ping_of(body, time.monotonic() - start)
 
     async def set_clock(self, unix_time: float | None = None) -> None:
         when = time.time() if unix_time is None else unix_time
@@ -344,26 +320,7 @@ class AgentClient:
         await self.call("control", params, timeout=120.0)
 
     async def metrics(self) -> Metrics:
-        body = await self.call("control", {"op": "metrics"})
-        load = [reply.number(x, "load") for x in reply.items(body.get("load"), "load")]
-        if len(load) != 3:
-            raise reply.bad_reply("load", "three numbers")
-
-        def numbers(key: str) -> dict[str, float]:
-            return {k: reply.number(v, key) for k, v in reply.record(body.get(key), key).items()}
-
-        def integers(key: str) -> dict[str, int]:
-            return {k: reply.integer(v, key) for k, v in reply.record(body.get(key), key).items()}
-
-        return Metrics(
-            cpu_count=reply.integer(body.get("cpu_count"), "cpu count"),
-            cpu_seconds=numbers("cpu_seconds"),
-            load=(load[0], load[1], load[2]),
-            memory=integers("memory"),
-            disk=integers("disk"),
-            uptime=reply.number(body.get("uptime"), "uptime"),
-            time=reply.number(body.get("time"), "time"),
-        )
+        return readings.metrics_of(await self.call("control", {"op": "metrics"}))
 
     async def services(self) -> list[dict[str, object]]:
         """The template services' statuses in the guest: name, state (running, backoff, exited,
