@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sanbox.control.template_build import build_vcpus
+from sanbox.control.build_vms import build_vcpus
 
 pytestmark = pytest.mark.unit
 

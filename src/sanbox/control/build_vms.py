@@ -20,7 +20,15 @@ from ..store.fleet_models import BuildVmRow
 if TYPE_CHECKING:
     from .fleet import Fleet
 
+
 log = logging.getLogger(__name__)
+
+
+def build_vcpus(host_cpus: int) -> int:
+    """A build VM's vCPUs: two at most (installs are mostly one process), a core of the host left
+    to the rest: a guest with more vCPUs than the host runs at once stalls in its own
+    spinlocks."""
+    return max(1, min(2, host_cpus - 1))
 
 
 @contextlib.contextmanager

@@ -42,7 +42,7 @@ from ..store.models import BuildStepRow, Org, SnapshotRow
 from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
-from ..templates.spec import Spec, Step
+from ..templates.spec import Step
 from . import build_packages, build_place, build_vms, readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
@@ -77,43 +77,6 @@ class Built:
     cached_steps: int
 
 
-def layer_row(
-    org: Org,
-    snap_id: str,
-    computer_id: str,
-    template: str,
-    image: Image,
-    spec: Spec,
-    memory: bool,
-    host_id: str | None,
-) -> SnapshotRow:
-    return SnapshotRow(
-        id=snap_id,
-        org_id=org.id,
-        name=None,
-        state="creating",
-        computer_id=computer_id,
-        computer_name=f"build of {template}",
-        template=template,
-        image=image.build_id,
-        vcpus=spec.vcpus,
-        memory_mib=spec.memory_mib,
-        disk_gib=spec.disk_gib or 0,
-        memory=memory,
-        size_bytes=0,
-        env=dict(spec.env),
-        allow=list(spec.allow),
-        idle_timeout=spec.idle_timeout,
-        host_id=host_id,
-    )
-
-
-def build_vcpus(host_cpus: int) -> int:
-    """Two at most (installs are mostly one process), a core of the host left to the rest: a
-    guest with more vCPUs than the host runs at once stalls in its own spinlocks."""
-    return max(1, min(2, host_cpus - 1))
-
-
 class Builder:
     """One build of one template (`template`: its name) for `org`, on the host `host_id` (None:
     this server's own; build_place.py chose it)."""
@@ -145,18 +108,29 @@ class Builder:
         """A snapshot (state `layer`) of the build computer as it is now."""
         fleet = self.fleet
         snap_id = repo.new_id("snp_")
-        row = layer_row(
-            self.org,
-            snap_id,
-            mspec.computer_id,
-            self.template,
-            image,
-            self.spec,
-            memory,
-            self.host_id,
-        )
+        spec = self.spec
         with fleet.db.session() as s:
-            s.add(row)
+            s.add(
+                SnapshotRow(
+                    id=snap_id,
+                    org_id=self.org.id,
+                    name=None,
+                    state="creating",
+                    computer_id=mspec.computer_id,
+                    computer_name=f"build of {self.template}",
+                    template=self.template,
+                    image=image.build_id,
+                    vcpus=spec.vcpus,
+                    memory_mib=spec.memory_mib,
+                    disk_gib=spec.disk_gib or 0,
+                    memory=memory,
+                    size_bytes=0,
+                    env=dict(spec.env),
+                    allow=list(spec.allow),
+                    idle_timeout=spec.idle_timeout,
+                    host_id=self.host_id,
+                )
+            )
         taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
             snap_id, mspec.computer_id, machine, mspec, image, memory=memory, live=False
         )
@@ -321,7 +295,7 @@ class Builder:
             start = Start(image, cached[keys[reuse]])
         mspec = MachineSpec(
             computer_id=repo.new_id("bld-"),
-            vcpus=build_vcpus(self.fleet.capacity.cpus),
+            vcpus=build_vms.build_vcpus(self.fleet.capacity.cpus),
             memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
             disk_gib=self.spec.disk_gib,
             hostname=self.template,
