@@ -27,7 +27,7 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
+from ..control.errors import ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.network import publication
 from ..host.keys.secret import derived_key
@@ -52,7 +52,7 @@ from .ports.rfb import RfbViewOnly
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
 from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
 from .settings import DEFAULT_ORG
-from .standing import KEY_LAPSED, Check, while_standing
+from .standing import KEY_LAPSED, Check, key_id_stands, token_stands, while_standing
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ class PublishedPorts:
                     scope, send, state, row.id, target.port, principal.key.id, mode
                 )
                 return
-            stands = _key_stands(keys, creds.key)
+            stands = token_stands(keys, creds.key)
             await self._open(scope, receive, send, state, owner, row, target.port, stands=stands)
             return
         if principal is None and link is not None and _page_load(scope):
@@ -224,7 +224,7 @@ class PublishedPorts:
             view_only = cookie[1] == VIEW
             if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
                 raise ForbiddenError("this port was opened view-only", "view_only")
-            stands = _key_id_stands(keys, cookie[0])
+            stands = key_id_stands(keys, cookie[0])
             await self._open(
                 scope, receive, send, state, owner, row, target.port, view_only, stands
             )
@@ -297,20 +297,3 @@ class PublishedPorts:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _key_stands(keys: Keys, token: str | None) -> Check:
-    return lambda: keys.stands(token)
-
-
-def _key_id_stands(keys: Keys, key_id: str) -> Check:
-    """The check of the key a port cookie or view link was made from."""
-
-    def check() -> bool:
-        try:
-            keys.principal_of(key_id, take=False)
-        except AuthError:
-            return False
-        return True
-
-    return check

@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from ..control.errors import AuthError
 from ..control.keys import Keys
 from .auth import bearer_token
 
@@ -24,8 +25,25 @@ Check = Callable[[], bool]  # True: it still stands
 def key_stands(conn: HTTPConnection) -> Check:
     """The check of the key the connection presented (no request taken, no failure counted)."""
     keys: Keys = conn.app.state.keys
-    token = bearer_token(conn)
+    return token_stands(keys, bearer_token(conn))
+
+
+def token_stands(keys: Keys, token: str | None) -> Check:
+    """The check of a presented key."""
     return lambda: keys.stands(token)
+
+
+def key_id_stands(keys: Keys, key_id: str) -> Check:
+    """The check of a key known by id (a port cookie or view link names the key it came from)."""
+
+    def check() -> bool:
+        try:
+            keys.principal_of(key_id, take=False)
+        except AuthError:
+            return False
+        return True
+
+    return check
 
 
 async def lapsed(check: Check, every: float | None = None) -> None:
