@@ -350,3 +350,86 @@ def test_a_port_websocket_ends_when_its_key_stops(
 
             threading.Thread(target=wait_end, daemon=True).start()
             assert ended.wait(10), "the port's WebSocket outlived its key"
+
+
+@contextlib.contextmanager
+def guest_stream(head_after: float) -> Iterator[tuple[int, threading.Event]]:
+    """A page that answers after `head_after` s and then streams a line every 50 ms for 30 s (an
+    event stream, a long download); the event is set once a request reached it."""
+    reached = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            reached.set()
+            if head_after and threading.Event().wait(head_after):
+                return
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for _ in range(600):
+                    self.wfile.write(b"6\r\ntick\r\n\r\n")
+                    self.wfile.flush()
+                    threading.Event().wait(0.05)
+                self.wfile.write(b"0\r\n\r\n")
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1], reached
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize(("by", "head_after"), [("key", 0), ("cookie", 0), ("key", 30)])
+def test_a_port_http_stream_ends_when_its_key_stops(
+    server: Server, monkeypatch: pytest.MonkeyPatch, by: str, head_after: float
+) -> None:
+    """An HTTP exchange with a private port (an event stream, a long download, a slow answer)
+    opened by a key, or by a cookie that key made, ends within a re-check of the key's
+    revocation: broken off if its response had begun, else answered 401 (it went on)."""
+    monkeypatch.setattr(standing, "RECHECK", 0.1)
+    made = server.client.post("/v1/keys", json={"name": "sse"}, headers=server.headers())
+    key, key_id = made.json()["key"], made.json()["id"]
+    with guest_stream(head_after) as (port, reached):
+        publish(server, key, "sseport", port, public=False)
+        host = f"{port}-sseport.localhost:7070"
+        headers = {"host": host}
+        if by == "key":
+            headers["authorization"] = f"Bearer {key}"
+        else:
+            r = get(server, host, f"/?token={key}")
+            value = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+            server.client.cookies.clear()
+            headers |= {"cookie": value, "origin": f"http://{host}"}
+        answers: list[object] = []
+        ended = threading.Event()
+
+        def request() -> None:
+            try:
+                answers.append(server.client.get("/events", headers=headers))
+            except Exception as exc:  # a response broken off
+                answers.append(exc)
+            ended.set()
+
+        threading.Thread(target=request, daemon=True).start()
+        assert reached.wait(10)
+        assert not ended.wait(0.5), "the exchange should still be going"
+        revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
+        assert revoked.status_code == 200
+        assert ended.wait(10), "the port's HTTP exchange outlived its key"
+        answer = answers[0]
+        if head_after:
+            assert answer.status_code == 401  # type: ignore[attr-defined]
+            assert answer.json()["error"]["code"] == "unauthorized"  # type: ignore[attr-defined]
+        elif not isinstance(answer, Exception):  # ended short of the guest's 600 lines
+            assert answer.content.count(b"tick") < 600  # type: ignore[attr-defined]

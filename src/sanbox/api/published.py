@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..control.errors import ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
@@ -36,7 +36,7 @@ from ..store.repo import ACTOR
 from .auth import client_address
 from .errors import error_headers
 from .forwarded import forwarded_proto
-from .ports import PortHost, parse_port_host, relay_http, relay_websocket
+from .ports import ByteStream, PortHost, parse_port_host, relay_http, relay_websocket
 from .ports.access import (
     FULL,
     SAFE_METHODS,
@@ -48,6 +48,7 @@ from .ports.access import (
     view_requested,
 )
 from .ports.origin import check_origin
+from .ports.relay import send_error
 from .ports.rfb import RfbViewOnly
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
 from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
@@ -243,8 +244,9 @@ class PublishedPorts:
         view_only: bool = False,
         stands: Check | None = None,
     ) -> None:
-        """Relay to the port; a WebSocket opened by a key or a cookie lasts while the key stands
-        (`stands`: a VNC or a terminal left open would outlive its key's revocation)."""
+        """Relay to the port; a WebSocket or an HTTP exchange opened by a key or a cookie lasts
+        while the key stands (`stands`: a VNC, a terminal, an event stream or a long download
+        left open would outlive its key's revocation)."""
         host_header = f"127.0.0.1:{port}"
         async with state.computers.tcp(owner, row.id, port) as stream:
             if scope["type"] == "websocket":
@@ -261,8 +263,10 @@ class PublishedPorts:
                     await relay
                 elif not await while_standing(stands, relay):
                     await send({"type": "websocket.close", "code": 1008, "reason": KEY_LAPSED})
-            else:
+            elif stands is None:
                 await relay_http(stripped(scope), receive, send, stream, host_header=host_header)
+            else:
+                await _http_while_standing(stands, scope, receive, send, stream, host_header)
 
     async def _send_to_cookie(
         self,
@@ -297,3 +301,20 @@ class PublishedPorts:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _http_while_standing(
+    stands: Check, scope: Scope, receive: Receive, send: Send, stream: ByteStream, host_header: str
+) -> None:
+    """`relay_http` until it ends or the key lapses: a lapse before the response's head is a 401;
+    after it, the response is left incomplete (the server aborts it, as a broken-off one)."""
+    started = False
+
+    async def watched(message: Message) -> None:
+        nonlocal started
+        started = started or message["type"] == "http.response.start"
+        await send(message)
+
+    relay = relay_http(stripped(scope), receive, watched, stream, host_header=host_header)
+    if not await while_standing(stands, relay) and not started:
+        await send_error(send, 401, "unauthorized", KEY_LAPSED)
