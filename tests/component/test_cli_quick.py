@@ -108,7 +108,7 @@ def test_the_commands_say_what_the_whole_app_says(live_server: LiveServer, short
     url, key, tmp = live_server.url, live_server.key, short_tmp
     with Sanbox(url, key) as client:
         client.computers.create(name="seen", labels={"role": "web"})
-        client.secrets.set("tok", "value", ["api.example.com"])
+        client.secrets.set("tok", "value-0123", ["api.example.com"])
         revoked = client.keys.create(name="revoked").id
         for args in (
             ["ls"],
@@ -257,7 +257,7 @@ def test_what_changes_things_says_it_alike(live_server: LiveServer, short_tmp: P
     )
     assert twins(server, tmp, "key", "create", "--name", "NAME", "--admin", "--json")[0] == 0
     assert twins(server, tmp, "org", "create", "NAME-org")[0] == 0
-    for stdin in ("sk-one\n", "sk-two\n"):  # made, then rotated (version 2)
+    for stdin in ("sk-one-0123\n", "sk-two-0123\n"):  # made, then rotated (version 2)
         said = twins(
             server,
             tmp,

@@ -15,6 +15,7 @@ from sanbox.control.errors import InvalidRequestError
 from sanbox.control.secret_book import header_parts, placeholder_header
 from sanbox.control.secrets import check_env_name, check_header, check_hosts, check_value
 from sanbox.host.egress.injection import Injection
+from sanbox.host.egress.leak_scan import forms
 from sanbox.host.egress.org_ca import Minter, new_ca
 from sanbox.host.keys.sealing import Sealer, SealError
 from sanbox.templates.spec import SpecError, parse
@@ -97,8 +98,19 @@ def test_what_a_secret_is_checked_for() -> None:
     assert header_parts("X-Api-Key", True) == (None, b"")
     assert placeholder_header("X-Api-Key", True) == b"X-Api-Key"
     assert placeholder_header(None, True) is None
-    assert check_value("sk-1") == b"sk-1"
-    for value in ("", "a\r\nb", "a\x00", "x" * 8193, "caf\u00e9", " padded"):
+    assert check_value("sk-12345") == b"sk-12345"
+    assert b"sk-12345" in forms(b"sk-12345")  # the shortest value is looked for in responses
+    # shorter ones would not be (they would match ordinary text): refused, or they could return
+    for value in (
+        "",
+        "sk-1",
+        "1234567",
+        "a\r\nb1234",
+        "a\x00",
+        "x" * 8193,
+        "caf\u00e9s",
+        " padded",
+    ):
         with pytest.raises(InvalidRequestError) as info:
             check_value(value)
         assert value[:3] not in str(info.value) or not value[:3].strip()

@@ -12,7 +12,7 @@ from ..store.models import SecretBindingRow, SecretRow
 
 class SecretPut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    value: str = Field(description="write-only: never returned, listed or logged (1 to 8192 bytes)")
+    value: str = Field(description="write-only: never returned, listed or logged (8 to 8192 bytes)")
     hosts: list[str] = Field(
         max_length=32, description="where it is added: names (api.openai.com) or *.example.com"
     )

@@ -10,7 +10,7 @@ import re
 
 from sqlalchemy.orm import Session
 
-from ..host.door import FIELD_VALUE, FRAMING, PolicyError, parse_rule
+from ..host.door import FIELD_VALUE, FRAMING, MIN_FORM, PolicyError, parse_rule
 from ..store import repo
 from ..store.models import Org, SecretBindingRow, SecretRow
 from ..templates.trust import placeholder_for
@@ -21,6 +21,7 @@ from .secret_book import SecretBook, secret_context
 
 Wanted = tuple[tuple[str, str | None], ...]  # (secret name, env var) pairs to bind
 VALUE_MAX = 8192
+VALUE_MIN = MIN_FORM  # the egress proxy's leak scan looks for no shorter form
 HOSTS_MAX = 32
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 ENV_NAME_MAX = 128  # the binding's column
@@ -149,8 +150,11 @@ def check_header(header: str | None, placeholder_only: bool) -> str | None:
 
 def check_value(value: str) -> bytes:
     data = value.encode()
-    if not data or len(data) > VALUE_MAX:
-        raise _invalid(f"a secret's value is 1 to {VALUE_MAX} bytes")
+    if not VALUE_MIN <= len(data) <= VALUE_MAX:
+        raise _invalid(
+            f"a secret's value is {VALUE_MIN} to {VALUE_MAX} bytes (a shorter one could not be "
+            "told from ordinary text in a response, so it could come back to the computer)"
+        )
     if not FIELD_VALUE.fullmatch(data):
         raise _invalid(
             "a secret's value goes into an HTTP header: printable ASCII, no CR, LF or control "

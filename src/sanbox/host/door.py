@@ -48,6 +48,7 @@ from .egress.denials import Denial
 from .egress.gateway import Intercepts, OnDenied, OrgOf
 from .egress.injection import FIELD_VALUE, FRAMING, Injection, applies
 from .egress.interception import Handover
+from .egress.leak_scan import MIN_FORM
 from .egress.org_ca import Minter, new_ca, upstream_context
 from .egress.policy import Policy, PolicyError, parse_rule
 from .egress.reach import Reach
@@ -80,6 +81,7 @@ __all__ = [
     "FIELD_VALUE",
     "FRAMING",
     "GIB",
+    "MIN_FORM",
     "RECIPES",
     "AgentClient",
     "AgentError",
