@@ -30,8 +30,9 @@ from sanbox.fleet.link.link import HostUnreachableError
 from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, host_identity
 from sanbox.fleet.link.remote import RemoteHost
 from sanbox.fleet.link.serve import serve
+from sanbox.fleet.link.vm import RemoteVm
 from sanbox.host.data.layout import DataDir
-from sanbox.host.door import Host, MachineSpec
+from sanbox.host.door import AgentRouteError, Host, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.fleet import FleetHost
@@ -222,6 +223,67 @@ def test_neither_side_takes_the_others_certificate(host_agent: Agent, short_tmp:
         httpx.get(f"{host_agent.url}/v1/host/report", verify=wrong, timeout=5)
 
 
+def _legacy_host(cas: FleetCAs, folder: Path) -> Identity:
+    """A host's files as a join before migration 0023 left them: its certificate carries its
+    address only, not its `identity_name`."""
+    me = host_identity(folder)
+    folder.mkdir(parents=True)
+    key = pki.new_key()
+    cert = pki.sign(cas.host_ca(), key.public_key(), "sanbox host h1", ["127.0.0.1"], pki.SERVER)
+    pki.write_key(me.key, key)
+    pki.write_cert(me.cert, cert)
+    me.peer_ca.write_bytes((cas.folder / "control-ca.pem").read_bytes())
+    return me
+
+
+def test_a_host_is_known_by_its_own_name_not_by_an_address(
+    host_agent: Agent, short_tmp: Path
+) -> None:
+    """Every host's certificate is signed by the one host CA, and any host may ask for any
+    address: a link to host h2 dialling h1's address (a host that answers there in its place)
+    is refused, its calls and its guests' tunnel alike, before a byte is sent; h1 is taken. A
+    host that joined before its name was signed is checked by its address, as then, and only
+    when its record says so."""
+
+    async def links() -> None:
+        tls = client_tls(host_agent.control)
+        impostor = RemoteHost("h2", host_agent.url, host_agent.tunnel, tls)
+        try:
+            with pytest.raises(HostUnreachableError):
+                await impostor.refresh()
+            with pytest.raises(AgentRouteError):
+                await RemoteVm(impostor, "cmpnone", "process").dial_agent()
+        finally:
+            await impostor.close()
+        own = RemoteHost("h1", host_agent.url, host_agent.tunnel, tls)
+        try:
+            assert "computers" in await own.refresh()
+        finally:
+            await own.close()
+
+    asyncio.run(links())
+    # a certificate from before 0023 (its address alone): refused where the name is checked
+    legacy = _legacy_host(host_agent.cas, short_tmp / "legacy" / "fleet")
+    dd = DataDir(short_tmp / "legacy-host")
+    dd.ensure()
+    port = _free_port()
+    with _serving(HostAgent(HostRuntime(dd, LocalDriver(), networking=False)), port, legacy):
+        url = f"https://127.0.0.1:{port}"
+        _wait_until_up(url, host_agent.control)
+
+        async def by(identity: bool) -> None:
+            tls = client_tls(host_agent.control)
+            link = RemoteHost("h1", url, ("127.0.0.1", port + 1), tls, by_identity=identity)
+            try:
+                await link.refresh()
+            finally:
+                await link.close()
+
+        with pytest.raises(HostUnreachableError):
+            asyncio.run(by(True))
+        asyncio.run(by(False))
+
+
 def test_a_host_that_is_gone_is_unreachable_within_seconds(host_agent: Agent) -> None:
     async def gone() -> None:
         remote = _remote(host_agent)
@@ -356,6 +418,8 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
     with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
         used = db.execute("SELECT host_name, used_at IS NOT NULL FROM join_tokens").fetchall()
     assert used == [("h1", 1)]
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:  # its name is checked
+        assert db.execute("SELECT identity_bound FROM hosts").fetchall() == [(1,)]
     [h1] = _hosts(live)
     assert (h1.name, h1.region, h1.address, h1.epoch) == ("h1", "eu-1", f"127.0.0.1:{port}", 1)
     # a token for a new host does not take a known host's name (its address, and the secrets
@@ -413,3 +477,25 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
     assert _hosts(live)[0].state == "retired"
     missing = _sanbox(live, "host", "get", "h9")
     assert missing.returncode == 1 and "host_not_found" in missing.stderr
+
+
+def test_a_host_asks_for_no_name_that_is_not_its_own(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    """A wildcard (it would match every name under it) or a host's identity name (another host's,
+    or its own twice) as an address is refused, the token kept and nothing written."""
+    live = fleet_server
+    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
+    for address in ("*.example.com", "h9.hosts.sanbox.invalid", "H9.Hosts.Sanbox.Invalid."):
+        host_dir = short_tmp / "asks"
+        who = ["--server", live.url, "--token", token, "--name", "h1", "--region", "eu-1"]
+        where = ["--address", address, "--port", "7443", "--data-dir", str(host_dir)]
+        refused = _sanbox(live, "host", "join", *who, *where)
+        assert refused.returncode == 1 and "invalid_addresses" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert not (host_dir / "host" / "fleet" / "host.pem").exists()
+    assert _hosts(live) == []
+    where = ["--address", "127.0.0.1", "--port", "7443", "--data-dir", str(short_tmp / "h1")]
+    joined = _sanbox(live, "host", "join", *who, *where)  # the token was not spent
+    assert joined.returncode == 0, joined.stderr
+    assert [h.name for h in _hosts(live)] == ["h1"]

@@ -145,3 +145,6 @@ def test_hosts_count_reservations_from_their_records(empty_db: Database) -> None
             text("select alloc_vcpus, alloc_memory_mib, alloc_disk_bytes from hosts")
         ).one()
     assert tuple(alloc) == (0, 0, 0)
+    _to(db, "0023")  # a host that joined before: its certificate names its address only
+    with db.engine.connect() as conn:
+        assert conn.execute(text("select identity_bound from hosts")).scalar_one() in (0, False)

@@ -29,7 +29,7 @@ from ..fleet.hosts import (
 )
 from ..fleet.join import Joined, join, make_token
 from ..fleet.link.link import HostUnreachableError
-from ..fleet.link.pki import FleetCAs, client_tls
+from ..fleet.link.pki import FleetCAs, client_tls, identity_name
 from ..fleet.link.remote import RemoteHost, as_host
 from ..fleet.operations import Operations
 from ..host.door import Host, HostError, Liveness
@@ -324,11 +324,13 @@ class FleetHosts:
 
     async def _link(self, row: HostRow) -> RemoteHost:
         link = self.links.get(row.name)
-        if link is None or link.url != f"https://{row.address}":
+        named = identity_name(row.name) if row.identity_bound else None
+        if link is None or link.url != f"https://{row.address}" or link.server_name != named:
             if link is not None:
                 await link.close()
             tls = client_tls(self.cas.control_identity())
-            link = RemoteHost(row.name, f"https://{row.address}", tunnel_of(row.address), tls)
+            url, tunnel = f"https://{row.address}", tunnel_of(row.address)
+            link = RemoteHost(row.name, url, tunnel, tls, by_identity=row.identity_bound)
             link.keep_reading()
             self.links[row.name] = link
         return link

@@ -24,7 +24,7 @@ from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
 from .hosts import Hosts, HostSpec, Lease
-from .link.pki import FleetCAs
+from .link.pki import IDENTITY_SUFFIX, FleetCAs
 
 TOKEN_TTL = 3600.0
 MAX_TTL = 7 * 86400.0
@@ -119,6 +119,19 @@ def _public_key(csr_pem: str) -> ec.EllipticCurvePublicKey:
     return key
 
 
+def _check_addresses(addresses: list[str]) -> None:
+    """Names and IPs a host's certificate may carry: no wildcard (it would match every name under
+    it) and no host's identity name (`identity_name`: a host is named by the control plane)."""
+    if not 1 <= len(addresses) <= MAX_ADDRESSES or any(len(a) > 253 for a in addresses):
+        raise InvalidRequestError(f"1 to {MAX_ADDRESSES} addresses", "invalid_addresses")
+    for address in addresses:
+        if "*" in address or address.lower().rstrip(".").endswith(IDENTITY_SUFFIX):
+            raise InvalidRequestError(
+                f"{address!r} cannot be a host's address: name the host's own DNS names or IPs",
+                "invalid_addresses",
+            )
+
+
 def join(
     db: Database,
     cas: FleetCAs,
@@ -130,12 +143,13 @@ def join(
     """Admit a host: its token taken (once), its request checked, its certificate signed for
     `addresses`, the host registered in the token's region (a host of another region is
     refused). Nothing is written if the request is bad."""
-    if not 1 <= len(addresses) <= MAX_ADDRESSES or any(len(a) > 253 for a in addresses):
-        raise InvalidRequestError(f"1 to {MAX_ADDRESSES} addresses", "invalid_addresses")
+    _check_addresses(addresses)
     key = _public_key(csr_pem)
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)
     cert, control_ca = cas.sign_host(spec.name, addresses, key)
+    with db.session() as s:  # its certificate names it: that name is checked from now on
+        s.execute(update(HostRow).where(HostRow.name == spec.name).values(identity_bound=True))
     return Joined(
         lease, cert.public_bytes(serialization.Encoding.PEM).decode(), control_ca.read_text()
     )

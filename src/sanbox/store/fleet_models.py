@@ -6,7 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .models import Base, utcnow
@@ -36,6 +47,8 @@ class HostRow(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)  # up|suspect|lost|draining|retired
     lease_until: Mapped[datetime] = mapped_column()
     registered_at: Mapped[datetime] = mapped_column()
+    # its certificate names it (joined from 0023 on): the control plane checks that name
+    identity_bound: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ReservationRow(Base):

@@ -24,6 +24,7 @@ import httpx
 from ...host.door import HostError
 from . import wire
 from .agent import OPERATION
+from .pki import identity_name
 
 CALL_TIMEOUT = 300.0  # a boot under TCG and load, a snapshot of a large guest
 CONNECT_TIMEOUT = 2.0  # a host that does not answer in this is unreachable
@@ -59,18 +60,39 @@ def why(exc: httpx.HTTPError) -> str:
 
 
 class HostLink:
-    def __init__(self, name: str, url: str, tunnel: tuple[str, int], tls: ssl.SSLContext) -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        tunnel: tuple[str, int],
+        tls: ssl.SSLContext,
+        *,
+        by_identity: bool = True,
+    ) -> None:
+        """`by_identity`: the host's certificate must carry its `identity_name` (every host
+        that joined from migration 0023 on); else, for a host that joined before, the address
+        dialled is checked, as then."""
         self.name = name
         self.url = url.rstrip("/")
         self.tunnel = tunnel
         self.tls = tls
+        self.server_name = identity_name(name) if by_identity else None
         timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
-        self._http = httpx.AsyncClient(verify=tls, timeout=timeout)
+        hooks = {"request": [self._named]} if by_identity else {}
+        self._http = httpx.AsyncClient(verify=tls, timeout=timeout, event_hooks=hooks)
         self._report: dict[str, Any] | None = None
         self._read_at = 0.0
         self._waiting: set[asyncio.Timeout] = set()  # calls waiting for the host's answer
         self._watch: asyncio.Task[None] | None = None
         self._tunnels: set[asyncio.StreamWriter] = set()  # open streams to its guests' agents
+
+    def extensions(self) -> dict[str, Any]:
+        """What a request to the host carries so that its certificate is checked for the name
+        asked for (httpcore's `sni_hostname`: the name sent and verified, not the URL's)."""
+        return {} if self.server_name is None else {"sni_hostname": self.server_name}
+
+    async def _named(self, request: httpx.Request) -> None:
+        request.extensions.update(self.extensions())
 
     async def open(self) -> None:
         """Read the first report (HostUnreachableError if the host does not answer), then keep

@@ -18,6 +18,14 @@ from ... import pki
 
 HOST_CA = "host-ca"
 CONTROL_CA = "control-ca"
+IDENTITY_SUFFIX = ".hosts.sanbox.invalid"  # `.invalid` is no name DNS can ever answer for
+
+
+def identity_name(host: str) -> str:
+    """The name a host's certificate carries for the host itself, and that the control plane
+    checks when it dials the host (whatever address it dials): another host's certificate, even
+    one signed for the same address, does not carry it."""
+    return f"{host}{IDENTITY_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -58,9 +66,10 @@ class FleetCAs:
     def sign_host(
         self, name: str, addresses: list[str], public_key: ec.EllipticCurvePublicKey
     ) -> tuple[x509.Certificate, Path]:
-        """A host agent's server certificate for its `addresses` (DNS names or IPs), and the
-        control CA's certificate it must require of its clients."""
-        cert = pki.sign(self.host_ca(), public_key, f"sanbox host {name}", addresses, pki.SERVER)
+        """A host agent's server certificate for its `addresses` (DNS names or IPs) and its own
+        `identity_name`, and the control CA's certificate it must require of its clients."""
+        names = [*addresses, identity_name(name)]
+        cert = pki.sign(self.host_ca(), public_key, f"sanbox host {name}", names, pki.SERVER)
         self.control_ca()
         return cert, self.folder / f"{CONTROL_CA}.pem"
 
@@ -80,8 +89,8 @@ def server_tls(me: Identity) -> ssl.SSLContext:
 
 
 def client_tls(me: Identity) -> ssl.SSLContext:
-    """The control plane's side: hosts' certificates checked against the host CA (and their
-    names), its own certificate shown."""
+    """The control plane's side: hosts' certificates checked against the host CA (and the name
+    asked for: a host's `identity_name`, see `HostLink`), its own certificate shown."""
     tls = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(me.peer_ca))
     tls.load_cert_chain(str(me.cert), str(me.key))
     tls.minimum_version = ssl.TLSVersion.TLSv1_3

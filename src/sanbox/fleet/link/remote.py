@@ -352,6 +352,7 @@ class RemoteHost(HostLink):
                 f"{self.url}/v1/host/calls/remove_build",
                 json={"build_id": image.build_id},
                 headers={OPERATION: secrets.token_hex(12)},
+                extensions=self.extensions(),
             )
         if r.status_code != 200:
             raise wire.error_in(r.json()["error"])

@@ -73,7 +73,7 @@ class RemoteVm:
             reader, writer = await asyncio.open_connection(
                 sock=sock,
                 ssl=tls,
-                server_hostname=host,
+                server_hostname=self.host.server_name or host,
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
                 limit=TUNNEL_READ,
             )
