@@ -3,11 +3,13 @@ guard), and the sweep of stale operations that skips rows another sweeper holds.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from sanbox.fleet.errors import BusyError
 from sanbox.fleet.operations import Operation, Operations
@@ -68,7 +70,7 @@ def test_stale_operations_are_swept_skipping_locked_rows(pg: Database) -> None:
     assert not ops.finish(free.op_id)  # it was closed as abandoned
     with pg.session() as s:
         row = s.scalars(select(OperationRow).where(OperationRow.op_id == free.op_id)).one()
-    assert row.state == "abandoned" and row.error == "not finished within 0.2 s"
+    assert row.state == "abandoned" and row.error == "its node gave no sign of life in 0.2 s"
     ops.finish(ops.begin("cmp_free", "start").op_id)  # the computer takes work again
 
 
@@ -84,3 +86,52 @@ def test_a_node_that_starts_again_abandons_what_it_left(any_db: Database) -> Non
         row = s.scalars(select(OperationRow).where(OperationRow.op_id == mine.op_id)).one()
     assert (row.state, row.error) == ("abandoned", "its API node restarted")
     assert ops.finish(theirs.op_id)
+
+
+def _started_long_ago(db: Database, op: Operation) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(
+            update(OperationRow)
+            .where(OperationRow.op_id == op.op_id)
+            .values(started_at=datetime.now(UTC) - timedelta(hours=2))
+        )
+
+
+def test_a_long_operation_whose_node_beats_is_not_swept(any_db: Database) -> None:
+    """The sweep measures a node's last sign of life, not how long its operation has run: a
+    snapshot's move of a large disk ran past the sweep's limit, was abandoned, and another node
+    could act on what it was moving. One whose node stopped beating is swept as before."""
+    ops = Operations(any_db)
+    beaten, silent = ops.begin("cmp_long", "move"), ops.begin("cmp_dead", "move")
+    for op in (beaten, silent):
+        _started_long_ago(any_db, op)
+    assert ops.beat(beaten.op_id)
+    assert [o.op_id for o in ops.sweep_stale(older_than=600)] == [silent.op_id]
+    assert ops.incomplete("cmp_long") is not None
+    assert not ops.beat(silent.op_id)  # closed: its node is told so at its next beat
+    assert ops.finish(beaten.op_id)
+
+
+def test_a_running_operation_is_beaten_until_it_ends(any_db: Database) -> None:
+    ops = Operations(any_db)
+    op = ops.begin("cmp_beats", "snapshot")
+
+    def beat_at() -> datetime | None:
+        with any_db.session() as s:
+            row = s.scalars(select(OperationRow).where(OperationRow.op_id == op.op_id)).one()
+        return row.beat_at
+
+    async def run() -> None:
+        beating = asyncio.ensure_future(ops.keep_beating(op.op_id, every=0.05))
+        seen: set[datetime] = set()
+        for _ in range(200):
+            if (at := beat_at()) is not None:
+                seen.add(at)
+            if len(seen) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        assert len(seen) >= 2, "no beats written"
+        assert ops.finish(op.op_id)
+        await asyncio.wait_for(beating, 5)  # closed: it stops on its own
+
+    asyncio.run(run())

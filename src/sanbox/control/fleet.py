@@ -126,8 +126,9 @@ class Fleet:
     ) -> AsyncIterator[None]:
         """The computer's lock on this node and its one incomplete operation across every API
         node (fleet/operations.py) for the block; another node's operation on it is waited
-        for up to `wait` seconds, then `busy` (409). The operation ends `done`, or `failed` with
-        what the block raised."""
+        for up to `wait` seconds, then `busy` (409). It is beaten while the block runs (a long
+        one is not taken for a dead node's), and ends `done`, or `failed` with what the block
+        raised."""
         async with self.lock(computer_id):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait
@@ -140,12 +141,16 @@ class Fleet:
                         raise
                     await asyncio.sleep(0.2)
             error: str | None = None
+            beating = asyncio.ensure_future(self.operations.keep_beating(op.op_id))
             try:
                 yield
             except BaseException as exc:
                 error = f"{type(exc).__name__}: {exc}"[:500]
                 raise
             finally:
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
                 self.operations.finish(op.op_id, error)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:

@@ -25,7 +25,7 @@ from .states import State
 
 log = logging.getLogger(__name__)
 
-OPERATION_STALE = 900.0  # an operation older than this: its API node died and did not come back
+OPERATION_STALE = 300.0  # an operation not beaten this long: its API node died, not come back
 SWEEP_EVERY = 30.0  # seconds between sweeps of stale operations
 
 DISK_ERRORS = {
@@ -44,7 +44,7 @@ class VmWatcher:
     async def watch(self, interval: float = 2.0) -> None:
         """Record computers whose VM died, or stopped on a disk error, while the server ran:
         this node's own VMs on every node; the fleet hosts' computers, and the sweep of
-        operations another API node left running past OPERATION_STALE seconds, on the node
+        operations another API node stopped beating OPERATION_STALE seconds ago, on the node
         that holds the reconciler's job (control/jobs.py)."""
         swept_at = 0.0
         loop = asyncio.get_running_loop()
@@ -62,7 +62,7 @@ class VmWatcher:
             if leading:
                 stale = self.fleet.operations.sweep_stale(OPERATION_STALE)
                 for op in stale:
-                    said = "operation %s (%s of %s) abandoned: its node did not finish it in %g s"
+                    said = "operation %s (%s of %s) abandoned: no sign of its node in %g s"
                     log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
                 if released := reservations.sweep_stale(self.fleet.db):
                     log.warning("%d host reservations held too long released", released)

@@ -1,19 +1,22 @@
 """Operations on computers, at most one incomplete per computer across every API node: `begin`
 inserts the operation and the partial unique index on `computer_id WHERE finished_at IS NULL`
 refuses a second (`BusyError`); no read-then-write. Each names the API node that began it: a node
-that starts again closes what its previous life left (`abandon_node`), and `sweep_stale` closes
-operations left running too long (a node that died and did not come back), with
+that starts again closes what its previous life left (`abandon_node`). Its node `beat`s it every
+`BEAT_EVERY` seconds while it runs, and `sweep_stale` closes operations whose node stopped
+beating (it died and did not come back), however long they have run, with
 `FOR UPDATE SKIP LOCKED` so many sweepers share the work without waiting on each other."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import socket
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..store import Database
@@ -22,7 +25,10 @@ from ..store.repo import new_id
 from . import clock
 from .errors import BusyError
 
+log = logging.getLogger(__name__)
+
 RUNNING, DONE, FAILED, ABANDONED = "running", "done", "failed", "abandoned"
+BEAT_EVERY = 30.0  # seconds between the signs of life of a running operation's node
 
 
 def node_name(home: Path) -> str:
@@ -94,6 +100,29 @@ class Operations:
                 ).rowcount
             )
 
+    def beat(self, op_id: str) -> bool:
+        """Its node still runs it; False if it was closed meanwhile (by a sweep)."""
+        t = OperationRow.__table__.c
+        with self.db.engine.begin() as conn:
+            return bool(
+                conn.execute(
+                    update(OperationRow)
+                    .where(t.op_id == op_id, t.finished_at.is_(None))
+                    .values(beat_at=clock.now(conn.dialect))
+                ).rowcount
+            )
+
+    async def keep_beating(self, op_id: str, every: float | None = None) -> None:
+        """`beat` every `BEAT_EVERY` seconds until cancelled (or until it was closed)."""
+        while True:
+            await asyncio.sleep(every or BEAT_EVERY)
+            try:
+                if not self.beat(op_id):
+                    log.warning("operation %s was closed by another node while it ran", op_id)
+                    return
+            except Exception:  # the database away a moment: the next beat tries again
+                log.exception("operation %s: its beat was not written", op_id)
+
     def incomplete(self, computer_id: str) -> Operation | None:
         t = OperationRow.__table__.c
         with self.db.engine.connect() as conn:
@@ -122,14 +151,16 @@ class Operations:
             )
 
     def sweep_stale(self, older_than: float, limit: int = 100) -> list[Operation]:
-        """Close as `abandoned` up to `limit` operations running for more than `older_than`
-        seconds (by the database's clock), skipping rows another sweeper holds."""
+        """Close as `abandoned` up to `limit` operations whose node has given no sign of life
+        (a beat, or their start) for more than `older_than` seconds (by the database's clock),
+        skipping rows another sweeper holds."""
         t = OperationRow.__table__.c
         with self.db.engine.begin() as conn:
             d = conn.dialect
+            last_seen = func.coalesce(t.beat_at, t.started_at)
             rows = conn.execute(
                 select(t.id, t.op_id, t.computer_id, t.kind, t.host_id, t.started_at)
-                .where(t.finished_at.is_(None), t.started_at < clock.at(d, -older_than))
+                .where(t.finished_at.is_(None), last_seen < clock.at(d, -older_than))
                 .order_by(t.started_at)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
@@ -140,7 +171,7 @@ class Operations:
                     .where(t.id.in_([r.id for r in rows]))
                     .values(
                         state=ABANDONED,
-                        error=f"not finished within {older_than:g} s",
+                        error=f"its node gave no sign of life in {older_than:g} s",
                         finished_at=clock.now(d),
                     )
                 )

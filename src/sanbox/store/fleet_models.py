@@ -92,6 +92,7 @@ class OperationRow(Base):
     started_at: Mapped[datetime] = mapped_column(index=True)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     node: Mapped[str | None] = mapped_column(String(64), default=None, index=True)  # its API node
+    beat_at: Mapped[datetime | None] = mapped_column(default=None)  # its node's last sign of life
 
 
 class JoinTokenRow(Base):
