@@ -368,6 +368,18 @@ def test_exec_files_events_console(client: Sanbox, api: FakeApi) -> None:
     assert c.console(lines=5) == ["boot", "lines=5"]
 
 
+def test_exec_input_bytes_travel_as_base64(client: Sanbox, api: FakeApi) -> None:
+    """Bytes go as `stdin_base64` (the fake checks the body against docs/openapi.json), text as
+    `stdin`, and the new field only when used (a server from before it refuses it)."""
+    c = client.computers.create(name="box")
+    c.exec("cat", stdin=b"\xff\x00\x80")
+    body = json.loads(api.requests[-1].content)
+    assert (body["stdin"], body["stdin_base64"]) == (None, "/wCA")
+    c.exec("cat", stdin="text")
+    body = json.loads(api.requests[-1].content)
+    assert body["stdin"] == "text" and "stdin_base64" not in body
+
+
 def test_upload_and_download_stream_with_progress(
     client: Sanbox, api: FakeApi, tmp_path: Path
 ) -> None:

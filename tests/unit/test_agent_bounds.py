@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from sanbox.api.exec_schemas import ExecResponse
 from sanbox.api.routes.exec import json_chunks
-from sanbox.api.schemas import ExecResponse
 from sanbox.guest import protocol as p
 from sanbox.host.agent import ExecResult, ProtocolError
 from sanbox.host.agent.inbox import JOIN_LIMIT, MAX_CONTROL_FRAMES, Inbox

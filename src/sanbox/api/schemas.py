@@ -178,33 +178,6 @@ class ComputerList(BaseModel):
     computers: list[Computer]
 
 
-class ExecRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    cmd: list[str] | str
-    env: Env = Field(default_factory=dict)
-    cwd: str | None = None
-    user: str | None = None
-    stdin: str | None = None
-    timeout: float | None = Field(None, gt=0, le=24 * 3600)
-    max_output_bytes: int | None = Field(
-        None,
-        ge=0,
-        description="Output kept per stream (stdout, stderr); at most, and by default, the "
-        "server's limit (10 MiB unless configured). The first bytes are kept; the command's "
-        "further output is read and dropped, and `stdout_truncated`/`stderr_truncated` say so.",
-    )
-
-
-class ExecResponse(BaseModel):
-    exit_code: int
-    stdout: str
-    stderr: str
-    signal: int | None = None
-    timed_out: bool = False
-    stdout_truncated: bool = Field(default=False, description="stdout is only its first bytes")
-    stderr_truncated: bool = Field(default=False, description="stderr is only its first bytes")
-
-
 class FileEntry(BaseModel):
     name: str
     path: str

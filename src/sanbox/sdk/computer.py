@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import builtins
 import os
 from collections.abc import AsyncIterator, Callable
@@ -178,18 +179,23 @@ class AsyncComputer(ComputerFields):
         timeout: float | None = None,
         max_output_bytes: int | None = None,
     ) -> ExecResult:
-        """Run `cmd` to completion (a list is argv, a string runs in the shell). Each output
-        stream keeps its first `max_output_bytes` (at most, and by default, the server's limit:
-        10 MiB unless configured); `stdout_truncated`/`stderr_truncated` say when more came."""
-        body = {
+        """Run `cmd` to completion (a list is argv, a string runs in the shell). `stdin` is
+        its input: text, or any bytes (sent base64-encoded, so input that is not UTF-8 arrives
+        as it is). Each output stream keeps its first `max_output_bytes` (at most, and by
+        default, the server's limit: 10 MiB unless configured); `stdout_truncated`/
+        `stderr_truncated` say when more came."""
+        body: dict[str, Any] = {
             "cmd": cmd,
             "env": env or {},
             "cwd": cwd,
             "user": user,
-            "stdin": stdin.decode() if isinstance(stdin, bytes) else stdin,
+            "stdin": stdin if isinstance(stdin, str) else None,
             "timeout": timeout,
             "max_output_bytes": max_output_bytes,
         }
+        if stdin is not None and not isinstance(stdin, str):  # bytes (or bytearray, memoryview)
+            # the field only then: a server from before it refuses one it does not know
+            body["stdin_base64"] = base64.b64encode(stdin).decode("ascii")
         http = self._client.http
         # the answer comes when the command ends: with no timeout, as long as it runs
         wait = httpx.Timeout(http.timeout, read=None) if timeout is None else timeout + http.timeout

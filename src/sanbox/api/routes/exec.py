@@ -26,7 +26,7 @@ from ...control.guest import (
 )
 from .. import exec_protocol as wire
 from ..auth import Principal, authenticate
-from ..schemas import ExecRequest, ExecResponse
+from ..exec_schemas import ExecRequest, ExecResponse
 from ..settings import ServerSettings
 from ..standing import KEY_LAPSED, key_stands, while_standing
 from ._deps import Auth, Plane
@@ -43,9 +43,10 @@ SMALL_OUTPUT = 64 * 1024
 async def exec_command(
     ref: str, body: ExecRequest, request: Request, auth: Auth, plane: Plane
 ) -> Response:
-    """Run a command to completion. Each output stream keeps its first bytes up to
-    `max_output_bytes` (at most the server's limit); the command's further output is drained
-    and dropped, and `stdout_truncated`/`stderr_truncated` say so."""
+    """Run a command to completion, its input given as text (`stdin`) or as bytes
+    (`stdin_base64`). Each output stream keeps its first bytes up to `max_output_bytes` (at most
+    the server's limit); the command's further output is drained and dropped, and
+    `stdout_truncated`/`stderr_truncated` say so."""
     settings: ServerSettings = request.app.state.settings
     limit = settings.exec_max_output
     if body.max_output_bytes is not None:
@@ -57,7 +58,7 @@ async def exec_command(
         env=body.env,
         cwd=body.cwd,
         user=body.user,
-        stdin=body.stdin.encode() if body.stdin is not None else None,
+        stdin=body.input(),
         timeout=body.timeout,
         max_output=limit,
     )
