@@ -260,3 +260,41 @@ def test_the_sdk_and_the_cli_make_view_links(
     r = runner.invoke(app, ["port", "view-link", "linked", "8081"])
     assert r.exit_code == 1 and "port_not_found" in r.output and "Traceback" not in r.output
     assert runner.invoke(app, ["rm", "linked"]).exit_code == 0
+
+
+def test_a_stream_opened_by_a_view_link_ends_with_its_cookie(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event stream or a long download opened with a view link's cookie ends when the cookie
+    does (the link's own end), though the key that made the link still stands: it was checked
+    against the key alone, and went on as long as the key did."""
+    import contextlib
+    import threading
+    import types
+
+    from sanbox.api import standing
+    from sanbox.api.ports import access
+
+    from .test_published_access import guest_stream
+
+    monkeypatch.setattr(standing, "RECHECK", 0.1)
+    later = [0.0]  # seconds the cookie's clock is moved on
+    clock = types.SimpleNamespace(time=lambda: time.time() + later[0])
+    monkeypatch.setattr(access, "time", clock)
+    with guest_stream(0) as (port, reached):
+        publish(server, server.key, "viewed", port, public=False)
+        host, path = host_and_path(view_link(server, "viewed", port, expires_in=60))
+        _, cookie = trade(server, host, path)
+        headers = {"host": host, "cookie": cookie.split(";")[0], "origin": f"http://{host}"}
+        ended = threading.Event()
+
+        def request() -> None:
+            with contextlib.suppress(Exception):  # broken off: the point
+                server.client.get("/events", headers=headers)
+            ended.set()
+
+        threading.Thread(target=request, daemon=True).start()
+        assert reached.wait(10)
+        assert not ended.wait(0.5), "the stream should still be going"
+        later[0] = 120.0  # past the link's 60 s
+        assert ended.wait(10), "the stream outlived its view link's cookie"

@@ -138,25 +138,35 @@ class PublishedPorts:
 
     def _cookie_key(
         self, state: Any, cookies: tuple[str, ...], row: ComputerRow | None, port: int
-    ) -> tuple[str, str] | None:
-        """The key id and mode of the first valid port cookie of this computer and port, if its
-        key still opens anything. A page may have set another of the name on the whole domain (a
-        script can; a guest's Set-Cookie cannot, see `relay.guest_cookies`): each is checked, not
-        only the first. The MAC is checked whether or not the port exists (against no computer
-        then), so a visitor cannot time the difference."""
+    ) -> tuple[str, str, str] | None:
+        """The key id and mode of the first valid port cookie of this computer and port, and the
+        cookie, if its key still opens anything. A page may have set another of the name on the
+        whole domain (a script can; a guest's Set-Cookie cannot, see `relay.guest_cookies`):
+        each is checked, not only the first. The MAC is checked whether or not the port exists
+        (against no computer then), so a visitor cannot time the difference."""
         signer, computer_id = self.signer(state), row.id if row is not None else ""
         verified = next(
-            (v for c in cookies if (v := signer.verify(c, computer_id, port)) is not None), None
+            ((*v, c) for c in cookies if (v := signer.verify(c, computer_id, port)) is not None),
+            None,
         )
         if verified is None or row is None:
             return None
-        key_id, mode = verified
+        key_id, mode, value = verified
         keys: Keys = state.keys
         key = keys.usable_key(key_id)  # not revoked, not expired, within its rate
         if key is None or key.org_id != row.org_id:
             return None
         ACTOR.set(key.prefix)  # a computer this request wakes names the key
-        return key.id, mode
+        return key.id, mode, value
+
+    def _cookie_stands(
+        self, state: Any, cookie: tuple[str, str, str], computer_id: str, port: int
+    ) -> Check:
+        """A cookie's connection lasts while the cookie is valid (its own end: a view link's
+        is the link's) and its key stands."""
+        key_stands = key_id_stands(state.keys, cookie[0])
+        signer, value = self.signer(state), cookie[2]
+        return lambda: signer.verify(value, computer_id, port) is not None and key_stands()
 
     def _link_key(
         self, state: Any, token: str | None, row: ComputerRow | None, port: int
@@ -225,7 +235,7 @@ class PublishedPorts:
             view_only = cookie[1] == VIEW
             if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
                 raise ForbiddenError("this port was opened view-only", "view_only")
-            stands = key_id_stands(keys, cookie[0])
+            stands = self._cookie_stands(state, cookie, row.id, target.port)
             await self._open(
                 scope, receive, send, state, owner, row, target.port, view_only, stands
             )
