@@ -10,6 +10,7 @@ pauses a running computer with its memory instead, or stops it if that pause fai
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..store import repo
 from ..store.models import ComputerRow, Org
 from .errors import ControlError, InvalidRequestError
+from .in_flight import InFlight
 from .jobs import DEADLINES
 from .states import State
 
@@ -82,6 +84,7 @@ class DeadlineWatcher:
     def __init__(self, computers: Computers) -> None:
         self.computers = computers
         self.fleet = computers.fleet
+        self.in_flight = InFlight()
 
     def due(self, interval: float) -> tuple[list[tuple[ComputerRow, str, str]], float]:
         """The computers whose limits have passed, with what to do and why, and the seconds to
@@ -93,25 +96,32 @@ class DeadlineWatcher:
         return acts, next_wait(rows, now, interval)
 
     async def check(self, interval: float = 1.0) -> float:
-        """Enforces what is due; returns the seconds until the next look."""
+        """Starts what is due, each computer's action a task of its own (`in_flight.py`: one
+        whose host holds the call holds up no other's); returns the seconds until the next look.
+        A computer busy with another operation, or with its own action still running, is
+        looked at again next round."""
         acts, wait = self.due(interval)
         for row, action, why in acts:
             if self.fleet.lock(row.id).locked():
                 continue  # busy now: the next round
-            with self.fleet.db.session() as s:
-                org = s.get(Org, row.org_id)
-            if org is None:
-                continue
-            try:
-                if action == "delete":
-                    await self.computers.delete(org, row.id, why)
-                elif action == "pause":
-                    await self._pause_or_stop(org, row, why)
-                else:
-                    await self.computers.stop(org, row.id, why)
-            except Exception:  # one computer's failure must not stop the watcher
-                log.exception("enforcing the limits of computer %s failed", row.id)
+            # Not started (its own still runs, or LIMIT do): a later round looks again.
+            self.in_flight.start(row.id, functools.partial(self._enforce, row, action, why))
         return wait
+
+    async def _enforce(self, row: ComputerRow, action: str, why: str) -> None:
+        with self.fleet.db.session() as s:
+            org = s.get(Org, row.org_id)
+        if org is None:
+            return
+        try:
+            if action == "delete":
+                await self.computers.delete(org, row.id, why)
+            elif action == "pause":
+                await self._pause_or_stop(org, row, why)
+            else:
+                await self.computers.stop(org, row.id, why)
+        except Exception:  # one computer's failure must not stop the watcher
+            log.exception("enforcing the limits of computer %s failed", row.id)
 
     async def _pause_or_stop(self, org: Org, row: ComputerRow, why: str) -> None:
         try:
@@ -123,10 +133,13 @@ class DeadlineWatcher:
     async def watch(self, interval: float = 1.0) -> None:
         loop = asyncio.get_running_loop()
         wait = interval
-        while True:
-            await asyncio.sleep(wait)
-            wait = interval
-            if await self.computers.fleet.jobs.holds(DEADLINES):  # one node: control/jobs.py
-                looked = loop.time()
-                wait = await self.check(interval)  # from the look: acting took time of its own
-                wait = max(0.05, wait - (loop.time() - looked))
+        try:
+            while True:
+                await asyncio.sleep(wait)
+                wait = interval
+                if await self.computers.fleet.jobs.holds(DEADLINES):  # one node: control/jobs.py
+                    looked = loop.time()
+                    wait = await self.check(interval)  # from the look: the look took time too
+                    wait = max(0.05, wait - (loop.time() - looked))
+        finally:
+            await self.in_flight.close()

@@ -5,10 +5,12 @@ next command or request wakes it (`guest.running`)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from ..store import repo
 from .computers import Computers
+from .in_flight import InFlight
 from .jobs import IDLE
 from .states import State
 
@@ -19,6 +21,7 @@ class IdleWatcher:
     def __init__(self, computers: Computers) -> None:
         self.computers = computers
         self.fleet = computers.fleet
+        self.in_flight = InFlight()
 
     def due(self) -> list[tuple[str, float]]:
         """Running computers idle past their timeout, with that timeout: by this node's clock
@@ -37,19 +40,29 @@ class IdleWatcher:
         return due
 
     async def check(self) -> None:
+        """Starts the suspension of each computer due, a task of its own (`in_flight.py`: one
+        whose host holds the call holds up no other's)."""
         for computer_id, idle in self.due():
             if self.fleet.lock(computer_id).locked():
-                continue
-            try:
-                await self.computers.suspend(computer_id, idle)
-            except Exception:  # one computer's failure must not stop the watcher
-                log.exception("suspending idle computer %s failed", computer_id)
+                continue  # busy now: the next round
+            # Not started (its own still runs, or LIMIT do): a later round looks again.
+            self.in_flight.start(computer_id, functools.partial(self._suspend, computer_id, idle))
+
+    async def _suspend(self, computer_id: str, idle: float) -> None:
+        try:
+            await self.computers.suspend(computer_id, idle)
+        except Exception:  # one computer's failure must not stop the watcher
+            log.exception("suspending idle computer %s failed", computer_id)
 
     async def watch(self, interval: float = 1.0) -> None:
         """Every node stores the use it serves (a shell held open counts all along); the node
-        that holds the idle job (control/jobs.py) suspends."""
-        while True:
-            await asyncio.sleep(interval)
-            self.fleet.keep_in_use()
-            if await self.fleet.jobs.holds(IDLE):
-                await self.check()
+        that holds the idle job (control/jobs.py) suspends. The suspensions still running when
+        the loop ends (server shutdown) are cancelled and waited for."""
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                self.fleet.keep_in_use()
+                if await self.fleet.jobs.holds(IDLE):
+                    await self.check()
+        finally:
+            await self.in_flight.close()
