@@ -237,13 +237,14 @@ def _legacy_host(cas: FleetCAs, folder: Path) -> Identity:
 
 
 def test_a_host_is_known_by_its_own_name_not_by_an_address(
-    host_agent: Agent, short_tmp: Path
+    host_agent: Agent, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every host's certificate is signed by the one host CA, and any host may ask for any
     address: a link to host h2 dialling h1's address (a host that answers there in its place)
     is refused, its calls and its guests' tunnel alike, before a byte is sent; h1 is taken. A
     host that joined before its name was signed is checked by its address, as then, and only
-    when its record says so."""
+    when its record says so. No proxy of the environment is taken (through one, the name would
+    go unchecked)."""
 
     async def links() -> None:
         tls = client_tls(host_agent.control)
@@ -261,7 +262,11 @@ def test_a_host_is_known_by_its_own_name_not_by_an_address(
         finally:
             await own.close()
 
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"):  # one that is not there
+        monkeypatch.setenv(proxy, f"http://127.0.0.1:{_free_port()}")
     asyncio.run(links())
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy)
     # a certificate from before 0023 (its address alone): refused where the name is checked
     legacy = _legacy_host(host_agent.cas, short_tmp / "legacy" / "fleet")
     dd = DataDir(short_tmp / "legacy-host")
@@ -499,3 +504,17 @@ def test_a_host_asks_for_no_name_that_is_not_its_own(
     joined = _sanbox(live, "host", "join", *who, *where)  # the token was not spent
     assert joined.returncode == 0, joined.stderr
     assert [h.name for h in _hosts(live)] == ["h1"]
+    # another host on h1's machine may ask for its address (h1 is checked by its name) unless
+    # h1 joined before names were signed: then it is checked by that address
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+        db.execute("UPDATE hosts SET identity_bound = 0")
+    token = _sanbox(live, "host", "token", "--region", "eu-1").stdout.strip()
+    who = ["--server", live.url, "--token", token, "--name", "h2", "--region", "eu-1"]
+    where = ["--address", "127.0.0.1", "--port", "7445", "--data-dir", str(short_tmp / "h2")]
+    refused = _sanbox(live, "host", "join", *who, *where)
+    assert refused.returncode == 1 and "invalid_addresses" in refused.stderr, refused.stderr
+    assert "host h1's address" in refused.stderr
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+        db.execute("UPDATE hosts SET identity_bound = 1")
+    joined = _sanbox(live, "host", "join", *who, *where)
+    assert joined.returncode == 0, joined.stderr

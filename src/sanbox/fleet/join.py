@@ -23,7 +23,7 @@ from ..store.fleet_models import HostRow, JoinTokenRow
 from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
-from .hosts import Hosts, HostSpec, Lease
+from .hosts import RETIRED, Hosts, HostSpec, Lease
 from .link.pki import IDENTITY_SUFFIX, FleetCAs
 
 TOKEN_TTL = 3600.0
@@ -132,6 +132,25 @@ def _check_addresses(addresses: list[str]) -> None:
             )
 
 
+def _not_an_unnamed_hosts(db: Database, name: str, addresses: list[str]) -> None:
+    """No address of a host that is still checked by its address (it joined before its name was
+    signed: `identity_bound` false): a certificate for it would pass as that host's."""
+    with db.session() as s:
+        rows = s.execute(
+            select(HostRow.name, HostRow.address).where(
+                HostRow.identity_bound.is_(False), HostRow.state != RETIRED, HostRow.name != name
+            )
+        ).all()
+    held = {a.rpartition(":")[0].strip("[]").lower().rstrip("."): host for host, a in rows}
+    for address in addresses:
+        if (other := held.get(address.strip("[]").lower().rstrip("."))) is not None:
+            raise InvalidRequestError(
+                f"{address!r} is host {other}'s address, which is checked by address until it "
+                f"joins again (sanbox host token --host {other}): join {other} again first",
+                "invalid_addresses",
+            )
+
+
 def join(
     db: Database,
     cas: FleetCAs,
@@ -144,6 +163,7 @@ def join(
     `addresses`, the host registered in the token's region (a host of another region is
     refused). Nothing is written if the request is bad."""
     _check_addresses(addresses)
+    _not_an_unnamed_hosts(db, spec.name, addresses)
     key = _public_key(csr_pem)
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)

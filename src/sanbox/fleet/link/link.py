@@ -59,6 +59,13 @@ def why(exc: httpx.HTTPError) -> str:
     return str(exc) or type(exc).__name__
 
 
+def link_client(tls: ssl.SSLContext) -> dict[str, Any]:
+    """An httpx client's settings for a host's link: its TLS, and no proxy from the environment
+    (`HTTPS_PROXY`): a host is dialled itself, and httpcore's proxy path sends no `sni_hostname`,
+    so the host's own name would go unchecked (`extensions`)."""
+    return {"verify": tls, "trust_env": False}
+
+
 class HostLink:
     def __init__(
         self,
@@ -79,7 +86,7 @@ class HostLink:
         self.server_name = identity_name(name) if by_identity else None
         timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
         hooks = {"request": [self._named]} if by_identity else {}
-        self._http = httpx.AsyncClient(verify=tls, timeout=timeout, event_hooks=hooks)
+        self._http = httpx.AsyncClient(**link_client(tls), timeout=timeout, event_hooks=hooks)
         self._report: dict[str, Any] | None = None
         self._read_at = 0.0
         self._waiting: set[asyncio.Timeout] = set()  # calls waiting for the host's answer

@@ -40,7 +40,7 @@ from ...host.door import (
 from . import wire
 from .agent import OPERATION
 from .carry_routes import DISK_HEADER
-from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError, why
+from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError, link_client, why
 from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
@@ -347,7 +347,7 @@ class RemoteHost(HostLink):
 
     def remove_build(self, image: Image) -> None:
         """(Called in a thread: a blocking request.)"""
-        with httpx.Client(verify=self.tls, timeout=CALL_TIMEOUT) as http:
+        with httpx.Client(**link_client(self.tls), timeout=CALL_TIMEOUT) as http:
             r = http.post(
                 f"{self.url}/v1/host/calls/remove_build",
                 json={"build_id": image.build_id},
