@@ -88,12 +88,18 @@ def test_a_node_that_starts_again_abandons_what_it_left(any_db: Database) -> Non
     assert ops.finish(theirs.op_id)
 
 
-def _started_long_ago(db: Database, op: Operation) -> None:
+def _aged(db: Database, op: Operation, started: float, beat: float | None) -> None:
+    """Its start and its last beat (None: none, as a node from before beats) so many seconds
+    ago."""
+    now = datetime.now(UTC)
     with db.engine.begin() as conn:
         conn.execute(
             update(OperationRow)
             .where(OperationRow.op_id == op.op_id)
-            .values(started_at=datetime.now(UTC) - timedelta(hours=2))
+            .values(
+                started_at=now - timedelta(seconds=started),
+                beat_at=None if beat is None else now - timedelta(seconds=beat),
+            )
         )
 
 
@@ -103,10 +109,15 @@ def test_a_long_operation_whose_node_beats_is_not_swept(any_db: Database) -> Non
     could act on what it was moving. One whose node stopped beating is swept as before."""
     ops = Operations(any_db)
     beaten, silent = ops.begin("cmp_long", "move"), ops.begin("cmp_dead", "move")
-    for op in (beaten, silent):
-        _started_long_ago(any_db, op)
+    _aged(any_db, beaten, started=7200, beat=7000)
+    _aged(any_db, silent, started=7200, beat=700)  # its node beat, then died
     assert ops.beat(beaten.op_id)
-    assert [o.op_id for o in ops.sweep_stale(older_than=600)] == [silent.op_id]
+    # begun by a node from before beats (an upgrade under way): given the time it had then
+    old_young, old_old = ops.begin("cmp_old1", "stop"), ops.begin("cmp_old2", "stop")
+    _aged(any_db, old_young, started=600, beat=None)
+    _aged(any_db, old_old, started=1000, beat=None)
+    swept = {o.op_id for o in ops.sweep_stale(older_than=300)}
+    assert swept == {silent.op_id, old_old.op_id}
     assert ops.incomplete("cmp_long") is not None
     assert not ops.beat(silent.op_id)  # closed: its node is told so at its next beat
     assert ops.finish(beaten.op_id)

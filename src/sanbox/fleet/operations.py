@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..store import Database
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 RUNNING, DONE, FAILED, ABANDONED = "running", "done", "failed", "abandoned"
 BEAT_EVERY = 30.0  # seconds between the signs of life of a running operation's node
+# an operation with no beat at all was begun by a node from before beats (an upgrade in
+# progress): it is given the time an operation had then
+UNBEATEN_STALE = 900.0
 
 
 def node_name(home: Path) -> str:
@@ -70,6 +73,7 @@ class Operations:
                         host_id=host_id,
                         node=node,
                         started_at=clock.now(conn.dialect),
+                        beat_at=clock.now(conn.dialect),
                     )
                     .returning(t.started_at)
                 ).one()
@@ -116,8 +120,8 @@ class Operations:
         """`beat` every `BEAT_EVERY` seconds until cancelled (or until it was closed)."""
         while True:
             await asyncio.sleep(every or BEAT_EVERY)
-            try:
-                if not self.beat(op_id):
+            try:  # in a thread: a database that does not answer holds no event loop
+                if not await asyncio.to_thread(self.beat, op_id):
                     log.warning("operation %s was closed by another node while it ran", op_id)
                     return
             except Exception:  # the database away a moment: the next beat tries again
@@ -152,15 +156,19 @@ class Operations:
 
     def sweep_stale(self, older_than: float, limit: int = 100) -> list[Operation]:
         """Close as `abandoned` up to `limit` operations whose node has given no sign of life
-        (a beat, or their start) for more than `older_than` seconds (by the database's clock),
-        skipping rows another sweeper holds."""
+        (a beat; `begin` is the first) for more than `older_than` seconds (by the database's
+        clock; one with none, begun by a node from before beats, `UNBEATEN_STALE`), skipping
+        rows another sweeper holds."""
         t = OperationRow.__table__.c
         with self.db.engine.begin() as conn:
             d = conn.dialect
-            last_seen = func.coalesce(t.beat_at, t.started_at)
+            silent = or_(
+                t.beat_at < clock.at(d, -older_than),
+                and_(t.beat_at.is_(None), t.started_at < clock.at(d, -UNBEATEN_STALE)),
+            )
             rows = conn.execute(
                 select(t.id, t.op_id, t.computer_id, t.kind, t.host_id, t.started_at)
-                .where(t.finished_at.is_(None), last_seen < clock.at(d, -older_than))
+                .where(t.finished_at.is_(None), silent)
                 .order_by(t.started_at)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
