@@ -26,7 +26,7 @@ from sanbox.sdk import (
     SecretNotFoundError,
 )
 
-from .conftest import LiveServer
+from .conftest import LiveServer, Server
 
 pytestmark = pytest.mark.component
 
@@ -234,3 +234,30 @@ def test_a_running_computer_gets_placeholders_in_new_commands(live_server: LiveS
         for c in (computer, created):
             c.delete()
         client.secrets.delete("live")
+
+
+def test_a_value_stored_shorter_than_the_leak_scan_sees_is_not_injected(server: Server) -> None:
+    """A value under 8 bytes, stored before values were 8 bytes at least, is not handed to the
+    egress proxy: the scan of responses would not see it come back to the computer. The others
+    bound beside it are."""
+    from sqlalchemy import select
+
+    from sanbox.control.secret_book import secret_context
+    from sanbox.store.models import SecretRow
+
+    h = server.headers()
+    assert server.client.post("/v1/computers", json={"name": "old"}, headers=h).status_code == 201
+    for name in ("short", "long"):
+        body = {"value": VALUE, "hosts": ["api.example.com"]}
+        assert server.client.put(f"/v1/secrets/{name}", json=body, headers=h).status_code < 300
+        bind = server.client.put(f"/v1/computers/old/secrets/{name}", json={}, headers=h)
+        assert bind.status_code < 300, bind.text
+    computers = server.client.app.state.computers  # type: ignore[attr-defined]
+    book = computers.fleet.book
+    with computers.fleet.db.session() as s:  # as a server from before the rule stored it
+        row = s.scalars(select(SecretRow).where(SecretRow.name == "short")).one()
+        row.sealed = book.sealer.seal(b"sk-1", secret_context(row))
+        computer_id = server.client.get("/v1/computers/old", headers=h).json()["id"]
+    book.changed()
+    injected = book.bound(computer_id).injections
+    assert [i.value for i in injected] == [VALUE.encode()]
