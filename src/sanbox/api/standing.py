@@ -74,10 +74,16 @@ async def while_standing(
                 await pending
 
 
+class Lapsed(Exception):
+    """What let a download in no longer stands: its response is cut, never ended as whole."""
+
+
 async def chunks_while_standing(
-    check: Check, chunks: AsyncIterable[Any], every: float | None = None
+    check: Check, chunks: AsyncIterable[Any], every: float | None = None, cut: bool = False
 ) -> AsyncIterator[Any]:
-    """`chunks` as they come, until they end or `check` no longer stands."""
+    """`chunks` as they come, until they end or `check` no longer stands: then they end (a
+    followed stream), or with `cut` raise `Lapsed` (a download: a body that ends short of its
+    file, sent chunked, would read as the whole file)."""
     every = every or RECHECK
     source = aiter(chunks)
     checked = time.monotonic()
@@ -88,6 +94,8 @@ async def chunks_while_standing(
             if time.monotonic() - checked >= every:
                 checked = time.monotonic()
                 if not check():
+                    if cut:
+                        raise Lapsed(KEY_LAPSED)
                     return
             if not coming.done():
                 continue
@@ -100,3 +108,6 @@ async def chunks_while_standing(
         coming.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await coming
+        if (aclose := getattr(source, "aclose", None)) is not None:  # its stream ends now
+            with contextlib.suppress(Exception):
+                await aclose()

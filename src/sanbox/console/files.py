@@ -12,8 +12,9 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..api.routes.files import downloadable, sized
+from ..api.standing import chunks_while_standing
 from ..control.errors import InvalidRequestError
-from .access import Plane, Reader, Writer
+from .access import Plane, Reader, Writer, signed_in
 from .forms import text
 from .render import ConsoleRoute, fragment
 
@@ -36,7 +37,10 @@ async def listing(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respons
 
 
 @router.get("/{ref}/files/download")
-async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Response:
+async def download(
+    ref: str, path: GuestPath, request: Request, v: Reader, plane: Plane
+) -> Response:
+    """A file's bytes; a download outlives no end of its session (cut)."""
     path = _absolute(path)
     info = downloadable(await plane.stat_file(v.org, ref, path), path)
     name = quote(posixpath.basename(path) or "file")
@@ -45,8 +49,9 @@ async def download(ref: str, path: GuestPath, v: Reader, plane: Plane) -> Respon
         "Cache-Control": "no-store",
         "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
     }
+    chunks = plane.read_file(v.org, ref, path, info.size)
     return StreamingResponse(
-        plane.read_file(v.org, ref, path, info.size),
+        chunks_while_standing(signed_in(request), chunks, cut=True),
         media_type="application/octet-stream",
         headers=headers,
     )

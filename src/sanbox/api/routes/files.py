@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from ...control.errors import InvalidRequestError
 from ...control.guest import FileInfo
 from ..schemas import FileEntry, FileList, FileWritten, MkdirRequest
+from ..standing import chunks_while_standing, key_stands
 from ._deps import Auth, Plane
 from .computers import ERRORS
 
@@ -55,10 +56,14 @@ async def upload(
 
 
 @router.get("/{ref}/files", response_class=StreamingResponse)
-async def download(ref: str, path: PathQuery, auth: Auth, plane: Plane) -> StreamingResponse:
+async def download(
+    ref: str, path: PathQuery, request: Request, auth: Auth, plane: Plane
+) -> StreamingResponse:
+    """A file's bytes; a download outlives no revocation or expiry of its key (cut)."""
     info = downloadable(await plane.stat_file(auth.org, ref, path), path)
+    chunks = plane.read_file(auth.org, ref, path, info.size)
     return StreamingResponse(
-        plane.read_file(auth.org, ref, path, info.size),
+        chunks_while_standing(key_stands(request), chunks, cut=True),
         media_type="application/octet-stream",
         headers=sized(info.size),
     )

@@ -1,0 +1,110 @@
+"""A download outlives no revocation or expiry of the key that asked for it (nor, in the
+console, the end of its session): it is cut within a re-check, never ended as if whole (a file
+of unknown length is sent chunked: a body that ended short would read as the whole file). The
+guest's side here is a slow file: `read_file` yields a piece every 50 ms for 30 s."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sanbox.api import standing
+from sanbox.control.guest_verbs import GuestVerbs
+
+from .conftest import Server
+from .test_api_computers import create
+
+pytestmark = pytest.mark.component
+
+
+@pytest.fixture
+def slow_files(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Every file read is slow; the event is set once one started."""
+    started = threading.Event()
+
+    def read_file(*_args: object, **_kw: object) -> AsyncIterator[bytes]:
+        async def pieces() -> AsyncIterator[bytes]:
+            started.set()
+            for _ in range(600):
+                yield b"x" * 1024
+                await asyncio.sleep(0.05)
+
+        return pieces()
+
+    monkeypatch.setattr(GuestVerbs, "read_file", read_file)
+    monkeypatch.setattr(standing, "RECHECK", 0.1)
+    return started
+
+
+def test_a_download_is_cut_when_its_key_is_revoked(
+    server: Server, short_tmp: Path, slow_files: threading.Event
+) -> None:
+    create(server, name="dl")
+    made = server.client.post("/v1/keys", json={"name": "dl"}, headers=server.headers())
+    key, key_id = made.json()["key"], made.json()["id"]
+    path = f"{short_tmp}/big.bin"
+    put = server.client.put(
+        f"/v1/computers/dl/files?path={path}", content=b"y" * 10, headers=server.headers(key)
+    )
+    assert put.status_code == 200, put.text
+    outcome: list[object] = []
+    ended = threading.Event()
+
+    def download() -> None:
+        try:
+            r = server.client.get(
+                f"/v1/computers/dl/files?path={path}", headers=server.headers(key)
+            )
+            outcome.append(r)
+        except Exception as exc:  # cut: the point
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=download, daemon=True).start()
+    assert slow_files.wait(10)
+    assert not ended.wait(0.5), "the download should still be going"
+    revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
+    assert revoked.status_code == 200
+    assert ended.wait(10), "the download outlived its key"
+    assert isinstance(outcome[0], Exception), "a cut download must not read as whole"
+
+
+def test_a_console_download_is_cut_when_its_session_ends(
+    server: Server, short_tmp: Path, slow_files: threading.Event
+) -> None:
+    create(server, name="cdl")
+    made = server.client.post("/v1/keys", json={"name": "viewer"}, headers=server.headers())
+    key, key_id = made.json()["key"], made.json()["id"]
+    path = f"{short_tmp}/big.bin"
+    put = server.client.put(
+        f"/v1/computers/cdl/files?path={path}", content=b"y" * 10, headers=server.headers()
+    )
+    assert put.status_code == 200, put.text
+    login = server.client.post(
+        "/console/login",
+        data={"key": key},
+        headers={"origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert login.status_code == 303, login.text
+    ended = threading.Event()
+    outcome: list[object] = []
+
+    def download() -> None:
+        try:
+            outcome.append(server.client.get(f"/console/computers/cdl/files/download?path={path}"))
+        except Exception as exc:  # cut: the point
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=download, daemon=True).start()
+    assert slow_files.wait(10)
+    assert not ended.wait(0.5), "the download should still be going"
+    revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
+    assert revoked.status_code == 200  # its session ends with it
+    assert ended.wait(10), "the download outlived its session"
+    assert isinstance(outcome[0], Exception), "a cut download must not read as whole"
