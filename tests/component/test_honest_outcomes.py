@@ -138,6 +138,65 @@ def test_a_pause_whose_host_did_not_answer_is_in_error_not_pausing(
     assert got["state"] == "error" and "not known" in got["last_error"], got
 
 
+def test_a_start_after_an_unanswered_pause_looks_at_the_memory_it_saved(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause whose answer was lost may have ended on its host (its VM gone, its memory saved):
+    the computer is in error, and a start then takes that memory if it is whole (as a resume
+    checks it), else boots afresh saying why; it booted afresh and dropped the memory unlooked
+    at. (Here the saved state is genuine but not this VM's kind, so it is refused, and said.)
+    With no saved memory, the start says that is why it booted afresh."""
+    original = HostRuntime.pause
+
+    async def ended_unanswered(
+        rt: HostRuntime, m: Machine, spec: MachineSpec, *_: object
+    ) -> SavedState:
+        await rt.kill(spec.computer_id)
+        plant_saved_state(server, spec.computer_id)
+        raise HostUnreachableError("host h1 dropped the call pause: no answer")
+
+    monkeypatch.setattr(HostRuntime, "pause", ended_unanswered)
+    h = server.headers()
+    create(server, name="saved")
+    assert error(server.client.post("/v1/computers/saved/pause", headers=h))[1] == "pause_failed"
+    assert said(server, "saved")[0] == "error"
+    r = server.client.post("/v1/computers/saved/start", headers=h)
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    state, message = said(server, "saved")
+    assert message.startswith("resumed") and "memory: lost" in message, message
+    assert "stop drops memory" not in message
+
+    monkeypatch.setattr(HostRuntime, "pause", original)
+
+    async def failed_unanswered(rt: HostRuntime, m: Machine, spec: MachineSpec, *_: object) -> None:
+        await rt.kill(spec.computer_id)
+        raise HostUnreachableError("host h1 dropped the call pause: no answer")
+
+    monkeypatch.setattr(HostRuntime, "pause", failed_unanswered)
+    create(server, name="unsaved")
+    assert error(server.client.post("/v1/computers/unsaved/pause", headers=h))[1] == "pause_failed"
+    assert server.client.post("/v1/computers/unsaved/start", headers=h).status_code == 200
+    assert "it was in error, with no saved memory" in said(server, "unsaved")[1]
+
+
+def test_no_resume_starts_a_second_vm_on_a_running_computers_disk(server: Server) -> None:
+    """A resume (a start that found saved memory, while a VM that would not end still runs: a
+    pause that froze it) is refused as a boot is, not run beside it on the same disk."""
+    from sanbox.host.errors import HostError
+
+    made = create(server, name="twice")
+    runtime = plant_saved_state(server, str(made["id"]))
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    row = fleet.by_id(str(made["id"]))
+
+    async def again() -> None:
+        with pytest.raises(HostError, match="already running"):
+            await runtime.resume(fleet.spec(row), fleet.image_of(row))
+
+    server.client.portal.call(again)  # type: ignore[union-attr]
+    assert runtime.has_saved_memory(str(made["id"]))  # nothing taken
+
+
 def test_a_fresh_boot_drops_saved_memory_its_disk_moves_past(server: Server) -> None:
     h = server.headers()
     made = create(server, name="fresh")

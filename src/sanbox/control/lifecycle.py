@@ -27,7 +27,14 @@ async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "start") as row:
         if row.state in (State.PAUSED, State.SUSPENDED):
             return await resume_locked(fleet, row)
-        return await boot(fleet, row, "it was stopped: stop drops memory on purpose")
+        if row.state == State.ERROR and fleet.host_of(row).has_saved_memory(row.id):
+            # a pause whose answer was lost may have ended: its memory is taken if it is whole
+            # (checked as any resume's), else the computer boots afresh, saying why
+            return await resume_locked(fleet, row)
+        why = "it was stopped: stop drops memory on purpose"
+        if row.state == State.ERROR:
+            why = "it was in error, with no saved memory"
+        return await boot(fleet, row, why)
 
 
 async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:

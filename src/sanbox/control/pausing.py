@@ -75,7 +75,10 @@ async def _pause_failed(
         now = "whether its memory was saved is not known: the computer is in error"
         _in_error(fleet, row.id, f"pause failed: {why}; {now}")
         return failed(
-            "pause", why, f"{now}; start it again once its host answers (it boots afresh)"
+            "pause",
+            why,
+            f"{now}; start it again once its host answers (from its memory if the pause ended, "
+            "else afresh)",
         )
     why = pause_failure(exc)
     if machine.vm.alive() and await machine.vm.frozen() is not True:

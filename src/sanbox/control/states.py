@@ -38,7 +38,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.RESUMING: frozenset(
         {State.RUNNING, State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR, State.DELETING}
     ),
-    State.ERROR: frozenset({State.STARTING, State.STOPPED, State.DELETING}),
+    # resuming: a start that finds the memory a pause saved before its answer was lost
+    State.ERROR: frozenset({State.STARTING, State.RESUMING, State.STOPPED, State.DELETING}),
     State.DELETING: frozenset({State.DELETED, State.ERROR}),  # error: its files stayed
     State.DELETED: frozenset(),
 }

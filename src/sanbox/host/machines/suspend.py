@@ -129,6 +129,8 @@ async def _run_on(m: Machines, vm: VmHandle) -> None:
 
 async def resume(m: Machines, spec: MachineSpec, image: Image) -> tuple[Machine, MemoryOutcome]:
     cdir = m.data_dir.computer(spec.computer_id)
+    if m.attach_vm(spec.computer_id) is not None:  # (a start's check too): one VM on a disk
+        raise HostError(f"computer {spec.computer_id} is already running")
     hv = await m.choose(image)
     wanted = compat(spec, image, hv)
     try:  # usable at all? (missing, corrupt, incompatible); memory checked before the VM runs
