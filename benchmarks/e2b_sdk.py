@@ -6,7 +6,7 @@
   through Sanbox's, both served by a warm pool of `base` (refilled between rounds, untimed),
   each until its first command has answered.
 Medians and p90s, and the E2B path's ratio to Sanbox's own (the goal: 1.2x or less).
-Usage: python benchmarks/e2b.py [ROUNDS]   (default 20)"""
+Usage: python benchmarks/e2b_sdk.py [ROUNDS]   (default 20)"""
 
 from __future__ import annotations
 
@@ -17,12 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # this file is `e2b`
-from e2b import Sandbox  # noqa: E402
+from _common import data_dir, pct
+from e2b import Sandbox
 
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from _common import data_dir, pct  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from tests.vm.server import ServerProcess  # noqa: E402
 
 from sanbox import Sanbox  # noqa: E402
