@@ -242,7 +242,7 @@ ARGV = {
     ("cp",): ["demo:/etc/hosts", "/dev/null"],  # a computer's file out, off a terminal
     ("secret", "set"): ["demo", "--host", "a.b", "--value-stdin"],
 }
-STDIN = {("secret", "set"): "value\n"}
+STDIN: dict[tuple[str, ...], str] = {("secret", "set"): "value\n"}
 FRAMEWORK = {"typer", "click", "pydantic", "httpx", "httpcore", "anyio", "websockets"}
 COMMAND_MODULES = {f"sanbox.cli.{module}" for module in registry.MODULES}
 

@@ -652,9 +652,13 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(proxy, raising=False)
 
 
+# a run's exit code (SystemExit's), stdout, stderr and the requests it made
+Ran = tuple[object, str, str, list[tuple[object, ...]]]
+
+
 def typer_run(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, stdin: str | bytes | None = None
-) -> tuple[object, ...]:
+) -> Ran:
     seen: list[tuple[object, ...]] = []
     monkeypatch.setattr(config, "TRANSPORT", httpx.MockTransport(answer(seen)))
     result = CliRunner().invoke(app, argv, input=stdin)
@@ -665,7 +669,7 @@ def typer_run(
 
 def quick_run(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, stdin: str | bytes | None = None
-) -> tuple[object, ...]:
+) -> Ran:
     """`sanbox ARGV` through `main`, its requests answered by the same handler."""
     seen: list[tuple[object, ...]] = []
     handler = answer(seen)
@@ -799,13 +803,15 @@ def test_cp_of_a_computers_file_to_a_terminal_is_the_typer_commands(
 
 def test_cp_draws_a_bar_for_a_big_file_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from sanbox.cli import files
+    from sanbox.cli._output import err_console
+    from sanbox.cli.grammars import BIG_FILE
 
     for terminal, size, drawn in (
-        (True, files.BIG_FILE, True),
-        (True, files.BIG_FILE - 1, False),
-        (False, files.BIG_FILE, False),  # rich would draw none, only an empty line at its end
+        (True, BIG_FILE, True),
+        (True, BIG_FILE - 1, False),
+        (False, BIG_FILE, False),  # rich would draw none, only an empty line at its end
     ):
-        monkeypatch.setattr(files.err_console, "_force_terminal", terminal)
+        monkeypatch.setattr(err_console, "_force_terminal", terminal)
         assert (files._progress(size)._bar is not None) == drawn, (terminal, size)
 
 

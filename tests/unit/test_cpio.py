@@ -9,7 +9,8 @@ pytestmark = pytest.mark.unit
 
 
 def parse(blob: bytes) -> list[tuple[str, int, bytes]]:
-    entries, pos = [], 0
+    entries: list[tuple[str, int, bytes]] = []
+    pos = 0
     while True:
         assert blob[pos : pos + 6] == b"070701"
         fields = [int(blob[pos + 6 + 8 * i : pos + 14 + 8 * i], 16) for i in range(13)]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from sanbox.host.drivers import SwitchUnknownError
 from sanbox.host.drivers.qemu import blockops
-from sanbox.host.drivers.qemu.qmp import QmpError, QmpNoAnswer
+from sanbox.host.drivers.qemu.qmp import Monitored, QmpError, QmpNoAnswer
 
 pytestmark = pytest.mark.unit
 OVERLAY = Path("/data/layers/new.qcow2")
@@ -36,6 +36,8 @@ class Monitor:
 
 
 class Vm:
+    """A QEMU process as switch_disk uses it (its monitor only: cast to Monitored for it)."""
+
     pid = 1
 
     def __init__(self, top: str, answers_again: bool = True) -> None:
@@ -54,19 +56,19 @@ class Vm:
 
 def test_switched_after_all_is_a_success() -> None:
     vm = Vm(top=str(OVERLAY))
-    asyncio.run(blockops.switch_disk(vm, OVERLAY))
+    asyncio.run(blockops.switch_disk(cast(Monitored, vm), OVERLAY))
     assert vm.sent == ["blockdev-add", "blockdev-snapshot", "query-block"]
 
 
 def test_still_on_the_old_disk_fails_and_the_node_goes() -> None:
     vm = Vm(top="/data/computers/c/disk.qcow2")
     with pytest.raises(QmpNoAnswer):
-        asyncio.run(blockops.switch_disk(vm, OVERLAY))
+        asyncio.run(blockops.switch_disk(cast(Monitored, vm), OVERLAY))
     assert vm.sent[-1] == "blockdev-del"
 
 
 def test_no_answer_again_is_unknown() -> None:
     vm = Vm(top=str(OVERLAY), answers_again=False)
     with pytest.raises(SwitchUnknownError):
-        asyncio.run(blockops.switch_disk(vm, OVERLAY))
+        asyncio.run(blockops.switch_disk(cast(Monitored, vm), OVERLAY))
     assert "blockdev-del" not in vm.sent

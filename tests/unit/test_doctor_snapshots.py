@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from sanbox.cli import doctor
+from sanbox.cli._output import console
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.machines.snapshot import saves_live
 from sanbox.host.settings import HostSettings
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.unit
 
 def said(setting: str, live: bool) -> str:
     caps = dataclasses.replace(LocalDriver().capabilities, live_memory_save=live)
-    with doctor.console.capture() as out:
+    with console.capture() as out:
         doctor._snapshots(setting, "qemu-tcg", caps)
     return " ".join(out.get().split())
 

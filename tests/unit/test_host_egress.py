@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -28,6 +30,11 @@ pytestmark = pytest.mark.unit
 def _egress(tmp_path: Path, queue: DenialQueue | None = None) -> HostEgress:
     network = Network(tmp_path, "unit")
     return HostEgress(network, Resolver(("127.0.0.1", 53)), queue=queue)
+
+
+def called(name: str, egress: HostEgress) -> Any:
+    """The answer of call `name` with no arguments (an `async def`: CALLS types it Awaitable)."""
+    return asyncio.run(cast("Coroutine[Any, Any, Any]", CALLS[name](egress, {})))
 
 
 def test_every_call_is_checked_before_anything_starts(tmp_path: Path) -> None:
@@ -61,10 +68,10 @@ def test_denials_are_answered_with_what_was_dropped(tmp_path: Path) -> None:
     for name in ("one.test", "two.test", "three.test"):
         egress.denials.put("cmp_1", Denial(name, 443, "not in the allowlist"))
     assert egress.report()["denials"] == 2
-    answer = asyncio.run(CALLS["egress_denials"](egress, {}))
+    answer = called("egress_denials", egress)
     assert [d["name"] for d in answer["denials"]] == ["two.test", "three.test"]
     assert answer["dropped"] == {"cmp_1": 1}
-    assert asyncio.run(CALLS["egress_denials"](egress, {})) == {"denials": [], "dropped": {}}
+    assert called("egress_denials", egress) == {"denials": [], "dropped": {}}
 
 
 def test_a_poke_runs_the_watch_at_once_from_any_thread() -> None:

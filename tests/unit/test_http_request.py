@@ -3,13 +3,15 @@ allowed connection, or a head two parsers would read differently. Bytes in, even
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import h11
 import pytest
 
 from sanbox.host.egress.http_request import (
-    INCOMPLETE,
     MAX_HEAD,
     Accepted,
+    GuestEvent,
     GuestRequest,
     Refusal,
     RequestHead,
@@ -20,6 +22,7 @@ from sanbox.host.egress.http_request import (
     refusal_bytes,
     upstream_request,
 )
+from sanbox.host.egress.sniff import INCOMPLETE
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +30,7 @@ FIRST = b"GET /a HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
 SECOND = b"GET /secret HTTP/1.1\r\nHost: blocked.test\r\n\r\n"
 
 
-def relayed(events: list[object]) -> bytes:
+def relayed(events: Sequence[GuestEvent]) -> bytes:
     """What reaches the upstream: the accepted request written again, then its body."""
     out, chunked = b"", False
     for event in events:
@@ -40,7 +43,7 @@ def relayed(events: list[object]) -> bytes:
     return out
 
 
-def h11_relayed(events: list[object]) -> bytes:
+def h11_relayed(events: Sequence[GuestEvent]) -> bytes:
     """What h11's client would send for the same events (the relay wrote it so before)."""
     client = h11.Connection(h11.CLIENT)
     out = b""

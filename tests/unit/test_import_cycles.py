@@ -40,8 +40,8 @@ def run_time_imports(
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _type_checking_only(node) and not type_checking:
-            for child in node.orelse:
-                visit(child)
+            for statement in node.orelse:
+                visit(statement)
             return
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)

@@ -14,6 +14,7 @@ def test_good_entries_are_read_and_bad_ones_dropped() -> None:
     entry = {"pid": 7, "kind": "exec", "cmd": "x" * 5000, "tag": "t", "running": False}
     entry.update(attached=True, exit_code=3, signal=None)
     assert _info(entry) == KeptInfo(7, "exec", "x" * TEXT, "t", False, True, 3, None)
+    bad: object
     for bad in (
         [],
         {"pid": "7", "kind": "exec", "cmd": "x"},

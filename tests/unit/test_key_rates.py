@@ -45,4 +45,4 @@ def test_memory_stays_bounded_and_a_busy_key_keeps_its_bucket() -> None:
 def test_bad_bounds_are_refused() -> None:
     for kw in ({"rate": 0}, {"burst": 0}, {"capacity": 0}):
         with pytest.raises(ValueError):
-            KeyRates(**kw)  # type: ignore[arg-type]
+            KeyRates(**kw)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sanbox.api.auditing import action, audited, error_code, target
-from sanbox.cli.admin import parse_duration
+from sanbox.cli.grammars import parse_duration
 from sanbox.cli.views import key_status
 from sanbox.control.errors import InvalidRequestError
 from sanbox.control.keys import expiry, refusal

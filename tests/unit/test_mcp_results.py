@@ -67,7 +67,7 @@ def test_exec_status_line() -> None:
     assert text(exec_result("w", ExecResult(0, "hi\n", ""))) == "exit code 0\n--- stdout ---\nhi"
     timed_out = ExecResult(exit_code=-1, stdout="", stderr="", timed_out=True)
     assert text(exec_result("w", timed_out)).startswith("timed out")
-    killed = ExecResult(exit_code=-1, stdout="", stderr="", signal="9")
+    killed = ExecResult(exit_code=-1, stdout="", stderr="", signal=9)
     assert text(exec_result("w", killed)) == "killed by signal 9"
 
 

@@ -6,11 +6,14 @@ then failed whichever test was running."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from sanbox.fleet.pg_session import OwnSession
+
+if TYPE_CHECKING:
+    import psycopg
 
 pytestmark = pytest.mark.unit
 
@@ -22,6 +25,11 @@ class Session:
 
     def close(self) -> None:
         self.closed = True
+
+
+def stand_in() -> psycopg.Connection[tuple[object, ...]]:
+    """A Session, typed as the connection it stands in for."""
+    return cast("psycopg.Connection[tuple[object, ...]]", Session())
 
 
 def test_a_session_made_after_the_close_is_closed_at_once() -> None:
@@ -37,7 +45,7 @@ def test_a_session_made_after_the_close_is_closed_at_once() -> None:
 
 
 def test_a_lost_session_is_made_again_until_the_close() -> None:
-    own, first, second = OwnSession(), Session(), Session()
+    own, first, second = OwnSession(), stand_in(), stand_in()
     assert own.open(lambda: first) is first
     assert own.open(lambda: second) is first  # open: kept
     own.drop()  # lost (an error on it)

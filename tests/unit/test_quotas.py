@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sanbox.cli.admin import parse_limit
+from sanbox.cli.grammars import parse_limit
 from sanbox.control.quotas import Quota, Use, refusal
 
 pytestmark = pytest.mark.unit

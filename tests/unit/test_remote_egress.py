@@ -66,7 +66,9 @@ def _handover(value: bytes = VALUE) -> Handover:
     return Handover("org_1", (injection,), b"cert", b"key")
 
 
-def _egress(link: Link, bound: dict[str, Handover | None], denied: list[Any]) -> RemoteEgress:
+def _egress(
+    link: Link, bound: dict[str, Handover | None], denied: list[tuple[str, Denial]]
+) -> RemoteEgress:
     return RemoteEgress(
         link,
         lambda computer_id, denial: denied.append((computer_id, denial)),
@@ -76,7 +78,8 @@ def _egress(link: Link, bound: dict[str, Handover | None], denied: list[Any]) ->
 
 
 def test_a_start_carries_the_org_rules_and_secrets() -> None:
-    link, denied = Link(), []
+    link = Link()
+    denied: list[tuple[str, Denial]] = []
     egress = _egress(link, {"cmp_s": _handover()}, denied)
     asyncio.run(egress.start("cmp_s", Policy.of(["echo.test"])))
     asyncio.run(egress.start("cmp_p", Policy.of([])))
@@ -124,7 +127,8 @@ def test_reads_come_from_the_report() -> None:
 
 
 def test_drain_records_denials_and_says_what_was_dropped() -> None:
-    link, denied = Link(), []
+    link = Link()
+    denied: list[tuple[str, Denial]] = []
     good = ew.denial_out("cmp_1", Denial("blocked.test", 443, "not in the allowlist"))
     link.answers["egress_denials"] = {
         "denials": [good, {**good, "port": "x"}],
@@ -138,7 +142,8 @@ def test_drain_records_denials_and_says_what_was_dropped() -> None:
 
 
 def test_a_host_speaks_for_its_own_computers_only() -> None:
-    link, denied = Link(), []
+    link = Link()
+    denied: list[tuple[str, Denial]] = []
     mine = ew.denial_out("cmp_mine", Denial("blocked.test", 443, "not in the allowlist"))
     theirs = ew.denial_out("cmp_theirs", Denial("blocked.test", 443, "not in the allowlist"))
     link.answers["egress_denials"] = {
@@ -322,7 +327,7 @@ def test_a_host_that_holds_its_answer_holds_up_only_its_own_part_of_a_round(
     link.call = never  # type: ignore[method-assign]
     egress = _egress(link, {}, [])
     watch = FleetEgress(fleet, None, None, None, None, None)  # type: ignore[arg-type]
-    watch.of = lambda _host_id: egress  # type: ignore[method-assign]
+    watch.of = lambda host_id: egress  # type: ignore[method-assign]
     fleet.rows = {"cmp_missing": SimpleNamespace(state="running", allow=["a.test"])}
 
     async def held() -> None:
