@@ -138,7 +138,7 @@ def test_a_wildcard_over_a_domain_of_ones_own_is_fine() -> None:
 
 def test_a_placeholder_only_secret_makes_an_injection() -> None:
     quiet = Injection(("a.test",), None, b"", b"sbx_ph_00000000", b"value-123")  # was refused
-    assert quiet.placeholder_headers == {b"authorization"}
+    assert quiet.placeholder_headers == frozenset({b"authorization"})
 
 
 def test_a_template_binds_secrets_by_name() -> None:
