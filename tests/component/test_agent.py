@@ -306,9 +306,9 @@ def test_file_metadata_operations(agent: AgentProcess) -> None:
             await c.files.stat(base + "/missing")
         with pytest.raises(FileNotFoundInGuestError):
             await c.files.read(base + "/missing")
-        with pytest.raises(RemoteError) as info:
+        with pytest.raises(RemoteError) as refused:
             await c.files.remove(base + "/a")
-        assert info.value.code == "not_empty"
+        assert refused.value.code == "not_empty"
         await c.files.remove(base + "/a/x.txt")
         await c.files.remove(base + "/a", recursive=True)
         assert await c.files.list(base) == []

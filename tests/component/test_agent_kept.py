@@ -10,7 +10,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 
 import pytest
 
@@ -67,6 +67,7 @@ def test_a_kept_process_outlives_its_connection(agent: AgentProcess, pids: list[
         pids.append(proc.pid)
         events = proc.events(timeout=5)
         assert await anext(events) == Stdout(b"one\n")
+        assert isinstance(events, AsyncGenerator)  # an async generator: it can be closed
         await events.aclose()
         await first.close()
         await asyncio.sleep(0.8)  # "two" comes while no one is attached

@@ -264,7 +264,7 @@ def test_a_computers_environment_reaches_every_command(server: Server) -> None:
     call's own."""
     create(server, name="envy", env={"GREETING": "hello", "WHO": "computer"})
     h = server.headers()
-    body = {"cmd": ["sh", "-c", "echo $GREETING $WHO"]}
+    body: dict[str, object] = {"cmd": ["sh", "-c", "echo $GREETING $WHO"]}
     r = server.client.post("/v1/computers/envy/exec", json=body, headers=h)
     assert r.json()["stdout"] == "hello computer\n", r.text
     body["env"] = {"WHO": "caller"}

@@ -343,7 +343,7 @@ def test_a_pipe_the_kernel_will_not_enlarge_still_relays_every_byte(
             raise PermissionError(1, "Operation not permitted")
         return real(fd, cmd, arg)
 
-    monkeypatch.setattr(splice.fcntl, "fcntl", refusing)
+    monkeypatch.setattr(fcntl, "fcntl", refusing)
     r, w, capacity = splice._pipe()
     os.close(r)
     os.close(w)

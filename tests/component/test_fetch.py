@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sanbox.host.image import ImageError, find_image
-from sanbox.templates import fetch_apt as fetch_apt_module
 from sanbox.templates.fetch import FetchError, fetch_apt, fetch_npm, fetch_pip
+from sanbox.templates.fetch_sandbox import FetchSandbox
 
 from ..conftest import vm_data_dir
 from ..reachable import reachable_dir
@@ -78,7 +78,7 @@ def test_apt_fetches_only_what_the_guest_lacks_and_it_runs_offline(
 
     # same packages, status and archive state (the day's lists): cached, no tool runs
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fetch_apt_module.FetchSandbox, "open", no_tool)
+        mp.setattr(FetchSandbox, "open", no_tool)
         again = fetch_apt(["jq"], status, cache)
     assert again == bundle  # same packages and status: cached, apt-get not run
 

@@ -71,6 +71,7 @@ async def lifecycle(host: Host, image: Image) -> None:
         for computer_id in made:
             await host.destroy(computer_id)
         await host.gc_layers()
+    assert isinstance(host, HostRuntime)  # what it left behind is read off the runtime's own
     assert not host.attach_vm(cid) and not (host.data_dir.computers / cid).exists()
     network = host.network
     if network is not None:

@@ -5,7 +5,15 @@ import pytest
 
 from sanbox.host.data.layout import DataDir
 from sanbox.host.errors import MissingToolError
-from sanbox.host.image import BuildProgress, BuildStepError, ImageBuilder, find_image, recipe_for
+from sanbox.host.image import (
+    BuildProgress,
+    BuildStepError,
+    ImageBuilder,
+    archive,
+    find_image,
+    kernel,
+    recipe_for,
+)
 from sanbox.host.image import builder as builder_module
 from sanbox.host.image.errors import ImageNotFoundError
 
@@ -19,9 +27,9 @@ def offline_archive(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test here reads the network: the archive's state is unknown unless a test says."""
 
     def unreachable(_sources: object) -> dict[str, str]:
-        raise builder_module.archive.ArchiveError("mirror.test is not reachable")
+        raise archive.ArchiveError("mirror.test is not reachable")
 
-    monkeypatch.setattr(builder_module.archive, "fetch_stamp", unreachable)
+    monkeypatch.setattr(archive, "fetch_stamp", unreachable)
 
 
 def test_cached_build_is_a_noop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,7 +62,7 @@ def test_failed_step_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def no_mirror(*_a: object, **_k: object) -> None:
         raise BuildStepError("kernel", "apt-get download failed", "check the network")
 
-    monkeypatch.setattr(builder_module.kernel, "fetch", no_mirror)
+    monkeypatch.setattr(kernel, "fetch", no_mirror)
     dd = DataDir(tmp_path)
     with pytest.raises(BuildStepError, match="step 'kernel'.*check the network"):
         ImageBuilder(dd).build("base")
@@ -79,17 +87,17 @@ def test_a_moved_archive_is_a_new_build_and_the_current_build_follows_it(
     assert builder.build("base").build_id == old  # unknown archive: the build there is current
     assert builder.notes and "could not check the Debian archive" in builder.notes[0]
 
-    monkeypatch.setattr(builder_module.archive, "fetch_stamp", lambda _s: dict(STAMP))
+    monkeypatch.setattr(archive, "fetch_stamp", lambda _s: dict(STAMP))
     monkeypatch.setattr(builder_module, "require_tool", lambda _t: "/bin/true")
 
     def offline(*_a: object, **_k: object) -> None:
         raise BuildStepError("kernel", "apt-get download failed", "check the network")
 
-    monkeypatch.setattr(builder_module.kernel, "fetch", offline)
+    monkeypatch.setattr(kernel, "fetch", offline)
     with pytest.raises(BuildStepError):  # a new build is needed: it starts, and fails here
         builder.build("base")
     assert find_image(dd, "base").build_id == old  # the stamp is kept only once a build exists
-    new = recipe_for("base").build_id(builder_module.archive.digest(STAMP))
+    new = recipe_for("base").build_id(archive.digest(STAMP))
     assert new != old
     (dd.images / "base" / new).mkdir()
     (dd.images / "base" / new / "manifest.json").write_text(

@@ -33,6 +33,7 @@ from cryptography.x509.oid import NameOID
 
 from sanbox.host.egress.injection import Injection
 from sanbox.host.egress.intercept import RefusedError, intercept
+from sanbox.host.egress.interception import Handover
 from sanbox.host.egress.leak_scan import LEAK_REASON
 from sanbox.host.egress.sniff import INCOMPLETE, tls_server_name
 
@@ -131,6 +132,9 @@ class FakeInterception:
 
     def injections(self) -> list[Injection]:
         return list(self.secrets)
+
+    def handover(self) -> Handover | None:
+        return None  # for a fleet host's proxy: the proxy here never asks
 
 
 @dataclass

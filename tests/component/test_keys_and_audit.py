@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from fastapi.testclient import TestClient
@@ -32,6 +32,7 @@ from .conftest import fake_image
 
 pytestmark = pytest.mark.component
 CLIENT = ("203.0.113.7", 40000)
+T = TypeVar("T")
 
 
 class Clock:
@@ -352,9 +353,9 @@ def _alive(pid: int) -> bool:
     return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
 
 
-def _within(seconds: float, work: Callable[[], object]) -> object:
+def _within(seconds: float, work: Callable[[], T]) -> T:
     """`work`'s result, run in a thread, or a failure if it has not ended within `seconds`."""
-    done: list[object] = []
+    done: list[T] = []
     runner = threading.Thread(target=lambda: done.append(work()), daemon=True)
     runner.start()
     runner.join(seconds)

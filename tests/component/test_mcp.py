@@ -141,7 +141,8 @@ def test_mcp_over_http(live_server: LiveServer, short_tmp: Path) -> None:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert set(tools) == TOOLS
             for name in ("list_computers", "get_computer", "read_file", "list_files"):
-                assert tools[name].annotations and tools[name].annotations.read_only_hint, name
+                hints = tools[name].annotations
+                assert hints and hints.read_only_hint, name
             for name in ("delete_computer", "stop_computer", "exec", "write_file"):
                 hints = tools[name].annotations
                 assert hints and not hints.read_only_hint and hints.destructive_hint, name

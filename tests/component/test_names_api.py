@@ -3,6 +3,8 @@ name, and nothing is made."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ..unit.test_names import BAD_NAMES, BAD_TEXT
@@ -10,7 +12,7 @@ from .conftest import Server
 
 pytestmark = pytest.mark.component
 
-NAME_FIELDS = {
+NAME_FIELDS: dict[str, tuple[str, Callable[[str], dict[str, object]]]] = {
     "computer name": ("/v1/computers", lambda bad: {"name": bad}),
     "template": ("/v1/computers", lambda bad: {"template": bad}),
     "label key": ("/v1/computers", lambda bad: {"labels": {bad: "x"}}),

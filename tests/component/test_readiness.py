@@ -19,8 +19,9 @@ import pytest
 from sanbox.control import readiness
 from sanbox.host.agent import AgentClient, RemoteError
 from sanbox.templates.spec import Ready
+from tests.conftest import free_port
 
-from .test_agent import AgentProcess, agent, free_port
+from .test_agent import AgentProcess, agent
 
 pytestmark = pytest.mark.component
 

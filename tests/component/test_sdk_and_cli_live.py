@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -147,13 +148,16 @@ def test_exec_websocket_speaks_only_the_documented_messages(live_server: LiveSer
     message that is not an `ExecClientMessage` (a signal by name, an unknown type) ends the
     session with a `validation_error` instead of being ignored."""
 
-    async def session(*messages: dict[str, object] | bytes) -> list[dict[str, object]]:
+    async def session(*messages: Mapping[str, object] | bytes) -> list[dict[str, object]]:
         url = live_server.url.replace("http://", "ws://") + "/v1/computers/wire-one/exec/stream"
         headers = {"Authorization": f"Bearer {live_server.key}"}
         received = []
         async with websockets_connector(url, headers) as ws:
             for message in messages:
-                await ws.send(message if isinstance(message, bytes) else json.dumps(message))
+                if isinstance(message, bytes):
+                    await ws.send_bytes(message)
+                else:
+                    await ws.send(json.dumps(message))
             try:
                 while True:
                     received.append(check("ExecServerMessage", await ws.recv()))

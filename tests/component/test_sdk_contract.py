@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
 from sanbox.cli import admin, computer, config, files, shell
+from sanbox.cli.grammars import BIG_FILE
 from sanbox.cli.streaming import LOGIN_SHELL
 from sanbox.sdk import (
     AsyncSanbox,
@@ -283,8 +284,14 @@ class FakeExec:
     async def recv(self) -> str:
         item = await self.out.get()
         if item is None:
-            raise WebSocketClosedError("closed", code="closed")
+            raise WebSocketClosedError("closed")
         return json.dumps(item)
+
+    async def recv_message(self) -> str | bytes:
+        return await self.recv()
+
+    async def send_bytes(self, data: bytes) -> None:
+        raise AssertionError("the exec stream's messages are text")
 
 
 @pytest.fixture
@@ -678,9 +685,9 @@ def test_cli_cp_both_ways(cli: CliRunner, api: FakeApi, tmp_path: Path) -> None:
 def test_cli_cp_big_file_shows_progress(cli: CliRunner, api: FakeApi, tmp_path: Path) -> None:
     run(cli, "create", "--name", "box")
     big = tmp_path / "big"
-    big.write_bytes(b"z" * (files.BIG_FILE * 2))
+    big.write_bytes(b"z" * (BIG_FILE * 2))
     result = run(cli, "cp", str(big), "box:/big")
-    assert result.exit_code == 0 and f"copied {files.BIG_FILE * 2} bytes" in result.stderr
+    assert result.exit_code == 0 and f"copied {BIG_FILE * 2} bytes" in result.stderr
 
 
 def test_cli_lifecycle_rm_and_logs(cli: CliRunner, api: FakeApi) -> None:

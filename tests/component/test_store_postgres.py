@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
+from sqlalchemy.pool import QueuePool
 
 from sanbox.store import Database
 from sanbox.store.db import alembic_config
@@ -80,5 +81,6 @@ def test_a_connection_a_thread_returns_after_close_is_closed() -> None:
     assert held[0].closed
     with db.session() as s:  # a closed database opens again, and pools again
         s.execute(text("select 1"))
+    assert isinstance(db.engine.pool, QueuePool)  # PostgreSQL's pool: it counts connections
     assert db.engine.pool.checkedin() == 1
     db.close()

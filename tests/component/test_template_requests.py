@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.control import build_cache, templates
+from sanbox.control import build_cache, template_lookup, templates
 from sanbox.control.build_slots import FairSlots
 from sanbox.store.models import TemplateRow
 from sanbox.templates import context_worker
@@ -273,7 +273,7 @@ def test_a_delete_that_meets_a_build_queued_since_it_looked_is_refused_and_remov
     assert made.status_code == 202, made.text
     template_id = made.json()["template"]["id"]
     db = server.client.app.state.db  # type: ignore[attr-defined]
-    real_get = templates.get
+    real_get = template_lookup.get  # templates.get, as templates imports it
 
     def as_it_was(*args: object, **kwargs: object) -> object:
         row = real_get(*args, **kwargs)  # type: ignore[arg-type]
