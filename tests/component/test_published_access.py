@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from sanbox.api import standing
 from sanbox.api.redact import RedactCredentials, redact
 
 from .conftest import Server
+
+if TYPE_CHECKING:
+    import httpx2  # what starlette's TestClient answers with
 
 pytestmark = pytest.mark.component
 
@@ -88,7 +92,7 @@ def publish(server: Server, key: str, name: str, port: int, public: bool) -> str
     return url
 
 
-def get(server: Server, host: str, path: str = "/", **headers: str) -> object:
+def get(server: Server, host: str, path: str = "/", **headers: str) -> httpx2.Response:
     return server.client.get(path, headers={"host": host, **headers}, follow_redirects=False)
 
 
@@ -107,21 +111,21 @@ def test_same_name_in_two_orgs_each_url_reaches_its_own(
     # a keyless visitor to acme's URL is not served by the default org's public port (and is
     # told nothing that tells a private port from none)
     r = get(server, f"{port}-ho-port.acme.localhost:7070")
-    assert r.status_code == 404 and r.json()["error"]["code"] == "port_not_found"  # type: ignore[attr-defined]
-    assert get(server, f"{port}-ho-port.localhost:7070").status_code == 200  # type: ignore[attr-defined]
+    assert r.status_code == 404 and r.json()["error"]["code"] == "port_not_found"
+    assert get(server, f"{port}-ho-port.localhost:7070").status_code == 200
     # acme's key opens acme's URL; the default org's key does not
     auth = {"authorization": f"Bearer {acme}"}
-    assert get(server, f"{port}-ho-port.acme.localhost", **auth).status_code == 200  # type: ignore[attr-defined]
+    assert get(server, f"{port}-ho-port.acme.localhost", **auth).status_code == 200
     r = get(server, f"{port}-ho-port.acme.localhost", authorization=f"Bearer {server.key}")
-    assert r.status_code == 404  # type: ignore[attr-defined]
+    assert r.status_code == 404
     # an org cannot take over the short URL by choosing the same name and port
     other = make_org(server, "other")
     publish(server, other, "ho-port", port, public=True)
     r = get(server, f"{port}-ho-port.acme.localhost")
-    assert r.status_code == 404  # type: ignore[attr-defined]
+    assert r.status_code == 404
     # a name another org does not have is not found there, whatever the default org has
     r = get(server, f"{port}-nothing.acme.localhost")
-    assert r.json()["error"]["code"] == "port_not_found"  # type: ignore[attr-defined]
+    assert r.json()["error"]["code"] == "port_not_found"
 
 
 def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
@@ -132,17 +136,17 @@ def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
     host = f"{port}-private.localhost:7070"
     # a bearer key: relayed without it; the guest's own cookies and auth pass
     r = get(server, host, "/a", authorization=f"Bearer {server.key}", cookie="theirs=1")
-    assert r.status_code == 200  # type: ignore[attr-defined]
+    assert r.status_code == 200
     # a browser with ?token=: a page that moves to the URL without it, holding the port cookie
     r = get(server, host, f"/b?x=1&token={server.key}")
-    assert r.status_code == 200  # type: ignore[attr-defined]
-    assert 'content="0;url=/b?x=1"' in r.text  # type: ignore[attr-defined]
-    cookie = r.headers["set-cookie"]  # type: ignore[attr-defined]
+    assert r.status_code == 200
+    assert 'content="0;url=/b?x=1"' in r.text
+    cookie = r.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and server.key not in cookie
     value = cookie.split(";")[0]
     server.client.cookies.clear()
     r = get(server, host, "/b?x=1", cookie=f"theirs=2; {value}")
-    assert r.status_code == 200  # type: ignore[attr-defined]
+    assert r.status_code == 200
     # a WebSocket-style token on a non-GET or a token on a public port is still stripped
     assert [path for path, _ in seen.requests] == ["/a", "/b?x=1"]
     assert server.key not in seen.everything() and "token" not in seen.everything()
@@ -152,18 +156,18 @@ def test_no_key_token_or_cookie_of_sanbox_reaches_the_guest(
     assert "authorization" not in seen.requests[0][1]
     # the cookie is for this computer and port only: forged or moved, it opens nothing
     r = get(server, host, "/c", cookie=value[:-2] + "00")
-    assert r.status_code == 404  # type: ignore[attr-defined]
+    assert r.status_code == 404
     # another key scheme is the guest's own business and passes untouched
     r = get(server, host, "/d", authorization="Basic dXNlcjpwdw==")
-    assert r.status_code == 404  # type: ignore[attr-defined]
+    assert r.status_code == 404
 
 
 def _cookie(server: Server, host: str, view: bool = False) -> str:
     query = f"token={server.key}" + ("&sanbox_view=1" if view else "")
     r = get(server, host, f"/?{query}")
-    assert r.status_code == 200, r.text  # type: ignore[attr-defined]
+    assert r.status_code == 200, r.text
     server.client.cookies.clear()
-    value: str = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+    value: str = r.headers["set-cookie"].split(";")[0]
     return value
 
 
@@ -180,8 +184,8 @@ def test_a_guest_sets_cookies_on_its_own_port_only(server: Server) -> None:
     with guest_page(planted) as (port, _seen):
         publish(server, server.key, "tosser", port, public=True)
         r = get(server, f"{port}-tosser.localhost:7070")
-        assert r.status_code == 200  # type: ignore[attr-defined]
-        assert r.headers.get_list("set-cookie") == [  # type: ignore[attr-defined]
+        assert r.status_code == 200
+        assert r.headers.get_list("set-cookie") == [
             "session=fixed; Path=/; HttpOnly",
             "plain=1",
         ]
@@ -191,7 +195,7 @@ def test_a_guest_sets_cookies_on_its_own_port_only(server: Server) -> None:
         host = f"{port}-victim.localhost:7070"
         value = _cookie(server, host)
         r = get(server, host, "/", cookie=f"sanbox_port=junk; {value}")
-        assert r.status_code == 200  # type: ignore[attr-defined]
+        assert r.status_code == 200
 
 
 def test_a_keyless_visitor_cannot_tell_a_private_port_from_none(
@@ -214,18 +218,18 @@ def test_a_keyless_visitor_cannot_tell_a_private_port_from_none(
     for what, host in hosts.items():
         for extra in ({}, {"authorization": f"Bearer {server.key}"}, {"cookie": "sanbox_port=x"}):
             r = get(server, host, **extra)
-            body = r.json()  # type: ignore[attr-defined]
-            shape = (r.status_code, body["error"]["code"], tuple(sorted(r.headers.keys())))  # type: ignore[attr-defined]
+            body = r.json()
+            shape = (r.status_code, body["error"]["code"], tuple(sorted(r.headers.keys())))
             answers[(what, tuple(extra))] = shape
             assert "private" not in body["error"]["message"].split(":")[0], what
     assert len(set(answers.values())) == 1, answers
     assert next(iter(answers.values()))[:2] == (404, "port_not_found")
     # a key of the URL's org gets the precise answer, and a wrong key 401 whatever the URL
     r = get(server, hosts["no computer"], authorization=f"Bearer {acme}")
-    assert "no published port" in r.json()["error"]["message"]  # type: ignore[attr-defined]
+    assert "no published port" in r.json()["error"]["message"]
     for host in hosts.values():
         r = get(server, host, authorization="Bearer sbk_wrong")
-        assert r.status_code == 401  # type: ignore[attr-defined]
+        assert r.status_code == 401
 
 
 def test_a_cookie_request_must_come_from_the_port_s_own_page(
@@ -249,7 +253,7 @@ def test_a_cookie_request_must_come_from_the_port_s_own_page(
     mine = {"host": host, "cookie": cookie, "origin": f"http://{host}"}
     assert server.client.post("/x", headers=mine).status_code == 501  # the guest's: it got there
     r = get(server, host, "/y", cookie=cookie, origin="http://evil.example")  # GET: a page load
-    assert r.status_code == 200  # type: ignore[attr-defined]
+    assert r.status_code == 200
     # a key instead of the cookie is no browser's doing: no Origin needed
     r = server.client.post(
         "/x",
@@ -269,9 +273,9 @@ def test_a_view_only_cookie_opens_safe_methods_only(
     publish(server, server.key, "watch", port, public=False)
     host = f"{port}-watch.localhost:7070"
     r = get(server, host, f"/?token={server.key}&sanbox_view=1&x=1")
-    assert 'content="0;url=/?x=1"' in r.text  # type: ignore[attr-defined]
+    assert 'content="0;url=/?x=1"' in r.text
     cookie = _cookie(server, host, view=True)
-    assert get(server, host, "/see", cookie=cookie).status_code == 200  # type: ignore[attr-defined]
+    assert get(server, host, "/see", cookie=cookie).status_code == 200
     r = server.client.post(
         "/x", headers={"host": host, "cookie": cookie, "origin": f"http://{host}"}
     )
@@ -332,7 +336,7 @@ def test_a_port_websocket_ends_when_its_key_stops(
             headers["authorization"] = f"Bearer {key}"
         else:
             r = get(server, host, f"/?token={key}")
-            value = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+            value = r.headers["set-cookie"].split(";")[0]
             server.client.cookies.clear()
             headers |= {"cookie": value, "origin": f"http://{host}"}
         with server.client.websocket_connect("/", headers=headers) as ws:
@@ -408,7 +412,7 @@ def test_a_port_http_stream_ends_when_its_key_stops(
             headers["authorization"] = f"Bearer {key}"
         else:
             r = get(server, host, f"/?token={key}")
-            value = r.headers["set-cookie"].split(";")[0]  # type: ignore[attr-defined]
+            value = r.headers["set-cookie"].split(";")[0]
             server.client.cookies.clear()
             headers |= {"cookie": value, "origin": f"http://{host}"}
         answers: list[object] = []

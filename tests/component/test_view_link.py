@@ -56,10 +56,10 @@ def shape(r: object) -> tuple[int, str, tuple[str, ...]]:
 def trade(server: Server, host: str, path: str) -> tuple[str, str]:
     """Follow a view link: the page it answers and the cookie it sets."""
     r = get(server, host, path)
-    assert r.status_code == 200, r.text  # type: ignore[attr-defined]
+    assert r.status_code == 200, r.text
     server.client.cookies.clear()
-    cookie: str = r.headers["set-cookie"]  # type: ignore[attr-defined]
-    return r.text, cookie  # type: ignore[attr-defined]
+    cookie: str = r.headers["set-cookie"]
+    return r.text, cookie
 
 
 def test_a_view_link_opens_its_port_view_only(server: Server, guest: tuple[int, Seen]) -> None:
@@ -89,7 +89,7 @@ def test_a_view_link_opens_its_port_view_only(server: Server, guest: tuple[int, 
         < 10
     )
     value = cookie.split(";")[0]
-    assert get(server, host, "/see?x=1", cookie=value).status_code == 200  # type: ignore[attr-defined]
+    assert get(server, host, "/see?x=1", cookie=value).status_code == 200
     r = server.client.post(
         "/x", headers={"host": host, "cookie": value, "origin": f"http://{host}"}
     )
@@ -165,7 +165,7 @@ def test_a_view_link_opens_no_other_port_computer_or_org(
     ):
         r = get(server, host, path)
         assert shape(r) == keyless(server, host), host
-        assert "set-cookie" not in r.headers  # type: ignore[attr-defined]
+        assert "set-cookie" not in r.headers
     # acme's own link opens acme's computer, not the default org's
     _, acme_path = host_and_path(view_link(server, "one", port, key=acme))
     assert shape(get(server, f"{port}-one.localhost:7070", acme_path)) == keyless(
@@ -190,7 +190,7 @@ def test_a_changed_or_expired_view_link_is_no_credential(
     target = LinkTarget(row["id"], server_org_id(server), port, publication)
     expired, _ = signer.mint(target, key_id, 60, now=time.time() - 120)
     fresh, _ = signer.mint(target, key_id, 60)
-    assert get(server, host, f"/?sanbox_view_token={fresh}").status_code == 200  # type: ignore[attr-defined]
+    assert get(server, host, f"/?sanbox_view_token={fresh}").status_code == 200
     server.client.cookies.clear()
     expected = keyless(server, host)
     for bad in (
@@ -202,7 +202,7 @@ def test_a_changed_or_expired_view_link_is_no_credential(
     ):
         r = get(server, host, f"/?sanbox_view_token={bad}")
         assert shape(r) == expected, bad
-        assert "set-cookie" not in r.headers  # type: ignore[attr-defined]
+        assert "set-cookie" not in r.headers
 
 
 def server_org_id(server: Server) -> str:
