@@ -57,7 +57,7 @@ async def _the_async_sdk(e2b_server: E2bServer) -> None:
             return ("t.txt", "create") in events
 
         await _until(created)
-        await watch.stop()
+        await watch.stop()  # type: ignore[no-untyped-call]  # e2b leaves it unannotated
         assert await sbx.files.read(f"{base}/t.txt") == "async text"
         assert bytes(await sbx.files.read(f"{base}/t.txt", format="bytes")) == b"async text"
         assert [e.name for e in await sbx.files.list(base)] == ["t.txt"]
@@ -123,7 +123,7 @@ async def _watch_dir_streams_a_tree(e2b_server: E2bServer) -> None:
 
         await _until(seen_all)
         assert events[:2] == [("old/a.txt", "create"), ("old/a.txt", "write")]
-        await watch.stop()
+        await watch.stop()  # type: ignore[no-untyped-call]  # e2b leaves it unannotated
         assert ended == [None]
     finally:
         await AsyncSandbox.kill(sbx.sandbox_id)

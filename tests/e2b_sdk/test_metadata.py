@@ -49,8 +49,8 @@ def test_any_keys_are_kept_listed_and_filtered(e2b_server: E2bServer) -> None:
 
         started = sbx.get_info().started_at
         for after, found in [(started, [sbx, other]), (started + MICROSECOND, [other])]:
-            query = SandboxQuery(metadata={"team": "blue"}, started_after=after)
-            listed = Sandbox.list(query=query).next_items()  # started at or after
+            since = SandboxQuery(metadata={"team": "blue"}, started_after=after)
+            listed = Sandbox.list(query=since).next_items()  # started at or after
             assert {s.sandbox_id for s in listed} == {s.sandbox_id for s in found}
 
         admin = {"Authorization": f"Bearer {e2b_server.key}"}

@@ -98,6 +98,7 @@ def test_files(sandbox: Sandbox, e2b_server: E2bServer) -> None:
     assert sorted(e.name for e in files.list(base)) == ["a.txt", "b.bin"]
     assert files.exists(f"{base}/a.txt") and not files.exists(f"{base}/none")
     stat = files.get_info(f"{base}/a.txt")
+    assert stat.type is not None  # e2b's EntryInfo types it Optional
     assert (stat.size, stat.type.value) == (len("text ✓".encode()), "file")
     moved = files.rename(f"{base}/a.txt", f"{base}/c.txt")
     assert moved.path == f"{base}/c.txt" and not files.exists(f"{base}/a.txt")

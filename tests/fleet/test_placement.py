@@ -8,8 +8,10 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TypedDict, Unpack
 
 import pytest
 from sqlalchemy import select
@@ -53,7 +55,16 @@ def host(
     return Hosts(db).register(spec)
 
 
-def small(region: str = "eu-1", **constraints: str) -> Request:
+class Constraints(TypedDict, total=False):
+    """What a Request may ask of a host beyond its size."""
+
+    labels: Mapping[str, str]
+    hypervisor: str | None
+    accel: str | None
+    layer: str | None
+
+
+def small(region: str = "eu-1", **constraints: Unpack[Constraints]) -> Request:
     return Request(region, vcpus=1, memory_mib=512, disk_bytes=GIB, **constraints)
 
 

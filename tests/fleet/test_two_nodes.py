@@ -165,7 +165,11 @@ def test_two_api_nodes_serve_one_fleet(
         _wait_until_up(f"https://127.0.0.1:{port}", control)
         _until("h1 up", lambda: bool([h for h in via_a.fleet.hosts() if h.layers]))
         for node in (a, b):  # each node links to the host and reads its report
-            _until("linked", lambda n=node: "h1" in n.plane.hosts.links and n.linked("h1"))
+
+            def linked(n: Node = node) -> bool:
+                return "h1" in n.plane.hosts.links and n.linked("h1")
+
+            _until("linked", linked)
         made = via_a.computers.create(name="shared", idle_timeout=0)
         assert (host_dir / "computers" / made.id).is_dir()
         there = via_b.computers.get(made.id)
@@ -196,11 +200,11 @@ def test_two_api_nodes_serve_one_fleet(
             data = b"SSH-2.0-OpenSSH_9.2\r\n" + os.urandom(200_000)
             assert _ssh_echo(c, data) == data
         url = made.publish(page_port).url
-        page = urlsplit(url).netloc
+        page_host = urlsplit(url).netloc
         for node in (a, b):
             r = httpx.get(
                 f"{node.url}/from-{node.url[-5:]}",
-                headers={"host": page, "authorization": f"Bearer {node.key}"},
+                headers={"host": page_host, "authorization": f"Bearer {node.key}"},
             )
             assert (r.status_code, r.text) == (200, "guest page\n"), r.text
         assert [path for path, _ in visits.requests] == [f"/from-{n.url[-5:]}" for n in (a, b)]
