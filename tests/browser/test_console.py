@@ -147,7 +147,7 @@ def test_upload_then_read_back_through_exec(page: Any, live: Live, computer: str
 
 
 def test_publish_a_port_and_open_it(page: Any, live: Live, computer: str) -> None:
-    from .conftest import free_port
+    from tests.conftest import free_port
 
     port = free_port()
     folder = Path(tempfile.mkdtemp(prefix="sbweb", dir=live.root))

@@ -170,6 +170,7 @@ def test_a_fleet_computer_gets_its_hosts_egress(
         ), c.events()
     again = _agent(host_dir, internet)
     assert again.egress is not None
+    egress = again.egress  # as the check below reads it
     with _serving(again, port, me), Sanbox(live.url, live.key, timeout=60) as client:
         c = client.computers.get(c.id)
         _until("egress back on the host", lambda: bool(_held(again, c.id)), timeout=30)
@@ -182,7 +183,7 @@ def test_a_fleet_computer_gets_its_hosts_egress(
         for n in range(ew.MAX_INJECTIONS):
             client.secrets.set(f"more{n}", VALUE, hosts=["echo.test"])
             client.secrets.bind(f"more{n}", "far")
-        _until("egress off on the host", lambda: again.egress.gateway.policy(c.id) is None)
+        _until("egress off on the host", lambda: egress.gateway.policy(c.id) is None)
         assert "curl: (7)" in _curl(ns, *resolve, *auth, url, cafile=ca)
         _until(
             "the reason recorded",

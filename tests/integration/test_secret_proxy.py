@@ -18,6 +18,7 @@ import pytest
 from sanbox.host.egress.denials import Denial
 from sanbox.host.egress.gateway import EgressGateway
 from sanbox.host.egress.injection import Injection
+from sanbox.host.egress.interception import Handover
 from sanbox.host.egress.org_ca import Minter, new_ca, upstream_context
 from sanbox.host.egress.policy import Policy
 from sanbox.host.egress.resolver import Resolver
@@ -57,6 +58,9 @@ class Bound:
 
     def injections(self) -> list[Injection]:
         return self.secrets
+
+    def handover(self) -> Handover | None:
+        return None  # for a fleet host's proxy: the proxy here never asks
 
 
 def curl(ns: str, cafile: Path, host: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -167,7 +167,11 @@ def machines_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[N
     """The computers a module boots on the host runtime (`make_machine`, beyond the shared
     `machine`) are destroyed when the module ends: an idle guest under TCG still takes CPU, and
     a session's worth of them would slow every test after."""
-    mine = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    mine = [
+        i
+        for i in request.session.items
+        if isinstance(i, pytest.Function) and i.module is request.module
+    ]
     yield from _ending(request, any("runtime" in i.fixturenames for i in mine))
 
 

@@ -324,7 +324,7 @@ def test_qemu_killed_during_a_pause_in_place_saves_nothing(
     assert mapped_memory.mapped_file(pausable.dir.run).exists()
     copy = inplace.copy_written
 
-    def killed_first(pid: int, mapping: inplace.Mapping, memory_fd: int) -> int:
+    def killed_first(pid: int, mapping: inplace.Mapping, memory_fd: int) -> list[tuple[int, int]]:
         os.kill(pid, signal.SIGKILL)
         while Path(f"/proc/{pid}/maps").exists() and Path(f"/proc/{pid}/maps").read_text():
             threading.Event().wait(0.01)  # gone: its memory can no longer be read

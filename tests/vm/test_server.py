@@ -141,5 +141,5 @@ def test_load_ten_computers_and_a_hundred_execs(client: Sanbox, data_dir: DataDi
     assert all(r.exit_code == 0 for r in results)
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         list(pool.map(lambda c: c.delete(), computers))
-    assert set(qemu_pids(data_dir)) <= before  # type: ignore[arg-type]
+    assert set(qemu_pids(data_dir)) <= before
     assert not [c for c in client.computers.list() if c.name.startswith("load-")]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sanbox.host.agent import ExecResult
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
@@ -22,7 +23,8 @@ SETTING = "cat /proc/sys/kernel/randomize_va_space"
 
 
 def _randomized(machine: Machine, run: Run) -> str:
-    return run(machine.agent.exec(["sh", "-c", SETTING])).stdout.decode().strip()
+    result: ExecResult = run(machine.agent.exec(["sh", "-c", SETTING]))
+    return result.stdout.decode().strip()
 
 
 def test_address_randomization_is_kept_by_default(machine: Machine, run: Run) -> None:
