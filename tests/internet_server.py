@@ -11,13 +11,18 @@ import socket
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 
-from model_stub import model_handler  # noqa: E402  (tests/, beside this script)
 from sanbox.host.egress import dnsmsg  # noqa: E402
-from stub_http import next_request  # noqa: E402
+
+if TYPE_CHECKING:  # mypy reads tests/ as the package it is
+    from tests.model_stub import model_handler
+    from tests.stub_http import next_request
+else:  # tests/, beside this script
+    from model_stub import model_handler
+    from stub_http import next_request
 
 
 class Dns(asyncio.DatagramProtocol):

@@ -10,9 +10,12 @@ import asyncio
 import json
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stub_http import next_request
+if TYPE_CHECKING:  # mypy reads tests/ as the package it is; this runs with tests/ on sys.path
+    from tests.stub_http import next_request
+else:
+    from stub_http import next_request
 
 MODEL = "stub-model"
 

@@ -7,7 +7,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+# jsonschema has no type hints (types-jsonschema is not among the test dependencies)
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 DOC = Path(__file__).parents[1] / "docs" / "openapi.json"
 
