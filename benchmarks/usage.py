@@ -16,9 +16,11 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import httpx
 from _common import data_dir, summary
+from sqlalchemy import Table
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from tests.vm.server import ServerProcess  # noqa: E402
@@ -121,7 +123,7 @@ def usage_reads(server: ServerProcess, db_path: str, rounds: int) -> dict[str, l
             )
             for i in range(INTERVALS)
         ]
-        s.execute(UsageRow.__table__.insert(), rows)
+        s.execute(cast(Table, UsageRow.__table__).insert(), rows)  # a mapped class's table
     db.close()
     since = (start - timedelta(seconds=1)).isoformat()
     out: dict[str, list[float]] = {}
