@@ -175,7 +175,7 @@ class AsyncComputer(ComputerFields):
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         user: str | None = None,
-        stdin: str | bytes | None = None,
+        stdin: str | bytes | bytearray | memoryview | None = None,
         timeout: float | None = None,
         max_output_bytes: int | None = None,
     ) -> ExecResult:
