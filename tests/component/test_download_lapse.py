@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from sanbox.control.guest_verbs import GuestVerbs
 
 from .conftest import Server
 from .test_api_computers import create
+from .test_published_access import in_background
 
 pytestmark = pytest.mark.component
 
@@ -40,32 +41,12 @@ def slow_files(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return started
 
 
-def test_a_download_is_cut_when_its_key_is_revoked(
-    server: Server, short_tmp: Path, slow_files: threading.Event
+def cut_when_revoked(
+    server: Server, key_id: str, started: threading.Event, download: Callable[[], object]
 ) -> None:
-    create(server, name="dl")
-    made = server.client.post("/v1/keys", json={"name": "dl"}, headers=server.headers())
-    key, key_id = made.json()["key"], made.json()["id"]
-    path = f"{short_tmp}/big.bin"
-    put = server.client.put(
-        f"/v1/computers/dl/files?path={path}", content=b"y" * 10, headers=server.headers(key)
-    )
-    assert put.status_code == 200, put.text
-    outcome: list[object] = []
-    ended = threading.Event()
-
-    def download() -> None:
-        try:
-            r = server.client.get(
-                f"/v1/computers/dl/files?path={path}", headers=server.headers(key)
-            )
-            outcome.append(r)
-        except Exception as exc:  # cut: the point
-            outcome.append(exc)
-        ended.set()
-
-    threading.Thread(target=download, daemon=True).start()
-    assert slow_files.wait(10)
+    """`download` (of a slow file) is going; the key is revoked; it is cut, not ended whole."""
+    ended, outcome = in_background(download)
+    assert started.wait(10)
     assert not ended.wait(0.5), "the download should still be going"
     revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
     assert revoked.status_code == 200
@@ -73,17 +54,32 @@ def test_a_download_is_cut_when_its_key_is_revoked(
     assert isinstance(outcome[0], Exception), "a cut download must not read as whole"
 
 
+def a_file(server: Server, short_tmp: Path, name: str) -> tuple[str, str, str]:
+    """A computer `name` with a file, and a key of its own: (path, key, key id)."""
+    create(server, name=name)
+    made = server.client.post("/v1/keys", json={"name": name}, headers=server.headers())
+    path = f"{short_tmp}/big.bin"
+    put = server.client.put(
+        f"/v1/computers/{name}/files?path={path}", content=b"y" * 10, headers=server.headers()
+    )
+    assert put.status_code == 200, put.text
+    return path, made.json()["key"], made.json()["id"]
+
+
+def test_a_download_is_cut_when_its_key_is_revoked(
+    server: Server, short_tmp: Path, slow_files: threading.Event
+) -> None:
+    path, key, key_id = a_file(server, short_tmp, "dl")
+    url = f"/v1/computers/dl/files?path={path}"
+    cut_when_revoked(
+        server, key_id, slow_files, lambda: server.client.get(url, headers=server.headers(key))
+    )
+
+
 def test_a_console_download_is_cut_when_its_session_ends(
     server: Server, short_tmp: Path, slow_files: threading.Event
 ) -> None:
-    create(server, name="cdl")
-    made = server.client.post("/v1/keys", json={"name": "viewer"}, headers=server.headers())
-    key, key_id = made.json()["key"], made.json()["id"]
-    path = f"{short_tmp}/big.bin"
-    put = server.client.put(
-        f"/v1/computers/cdl/files?path={path}", content=b"y" * 10, headers=server.headers()
-    )
-    assert put.status_code == 200, put.text
+    path, key, key_id = a_file(server, short_tmp, "cdl")
     login = server.client.post(
         "/console/login",
         data={"key": key},
@@ -91,20 +87,5 @@ def test_a_console_download_is_cut_when_its_session_ends(
         follow_redirects=False,
     )
     assert login.status_code == 303, login.text
-    ended = threading.Event()
-    outcome: list[object] = []
-
-    def download() -> None:
-        try:
-            outcome.append(server.client.get(f"/console/computers/cdl/files/download?path={path}"))
-        except Exception as exc:  # cut: the point
-            outcome.append(exc)
-        ended.set()
-
-    threading.Thread(target=download, daemon=True).start()
-    assert slow_files.wait(10)
-    assert not ended.wait(0.5), "the download should still be going"
-    revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())
-    assert revoked.status_code == 200  # its session ends with it
-    assert ended.wait(10), "the download outlived its session"
-    assert isinstance(outcome[0], Exception), "a cut download must not read as whole"
+    url = f"/console/computers/cdl/files/download?path={path}"
+    cut_when_revoked(server, key_id, slow_files, lambda: server.client.get(url))  # its session

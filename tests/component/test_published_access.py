@@ -10,7 +10,7 @@ import contextlib
 import http.server
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,20 @@ class Seen:
 
 
 @contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """`handler` served on a local port (the stand-in's guest is a local process): the port."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True  # a stream still going ends with the test
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@contextlib.contextmanager
 def guest_page(cookies: tuple[str, ...] = ()) -> Iterator[tuple[int, Seen]]:
     """A page on a local port (the stand-in's guest is a local process), and what it was sent;
     it answers with `cookies` set."""
@@ -55,14 +69,8 @@ def guest_page(cookies: tuple[str, ...] = ()) -> Iterator[tuple[int, Seen]]:
         def log_message(self, *_args: object) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield httpd.server_address[1], seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield port, seen
 
 
 @pytest.fixture
@@ -301,6 +309,32 @@ def test_the_access_log_never_holds_a_key() -> None:
     assert redact(f"Bearer {key}") == "Bearer sbk_[redacted]"
 
 
+def in_background(call: Callable[[], object]) -> tuple[threading.Event, list[object]]:
+    """`call()` run in a thread: an event set once it ended, and what it answered or raised."""
+    ended, outcome = threading.Event(), []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # a response broken off, say
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return ended, outcome
+
+
+def opened_by(server: Server, by: str, key: str, host: str) -> dict[str, str]:
+    """The headers of a request to a private port at `host` opened `by` the key itself, or by
+    the port cookie a browser got for it (from the port's own page)."""
+    if by == "key":
+        return {"host": host, "authorization": f"Bearer {key}"}
+    r = get(server, host, f"/?token={key}")
+    value = r.headers["set-cookie"].split(";")[0]
+    server.client.cookies.clear()
+    return {"host": host, "cookie": value, "origin": f"http://{host}"}
+
+
 @contextlib.contextmanager
 def guest_echo() -> Iterator[int]:
     """A WebSocket echo on a local port (the stand-in's guest), its port."""
@@ -331,14 +365,7 @@ def test_a_port_websocket_ends_when_its_key_stops(
     with guest_echo() as port:
         publish(server, key, "wsport", port, public=False)
         host = f"{port}-wsport.localhost:7070"
-        headers = {"host": host}
-        if by == "key":
-            headers["authorization"] = f"Bearer {key}"
-        else:
-            r = get(server, host, f"/?token={key}")
-            value = r.headers["set-cookie"].split(";")[0]
-            server.client.cookies.clear()
-            headers |= {"cookie": value, "origin": f"http://{host}"}
+        headers = opened_by(server, by, key, host)
         with server.client.websocket_connect("/", headers=headers) as ws:
             ws.send_text("hello")
             assert ws.receive_text() == "hello"
@@ -383,15 +410,8 @@ def guest_stream(head_after: float) -> Iterator[tuple[int, threading.Event]]:
         def log_message(self, *_args: object) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield httpd.server_address[1], reached
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield port, reached
 
 
 @pytest.mark.parametrize(("by", "head_after"), [("key", 0), ("cookie", 0), ("key", 30)])
@@ -407,25 +427,8 @@ def test_a_port_http_stream_ends_when_its_key_stops(
     with guest_stream(head_after) as (port, reached):
         publish(server, key, "sseport", port, public=False)
         host = f"{port}-sseport.localhost:7070"
-        headers = {"host": host}
-        if by == "key":
-            headers["authorization"] = f"Bearer {key}"
-        else:
-            r = get(server, host, f"/?token={key}")
-            value = r.headers["set-cookie"].split(";")[0]
-            server.client.cookies.clear()
-            headers |= {"cookie": value, "origin": f"http://{host}"}
-        answers: list[object] = []
-        ended = threading.Event()
-
-        def request() -> None:
-            try:
-                answers.append(server.client.get("/events", headers=headers))
-            except Exception as exc:  # a response broken off
-                answers.append(exc)
-            ended.set()
-
-        threading.Thread(target=request, daemon=True).start()
+        headers = opened_by(server, by, key, host)
+        ended, answers = in_background(lambda: server.client.get("/events", headers=headers))
         assert reached.wait(10)
         assert not ended.wait(0.5), "the exchange should still be going"
         revoked = server.client.delete(f"/v1/keys/{key_id}", headers=server.headers())

@@ -268,14 +268,12 @@ def test_a_stream_opened_by_a_view_link_ends_with_its_cookie(
     """An event stream or a long download opened with a view link's cookie ends when the cookie
     does (the link's own end), though the key that made the link still stands: it was checked
     against the key alone, and went on as long as the key did."""
-    import contextlib
-    import threading
     import types
 
     from sanbox.api import standing
     from sanbox.api.ports import access
 
-    from .test_published_access import guest_stream
+    from .test_published_access import guest_stream, in_background
 
     monkeypatch.setattr(standing, "RECHECK", 0.1)
     later = [0.0]  # seconds the cookie's clock is moved on
@@ -286,14 +284,7 @@ def test_a_stream_opened_by_a_view_link_ends_with_its_cookie(
         host, path = host_and_path(view_link(server, "viewed", port, expires_in=60))
         _, cookie = trade(server, host, path)
         headers = {"host": host, "cookie": cookie.split(";")[0], "origin": f"http://{host}"}
-        ended = threading.Event()
-
-        def request() -> None:
-            with contextlib.suppress(Exception):  # broken off: the point
-                server.client.get("/events", headers=headers)
-            ended.set()
-
-        threading.Thread(target=request, daemon=True).start()
+        ended, _ = in_background(lambda: server.client.get("/events", headers=headers))
         assert reached.wait(10)
         assert not ended.wait(0.5), "the stream should still be going"
         later[0] = 120.0  # past the link's 60 s

@@ -15,6 +15,7 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -90,29 +91,24 @@ class Operations:
 
     def finish(self, op_id: str, error: str | None = None) -> bool:
         """Close it (`failed` with `error`); False if it was already closed (by a sweep)."""
-        t = OperationRow.__table__.c
-        with self.db.engine.begin() as conn:
-            return bool(
-                conn.execute(
-                    update(OperationRow)
-                    .where(t.op_id == op_id, t.finished_at.is_(None))
-                    .values(
-                        state=FAILED if error else DONE,
-                        error=error,
-                        finished_at=clock.now(conn.dialect),
-                    )
-                ).rowcount
-            )
+        now = clock.now(self.db.engine.dialect)
+        return self._while_open(
+            op_id, state=FAILED if error else DONE, error=error, finished_at=now
+        )
 
     def beat(self, op_id: str) -> bool:
         """Its node still runs it; False if it was closed meanwhile (by a sweep)."""
+        return self._while_open(op_id, beat_at=clock.now(self.db.engine.dialect))
+
+    def _while_open(self, op_id: str, **values: Any) -> bool:
+        """Set `values` on the operation if it is still open; whether it was."""
         t = OperationRow.__table__.c
         with self.db.engine.begin() as conn:
             return bool(
                 conn.execute(
                     update(OperationRow)
                     .where(t.op_id == op_id, t.finished_at.is_(None))
-                    .values(beat_at=clock.now(conn.dialect))
+                    .values(**values)
                 ).rowcount
             )
 
