@@ -132,7 +132,7 @@ def _check_addresses(addresses: list[str]) -> None:
             )
 
 
-def _not_an_unnamed_hosts(db: Database, name: str, addresses: list[str]) -> None:
+def _no_address_of_a_legacy_host(db: Database, name: str, addresses: list[str]) -> None:
     """No address of a host that is still checked by its address (it joined before its name was
     signed: `identity_bound` false): a certificate for it would pass as that host's."""
     with db.session() as s:
@@ -163,7 +163,7 @@ def join(
     `addresses`, the host registered in the token's region (a host of another region is
     refused). Nothing is written if the request is bad."""
     _check_addresses(addresses)
-    _not_an_unnamed_hosts(db, spec.name, addresses)
+    _no_address_of_a_legacy_host(db, spec.name, addresses)
     key = _public_key(csr_pem)
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)
