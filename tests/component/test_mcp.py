@@ -105,6 +105,15 @@ async def computer_work(session: ClientSession, name: str, folder: Path) -> None
     assert "exit code 0" in text(ran) and "hi" in text(ran)
     ran = await call(session, "exec", computer=name, cmd=["sh", "-c", "echo oops >&2; exit 3"])
     assert (structured(ran)["exit_code"], structured(ran)["stderr"]) == (3, "oops\n")
+    # input as bytes (not UTF-8: a gzip, a tar), written base64
+    fed = await call(
+        session, "exec", computer=name, cmd="od -An -tx1", stdin="AP+A", stdin_encoding="base64"
+    )
+    assert structured(fed)["stdout"].split() == ["00", "ff", "80"], text(fed)
+    bad = await call(
+        session, "exec", computer=name, cmd="true", stdin="%%", stdin_encoding="base64"
+    )
+    assert bad.is_error and structured(bad)["error"]["code"] == "validation_error"
 
     path = f"{folder}/notes/hello.txt"
     wrote = await call(session, "write_file", computer=name, path=path, content="héllo\n")

@@ -263,17 +263,29 @@ def build_server(clients: Clients) -> MCPServer[Any]:
         ctx: Context[Any, Any],
         cwd: Annotated[str | None, Field(description="working directory")] = None,
         env: Annotated[dict[str, str] | None, Field(description="environment variables")] = None,
-        stdin: Annotated[str | None, Field(description="text fed to its standard input")] = None,
+        stdin: Annotated[str | None, Field(description="fed to its standard input")] = None,
+        stdin_encoding: Annotated[
+            Literal["utf-8", "base64"],
+            Field(description="how `stdin` is written: text, or base64 for bytes (a gzip, a tar)"),
+        ] = "utf-8",
         timeout: Annotated[
             float, Field(gt=0, le=EXEC_MAX_TIMEOUT, description="seconds before it is killed")
         ] = EXEC_TIMEOUT,
     ) -> CallToolResult:
         """Run a command in a computer to completion: exit code, stdout and stderr (each cut to
         its first 64 KiB; the result says when)."""
+        given: str | bytes | None = stdin
+        if stdin is not None and stdin_encoding == "base64":
+            try:
+                given = results.decoded(stdin, stdin_encoding)
+            except ValueError:
+                raise InvalidRequestError(
+                    "stdin is not valid base64", code="validation_error"
+                ) from None
         async with clients(ctx) as sanbox:
             c = await sanbox.computers.get(computer)
             r = await c.exec(
-                cmd, env=env, cwd=cwd, stdin=stdin, timeout=timeout, max_output_bytes=OUTPUT_CAP
+                cmd, env=env, cwd=cwd, stdin=given, timeout=timeout, max_output_bytes=OUTPUT_CAP
             )
         return results.exec_result(c.name, r)
 
