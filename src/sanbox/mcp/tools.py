@@ -274,14 +274,7 @@ def build_server(clients: Clients) -> MCPServer[Any]:
     ) -> CallToolResult:
         """Run a command in a computer to completion: exit code, stdout and stderr (each cut to
         its first 64 KiB; the result says when)."""
-        given: str | bytes | None = stdin
-        if stdin is not None and stdin_encoding == "base64":
-            try:
-                given = results.decoded(stdin, stdin_encoding)
-            except ValueError:
-                raise InvalidRequestError(
-                    "stdin is not valid base64", code="validation_error"
-                ) from None
+        given = stdin if stdin is None else _bytes_of(stdin, stdin_encoding, "stdin")
         async with clients(ctx) as sanbox:
             c = await sanbox.computers.get(computer)
             r = await c.exec(
@@ -314,12 +307,7 @@ def build_server(clients: Clients) -> MCPServer[Any]:
         mode: Annotated[str | None, Field(description="octal mode, like 0755")] = None,
     ) -> CallToolResult:
         """Write a file (created with its parent folders, or replaced)."""
-        try:
-            data = results.decoded(content, encoding)
-        except ValueError:
-            raise InvalidRequestError(
-                "content is not valid base64", code="validation_error"
-            ) from None
+        data = _bytes_of(content, encoding, "content")
         if len(data) > FILE_CAP:
             raise InvalidRequestError(
                 f"{len(data)} bytes is over write_file's {FILE_CAP}: copy it with `sanbox cp`",
@@ -356,3 +344,12 @@ def build_server(clients: Clients) -> MCPServer[Any]:
 
     add_secret_tools(tool, clients)  # list, bind, unbind: no tool ever takes a secret's value
     return server
+
+
+def _bytes_of(text: str, encoding: str, what: str) -> bytes:
+    """The bytes a tool was given as `what`: text as UTF-8, or base64 (`validation_error` if it
+    is not)."""
+    try:
+        return results.decoded(text, encoding)
+    except ValueError:
+        raise InvalidRequestError(f"{what} is not valid base64", code="validation_error") from None
