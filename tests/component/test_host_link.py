@@ -22,17 +22,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
 
 from sanbox import Sanbox, pki
 from sanbox.api import ServerSettings, create_app
 from sanbox.fleet.link.agent import OPERATION, HostAgent
 from sanbox.fleet.link.link import HostUnreachableError
-from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, host_identity
+from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, fingerprint, host_identity
 from sanbox.fleet.link.remote import RemoteHost
 from sanbox.fleet.link.serve import serve
 from sanbox.fleet.link.vm import RemoteVm
 from sanbox.host.data.layout import DataDir
-from sanbox.host.door import AgentRouteError, Host, MachineSpec
+from sanbox.host.door import AgentRouteError, Host, HostError, Image, MachineSpec
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.fleet import FleetHost
@@ -289,6 +290,45 @@ def test_a_host_is_known_by_its_own_name_not_by_an_address(
         asyncio.run(by(False))
 
 
+def test_a_certificate_of_an_earlier_join_is_refused(host_agent: Agent) -> None:
+    """A host's record pins the last certificate signed for it: the agent showing one signed for
+    the same host by the same CA before (a stolen key's, as the host joined again since) is
+    refused by the calls, the blocking call and the guests' tunnel alike; the current one is
+    taken."""
+    served = x509.load_pem_x509_certificate(host_agent_cert(host_agent).read_bytes())
+    rejoined, _ = host_agent.cas.sign_host("h1", ["127.0.0.1"], pki.new_key().public_key())
+    image = Image("base", "build0", Path("/nowhere"), "6.1", 1)
+
+    async def pinned_to(pin: str) -> RemoteHost:
+        tls = client_tls(host_agent.control, pin)
+        return RemoteHost("h1", host_agent.url, host_agent.tunnel, tls, pinned=pin)
+
+    async def links() -> None:
+        stale = await pinned_to(fingerprint(rejoined))
+        try:
+            with pytest.raises(HostUnreachableError, match="an earlier join"):
+                await stale.refresh()
+            with pytest.raises(AgentRouteError):
+                await RemoteVm(stale, "cmpnone", "process").dial_agent()
+            with pytest.raises(httpx.ConnectError, match="an earlier join"):
+                await asyncio.to_thread(stale.remove_build, image)
+        finally:
+            await stale.close()
+        current = await pinned_to(fingerprint(served))
+        try:
+            assert "computers" in await current.refresh()
+            with pytest.raises(HostError, match="build0"):  # answered by the host itself
+                await asyncio.to_thread(current.remove_build, image)
+        finally:
+            await current.close()
+
+    asyncio.run(links())
+
+
+def host_agent_cert(agent: Agent) -> Path:
+    return host_identity(agent.data_dir.host / "fleet").cert
+
+
 def test_a_host_that_is_gone_is_unreachable_within_seconds(host_agent: Agent) -> None:
     async def gone() -> None:
         remote = _remote(host_agent)
@@ -454,7 +494,7 @@ def test_a_host_joins_with_a_one_time_token_and_its_lease_follows_it(
             f"https://127.0.0.1:{port}", FleetCAs(live.data_dir.root / "fleet").control_identity()
         )
         first = _hosts(live)[0].lease_until
-        _until("renewed", lambda: _hosts(live)[0].lease_until > first)
+        _until("renewed", lambda: _hosts(live)[0].lease_until != first)
         assert _hosts(live)[0].state == "up"
         listed = _sanbox(live, "host", "ls")
         assert listed.returncode == 0 and "h1" in listed.stdout and "up" in listed.stdout
@@ -518,3 +558,33 @@ def test_a_host_asks_for_no_name_that_is_not_its_own(
         db.execute("UPDATE hosts SET identity_bound = 1")
     joined = _sanbox(live, "host", "join", *who, *where)
     assert joined.returncode == 0, joined.stderr
+
+
+def test_a_host_that_joined_again_is_taken_with_its_new_certificate_only(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    """The control plane pins the last certificate it signed for a host: after h1 joins again
+    (its key stolen, say), an agent serving h1's first certificate renews no lease (the control
+    plane refuses it as the handshake ends: h1 is lost), while the new one does."""
+    live = fleet_server
+    port = _free_port()
+    first, second = short_tmp / "first", short_tmp / "second"
+    join_host(live, first, port)
+    join_host(live, second, port)
+    old, new = (host_identity(DataDir(d).host / "fleet") for d in (first, second))
+    pinned = fingerprint(x509.load_pem_x509_certificate(new.cert.read_bytes()))
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+        assert db.execute("SELECT cert_sha256 FROM hosts").fetchall() == [(pinned,)]
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+
+    def serving(me: Identity, folder: Path) -> contextlib.AbstractContextManager[threading.Event]:
+        return _serving(HostAgent(HostRuntime(DataDir(folder), LocalDriver(), False)), port, me)
+
+    joined = _hosts(live)[0].lease_until
+    with serving(new, second):
+        _until("renewed", lambda: _hosts(live)[0].lease_until != joined)
+    with serving(old, first):
+        _wait_until_up(f"https://127.0.0.1:{port}", control)  # it serves (the CA signed it)
+        _until("lost", lambda: _hosts(live)[0].state == "lost")  # no report renewed it
+    with serving(new, second):
+        _until("up", lambda: _hosts(live)[0].state == "up")

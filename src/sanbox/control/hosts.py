@@ -325,12 +325,19 @@ class FleetHosts:
     async def _link(self, row: HostRow) -> RemoteHost:
         link = self.links.get(row.name)
         named = identity_name(row.name) if row.identity_bound else None
-        if link is None or link.url != f"https://{row.address}" or link.server_name != named:
+        if (
+            link is None
+            or link.url != f"https://{row.address}"
+            or link.server_name != named
+            or link.pinned != row.cert_sha256
+        ):
             if link is not None:
                 await link.close()
-            tls = client_tls(self.cas.control_identity())
+            tls = client_tls(self.cas.control_identity(), row.cert_sha256)
             url, tunnel = f"https://{row.address}", tunnel_of(row.address)
-            link = RemoteHost(row.name, url, tunnel, tls, by_identity=row.identity_bound)
+            link = RemoteHost(
+                row.name, url, tunnel, tls, by_identity=row.identity_bound, pinned=row.cert_sha256
+            )
             link.keep_reading()
             self.links[row.name] = link
         return link

@@ -24,7 +24,7 @@ from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
 from .hosts import RETIRED, Hosts, HostSpec, Lease
-from .link.pki import IDENTITY_SUFFIX, FleetCAs
+from .link.pki import IDENTITY_SUFFIX, FleetCAs, fingerprint
 
 TOKEN_TTL = 3600.0
 MAX_TTL = 7 * 86400.0
@@ -168,8 +168,12 @@ def join(
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)
     cert, control_ca = cas.sign_host(spec.name, addresses, key)
-    with db.session() as s:  # its certificate names it: that name is checked from now on
-        s.execute(update(HostRow).where(HostRow.name == spec.name).values(identity_bound=True))
+    with db.session() as s:  # its certificate names it, and no earlier one is taken from now on
+        s.execute(
+            update(HostRow)
+            .where(HostRow.name == spec.name)
+            .values(identity_bound=True, cert_sha256=fingerprint(cert))
+        )
     return Joined(
         lease, cert.public_bytes(serialization.Encoding.PEM).decode(), control_ca.read_text()
     )

@@ -49,6 +49,8 @@ class HostRow(Base):
     registered_at: Mapped[datetime] = mapped_column()
     # its certificate names it (joined from 0023 on): the control plane checks that name
     identity_bound: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # the last certificate signed for it (joined from 0025 on): the only one it may show
+    cert_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class ReservationRow(Base):

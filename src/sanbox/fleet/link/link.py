@@ -75,11 +75,14 @@ class HostLink:
         tls: ssl.SSLContext,
         *,
         by_identity: bool = True,
+        pinned: str | None = None,
     ) -> None:
         """`by_identity`: the host's certificate must carry its `identity_name` (every host
         that joined from migration 0023 on); else, for a host that joined before, the address
-        dialled is checked, as then."""
+        dialled is checked, as then. `pinned`: the certificate fingerprint `tls` pins
+        (`pki.client_tls`), kept to see when the host's record names another."""
         self.name = name
+        self.pinned = pinned
         self.url = url.rstrip("/")
         self.tunnel = tunnel
         self.tls = tls

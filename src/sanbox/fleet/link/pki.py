@@ -7,11 +7,13 @@ CA's certificate (`<host data dir>/host/fleet/`)."""
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ... import pki
@@ -88,10 +90,46 @@ def server_tls(me: Identity) -> ssl.SSLContext:
     return tls
 
 
-def client_tls(me: Identity) -> ssl.SSLContext:
+def fingerprint(cert: x509.Certificate) -> str:
+    """The SHA-256 of a certificate's DER, in hex: what a host's record pins (`client_tls`)."""
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def client_tls(me: Identity, pinned: str | None = None) -> ssl.SSLContext:
     """The control plane's side: hosts' certificates checked against the host CA (and the name
-    asked for: a host's `identity_name`, see `HostLink`), its own certificate shown."""
+    asked for: a host's `identity_name`, see `HostLink`), its own certificate shown. `pinned`:
+    the fingerprint of the one certificate the host may show, the last one signed for it, so a
+    certificate of its earlier joins (a stolen key's) is refused though the CA signed it; checked
+    as the handshake ends, before a byte of a request goes (asyncio and anyio's TLS, httpx's
+    sync one)."""
     tls = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(me.peer_ca))
     tls.load_cert_chain(str(me.cert), str(me.key))
     tls.minimum_version = ssl.TLSVersion.TLSv1_3
+    if pinned is not None:
+        tls.sslobject_class = type("PinnedObject", (_PinnedObject,), {"pinned": pinned})
+        tls.sslsocket_class = type("PinnedSocket", (_PinnedSocket,), {"pinned": pinned})
     return tls
+
+
+def _check_pin(der: bytes | None, pinned: str) -> None:
+    if der is None or hashlib.sha256(der).hexdigest() != pinned:
+        why = "not the last certificate signed for the host (one of an earlier join)"
+        refused = ssl.SSLCertVerificationError(1, f"certificate verify failed: {why}")
+        refused.verify_message = why
+        raise refused
+
+
+class _PinnedObject(ssl.SSLObject):
+    pinned = ""
+
+    def do_handshake(self) -> None:
+        super().do_handshake()  # ssl.SSLWantReadError until it is done
+        _check_pin(self.getpeercert(binary_form=True), self.pinned)
+
+
+class _PinnedSocket(ssl.SSLSocket):
+    pinned = ""
+
+    def do_handshake(self, block: bool = False) -> None:
+        super().do_handshake(block)
+        _check_pin(self.getpeercert(binary_form=True), self.pinned)
