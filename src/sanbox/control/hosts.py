@@ -323,23 +323,20 @@ class FleetHosts:
             return set(found) | build_vms.on_host(self.db, host_id)
 
     async def _link(self, row: HostRow) -> RemoteHost:
+        """The host's one link, made on first use and bound again when its record changes (its
+        address, or a join since: its name checked, another certificate pinned)."""
         link = self.links.get(row.name)
-        named = identity_name(row.name) if row.identity_bound else None
-        if (
-            link is None
-            or link.url != f"https://{row.address}"
-            or link.server_name != named
-            or link.pinned != row.cert_sha256
-        ):
-            if link is not None:
-                await link.close()
-            tls = client_tls(self.cas.control_identity(), row.cert_sha256)
-            url, tunnel = f"https://{row.address}", tunnel_of(row.address)
-            link = RemoteHost(
-                row.name, url, tunnel, tls, by_identity=row.identity_bound, pinned=row.cert_sha256
-            )
-            link.keep_reading()
-            self.links[row.name] = link
+        url, tunnel = f"https://{row.address}", tunnel_of(row.address)
+        named, pinned = identity_name(row.name) if row.identity_bound else None, row.cert_sha256
+        if link is not None and (link.url, link.server_name, link.pinned) == (url, named, pinned):
+            return link
+        tls = client_tls(self.cas.control_identity(), pinned)
+        if link is not None:
+            await link.rebind(url, tunnel, tls, by_identity=row.identity_bound, pinned=pinned)
+            return link
+        link = RemoteHost(row.name, url, tunnel, tls, by_identity=row.identity_bound, pinned=pinned)
+        link.keep_reading()
+        self.links[row.name] = link
         return link
 
     async def close(self) -> None:

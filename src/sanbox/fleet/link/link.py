@@ -82,19 +82,48 @@ class HostLink:
         dialled is checked, as then. `pinned`: the certificate fingerprint `tls` pins
         (`pki.client_tls`), kept to see when the host's record names another."""
         self.name = name
-        self.pinned = pinned
-        self.url = url.rstrip("/")
-        self.tunnel = tunnel
-        self.tls = tls
-        self.server_name = identity_name(name) if by_identity else None
-        timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
-        hooks = {"request": [self._named]} if by_identity else {}
-        self._http = httpx.AsyncClient(**link_client(tls), timeout=timeout, event_hooks=hooks)
+        self._bind(url, tunnel, tls, by_identity, pinned)
         self._report: dict[str, Any] | None = None
         self._read_at = 0.0
         self._waiting: set[asyncio.Timeout] = set()  # calls waiting for the host's answer
         self._watch: asyncio.Task[None] | None = None
         self._tunnels: set[asyncio.StreamWriter] = set()  # open streams to its guests' agents
+
+    def _bind(
+        self,
+        url: str,
+        tunnel: tuple[str, int],
+        tls: ssl.SSLContext,
+        by_identity: bool,
+        pinned: str | None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.tunnel = tunnel
+        self.tls = tls
+        self.server_name = identity_name(self.name) if by_identity else None
+        self.pinned = pinned
+        timeout = httpx.Timeout(CALL_TIMEOUT, connect=CONNECT_TIMEOUT)
+        hooks = {"request": [self._named]}
+        self._http = httpx.AsyncClient(**link_client(tls), timeout=timeout, event_hooks=hooks)
+
+    async def rebind(
+        self,
+        url: str,
+        tunnel: tuple[str, int],
+        tls: ssl.SSLContext,
+        *,
+        by_identity: bool,
+        pinned: str | None,
+    ) -> None:
+        """The host's record changed (another address, or it joined again: a certificate of its
+        own name, another pinned): calls and tunnels go the new way from now on, through this
+        link, which every machine on the host holds; what went the old way is cut (a certificate
+        the host's join replaced is revoked), and the host is unreachable until its next
+        report."""
+        old = self._http
+        self._bind(url, tunnel, tls, by_identity, pinned)
+        self.lost()
+        await old.aclose()
 
     def extensions(self) -> dict[str, Any]:
         """What a request to the host carries so that its certificate is checked for the name
