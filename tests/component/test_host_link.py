@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -395,8 +396,11 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=1.0, lost_after=2.0)
 
 
-def serving_fleet(short_tmp: Path, lease: float, lost_after: float) -> Iterator[LiveServer]:
-    """The real app on the local driver, watching its hosts every 0.2 s with these leases."""
+def serving_fleet(
+    short_tmp: Path, lease: float, lost_after: float, **more: Any
+) -> Iterator[LiveServer]:
+    """The real app on the local driver, watching its hosts every 0.2 s with these leases (and
+    `more` of its settings)."""
     dd = DataDir(short_tmp / "data")
     dd.ensure()
     fake_image(dd)
@@ -406,6 +410,7 @@ def serving_fleet(short_tmp: Path, lease: float, lost_after: float) -> Iterator[
         watch_interval=0.2,
         host_lease=lease,
         host_lost_after=lost_after,
+        **more,
     )
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:

@@ -6,7 +6,11 @@ It also keeps, in memory and for a bounded window, what each running guest repor
 (CPU %, memory and disk used): `GET /v1/computers/{ref}/metrics`.
 
 A computer the host cannot measure (a VM with no cgroup here, as the component tier's local
-processes) reads None: its CPU time stays unmeasured, never a made-up 0."""
+processes) reads None: its CPU time stays unmeasured, never a made-up 0. One on a fleet host whose
+last report does not show its VM running (the host silent, lost or forgotten, or the VM gone) is
+not vouched for: its interval is neither checked nor cut until the host shows it again, so a lost
+host's computers are not billed as running meanwhile (a VM the host ran all along is, once the
+host is back; one closed while its host is silent closes where it was last seen: `unseen`)."""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from sqlalchemy import select
 
 from ...fleet.link.remote import RemoteHost
 from ...fleet.link.vm import RemoteVm
-from ...store.models import UsageRow
+from ...host.door import Liveness
+from ...store.models import ComputerRow, UsageRow
 from ..fleet import Fleet
 from ..jobs import USAGE
 from ..quotas import COMPUTE
@@ -88,6 +93,22 @@ class Meter:
         vm = machine.vm if machine is not None else None
         return vm.host if isinstance(vm, RemoteVm) else None
 
+    def unseen(self, computer_id: str, host_id: str | None) -> bool:
+        """Whether nothing is known of a computer's VM now: its fleet host is silent, lost or
+        forgotten. Its interval closes where it was last seen to hold (`ledger.Ledger.settle`)."""
+        return self._liveness(computer_id, host_id) is Liveness.UNKNOWN
+
+    def _seen(self, row: UsageRow, host_id: str) -> bool:
+        return self._liveness(row.computer_id, host_id) is Liveness.ALIVE
+
+    def _liveness(self, computer_id: str, host_id: str | None) -> Liveness:
+        """A fleet host's computer's, by its host's last report; ALIVE for this server's own (its
+        VMs' ends are the reconciler's)."""
+        remote = self.fleet.remote
+        if host_id is None or remote is None:
+            return Liveness.ALIVE
+        return remote.liveness(host_id, computer_id)
+
     def samples(self, computer_id: str) -> list[Sample]:
         return list(self._samples.get(computer_id, ()))
 
@@ -108,8 +129,16 @@ class Meter:
             hour = ledger.hour_floor(now)
             if hour == self._swept_hour:
                 q = q.where(UsageRow.state.in_(COMPUTE))
-            for row in s.scalars(q.with_for_update()).all():
+            rows = s.scalars(q.with_for_update()).all()
+            placed = select(ComputerRow.id, ComputerRow.host_id).where(
+                ComputerRow.host_id.is_not(None)
+            )
+            on = {cid: host for cid, host in s.execute(placed) if host is not None}
+            for row in rows:
                 reading = Reading()
+                host_id = on.get(row.computer_id)
+                if row.state in COMPUTE and host_id is not None and not self._seen(row, host_id):
+                    continue  # not seen running now: nothing vouches for it
                 if row.state in COMPUTE and row.computer_id in self.fleet.machines:
                     reading = self.measure(row.computer_id)
                 at = ledger.due_at(row, now, self.running_period)
