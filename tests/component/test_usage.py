@@ -212,8 +212,12 @@ def test_a_running_computer_has_metrics_over_time(api: Api) -> None:
 
 
 def test_prometheus_endpoint_has_fleet_series_only(api: Api) -> None:
+    """(Whatever ran before it in the module: its org and create are its own.)"""
     assert api.client.get("/metrics").status_code == 401
-    tenant = api.ok("POST", "/v1/keys", json={"org": "tenant", "name": "t3"}).json()["key"]
+    api.ok("POST", "/v1/orgs", json={"name": "scraped"})
+    tenant = api.ok("POST", "/v1/keys", json={"org": "scraped", "name": "t3"}).json()["key"]
+    api.ok("POST", "/v1/computers", json={"name": "scraped"})
+    api.ok("DELETE", "/v1/computers/scraped")
     assert api.call("GET", "/metrics", tenant).status_code == 403
     api.call("GET", "/v1/computers/nobody")  # one computer_not_found, counted by code
     r = api.call("GET", "/metrics", SCRAPE_TOKEN)
@@ -221,7 +225,7 @@ def test_prometheus_endpoint_has_fleet_series_only(api: Api) -> None:
     families = {f.name: f for f in text_string_to_metric_families(r.text)}
     states = {s.labels["state"]: s.value for s in families["sanbox_computers"].samples}
     assert set(states) >= {"running", "stopped", "paused"}
-    assert families["sanbox_computer_creates"].samples[0].value >= 2
+    assert families["sanbox_computer_creates"].samples[0].value >= 1
     failures = {
         s.labels.get("code"): s.value
         for s in families["sanbox_failures"].samples
