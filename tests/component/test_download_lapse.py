@@ -6,16 +6,21 @@ guest's side here is a slow file: `read_file` yields a piece every 50 ms for 30 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
-from sanbox.api import standing
+from sanbox.api import ServerSettings, create_app, standing
 from sanbox.control.guest_verbs import GuestVerbs
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
 
-from .conftest import Server
+from .conftest import Server, fake_image, served
 from .test_api_computers import create
 from .test_published_access import in_background
 
@@ -89,3 +94,45 @@ def test_a_console_download_is_cut_when_its_session_ends(
     assert login.status_code == 303, login.text
     url = f"/console/computers/cdl/files/download?path={path}"
     cut_when_revoked(server, key_id, slow_files, lambda: server.client.get(url))  # its session
+
+
+def test_a_cut_download_is_no_error_in_the_servers_log(
+    short_tmp: Path, slow_files: threading.Event
+) -> None:
+    """Served by uvicorn, as `sanbox server` serves: the cut is a line of information, not an
+    "Exception in ASGI application" traceback nor an "internal error"."""
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None)
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    logged: list[logging.LogRecord] = []
+    collect = logging.Handler(logging.INFO)
+    collect.emit = logged.append  # type: ignore[method-assign]
+    watched = [logging.getLogger(n) for n in ("uvicorn.error", "sanbox.api.errors")]
+    levels = [logger.level for logger in watched]
+    for logger in watched:
+        logger.addHandler(collect)
+        logger.setLevel(logging.INFO)
+    try:
+        with served(app) as url, httpx.Client(base_url=url) as http:
+            admin = {"Authorization": f"Bearer {app.state.first_key}"}
+            assert http.post("/v1/computers", json={"name": "dl"}, headers=admin).is_success
+            made = http.post("/v1/keys", json={"name": "dl"}, headers=admin).json()
+            download = f"/v1/computers/dl/files?path={short_tmp}/big.bin"
+            put = http.put(download, content=b"y" * 600 * 1024, headers=admin)  # as slow_files
+            assert put.is_success, put.text
+            mine = {"Authorization": f"Bearer {made['key']}"}
+            ended, outcome = in_background(lambda: http.get(download, headers=mine).read())
+            assert slow_files.wait(10) and not ended.wait(0.5)
+            assert http.delete(f"/v1/keys/{made['id']}", headers=admin).is_success
+            assert ended.wait(10), "the download outlived its key"
+            assert isinstance(outcome[0], httpx.HTTPError), "a cut download must not read whole"
+            assert http.delete("/v1/computers/dl", headers=admin).is_success
+    finally:
+        for logger, level in zip(watched, levels, strict=True):
+            logger.removeHandler(collect)
+            logger.setLevel(level)
+    errors = [r.getMessage() for r in logged if r.levelno >= logging.ERROR]
+    assert errors == []
+    assert any("cut: this API key was revoked" in r.getMessage() for r in logged)

@@ -68,6 +68,7 @@ from .routes import (
     usage,
 )
 from .settings import ServerSettings
+from .standing import quiet_lapses
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ def create_app(
     clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
 ) -> FastAPI:
     mcp = McpEndpoint(settings.mcp_sessions_per_key)
+    quiet_lapses(logging.getLogger("uvicorn.error"))  # a response cut on purpose is no error
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 from ..control.errors import ControlError, HostUnavailableError, TooManyRequestsError
 from ..host.errors import HostError
 from .fleet_metrics import count_failure
+from .standing import Lapsed
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ def install(app: FastAPI) -> None:
         return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(Exception)
-    async def internal_error(_r: Request, exc: Exception) -> JSONResponse:
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, Lapsed):  # a response cut on purpose, once it began: not an error
+            log.info("%s %s cut: %s", request.method, request.url.path, exc)
+            return error_response(401, "unauthorized", str(exc))
         log.exception("internal error")
         return error_response(500, "internal", "internal error: see the server log")

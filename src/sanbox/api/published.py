@@ -53,7 +53,14 @@ from .ports.rfb import RfbViewOnly
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
 from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
 from .settings import DEFAULT_ORG
-from .standing import KEY_LAPSED, Check, key_id_stands, token_stands, while_standing
+from .standing import (
+    KEY_LAPSED,
+    Check,
+    Lapsed,
+    key_id_stands,
+    token_stands,
+    while_standing,
+)
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +324,7 @@ async def _http_while_standing(
     stands: Check, scope: Scope, receive: Receive, send: Send, stream: ByteStream, host_header: str
 ) -> None:
     """`relay_http` until it ends or the key lapses: a lapse before the response's head is a 401;
-    after it, the response is left incomplete (the server aborts it, as a broken-off one)."""
+    after it, `Lapsed` is raised (the server aborts the connection, as a broken-off one)."""
     started = False
 
     async def watched(message: Message) -> None:
@@ -326,5 +333,8 @@ async def _http_while_standing(
         await send(message)
 
     relay = relay_http(stripped(scope), receive, watched, stream, host_header=host_header)
-    if not await while_standing(stands, relay) and not started:
-        await send_error(send, 401, "unauthorized", KEY_LAPSED)
+    if await while_standing(stands, relay):
+        return
+    if started:
+        raise Lapsed(KEY_LAPSED)
+    await send_error(send, 401, "unauthorized", KEY_LAPSED)

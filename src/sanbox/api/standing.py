@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine
 from typing import Any
@@ -75,7 +76,24 @@ async def while_standing(
 
 
 class Lapsed(Exception):
-    """What let a download in no longer stands: its response is cut, never ended as whole."""
+    """What let a download or a port's exchange in no longer stands: its response is cut, never
+    ended as whole. Raised through the server, which aborts the connection; not an error of the
+    server's: `errors.py` logs it as a line of information, and `QuietLapses` keeps the ASGI
+    server's traceback of it out of the log."""
+
+
+class QuietLapses(logging.Filter):
+    """On the ASGI server's error logger: drops its "Exception in ASGI application" record for a
+    response cut on purpose (`Lapsed`); every other record goes through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], Lapsed))
+
+
+def quiet_lapses(logger: logging.Logger) -> None:
+    """Put `QuietLapses` on `logger` once."""
+    if not any(isinstance(f, QuietLapses) for f in logger.filters):
+        logger.addFilter(QuietLapses())
 
 
 async def chunks_while_standing(
