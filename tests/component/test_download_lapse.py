@@ -96,6 +96,15 @@ def test_a_console_download_is_cut_when_its_session_ends(
     cut_when_revoked(server, key_id, slow_files, lambda: server.client.get(url))  # its session
 
 
+class _Collect(logging.Handler):
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_a_cut_download_is_no_error_in_the_servers_log(
     short_tmp: Path, slow_files: threading.Event
 ) -> None:
@@ -106,9 +115,8 @@ def test_a_cut_download_is_no_error_in_the_servers_log(
     fake_image(dd)
     settings = ServerSettings(data_dir=dd.root, client_config=None)
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
-    logged: list[logging.LogRecord] = []
-    collect = logging.Handler(logging.INFO)
-    collect.emit = logged.append  # type: ignore[method-assign]
+    collect = _Collect(logging.INFO)
+    logged = collect.records
     watched = [logging.getLogger(n) for n in ("uvicorn.error", "sanbox.api.errors")]
     levels = [logger.level for logger in watched]
     for logger in watched:
