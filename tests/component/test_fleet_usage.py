@@ -2,7 +2,8 @@
 driver): what its computers did meanwhile is not known, so the meter vouches for none of it. A
 computer whose VM died while its host was silent is billed until it was last seen running, not
 until the host came back and its end was found; one deleted after its host was forgotten as dead,
-until its host went silent, not until the delete."""
+until its host went silent, not until the delete; one whose VM ran on all along is billed for the
+time between once its host is back (its VM says it ran). No time falls between two intervals."""
 
 from __future__ import annotations
 
@@ -72,6 +73,17 @@ def _open_state(live: LiveServer, computer_id: str) -> str | None:
     return None if found is None else str(found[0])
 
 
+def _gaps(live: LiveServer, computer_id: str) -> list[tuple[str, str]]:
+    """Where an interval of the computer does not begin where the one before it ended."""
+    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+        rows = db.execute(
+            "SELECT started_at, ended_at FROM usage_intervals WHERE computer_id = ? "
+            "ORDER BY ordinal",
+            (computer_id,),
+        ).fetchall()
+    return [(a[1], b[0]) for a, b in zip(rows, rows[1:], strict=False) if a[1] != b[0]]
+
+
 def test_a_silent_hosts_computers_are_billed_until_last_seen(
     fleet_server: LiveServer, short_tmp: Path
 ) -> None:
@@ -92,32 +104,39 @@ def test_a_silent_hosts_computers_are_billed_until_last_seen(
             _until("h1 up with its builds", lambda: _up(live, "h1"))
             died = client.computers.create(name="died", idle_timeout=0)
             kept = client.computers.create(name="kept", idle_timeout=0)
-            both = (died.id, kept.id)  # metered while its host answers: cut every 0.5 s
-            _until("intervals cut", lambda: all(_running_until(live, c) for c in both))
+            ran = client.computers.create(name="ran", idle_timeout=0)
+            every = (died.id, kept.id, ran.id)  # metered while its host answers: every 0.5 s
+            _until("intervals cut", lambda: all(_running_until(live, c) for c in every))
         silent = datetime.now(UTC)  # the host agent is gone; its VMs run on
         [pid] = _processes_naming(died.id)
         os.kill(pid, signal.SIGKILL)  # one dies while no one can see it
         _until("h1 lost", lambda: _hosts(live)[0].state == "lost")
         _until("a moment later", lambda: datetime.now(UTC) > silent + 2 * SEEN)
-        for c in (died, kept):
-            ran = _running_until(live, c.id)
-            assert ran is not None and ran < silent + SEEN, (ran, silent)  # nothing vouched
+        for c in (died, kept, ran):
+            until = _running_until(live, c.id)
+            assert until is not None and until < silent + SEEN, (until, silent)  # not vouched
             assert _open_state(live, c.id) == "running"
         # forgotten as dead, the one deleted: billed until its host went silent
         forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
         assert forgot.returncode == 0, forgot.stderr
         kept.delete()
-        ran = _running_until(live, kept.id)
-        assert ran is not None and ran < silent + SEEN, (ran, silent)
+        until = _running_until(live, kept.id)
+        assert until is not None and until < silent + SEEN, (until, silent)
         assert _open_state(live, kept.id) is None
         # the host joins again: the one whose VM died is found stopped, billed until last seen
         # (the other's VM, which ran on with no record, is stopped and set aside)
         join_host(live, host_dir, port)
         with serving():
             _until("h1 back", lambda: _up(live, "h1"))
+            back = datetime.now(UTC)
             _until("died found stopped", lambda: died.refresh().state == "stopped")
-            ran = _running_until(live, died.id)
-            assert ran is not None and ran < silent + SEEN, (ran, silent)
+            until = _running_until(live, died.id)
+            assert until is not None and until < silent + SEEN, (until, silent)
             assert _open_state(live, died.id) == "stopped"
             _until("kept's VM stopped", lambda: not _processes_naming(kept.id))
+            # the one whose VM ran on: metered again, the time between counted
+            _until("ran metered again", lambda: (_running_until(live, ran.id) or silent) > back)
+            for c in (died, ran):
+                assert _gaps(live, c.id) == [], "time fell between two intervals"
             died.delete()
+            ran.delete()

@@ -27,6 +27,7 @@ from cryptography import x509
 
 from sanbox import Sanbox, pki
 from sanbox.api import ServerSettings, create_app
+from sanbox.fleet.link import serve as link_serve
 from sanbox.fleet.link.agent import OPERATION, HostAgent
 from sanbox.fleet.link.link import HostUnreachableError
 from sanbox.fleet.link.pki import FleetCAs, Identity, client_tls, fingerprint, host_identity
@@ -309,7 +310,7 @@ def test_a_certificate_of_an_earlier_join_is_refused(host_agent: Agent) -> None:
         try:
             with pytest.raises(HostUnreachableError, match="an earlier join"):
                 await stale.refresh()
-            with pytest.raises(AgentRouteError):
+            with pytest.raises(AgentRouteError, match="an earlier join"):
                 await RemoteVm(stale, "cmpnone", "process").dial_agent()
             with pytest.raises(httpx.ConnectError, match="an earlier join"):
                 await asyncio.to_thread(stale.remove_build, image)
@@ -324,6 +325,33 @@ def test_a_certificate_of_an_earlier_join_is_refused(host_agent: Agent) -> None:
             await current.close()
 
     asyncio.run(links())
+
+
+def test_a_tunnel_dialled_as_its_link_is_bound_again_is_not_kept(
+    host_agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that joins again revokes its certificate: a tunnel whose handshake was under way
+    with the old one when the link was bound again is closed, not counted among the link's."""
+    dialled = asyncio.open_connection
+
+    async def link() -> None:
+        remote = _remote(host_agent)
+
+        async def then_rebound(*args: Any, **kwargs: Any) -> Any:
+            streams = await dialled(*args, **kwargs)
+            tls = client_tls(host_agent.control)
+            await remote.rebind(remote.url, remote.tunnel, tls, by_identity=True, pinned=None)
+            return streams
+
+        monkeypatch.setattr(asyncio, "open_connection", then_rebound)
+        try:
+            with pytest.raises(AgentRouteError, match="joined again"):
+                await RemoteVm(remote, "cmpnone", "process").dial_agent()
+            assert not remote._tunnels
+        finally:
+            await remote.close()
+
+    asyncio.run(link())
 
 
 def host_agent_cert(agent: Agent) -> Path:
@@ -566,30 +594,39 @@ def test_a_host_asks_for_no_name_that_is_not_its_own(
 
 
 def test_a_host_that_joined_again_is_taken_with_its_new_certificate_only(
-    fleet_server: LiveServer, short_tmp: Path
+    fleet_server: LiveServer, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The control plane pins the last certificate it signed for a host: after h1 joins again
-    (its key stolen, say), an agent serving h1's first certificate renews no lease (the control
-    plane refuses it as the handshake ends: h1 is lost), while the new one does."""
+    """The control plane pins the last certificate it signed for a host. h1's key is stolen; h1
+    joins again while its agent serves: the agent takes its new certificate without a restart
+    and its lease goes on, while an agent serving the stolen first certificate renews none (the
+    control plane refuses it as the handshake ends: h1 is lost)."""
+    monkeypatch.setattr(link_serve, "RELOAD_EVERY", 0.1)
     live = fleet_server
     port = _free_port()
-    first, second = short_tmp / "first", short_tmp / "second"
-    join_host(live, first, port)
-    join_host(live, second, port)
-    old, new = (host_identity(DataDir(d).host / "fleet") for d in (first, second))
-    pinned = fingerprint(x509.load_pem_x509_certificate(new.cert.read_bytes()))
-    with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
-        assert db.execute("SELECT cert_sha256 FROM hosts").fetchall() == [(pinned,)]
+    folder, stolen = short_tmp / "h1", short_tmp / "stolen"
+    join_host(live, folder, port)
+    me = host_identity(DataDir(folder).host / "fleet")
+    thief = host_identity(DataDir(stolen).host / "fleet")
+    thief.cert.parent.mkdir(parents=True)
+    for mine, taken in ((me.cert, thief.cert), (me.key, thief.key), (me.peer_ca, thief.peer_ca)):
+        taken.write_bytes(mine.read_bytes())
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()
 
-    def serving(me: Identity, folder: Path) -> contextlib.AbstractContextManager[threading.Event]:
-        return _serving(HostAgent(HostRuntime(DataDir(folder), LocalDriver(), False)), port, me)
+    def serving(who: Identity, at: Path) -> contextlib.AbstractContextManager[threading.Event]:
+        return _serving(HostAgent(HostRuntime(DataDir(at), LocalDriver(), False)), port, who)
 
-    joined = _hosts(live)[0].lease_until
-    with serving(new, second):
+    with serving(me, folder):
+        joined = _hosts(live)[0].lease_until
         _until("renewed", lambda: _hosts(live)[0].lease_until != joined)
-    with serving(old, first):
+        join_host(live, folder, port)  # again, while it serves
+        pinned = fingerprint(x509.load_pem_x509_certificate(me.cert.read_bytes()))
+        with sqlite3.connect(live.data_dir.root / "sanbox.db") as db:
+            assert db.execute("SELECT cert_sha256 FROM hosts").fetchall() == [(pinned,)]
+        again = _hosts(live)[0].lease_until
+        _until("renewed again", lambda: _hosts(live)[0].lease_until != again)
+        assert _hosts(live)[0].state == "up"
+    with serving(thief, stolen):
         _wait_until_up(f"https://127.0.0.1:{port}", control)  # it serves (the CA signed it)
         _until("lost", lambda: _hosts(live)[0].state == "lost")  # no report renewed it
-    with serving(new, second):
+    with serving(me, folder):
         _until("up", lambda: _hosts(live)[0].state == "up")

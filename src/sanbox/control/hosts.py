@@ -64,6 +64,7 @@ class FleetHosts:
         self.links: dict[str, RemoteHost] = {}  # host name -> its link
         self._names: dict[str, str] = {}  # host id -> name, for routing a computer to its host
         self._seen: dict[str, HostRow] = {}  # host id -> its row at the last check (any state)
+        self._silent: dict[str, str] = {}  # host name -> why it did not answer, last said
         # told the computers of a host that was declared lost, or came back (Computers sets it)
         self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
@@ -197,8 +198,12 @@ class FleetHosts:
         try:
             report = await link.refresh()
         except HostUnreachableError as exc:
-            log.info("host %s did not answer: %s", row.name, exc)
+            said = str(exc)  # a new reason is said once, loudly (a certificate refused, say)
+            level = logging.INFO if self._silent.get(row.name) == said else logging.WARNING
+            self._silent[row.name] = said
+            log.log(level, "host %s did not answer: %s", row.name, said)
             return
+        self._silent.pop(row.name, None)
         try:
             async with asyncio.timeout(RENEW_DEADLINE):  # the others' leases wait for this one
                 await self._renewed(row, link, report)

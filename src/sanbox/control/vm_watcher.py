@@ -22,7 +22,6 @@ from .computers import Computers
 from .fleet import Fleet
 from .jobs import RECONCILER
 from .states import State
-from .usage import ledger as usage
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +122,7 @@ class VmWatcher:
                 if now is None or now.state != State.RUNNING or now.host_id != row.host_id:
                     return
                 if await remote.liveness_now(row.host_id, row.id) is Liveness.DEAD:
-                    with self.fleet.db.session() as s:  # it ran as long as it was last seen to
-                        proven = usage.proven_until(s, row.id)
-                    with usage.ending_at(proven):
-                        await self.fleet.vm_exited(row.id, "its VM process exited unexpectedly")
+                    await self.fleet.vm_exited(row.id, "its VM process exited unexpectedly")
         except (BusyError, HostError):  # acted on elsewhere, or its host is silent: next round
             return
         except Exception:

@@ -25,7 +25,7 @@ __all__ = ["Ledger", "Meter", "Sample", "Usage"]
 class Usage:
     def __init__(self, fleet: Fleet, meter: Meter, metering: bool = True) -> None:
         self.fleet, self.meter = fleet, meter
-        self.ledger = Ledger(meter.measure, meter.unseen)
+        self.ledger = Ledger(meter.measure, meter.last_seen)
         self.metering = metering
         if metering:
             self.ledger.install(fleet.db)

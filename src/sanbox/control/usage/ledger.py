@@ -41,7 +41,8 @@ class Reading:
 
 
 Measure = Callable[[str], Reading]  # computer id -> its counters now
-Unseen = Callable[[str, str | None], bool]  # computer id, host id -> nothing known of its VM now
+# computer id, host id, its open interval, now -> where it closes if its VM was not seen
+LastSeen = Callable[[str, str | None, UsageRow, datetime], datetime | None]
 
 
 def db_now(s: Session) -> datetime:
@@ -91,9 +92,9 @@ _BOOTING = frozenset({"creating", "starting", "resuming"})
 class Ledger:
     """Opens and closes intervals; `install` puts its hook on a database's sessions."""
 
-    def __init__(self, measure: Measure | None = None, unseen: Unseen | None = None) -> None:
+    def __init__(self, measure: Measure | None = None, last_seen: LastSeen | None = None) -> None:
         self.measure: Measure = measure or (lambda _c: Reading())
-        self.unseen: Unseen = unseen or (lambda _c, _h: False)
+        self.last_seen: LastSeen = last_seen or (lambda _c, _h, _i, _n: None)
 
     def install(self, db: Any) -> None:
         db.on_flush(self._before_flush)
@@ -134,12 +135,11 @@ class Ledger:
         ordinal = 1
         reading = Reading()
         if current is not None:
-            end = now
             if current.state in COMPUTE:
                 reading = self.measure(row.id)
-                if self.unseen(row.id, row.host_id):  # its host is silent: what was last seen
-                    end = min(now, current.checked_at)
-            close(s, current, end, reading)
+                seen = self.last_seen(row.id, row.host_id, current, now)  # a silent host's
+                now = min(now, seen) if seen is not None else now  # the next opens there too
+            close(s, current, now, reading)
             ordinal = current.ordinal + 1
         if not gone and row.state in COMPUTE and (current is None or current.state not in COMPUTE):
             # compute again after a time at rest: a counter that outlived it (the egress proxy

@@ -40,6 +40,8 @@ RUNNING_PERIOD = 60.0  # seconds: a computer with compute closes an interval thi
 SAMPLE_INTERVAL = 5.0  # seconds between samples
 WINDOW = 3600.0  # seconds of guest metrics kept per computer
 METRICS_TIMEOUT = 2.0  # a guest slower than this to report is skipped this round
+STALE_SAMPLES = 3  # an interval not vouched for in this many samples was not seen meanwhile
+RUNNING = "running"
 
 
 @dataclass(frozen=True)
@@ -93,13 +95,23 @@ class Meter:
         vm = machine.vm if machine is not None else None
         return vm.host if isinstance(vm, RemoteVm) else None
 
-    def unseen(self, computer_id: str, host_id: str | None) -> bool:
-        """Whether nothing is known of a computer's VM now: its fleet host is silent, lost or
-        forgotten. Its interval closes where it was last seen to hold (`ledger.Ledger.settle`)."""
-        return self._liveness(computer_id, host_id) is Liveness.UNKNOWN
+    def last_seen(
+        self, computer_id: str, host_id: str | None, interval: UsageRow, now: datetime
+    ) -> datetime | None:
+        """Where an interval with compute closes if its VM is not seen running now (`unseen`) and
+        nothing vouched for it for a few samples: where it was last seen to hold (`checked_at`).
+        None: now (one seen, or seen a moment ago: a stop's own end of its VM)."""
+        if not self.unseen(computer_id, host_id, interval.state):
+            return None
+        stale = (now - interval.checked_at).total_seconds() > STALE_SAMPLES * self.sample_interval
+        return interval.checked_at if stale else None
 
-    def _seen(self, row: UsageRow, host_id: str) -> bool:
-        return self._liveness(row.computer_id, host_id) is Liveness.ALIVE
+    def unseen(self, computer_id: str, host_id: str | None, state: str) -> bool:
+        """Whether a computer's VM is not seen running now, by its fleet host's last report: the
+        host is silent, lost or forgotten, or it shows no VM for a computer recorded running (one
+        being made or started is not there yet). Nothing vouches for its interval meanwhile."""
+        seen = self._liveness(computer_id, host_id)
+        return seen is Liveness.UNKNOWN or (seen is Liveness.DEAD and state == RUNNING)
 
     def _liveness(self, computer_id: str, host_id: str | None) -> Liveness:
         """A fleet host's computer's, by its host's last report; ALIVE for this server's own (its
@@ -137,7 +149,7 @@ class Meter:
             for row in rows:
                 reading = Reading()
                 host_id = on.get(row.computer_id)
-                if row.state in COMPUTE and host_id is not None and not self._seen(row, host_id):
+                if row.state in COMPUTE and self.unseen(row.computer_id, host_id, row.state):
                     continue  # not seen running now: nothing vouches for it
                 if row.state in COMPUTE and row.computer_id in self.fleet.machines:
                     reading = self.measure(row.computer_id)

@@ -153,10 +153,11 @@ class HostLink:
         await self._http.aclose()
 
     async def refresh(self) -> dict[str, Any]:
+        http = self._http
         try:
             async with asyncio.timeout(REPORT_DEADLINE):
                 url = f"{self.url}/v1/host/report"
-                async with self._http.stream("GET", url, timeout=REPORT_TIMEOUT) as r:
+                async with http.stream("GET", url, timeout=REPORT_TIMEOUT) as r:
                     r.raise_for_status()
                     report = await self._json(r, MOST_REPORT)
             if not isinstance(report, dict) or "epoch" not in report:
@@ -167,6 +168,8 @@ class HostLink:
                 raise
             said = why(exc) if isinstance(exc, httpx.HTTPError) else "its report did not end"
             raise HostUnreachableError(f"host {self.name} did not answer: {said}") from exc
+        if http is not self._http:  # bound again meanwhile: a report of the old way counts not
+            raise HostUnreachableError(f"host {self.name} joined again: its report is read anew")
         self._report, self._read_at = report, time.monotonic()
         later = asyncio.get_running_loop().time() + SILENT_AFTER
         for waiting in self._waiting:  # the host is there: each may wait on

@@ -82,6 +82,9 @@ class RemoteVm:
             raise AgentRouteError(
                 f"host {self.host.name} does not answer: {str(exc) or type(exc).__name__}"
             ) from exc
+        if tls is not self.host.tls:  # the link was bound again meanwhile (`HostLink.rebind`)
+            writer.transport.abort()
+            raise AgentRouteError(f"host {self.host.name} joined again: dial it anew")
         self.host.tunnel_opened(writer)
         writer.write(f"{self.computer_id}\n".encode())
         await writer.drain()

@@ -1,6 +1,7 @@
 """The fingerprint of the last certificate signed for a host (`fleet.link.pki.fingerprint`): the
 control plane takes no other from it, so a certificate of an earlier join (a stolen key's) stops
-working the moment the host joins again, though the CA signed it and it has not expired. Hosts
+working once the host joins again (each API node binds its link anew at its next look at the
+hosts), though the CA signed it and it has not expired. Hosts
 that joined before have none until they join again.
 
 Revision ID: 0025
