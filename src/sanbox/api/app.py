@@ -47,6 +47,7 @@ from .bootstrap import bootstrap
 from .fleet_metrics import FleetMetrics
 from .fleet_metrics import router as metrics_router
 from .limits import BodyLimit
+from .open_requests import OpenRequests
 from .published import PublishedPorts
 from .routes import (
     admin,
@@ -192,6 +193,11 @@ def create_app(
     app.router.routes.append(mcp.route())
     app.router.routes.append(Route("/healthz", _healthz, include_in_schema=False))
     web_console.mount(app)  # the web console at /console (docs/console.md)
+    app.add_middleware(  # innermost: a request holds its place until it has ended
+        OpenRequests,
+        per_key=settings.open_requests_per_key,
+        per_org=settings.open_requests_per_org,
+    )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
     app.add_middleware(PublishedPorts)  # published ports are relayed before the limit

@@ -13,6 +13,7 @@ from ..control.keys import Keys, Principal, require_admin, require_host_admin
 from ..store.repo import ACTOR
 from .auditing import note_actor
 from .forwarded import scope_client
+from .open_requests import hold
 
 __all__ = [
     "Principal",
@@ -50,6 +51,7 @@ def authenticate(conn: HTTPConnection) -> Principal:
         raise
     note_actor(conn.scope, p.key.id, p.key.prefix, p.org.id)
     ACTOR.set(p.key.prefix)
+    hold(conn.scope, p.key.id, p.org.id)
     return p
 
 

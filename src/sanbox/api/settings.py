@@ -15,6 +15,8 @@ from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from ..host.settings import upstream_of
 from ..store.db import sqlite_url
+from .open_requests import PER_KEY as OPEN_PER_KEY
+from .open_requests import PER_ORG as OPEN_PER_ORG
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_ORG = "default"  # made by the first start; the short published-port URLs are its
@@ -39,6 +41,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("audit_retention_days", "SANBOX_AUDIT_RETENTION_DAYS", float),
     ("audit_org_cap", "SANBOX_AUDIT_ORG_CAP", int),
     ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
+    ("open_requests_per_key", "SANBOX_OPEN_REQUESTS_PER_KEY", int),
+    ("open_requests_per_org", "SANBOX_OPEN_REQUESTS_PER_ORG", int),
     ("org_max_pools", "SANBOX_ORG_MAX_POOLS", int),
     ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
     ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
@@ -92,6 +96,8 @@ class ServerSettings:
     audit_retention_days: float = RETENTION_DAYS  # audit records older go (SANBOX_AUDIT_...)
     audit_org_cap: int = ORG_CAP  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
+    open_requests_per_key: int = OPEN_PER_KEY  # streams etc. open at once (api/open_requests.py)
+    open_requests_per_org: int = OPEN_PER_ORG  # ... of all an org's keys
     org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed

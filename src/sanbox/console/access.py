@@ -15,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from ..api.auditing import note_actor
 from ..api.forwarded import forwarded_proto
+from ..api.open_requests import hold
 from ..api.standing import Check, chunks_while_standing, while_standing
 from ..control.computers import Computers
 from ..control.errors import AuthError, KeyRefusedError
@@ -77,6 +78,8 @@ def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
         raise LoginRequiredError("ended") from exc
     note_actor(conn.scope, principal.key.id, principal.key.prefix, principal.org.id)
     ACTOR.set(principal.key.prefix)
+    if take:  # a live stream's re-check holds no more than its request did
+        hold(conn.scope, principal.key.id, principal.org.id)
     return Viewer(principal, session)
 
 

@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 
 from ..api.auditing import note_actor
 from ..api.auth import client_address
+from ..api.open_requests import hold
 from ..control.computers import Computers
 from ..control.errors import ControlError, KeyRefusedError, NotFoundError
 from ..control.keys import Keys, Principal
@@ -69,6 +70,7 @@ def principal(request: Request) -> Principal:
         raise
     note_actor(request.scope, p.key.id, p.key.prefix, p.org.id)
     ACTOR.set(p.key.prefix)
+    hold(request.scope, p.key.id, p.org.id)
     return p
 
 

@@ -32,7 +32,8 @@ Hierarchy::
     |                                the message never holds the value)
     +-- PayloadTooLargeError         413 payload_too_large (a request body over the server's limit)
     +-- RateLimitedError             429 too_many_failures (too many failed authentications
-    |                                from this address; the message says when to try again)
+    |                                from this address; the message says when to try again),
+    |                                too_many_open_requests (a key's or org's open streams)
     +-- ServerError                  500 internal, the host's own codes (and any unknown 5xx)
     |   +-- OperationFailedError     500 pause_failed, stop_failed, delete_failed, snapshot_failed,
     |                                operation_failed: the verb did not do it; the message says
@@ -234,6 +235,7 @@ _CODE_TO_ERROR: dict[str, type[SanboxError]] = {
     "payload_too_large": PayloadTooLargeError,
     "too_many_failures": RateLimitedError,
     "too_many_builds": RateLimitedError,
+    "too_many_open_requests": RateLimitedError,
     "internal": ServerError,
     "operation_failed": OperationFailedError,
     "pause_failed": OperationFailedError,

@@ -1,0 +1,98 @@
+"""Open requests per API key and per org: every request a key authenticates (the API's, E2B's,
+the console's) holds a place from then until it ends, a WebSocket or a followed stream (events,
+a download, a build log) for its whole life. Past `per_key` for the key or `per_org` for its org,
+the next is refused 429 `too_many_open_requests` before it does anything, so no tenant grows the
+server's connections, tasks and buffers without bound however slowly it opens them (the request
+rate bounds how fast, not how many stay open). A refused request holds nothing.
+
+`OpenRequests` is the ASGI middleware that ends every hold with its request; `hold` is what an
+authentication calls once it knows the key (`api/auth.py`, `e2b/routing.py`,
+`console/access.py`). A request holds one place whatever checks it again meanwhile."""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..control.errors import TooManyRequestsError
+
+PER_KEY = 256  # open at once per API key (SANBOX_OPEN_REQUESTS_PER_KEY)
+PER_ORG = 1024  # ... and per org, all its keys (SANBOX_OPEN_REQUESTS_PER_ORG)
+_HELD = "sanbox.open_request"
+
+
+class _Counts:
+    def __init__(self, per_key: int, per_org: int) -> None:
+        self.per_key, self.per_org = per_key, per_org
+        self.keys: collections.Counter[str] = collections.Counter()
+        self.orgs: collections.Counter[str] = collections.Counter()
+        self.lock = threading.Lock()  # a check may run in a worker thread
+
+    def take(self, key_id: str, org_id: str) -> None:
+        with self.lock:
+            if self.keys[key_id] >= self.per_key:
+                raise _refused(f"this API key has {self.per_key} requests open")
+            if self.orgs[org_id] >= self.per_org:
+                raise _refused(f"this org's keys have {self.per_org} requests open")
+            self.keys[key_id] += 1
+            self.orgs[org_id] += 1
+
+    def give_back(self, key_id: str, org_id: str) -> None:
+        with self.lock:
+            for counter, name in ((self.keys, key_id), (self.orgs, org_id)):
+                counter[name] -= 1
+                if counter[name] <= 0:
+                    del counter[name]
+
+
+def _refused(why: str) -> TooManyRequestsError:
+    return TooManyRequestsError(
+        f"{why} (streams, WebSockets, downloads): close some, then try again",
+        1,
+        "too_many_open_requests",
+    )
+
+
+class _Held:
+    """One request's place, taken at most once."""
+
+    def __init__(self, counts: _Counts) -> None:
+        self.counts = counts
+        self.by: tuple[str, str] | None = None
+
+    def take(self, key_id: str, org_id: str) -> None:
+        if self.by is None:
+            self.counts.take(key_id, org_id)
+            self.by = (key_id, org_id)
+
+    def release(self) -> None:
+        if self.by is not None:
+            self.counts.give_back(*self.by)
+            self.by = None
+
+
+class OpenRequests:
+    def __init__(self, app: ASGIApp, per_key: int = PER_KEY, per_org: int = PER_ORG) -> None:
+        self.app = app
+        self.counts = _Counts(per_key, per_org)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        held = _Held(self.counts)
+        scope.setdefault("state", {})[_HELD] = held
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            held.release()
+
+
+def hold(scope: Scope, key_id: str, org_id: str) -> None:
+    """The request holds a place for its key and org until it ends (TooManyRequestsError if
+    none is left); nothing where no `OpenRequests` serves it."""
+    held = scope.get("state", {}).get(_HELD)
+    if isinstance(held, _Held):
+        held.take(key_id, org_id)
