@@ -2,7 +2,13 @@
 from, checked again on every request by the API's own key check (`Keys.principal_of`: revoked,
 expired, request rate). Pages read with `Reader`; anything that changes something uses `Writer`,
 which also checks the CSRF token and the origin. A request without a live session is sent to the
-login page (`LoginRequiredError`)."""
+login page (`LoginRequiredError`).
+
+Over plain HTTP the session cookie cannot be `__Host-`: a published port's page (a sibling
+subdomain) can set a cookie of the same name for the parent domain, and the browser then sends
+both. The server cannot tell which is its own, so a request that carries the name twice is
+treated as logged out (`ambiguous`) rather than acted on as whichever came last (the other
+site's session: what its user typed would land in that org)."""
 
 from __future__ import annotations
 
@@ -30,11 +36,22 @@ SECURE_COOKIE = "__Host-sanbox_console"  # over HTTPS: Secure, Path=/, no Domain
 
 
 class LoginRequiredError(Exception):
-    """No live session: `why` is `required` (none or expired) or `ended` (its key stopped)."""
+    """No live session: `why` is `required` (none or expired), `ended` (its key stopped) or
+    `ambiguous` (the browser sent two session cookies: `session_token`)."""
 
     def __init__(self, why: str = "required") -> None:
         super().__init__(why)
         self.why = why
+
+    @property
+    def said(self) -> str:
+        """What to tell a client that cannot show the login page (a socket, a script's call)."""
+        if self.why == "ambiguous":
+            return (
+                "your browser sent two console sessions, one set by another site under this "
+                "domain: clear this site's cookies and log in again"
+            )
+        return "your console session ended: log in again"
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,21 @@ def cookie_name(conn: HTTPConnection) -> str:
     return SECURE_COOKIE if secure(conn) else COOKIE
 
 
+def _times_sent(headers: list[str], name: str) -> int:
+    """How often the `Cookie` headers name cookie `name` (parsed as Starlette parses them)."""
+    chunks = (chunk for header in headers for chunk in header.split(";"))
+    return sum("=" in chunk and chunk.split("=", 1)[0].strip() == name for chunk in chunks)
+
+
+def session_token(conn: HTTPConnection) -> str | None:
+    """The session token the browser sent, if any; LoginRequiredError(`ambiguous`) if it sent
+    the session cookie's name more than once (another site under this domain set one too)."""
+    name = cookie_name(conn)
+    if _times_sent(conn.headers.getlist("cookie"), name) > 1:
+        raise LoginRequiredError("ambiguous")
+    return conn.cookies.get(name)
+
+
 def sessions(conn: HTTPConnection) -> Sessions:
     found: Sessions = conn.app.state.console_sessions
     return found
@@ -64,7 +96,7 @@ def sessions(conn: HTTPConnection) -> Sessions:
 def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
     """The session's viewer, or LoginRequiredError; `take`: counted against the key's request rate
     (a live stream's re-check is not)."""
-    token = conn.cookies.get(cookie_name(conn))
+    token = session_token(conn)
     session = sessions(conn).find(token, touch=take)  # a page left open is not activity
     if session is None:
         raise LoginRequiredError()

@@ -19,6 +19,7 @@ from .access import (
     Writer,
     cookie_name,
     secure,
+    session_token,
     sessions,
     viewer,
 )
@@ -32,6 +33,9 @@ WHY = {
     "current key (an admin of your org can make one: `sanbox key create`).",
     "out": "You are logged out.",
     "link": "That login link was used already or has expired: run `sanbox console` again.",
+    "ambiguous": "Your browser sent two console sessions, one set by another site under this "
+    "domain (a published port's page can do that over plain HTTP): clear this site's cookies and "
+    "log in again. Serve the console over HTTPS to rule this out.",
 }
 
 
@@ -102,7 +106,7 @@ async def link_login(request: Request) -> Response:
 
 
 def _current(request: Request) -> Viewer | None:
-    """Who this browser is logged in as now, if anyone."""
+    """Who this browser is logged in as now, if anyone (two sessions sent: no one)."""
     try:
         return viewer(request, take=False)
     except LoginRequiredError:
@@ -111,7 +115,7 @@ def _current(request: Request) -> Viewer | None:
 
 @router.post("/logout")
 async def logout(request: Request, viewer: Writer) -> Response:
-    sessions(request).close(request.cookies.get(cookie_name(request)))
+    sessions(request).close(session_token(request))
     response = Response(status_code=204, headers={"HX-Redirect": "/console/login?why=out"})
     for name in (COOKIE, SECURE_COOKIE):
         response.delete_cookie(

@@ -86,14 +86,13 @@ def wants_page(request: Request) -> bool:
     )
 
 
-def login_needed(request: Request, why: str) -> Response:
-    target = f"/console/login?why={why}"
+def login_needed(request: Request, exc: LoginRequiredError) -> Response:
+    target = f"/console/login?why={exc.why}"
     if "hx-request" in request.headers:
         return Response(status_code=204, headers={"HX-Redirect": target})
     if wants_page(request):
         return RedirectResponse(target, status_code=303)
-    message = "your console session ended: log in again"
-    body = {"error": {"code": "unauthorized", "message": message}}
+    body = {"error": {"code": "unauthorized", "message": exc.said}}
     return JSONResponse(body, status_code=401, headers={"X-Login": target})
 
 
@@ -105,7 +104,7 @@ class ConsoleRoute(APIRoute):
             try:
                 return await handler(request)
             except LoginRequiredError as exc:
-                return login_needed(request, exc.why)
+                return login_needed(request, exc)
             except ControlError as exc:
                 if not wants_page(request):
                     raise

@@ -66,8 +66,8 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
     await ws.accept(subprotocol="binary" if "binary" in ws.scope.get("subprotocols", []) else None)
     try:
         who = viewer(ws)
-    except LoginRequiredError:
-        await close_with_error(ws, "unauthorized", "your console session ended: log in again")
+    except LoginRequiredError as exc:
+        await close_with_error(ws, "unauthorized", exc.said)
         return
     gate = RfbViewOnly() if mode == "watch" else None
     try:

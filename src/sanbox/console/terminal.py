@@ -21,7 +21,7 @@ def _principal(ws: WebSocket) -> Principal:
     try:
         return viewer(ws).principal
     except LoginRequiredError as exc:
-        raise AuthError("your console session ended: log in again", "unauthorized") from exc
+        raise AuthError(exc.said, "unauthorized") from exc
 
 
 @router.websocket("/{ref}/terminal")
