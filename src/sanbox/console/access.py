@@ -1,8 +1,10 @@
 """Who a console request acts as: the session in its cookie, and the key that session was made
 from, checked again on every request by the API's own key check (`Keys.principal_of`: revoked,
-expired, request rate). Pages read with `Reader`; anything that changes something uses `Writer`,
-which also checks the CSRF token and the origin. A request without a live session is sent to the
-login page (`LoginRequiredError`).
+expired, request rate). Pages read with `Reader`, which first refuses what another site's page
+asked for (Fetch Metadata); anything that changes something uses `Writer`, which checks the
+origin first and then the CSRF token. Both refuse before the session is read, so another site
+cannot spend the key's request rate. A request without a live session is sent to the login page
+(`LoginRequiredError`).
 
 Over plain HTTP the session cookie cannot be `__Host-`: a published port's page (a sibling
 subdomain) can set a cookie of the same name for the parent domain, and the browser then sends
@@ -117,10 +119,12 @@ def viewer(conn: HTTPConnection, take: bool = True) -> Viewer:
 
 async def reader(request: Request) -> Viewer:
     # async: it runs in the request's own task, so the actor it sets reaches the route
+    csrf.check_fetch_site(request)
     return viewer(request)
 
 
 async def writer(request: Request) -> Viewer:
+    csrf.check_origin(request)
     found = viewer(request)
     csrf.check_token(request, found.session.csrf)
     return found

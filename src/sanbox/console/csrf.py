@@ -6,7 +6,15 @@ the console's own scripts) and comes from the console's own origin (`Origin`, or
 `Sec-Fetch-Site: same-origin`). A header cannot be set by a plain cross-site form, and the token
 is kept on the server, not in a cookie a sibling subdomain (a published port) could set.
 WebSockets carry no custom headers: they are checked by `Origin` and the session cookie, whose
-SameSite=Strict keeps it off cross-site requests."""
+SameSite=Strict keeps it off cross-site requests.
+
+Reads are checked too, before their session is read (`check_fetch_site`): SameSite=Strict does
+not keep the cookie off a sibling subdomain's requests (a published port's page is same-site),
+and each request a session makes takes one from its key's request rate, so such a page could
+loop `fetch(..., {mode: "no-cors", credentials: "include"})` until the key's own CLI and agents
+are refused 429. The browser says who asked (`Sec-Fetch-Site`); a request that says nothing
+(an older browser, a tool, any browser over plain HTTP: it is sent to HTTPS and localhost
+origins only) is let through."""
 
 from __future__ import annotations
 
@@ -42,8 +50,28 @@ def check_origin(conn: HTTPConnection) -> None:
         )
 
 
+def check_fetch_site(conn: HTTPConnection) -> None:
+    """Refuse a request another site's page made (`Sec-Fetch-Site` neither `same-origin` nor
+    `none`, a typed address or a bookmark), unless it is a top-level navigation to a page (a link
+    to the console followed from elsewhere)."""
+    site = conn.headers.get("sec-fetch-site")
+    if site is None or site in ("same-origin", "none"):
+        return
+    navigation = (
+        conn.headers.get("sec-fetch-mode") == "navigate"
+        and conn.headers.get("sec-fetch-dest") == "document"
+        and conn.scope.get("method") == "GET"
+    )
+    if not navigation:
+        raise ForbiddenError(
+            f"this request was made by another site's page (Sec-Fetch-Site: {site[:20]}): open "
+            "the console from its own page and try again",
+            "csrf_failed",
+        )
+
+
 def check_token(conn: HTTPConnection, expected: str) -> None:
-    check_origin(conn)
+    """The session's token in the request's header (its origin is `check_origin`'s)."""
     sent = conn.headers.get(HEADER, "")
     if not sent or not hmac.compare_digest(sent.encode(), expected.encode()):
         raise ForbiddenError(
