@@ -298,6 +298,10 @@ def test_a_login_link_works_once(browser: Any, live: Live) -> None:
     shot(page, "login-link")
     page.click("#link-login")
     assert "#" not in page.url
+    asked = page.locator("#link-org")  # logged out: it names the org and the key first
+    asked.wait_for(timeout=TIMEOUT)
+    assert "org default" in asked.inner_text() and page.url.endswith("/console/link")
+    page.click("#link-confirm")
     page.wait_for_url("**/console/computers")
     again = context.new_page()
     again.goto(url)

@@ -82,9 +82,11 @@ async def link_form(request: Request) -> Response:
 
 @router.post("/link")
 async def link_login(request: Request) -> Response:
-    """Spend a login link. A browser logged in to another org is asked first, naming both orgs:
-    a link someone else made would otherwise move its user into that org's console unawares
-    (and what they type there, a secret's value, into it)."""
+    """Spend a login link. Unless the browser is logged in to the link's org already, it is
+    asked first, naming the org and the key (and the org it is logged in to, if another): a
+    link someone else made would otherwise take its user into that org's console unawares, and
+    what they type there (a secret's value) or upload into it. Only the confirmed POST spends
+    the link."""
     csrf.check_origin(request)
     form = await request.form()
     token = form.get("t")
@@ -98,7 +100,8 @@ async def link_login(request: Request) -> Response:
     except AuthError:
         return RedirectResponse("/console/login?why=ended", status_code=303)
     now = _current(request)
-    if now is not None and now.org.id != wanted.org.id and form.get("switch") != "yes":
+    same_org = now is not None and now.org.id == wanted.org.id
+    if not same_org and form.get("confirm") != "yes":
         return page("link.html", None, token=token, to=wanted, now=now)
     if sessions(request).spend_link(token) is None:  # spent meanwhile, or expired
         return RedirectResponse("/console/login?why=link", status_code=303)
