@@ -200,7 +200,8 @@ def test_a_template_build_streams_its_log(page: Any, live: Live) -> None:
         )
     page.locator("#templates tr[data-name=webtpl]").wait_for(timeout=TIMEOUT)
     shot(page, "template-build")
-    page.goto("/console/templates")  # its build has ended: it can be built again, no upload
+    # its build has ended: it can be built again, no upload, from the table the page put in
+    # place of the old one (no reload: its buttons must work as they are)
     row = page.locator("#templates tr[data-name=webtpl]")
     # the answer asks the page to reload (HX-Refresh): wait for that too, or the next test's
     # navigation races it

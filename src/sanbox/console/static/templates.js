@@ -54,10 +54,14 @@
       }
     }
     log.textContent += "[log ended]\n";
-    // the table says the build's outcome now
+    // the table says the build's outcome now; htmx wires only what it swapped in itself, so its
+    // Rebuild and Delete buttons are handed to it
     const fresh = new DOMParser().parseFromString(await (await fetch("/console/templates")).text(), "text/html");
     const table = fresh.getElementById("templates");
-    if (table) document.getElementById("templates").replaceWith(table);
+    if (table) {
+      document.getElementById("templates").replaceWith(table);
+      htmx.process(table);
+    }
   }
 
   document.addEventListener("DOMContentLoaded", () => {
