@@ -31,16 +31,10 @@ async def admin_page(
     require_admin(v.principal)
     keys = _keys(request)
     audit: AuditLog = request.app.state.audit
-    records = [
-        AuditRecordOut.of(r.row, r.org) for r in audit.list(v.principal, None, None, AUDIT_SHOWN)
-    ]
-    records = [
-        r
-        for r in records
-        if action.lower() in r.action.lower()
-        and (not key or r.key_prefix == key)
-        and (not code or r.code == code)
-    ]
+    found = audit.list(
+        v.principal, None, None, AUDIT_SHOWN, action=action, key_prefix=key, code=code
+    )
+    records = [AuditRecordOut.of(r.row, r.org) for r in found]
     facts = asdict(await plane.host_facts())
     in_use = plane.find(v.org)
     use = {

@@ -141,10 +141,14 @@ class AuditLog:
         org: str | None = None,
         after: int | None = None,
         limit: int = 100,
+        *,
+        action: str = "",
+        key_prefix: str = "",
+        code: str = "",
     ) -> Sequence[AuditRecord]:
         """The actor's org's records, or for a host admin every org's (`org=None`, with the records
         of requests no key was known for) or the named org's; after an id in order, else the
-        latest `limit`."""
+        latest `limit`; only those matching the filters given (`audit_queries.audit_records`)."""
         require_admin(actor)
         with self.db.session() as s:
             if org is None or org == actor.org.name:
@@ -155,6 +159,8 @@ class AuditLog:
                 if found is None:
                     raise NotFoundError(f"no org named {org!r}", "org_not_found")
                 org_id = found.id
-            rows = audit_queries.audit_records(s, org_id, after, limit)
+            rows = audit_queries.audit_records(
+                s, org_id, after, limit, action=action, key_prefix=key_prefix, code=code
+            )
             names = {o.id: o.name for o in repo.list_orgs(s)}
         return [AuditRecord(r, names.get(r.org_id) if r.org_id else None) for r in rows]

@@ -24,12 +24,27 @@ def add_audit(s: Session, **fields: Any) -> int:
 
 
 def audit_records(
-    s: Session, org_id: str | None, after: int | None, limit: int
+    s: Session,
+    org_id: str | None,
+    after: int | None,
+    limit: int,
+    *,
+    action: str = "",
+    key_prefix: str = "",
+    code: str = "",
 ) -> Sequence[AuditRow]:
-    """Records of an org (None: all), after an id in order, or else the latest `limit`."""
+    """Records of an org (None: all), after an id in order, or else the latest `limit`; only
+    those whose action contains `action` (any case), of the key `key_prefix`, that ended with
+    `code` (each blank: any). Filtered here, so the bound counts matches, not records read."""
     q = select(AuditRow)
     if org_id is not None:
         q = q.where(AuditRow.org_id == org_id)
+    if action:
+        q = q.where(AuditRow.action.icontains(action, autoescape=True))
+    if key_prefix:
+        q = q.where(AuditRow.key_prefix == key_prefix)
+    if code:
+        q = q.where(AuditRow.code == code)
     if after is not None:
         return s.scalars(q.where(AuditRow.id > after).order_by(AuditRow.id).limit(limit)).all()
     return s.scalars(q.order_by(AuditRow.id.desc()).limit(limit)).all()[::-1]
