@@ -191,3 +191,50 @@ def still_waiting(thread: threading.Thread, release: threading.Event, what: str)
         assert thread.is_alive(), what
     finally:
         release.set()
+
+
+@dataclass
+class E2bStand:
+    """E2B's API and envd: a server whose default user is root (the stand-in guest is this host:
+    `e2b_create_user=False`, so no `useradd` runs here)."""
+
+    client: TestClient
+    key: str
+    data_dir: DataDir
+    scratch: Path  # a folder for the tests' files: the guest is this host
+
+    @property
+    def api(self) -> dict[str, str]:
+        return {"X-API-KEY": self.key}
+
+    @property
+    def v1(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def create(self, **body: Any) -> tuple[str, dict[str, str]]:
+        """A new sandbox of `base` made through `/e2b`: its id and the headers of an envd call."""
+        made = self.client.post(
+            "/e2b/sandboxes", headers=self.api, json={"templateID": "base", **body}
+        )
+        assert made.status_code == 201, made.text
+        sandbox, token = made.json()["sandboxID"], made.json()["envdAccessToken"]
+        return sandbox, {"E2b-Sandbox-Id": sandbox, "X-Access-Token": token}
+
+
+@pytest.fixture
+def e2b(short_tmp: Path) -> Iterator[E2bStand]:
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(
+        data_dir=dd.root, client_config=None, watch_interval=0.2, e2b_create_user=False
+    )
+    client = TestClient(create_app(settings, HostRuntime(dd, LocalDriver(), networking=False)))
+    scratch = short_tmp / "guest"
+    scratch.mkdir()
+    with client:
+        key = client.app.state.first_key  # type: ignore[attr-defined]
+        stand = E2bStand(client, key, dd, scratch)
+        yield stand
+        for row in client.get("/v1/computers", headers=stand.v1).json()["computers"]:
+            client.delete(f"/v1/computers/{row['id']}", headers=stand.v1)

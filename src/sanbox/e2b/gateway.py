@@ -77,7 +77,9 @@ def parse_host(host: str, domain: str) -> tuple[int, str] | None:
 
 
 def signed(envd: Envd, sandbox: str, request: Request) -> str | None:
-    """The sandbox's token, standing in for the header, if the URL's signature is valid."""
+    """The sandbox's token, standing in for the header, if the URL's signature is valid. It
+    signs the path, the operation and `username` ("" for the default user): the request then
+    acts as that user only."""
     computer = computer_id(sandbox)
     if computer is None:
         return None
@@ -145,10 +147,13 @@ class E2bGateway:
     async def _answer(self, request: Request, envd: Envd, sandbox: str, path: str) -> Response:
         token = request.headers.get("x-access-token")
         user = request.query_params.get("username") or None
-        if token is None and path == "/files" and "signature" in request.query_params:
+        by_signature = token is None and path == "/files" and "signature" in request.query_params
+        if by_signature:
             token = signed(envd, sandbox, request)
         try:
-            user = user or basic_user(request.headers.get("authorization"))
+            if not by_signature:  # a signed URL is for the user it signs (none: the default
+                # user), as envd's: a Basic header beside it would make it anyone's (root's)
+                user = user or basic_user(request.headers.get("authorization"))
             if path == "/health":
                 envd.computer(sandbox, token)
                 return Response(status_code=204)
