@@ -4,7 +4,8 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 
 - `templateID` is a template (or type) name, or a snapshot id of the org (`snp_…`).
 - `timeout` is the computer's lifetime deadline (`control.deadlines`) counted from now: the SDK
-  may lengthen or shorten it; a connect only lengthens it. At its end the computer is deleted,
+  may lengthen or shorten it; a connect only lengthens one that exists (a computer made through
+  /v1 without a lifetime keeps none). At its end the computer is deleted,
   or, with `autoPause`, paused with its memory (`on_lifetime="pause"`).
 - `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one.
@@ -124,7 +125,9 @@ async def create(body: NewSandbox, request: Request) -> JSONResponse:
         req = dataclasses.replace(req, template=None, from_snapshot=snap.id)
     row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
     wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
-    if abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime:
+    # a create gives a lifetime (1 s at least): none here is a retry's computer whose lifetime
+    # was cleared since (through /v1), and a retry does not put one back
+    if row.lifetime and (abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime):
         row = await plane.update(
             p.org, row.id, Change(lifetime=wanted, on_lifetime=req.on_lifetime)
         )
@@ -139,8 +142,9 @@ async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONR
     plane: Computers = request.app.state.computers
     row = sandbox_row(plane, p, sandbox_id)
     wanted = lifetime_from_now(row, body.timeout)
-    if wanted > row.lifetime:  # a connect never shortens the sandbox's life; lengthened before
-        # it runs again, or the deadline watch could pause it again between the two
+    if row.lifetime and wanted > row.lifetime:  # a connect never shortens the sandbox's life,
+        # nor gives one to a computer without (0: none); lengthened before it runs again, or the
+        # deadline watch could pause it again between the two
         row = await plane.update(p.org, row.id, Change(lifetime=wanted))
     status = 200
     if State(row.state) in (State.PAUSED, State.SUSPENDED):
