@@ -53,22 +53,40 @@ async def download(sb: Sandbox, request: Request) -> Response:
     )
 
 
-async def _inflated(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def inflated(chunks: AsyncIterator[bytes], most: int = MAX_INFLATED) -> AsyncIterator[bytes]:
+    """A gzip body's bytes, inflated as they arrive: its members one after another (`gzip -c a
+    b`, as Go's gzip reader in envd reads them), at most `most` bytes. A body that is not gzip,
+    ends inside a member or inflates past `most` raises at that point, before the end of what it
+    yields: the caller's write of it is then abandoned (the guest keeps its file as it was)."""
     inflater = zlib.decompressobj(wbits=31)
     total = 0
     async for chunk in chunks:
-        data = inflater.decompress(chunk, CHUNK)
+        pending = chunk
         while True:
+            if inflater.eof and pending:  # the member before ended: another begins
+                inflater = zlib.decompressobj(wbits=31)
+            try:
+                data = inflater.decompress(pending, CHUNK)
+            except zlib.error as exc:
+                raise InvalidRequestError(
+                    f"the gzip body is not valid gzip ({exc}): the file was not written"
+                ) from None
+            pending = (inflater.unused_data if inflater.eof else b"") + inflater.unconsumed_tail
             total += len(data)
-            if total > MAX_INFLATED:
-                raise InvalidRequestError("the gzip body inflates past the upload limit")
+            if total > most:
+                raise InvalidRequestError(
+                    f"the gzip body inflates past the upload limit ({most} bytes): "
+                    "the file was not written; upload it in parts"
+                )
             if data:
                 yield data
-            if not inflater.unconsumed_tail:
-                break
-            data = inflater.decompress(inflater.unconsumed_tail, CHUNK)
-    if rest := inflater.flush():
-        yield rest
+            if not pending and (inflater.eof or len(data) < CHUNK):
+                break  # (a full CHUNK may leave output inside the inflater: asked for again)
+    if not inflater.eof:
+        raise InvalidRequestError(
+            "the gzip body ended inside a member (cut short?): the file was not written; "
+            "send it whole"
+        )
 
 
 class _Parts:
@@ -137,7 +155,7 @@ async def upload(sb: Sandbox, request: Request) -> Response:
     content_type = request.headers.get("content-type", "")
     body: AsyncIterator[bytes] = request.stream()
     if request.headers.get("content-encoding", "").lower() == "gzip":
-        body = _inflated(body)
+        body = inflated(body)
     if content_type.split(";")[0].strip().lower() != "multipart/form-data":
         if not given:
             return error(400, "path is required for an octet-stream upload")
