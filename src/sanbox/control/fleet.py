@@ -33,9 +33,9 @@ from ..store.models import ComputerRow, Org
 from . import quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
-from .errors import HostUnavailableError, NotFoundError, UnavailableError
+from .errors import HostUnavailableError, NotFoundError
 from .events import EventBus
-from .host_errors import from_host
+from .host_errors import agent_unavailable, from_host
 from .jobs import Jobs
 from .secret_book import SecretBook
 from .states import State, check_action, check_transition
@@ -303,7 +303,7 @@ class Fleet:
                 raise HostUnavailableError(f"computer {row.name}'s host: {exc}") from exc
             machine = None
         except Exception as exc:  # agent unreachable on a live VM
-            raise UnavailableError(f"computer {row.name}'s agent does not answer: {exc}") from exc
+            raise agent_unavailable(exc, row.id) from exc
         if machine is None:
             await self.vm_exited(row.id, "its VM process is gone")
             check_action("use", State.STOPPED, row.name)

@@ -43,10 +43,9 @@ from .errors import (
     HostUnavailableError,
     InvalidRequestError,
     NotFoundError,
-    OperationTimeoutError,
-    UnavailableError,
 )
 from .fleet import Fleet
+from .host_errors import from_agent
 from .pausing import wake
 from .states import State, check_action
 
@@ -121,7 +120,7 @@ async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
     except RemoteError as exc:
         raise InvalidRequestError(exc.message, exc.code) from exc
     except AgentTimeoutError as exc:
-        raise OperationTimeoutError(f"the guest did not answer in time: {exc}") from exc
+        raise from_agent(exc, machine.computer_id) from exc
     except AgentRouteError as exc:  # its fleet host does not answer: nothing known of it
         raise HostUnavailableError(f"computer {machine.computer_id}'s {exc}") from exc
     except (AgentUnavailableError, VmNotRunningError, AgentError) as exc:
@@ -134,7 +133,7 @@ async def translated(fleet: Fleet, machine: Machine) -> AsyncIterator[None]:
                 f"computer {machine.computer_id} stopped while in use: start it again",
                 "computer_not_running",
             ) from exc
-        raise UnavailableError(f"the guest agent is unavailable: {exc}") from exc
+        raise from_agent(exc, machine.computer_id) from exc
 
 
 # commands -----------------------------------------------------------------------------------

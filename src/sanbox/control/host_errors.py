@@ -4,20 +4,26 @@ The host layer's messages carry what an operator needs (paths under the data dir
 own words, errno strings); they go to the server's log with the computer they concern. A caller
 gets the code and a message written for them. Errors about the caller's own request (an unknown
 template, a disk smaller than its image) and a snapshot found damaged keep their message: it says
-what to do instead."""
+what to do instead.
+
+The guest agent's errors are the same: its words name the host's socket or tunnel (`cannot connect
+to agent at <data dir>/…/agent.sock`), and a tenant who stops the agent in its own computer would
+read them. `from_agent` logs them and says what to do."""
 
 from __future__ import annotations
 
 import logging
 
 from ..fleet.errors import InsufficientCapacityError
-from ..host.door import HostError
+from ..host.door import AgentError, AgentTimeoutError, HostError
 from .errors import (
     ConflictError,
     ControlError,
     HostUnavailableError,
     InvalidRequestError,
     NotFoundError,
+    OperationTimeoutError,
+    UnavailableError,
 )
 
 log = logging.getLogger(__name__)
@@ -74,4 +80,32 @@ def from_host(exc: HostError, doing: str, computer_id: str | None = None) -> Con
     return ControlError(
         f"{doing} failed: {what} (code {code}); an operator finds the detail in the server's log",
         code,
+    )
+
+
+def from_agent(exc: Exception, computer_id: str) -> ControlError:
+    """The guest agent of `computer_id` not reached, or not answering in time (504), as its
+    tenant hears it: the agent client's words, unless they name the host address it was dialled
+    at (`exc.where`): then they are logged and the tenant reads what to do."""
+    timeout = isinstance(exc, AgentTimeoutError)
+    if not isinstance(exc, AgentError) or exc.where is None:
+        if timeout:
+            return OperationTimeoutError(f"the guest did not answer in time: {exc}")
+        return UnavailableError(f"the guest agent is unavailable: {exc}")
+    if timeout:
+        log.warning("guest agent of %s did not answer: %s", computer_id, exc)
+        return OperationTimeoutError(
+            "the guest agent did not answer in time: try again; if it goes on, restart the "
+            "computer (its agent may be stuck)"
+        )
+    return agent_unavailable(exc, computer_id)
+
+
+def agent_unavailable(exc: BaseException, computer_id: str, doing: str = "") -> UnavailableError:
+    """503 `agent_unavailable` for the guest agent of `computer_id` not reached while `doing`
+    ("create failed: ", say), saying what to do; why (host paths) is logged."""
+    log.warning("guest agent of %s unavailable: %s%s", computer_id, doing, exc)
+    return UnavailableError(
+        f"{doing}the guest agent is unavailable: it cannot be reached (stopped or restarting in "
+        "the computer); try again shortly, or restart the computer"
     )

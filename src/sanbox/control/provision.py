@@ -24,9 +24,9 @@ from ..host.door import (
 from ..store.models import ComputerRow, SnapshotRow
 from . import placing, readiness
 from .capacity import Hold
-from .errors import ControlError, HostUnavailableError, UnavailableError
+from .errors import ControlError, HostUnavailableError
 from .fleet import Fleet
-from .host_errors import from_host
+from .host_errors import agent_unavailable, from_host
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ async def _provision_on(
         elif isinstance(exc, AgentRouteError):
             error = HostUnavailableError(f"create failed: its {exc}; try again shortly")
         elif isinstance(exc, AgentError):
-            error = UnavailableError(f"create failed: its guest agent did not answer: {exc}")
+            error = agent_unavailable(exc, row.id, "create failed: ")
         else:
             error = ControlError(f"create failed: {exc.strerror or exc}", "host_error")
         log.warning("create of %s failed: %s", row.id, exc)

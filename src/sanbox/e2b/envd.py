@@ -23,6 +23,7 @@ from ..control.states import State
 from ..store.models import ComputerRow, EventRow, Org
 from . import identity
 from .connect import ConnectError
+from .errors import safe_message
 from .identity import Tokens
 from .processes import ProcessTable
 
@@ -179,5 +180,6 @@ class Envd:
                 org, computer, cmd, user=0, timeout=30, max_output=64 * 1024
             )
         except ControlError as exc:
-            raise ConnectError("unavailable", f"the sandbox did not answer: {exc.message}") from exc
+            why = safe_message(exc, "envd")
+            raise ConnectError("unavailable", f"the sandbox did not answer: {why}") from exc
         return result.stdout.decode(errors="replace") if result.exit_code == 0 else ""

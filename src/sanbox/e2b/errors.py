@@ -37,7 +37,10 @@ CONNECT_CODE: dict[tuple[int, str], str] = {
 }
 
 
-def _safe_message(exc: ControlError, where: str) -> str:
+def safe_message(exc: ControlError, where: str) -> str:
+    """`exc`'s message if it is written for the caller; else a generic one, the detail logged.
+    503s and 504s say what to do (wait, try again) and are made without host detail where they
+    are raised (`control.host_errors.from_agent`)."""
     if exc.status >= 500:
         log.warning("e2b %s: %s (%s)", where, exc.message, exc.code)
         if exc.status in (503, 504, 507):
@@ -49,9 +52,9 @@ def _safe_message(exc: ControlError, where: str) -> str:
 def rest_error(exc: ControlError) -> tuple[int, dict[str, object]]:
     """The status and body E2B's REST API answers for `exc`."""
     status = REST_STATUS.get(exc.status, exc.status)
-    return status, {"code": status, "message": _safe_message(exc, "api")}
+    return status, {"code": status, "message": safe_message(exc, "api")}
 
 
 def connect_error(exc: ControlError) -> ConnectError:
     code = CONNECT_CODE.get((exc.status, exc.code)) or CONNECT_CODE.get((exc.status, "*"))
-    return ConnectError(code or "internal", _safe_message(exc, "envd"))
+    return ConnectError(code or "internal", safe_message(exc, "envd"))

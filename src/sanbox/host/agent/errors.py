@@ -22,7 +22,13 @@ from typing import Any
 
 
 class AgentError(Exception):
-    """Base class of the agent client's errors."""
+    """Base class of the agent client's errors. `where` is the host address a dial's message
+    names (the agent socket's path in the data dir, a tunnel): for the server's log, never for
+    a tenant (`control.host_errors.from_agent`)."""
+
+    def __init__(self, *args: object, where: str | None = None) -> None:
+        super().__init__(*args)
+        self.where = where
 
 
 class AgentUnavailableError(AgentError):

@@ -89,5 +89,7 @@ async def connected(
             raise
         return reader, writer, decoder, hello
     if reached:
-        raise AgentTimeoutError(f"agent at {where} did not complete the handshake in {timeout} s")
-    raise AgentUnavailableError(f"cannot connect to agent at {where}: {last}")
+        raise AgentTimeoutError(
+            f"agent at {where} did not complete the handshake in {timeout} s", where=where
+        )
+    raise AgentUnavailableError(f"cannot connect to agent at {where}: {last}", where=where)
