@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..control.computers import Computers
 from ..control.errors import ControlError
+from ..control.guest import ExecResult
 from ..control.states import State
 from ..store.models import ComputerRow, EventRow, Org
 from . import identity
@@ -30,6 +31,7 @@ from .processes import ProcessTable
 DEFAULT_USER = "user"
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _USER_CACHE = 10_000  # (computer, user) homes remembered
+_ROOTLESS = 10.0  # seconds a guest without the default user (not to be made) is not asked again
 _LIVE = {State.RUNNING, State.SUSPENDED}
 _HOLDING = {State.RUNNING, State.SUSPENDED, State.PAUSING, State.PAUSED, State.RESUMING}
 _RESUMED = {"computer.resumed", "computer.woken", "computer.reattached"}
@@ -95,7 +97,8 @@ class Envd:
         self.create_user = create_user
         self.take = take  # one request of an org's rate (`Keys.take_org`), or RateLimitedError
         self.processes = ProcessTable(plane, self._standing)
-        self._homes: dict[tuple[str, str], str | None] = {}
+        self._homes: dict[tuple[str, str], str] = {}  # (computer, user) -> home, users found
+        self._rootless: dict[str, float] = {}  # computer -> until when it runs as root
         plane.fleet.bus.taps.append(self._event)
 
     def _standing(self, computer: str) -> str:
@@ -145,41 +148,67 @@ class Envd:
 
     async def sandbox(self, sandbox_id: str, token: str | None, user: str | None) -> Sandbox:
         row, org = self.computer(sandbox_id, token)
-        name, home = await self._user(org, row.id, user)
+        name, home = await self.user(org, row.id, user)
         return Sandbox(self.plane, org, row.id, name, home, dict(row.env or {}))
 
-    async def _user(self, org: Org, computer: str, requested: str | None) -> tuple[str, str]:
+    async def user(self, org: Org, computer: str, requested: str | None) -> tuple[str, str]:
+        """The OS user a call runs as and its home. A user found is remembered; one not found is
+        looked up again next time (made since: `useradd bob`), but for a guest without the
+        default user that is not to be made, whose calls run as root for `_ROOTLESS` seconds
+        before it is looked up again. A default user that cannot be made is an error, never
+        root."""
         if requested == "root":
             return "root", "/root"
         name = requested or DEFAULT_USER
         if _USER.fullmatch(name) is None:
             raise ConnectError("invalid_argument", f"invalid user name {name[:40]!r}")
+        loop = asyncio.get_running_loop()
         home = self._homes.get((computer, name))
-        if (computer, name) not in self._homes:
+        if home is None and requested is None and self._rootless.get(computer, 0.0) > loop.time():
+            return "root", "/root"
+        if home is None:
             home = await self._home(org, computer, name)
             if home is None and name == DEFAULT_USER and self.create_user:
-                await self._exec_root(org, computer, ["useradd", "-m", "-s", "/bin/bash", name])
-                home = await self._home(org, computer, name)
-            if len(self._homes) >= _USER_CACHE:
-                self._homes.clear()
-            self._homes[(computer, name)] = home
+                home = await self._make_user(org, computer, name)
+            if home is not None:
+                if len(self._homes) >= _USER_CACHE:
+                    self._homes.clear()
+                self._homes[(computer, name)] = home
         if home is not None:
             return name, home
-        if requested is None:
-            return "root", "/root"  # no default user in this guest: E2B's envd runs as root then
+        if requested is None:  # no default user in this guest: E2B's envd runs as root then
+            if len(self._rootless) >= _USER_CACHE:
+                self._rootless.clear()
+            self._rootless[computer] = loop.time() + _ROOTLESS
+            return "root", "/root"
         raise ConnectError("invalid_argument", f"user {name!r} does not exist in the sandbox")
 
     async def _home(self, org: Org, computer: str, name: str) -> str | None:
-        out = await self._exec_root(org, computer, ["getent", "passwd", name])
-        fields = out.strip().split(":")
-        return fields[5] or "/" if len(fields) >= 7 else None
+        result = await self._exec_root(org, computer, ["getent", "passwd", name])
+        fields = result.stdout.decode(errors="replace").strip().split(":")
+        if result.exit_code != 0 or len(fields) < 7:
+            return None
+        return fields[5] or "/"
 
-    async def _exec_root(self, org: Org, computer: str, cmd: list[str]) -> str:
+    async def _make_user(self, org: Org, computer: str, name: str) -> str:
+        """`name` made in the guest (`useradd`), its home; what to do if that fails. Another
+        call may have made it meanwhile: the user is looked up again, whatever useradd said."""
+        made = await self._exec_root(org, computer, ["useradd", "-m", "-s", "/bin/bash", name])
+        home = await self._home(org, computer, name)
+        if home is None:
+            why = made.stderr.decode(errors="replace").strip()[:300] or f"exit {made.exit_code}"
+            raise ConnectError(
+                "failed_precondition",
+                f"the sandbox has no user {name!r} and it could not be made (useradd: {why}): "
+                f'make it in the template, or name another user (user="root")',
+            )
+        return home
+
+    async def _exec_root(self, org: Org, computer: str, cmd: list[str]) -> ExecResult:
         try:
-            result = await self.plane.exec(
+            return await self.plane.exec(
                 org, computer, cmd, user=0, timeout=30, max_output=64 * 1024
             )
         except ControlError as exc:
             why = safe_message(exc, "envd")
             raise ConnectError("unavailable", f"the sandbox did not answer: {why}") from exc
-        return result.stdout.decode(errors="replace") if result.exit_code == 0 else ""

@@ -113,9 +113,11 @@ async def ensure_dirs(sb: Sandbox, folder: str) -> list[str]:
 
 
 async def own(sb: Sandbox, *paths: str) -> None:
-    """Files and folders the agent made (as root) handed to the call's user, in one exec."""
+    """Files and folders the agent made (as root) handed to the call's user, in one exec. One
+    that could not be handed over is an error: the call never ends as if its user owned what
+    root does."""
     if sb.user != "root" and paths:
-        await sb.plane.exec(
+        result = await sb.plane.exec(
             sb.org,
             sb.computer_id,
             ["chown", "-h", f"{sb.user}:", "--", *paths],  # a link swapped in: itself
@@ -123,6 +125,13 @@ async def own(sb: Sandbox, *paths: str) -> None:
             timeout=30,
             max_output=4096,
         )
+        if result.exit_code != 0:
+            why = result.stderr.decode(errors="replace").strip()[:300] or f"exit {result.exit_code}"
+            raise ConnectError(
+                "internal",
+                f"{paths[-1]} was made but is root's, not {sb.user!r}'s (chown: {why}): check "
+                f"that the user exists in the sandbox, or write as root",
+            )
 
 
 async def move(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
