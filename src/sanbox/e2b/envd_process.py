@@ -48,9 +48,11 @@ def _pty_size(msg: dict[str, Any]) -> tuple[int, int] | None:
     if not isinstance(pty, dict):
         return None
     size = pty.get("size") or {}
+    if not isinstance(size, dict):
+        raise ConnectError("invalid_argument", "pty.size is {rows, cols}")
     try:
         rows, cols = int(size.get("rows") or 24), int(size.get("cols") or 80)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity, which JSON reads
         raise ConnectError("invalid_argument", "pty.size is rows and cols") from None
     if not (1 <= rows <= 1000 and 1 <= cols <= 1000):
         raise ConnectError("invalid_argument", "pty.size is 1 to 1000 rows and cols")
@@ -214,17 +216,17 @@ async def close_stdin(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str,
 
 
 async def send_signal(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    running = await _found(envd, sb, msg)
-    sig = SIGNALS.get(msg.get("signal"))
+    given = msg.get("signal")
+    sig = SIGNALS.get(given) if isinstance(given, str | int) else None  # (a list: unhashable)
     if sig is None:
         raise ConnectError("invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM")
-    await _attached(running).signal(sig)
+    await _attached(await _found(envd, sb, msg)).signal(sig)
     return {}
 
 
 async def update(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
+    size = _pty_size(msg)  # checked before the process is looked for
     proc = _attached(await _found(envd, sb, msg))
-    size = _pty_size(msg)
     if size is not None and isinstance(proc, PtySession):
         await proc.resize(*size)
     return {}

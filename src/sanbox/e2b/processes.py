@@ -170,7 +170,7 @@ class ProcessTable:
         if "pid" in selector:
             try:
                 found = procs.get(int(selector["pid"]))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
                 found = None
         else:
             found = next((r for r in procs.values() if r.tag == selector.get("tag")), None)
