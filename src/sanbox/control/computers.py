@@ -193,6 +193,11 @@ class Computers(GuestVerbs):
     async def start(self, org: Org, ref: str) -> ComputerRow:
         return await lifecycle.start(self.fleet, org, ref)
 
+    async def come_up(self, org: Org, ref: str) -> tuple[ComputerRow, bool]:
+        """Running (a transition under way waited for, then resumed or started if at rest), and
+        whether it was at rest."""
+        return await lifecycle.come_up(self.fleet, org, ref)
+
     async def stop(self, org: Org, ref: str, why: str | None = None) -> ComputerRow:
         return await lifecycle.stop(self.fleet, org, ref, why)
 

@@ -15,26 +15,53 @@ from ..host.door import HostError
 from ..store.models import ComputerRow, Org
 from . import deadlines
 from .errors import InvalidRequestError, failed, with_state
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 from .pausing import resume_locked
-from .states import State
+from .states import State, check_action
 
 log = logging.getLogger(__name__)
 
 
+# on their way to another state, under their lock; and at rest
+_UNDER_WAY = frozenset(
+    {State.CREATING, State.STARTING, State.STOPPING, State.PAUSING, State.RESUMING}
+)
+_AT_REST = frozenset({State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR})
+
+
 async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "start") as row:
-        if row.state in (State.PAUSED, State.SUSPENDED):
-            return await resume_locked(fleet, row)
-        if row.state == State.ERROR and fleet.host_of(row).has_saved_memory(row.id):
-            # a pause whose answer was lost may have ended: its memory is taken if it is whole
-            # (checked as any resume's), else the computer boots afresh, saying why
-            return await resume_locked(fleet, row)
-        why = "it was stopped: stop drops memory on purpose"
-        if row.state == State.ERROR:
-            why = "it was in error, with no saved memory"
-        return await boot(fleet, row, why)
+        return await _start_locked(fleet, row)
+
+
+async def _start_locked(fleet: Fleet, row: ComputerRow) -> ComputerRow:
+    if row.state in (State.PAUSED, State.SUSPENDED):
+        return await resume_locked(fleet, row)
+    if row.state == State.ERROR and fleet.host_of(row).has_saved_memory(row.id):
+        # a pause whose answer was lost may have ended: its memory is taken if it is whole
+        # (checked as any resume's), else the computer boots afresh, saying why
+        return await resume_locked(fleet, row)
+    why = "it was stopped: stop drops memory on purpose"
+    if row.state == State.ERROR:
+        why = "it was in error, with no saved memory"
+    return await boot(fleet, row, why)
+
+
+async def come_up(fleet: Fleet, org: Org, ref: str) -> tuple[ComputerRow, bool]:
+    """The computer running, for a caller about to use it (E2B's `connect`), and whether it was
+    at rest: one on its way somewhere (an auto-pause, a stop) is waited for under its lock, as
+    any verb waits, then resumed or started if that left it at rest. Answering at once would
+    leave it at rest, and the caller's next command refused."""
+    row = fleet.get(org, ref)
+    if row.state not in _UNDER_WAY | _AT_REST:
+        return row, False
+    async with fleet.operating(row.id, "start", row.host_id, wait=VERB_WAIT):
+        row = fleet.get(org, row.id)
+        if row.state in _AT_REST:
+            return await _start_locked(fleet, row), True
+        check_action("use", State(row.state), row.name)  # an operation that did not end
+        return row, False
 
 
 async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:

@@ -8,7 +8,8 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
   /v1 without a lifetime keeps none). At its end the computer is deleted,
   or, with `autoPause`, paused with its memory (`on_lifetime="pause"`).
 - `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
-  starts a sandbox at rest (answering 201) and returns 200 for a running one.
+  starts a sandbox at rest (answering 201) and returns 200 for a running one; one on its way
+  (an auto-pause, a stop) is waited for first, then resumed or started.
 - `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
 - `metadata` are kept as given (any keys, `control.names.check_metadata`'s bounds), apart from the
   labels; the pairs that are valid labels are labels too, for /v1. E2B's own settings are labels
@@ -146,12 +147,8 @@ async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONR
         # nor gives one to a computer without (0: none); lengthened before it runs again, or the
         # deadline watch could pause it again between the two
         row = await plane.update(p.org, row.id, Change(lifetime=wanted))
-    status = 200
-    if State(row.state) in (State.PAUSED, State.SUSPENDED):
-        row, status = await plane.resume(p.org, row.id), 201
-    elif State(row.state) in (State.STOPPED, State.ERROR):
-        row, status = await plane.start(p.org, row.id), 201
-    return JSONResponse(sandbox(request, row), status_code=status)
+    row, was_at_rest = await plane.come_up(p.org, row.id)  # a pause or stop under way waited for
+    return JSONResponse(sandbox(request, row), status_code=201 if was_at_rest else 200)
 
 
 @router.post("/sandboxes/{sandbox_id}/pause", status_code=204)
