@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..control.guest import CommandNotFoundError, ExecProcess, PtySession
+from .budgets import Event, EventQueue
 from .connect import ConnectError
 from .envd import Envd, Sandbox
-from .processes import Event, Running, end_event
+from .processes import Running, end_event
 
 KEEPALIVE = 30.0  # seconds without an event before a keepalive (the SDK asks for 50 or less)
 MAX_ARGS = 4096
@@ -73,7 +74,7 @@ def _bytes(value: object) -> bytes:
         raise ConnectError("invalid_argument", "input is base64") from None
 
 
-async def _events(running: Running, queue: asyncio.Queue[Event | None]) -> AsyncIterator[Event]:
+async def _events(running: Running, queue: EventQueue) -> AsyncIterator[Event]:
     yield {"event": {"start": {"pid": running.pid}}}
     while True:
         try:

@@ -4,8 +4,10 @@ reports it: each creation, write, removal, attribute change, a rename as `rename
 and `create` of the new one, and (recursive) every folder below, new ones included, by their
 path relative to the watched folder.
 
-A watcher polled by the SDK (CreateWatcher) is read into a queue of at most `MAX_QUEUED` events;
-past that, or when the guest's queue overflowed, events are lost and a GetWatcherEvents says so
+A watcher polled by the SDK (CreateWatcher) is read into a queue of at most `MAX_QUEUED` events
+and `MAX_QUEUED_BYTES` bytes (a name is up to 4096 bytes: a count alone let one watcher hold
+16 MiB, 64 of them a sandbox's gigabyte); past that, or when the guest's queue overflowed, events
+are lost and a GetWatcherEvents says so
 (`data_loss`) once the events queued were read. One that ended (its folder or its computer gone)
 says why until it is removed, or is forgotten `ENDED_KEPT` seconds later. A WatchDir stream ends
 with `data_loss` when the guest's queue overflowed.
@@ -26,6 +28,7 @@ from typing import Any
 
 from ..control.errors import ControlError
 from ..control.guest import FileInfo, FsEvent, GuestWatch
+from .budgets import EVENT_COST, Reservations
 from .connect import ConnectError
 from .envd import Sandbox
 from .envd_files import entry, path_of
@@ -33,6 +36,7 @@ from .errors import connect_error
 
 MAX_WATCHERS = 64  # per computer
 MAX_QUEUED = 4096  # events waiting for a GetWatcherEvents, per watcher
+MAX_QUEUED_BYTES = 2**20  # bytes of them (each its name and `budgets.EVENT_COST`), per watcher
 WATCH_POLL = 0.25  # seconds between two listings of a WatchDir stream without inotify
 KEEPALIVE = 30.0  # seconds of a quiet WatchDir stream before a keepalive
 ENDED_KEPT = 600.0  # seconds an ended watcher (its folder or computer gone) still says why
@@ -105,6 +109,7 @@ class Queued:
     """An inotify watch read into a bounded queue by its own task."""
 
     events: collections.deque[dict[str, Any]] = field(default_factory=collections.deque)
+    bytes: int = 0  # what the events queued are counted for (`MAX_QUEUED_BYTES`)
     lost: bool = False
     ended: ConnectError | None = None
     ended_at: float = 0.0  # the event loop's time
@@ -118,16 +123,19 @@ class Queued:
             raise self.ended
         taken = list(self.events)
         self.events.clear()
+        self.bytes = 0
         return taken
 
     async def read(self, watch: GuestWatch) -> None:
         try:
             while (batch := await watch.next()) is not None:
                 for event in batch:
-                    if event.type == "overflow" or len(self.events) >= MAX_QUEUED:
+                    full = len(self.events) >= MAX_QUEUED or self.bytes >= MAX_QUEUED_BYTES
+                    if event.type == "overflow" or full:
                         self.lost = True
                     else:
                         self.events.append(fs_event(event))
+                        self.bytes += len(event.name) + EVENT_COST
             self.ended = ConnectError("not_found", "the watched directory is gone")
         except ControlError as exc:
             self.ended = connect_error(exc)
@@ -144,6 +152,7 @@ class Watchers:
         self._by_computer: dict[str, dict[str, Watcher]] = {}
         self._stacks: dict[str, contextlib.AsyncExitStack] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._creating = Reservations()  # creates awaiting the guest, by computer
 
     async def _check(self, sb: Sandbox, msg: dict[str, Any]) -> str:
         path = path_of(sb, msg)
@@ -165,9 +174,13 @@ class Watchers:
 
     async def create(self, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
         self._sweep()
-        mine = self._by_computer.setdefault(sb.computer_id, {})
-        if len(mine) >= MAX_WATCHERS:
+        mine = len(self._by_computer.get(sb.computer_id, {}))
+        if mine + self._creating.count(sb.computer_id) >= MAX_WATCHERS:
             raise ConnectError("resource_exhausted", f"at most {MAX_WATCHERS} watchers")
+        with self._creating.held(sb.computer_id):  # until it is registered, or failed
+            return await self._create(sb, msg)
+
+    async def _create(self, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
         path = await self._check(sb, msg)
         watcher_id = secrets.token_hex(8)
         stack = contextlib.AsyncExitStack()
@@ -176,12 +189,15 @@ class Watchers:
         )
         if watch is None:
             await stack.aclose()
-            mine[watcher_id] = await Poll.start(sb, path)
+            polled = await Poll.start(sb, path)
+            # (the computer's dict read again: a sweep meanwhile may have dropped an empty one)
+            self._by_computer.setdefault(sb.computer_id, {})[watcher_id] = polled
             return {"watcherId": watcher_id}
         queued = Queued()
         queued.task = asyncio.get_running_loop().create_task(queued.read(watch))
         stack.push_async_callback(_cancelled, queued.task)
-        mine[watcher_id], self._stacks[watcher_id] = queued, stack
+        self._by_computer.setdefault(sb.computer_id, {})[watcher_id] = queued
+        self._stacks[watcher_id] = stack
         queued.task.add_done_callback(lambda _task: self._release(watcher_id))
         return {"watcherId": watcher_id}
 

@@ -16,8 +16,9 @@ from the last byte delivered, then live output and the exit code. Bytes the gues
 longer hold are said on the process's stderr (the terminal for a PTY). Processes kept in a
 guest that this server did not start (before a restart) are adopted the same way.
 
-Bounds: `MAX_PER_COMPUTER` processes per computer, `QUEUE` events queued per watching stream
-(a slow stream slows the process's output, never the server's memory)."""
+Bounds: `MAX_PER_COMPUTER` processes per computer (a slot taken before the guest is asked, so
+starts at once cannot all pass), `budgets.QUEUE` events and `budgets.QUEUE_BYTES` bytes queued per
+watching stream (a slow stream slows the process's output, never grows the server's memory)."""
 
 from __future__ import annotations
 
@@ -33,14 +34,13 @@ from ..control.computers import Computers
 from ..control.errors import ControlError
 from ..control.guest import ExecProcess, Exit, KeptInfo, PtySession, Stderr, Stdout
 from ..store.models import Org
+from .budgets import Event, EventQueue, Reservations
 from .connect import ConnectError
 
 log = logging.getLogger(__name__)
 
 MAX_PER_COMPUTER = 64
-QUEUE = 64
 
-Event = dict[str, Any]  # a ProcessEvent, `{"start": …}`, `{"data": …}` or `{"end": …}`
 Session = contextlib.AbstractAsyncContextManager[ExecProcess | PtySession]
 
 
@@ -68,7 +68,7 @@ class Running:
     pty: bool
     proc: ExecProcess | PtySession | None  # None while detached
     kept: bool = False
-    watchers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
+    watchers: set[EventQueue] = field(default_factory=set)
     delivered: dict[int, int] = field(default_factory=dict)  # bytes published, by channel
     ended: Event | None = None
     unread: bool = False  # it ended with no stream watching: a `connect` may still read its end
@@ -130,9 +130,9 @@ class Running:
             self.delivered[channel] = self.delivered.get(channel, 0) + count
 
     @contextlib.asynccontextmanager
-    async def watch(self) -> AsyncIterator[asyncio.Queue[Event | None]]:
+    async def watch(self) -> AsyncIterator[EventQueue]:
         """A queue of this process's events from now on (None after its end)."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue(QUEUE)
+        queue = EventQueue()
         if self.ended is not None:
             queue.put_nowait(self.ended)
             queue.put_nowait(None)
@@ -160,6 +160,7 @@ class ProcessTable:
         self._synced: set[str] = set()  # computers whose guest's kept list was read
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._starting = Reservations()  # starts awaiting the guest, by computer
 
     def of(self, computer_id: str) -> list[Running]:
         return list(self._by_computer.get(computer_id, {}).values())
@@ -179,7 +180,8 @@ class ProcessTable:
         return found
 
     def room(self, computer_id: str) -> None:
-        if sum(r.listed for r in self.of(computer_id)) >= MAX_PER_COMPUTER:
+        running = sum(r.listed for r in self.of(computer_id))
+        if running + self._starting.count(computer_id) >= MAX_PER_COMPUTER:
             raise ConnectError(
                 "resource_exhausted",
                 f"at most {MAX_PER_COMPUTER} processes started through the SDK run at once",
@@ -259,11 +261,12 @@ class ProcessTable:
         tag: str | None,
         stdin: bool,
         pty: bool,
-    ) -> tuple[Running, asyncio.Queue[Event | None]]:
-        """Enter `session` in a task of its own; the process and a queue already watching it."""
+    ) -> tuple[Running, EventQueue]:
+        """Enter `session` in a task of its own; the process and a queue already watching it.
+        Its slot is held from the check until it is registered (or failed)."""
         self.room(computer_id)
         ready: asyncio.Future[Running] = asyncio.get_running_loop().create_future()
-        queue: asyncio.Queue[Event | None] = asyncio.Queue(QUEUE)
+        queue = EventQueue()
 
         def make(proc: ExecProcess | PtySession) -> Running:
             running = Running(computer_id, org, config, tag, proc.pid, pty, proc, proc.kept)
@@ -277,8 +280,9 @@ class ProcessTable:
                     await proc.close_stdin()
                 yield proc
 
-        self._spawn(self._serve(started(), ready, make))
-        return await ready, queue
+        with self._starting.held(computer_id):  # until it is registered, or failed
+            self._spawn(self._serve(started(), ready, make))
+            return await ready, queue
 
     async def sync(self, org: Org, computer_id: str) -> None:
         """Learn what the computer's guest keeps: adopt the processes this server does not know,
