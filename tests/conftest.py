@@ -7,6 +7,7 @@ import random
 import shutil
 import signal
 import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,14 @@ def _order(item: pytest.Item) -> int:
     if "vm" not in item.keywords:
         return 1
     return 2 if item.path.name.startswith("test_type") else 0
+
+
+@pytest.fixture(autouse=True)
+def dev_null_untouched() -> Iterator[None]:
+    """Every test: /dev/null is still the null device (a download that replaced its target with
+    a file it wrote beside it once made it a regular file, and broke every tool after it)."""
+    yield
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode), "this test replaced /dev/null"
 
 
 @pytest.fixture(scope="session", autouse=True)
