@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._output import console
+from ._output import console, plain
 from .views import new_table, said
 
 if TYPE_CHECKING:
@@ -35,8 +35,8 @@ def hosts(found: list[FleetHost]) -> None:
     table = new_table(
         "NAME", "REGION", "STATE", "EPOCH", "ADDRESS", "VCPUS", "MEMORY", "LEASE UNTIL"
     )
-    for h in found:
-        table.add_row(
+    for h in found:  # what a host reported of itself: `plain`, never markup
+        row = (
             h.name,
             h.region,
             h.state,
@@ -46,6 +46,7 @@ def hosts(found: list[FleetHost]) -> None:
             f"{h.alloc_memory_mib}/{h.memory_mib} MiB",
             h.lease_until,
         )
+        table.add_row(*map(plain, row))
     console.print(table)
 
 
@@ -71,7 +72,7 @@ def host(h: FleetHost) -> None:
         "lease until": h.lease_until,
     }
     for label, value in facts.items():
-        console.print(f"{label:<12} {value}")
+        console.print(plain(f"{label:<12} {value}"))
 
 
 def drained(h: FleetHost) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from ._output import console, mib
+from ._output import console, mib, plain
 from .views import new_table, print_json, said
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def secrets(found: list[Secret], as_json: bool) -> None:
     for s in found:
         injects = "placeholder only" if s.placeholder_only else (s.header or "-")
         row = (s.name, ", ".join(s.hosts), injects, str(s.version), s.updated_at or "")
-        table.add_row(*map(escape, row))
+        table.add_row(*map(plain, row))
     console.print(table)
 
 
@@ -152,7 +152,7 @@ def bindings(found: list[SecretBinding], as_json: bool) -> None:
         return
     table = new_table("SECRET", "ENV", "PLACEHOLDER", "BOUND", box=None)
     for b in found:
-        table.add_row(*map(escape, (b.secret, b.env or "-", b.placeholder, b.created_at or "")))
+        table.add_row(*map(plain, (b.secret, b.env or "-", b.placeholder, b.created_at or "")))
     console.print(table)
 
 
@@ -269,8 +269,8 @@ def audit(records: list[AuditRecord], as_json: bool) -> None:
         return
     heads = ("ID", "TIME", "ACTOR", "ORG", "ACTION", "TARGET", "OUTCOME", "CLIENT")
     table = new_table(*heads, box=None)
-    for r in records:
-        table.add_row(
+    for r in records:  # an action, a target, a code: a request's path, sent by anyone
+        row = (
             str(r.id),
             (r.time or "")[:19].replace("T", " "),
             f"{r.key_prefix}…" if r.key_prefix else "-",
@@ -280,6 +280,7 @@ def audit(records: list[AuditRecord], as_json: bool) -> None:
             outcome(r),
             r.client or "-",
         )
+        table.add_row(*map(plain, row))
     console.print(table)
 
 

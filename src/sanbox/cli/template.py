@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from ..sdk import Sanbox, Template, TemplateNotFoundError
 from ..sdk.templates import BuildStarted
 from ..templates.types import TYPES, UnknownTypeError, type_dir
 from . import config, org_views
-from ._output import console, err_console, fail, show_record
+from ._output import console, err_console, fail, safe, show_record
 
 app = typer.Typer(help="Templates: computers prepared from a spec (sanbox.toml), built once.")
 
@@ -24,20 +24,21 @@ def _print_json(value: object) -> None:
     console.print_json(json.dumps(value))
 
 
-def _line(record: dict[str, Any]) -> str | None:
-    """A log record as one line of rich markup: what the build said is escaped, never markup
-    (a guest's `[sanbox]` or `[bold]` is printed as it is)."""
+def _line(record: dict[str, Any]) -> Text | None:
+    """A log record as one line of text: what the build said is never markup (a guest's
+    `[sanbox]` or `[bold]` is printed as it is) and is `safe` (a step's output is the guest's:
+    its terminal escapes are shown, not obeyed)."""
     kind = record.get("type")
     if kind == "output":
-        return f"[dim]{escape(str(record.get('text', '')))}[/]"
+        return Text(safe(str(record.get("text", "")), lines=True), style="dim")
     if kind == "step":
-        cached = " [green](cached)[/]" if record.get("cached") else ""
         where = f"{record.get('index')}/{record.get('total')} " if record.get("total") else ""
-        return f"[bold]step {where}[/]{escape(str(record.get('description')))}{cached}"
+        line = Text.assemble((safe(f"step {where}"), "bold"), safe(str(record.get("description"))))
+        return line.append(" (cached)", "green") if record.get("cached") else line
     if kind == "done":
         colour = "green" if record.get("state") == "ready" else "red"
-        said = escape(str(record.get("message", "")))
-        return f"[{colour}]build {escape(str(record.get('state')))}[/]: {said}"
+        state = safe(str(record.get("state")))
+        return Text.assemble((f"build {state}", colour), ": ", safe(str(record.get("message", ""))))
     return None
 
 
@@ -74,7 +75,7 @@ def _follow(client: Sanbox, name: str, quiet: bool, region: str | None = None) -
     """Follow the build's log with a progress bar (and its lines unless `quiet`)."""
     columns = (
         SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # a step's words
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
@@ -88,10 +89,10 @@ def _follow(client: Sanbox, name: str, quiet: bool, region: str | None = None) -
                     task,
                     total=record["total"],
                     completed=record["index"] - 1,
-                    description=f"{name}: {record.get('description')}",
+                    description=safe(f"{name}: {record.get('description')}"),
                 )
             elif record.get("type") == "step":
-                progress.update(task, description=f"{name}: {record.get('description')}")
+                progress.update(task, description=safe(f"{name}: {record.get('description')}"))
             text = _line(record)
             if text is not None and (not quiet or record.get("type") != "output"):
                 progress.console.print(text, highlight=False)

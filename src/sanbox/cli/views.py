@@ -10,7 +10,9 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ._output import console, err_console, fail, mib
+from rich.text import Text
+
+from ._output import console, err_console, fail, mib, plain, safe
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -116,7 +118,9 @@ def updated(computer: ComputerRecord) -> None:
 
 
 def event(at: str | None, kind: str, message: str) -> None:
-    said(f"[dim]{at or ''}[/] [bold]{kind}[/] {message}")
+    """One event of `sanbox logs`: its message may quote a guest (an error, a build's line)."""
+    line = Text.assemble((safe(at or ""), "dim"), " ", (safe(kind), "bold"), " ", safe(message))
+    console.print(line, highlight=False)
 
 
 def events(found: list[Event]) -> None:
@@ -126,9 +130,10 @@ def events(found: list[Event]) -> None:
 
 
 def console_tail(lines: list[str]) -> None:
-    """`sanbox logs --console`."""
+    """`sanbox logs --console`: the guest's serial console, `safe` (whatever runs in the guest
+    writes there, escapes for the terminal that shows it included)."""
     for line in lines:
-        console.print(line, markup=False, highlight=False)
+        console.print(safe(line, lines=True), markup=False, highlight=False)
 
 
 # -- snapshots ----------------------------------------------------------------------------------
@@ -246,16 +251,17 @@ def keys(found: list[ApiKey], as_json: bool) -> None:
         table.add_column(column)
     for key in found:
         role = "host-admin" if key.host_admin else "admin" if key.admin else "-"
-        table.add_row(
+        row = (
             key.id,
             f"{key.prefix}…" if key.prefix else "-",
             key.org,
-            key.name or "",
+            key.name or "",  # anything an admin typed
             role,
             key_status(key),
             when(key.expires_at),
             when(key.last_used_at),
         )
+        table.add_row(*map(plain, row))
     console.print(table)
 
 
