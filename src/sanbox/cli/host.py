@@ -101,6 +101,32 @@ def token(
         fleet_views.token(client.fleet.join_token(region, float(seconds), host))
 
 
+def clear_join(server: str) -> str | None:
+    """Why `sanbox host join` refuses `server`, or None: the join sends its one-time token and
+    takes back the control CA this host will trust, so over plain http anyone on the path could
+    take the token or hand the host a CA of their own. Plain http only to this machine (a
+    single-machine fleet, the tests): 127.0.0.0/8, ::1, localhost."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    if parts.scheme == "https" and parts.hostname:
+        return None
+    if parts.scheme != "http" or not parts.hostname:
+        return f"--server {server} is not an https:// URL"
+    host = parts.hostname.rstrip(".")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    return (
+        f"--server {server} would send the join token and the control CA in clear: "
+        f"use https://{parts.netloc}"
+    )
+
+
 @app.command("join")
 def join(
     server: Annotated[str, typer.Option(help="The control plane's URL.")],
@@ -117,6 +143,12 @@ def join(
 ) -> None:
     """Join a fleet: a key made here (it never leaves this host), its certificate signed by the
     control plane's host CA for the token, written to <data dir>/host/fleet/."""
+    from ._output import fail
+
+    refused = clear_join(server)
+    if refused is not None:
+        fail("insecure_server", refused)
+
     import httpx
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -127,7 +159,7 @@ def join(
     from ..host.data.space import disk_room
     from ..host.runtime import HostRuntime
     from ..host.settings import HostSettings
-    from ._output import console, fail
+    from ._output import console
 
     settings = HostSettings.from_env()
     if data_dir is not None:
