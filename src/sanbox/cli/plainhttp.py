@@ -6,7 +6,7 @@ email package and ssl to do the same: ~0.03 s of a command the server answers in
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 CHUNK = 65536
 Sink = Callable[[bytes], object]
@@ -26,8 +26,8 @@ def exchange(
     host: str, port: int, head: bytes, body: bytes, timeout: float, sink: Sink | None = None
 ) -> tuple[int, bytes]:
     """Send `head` (request line and headers, `Connection: close` among them) and `body`; the
-    answer's status and body (with `sink`, a successful body with a length goes there instead,
-    a read at a time, and b"" is returned). TimeoutError when the server takes longer than
+    answer's status and body (with `sink`, a successful body goes there instead, a read at a
+    time however it is framed, and b"" is returned). TimeoutError when the server takes longer than
     `timeout` seconds to connect or to send anything."""
     try:
         address = (_name(host), port)  # getaddrinfo takes bytes as well (typeshed says str)
@@ -108,45 +108,74 @@ def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
     for line in lines:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
-    if headers.get(b"transfer-encoding", b"").lower().endswith(b"chunked"):
-        body = _dechunked(reader.rest())
-        if sink is not None and 200 <= int(status) < 300:  # a download of no stated length
-            sink(body)
-            return int(status), b""
-        return int(status), body
+    down = sink if sink is not None and 200 <= int(status) < 300 else None  # a download's body
     length = headers.get(b"content-length")
+    if headers.get(b"transfer-encoding", b"").lower().endswith(b"chunked"):
+        if down is None:
+            return int(status), b"".join(_chunks(reader))
+        for piece in _chunks(reader):  # of no stated length: each piece to the sink as it comes
+            down(piece)
+        return int(status), b""
+    if down is not None:  # no length: the body is what comes until the server closes
+        _drain(reader, None if length is None else int(length), down)
+        return int(status), b""
     if length is None:
         return int(status), reader.rest()
-    if sink is not None and 200 <= int(status) < 300:
-        _drain(reader, int(length), sink)
-        return int(status), b""
     while len(reader.buffer) < int(length):
         if not reader.more():
             raise Broken("Server disconnected before the end of the response.")
     return int(status), bytes(reader.buffer[: int(length)])
 
 
-def _drain(reader: _Reader, length: int, sink: Sink) -> None:
-    """`length` bytes of body into `sink`, holding at most a read's worth at a time."""
+def _drain(reader: _Reader, length: int | None, sink: Sink) -> None:
+    """`length` bytes of body (None: up to the connection's end) into `sink`, holding at most a
+    read's worth at a time."""
     left = length
     while True:
-        if piece := bytes(reader.buffer[:left]):
+        piece = bytes(reader.buffer if left is None else reader.buffer[:left])
+        if piece:
             sink(piece)
-        left -= len(piece)
         reader.buffer.clear()
-        if not left:
-            return
+        if left is not None:
+            left -= len(piece)
+            if not left:
+                return
         if not reader.more():
+            if left is None:
+                return
             raise Broken("Server disconnected before the end of the response.")
 
 
-def _dechunked(data: bytes) -> bytes:
-    out: list[bytes] = []
-    at = 0
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_SIZE_LINE = 1024  # a chunk's size line, extensions included: more is no HTTP server's
+
+
+def _chunks(reader: _Reader) -> Iterator[bytes]:
+    """A chunked body's data a read's worth at a time, as it arrives (never held whole)."""
     while True:
-        end = data.index(b"\r\n", at)
-        size = int(data[at:end].split(b";")[0], 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(data[end + 2 : end + 2 + size])
-        at = end + 2 + size + 2
+        while b"\r\n" not in reader.buffer:
+            if len(reader.buffer) > _SIZE_LINE:
+                raise Broken("a chunk's size line too long")
+            if not reader.more():
+                raise Broken("Server disconnected before the end of the response.")
+        end = reader.buffer.index(b"\r\n")
+        digits = bytes(reader.buffer[:end]).split(b";")[0].strip()
+        if not digits or not _HEX.issuperset(digits):
+            raise Broken(f"not a chunk's size: {digits[:20]!r}")
+        left = int(digits, 16)
+        del reader.buffer[: end + 2]
+        if not left:
+            return  # trailers, if any, are not read: the connection closes
+        while left:
+            if not reader.buffer and not reader.more():
+                raise Broken("Server disconnected before the end of the response.")
+            piece = bytes(reader.buffer[:left])
+            del reader.buffer[: len(piece)]
+            left -= len(piece)
+            yield piece
+        while len(reader.buffer) < 2:
+            if not reader.more():
+                raise Broken("Server disconnected before the end of the response.")
+        if reader.buffer[:2] != b"\r\n":
+            raise Broken("a chunk not ended by CRLF")
+        del reader.buffer[:2]

@@ -4,14 +4,14 @@ computer, sent in one request, and a computer's file out when stderr is no termi
 it arrives (`grammars.is_quick_copy_source` decides from the argv alone; the typer command does
 the rest). The requests are the SDK's for the typer command, in its order: the computer, then
 the upload (`PUT .../files`), or its file's stat and the download (`GET .../files`); the local
-file is opened once the download is answered with success, as the SDK opens it."""
+file is written whole or not at all, as the SDK writes it (sanbox.sdk.local_file)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
 
 from ..sdk.errors import SanboxError
+from ..sdk.local_file import WholeFile
 from . import views
 from .argv import Args
 from .calls import LONG, Api, computer, path
@@ -40,31 +40,6 @@ def cp(a: Args) -> None:
     target = download_target(a["dst"], where)
     files = path("computers", computer(api, name).id, "files")
     api.json("GET", files + "/stat", params={"path": where})  # its size: for a bar, drawn nowhere
-    written = _Written(target)
-    try:
+    with WholeFile(target) as written:  # the file that was there stays if the copy is cut
         api.request("GET", files, params={"path": where}, timeout=LONG, sink=written.write)
-        written.open()  # an empty file is a file too
-    finally:
-        written.close()
     views.copied(written.size)
-
-
-class _Written:
-    """The local file a download goes to: opened at its first bytes (or at its end, if none)."""
-
-    def __init__(self, target: Path) -> None:
-        self.target, self.size = target, 0
-        self._file: BinaryIO | None = None
-
-    def open(self) -> BinaryIO:
-        if self._file is None:
-            self._file = self.target.open("wb")
-        return self._file
-
-    def write(self, piece: bytes) -> None:
-        self.open().write(piece)
-        self.size += len(piece)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()

@@ -14,6 +14,7 @@ import httpx
 from ._http import HttpCore
 from .exec_protocol import ExecStart
 from .exec_stream import AsyncExecStream
+from .local_file import WholeFile
 from .paths import segment
 from .ssh_stream import AsyncSshStream
 from .types import (
@@ -343,19 +344,17 @@ class AsyncFiles:
     async def download(
         self, path: str, local: str | os.PathLike[str], progress: Progress | None = None
     ) -> int:
-        """Stream a guest file into a local file; return the bytes written."""
-        target = Path(local)
-        done = 0
+        """Stream a guest file into a local file; return the bytes written. The local file is
+        replaced only once the whole file is in: a download cut midway leaves it as it was."""
         async with self._http.stream("GET", self._base, params={"path": path}, timeout=_LONG) as r:
             length = r.headers.get("content-length")
             total = int(length) if length and length.isdigit() else None
-            with target.open("wb") as file:
+            with WholeFile(local) as file:
                 async for chunk in r.aiter_bytes(CHUNK):
                     file.write(chunk)
-                    done += len(chunk)
                     if progress is not None:
-                        progress(done, total)
-        return done
+                        progress(file.size, total)
+        return file.size
 
     async def list(self, path: str = "/") -> builtins.list[FileEntry]:
         data = await self._http.json("GET", self._base + "/list", params={"path": path})
