@@ -846,6 +846,35 @@ def test_secret_set_reads_its_value_from_stdin_both_ways(
     assert quick_run(argv, monkeypatch, stdin) == typer_run(argv, monkeypatch, stdin)
 
 
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        (["config", "set", "--api-key-stdin"], "sbk_piped\n"),
+        (["config", "set", "--url", "http://elsewhere.test", "--api-key-stdin"], "sbk_piped"),
+        (["config", "set", "--api-key-stdin"], ""),
+        (["config", "set", "--api-key-stdin"], "sbk_a\nsbk_b\n"),
+        (["config", "set", "--api-key", "sbk_x", "--api-key-stdin"], "sbk_piped"),
+    ],
+)
+def test_config_set_reads_the_key_from_stdin_both_ways(
+    argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--api-key-stdin`: the key kept out of shell history and `ps`, read alike both ways (one
+    newline less; empty, two lines, or both ways of giving it refused), saved owner-only."""
+    assert quick.find(argv) is not None
+    quick_ran = quick_run(argv, monkeypatch, stdin)
+    saved = tmp_path / "absent.toml"
+    wrote = saved.read_text() if saved.exists() else None
+    saved.unlink(missing_ok=True)
+    assert quick_ran == typer_run(argv, monkeypatch, stdin)
+    assert (saved.read_text() if saved.exists() else None) == wrote
+    if quick_ran[0] == 0:
+        assert wrote is not None and 'api_key = "sbk_piped"' in wrote
+        assert saved.stat().st_mode & 0o777 == 0o600
+    else:
+        assert wrote is None and "sbk_" not in quick_ran[2]  # never said back
+
+
 def test_logs_follow_misses_nothing_written_after_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
     """`sanbox logs NAME -f` (a typer command) follows from the last event it listed: one
     written between the list and the follow is replayed by the server (`after=ID`), not lost;

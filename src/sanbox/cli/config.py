@@ -15,7 +15,7 @@ import typer
 
 from ..sdk import AsyncSanbox, Sanbox, SanboxError, WebSocketConnector
 from ..sdk.config import config_path, read_config_file, resolve_config, write_config_file
-from . import views
+from . import secret_values, views
 from ._output import fail
 
 TRANSPORT: httpx.AsyncBaseTransport | None = None
@@ -49,17 +49,23 @@ def show() -> None:
 
 def set_(
     url: str | None = typer.Option(None, "--url", help="Server URL."),
-    api_key: str | None = typer.Option(None, "--api-key", help="API key (sbk_…)."),
+    api_key: str | None = typer.Option(
+        None, "--api-key", help="API key (sbk_…); --api-key-stdin keeps it out of history and ps."
+    ),
+    api_key_stdin: bool = typer.Option(
+        False, "--api-key-stdin", help="Read the API key from standard input."
+    ),
 ) -> None:
-    """Save the server URL and/or API key in the config file."""
-    if url is None and api_key is None:
-        fail("invalid_argument", "give --url and/or --api-key")
+    """Save the server URL and/or API key in the config file (owner-only)."""
+    if url is None and api_key is None and not api_key_stdin:
+        fail("invalid_argument", "give --url and/or --api-key-stdin (or --api-key)")
+    key = secret_values.api_key(api_key, api_key_stdin)
     with reported():
         settings = read_config_file()
     if url is not None:
         settings["url"] = url
-    if api_key is not None:
-        settings["api_key"] = api_key
+    if key is not None:
+        settings["api_key"] = key
     views.saved(write_config_file(settings))
 
 

@@ -224,7 +224,9 @@ UPDATE = Grammar(
 MOVE = Grammar(("name",), {"--to": "host"})
 SNAPSHOT_MOVE = Grammar(("snapshot",), {"--to": "host"})
 CONFIG_SET = Grammar(
-    options={"--url": "url", "--api-key": "api_key"}, needed=frozenset({"url", "api_key"})
+    options={"--url": "url", "--api-key": "api_key", "--api-key-stdin": "api_key_stdin"},
+    flags=frozenset({"api_key_stdin"}),
+    needed=frozenset({"url", "api_key", "api_key_stdin"}),
 )
 
 # -- network and ports ----------------------------------------------------------------------------

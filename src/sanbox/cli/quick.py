@@ -250,8 +250,11 @@ def _config_show(a: Args) -> None:
 
 
 def _config_set(a: Args) -> None:
+    from .secret_values import api_key
+
+    key = api_key(a.value("api_key"), a.flag("api_key_stdin"))
     settings = read_config_file()
-    settings.update((k, v) for k in ("url", "api_key") if (v := a.value(k)) is not None)
+    settings.update((k, v) for k, v in (("url", a.value("url")), ("api_key", key)) if v is not None)
     views.saved(write_config_file(settings))
 
 

@@ -53,13 +53,16 @@ def read_config_file(path: Path | None = None) -> dict[str, str]:
 
 
 def write_config_file(settings: dict[str, str], path: Path | None = None) -> Path:
-    """Write string settings as TOML (owner-only: it holds a key)."""
+    """Write string settings as TOML, owner-only whatever the file was (it holds a key: one
+    made 0644 by hand, or by an editor, is 0600 after), in a folder made 0700. Written whole
+    beside the file, then put in its place: a write cut midway leaves the key that was there."""
+    from .local_file import WholeFile
+
     path = path or config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     lines = [f"{key} = {_toml_string(value)}" for key, value in sorted(settings.items())]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write("\n".join(lines) + "\n")
+    with WholeFile(path, mode=0o600) as file:
+        file.write(("\n".join(lines) + "\n").encode())
     return path
 
 

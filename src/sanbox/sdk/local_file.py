@@ -23,11 +23,13 @@ class WholeFile:
     (an empty file if nothing was written: an empty file is a file too), untouched on an
     exception. The temporary file is made at the first write (or at the end), so a download
     refused before its first byte makes nothing. A target that is a link is written through,
-    as `open(target, "wb")` did; a file that was there gives its permission bits to the new."""
+    as `open(target, "wb")` did; a file that was there gives its permission bits to the new,
+    unless `mode` says what they are (a file holding a key: 0600, whatever it was before)."""
 
-    def __init__(self, target: str | os.PathLike[str]) -> None:
+    def __init__(self, target: str | os.PathLike[str], mode: int | None = None) -> None:
         self.target = Path(os.path.realpath(target))
         self.size = 0
+        self._mode = mode
         self._file: BinaryIO | None = None
         self._temp: Path | None = None
 
@@ -54,9 +56,10 @@ class WholeFile:
             return self._file
         if self.target.is_dir():
             raise IsADirectoryError(21, "Is a directory", str(self.target))
-        mode = 0o666  # as open("wb") makes a new file, less the umask
-        with contextlib.suppress(FileNotFoundError):
-            mode = stat.S_IMODE(self.target.stat().st_mode) & 0o777
+        mode = 0o666 if self._mode is None else self._mode  # 0o666: as open("wb"), less umask
+        if self._mode is None:
+            with contextlib.suppress(FileNotFoundError):
+                mode = stat.S_IMODE(self.target.stat().st_mode) & 0o777
         for n in range(_TRIES):
             temp = self.target.with_name(f".{self.target.name}.{os.getpid()}-{n}.part")
             try:
@@ -67,7 +70,7 @@ class WholeFile:
                 raise type(exc)(exc.errno, exc.strerror, str(self.target)) from exc
             self._temp = temp
             if mode != 0o666:
-                os.fchmod(fd, mode)  # the umask may have taken bits the old file had
+                os.fchmod(fd, mode)  # the umask may have taken bits asked for
             self._file = os.fdopen(fd, "wb")
             return self._file
         raise FileExistsError(17, f"{_TRIES} temporary files beside it", str(self.target))
