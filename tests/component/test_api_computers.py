@@ -1,8 +1,12 @@
+import logging
 import time
+from pathlib import Path
 
 import pytest
 
-from .conftest import Server
+from sanbox.host.data.layout import DataDir
+
+from .conftest import Server, fake_image, start_server
 
 pytestmark = pytest.mark.component
 
@@ -23,6 +27,23 @@ def test_first_start_writes_a_client_config(server: Server) -> None:
     text = server.settings.client_config.read_text()  # type: ignore[union-attr]
     assert f'api_key = "{server.key}"' in text and 'url = "http://127.0.0.1:7070"' in text
     assert server.settings.client_config.stat().st_mode & 0o077 == 0  # type: ignore[union-attr]
+
+
+def test_first_start_keeps_a_client_config_that_is_there(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A config for another server (its key shown once) is kept; the new key goes beside it
+    and the log says where and how to use it."""
+    other = 'url = "https://elsewhere.example"\napi_key = "sbk_the_only_copy"\n'
+    (short_tmp / "config.toml").write_text(other)
+    fake_image(DataDir(short_tmp / "data"))
+    client, settings, _ = start_server(short_tmp)
+    with caplog.at_level(logging.WARNING, logger="sanbox.api.bootstrap"), client:
+        key = client.app.state.first_key  # type: ignore[attr-defined]
+    assert (short_tmp / "config.toml").read_text() == other
+    beside = short_tmp / "config-127.0.0.1-7070.toml"
+    assert f'api_key = "{key}"' in beside.read_text()
+    assert f"use it with SANBOX_CONFIG={beside}" in caplog.text
 
 
 def test_health_answers_without_a_key_and_says_nothing_else(server: Server) -> None:
