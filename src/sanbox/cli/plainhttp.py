@@ -8,7 +8,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 
+from ..sdk.errors import ERROR_BODY_LIMIT
+
 CHUNK = 65536
+HEAD_LIMIT = 64 * 1024  # an answer's status line and headers
 Sink = Callable[[bytes], object]
 """Takes a successful answer's body a piece at a time as it arrives (`sanbox cp` of a guest's
 file: its local file), so no more than a read's worth is held."""
@@ -84,15 +87,18 @@ class _Reader:
         self.buffer += data
         return bool(data)
 
-    def rest(self) -> bytes:
-        while self.more():
+    def rest(self, cap: int | None = None) -> bytes:
+        """Up to the connection's end, or `cap` bytes (what follows is not read)."""
+        while (cap is None or len(self.buffer) < cap) and self.more():
             pass
-        return bytes(self.buffer)
+        return bytes(self.buffer[:cap])
 
 
 def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
     while True:
         while b"\r\n\r\n" not in reader.buffer:
+            if len(reader.buffer) > HEAD_LIMIT:
+                raise Broken(f"an answer's head over {HEAD_LIMIT} bytes")
             if not reader.more():
                 raise Broken("Server disconnected without sending a response.")
         end = reader.buffer.index(b"\r\n\r\n")
@@ -109,10 +115,11 @@ def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
     down = sink if sink is not None and 200 <= int(status) < 300 else None  # a download's body
+    cap = ERROR_BODY_LIMIT if int(status) >= 400 else None  # an error's: the rest is not read
     length = headers.get(b"content-length")
     if headers.get(b"transfer-encoding", b"").lower().endswith(b"chunked"):
         if down is None:
-            return int(status), b"".join(_chunks(reader))
+            return int(status), _joined(_chunks(reader), cap)
         for piece in _chunks(reader):  # of no stated length: each piece to the sink as it comes
             down(piece)
         return int(status), b""
@@ -120,11 +127,22 @@ def _response(reader: _Reader, sink: Sink | None = None) -> tuple[int, bytes]:
         _drain(reader, None if length is None else int(length), down)
         return int(status), b""
     if length is None:
-        return int(status), reader.rest()
-    while len(reader.buffer) < int(length):
+        return int(status), reader.rest(cap)
+    want = int(length) if cap is None else min(int(length), cap)
+    while len(reader.buffer) < want:
         if not reader.more():
             raise Broken("Server disconnected before the end of the response.")
-    return int(status), bytes(reader.buffer[: int(length)])
+    return int(status), bytes(reader.buffer[:want])
+
+
+def _joined(pieces: Iterator[bytes], cap: int | None) -> bytes:
+    """A body from its pieces, no further than `cap` bytes (None: all of it)."""
+    body = bytearray()
+    for piece in pieces:
+        body += piece
+        if cap is not None and len(body) >= cap:
+            break
+    return bytes(body[:cap])
 
 
 def _drain(reader: _Reader, length: int | None, sink: Sink) -> None:

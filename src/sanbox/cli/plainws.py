@@ -5,8 +5,9 @@ server answers in ~0.01 s. `wss://` goes through the library (ssl is loaded for 
 
 The client side of the protocol only: the handshake (its accept key checked), masked frames out,
 unmasked frames in (text, binary, their continuations, ping answered with pong, close), and the
-close handshake at the end. A refused handshake (any answer but 101) becomes the API's error,
-as `sdk._websocket.websockets_connector` makes it.
+close handshake at the end. A message is `MAX_MESSAGE` bytes at most, as the SDK takes it. A
+refused handshake (any answer but 101) becomes the API's error, as
+`sdk._websocket.websockets_connector` makes it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from ..sdk._websocket import WebSocketClosedError
+from ..sdk._websocket import MAX_MESSAGE, WebSocketClosedError
 from ..sdk.errors import ConnectionFailedError, error_from_response
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -74,6 +75,7 @@ class PlainWebSocket:
         """The next whole message: text as `str`, binary as `bytes`."""
         parts: list[bytes] = []
         kind: int | None = None
+        size = 0
         while True:
             fin, opcode, payload = await self._frame()
             if opcode == PING:
@@ -90,6 +92,9 @@ class PlainWebSocket:
             ):
                 kind = opcode if kind is None else kind
                 parts.append(payload)
+                size += len(payload)
+                if size > MAX_MESSAGE:  # fragments that add up past it: refused as one frame is
+                    raise await self._too_big()
                 if fin:
                     data = b"".join(parts)
                     return data.decode() if kind == TEXT else data
@@ -131,11 +136,24 @@ class PlainWebSocket:
                 n = struct.unpack("!H", await self._reader.readexactly(2))[0]
             elif n == 127:
                 n = struct.unpack("!Q", await self._reader.readexactly(8))[0]
-            if second & 0x80:  # a server never masks its frames
-                raise self._dropped()
+            if second & 0x80 or (first & 0x08 and n > 125):  # masked, or a control frame
+                raise self._dropped()  # over 125 bytes: no server's (RFC 6455 5.1, 5.5)
+            if n > MAX_MESSAGE:  # never read (nor waited for): what it claims is not held
+                raise await self._too_big()
             return bool(first & 0x80), first & 0x0F, await self._reader.readexactly(n)
         except (OSError, asyncio.IncompleteReadError) as exc:
             raise self._dropped() from exc
+
+    async def _too_big(self) -> WebSocketClosedError:
+        """A message over `MAX_MESSAGE`: the close the RFC says (1009), then the end."""
+        with contextlib.suppress(OSError, WebSocketClosedError):
+            await self._send(CLOSE, struct.pack("!H", 1009))
+        self._close_sent = True
+        self._closed = WebSocketClosedError(
+            f"websocket closed (1009): the server sent a message over {MAX_MESSAGE} bytes",
+            close_code=1009,
+        )
+        return self._closed
 
     def _dropped(self) -> WebSocketClosedError:
         self._closed = WebSocketClosedError("websocket closed (1006)", close_code=1006)

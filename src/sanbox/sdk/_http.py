@@ -11,7 +11,13 @@ from typing import Any
 
 import httpx
 
-from .errors import ConnectionFailedError, RequestTimeoutError, SanboxError, error_from_response
+from .errors import (
+    ERROR_BODY_LIMIT,
+    ConnectionFailedError,
+    RequestTimeoutError,
+    SanboxError,
+    error_from_response,
+)
 
 Params = Mapping[str, str | int | float | bool | None] | list[tuple[str, str]]
 
@@ -74,7 +80,7 @@ class HttpCore:
         while True:
             try:
                 with self._translated():
-                    response = await self.client.request(
+                    request = self.client.build_request(
                         method,
                         path,
                         params=_clean(params),
@@ -83,14 +89,27 @@ class HttpCore:
                         headers=headers,
                         timeout=self.timeout if timeout is None else timeout,
                     )
+                    response, error = await self._answer(request)
                 break
             except ConnectionFailedError as exc:
                 if not (again and isinstance(exc.__cause__, httpx.RemoteProtocolError)):
                     raise
                 again = False
-        if response.is_error:
-            raise error_from_response(response.status_code, response.content)
+        if error is not None:
+            raise error_from_response(response.status_code, error)
         return response
+
+    async def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bytes | None]:
+        """The response, its body read whole if it succeeded; else the error's body, read no
+        further than `ERROR_BODY_LIMIT`."""
+        response = await self.client.send(request, stream=True)
+        try:
+            if response.is_error:
+                return response, await _error_body(response)
+            await response.aread()
+            return response, None
+        finally:
+            await response.aclose()
 
     async def json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = await self.request(method, path, **kwargs)
@@ -109,8 +128,9 @@ class HttpCore:
             response = await self.client.send(request, stream=True)
         try:
             if response.is_error:
-                await response.aread()
-                raise error_from_response(response.status_code, response.content)
+                with self._translated():
+                    body = await _error_body(response)
+                raise error_from_response(response.status_code, body)
             with self._translated():
                 yield response
         finally:
@@ -143,6 +163,16 @@ class _Translate:
                 f"cannot reach {self.url}: is `sanbox server` running? ({exc})",
                 code="connection_failed",
             ) from exc
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    """An error answer's body up to `ERROR_BODY_LIMIT` bytes; what follows is never read."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= ERROR_BODY_LIMIT:
+            break
+    return bytes(body[:ERROR_BODY_LIMIT])
 
 
 def _clean(params: Params | None) -> httpx.QueryParams | None:

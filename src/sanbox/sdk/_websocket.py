@@ -18,6 +18,12 @@ from urllib.parse import urlsplit
 
 from .errors import ConnectionFailedError, SanboxError, error_from_code, error_from_response
 
+MAX_MESSAGE = 16 * 2**20
+"""Bytes of one WebSocket message a client takes from the server; past it the connection is
+closed (1009). The most the server sends in one is far less: a guest's output chunk (256 KiB of
+payload at most, `guest.protocol.MAX_PAYLOAD`, ~350 KiB as base64 in JSON) or one read of an SSH
+stream. Without a bound, a broken or hostile server could make the client hold any amount."""
+
 
 class WebSocketClosedError(SanboxError):
     """The peer closed the WebSocket; `close_code` says how (1000: normally, 1006: the connection
@@ -29,8 +35,10 @@ class WebSocketClosedError(SanboxError):
 
 
 def _closed(exc: Exception) -> WebSocketClosedError:
-    received = getattr(exc, "rcvd", None)
-    code = received.code if received is not None else 1006
+    """The close the server sent, else the one this side sent (1009: a message over
+    `MAX_MESSAGE`), else a dropped connection (1006)."""
+    frame = getattr(exc, "rcvd", None) or getattr(exc, "sent", None)
+    code = frame.code if frame is not None else 1006
     return WebSocketClosedError(f"websocket closed ({code})", close_code=code)
 
 
@@ -106,7 +114,7 @@ async def websockets_connector(url: str, headers: dict[str, str]) -> AsyncIterat
     from websockets.exceptions import InvalidStatus, WebSocketException
 
     try:
-        connection = await connect(url, additional_headers=headers, max_size=None)
+        connection = await connect(url, additional_headers=headers, max_size=MAX_MESSAGE)
     except InvalidStatus as exc:
         response = exc.response
         raise error_from_response(response.status_code, bytes(response.body or b"")) from exc

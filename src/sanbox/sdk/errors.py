@@ -267,6 +267,12 @@ def error_class(code: str | None, status: int | None) -> type[SanboxError]:
     return SanboxError
 
 
+ERROR_BODY_LIMIT = 64 * 1024
+"""Bytes of an error answer's body a client reads, the rest never read: the API's is a code and a
+line, and of any other body 500 characters are said. A broken or hostile server's endless or
+huge one is not held."""
+
+
 def error_from_response(status: int, body: bytes) -> SanboxError:
     """Build the error for a non-2xx response whose body may or may not be the API's JSON."""
     code: str | None = None
