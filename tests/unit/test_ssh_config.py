@@ -111,3 +111,29 @@ def test_a_key_is_recognised_in_authorized_keys_whatever_its_options_and_comment
     assert key_identity(line) == (kind, blob)
     assert key_identity(f'restrict,command="x" {kind} {blob} other comment') == (kind, blob)
     assert key_identity("# a comment") is None
+
+
+@pytest.mark.parametrize(
+    ("answered", "host_key"),
+    [
+        ("box\nHost *\n  ProxyCommand touch /tmp/pwned", "ssh-ed25519 AAAA"),
+        ("box", "not-a-key"),
+    ],
+)
+def test_a_servers_answer_that_is_no_name_or_key_writes_nothing(
+    tmp_path: Path, answered: str, host_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sanbox ssh NAME`: the name and host key the server answers are checked before
+    known_hosts is written (a hostile server's name injected lines there, then a traceback)."""
+    from sanbox.cli.ssh_files import SshFiles, prepare
+
+    files = SshFiles(tmp_path)
+    files.identity.write_text("private")
+    files.identity.with_name("id_ed25519.pub").write_text(key_line())
+    with pytest.raises(SystemExit) as ended:
+        prepare("box", files, lambda name, public: (answered, host_key))
+    assert ended.value.code == 1
+    assert not files.known_hosts.exists()
+    said = capsys.readouterr().err.strip()
+    assert said.startswith("error (invalid_answer) the server's answer for box cannot go in")
+    assert len(said.splitlines()) == 1

@@ -167,14 +167,22 @@ class SshFiles:
 
 
 def prepare(name: str, files: SshFiles, authorize: Authorize) -> tuple[str, str]:
-    """Let this user's key into computer `name` and record its host key: (alias, config block)."""
+    """Let this user's key into computer `name` and record its host key: (alias, config block).
+    What the server answered is checked before anything is written: a name or a key that is
+    not one (lines for known_hosts, say) is a one-line error, and the files stay as they were."""
     with files.locked():
         public = files.public_key()
     computer, host_key = authorize(name, public)
-    alias = host_alias(computer)
-    with files.locked():
-        files.remember(alias, host_key)
-    return alias, render_config(computer, sanbox_command(), files.identity, files.known_hosts)
+    try:
+        block = render_config(computer, sanbox_command(), files.identity, files.known_hosts)
+        alias = host_alias(computer)
+        with files.locked():
+            files.remember(alias, host_key)
+    except ValueError as exc:
+        from ._output import fail
+
+        fail("invalid_answer", f"the server's answer for {name} cannot go in ssh's files: {exc}")
+    return alias, block
 
 
 def login(files: SshFiles, alias: str, block: str, args: list[str]) -> NoReturn:
