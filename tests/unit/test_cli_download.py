@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -199,3 +200,31 @@ def test_a_whole_file_in_no_folder_is_named_by_its_target(tmp_path: Path) -> Non
     with pytest.raises(FileNotFoundError) as raised, WholeFile(target) as out:
         out.write(b"x")
     assert raised.value.filename == str(target)
+
+
+def test_a_target_that_is_no_regular_file_is_written_into(tmp_path: Path) -> None:
+    """`sanbox cp box:/f /dev/stdout` (a pipe, here), or a FIFO: written into, never replaced
+    by a file (as root, a temporary file renamed over /dev/null would replace the device)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    with WholeFile(fifo) as out:
+        out.write(b"through")
+    reader.join(10)
+    assert got == [b"through"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from sanbox.sdk.local_file import WholeFile\n"
+            "with WholeFile('/dev/stdout') as out: out.write(b'to the pipe')",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout == b"to the pipe", proc.stderr
+    with WholeFile("/dev/null") as out:
+        out.write(b"gone")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

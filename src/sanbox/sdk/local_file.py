@@ -24,9 +24,12 @@ class WholeFile:
     exception. The temporary file is made at the first write (or at the end), so a download
     refused before its first byte makes nothing. A target that is a link is written through,
     as `open(target, "wb")` did; a file that was there gives its permission bits to the new,
-    unless `mode` says what they are (a file holding a key: 0600, whatever it was before)."""
+    unless `mode` says what they are (a file holding a key: 0600, whatever it was before). A
+    target that is there and no regular file (`/dev/null`, `/dev/stdout`, a FIFO) is written
+    straight into, as before: a file put in its place would replace the device itself."""
 
     def __init__(self, target: str | os.PathLike[str], mode: int | None = None) -> None:
+        self._given = Path(target)
         self.target = Path(os.path.realpath(target))
         self.size = 0
         self._mode = mode
@@ -54,8 +57,15 @@ class WholeFile:
     def _open(self) -> BinaryIO:
         if self._file is not None:
             return self._file
-        if self.target.is_dir():
-            raise IsADirectoryError(21, "Is a directory", str(self.target))
+        try:
+            kind = os.stat(self._given).st_mode  # through links, as open() goes
+        except FileNotFoundError:
+            kind = stat.S_IFREG
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(21, "Is a directory", str(self._given))
+        if not stat.S_ISREG(kind):  # by the name given: /dev/stdout's link names no path
+            self._file = self._given.open("wb")
+            return self._file
         mode = 0o666 if self._mode is None else self._mode  # 0o666: as open("wb"), less umask
         if self._mode is None:
             with contextlib.suppress(FileNotFoundError):
@@ -79,8 +89,8 @@ class WholeFile:
         file = self._open()
         try:
             file.close()
-            assert self._temp is not None
-            os.replace(self._temp, self.target)
+            if self._temp is not None:  # else written straight into (no regular file)
+                os.replace(self._temp, self.target)
         except BaseException:
             self._discard()
             raise
