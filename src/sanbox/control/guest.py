@@ -263,15 +263,25 @@ UNSIZED_MOST = 64 * 2**20  # bytes of a file whose stat says 0 (/proc's) sent, a
 
 
 async def read_file(
-    fleet: Fleet, org: Org, ref: str, path: str, size: int | None = None
+    fleet: Fleet,
+    org: Org,
+    ref: str,
+    path: str,
+    size: int | None = None,
+    most: int | None = None,
 ) -> AsyncIterator[bytes]:
     """The file's bytes as they come (a stat first tells its size and that it is a file); with
     `size` (what that stat said, sent as the answer's length), at most that many: a file that
     grew since is sent as it was (a log being written), where more bytes than the length said
     would break the answer. One that shrank ends short, and its answer is cut. With `size` 0 (a
     /proc file, which holds more than its stat says), to its end, but no more than
-    UNSIZED_MOST: past it the answer is cut (/proc/kcore would never end)."""
+    UNSIZED_MOST: past it the answer is cut (/proc/kcore would never end). With `most`, its
+    first `most` bytes at most (`head -c`), whatever the file is by the time it is read: a
+    caller that holds the answer in memory (the MCP server's in-process client) asks for no
+    more than it can hold."""
     left, sent = size or None, 0
+    if most is not None:
+        left = most if left is None else min(left, most)
     async with guest_call(fleet, org, ref) as machine:
         client = await machine.client()
         async with contextlib.aclosing(client.files.get(path)) as chunks:

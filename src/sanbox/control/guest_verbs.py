@@ -110,9 +110,9 @@ class GuestVerbs:
         return await guest.stat_file(self.fleet, org, ref, path)
 
     def read_file(
-        self, org: Org, ref: str, path: str, size: int | None = None
+        self, org: Org, ref: str, path: str, size: int | None = None, most: int | None = None
     ) -> AsyncIterator[bytes]:
-        return guest.read_file(self.fleet, org, ref, path, size)
+        return guest.read_file(self.fleet, org, ref, path, size, most)
 
     async def list_files(self, org: Org, ref: str, path: str) -> list[FileInfo]:
         return await guest.list_files(self.fleet, org, ref, path)

@@ -65,9 +65,11 @@ def hints(
 READ = hints(read_only=True, idempotent=True)
 
 
-def too_big(path: str, size: int) -> InvalidRequestError:
+def too_big(path: str, size: int | None = None) -> InvalidRequestError:
+    """`path` is over `FILE_CAP` (`size` bytes, or None: more than the cap, size unknown)."""
+    told = f"more than {FILE_CAP} bytes" if size is None else f"{size} bytes"
     return InvalidRequestError(
-        f"{path} is {size} bytes, over read_file's {FILE_CAP}: read part of it with exec "
+        f"{path} is {told}, over read_file's {FILE_CAP}: read part of it with exec "
         "(head -c, tail -c, sed -n) or copy it with `sanbox cp`",
         code="file_too_large",
     )
@@ -287,12 +289,15 @@ def build_server(clients: Clients) -> MCPServer[Any]:
         """Read a file (up to 1 MiB): its text, or base64 when it is not UTF-8."""
         async with clients(ctx) as sanbox:
             c = await sanbox.computers.get(computer)
-            info = await c.files.stat(path)  # so a big file is not read into memory at all
+            info = await c.files.stat(path)  # a big file is refused with its size, unread
             if info.type == "file" and info.size > FILE_CAP:
                 raise too_big(path, info.size)
-            data = await c.files.read(path)
+            # The in-process client holds the whole answer in memory (ASGITransport does not
+            # stream), and the file may have become anything since its stat (a guest can swap
+            # in a 1 TB sparse file): the server reads one byte past the cap, no more.
+            data = await c.files.read(path, max_bytes=FILE_CAP + 1)
         if len(data) > FILE_CAP:  # it grew in the meantime
-            raise too_big(path, len(data))
+            raise too_big(path)
         return results.file_result(path, data)
 
     @tool("write_file", hints(destructive=True, idempotent=True))

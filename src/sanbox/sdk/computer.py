@@ -293,8 +293,11 @@ class AsyncFiles:
     def _base(self) -> str:
         return self._computer.path + "/files"
 
-    async def read(self, path: str) -> bytes:
-        response = await self._http.request("GET", self._base, params={"path": path}, timeout=_LONG)
+    async def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The file's bytes; with `max_bytes`, its first ones, that many at most (`head -c`),
+        however big the file is by then."""
+        params = {"path": path, "max_bytes": max_bytes}
+        response = await self._http.request("GET", self._base, params=params, timeout=_LONG)
         content: bytes = response.content
         return content
 

@@ -57,15 +57,29 @@ async def upload(
 
 @router.get("/{ref}/files", response_class=StreamingResponse)
 async def download(
-    ref: str, path: PathQuery, request: Request, auth: Auth, plane: Plane
+    ref: str,
+    path: PathQuery,
+    request: Request,
+    auth: Auth,
+    plane: Plane,
+    max_bytes: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            description="send the file's first bytes, this many at most (head -c), whatever "
+            "the file has become since its stat: a client that keeps the answer in memory "
+            "bounds it; asking one byte more than it wants tells it the file is bigger",
+        ),
+    ] = None,
 ) -> StreamingResponse:
     """A file's bytes; a download outlives no revocation or expiry of its key (cut)."""
     info = downloadable(await plane.stat_file(auth.org, ref, path), path)
-    chunks = plane.read_file(auth.org, ref, path, info.size)
+    chunks = plane.read_file(auth.org, ref, path, info.size, max_bytes)
+    length = info.size if max_bytes is None else min(info.size, max_bytes)
     return StreamingResponse(
         chunks_while_standing(key_stands(request), chunks, cut=True),
         media_type="application/octet-stream",
-        headers=sized(info.size),
+        headers=sized(length),
     )
 
 
