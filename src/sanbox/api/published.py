@@ -3,7 +3,8 @@ WebSocket) are relayed to PORT inside the computer NAME of the org ORG through t
 stream; ``PORT-NAME.<domain>`` is the short form for the default org, and only for it, so a URL
 names one computer of one org whatever other orgs call theirs. A private port needs a key of that
 org (or the port's cookie, see `ports.access`); nothing of the caller's credentials reaches the
-guest. A request to a suspended computer wakes it.
+guest, and a page load with a key in its URL is moved to the URL without it first, public port or
+private (`_send_back`). A request to a suspended computer wakes it.
 
 A visitor who may not open a port (no key, a key of another org, no valid cookie) gets one answer
 whether the port is private or does not exist: 404 `port_not_found` with the same message, after
@@ -217,6 +218,9 @@ class PublishedPorts:
             raise missing if own and missing is not None else hidden(target)
         row, owner, public = found
         if public:
+            if creds.from_query and _page_load(scope):  # no cookie needed: only the key goes
+                await _send_back(scope, send)
+                return
             await self._open(scope, receive, send, state, owner, row, target.port)
             return
         keys = state.keys
@@ -299,25 +303,31 @@ class PublishedPorts:
         """A browser that came with ?token=: a page that moves to the same URL without it, with
         the cookie (a meta refresh, so the Strict cookie goes along: see `ports.access`)."""
         signer = self.signer(state)
-        query = query_without_token(scope.get("query_string") or b"")
-        location = (scope.get("raw_path") or scope["path"].encode()) + (
-            b"?" + query if query else b""
-        )
-        url = html.escape(location.decode("latin-1"), quote=True)
-        body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
         secure = forwarded_proto(scope) == "https"
         now = int(time.time())
         value = signer.mint(computer_id, port, key_id, mode, now=now, not_after=not_after)
         max_age = signer.ttl if not_after is None else max(0, min(signer.ttl, not_after - now))
-        headers = [
-            (b"content-type", b"text/html; charset=utf-8"),
-            signer.set_cookie_header(value, max_age, secure),
-            (b"cache-control", b"no-store"),
-            (b"referrer-policy", b"no-referrer"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await _send_back(scope, send, signer.set_cookie_header(value, max_age, secure))
+
+
+async def _send_back(scope: Scope, send: Send, cookie: tuple[bytes, bytes] | None = None) -> None:
+    """A page that moves the browser to the same URL without Sanbox's credentials (a meta
+    refresh: see `ports.access`), setting `cookie` if one is given. A page load never reaches
+    the guest with a key in its URL, private port or public: the guest's page would have it in
+    its address bar (its scripts read it, its links send it as Referer)."""
+    query = query_without_token(scope.get("query_string") or b"")
+    location = (scope.get("raw_path") or scope["path"].encode()) + (b"?" + query if query else b"")
+    url = html.escape(location.decode("latin-1"), quote=True)
+    body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        *([cookie] if cookie is not None else []),
+        (b"cache-control", b"no-store"),
+        (b"referrer-policy", b"no-referrer"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _http_while_standing(

@@ -9,7 +9,9 @@ a navigation started by the port's own page is same-site, so the Strict cookie g
 when the link was followed from another site). ``?token=KEY&sanbox_view=1`` mints a view-only
 cookie: it opens safe methods only, and its WebSockets carry no client input (`rfb`). A view
 link's ``?sanbox_view_token=`` (`view_link`, no API key) is traded the same way for a view-only
-cookie that expires no later than the link.
+cookie that expires no later than the link. A page load to a public port that comes with
+``?token=`` gets the same page without a cookie: a key in a guest page's URL would be read by its
+scripts and sent on as its Referer.
 Before anything is relayed, the request loses every credential of Sanbox's: a Sanbox bearer key,
 the ``token``, ``sanbox_view`` and ``sanbox_view_token`` query parameters and the port cookie.
 Other ``Authorization`` headers and cookies are the guest's own and pass.

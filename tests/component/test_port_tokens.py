@@ -1,0 +1,29 @@
+"""What a port's URL does with `?token=`: a Sanbox key in it never reaches the guest's page (it
+would sit in the page's address bar, for its scripts and its Referer), private port or public."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Server
+from .test_published_access import get, guest_page, make_org, publish
+
+pytestmark = pytest.mark.component
+
+
+def test_a_key_in_a_public_port_s_url_is_dropped_before_the_page_loads(server: Server) -> None:
+    acme = make_org(server, "acme")
+    with guest_page() as (port, seen):
+        publish(server, server.key, "open", port, public=True)
+        host = f"{port}-open.localhost:7070"
+        for key in (server.key, acme):  # the port's org's key, and anyone else's
+            r = get(server, host, f"/b?x=1&token={key}")
+            assert r.status_code == 200, r.text
+            assert 'content="0;url=/b?x=1"' in r.text
+            assert r.headers["referrer-policy"] == "no-referrer"
+            assert "set-cookie" not in r.headers  # a public port needs none
+            assert seen.requests == [], "the guest was sent a request with the key in its URL"
+        r = get(server, host, "/b?x=1")  # where the browser goes next: the page, without it
+        assert r.status_code == 200 and r.text == "guest page\n"
+        assert [path for path, _ in seen.requests] == ["/b?x=1"]
+        assert server.key not in seen.everything()
