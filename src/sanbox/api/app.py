@@ -47,7 +47,8 @@ from .bootstrap import bootstrap
 from .fleet_metrics import FleetMetrics
 from .fleet_metrics import router as metrics_router
 from .limits import BodyLimit
-from .open_requests import OpenRequests
+from .open_requests import OpenCounts, OpenRequests
+from .ports.public_relays import PublicRelays
 from .published import PublishedPorts
 from .routes import (
     admin,
@@ -193,14 +194,16 @@ def create_app(
     app.router.routes.append(mcp.route())
     app.router.routes.append(Route("/healthz", _healthz, include_in_schema=False))
     web_console.mount(app)  # the web console at /console (docs/console.md)
-    app.add_middleware(  # innermost: a request holds its place until it has ended
-        OpenRequests,
-        per_key=settings.open_requests_per_key,
-        per_org=settings.open_requests_per_org,
-    )
+    open_requests = OpenCounts(settings.open_requests_per_key, settings.open_requests_per_org)
+    # innermost: a request holds its place until it has ended
+    app.add_middleware(OpenRequests, counts=open_requests)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
-    app.add_middleware(PublishedPorts)  # published ports are relayed before the limit
+    app.add_middleware(  # published ports are relayed before the limit (their places: their own)
+        PublishedPorts,
+        open_requests=open_requests,
+        public=PublicRelays(settings.public_port_connections),
+    )
     app.add_middleware(e2b_gateway.E2bGateway)  # outermost: E2B's envd and get_host() names
     return app
 

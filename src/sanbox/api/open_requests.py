@@ -7,12 +7,16 @@ rate bounds how fast, not how many stay open). A refused request holds nothing.
 
 `OpenRequests` is the ASGI middleware that ends every hold with its request; `hold` is what an
 authentication calls once it knows the key (`api/auth.py`, `e2b/routing.py`,
-`console/access.py`). A request holds one place whatever checks it again meanwhile."""
+`console/access.py`). A request holds one place whatever checks it again meanwhile. A caller
+served before the middleware (the published-port relay, `api/published.py`) shares its
+`OpenCounts` and takes its place itself, for a `with` block: `holding`."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
+from collections.abc import Iterator
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -23,8 +27,10 @@ PER_ORG = 1024  # ... and per org, all its keys (SANBOX_OPEN_REQUESTS_PER_ORG)
 _HELD = "sanbox.open_request"
 
 
-class _Counts:
-    def __init__(self, per_key: int, per_org: int) -> None:
+class OpenCounts:
+    """The open requests of every key and org, and their bounds (one per server)."""
+
+    def __init__(self, per_key: int = PER_KEY, per_org: int = PER_ORG) -> None:
         self.per_key, self.per_org = per_key, per_org
         self.keys: collections.Counter[str] = collections.Counter()
         self.orgs: collections.Counter[str] = collections.Counter()
@@ -58,7 +64,7 @@ def _refused(why: str) -> TooManyRequestsError:
 class _Held:
     """One request's place, taken at most once."""
 
-    def __init__(self, counts: _Counts) -> None:
+    def __init__(self, counts: OpenCounts) -> None:
         self.counts = counts
         self.by: tuple[str, str] | None = None
 
@@ -74,9 +80,15 @@ class _Held:
 
 
 class OpenRequests:
-    def __init__(self, app: ASGIApp, per_key: int = PER_KEY, per_org: int = PER_ORG) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        per_key: int = PER_KEY,
+        per_org: int = PER_ORG,
+        counts: OpenCounts | None = None,
+    ) -> None:
         self.app = app
-        self.counts = _Counts(per_key, per_org)
+        self.counts = counts if counts is not None else OpenCounts(per_key, per_org)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -96,3 +108,14 @@ def hold(scope: Scope, key_id: str, org_id: str) -> None:
     held = scope.get("state", {}).get(_HELD)
     if isinstance(held, _Held):
         held.take(key_id, org_id)
+
+
+@contextlib.contextmanager
+def holding(counts: OpenCounts, key_id: str, org_id: str) -> Iterator[None]:
+    """A place for the key and its org, held for the `with` block (TooManyRequestsError if none
+    is left, before the block runs): for a caller that `OpenRequests` does not serve."""
+    counts.take(key_id, org_id)
+    try:
+        yield
+    finally:
+        counts.give_back(key_id, org_id)

@@ -37,6 +37,7 @@ from ..store.repo import ACTOR
 from .auth import client_address
 from .errors import error_headers
 from .forwarded import forwarded_proto
+from .open_requests import OpenCounts, holding
 from .ports import ByteStream, PortHost, parse_port_host, relay_http, relay_websocket
 from .ports.access import (
     FULL,
@@ -49,6 +50,7 @@ from .ports.access import (
     view_requested,
 )
 from .ports.origin import check_origin
+from .ports.public_relays import PublicRelays
 from .ports.relay import send_error
 from .ports.rfb import RfbViewOnly
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
@@ -99,8 +101,19 @@ def _page_load(scope: Scope) -> bool:
 
 
 class PublishedPorts:
-    def __init__(self, app: ASGIApp) -> None:
+    """Served before `OpenRequests` (`api/app.py`), so a relay takes its own place, for as long
+    as it runs: one opened by a key or its cookie among that key's and org's open requests (the
+    API's `open_requests`, shared), one to a public port among the computer's (`public`)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        open_requests: OpenCounts | None = None,
+        public: PublicRelays | None = None,
+    ) -> None:
         self.app = app
+        self.open_requests = open_requests if open_requests is not None else OpenCounts()
+        self.public = public if public is not None else PublicRelays()
         self._signer: CookieSigner | None = None
         self._links: ViewLinkSigner | None = None
 
@@ -221,7 +234,8 @@ class PublishedPorts:
             if creds.from_query and _page_load(scope):  # no cookie needed: only the key goes
                 await _send_back(scope, send)
                 return
-            await self._open(scope, receive, send, state, owner, row, target.port)
+            with self.public.holding(row.id):
+                await self._open(scope, receive, send, state, owner, row, target.port)
             return
         keys = state.keys
         if principal is not None and own:
@@ -233,7 +247,10 @@ class PublishedPorts:
                 )
                 return
             stands = token_stands(keys, creds.key)
-            await self._open(scope, receive, send, state, owner, row, target.port, stands=stands)
+            with holding(self.open_requests, principal.key.id, principal.org.id):
+                await self._open(
+                    scope, receive, send, state, owner, row, target.port, stands=stands
+                )
             return
         if principal is None and link is not None and _page_load(scope):
             key_id, expires = link  # a view link: traded for a view-only cookie, never longer
@@ -247,9 +264,10 @@ class PublishedPorts:
             if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
                 raise ForbiddenError("this port was opened view-only", "view_only")
             stands = self._cookie_stands(state, cookie, row.id, target.port)
-            await self._open(
-                scope, receive, send, state, owner, row, target.port, view_only, stands
-            )
+            with holding(self.open_requests, cookie[0], row.org_id):
+                await self._open(
+                    scope, receive, send, state, owner, row, target.port, view_only, stands
+                )
             return
         raise hidden(target)
 

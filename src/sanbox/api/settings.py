@@ -17,6 +17,7 @@ from ..host.settings import upstream_of
 from ..store.db import sqlite_url
 from .open_requests import PER_KEY as OPEN_PER_KEY
 from .open_requests import PER_ORG as OPEN_PER_ORG
+from .ports.public_relays import PER_COMPUTER as PUBLIC_PORT_CONNECTIONS
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_ORG = "default"  # made by the first start; the short published-port URLs are its
@@ -43,6 +44,7 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
     ("open_requests_per_key", "SANBOX_OPEN_REQUESTS_PER_KEY", int),
     ("open_requests_per_org", "SANBOX_OPEN_REQUESTS_PER_ORG", int),
+    ("public_port_connections", "SANBOX_PUBLIC_PORT_CONNECTIONS", int),
     ("org_max_pools", "SANBOX_ORG_MAX_POOLS", int),
     ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
     ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
@@ -98,6 +100,7 @@ class ServerSettings:
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
     open_requests_per_key: int = OPEN_PER_KEY  # streams etc. open at once (api/open_requests.py)
     open_requests_per_org: int = OPEN_PER_ORG  # ... of all an org's keys
+    public_port_connections: int = PUBLIC_PORT_CONNECTIONS  # open to one computer's public ports
     org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
