@@ -81,7 +81,7 @@ def create_app(
     *,
     clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
 ) -> FastAPI:
-    mcp = McpEndpoint(settings.mcp_sessions_per_key)
+    mcp = McpEndpoint(settings.mcp_sessions_per_key, settings.mcp_sessions_per_org)
     quiet_lapses(logging.getLogger("uvicorn.error"))  # a response cut on purpose is no error
 
     @contextlib.asynccontextmanager

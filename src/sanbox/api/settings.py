@@ -24,6 +24,7 @@ DEFAULT_ORG = "default"  # made by the first start; the short published-port URL
 DEFAULT_PORT = 7070
 MIB = 1024 * 1024
 MCP_SESSIONS_PER_KEY = 16  # MCP sessions a key may hold open at /mcp
+MCP_SESSIONS_PER_ORG = 64  # ... and an org, all its keys (an org may make any number of keys)
 
 
 def trusted_networks(text: str) -> tuple[str, ...]:
@@ -42,6 +43,7 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("audit_retention_days", "SANBOX_AUDIT_RETENTION_DAYS", float),
     ("audit_org_cap", "SANBOX_AUDIT_ORG_CAP", int),
     ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
+    ("mcp_sessions_per_org", "SANBOX_MCP_SESSIONS_PER_ORG", int),
     ("open_requests_per_key", "SANBOX_OPEN_REQUESTS_PER_KEY", int),
     ("open_requests_per_org", "SANBOX_OPEN_REQUESTS_PER_ORG", int),
     ("public_port_connections", "SANBOX_PUBLIC_PORT_CONNECTIONS", int),
@@ -98,6 +100,7 @@ class ServerSettings:
     audit_retention_days: float = RETENTION_DAYS  # audit records older go (SANBOX_AUDIT_...)
     audit_org_cap: int = ORG_CAP  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
+    mcp_sessions_per_org: int = MCP_SESSIONS_PER_ORG  # (SANBOX_MCP_SESSIONS_PER_ORG)
     open_requests_per_key: int = OPEN_PER_KEY  # streams etc. open at once (api/open_requests.py)
     open_requests_per_org: int = OPEN_PER_ORG  # ... of all an org's keys
     public_port_connections: int = PUBLIC_PORT_CONNECTIONS  # open to one computer's public ports

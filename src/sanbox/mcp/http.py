@@ -9,10 +9,13 @@ compares them). Each tool call then goes through the API itself: an `AsyncSanbox
 `httpx.ASGITransport(api)` with the caller's key and address, so it meets the same routes,
 checks, errors and audit records as any other request.
 
-A key holds at most `sessions_per_key` MCP sessions at once (`SANBOX_MCP_SESSIONS_PER_KEY`):
-a request that would open one more is answered 429 `too_many_sessions` before any session is
-made. A session no request has touched for `SESSION_IDLE_TIMEOUT` seconds ends (the SDK's idle
-timeout), so sessions a client forgot free their room.
+A key holds at most `sessions_per_key` MCP sessions at once (`SANBOX_MCP_SESSIONS_PER_KEY`),
+and an org, all its keys together, `sessions_per_org` (`SANBOX_MCP_SESSIONS_PER_ORG`: an org
+may make any number of keys): a request that would open one more is answered 429
+`too_many_sessions` before any session is made. The server holds `sessions_total` in all (the
+SDK's `max_sessions`, set to the same number; checked here first, so the refusal is in the API's
+shape, 503 `unavailable`). A session no request has touched for `SESSION_IDLE_TIMEOUT` seconds
+ends (the SDK's idle timeout), so sessions a client forgot free their room.
 
 The SDK's DNS-rebinding check (a Host allowlist for unauthenticated local servers) is off: a page
 that rebinds a name to this server still has no key, and the server answers at whatever name it
@@ -35,8 +38,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..api.auth import authenticate, bearer_token, client_address
 from ..api.errors import error_headers, error_response
-from ..api.settings import MCP_SESSIONS_PER_KEY
-from ..control.errors import ControlError, RateLimitedError
+from ..api.settings import MCP_SESSIONS_PER_KEY, MCP_SESSIONS_PER_ORG
+from ..control.errors import ControlError, RateLimitedError, UnavailableError
 from ..sdk import AsyncSanbox, AuthenticationError
 
 if TYPE_CHECKING:  # the MCP library loads at the first request to /mcp (`_load`)
@@ -48,6 +51,7 @@ if TYPE_CHECKING:  # the MCP library loads at the first request to /mcp (`_load`
 PATH = "/mcp"
 SESSION_IDLE_TIMEOUT = 1800.0  # seconds without a request before a session ends
 RETRY_AFTER = 60  # seconds a key at its session bound is told to wait
+SESSIONS_TOTAL = 10_000  # MCP sessions the server holds in all (the SDK's `max_sessions`)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class _Served:
     session_header: str
 
 
-def _load(api: ASGIApp) -> tuple[StreamableHTTPSessionManager, _Served]:
+def _load(api: ASGIApp, max_sessions: int) -> tuple[StreamableHTTPSessionManager, _Served]:
     """The MCP server whose tools call `api`, and its session manager (not started yet). In a
     thread: the library's modules take ~0.5 s to load, which no server start pays any more."""
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -76,6 +80,7 @@ def _load(api: ASGIApp) -> tuple[StreamableHTTPSessionManager, _Served]:
         streamable_http_path=PATH,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         session_idle_timeout=SESSION_IDLE_TIMEOUT,
+        max_sessions=max_sessions,
     )
     manager = server.session_manager
     # the SDK's record of who opened each live session (it ends with the session)
@@ -95,16 +100,23 @@ class McpEndpoint:
     """The `/mcp` route's app; `serving()` (entered from the API's lifespan) runs its sessions,
     from the first authenticated request on."""
 
-    def __init__(self, sessions_per_key: int = MCP_SESSIONS_PER_KEY) -> None:
-        if sessions_per_key < 1:
-            raise ValueError("sessions_per_key must be at least 1")
+    def __init__(
+        self,
+        sessions_per_key: int = MCP_SESSIONS_PER_KEY,
+        sessions_per_org: int = MCP_SESSIONS_PER_ORG,
+        sessions_total: int = SESSIONS_TOTAL,
+    ) -> None:
+        if min(sessions_per_key, sessions_per_org, sessions_total) < 1:
+            raise ValueError("MCP sessions per key, per org and in all must be at least 1")
         self.sessions_per_key = sessions_per_key
+        self.sessions_per_org = sessions_per_org
+        self.sessions_total = sessions_total
         self._api: ASGIApp | None = None
         self._served: _Served | None = None
         self._starting = asyncio.Lock()
         self._stop = asyncio.Event()
         self._runner: asyncio.Future[None] | None = None
-        self._opening: Counter[str] = Counter()  # key id -> requests opening a session now
+        self._opening: Counter[tuple[str, str]] = Counter()  # (key, org) -> opening one now
 
     def route(self) -> Route:
         return Route(PATH, endpoint=self, include_in_schema=False)
@@ -130,7 +142,7 @@ class McpEndpoint:
             return self._served
         async with self._starting:
             if self._served is None and self._api is not None:
-                manager, served = await asyncio.to_thread(_load, self._api)
+                manager, served = await asyncio.to_thread(_load, self._api, self.sessions_total)
                 ready = asyncio.Event()
                 runner = asyncio.ensure_future(_run(manager, ready, self._stop))
                 self._runner = runner
@@ -143,11 +155,35 @@ class McpEndpoint:
                 self._served = served
             return self._served
 
-    def sessions(self, key_id: str) -> int:
-        """The MCP sessions `key_id` holds open or is opening."""
+    def sessions(self, key_id: str | None = None, org_id: str | None = None) -> int:
+        """The MCP sessions open or being opened: the key's, the org's (its keys'), or all."""
+
+        def counted(key: object, org: object) -> bool:
+            return key_id in (None, key) and org_id in (None, org)
+
         owners = self._served.owners() if self._served is not None else ()
-        held = sum(1 for owner in owners if owner.get("client_id") == key_id)
-        return held + self._opening[key_id]
+        held = sum(1 for o in owners if counted(o.get("client_id"), o.get("subject")))
+        return held + sum(n for (k, o), n in self._opening.items() if counted(k, o))
+
+    def _refusal(self, key_id: str, org_id: str) -> ControlError | None:
+        """Why `key_id` of `org_id` may not open one more session now, if it may not."""
+        if self.sessions(key_id=key_id) >= self.sessions_per_key:
+            held = f"this API key holds {self.sessions_per_key} MCP sessions, the most a key may"
+        elif self.sessions(org_id=org_id) >= self.sessions_per_org:
+            held = f"this org's keys hold {self.sessions_per_org} MCP sessions, the most an org may"
+        elif self.sessions() >= self.sessions_total:
+            return UnavailableError(
+                f"the server holds {self.sessions_total} MCP sessions, the most it may: try again "
+                "later, or end one of yours (DELETE /mcp with its session id)",
+                "unavailable",
+            )
+        else:
+            return None
+        return RateLimitedError(
+            f"{held}: end one (DELETE /mcp with its session id) or wait for one to go idle",
+            RETRY_AFTER,
+            "too_many_sessions",
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._api is None:
@@ -174,30 +210,25 @@ class McpEndpoint:
             subject=principal.org.id,
         )
         scope["user"] = served.user(token)
-        key_id = principal.key.id
+        key_id, org_id = principal.key.id, principal.org.id
         if conn.headers.get(served.session_header) is not None:
             await app(scope, receive, send)  # a session's own request: it exists, or 404
             return
-        if self.sessions(key_id) >= self.sessions_per_key:
-            full = RateLimitedError(
-                f"this API key holds {self.sessions_per_key} MCP sessions, the most it may: end "
-                "one (DELETE /mcp with its session id) or wait for one to go idle",
-                RETRY_AFTER,
-                "too_many_sessions",
-            )
+        full = self._refusal(key_id, org_id)
+        if full is not None:
             refusal = error_response(full.status, full.code, full.message, error_headers(full))
             await refusal(scope, receive, send)
             return
-        self._opening[key_id] += 1
+        self._opening[key_id, org_id] += 1
         opening = True
 
         def opened() -> None:  # once: the session is the SDK's (or none was made)
             nonlocal opening
             if opening:
                 opening = False
-                self._opening[key_id] -= 1
-                if self._opening[key_id] <= 0:
-                    del self._opening[key_id]
+                self._opening[key_id, org_id] -= 1
+                if self._opening[key_id, org_id] <= 0:
+                    del self._opening[key_id, org_id]
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":  # its session, if any, is registered

@@ -1,0 +1,90 @@
+"""MCP sessions are bounded per org as well as per key: an org may make any number of keys, so
+the per-key bound alone let one org fill the server's session table for everyone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sanbox.api import ServerSettings, create_app
+from sanbox.host.data.layout import DataDir
+from sanbox.host.drivers.local import LocalDriver
+from sanbox.host.runtime import HostRuntime
+
+from .conftest import LiveServer, fake_image, served
+
+pytestmark = pytest.mark.component
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def small(short_tmp: Path) -> Iterator[LiveServer]:
+    """A live server whose keys hold 2 MCP sessions each and whose orgs 3."""
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(
+        data_dir=dd.root,
+        client_config=None,
+        watch_interval=0.2,
+        mcp_sessions_per_key=2,
+        mcp_sessions_per_org=3,
+    )
+    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    with served(app) as url:
+        yield LiveServer(url, app.state.first_key, dd)
+
+
+def test_an_org_holds_a_bounded_number_of_mcp_sessions(small: LiveServer) -> None:
+    async def scenario() -> None:
+        async with httpx.AsyncClient(base_url=small.url, timeout=30) as api:
+            admin = {"Authorization": f"Bearer {small.key}"}
+
+            async def key(org: str | None = None) -> dict[str, str]:
+                body = {"name": "k"} if org is None else {"name": "k", "org": org}
+                made = await api.post("/v1/keys", json=body, headers=admin)
+                assert made.status_code == 201, made.text
+                return {"Authorization": f"Bearer {made.json()['key']}"}
+
+            async def opened(headers: dict[str, str]) -> httpx.Response:
+                return await api.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **headers})
+
+            a, b, c = await key(), await key(), await key()
+            assert (await api.post("/v1/orgs", json={"name": "other"}, headers=admin)).is_success
+            theirs = await key("other")
+            held = [await opened(a), await opened(a), await opened(b)]  # the org's three
+            assert [r.status_code for r in held] == [200, 200, 200]
+            for headers in (b, c):  # keys with room of their own: the org has none
+                refused = await opened(headers)
+                assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
+                assert refused.json()["error"]["code"] == "too_many_sessions"
+                assert "org's keys hold 3 MCP sessions" in refused.json()["error"]["message"]
+                assert refused.headers["retry-after"]
+            assert (await opened(theirs)).status_code == 200  # another org is untouched
+            ended = await api.delete(
+                "/mcp",
+                headers={
+                    **a,
+                    "Mcp-Session-Id": held[0].headers["mcp-session-id"],
+                    "Mcp-Protocol-Version": "2025-06-18",
+                },
+            )
+            assert ended.status_code == 200
+            assert (await opened(c)).status_code == 200  # ending one made room
+
+    asyncio.run(scenario())
