@@ -46,25 +46,26 @@ def test_check_origin() -> None:
         assert exc.value.code == "cross_origin"
 
 
-def test_a_view_cookie_cannot_be_made_a_full_one() -> None:
+def test_a_view_cookie_cannot_be_made_a_full_one_nor_outlive_its_publication() -> None:
     signer = CookieSigner(b"k" * 32)
-    view = signer.mint("cmp_1", 8080, "key_1", VIEW, now=100)
-    assert signer.verify(view, "cmp_1", 8080, now=100) == ("key_1", VIEW)
-    assert signer.verify(view.replace(".view.", ".full."), "cmp_1", 8080, now=100) is None
-    full = signer.mint("cmp_1", 8080, "key_1", FULL, now=100)
-    assert signer.verify(full, "cmp_1", 8080, now=100) == ("key_1", FULL)
-    assert signer.verify(full, "cmp_2", 8080, now=100) is None
-    assert signer.verify(full, "cmp_1", 8080, now=100 + signer.ttl + 1) is None
-    assert signer.verify("garbage", "cmp_1", 8080, now=100) is None
+    view = signer.mint("cmp_1", 8080, "pub_1", "key_1", VIEW, now=100)
+    assert signer.verify(view, "cmp_1", 8080, "pub_1", now=100) == ("key_1", VIEW)
+    assert signer.verify(view.replace(".view.", ".full."), "cmp_1", 8080, "pub_1", now=100) is None
+    full = signer.mint("cmp_1", 8080, "pub_1", "key_1", FULL, now=100)
+    assert signer.verify(full, "cmp_1", 8080, "pub_1", now=100) == ("key_1", FULL)
+    assert signer.verify(full, "cmp_2", 8080, "pub_1", now=100) is None
+    assert signer.verify(full, "cmp_1", 8080, "pub_2", now=100) is None  # published again
+    assert signer.verify(full, "cmp_1", 8080, "pub_1", now=100 + signer.ttl + 1) is None
+    assert signer.verify("garbage", "cmp_1", 8080, "pub_1", now=100) is None
 
 
 def test_a_cookie_expires_no_later_than_asked_and_odd_values_open_nothing() -> None:
     signer = CookieSigner(b"k" * 32)
-    capped = signer.mint("cmp_1", 8080, "key_1", VIEW, now=100, not_after=160)
-    assert signer.verify(capped, "cmp_1", 8080, now=160) == ("key_1", VIEW)
-    assert signer.verify(capped, "cmp_1", 8080, now=161) is None
-    later = signer.mint("cmp_1", 8080, "key_1", VIEW, now=100, not_after=10**9)
+    capped = signer.mint("cmp_1", 8080, "pub_1", "key_1", VIEW, now=100, not_after=160)
+    assert signer.verify(capped, "cmp_1", 8080, "pub_1", now=160) == ("key_1", VIEW)
+    assert signer.verify(capped, "cmp_1", 8080, "pub_1", now=161) is None
+    later = signer.mint("cmp_1", 8080, "pub_1", "key_1", VIEW, now=100, not_after=10**9)
     assert later.split(".")[1] == str(100 + signer.ttl)  # never longer than the cookie's own
     mac = later.rsplit(".", 1)[1]
     for odd in (f"key_1.{'9' * 5000}.view.{mac}", f"key_1.160.view.{mac}é", "é.é.é.é"):
-        assert signer.verify(odd, "cmp_1", 8080, now=100) is None
+        assert signer.verify(odd, "cmp_1", 8080, "pub_1", now=100) is None

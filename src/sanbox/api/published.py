@@ -4,7 +4,7 @@ stream; ``PORT-NAME.<domain>`` is the short form for the default org, and only f
 names one computer of one org whatever other orgs call theirs. A private port needs a key of that
 org (or the port's cookie, see `ports.access`); nothing of the caller's credentials reaches the
 guest, and a page load with a key in its URL is moved to the URL without it first, public port or
-private (`_send_back`). A request to a suspended computer wakes it.
+private (`ports.send_back`). A request to a suspended computer wakes it.
 
 A visitor who may not open a port (no key, a key of another org, no valid cookie) gets one answer
 whether the port is private or does not exist: 404 `port_not_found` with the same message, after
@@ -18,7 +18,6 @@ credential: the visitor gets the keyless answer."""
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import time
@@ -28,7 +27,7 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..control.errors import ControlError, ForbiddenError, NotFoundError
+from ..control.errors import AuthError, ControlError, ForbiddenError, NotFoundError
 from ..control.keys import Keys, Principal
 from ..control.network import publication
 from ..host.keys.secret import derived_key
@@ -45,7 +44,6 @@ from .ports.access import (
     VIEW,
     CookieSigner,
     credentials,
-    query_without_token,
     stripped,
     view_requested,
 )
@@ -53,6 +51,7 @@ from .ports.origin import check_origin
 from .ports.public_relays import PublicRelays
 from .ports.relay import send_error
 from .ports.rfb import RfbViewOnly
+from .ports.send_back import send_back
 from .ports.view_link import NOWHERE, LinkTarget, ViewLinkSigner
 from .ports.view_link import PURPOSE as VIEW_LINK_PURPOSE
 from .settings import DEFAULT_ORG
@@ -60,12 +59,14 @@ from .standing import (
     KEY_LAPSED,
     Check,
     Lapsed,
+    Standing,
     key_id_stands,
     token_stands,
     while_standing,
 )
 
 log = logging.getLogger(__name__)
+PORT_CHANGED = "this port was unpublished or made private since the connection opened: it ends"
 
 
 async def _refuse(scope: Scope, send: Send, exc: ControlError) -> None:
@@ -165,9 +166,14 @@ class PublishedPorts:
         whole domain (a script can; a guest's Set-Cookie cannot, see `relay.guest_cookies`):
         each is checked, not only the first. The MAC is checked whether or not the port exists
         (against no computer then), so a visitor cannot time the difference."""
-        signer, computer_id = self.signer(state), row.id if row is not None else ""
+        signer = self.signer(state)
+        computer_id, pub = (row.id, publication(row, port)) if row is not None else ("", "")
         verified = next(
-            ((*v, c) for c in cookies if (v := signer.verify(c, computer_id, port)) is not None),
+            (
+                (*v, c)
+                for c in cookies
+                if (v := signer.verify(c, computer_id, port, pub)) is not None
+            ),
             None,
         )
         if verified is None or row is None:
@@ -181,13 +187,32 @@ class PublishedPorts:
         return key.id, mode, value
 
     def _cookie_stands(
-        self, state: Any, cookie: tuple[str, str, str], computer_id: str, port: int
+        self, state: Any, cookie: tuple[str, str, str], row: ComputerRow, port: int
     ) -> Check:
         """A cookie's connection lasts while the cookie is valid (its own end: a view link's
         is the link's) and its key stands."""
         key_stands = key_id_stands(state.keys, cookie[0])
-        signer, value = self.signer(state), cookie[2]
-        return lambda: signer.verify(value, computer_id, port) is not None and key_stands()
+        signer, value, pub = self.signer(state), cookie[2], publication(row, port)
+        return lambda: signer.verify(value, row.id, port, pub) is not None and key_stands()
+
+    def _published(
+        self, state: Any, target: PortHost, row: ComputerRow, public: bool = False
+    ) -> tuple[Check, ControlError]:
+        """The check that the port is published still as it was when a connection opened: the
+        same publication of the same computer, and public if it was opened as public (a
+        connection a key or its cookie opened may go on when its port is made public: the key
+        opens it either way); with what a connection is told once it is not."""
+        computer_id, opened = row.id, publication(row, target.port)
+
+        def check() -> bool:
+            try:
+                now, _, now_public = self._find(state, target)
+            except NotFoundError:
+                return False
+            same = now.id == computer_id and publication(now, target.port) == opened
+            return same and (now_public or not public)
+
+        return check, NotFoundError(PORT_CHANGED, "port_not_found")
 
     def _link_key(
         self, state: Any, token: str | None, row: ComputerRow | None, port: int
@@ -232,10 +257,11 @@ class PublishedPorts:
         row, owner, public = found
         if public:
             if creds.from_query and _page_load(scope):  # no cookie needed: only the key goes
-                await _send_back(scope, send)
+                await send_back(scope, send)
                 return
+            stands = Standing(self._published(state, target, row, public=True))
             with self.public.holding(row.id):
-                await self._open(scope, receive, send, state, owner, row, target.port)
+                await self._open(scope, receive, send, state, owner, row, target.port, stands)
             return
         keys = state.keys
         if principal is not None and own:
@@ -243,19 +269,20 @@ class PublishedPorts:
             if creds.from_query and _page_load(scope):
                 mode = VIEW if view_requested(scope) else FULL
                 await self._send_to_cookie(
-                    scope, send, state, row.id, target.port, principal.key.id, mode
+                    scope, send, state, row, target.port, principal.key.id, mode
                 )
                 return
-            stands = token_stands(keys, creds.key)
+            stands = Standing(
+                self._published(state, target, row),
+                (token_stands(keys, creds.key), AuthError(KEY_LAPSED)),
+            )
             with holding(self.open_requests, principal.key.id, principal.org.id):
-                await self._open(
-                    scope, receive, send, state, owner, row, target.port, stands=stands
-                )
+                await self._open(scope, receive, send, state, owner, row, target.port, stands)
             return
         if principal is None and link is not None and _page_load(scope):
             key_id, expires = link  # a view link: traded for a view-only cookie, never longer
             await self._send_to_cookie(
-                scope, send, state, row.id, target.port, key_id, VIEW, not_after=expires
+                scope, send, state, row, target.port, key_id, VIEW, not_after=expires
             )
             return
         if principal is None and cookie is not None:
@@ -263,10 +290,13 @@ class PublishedPorts:
             view_only = cookie[1] == VIEW
             if view_only and scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
                 raise ForbiddenError("this port was opened view-only", "view_only")
-            stands = self._cookie_stands(state, cookie, row.id, target.port)
+            stands = Standing(
+                self._published(state, target, row),
+                (self._cookie_stands(state, cookie, row, target.port), AuthError(KEY_LAPSED)),
+            )
             with holding(self.open_requests, cookie[0], row.org_id):
                 await self._open(
-                    scope, receive, send, state, owner, row, target.port, view_only, stands
+                    scope, receive, send, state, owner, row, target.port, stands, view_only
                 )
             return
         raise hidden(target)
@@ -280,12 +310,13 @@ class PublishedPorts:
         owner: Org,
         row: ComputerRow,
         port: int,
+        stands: Standing,
         view_only: bool = False,
-        stands: Check | None = None,
     ) -> None:
-        """Relay to the port; a WebSocket or an HTTP exchange opened by a key or a cookie lasts
-        while the key stands (`stands`: a VNC, a terminal, an event stream or a long download
-        left open would outlive its key's revocation)."""
+        """Relay to the port; a WebSocket or an HTTP exchange lasts while what let it in stands
+        (`stands`: its publication, and the key or cookie that opened it; a VNC, a terminal, an
+        event stream or a long download left open would outlive its key's revocation, or its
+        port's unpublishing)."""
         host_header = f"127.0.0.1:{port}"
         async with state.computers.tcp(owner, row.id, port) as stream:
             if scope["type"] == "websocket":
@@ -298,12 +329,9 @@ class PublishedPorts:
                     host_header=host_header,
                     client_filter=client_filter,
                 )
-                if stands is None:
-                    await relay
-                elif not await while_standing(stands, relay):
-                    await send({"type": "websocket.close", "code": 1008, "reason": KEY_LAPSED})
-            elif stands is None:
-                await relay_http(stripped(scope), receive, send, stream, host_header=host_header)
+                if not await while_standing(stands, relay):
+                    why = stands.lapsed.message if stands.lapsed else KEY_LAPSED
+                    await send({"type": "websocket.close", "code": 1008, "reason": why[:120]})
             else:
                 await _http_while_standing(stands, scope, receive, send, stream, host_header)
 
@@ -312,7 +340,7 @@ class PublishedPorts:
         scope: Scope,
         send: Send,
         state: Any,
-        computer_id: str,
+        row: ComputerRow,
         port: int,
         key_id: str,
         mode: str,
@@ -323,36 +351,23 @@ class PublishedPorts:
         signer = self.signer(state)
         secure = forwarded_proto(scope) == "https"
         now = int(time.time())
-        value = signer.mint(computer_id, port, key_id, mode, now=now, not_after=not_after)
+        pub = publication(row, port)
+        value = signer.mint(row.id, port, pub, key_id, mode, now=now, not_after=not_after)
         max_age = signer.ttl if not_after is None else max(0, min(signer.ttl, not_after - now))
-        await _send_back(scope, send, signer.set_cookie_header(value, max_age, secure))
-
-
-async def _send_back(scope: Scope, send: Send, cookie: tuple[bytes, bytes] | None = None) -> None:
-    """A page that moves the browser to the same URL without Sanbox's credentials (a meta
-    refresh: see `ports.access`), setting `cookie` if one is given. A page load never reaches
-    the guest with a key in its URL, private port or public: the guest's page would have it in
-    its address bar (its scripts read it, its links send it as Referer)."""
-    query = query_without_token(scope.get("query_string") or b"")
-    location = (scope.get("raw_path") or scope["path"].encode()) + (b"?" + query if query else b"")
-    url = html.escape(location.decode("latin-1"), quote=True)
-    body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
-    headers = [
-        (b"content-type", b"text/html; charset=utf-8"),
-        *([cookie] if cookie is not None else []),
-        (b"cache-control", b"no-store"),
-        (b"referrer-policy", b"no-referrer"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+        await send_back(scope, send, signer.set_cookie_header(value, max_age, secure))
 
 
 async def _http_while_standing(
-    stands: Check, scope: Scope, receive: Receive, send: Send, stream: ByteStream, host_header: str
+    stands: Standing,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    stream: ByteStream,
+    host_header: str,
 ) -> None:
-    """`relay_http` until it ends or the key lapses: a lapse before the response's head is a 401;
-    after it, `Lapsed` is raised (the server aborts the connection, as a broken-off one)."""
+    """`relay_http` until it ends or what let it in lapses: a lapse before the response's head is
+    answered with the lapse's error (401 for a key); after it, `Lapsed` is raised (the server
+    aborts the connection, as a broken-off one)."""
     started = False
 
     async def watched(message: Message) -> None:
@@ -363,6 +378,7 @@ async def _http_while_standing(
     relay = relay_http(stripped(scope), receive, watched, stream, host_header=host_header)
     if await while_standing(stands, relay):
         return
+    lapse = stands.lapsed or AuthError(KEY_LAPSED)
     if started:
-        raise Lapsed(KEY_LAPSED)
-    await send_error(send, 401, "unauthorized", KEY_LAPSED)
+        raise Lapsed(lapse.message)
+    await send_error(send, lapse.status, lapse.code, lapse.message)

@@ -14,13 +14,31 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..control.errors import AuthError
+from ..control.errors import AuthError, ControlError
 from ..control.keys import Keys
 from .auth import bearer_token
 
 RECHECK = 5.0  # seconds between the checks of a live stream's or socket's standing
 KEY_LAPSED = "this API key was revoked or has expired: the connection ends"
 Check = Callable[[], bool]  # True: it still stands
+
+
+class Standing:
+    """What a connection lasts while, when that is more than one thing (a port's: its key, and
+    its publication): checks that must all stand, each with the error its connection is answered
+    or ended with once it does not. A `Check` itself; `lapsed` is the error of the first check
+    that failed (None while all stand)."""
+
+    def __init__(self, *checks: tuple[Check, ControlError]) -> None:
+        self.checks = checks
+        self.lapsed: ControlError | None = None
+
+    def __call__(self) -> bool:
+        for check, error in self.checks:
+            if not check():
+                self.lapsed = error
+                return False
+        return True
 
 
 def key_stands(conn: HTTPConnection) -> Check:

@@ -133,21 +133,25 @@ def mac_matches(mac: str, expected: str) -> bool:
 
 class CookieSigner:
     """Signs and checks port cookies: ``KEY_ID.EXPIRES.MODE.MAC`` where the MAC (HMAC-SHA256
-    under a key of the server's) covers the computer, the port, the key, the expiry and the mode
-    (``full`` or ``view``)."""
+    under a key of the server's) covers the computer, the port, its publication (the id of
+    `control.network.publication`: a port unpublished and published again is another one, which
+    no cookie of the first opens), the key, the expiry and the mode (``full`` or ``view``)."""
 
     def __init__(self, secret: bytes, ttl: int = COOKIE_TTL) -> None:
         self._secret = secret
         self.ttl = ttl
 
-    def _mac(self, computer_id: str, port: int, key_id: str, expires: int, mode: str) -> str:
-        msg = f"{computer_id}|{port}|{key_id}|{expires}|{mode}".encode()
+    def _mac(
+        self, computer_id: str, port: int, publication: str, key_id: str, expires: int, mode: str
+    ) -> str:
+        msg = f"port-cookie|{computer_id}|{port}|{publication}|{key_id}|{expires}|{mode}".encode()
         return hmac.new(self._secret, msg, hashlib.sha256).hexdigest()
 
     def mint(
         self,
         computer_id: str,
         port: int,
+        publication: str,
         key_id: str,
         mode: str = FULL,
         now: float | None = None,
@@ -159,11 +163,16 @@ class CookieSigner:
         expires = int(now if now is not None else time.time()) + self.ttl
         if not_after is not None:
             expires = min(expires, not_after)
-        mac = self._mac(computer_id, port, key_id, expires, mode)
+        mac = self._mac(computer_id, port, publication, key_id, expires, mode)
         return f"{key_id}.{expires}.{mode}.{mac}"
 
     def verify(
-        self, value: str, computer_id: str, port: int, now: float | None = None
+        self,
+        value: str,
+        computer_id: str,
+        port: int,
+        publication: str,
+        now: float | None = None,
     ) -> tuple[str, str] | None:
         """The key id and mode the cookie was made for, or None if it is not valid here and now.
         The MAC is compared whatever else is wrong, so every refusal takes the same time."""
@@ -171,7 +180,7 @@ class CookieSigner:
         expires_text, _, rest = rest.partition(".")
         mode, _, mac = rest.partition(".")
         well_formed, expires = signed_fields(key_id, expires_text, mac)
-        good = mac_matches(mac, self._mac(computer_id, port, key_id, expires, mode))
+        good = mac_matches(mac, self._mac(computer_id, port, publication, key_id, expires, mode))
         if not (well_formed and good and mode in (FULL, VIEW)):
             return None
         if expires < (now if now is not None else time.time()):
