@@ -27,3 +27,15 @@ def test_a_key_in_a_public_port_s_url_is_dropped_before_the_page_loads(server: S
         assert r.status_code == 200 and r.text == "guest page\n"
         assert [path for path, _ in seen.requests] == ["/b?x=1"]
         assert server.key not in seen.everything()
+
+
+def test_the_page_that_drops_the_key_stays_on_the_port_s_origin(server: Server) -> None:
+    """A port URL whose path begins `//evil.example` was sent to evil.example by the page that
+    drops `?token=` (a scheme-relative URL): an open redirect on every port's host."""
+    with guest_page() as (port, _seen):
+        publish(server, server.key, "home", port, public=False)
+        host = f"{port}-home.localhost:7070"
+        url = f"http://{host}//evil.example/x?token={server.key}"
+        r = server.client.get(url, headers={"host": host}, follow_redirects=False)
+        assert r.status_code == 200, r.text
+        assert 'content="0;url=/evil.example/x"' in r.text

@@ -19,7 +19,8 @@ async def send_back(scope: Scope, send: Send, cookie: tuple[bytes, bytes] | None
     the guest with a key in its URL, private port or public: the guest's page would have it in
     its address bar (its scripts read it, its links send it as Referer)."""
     query = query_without_token(scope.get("query_string") or b"")
-    location = (scope.get("raw_path") or scope["path"].encode()) + (b"?" + query if query else b"")
+    path = same_origin_path(scope.get("raw_path") or scope["path"].encode())
+    location = path + (b"?" + query if query else b"")
     url = html.escape(location.decode("latin-1"), quote=True)
     body = f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">\n'.encode()
     headers = [
@@ -31,3 +32,11 @@ async def send_back(scope: Scope, send: Send, cookie: tuple[bytes, bytes] | None
     ]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def same_origin_path(raw_path: bytes) -> bytes:
+    """`raw_path` as a path of this origin that no browser reads as another's: a target beginning
+    `//evil.example/` (or `/\\evil.example/`: browsers take a backslash for a slash, and drop
+    tabs and line breaks) is scheme-relative, another site's URL, so the leading run of those
+    is one slash."""
+    return b"/" + raw_path.lstrip(b"/\\\t\r\n ")
