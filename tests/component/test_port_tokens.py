@@ -39,3 +39,22 @@ def test_the_page_that_drops_the_key_stays_on_the_port_s_origin(server: Server) 
         r = server.client.get(url, headers={"host": host}, follow_redirects=False)
         assert r.status_code == 200, r.text
         assert 'content="0;url=/evil.example/x"' in r.text
+
+
+def test_a_token_that_is_no_sanbox_key_is_the_guest_s(server: Server) -> None:
+    """Jupyter's `?token=abc` is its own login: it reaches the guest as it was sent, private port
+    or public, and is neither refused nor counted as a failed login of the visitor's address."""
+    with guest_page() as (port, seen):
+        publish(server, server.key, "lab", port, public=True)
+        host = f"{port}-lab.localhost:7070"
+        for _ in range(25):  # past the failures an address may have (20 a minute)
+            r = get(server, host, "/lab?token=abc123")
+            assert r.status_code == 200 and r.text == "guest page\n", r.text
+        assert {path for path, _ in seen.requests} == {"/lab?token=abc123"}
+        assert server.client.get("/v1/computers", headers=server.headers()).status_code == 200
+        set_private = {"port": port, "public": False}
+        server.client.post("/v1/computers/lab/ports", json=set_private, headers=server.headers())
+        r = get(server, host, "/lab?token=abc123", authorization=f"Bearer {server.key}")
+        assert r.status_code == 200 and seen.requests[-1][0] == "/lab?token=abc123"
+        r = get(server, host, "/lab?token=abc123")  # no key: the keyless answer, not 401
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "port_not_found")

@@ -1,8 +1,9 @@
 """The client's address behind proxies: `X-Forwarded-For` is believed only from a direct peer
 the operator trusts (`SANBOX_TRUSTED_PROXIES`, CIDRs; none by default, so by default the header
 is ignored and the peer's address is the client's). Anyone can write the header; only what a
-trusted proxy appended says where a request came from. The failure limiter, the audit and the
-MCP endpoint's inner requests all take the address from here."""
+trusted proxy appended says where a request came from. The failure limiter, the audit, the
+MCP endpoint's inner requests and the published-port relay (what it tells a guest) all take the
+address from here."""
 
 from __future__ import annotations
 

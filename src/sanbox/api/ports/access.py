@@ -13,8 +13,10 @@ cookie that expires no later than the link. A page load to a public port that co
 ``?token=`` gets the same page without a cookie: a key in a guest page's URL would be read by its
 scripts and sent on as its Referer.
 Before anything is relayed, the request loses every credential of Sanbox's: a Sanbox bearer key,
-the ``token``, ``sanbox_view`` and ``sanbox_view_token`` query parameters and the port cookie.
-Other ``Authorization`` headers and cookies are the guest's own and pass.
+a ``token`` that is a Sanbox key (``sbk_…``), the ``sanbox_view`` and ``sanbox_view_token`` query
+parameters and the port cookie. Other ``Authorization`` headers, cookies and ``token`` values
+are the guest's own and pass: a Jupyter server's ``?token=abc`` is its login, not a failed one of
+Sanbox's.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ MOST_COOKIES = 32  # port cookies a request's are looked through for one that op
 TOKEN_PARAM = "token"
 VIEW_PARAM = "sanbox_view"  # ?sanbox_view=1 beside ?token=: the cookie opens view-only
 VIEW_TOKEN_PARAM = "sanbox_view_token"  # a view link's token (`view_link`)
-SANBOX_PARAMS = frozenset({TOKEN_PARAM, VIEW_PARAM, VIEW_TOKEN_PARAM})
+SANBOX_PARAMS = frozenset({VIEW_PARAM, VIEW_TOKEN_PARAM})  # and a `token` that is a key
 FULL, VIEW = "full", "view"  # what a cookie opens
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 KEY_PREFIX = "sbk_"
@@ -50,6 +52,11 @@ class Credentials:
 
 def _header_values(scope: Scope, name: bytes) -> list[bytes]:
     return [v for k, v in scope.get("headers") or [] if k.lower() == name]
+
+
+def sanbox_token(name: str, value: str) -> bool:
+    """Whether the query parameter `name=value` is a Sanbox key (``token=sbk_…``)."""
+    return name == TOKEN_PARAM and value.startswith(KEY_PREFIX)
 
 
 def _sanbox_bearer(value: bytes) -> str | None:
@@ -74,7 +81,7 @@ def credentials(scope: Scope) -> Credentials:
     query = parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
     from_query = False
     if key is None:
-        key = next((v for k, v in query if k == TOKEN_PARAM and v), None)
+        key = next((v for k, v in query if sanbox_token(k, v)), None)
         from_query = key is not None
     cookies = tuple(
         val for v in _header_values(scope, b"cookie") for n, val in _cookie_pairs(v) if n == COOKIE
@@ -90,14 +97,14 @@ def view_requested(scope: Scope) -> bool:
 
 def query_without_token(query_string: bytes) -> bytes:
     pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
-    kept = [(k, v) for k, v in pairs if k not in SANBOX_PARAMS]
+    kept = [(k, v) for k, v in pairs if k not in SANBOX_PARAMS and not sanbox_token(k, v)]
     if len(kept) == len(pairs):
         return query_string
     return urlencode(kept).encode("latin-1")
 
 
 def stripped(scope: Scope) -> Scope:
-    """The scope the guest may see: without Sanbox's bearer key, token parameter and cookie."""
+    """The scope the guest may see: without Sanbox's bearer key, key parameter and cookie."""
     headers: list[tuple[bytes, bytes]] = []
     for name, value in scope.get("headers") or []:
         lname = name.lower()

@@ -19,6 +19,8 @@ from urllib.parse import quote
 import h11
 from starlette.types import Receive, Scope, Send
 
+from ..forwarded import UNKNOWN, forwarded_proto, scope_client
+
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[bytes, bytes]]
@@ -27,7 +29,10 @@ HOP_BY_HOP = frozenset(
     b"connection keep-alive proxy-authenticate proxy-authorization proxy-connection te trailer "
     b"trailers transfer-encoding upgrade".split()
 )
-_NOT_FORWARDED = frozenset(b"host expect x-forwarded-host x-forwarded-proto".split())
+# What the client may not tell the guest: Sanbox says where the request came from itself
+_NOT_FORWARDED = frozenset(
+    b"host expect forwarded x-forwarded-for x-forwarded-host x-forwarded-proto x-real-ip".split()
+)
 _OWN_COOKIES = frozenset(b"sanbox_port sanbox_console __host-sanbox_console".split())
 
 
@@ -85,15 +90,23 @@ def guest_cookies(headers: Headers) -> Headers:
 
 
 def request_headers(scope: Scope, host_header: str) -> Headers:
-    """The client's headers for the guest: Host replaced, hop-by-hop dropped, X-Forwarded-*."""
+    """The client's headers for the guest: Host replaced, hop-by-hop dropped, and X-Forwarded-*
+    as Sanbox knows them, never as the client wrote them: `X-Forwarded-For` the one address
+    Sanbox believes the client's (the peer's, or a trusted proxy's report of it:
+    `forwarded.scope_client`; a chain the client wrote would let it pose as any address to a
+    guest that trusts the header), `X-Forwarded-Proto` the scheme the browser used (behind a
+    trusted proxy that ends TLS, https: `forwarded.forwarded_proto`), `X-Forwarded-Host` its
+    Host. A client's `Forwarded` and `X-Real-IP` are dropped too."""
     raw: Headers = list(scope.get("headers") or [])
     original_host = next((value for name, value in raw if name.lower() == b"host"), None)
     headers = [(b"host", host_header.encode("latin-1"))]
     headers += _without_hop_by_hop(raw, _NOT_FORWARDED)
     if original_host is not None:
         headers.append((b"x-forwarded-host", original_host))
-    secure = scope.get("scheme") in ("https", "wss")
-    headers.append((b"x-forwarded-proto", b"https" if secure else b"http"))
+    headers.append((b"x-forwarded-proto", forwarded_proto(scope).encode("latin-1")))
+    client = scope_client(scope)
+    if client != UNKNOWN:
+        headers.append((b"x-forwarded-for", client.encode("latin-1")))
     return headers
 
 
