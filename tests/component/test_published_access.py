@@ -260,8 +260,13 @@ def test_a_cookie_request_must_come_from_the_port_s_own_page(
     assert [p for p, _ in seen.requests] == []
     mine = {"host": host, "cookie": cookie, "origin": f"http://{host}"}
     assert server.client.post("/x", headers=mine).status_code == 501  # the guest's: it got there
-    r = get(server, host, "/y", cookie=cookie, origin="http://evil.example")  # GET: a page load
-    assert r.status_code == 200
+    r = get(server, host, "/y", cookie=cookie, origin="http://evil.example")  # a script's GET
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "cross_origin")
+    navigation = {"sec-fetch-site": "same-site", "sec-fetch-mode": "navigate"}
+    r = get(server, host, "/y", cookie=cookie, **navigation, **{"sec-fetch-dest": "document"})
+    assert r.status_code == 200  # a link followed from another port's page: a page load
+    r = get(server, host, "/z", cookie=cookie, **navigation, **{"sec-fetch-dest": "iframe"})
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "cross_origin")  # framed
     # a key instead of the cookie is no browser's doing: no Origin needed
     r = server.client.post(
         "/x",

@@ -25,25 +25,46 @@ def test_same_origin_is_scheme_host_and_port() -> None:
     assert not same_origin(f"https://{HOST}.evil.com", "https", HOST)
 
 
-def _scope(kind: str, method: str, origin: str | None) -> dict[str, object]:
+def _scope(kind: str, method: str, origin: str | None, **fetch: str) -> dict[str, object]:
     headers = [(b"host", HOST.encode())] + ([(b"origin", origin.encode())] if origin else [])
+    headers += [(f"sec-fetch-{k}".encode(), v.encode()) for k, v in fetch.items()]
     return {"type": kind, "method": method, "headers": headers}
 
 
 def test_check_origin() -> None:
-    check_origin(_scope("http", "GET", "https://evil.example"), "https")  # a page load
+    check_origin(_scope("http", "GET", None), "https")  # a page load (or no browser's)
     check_origin(_scope("http", "POST", None), "https")  # no browser sends a POST without it
     check_origin(_scope("http", "POST", f"https://{HOST}"), "https")
+    check_origin(_scope("http", "GET", f"https://{HOST}"), "https")
     check_origin(_scope("websocket", "GET", f"https://{HOST}"), "https")
     for scope in (
         _scope("http", "POST", "https://evil.example"),
         _scope("http", "DELETE", "null"),
+        _scope("http", "GET", "https://8080-other.evil.example.com"),  # a script's fetch
+        _scope("http", "HEAD", "https://evil.example"),
         _scope("websocket", "GET", "https://evil.example"),
         _scope("websocket", "GET", None),  # a WebSocket must say where it comes from
     ):
         with pytest.raises(ForbiddenError) as exc:
             check_origin(scope, "https")
         assert exc.value.code == "cross_origin"
+
+
+def test_another_port_s_page_reaches_this_one_by_a_followed_link_only() -> None:
+    """Ports share a site, so the Strict cookie goes with another port's page's requests: an
+    image, a script, a frame or a no-cors fetch from it (no Origin) is told apart by
+    `Sec-Fetch-Site`; a link followed to this page (a top-level navigation) still opens it."""
+    own = ("same-origin", "none")
+    for site in own:
+        check_origin(_scope("http", "GET", None, site=site, mode="no-cors", dest="image"), "https")
+    for site in ("same-site", "cross-site"):
+        navigation = _scope("http", "GET", None, site=site, mode="navigate", dest="document")
+        check_origin(navigation, "https")
+        for mode, dest in (("no-cors", "image"), ("no-cors", "script"), ("navigate", "iframe")):
+            scope = _scope("http", "GET", None, site=site, mode=mode, dest=dest)
+            with pytest.raises(ForbiddenError) as exc:
+                check_origin(scope, "https")
+            assert exc.value.code == "cross_origin"
 
 
 def test_a_view_cookie_cannot_be_made_a_full_one_nor_outlive_its_publication() -> None:

@@ -10,11 +10,12 @@ A visitor who may not open a port (no key, a key of another org, no valid cookie
 whether the port is private or does not exist: 404 `port_not_found` with the same message, after
 the same lookups, so URLs cannot be enumerated; a key of the URL's own org gets the precise
 answer. A wrong key is refused (401) before anything is looked up, the same for every URL.
-Cookie-authenticated requests come from a browser: their `Origin` must be the port's own
-(`ports.origin`), and a cookie minted view-only (`?token=KEY&sanbox_view=1`, or a view link's
-`?sanbox_view_token=`, `ports.view_link`) opens only safe methods and WebSockets whose client
-input is dropped (`ports.rfb`). A view link that is not valid for this URL, here and now, is no
-credential: the visitor gets the keyless answer."""
+Cookie-authenticated requests come from a browser: the port's own page or a page load
+(`ports.origin`: `Origin`, `Sec-Fetch-Site`), and a cookie minted view-only
+(`?token=KEY&sanbox_view=1`, or a view link's `?sanbox_view_token=`, `ports.view_link`) opens
+only safe methods and WebSockets whose client input is dropped (`ports.rfb`). A view link
+that is not valid for this URL, here and now, is no credential: the visitor gets the keyless
+answer."""
 
 from __future__ import annotations
 

@@ -1,10 +1,17 @@
 """A browser's request to a published port, authenticated by the port's cookie, must come from the
-port's own page: its `Origin` is the URL's own (same scheme, host and port). Ports of many orgs
-live under one registrable domain, so `SameSite` alone lets the page of one port drive another
-port's cookie; `Origin` tells them apart. Checked for every method but GET, HEAD and OPTIONS
-when the header is present (browsers send it on those), and for every WebSocket, where it must
-be present (a browser always sends it; the WebSocket has no SameSite protection of its own).
-Requests with a key instead of the cookie are not a browser's doing and need no Origin."""
+port's own page. Ports of many orgs live under one registrable domain, so the port cookie
+(SameSite=Strict) goes along with a request another org's port page makes: one port's page could
+read or drive another's. So, for every method and every WebSocket:
+
+- an `Origin`, when present, must be the URL's own (same scheme, host and port); a WebSocket
+  must carry one (a browser always sends it; the WebSocket has no SameSite protection). A page
+  load has none; a script's fetch across origins has one, a GET's too.
+- a `Sec-Fetch-Site`, when present, must be `same-origin` or `none` (typed, a bookmark), unless
+  the request is a top-level navigation (`Sec-Fetch-Mode: navigate`, `Sec-Fetch-Dest:
+  document`): following a link from elsewhere opens the port's page, while a fetch, an image, a
+  script or a frame from another port's page does not reach it with the cookie.
+
+Requests with a key instead of the cookie are not a browser's doing and need neither."""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from starlette.types import Scope
 
 from ...control.errors import ForbiddenError
 
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SAME_ORIGIN = frozenset({"same-origin", "none"})  # Sec-Fetch-Site of the port's own page, or none
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -39,17 +46,27 @@ def same_origin(origin: str, scheme: str, host: str) -> bool:
 
 
 def check_origin(scope: Scope, scheme: str) -> None:
-    """ForbiddenError (`cross_origin`) unless the request may come with this Origin."""
+    """ForbiddenError (`cross_origin`) unless a request with the port's cookie may come from
+    where its browser says it comes from."""
     headers = {k.lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
     origin, host = headers.get(b"origin"), headers.get(b"host", "")
     websocket = scope["type"] == "websocket"
-    if not websocket and scope["method"] in SAFE_METHODS:
-        return
+    came_from = origin or "no origin"
+    allowed = origin is not None and same_origin(origin, scheme, host)
     if origin is None and not websocket:
-        return
-    if origin is None or not same_origin(origin, scheme, host):
+        site = headers.get(b"sec-fetch-site", "none").strip().lower()
+        came_from = f"another page ({site})"
+        allowed = site in SAME_ORIGIN or _navigation(headers)
+    if not allowed:
         raise ForbiddenError(
             f"a request with the port's cookie must come from the port's own page "
-            f"({scheme}://{host}); this one came from {origin or 'no origin'}",
+            f"({scheme}://{host}) or be a page load; this one came from {came_from}",
             "cross_origin",
         )
+
+
+def _navigation(headers: dict[bytes, str]) -> bool:
+    """A top-level navigation: a link followed to the page, never a fetch or a frame."""
+    mode = headers.get(b"sec-fetch-mode", "").strip().lower()
+    dest = headers.get(b"sec-fetch-dest", "").strip().lower()
+    return mode == "navigate" and dest == "document"
