@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from sanbox.api import ServerSettings, create_app
@@ -73,6 +74,16 @@ class Server:
 
     def headers(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.key}"}
+
+
+def local_app(short_tmp: Path, **more: Any) -> tuple[FastAPI, DataDir]:
+    """The real app on the local driver (no networking), its data dir under `short_tmp` with a
+    stand-in image, watching every 0.2 s, with `more` of its settings; writes no client config."""
+    dd = DataDir(short_tmp / "data")
+    dd.ensure()
+    fake_image(dd)
+    settings = ServerSettings(data_dir=dd.root, client_config=None, watch_interval=0.2, **more)
+    return create_app(settings, HostRuntime(dd, LocalDriver(), networking=False)), dd
 
 
 def start_server(

@@ -14,13 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sanbox.api import ServerSettings, create_app, standing
+from sanbox.api import standing
 from sanbox.control.guest_verbs import GuestVerbs
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
 
-from .conftest import Server, fake_image, served
+from .conftest import Server, local_app, served
 from .test_api_computers import create
 from .test_published_access import in_background
 
@@ -110,11 +107,7 @@ def test_a_cut_download_is_no_error_in_the_servers_log(
 ) -> None:
     """Served by uvicorn, as `sanbox server` serves: the cut is a line of information, not an
     "Exception in ASGI application" traceback nor an "internal error"."""
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(data_dir=dd.root, client_config=None)
-    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    app, _ = local_app(short_tmp)
     collect = _Collect(logging.INFO)
     logged = collect.records
     watched = [logging.getLogger(n) for n in ("uvicorn.error", "sanbox.api.errors")]

@@ -26,7 +26,6 @@ import pytest
 from cryptography import x509
 
 from sanbox import Sanbox, pki
-from sanbox.api import ServerSettings, create_app
 from sanbox.fleet.link import serve as link_serve
 from sanbox.fleet.link.agent import OPERATION, HostAgent
 from sanbox.fleet.link.link import HostUnreachableError
@@ -41,7 +40,7 @@ from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.fleet import FleetHost
 from tests.conftest import free_port
 
-from .conftest import LiveServer, fake_image, served
+from .conftest import LiveServer, fake_image, local_app, served
 
 pytestmark = pytest.mark.component
 
@@ -429,18 +428,7 @@ def serving_fleet(
 ) -> Iterator[LiveServer]:
     """The real app on the local driver, watching its hosts every 0.2 s with these leases (and
     `more` of its settings)."""
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root,
-        client_config=None,
-        watch_interval=0.2,
-        host_lease=lease,
-        host_lost_after=lost_after,
-        **more,
-    )
-    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    app, dd = local_app(short_tmp, host_lease=lease, host_lost_after=lost_after, **more)
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
 

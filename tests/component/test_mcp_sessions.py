@@ -10,12 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sanbox.api import ServerSettings, create_app
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
-
-from .conftest import LiveServer, fake_image, served
+from .conftest import LiveServer, local_app, served
 
 pytestmark = pytest.mark.component
 
@@ -35,17 +30,7 @@ ACCEPT = {"Accept": "application/json, text/event-stream"}
 @pytest.fixture
 def small(short_tmp: Path) -> Iterator[LiveServer]:
     """A live server whose keys hold 2 MCP sessions each and whose orgs 3."""
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root,
-        client_config=None,
-        watch_interval=0.2,
-        mcp_sessions_per_key=2,
-        mcp_sessions_per_org=3,
-    )
-    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    app, dd = local_app(short_tmp, mcp_sessions_per_key=2, mcp_sessions_per_org=3)
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
 

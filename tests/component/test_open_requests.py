@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from sanbox.api import ServerSettings, create_app
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
-
-from .conftest import fake_image
+from .conftest import local_app
 
 pytestmark = pytest.mark.component
 
@@ -29,17 +24,8 @@ def _h(key: str) -> dict[str, str]:
 
 @pytest.fixture
 def client(short_tmp: Path) -> Iterator[TestClient]:
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root,
-        client_config=None,
-        watch_interval=0.2,
-        open_requests_per_key=2,
-        open_requests_per_org=3,
-    )
-    with TestClient(create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))) as c:
+    app, _ = local_app(short_tmp, open_requests_per_key=2, open_requests_per_org=3)
+    with TestClient(app) as c:
         yield c
 
 

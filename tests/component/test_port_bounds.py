@@ -14,12 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from sanbox.api import ServerSettings, create_app
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
-
-from .conftest import Server, fake_image
+from .conftest import Server, local_app
 from .test_published_access import get, guest_echo, opened_by, publish
 
 pytestmark = pytest.mark.component
@@ -28,19 +23,9 @@ pytestmark = pytest.mark.component
 @pytest.fixture
 def bounded(short_tmp: Path) -> Iterator[Server]:
     """A server whose keys hold 2 open requests each and whose computers' public ports 2."""
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root,
-        client_config=None,
-        watch_interval=0.2,
-        open_requests_per_key=2,
-        public_port_connections=2,
-    )
-    app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
+    app, dd = local_app(short_tmp, open_requests_per_key=2, public_port_connections=2)
     with TestClient(app) as client:
-        yield Server(client, app.state.first_key, dd, settings)
+        yield Server(client, app.state.first_key, dd, app.state.settings)
 
 
 def refused(server: Server, headers: dict[str, str]) -> None:
