@@ -25,6 +25,18 @@ from .conftest import LiveServer
 
 pytestmark = pytest.mark.component
 
+INITIALIZE = {  # an MCP session's first request, made by hand
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
 SANBOX = Path(sys.executable).parent / "sanbox"  # the console script an MCP client runs
 TOOLS = {
     "list_computers",
@@ -261,21 +273,8 @@ def test_an_mcp_session_answers_only_the_key_that_opened_it(live_server: LiveSer
             await api.post("/v1/orgs", json={"name": "other"}, headers=admin)
             made = await api.post("/v1/keys", json={"org": "other"}, headers=admin)
             other_key = made.json()["key"]
-            headers = {"Accept": "application/json, text/event-stream"}
-            opened = await api.post(
-                "/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
-                headers={**headers, **admin},
-            )
+            headers = ACCEPT
+            opened = await api.post("/mcp", json=INITIALIZE, headers={**headers, **admin})
             session_id = opened.headers["mcp-session-id"]
             borrowed = await api.post(
                 "/mcp",

@@ -11,20 +11,9 @@ import httpx
 import pytest
 
 from .conftest import LiveServer, local_app, served
+from .test_mcp import ACCEPT, INITIALIZE
 
 pytestmark = pytest.mark.component
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
