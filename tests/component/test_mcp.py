@@ -225,23 +225,14 @@ def test_mcp_over_http_refuses_a_request_without_a_valid_key(
     live_server: LiveServer, key: str | None
 ) -> None:
     """No MCP session is opened and nothing runs: the API's 401, before the protocol starts."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "attacker", "version": "1"},
-        },
-    }
+    initialize = INITIALIZE
     create = {
         "jsonrpc": "2.0",
         "id": 2,
         "method": "tools/call",
         "params": {"name": "create_computer", "arguments": {"name": "intruder"}},
     }
-    headers = {"Accept": "application/json, text/event-stream"}
+    headers = dict(ACCEPT)
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     with httpx.Client(base_url=live_server.url, headers=headers) as http:
@@ -317,23 +308,14 @@ def test_a_key_holds_a_bounded_number_of_mcp_sessions(live_server: LiveServer) -
     """Past `SANBOX_MCP_SESSIONS_PER_KEY` (16) open sessions a key gets the API's 429 before a
     session is made; another key is not affected, and ending a session makes room."""
     version = {"Mcp-Protocol-Version": "2025-06-18"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    initialize = INITIALIZE
 
     async def scenario() -> None:
         async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as api:
             admin = {"Authorization": f"Bearer {live_server.key}"}
             made = await api.post("/v1/keys", json={"name": "other"}, headers=admin)
             other = {"Authorization": f"Bearer {made.json()['key']}"}
-            accept = {"Accept": "application/json, text/event-stream"}
+            accept = ACCEPT
             sessions = []
             for _ in range(16):
                 opened = await api.post("/mcp", json=initialize, headers={**accept, **admin})
