@@ -20,15 +20,17 @@ Members survive a server restart like any computer (the reconciler re-attaches t
 node does not hold, on a fleet host or made by another API node, is attached at its claim) and the
 loop refills or trims the pool; a member that is not running, or that came from a build of the
 template that is no longer its current one, is discarded, never leaked nor handed out stale.
-A member counts as ready once its warm-up has run (`_warm`), not when it starts running: a claim
-of one still warming waits for it, and under TCG a just-restored guest's warm-up keeps a core
-busy. (An API node that did not make it, or a restarted one, counts it ready once running.)
+A member counts as ready once its warm-up has run (`pool_warmup.py`), not when it starts
+running: a claim of one still warming waits for it, and under TCG a just-restored guest's warm-up
+keeps a core busy. (An API node that did not make it, or a restarted one, counts it ready once
+running.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,7 +41,7 @@ from ..host.door import GIB, Policy, faults
 from ..store import repo
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, quotas, readiness, template_lookup, templates
+from . import lifecycle, pool_warmup, quotas, readiness, template_lookup, templates
 from . import provision as provisioning
 from .capacity import Hold
 from .errors import ConflictError, ControlError, InvalidRequestError
@@ -319,40 +321,14 @@ class Pools:
                 self._blocked[pool.id] = f"blocked: {exc.message}"
                 await self.discard(row.id, f"pool member failed: {exc.message}")
                 return
-            await self._warm(row.id)
+            await pool_warmup.warm(fleet, row.id, functools.partial(self._remember, row.id))
         finally:
             self._warming.discard(row.id)
 
-    async def _warm(self, computer_id: str) -> None:
-        """What a claim does in the guest, done once in a new member before anyone claims it:
-        a command, its hostname set (to the name a claim that names none will give it: one
-        request less in the claim), its template's readiness check. The claim and the claimer's
-        first command then find those paths warm (the agent's code, the kernel's, their pages,
-        and under TCG their translation: a restored guest starts with none, ~35 ms of a first
-        exec here). A failure only leaves them colder: the member's health is the reconciler's
-        to judge, its readiness the claim's.
-        It holds the member as an operation: a claim that took the member meanwhile waits for it
-        before it sets its own hostname (which the warm-up's would otherwise overwrite), and a
-        member claimed before the warm-up began is left to its claim."""
-        fleet = self.fleet
-        try:
-            async with fleet.operating(computer_id, "warm"):
-                machine, row = fleet.machines.get(computer_id), fleet.by_id(computer_id)
-                if machine is None or row is None or row.pool is None:
-                    return
-                client = await machine.client(timeout=5.0)
-                await client.exec(["true"], timeout=10.0, max_output=0)
-                name = generate_name()
-                await client.set_hostname(name)
-                now = fleet.by_id(computer_id)  # a claim may have taken it meanwhile
-                member = now is not None and now.pool is not None
-                if member and len(self._hostnames) < MAX_HOSTNAMES:
-                    self._hostnames[computer_id] = name
-                check = readiness.check_of(fleet, row.org_id, row.template, row.region)
-                if check is not None:
-                    await readiness.probe(machine, check)
-        except Exception as exc:  # a warm-up's failure (or a busy member) is not the member's
-            log.info("warming pool member %s failed: %s", computer_id, exc)
+    def _remember(self, computer_id: str, name: str) -> None:
+        """The hostname a warm-up gave a member (a claim that names none keeps it)."""
+        if len(self._hostnames) < MAX_HOSTNAMES:
+            self._hostnames[computer_id] = name
 
     async def refill(self, pool: PoolRow) -> None:
         """Discard members that do not run, trim extras, make one missing member."""
