@@ -22,6 +22,7 @@ import hmac
 
 from starlette.requests import HTTPConnection
 
+from ..api.fetch_site import another_pages
 from ..api.forwarded import forwarded_proto
 from ..control.errors import ForbiddenError
 
@@ -54,18 +55,12 @@ def check_fetch_site(conn: HTTPConnection) -> None:
     """Refuse a request another site's page made (`Sec-Fetch-Site` neither `same-origin` nor
     `none`, a typed address or a bookmark), unless it is a top-level navigation to a page (a link
     to the console followed from elsewhere)."""
-    site = conn.headers.get("sec-fetch-site")
-    if site is None or site in ("same-origin", "none"):
-        return
-    navigation = (
-        conn.headers.get("sec-fetch-mode") == "navigate"
-        and conn.headers.get("sec-fetch-dest") == "document"
-        and conn.scope.get("method") == "GET"
-    )
-    if not navigation:
+    headers = conn.headers
+    site = headers.get("sec-fetch-site")
+    if another_pages(site, headers.get("sec-fetch-mode"), headers.get("sec-fetch-dest")):
         raise ForbiddenError(
-            f"this request was made by another site's page (Sec-Fetch-Site: {site[:20]}): open "
-            "the console from its own page and try again",
+            f"this request was made by another site's page (Sec-Fetch-Site: "
+            f"{(site or '')[:20]}): open the console from its own page and try again",
             "csrf_failed",
         )
 

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 from starlette.types import Scope
 
 from ...control.errors import ForbiddenError
+from ..fetch_site import another_pages
 
-SAME_ORIGIN = frozenset({"same-origin", "none"})  # Sec-Fetch-Site of the port's own page, or none
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -54,19 +54,13 @@ def check_origin(scope: Scope, scheme: str) -> None:
     came_from = origin or "no origin"
     allowed = origin is not None and same_origin(origin, scheme, host)
     if origin is None and not websocket:
-        site = headers.get(b"sec-fetch-site", "none").strip().lower()
-        came_from = f"another page ({site})"
-        allowed = site in SAME_ORIGIN or _navigation(headers)
+        site = headers.get(b"sec-fetch-site")
+        came_from = f"another page ({(site or 'none').strip().lower()[:20]})"
+        mode, dest = headers.get(b"sec-fetch-mode"), headers.get(b"sec-fetch-dest")
+        allowed = not another_pages(site, mode, dest)
     if not allowed:
         raise ForbiddenError(
             f"a request with the port's cookie must come from the port's own page "
             f"({scheme}://{host}) or be a page load; this one came from {came_from}",
             "cross_origin",
         )
-
-
-def _navigation(headers: dict[bytes, str]) -> bool:
-    """A top-level navigation: a link followed to the page, never a fetch or a frame."""
-    mode = headers.get(b"sec-fetch-mode", "").strip().lower()
-    dest = headers.get(b"sec-fetch-dest", "").strip().lower()
-    return mode == "navigate" and dest == "document"
