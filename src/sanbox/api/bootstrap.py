@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..sdk.config import config_text, write_config_file
 from ..store import Database, repo
 from .settings import DEFAULT_ORG
 
@@ -24,14 +25,14 @@ def write_client_config(path: Path, url: str, api_key: str) -> Path:
     file named for this server (`config-127.0.0.1-7070.toml`, `-2` after it if that is there
     too), made only if new."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    text = f'url = "{url}"\napi_key = "{api_key}"\n'
+    settings = {"url": url, "api_key": api_key}
+    text = config_text(settings)
     for candidate in (path, *_beside(path, url)):
         try:
             fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             if candidate == path and not path.read_text().strip():  # an empty one holds nothing
-                _replace(path, text)
-                return path
+                return write_config_file(settings, path)
             continue
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -48,14 +49,6 @@ def _beside(path: Path, url: str) -> Iterator[Path]:
     for n in range(1, _TRIES):
         tag = server if n == 1 else f"{server}-{n}"
         yield path.with_name(f"{path.stem}-{tag.strip('-')}{path.suffix}")
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def bootstrap(db: Database, url: str, client_config: Path | None) -> str | None:

@@ -60,10 +60,16 @@ def write_config_file(settings: dict[str, str], path: Path | None = None) -> Pat
 
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lines = [f"{key} = {_toml_string(value)}" for key, value in sorted(settings.items())]
     with WholeFile(path, mode=0o600) as file:
-        file.write(("\n".join(lines) + "\n").encode())
+        file.write(config_text(dict(sorted(settings.items()))).encode())
     return path
+
+
+def config_text(settings: dict[str, str]) -> str:
+    """String settings as the config file's TOML, in their order (the server's first start
+    writes one too)."""
+    lines = [f"{key} = {_toml_string(value)}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
 
 
 def resolve_config(url: str | None = None, api_key: str | None = None) -> ClientConfig:
