@@ -12,12 +12,14 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -310,6 +312,15 @@ class UsageRow(Base):
     `cpu_mark_usec` and `egress_mark` are the counters last read into it."""
 
     __tablename__ = "usage_intervals"
+    __table_args__ = (  # one open interval a computer or snapshot: the guard across API nodes
+        Index(
+            "usage_intervals_one_open",
+            "computer_id",
+            unique=True,
+            postgresql_where=text("ended_at IS NULL"),
+            sqlite_where=text("ended_at IS NULL"),
+        ),
+    )
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )

@@ -203,8 +203,17 @@ def _matches(interval: UsageRow, row: ComputerRow) -> bool:
 
 
 def open_interval(s: Session, computer_id: str) -> UsageRow | None:
+    """The computer's (or snapshot's) open interval, locked until the transaction ends. On
+    PostgreSQL a lock waited for can end with the interval closed and continued by the
+    transaction that held it (the meter's cut, another node's transition): this statement then
+    finds none, as its snapshot does not see the continuation, so it looks again (a new
+    statement sees it). The partial unique index `usage_intervals_one_open` is the guard."""
     q = select(UsageRow).where(UsageRow.computer_id == computer_id, UsageRow.ended_at.is_(None))
-    return s.scalars(q.order_by(UsageRow.id.desc()).limit(1).with_for_update()).first()
+    q = q.order_by(UsageRow.id.desc()).limit(1).with_for_update()
+    found = s.scalars(q).first()
+    if found is None and s.get_bind().dialect.name != "sqlite":
+        found = s.scalars(q).first()
+    return found
 
 
 def opened(s: Session, row: ComputerRow, at: datetime, ordinal: int, reading: Reading) -> UsageRow:
