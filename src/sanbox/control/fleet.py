@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fleet.errors import BusyError
-from ..fleet.operations import Operations, node_name
+from ..fleet.operations import Operation, Operations, node_name
 from ..host.door import (
     RECIPES,
     EgressControl,
@@ -140,18 +140,25 @@ class Fleet:
                     if loop.time() >= deadline:
                         raise
                     await asyncio.sleep(0.2)
-            error: str | None = None
-            beating = asyncio.ensure_future(self.operations.keep_beating(op.op_id))
-            try:
+            async with self.carrying(op):
                 yield
-            except BaseException as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
-                raise
-            finally:
-                beating.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beating
-                self.operations.finish(op.op_id, error)
+
+    @contextlib.asynccontextmanager
+    async def carrying(self, op: Operation) -> AsyncIterator[None]:
+        """An operation begun (`operations.begin`) carried through the block: beaten while it
+        runs, then `done`, or `failed` with what the block raised."""
+        error: str | None = None
+        beating = asyncio.ensure_future(self.operations.keep_beating(op.op_id))
+        try:
+            yield
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            raise
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+            self.operations.finish(op.op_id, error)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)

@@ -17,11 +17,15 @@ import json
 import logging
 import os
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
+from ..fleet.errors import BusyError
+from ..fleet.operations import Operation
 from ..fleet.placement import Placement
 from ..host.door import GIB, RECIPES, HostError, PolicyError
 from ..store import repo
@@ -190,40 +194,71 @@ async def build(
     start, start_key = _start(fleet, org, spec, region)
     keys = step_keys(org.id, start_key, spec, ctx.files)
     digest = _digest(keys, spec)
-    with fleet.db.session() as s:
-        row = next(iter(repo.templates_named(s, org.id, name, region)), None)
-        if row is not None and row.state == "building":
-            raise ConflictError(f"template {name} is being built: wait for it", "template_building")
-        if row is not None and row.state == "ready" and row.digest == digest:
-            return row, False
-        building = sum(t.state == "building" for t in repo.list_templates(s, org.id))
-        if building >= MAX_BUILDS_PER_ORG:
-            raise TooManyBuildsError(
-                f"this org has {building} template builds queued or running, the most it may: "
-                "wait for one to end (`sanbox template logs NAME -f`)"
-            )
-        if row is None:
-            row = TemplateRow(
-                id=repo.new_id("tpl_"),
-                org_id=org.id,
-                name=name,
-                region=region,
-                state="building",
-                base=spec.base,
-                spec=ctx.spec_text,
-                digest=digest,
-                vcpus=spec.vcpus,
-                memory_mib=spec.memory_mib,
-            )
-            s.add(row)
-        row.state, row.error = "building", None
-        s.flush()
-    await asyncio.to_thread(_keep_context, fleet, row.id, data)
-    blog = BuildLog(log_path(fleet, row))
-    blog.start()
-    blog.event("queued", message=f"building {name}")
-    fleet.spawn(_build(fleet, org, row.id, ctx, start, keys, digest, blog))
+    op: Operation | None = None  # begun with the `building` record, ended by the build
+    queued = False
+    try:
+        with fleet.db.session() as s:
+            row = next(iter(repo.templates_named(s, org.id, name, region)), None)
+            if row is not None and row.state == "building":
+                raise ConflictError(
+                    f"template {name} is being built: wait for it", "template_building"
+                )
+            if row is not None and row.state == "ready" and row.digest == digest:
+                return row, False
+            building = sum(t.state == "building" for t in repo.list_templates(s, org.id))
+            if building >= MAX_BUILDS_PER_ORG:
+                raise TooManyBuildsError(
+                    f"this org has {building} template builds queued or running, the most it "
+                    "may: wait for one to end (`sanbox template logs NAME -f`)"
+                )
+            template_id = row.id if row is not None else repo.new_id("tpl_")
+            op = _begin(fleet, template_id, name)
+            if row is None:
+                row = TemplateRow(
+                    id=template_id,
+                    org_id=org.id,
+                    name=name,
+                    region=region,
+                    state="building",
+                    base=spec.base,
+                    spec=ctx.spec_text,
+                    digest=digest,
+                    vcpus=spec.vcpus,
+                    memory_mib=spec.memory_mib,
+                )
+                s.add(row)
+            row.state, row.error = "building", None
+            s.flush()
+        queued = True
+        await asyncio.to_thread(_keep_context, fleet, row.id, data)
+        blog = BuildLog(log_path(fleet, row))
+        blog.start()
+        blog.event("queued", message=f"building {name}")
+    except BaseException as exc:
+        if op is not None:
+            fleet.operations.finish(op.op_id, f"{type(exc).__name__}: {exc}"[:500])
+        if queued:
+            _failed(fleet, template_id, f"the build could not be queued: {exc}", None)
+        raise
+    fleet.spawn(_carried(fleet, op, _build(fleet, org, row.id, ctx, start, keys, digest, blog)))
     return row, True
+
+
+def _begin(fleet: Fleet, template_id: str, name: str) -> Operation:
+    """The build's operation, by the template's id, begun with its `building` record and carried
+    until the build ends (queued too): another API node's restart leaves a build it holds
+    alone (reconciler.py), and two nodes cannot build one template at once."""
+    try:
+        return fleet.operations.begin(template_id, "build", None, fleet.node)
+    except BusyError:
+        raise ConflictError(
+            f"template {name} is being built: wait for it", "template_building"
+        ) from None
+
+
+async def _carried(fleet: Fleet, op: Operation, build: Coroutine[Any, Any, None]) -> None:
+    async with fleet.carrying(op):
+        await build
 
 
 async def _build(
@@ -331,14 +366,15 @@ def _placed(
     return build_place.place(fleet, region, start.snapshot_id, build, keys, org, memory, disk)
 
 
-def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog) -> None:
+def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog | None) -> None:
     with fleet.db.session() as s:
         row = s.get(TemplateRow, template_id)
         if row is None:
             return
         row.state = "ready" if row.snapshot_id is not None else "failed"
         row.error = reason
-    blog.event("done", state="failed", message=reason)
+    if blog is not None:
+        blog.event("done", state="failed", message=reason)
 
 
 async def _drop_snapshot(fleet: Fleet, snapshot_id: str) -> None:
