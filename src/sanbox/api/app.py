@@ -91,7 +91,7 @@ def create_app(
         await asyncio.to_thread(db.migrate)
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
         rates = KeyRates(settings.key_rate, settings.key_burst)
-        app.state.keys = Keys(db, clock, rates=rates)
+        app.state.keys = Keys(db, clock, rates=rates, max_keys=settings.org_max_keys)
         app.state.console_sessions = Sessions(db)  # every node's (docs/console.md)
         retention = timedelta(days=settings.audit_retention_days)
         app.state.audit = AuditLog(db, retention=retention, org_cap=settings.audit_org_cap)
@@ -115,6 +115,7 @@ def create_app(
                 settings.egress_max_connections_per_org, settings.egress_max_connections_total
             ),
             pool_bounds=(settings.org_max_pools, settings.org_max_pool_members),
+            max_secrets=settings.org_max_secrets,
             meter={
                 "running_period": settings.usage_running_period,
                 "sample_interval": settings.usage_sample_interval,

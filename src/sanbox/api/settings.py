@@ -9,8 +9,10 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 from ..control.audit import ORG_CAP, RETENTION_DAYS
+from ..control.keys import MAX_KEYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
+from ..control.secrets import MAX_SECRETS
 from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from ..host.settings import upstream_of
@@ -49,6 +51,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("public_port_connections", "SANBOX_PUBLIC_PORT_CONNECTIONS", int),
     ("org_max_pools", "SANBOX_ORG_MAX_POOLS", int),
     ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
+    ("org_max_keys", "SANBOX_ORG_MAX_KEYS", int),
+    ("org_max_secrets", "SANBOX_ORG_MAX_SECRETS", int),
     ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
     ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
     ("usage_sample_interval", "SANBOX_USAGE_SAMPLE_INTERVAL", float),
@@ -106,6 +110,8 @@ class ServerSettings:
     public_port_connections: int = PUBLIC_PORT_CONNECTIONS  # open to one computer's public ports
     org_max_pools: int = MAX_POOLS  # pools of a size above 0 per org (SANBOX_ORG_MAX_POOLS)
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
+    org_max_keys: int = MAX_KEYS  # usable API keys per org (SANBOX_ORG_MAX_KEYS)
+    org_max_secrets: int = MAX_SECRETS  # secrets per org (SANBOX_ORG_MAX_SECRETS)
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
     usage_sample_interval: float = 5.0  # seconds between usage checks and guest metrics
     usage_running_period: float = 60.0  # a running computer's usage interval is cut this often

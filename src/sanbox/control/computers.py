@@ -47,7 +47,7 @@ from .guest_verbs import GuestVerbs
 from .hosts import FleetHosts
 from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
-from .secrets import Secrets
+from .secrets import MAX_SECRETS, Secrets
 from .usage import Meter, Usage
 
 
@@ -80,6 +80,7 @@ class Computers(GuestVerbs):
         substitute_any_header: bool = False,
         egress_budget: ConnectionBudget | None = None,
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
+        max_secrets: int = MAX_SECRETS,  # per org
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
         fleet_dir: Path | None = None,  # the fleet's CAs, shared by its API nodes
@@ -94,7 +95,7 @@ class Computers(GuestVerbs):
             substitute_any_header,
         )
         self.fleet.book = book
-        self.secrets = Secrets(self.fleet, book)
+        self.secrets = Secrets(self.fleet, book, max_secrets)
         self.pools = Pools(self.fleet, *pool_bounds)
         self.build_uploads = BuildUploads()  # contexts being read, bounded before any byte is
         fleet_dir = fleet_dir or home / "fleet"  # docs/fleet.md

@@ -45,6 +45,7 @@ from .rates import ORG_SHARE, KeyRates
 
 LAST_USED_STEP = timedelta(minutes=1)  # `last_used_at` is written at most this often per key
 MAX_LIFETIME = timedelta(days=10 * 365)
+MAX_KEYS = 1000  # usable keys per org: not revoked, not expired (SANBOX_ORG_MAX_KEYS)
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,11 @@ class Keys:
         clock: Callable[[], float] = time.time,
         failures: FailureLimiter | None = None,
         rates: KeyRates | None = None,
+        max_keys: int = MAX_KEYS,
     ) -> None:
         self.db = db
         self.clock = clock
+        self.max_keys = max_keys
         # `is None`, not `or`: an empty table has no length and would be replaced
         self.failures = FailureLimiter() if failures is None else failures
         self.rates = KeyRates() if rates is None else rates
@@ -320,8 +323,16 @@ class Keys:
         if host_admin:
             require_host_admin(actor, "creating a host-admin key")
         target = self._org(actor, org)
-        ends = expiry(self.now(), expires_in, expires_at)
+        now = self.now()
+        ends = expiry(now, expires_in, expires_at)
         with self.db.session() as s:
+            usable = repo.usable_keys(s, target.id, now)  # the org's row locked until commit
+            if usable >= self.max_keys:
+                raise InvalidRequestError(
+                    f"org {target.name} has {usable} usable API keys, the most it may: revoke "
+                    "one it no longer needs (`sanbox key ls`, `sanbox key revoke ID`) first",
+                    "too_many_keys",
+                )
             key, plaintext = repo.create_key(s, target, name, admin, host_admin, ends)
         return key, target, plaintext
 

@@ -23,6 +23,7 @@ Wanted = tuple[tuple[str, str | None], ...]  # (secret name, env var) pairs to b
 VALUE_MAX = 8192
 VALUE_MIN = MIN_FORM  # the egress proxy's leak scan looks for no shorter form
 HOSTS_MAX = 32
+MAX_SECRETS = 1000  # per org (SANBOX_ORG_MAX_SECRETS): each is held by every egress proxy
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 ENV_NAME_MAX = 128  # the binding's column
 _IP = re.compile(r"[0-9.]+")
@@ -224,8 +225,8 @@ def copy_bindings(fleet: Fleet, source_id: str, target_id: str) -> None:
 
 
 class Secrets:
-    def __init__(self, fleet: Fleet, book: SecretBook) -> None:
-        self.fleet, self.book = fleet, book
+    def __init__(self, fleet: Fleet, book: SecretBook, max_secrets: int = MAX_SECRETS) -> None:
+        self.fleet, self.book, self.max_secrets = fleet, book, max_secrets
 
     def put(
         self,
@@ -243,6 +244,7 @@ class Secrets:
         with self.fleet.db.session() as s:
             row = repo.secret(s, org.id, name)
             if row is None:
+                self._room(s, org)
                 row = SecretRow(id=repo.new_id("sec_"), org_id=org.id, name=name, version=0)
                 s.add(row)
             row.hosts, row.header, row.placeholder_only = hosts, header, placeholder_only
@@ -250,6 +252,17 @@ class Secrets:
             row.sealed = self.book.sealer.seal(data, secret_context(row))
         self.book.changed()
         return row
+
+    def _room(self, s: Session, org: Org) -> None:
+        """Room for one more secret of the org, or `too_many_secrets` (its row locked for the
+        transaction: two puts count one after the other)."""
+        held = repo.secret_count(s, org.id)
+        if held >= self.max_secrets:
+            raise InvalidRequestError(
+                f"this org has {held} secrets, the most it may: delete one it no longer needs "
+                "(`sanbox secret ls`, `sanbox secret rm NAME`) first",
+                "too_many_secrets",
+            )
 
     def find(self, org: Org) -> list[SecretRow]:
         with self.fleet.db.session() as s:

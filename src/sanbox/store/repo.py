@@ -69,6 +69,16 @@ def list_orgs(s: Session) -> Sequence[Org]:
 # API keys -----------------------------------------------------------------------------------
 
 
+def usable_keys(s: Session, org_id: str, now: datetime) -> int:
+    """How many of the org's keys are usable (not revoked, not expired), its row locked for the
+    transaction so that two creates count one after the other (PostgreSQL)."""
+    s.execute(select(Org.id).where(Org.id == org_id).with_for_update())
+    q = select(func.count()).select_from(ApiKey).where(ApiKey.org_id == org_id)
+    q = q.where(ApiKey.revoked_at.is_(None))
+    q = q.where(or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > now))
+    return int(s.scalar(q) or 0)
+
+
 def create_key(
     s: Session,
     org: Org,
@@ -280,6 +290,12 @@ def pool_members(s: Session, pool_id: str) -> list[ComputerRow]:
 def secret(s: Session, org_id: str, name: str) -> SecretRow | None:
     q = select(SecretRow).where(SecretRow.org_id == org_id, SecretRow.name == name)
     return s.scalars(q).first()
+
+
+def secret_count(s: Session, org_id: str) -> int:
+    """How many secrets the org holds, its row locked for the transaction (PostgreSQL)."""
+    s.execute(select(Org.id).where(Org.id == org_id).with_for_update())
+    return int(s.scalar(select(func.count()).where(SecretRow.org_id == org_id)) or 0)
 
 
 def list_secrets(s: Session, org_id: str) -> list[SecretRow]:
