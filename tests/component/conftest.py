@@ -234,13 +234,15 @@ class E2bStand:
 
 @pytest.fixture
 def e2b(short_tmp: Path) -> Iterator[E2bStand]:
-    dd = DataDir(short_tmp / "data")
-    dd.ensure()
-    fake_image(dd)
-    settings = ServerSettings(
-        data_dir=dd.root, client_config=None, watch_interval=0.2, e2b_create_user=False
-    )
-    client = TestClient(create_app(settings, HostRuntime(dd, LocalDriver(), networking=False)))
+    with e2b_stand(short_tmp) as stand:
+        yield stand
+
+
+@contextlib.contextmanager
+def e2b_stand(short_tmp: Path, **more: Any) -> Iterator[E2bStand]:
+    """The `e2b` fixture's server, with `more` of its settings (its bounds)."""
+    app, dd = local_app(short_tmp, e2b_create_user=False, **more)
+    client = TestClient(app)
     scratch = short_tmp / "guest"
     scratch.mkdir()
     with client:

@@ -42,6 +42,22 @@ def test_a_watching_stream_queues_a_bounded_number_of_bytes() -> None:
     assert asyncio.run(body()) <= QUEUE_BYTES + len(CHUNK)
 
 
+def test_the_streams_watching_one_process_are_bounded() -> None:
+    async def body() -> None:
+        running = Running("cmp_x", ORG, {}, None, 7, False, None)
+        async with contextlib.AsyncExitStack() as watching:
+            for _ in range(processes.MAX_WATCHERS):
+                await watching.enter_async_context(running.watch())
+            with pytest.raises(ConnectError, match="close one") as refused:
+                await watching.enter_async_context(running.watch())
+            assert refused.value.code == "resource_exhausted"
+        assert not running.watchers  # each gave its place back
+        async with running.watch():
+            pass
+
+    asyncio.run(body())
+
+
 def test_one_event_fits_an_empty_queue_and_a_put_waits_for_room() -> None:
     async def body() -> None:
         queue = EventQueue(most_bytes=1000)

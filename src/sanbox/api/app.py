@@ -200,12 +200,13 @@ def create_app(
     app.add_middleware(OpenRequests, counts=open_requests)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(AuditTrail)  # around the limit: a refused body is recorded too
+    public = PublicRelays(settings.public_port_connections)  # a computer's, however reached
     app.add_middleware(  # published ports are relayed before the limit (their places: their own)
-        PublishedPorts,
-        open_requests=open_requests,
-        public=PublicRelays(settings.public_port_connections),
+        PublishedPorts, open_requests=open_requests, public=public
     )
-    app.add_middleware(e2b_gateway.E2bGateway)  # outermost: E2B's envd and get_host() names
+    app.add_middleware(  # outermost: E2B's envd and get_host() names (their places: their own)
+        e2b_gateway.E2bGateway, open_requests=open_requests, public=public
+    )
     return app
 
 

@@ -8,8 +8,11 @@ rate bounds how fast, not how many stay open). A refused request holds nothing.
 `OpenRequests` is the ASGI middleware that ends every hold with its request; `hold` is what an
 authentication calls once it knows the key (`api/auth.py`, `e2b/routing.py`,
 `console/access.py`). A request holds one place whatever checks it again meanwhile. A caller
-served before the middleware (the published-port relay, `api/published.py`) shares its
-`OpenCounts` and takes its place itself, for a `with` block: `holding`."""
+served before the middleware shares its `OpenCounts` and ends its requests' holds itself: the
+E2B gateway's envd calls (`serving`, then `hold` once a sandbox's token is checked), and, for a
+`with` block, the published-port relay (`api/published.py`) and a sandbox's ports: `holding`.
+A sandbox's E2B tokens (envd's, its ports' traffic token) hold places as one key of their own,
+`sandbox_holder(computer)`, in its org."""
 
 from __future__ import annotations
 
@@ -25,6 +28,16 @@ from ..control.errors import TooManyRequestsError
 PER_KEY = 256  # open at once per API key (SANBOX_OPEN_REQUESTS_PER_KEY)
 PER_ORG = 1024  # ... and per org, all its keys (SANBOX_OPEN_REQUESTS_PER_ORG)
 _HELD = "sanbox.open_request"
+_SANDBOX = "sandbox:"  # a sandbox's tokens, as a key: never an API key's id (`key_...`)
+
+
+def sandbox_holder(computer_id: str) -> str:
+    """The key a sandbox's E2B tokens hold places as (its envd calls, its ports' connections)."""
+    return _SANDBOX + computer_id
+
+
+def _holder(key_id: str) -> str:
+    return "this sandbox's token" if key_id.startswith(_SANDBOX) else "this API key"
 
 
 class OpenCounts:
@@ -39,9 +52,9 @@ class OpenCounts:
     def take(self, key_id: str, org_id: str) -> None:
         with self.lock:
             if self.keys[key_id] >= self.per_key:
-                raise _refused(f"this API key has {self.per_key} requests open")
+                raise _refused(f"{_holder(key_id)} has {self.per_key} requests open")
             if self.orgs[org_id] >= self.per_org:
-                raise _refused(f"this org's keys have {self.per_org} requests open")
+                raise _refused(f"this org's keys and sandboxes have {self.per_org} requests open")
             self.keys[key_id] += 1
             self.orgs[org_id] += 1
 
@@ -94,12 +107,19 @@ class OpenRequests:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        held = _Held(self.counts)
-        scope.setdefault("state", {})[_HELD] = held
-        try:
+        with serving(self.counts, scope):
             await self.app(scope, receive, send)
-        finally:
-            held.release()
+
+
+@contextlib.contextmanager
+def serving(counts: OpenCounts, scope: Scope) -> Iterator[None]:
+    """The request in `scope` may `hold` a place in `counts`, given back when the block ends."""
+    held = _Held(counts)
+    scope.setdefault("state", {})[_HELD] = held
+    try:
+        yield
+    finally:
+        held.release()
 
 
 def hold(scope: Scope, key_id: str, org_id: str) -> None:

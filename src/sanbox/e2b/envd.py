@@ -146,8 +146,8 @@ class Envd:
             raise SandboxGoneError(computer)
         return row, org
 
-    async def sandbox(self, sandbox_id: str, token: str | None, user: str | None) -> Sandbox:
-        row, org = self.computer(sandbox_id, token)
+    async def sandbox(self, row: ComputerRow, org: Org, user: str | None) -> Sandbox:
+        """What a call on the computer (`computer()`'s) acts on, as the user it names."""
         name, home = await self.user(org, row.id, user)
         return Sandbox(self.plane, org, row.id, name, home, dict(row.env or {}))
 

@@ -10,7 +10,15 @@ envd calls need the sandbox's access token (`X-Access-Token`); a sandbox that is
 does not run answers 502, as E2B's proxy does. Another port is open to anyone who has its URL,
 as in E2B, unless the sandbox was made with `allowPublicTraffic=false` (or not through E2B's API
 at all): then it needs the `e2b-traffic-access-token` header. This middleware sits outside the
-published-port relay, so a host of this shape is never taken for a published port."""
+published-port relay, so a host of this shape is never taken for a published port.
+
+Served before `OpenRequests`, the gateway holds its requests' places itself, in the API's counts
+(`api/open_requests.py`): an envd call, once its token is checked, and a port's connection with
+the traffic token, as their sandbox's (`sandbox_holder`) and its org's, for their whole life (a
+stream, a download, a relayed WebSocket); a connection to a public port as one of its computer's
+public relays (`PublicRelays`, shared with the published ports). Every one takes a request of its
+org's rate first. Past a bound: 429, `resource_exhausted` for a Connect call, `{"code": 429,
+"message"}` otherwise, with `Retry-After`."""
 
 from __future__ import annotations
 
@@ -24,8 +32,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..api.errors import error_headers
+from ..api.open_requests import OpenCounts, hold, holding, sandbox_holder, serving
 from ..api.ports import relay_http, relay_websocket
 from ..api.ports.access import stripped
+from ..api.ports.public_relays import PublicRelays
 from ..control.errors import ControlError
 from . import connect, envd_files, envd_http, envd_process, envd_watch
 from .envd import Envd, SandboxGoneError, basic_user
@@ -105,8 +116,15 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class E2bGateway:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        open_requests: OpenCounts | None = None,
+        public: PublicRelays | None = None,
+    ) -> None:
         self.app = app
+        self.open_requests = open_requests if open_requests is not None else OpenCounts()
+        self.public = public if public is not None else PublicRelays()
         self._watchers = envd_watch.Watchers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -140,9 +158,10 @@ class E2bGateway:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})
             return
-        request = Request(scope, receive)
-        response = await self._answer(request, envd_of(state), sandbox, path)
-        await response(scope, receive, send)
+        with serving(self.open_requests, scope):  # the place `_answer` holds, to the end
+            request = Request(scope, receive)
+            response = await self._answer(request, envd_of(state), sandbox, path)
+            await response(scope, receive, send)
 
     async def _answer(self, request: Request, envd: Envd, sandbox: str, path: str) -> Response:
         token = request.headers.get("x-access-token")
@@ -154,10 +173,11 @@ class E2bGateway:
             if not by_signature:  # a signed URL is for the user it signs (none: the default
                 # user), as envd's: a Basic header beside it would make it anyone's (root's)
                 user = user or basic_user(request.headers.get("authorization"))
+            row, org = envd.computer(sandbox, token)
+            hold(request.scope, sandbox_holder(row.id), org.id)
             if path == "/health":
-                envd.computer(sandbox, token)
                 return Response(status_code=204)
-            sb = await envd.sandbox(sandbox, token, user)
+            sb = await envd.sandbox(row, org, user)
             if path == "/files" and request.method == "GET":
                 return await envd_http.download(sb, request)
             if path == "/files" and request.method == "POST":
@@ -173,10 +193,12 @@ class E2bGateway:
                 return envd_http.error(exc.status, exc.message)
             return JSONResponse(exc.body(), status_code=exc.status)
         except ControlError as exc:
-            if path == "/files":
-                return envd_http.control_error(exc)
-            error = connect_error(exc)
-            return JSONResponse(error.body(), status_code=error.status)
+            answer = envd_http.control_error(exc)
+            if path != "/files":
+                error = connect_error(exc)
+                answer = JSONResponse(error.body(), error.status)
+            answer.headers.update(error_headers(exc) or {})  # Retry-After for a 429
+            return answer
 
     async def _rpc(
         self, request: Request, envd: Envd, sb: Any, service: str, method: str
@@ -226,21 +248,33 @@ class E2bGateway:
             public = row.labels.get(PUBLIC_TRAFFIC) == "true"  # made by E2B's API, open
             if not public and not hmac.compare_digest(envd.tokens.traffic(computer), token):
                 raise connect.ConnectError("permission_denied", "this port needs the traffic token")
-            async with envd.plane.tcp(org, computer, port) as tcp:
-                host_header = f"127.0.0.1:{port}"
-                if scope["type"] == "websocket":
-                    await relay_websocket(
-                        stripped(scope), receive, send, tcp, host_header=host_header
-                    )
-                else:
-                    await relay_http(stripped(scope), receive, send, tcp, host_header=host_header)
+            envd.take(org.id)  # a request of its org's rate, whoever sends it
+            place = (
+                self.public.holding(computer)
+                if public
+                else holding(self.open_requests, sandbox_holder(computer), org.id)
+            )
+            with place:
+                async with envd.plane.tcp(org, computer, port) as tcp:
+                    host_header = f"127.0.0.1:{port}"
+                    if scope["type"] == "websocket":
+                        await relay_websocket(
+                            stripped(scope), receive, send, tcp, host_header=host_header
+                        )
+                    else:
+                        await relay_http(
+                            stripped(scope), receive, send, tcp, host_header=host_header
+                        )
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:
             status = 502 if isinstance(exc, SandboxGoneError) else getattr(exc, "status", 502)
             message = gone(sandbox) if status == 502 else getattr(exc, "message", "refused")
             if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1008})
+                await send({"type": "websocket.close", "code": 1008, "reason": str(message)[:120]})
                 return
-            await envd_http.error(status, str(message))(scope, receive, send)
+            refusal = envd_http.error(status, str(message))
+            if isinstance(exc, ControlError):
+                refusal.headers.update(error_headers(exc) or {})
+            await refusal(scope, receive, send)
 
 
 async def _bounded_body(request: Request) -> bytes:

@@ -17,8 +17,10 @@ longer hold are said on the process's stderr (the terminal for a PTY). Processes
 guest that this server did not start (before a restart) are adopted the same way.
 
 Bounds: `MAX_PER_COMPUTER` processes per computer (a slot taken before the guest is asked, so
-starts at once cannot all pass), `budgets.QUEUE` events and `budgets.QUEUE_BYTES` bytes queued per
-watching stream (a slow stream slows the process's output, never grows the server's memory)."""
+starts at once cannot all pass), `MAX_WATCHERS` streams watching one process (its Start's and its
+Connects'; each holds an open request of its sandbox's too, `api/open_requests.py`),
+`budgets.QUEUE` events and `budgets.QUEUE_BYTES` bytes queued per watching stream (a slow stream
+slows the process's output, never grows the server's memory)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from .connect import ConnectError
 log = logging.getLogger(__name__)
 
 MAX_PER_COMPUTER = 64
+MAX_WATCHERS = 16  # streams watching one process at once
 
 Session = contextlib.AbstractAsyncContextManager[ExecProcess | PtySession]
 
@@ -136,6 +139,12 @@ class Running:
         if self.ended is not None:
             queue.put_nowait(self.ended)
             queue.put_nowait(None)
+        elif len(self.watchers) >= MAX_WATCHERS:
+            raise ConnectError(
+                "resource_exhausted",
+                f"{MAX_WATCHERS} streams watch process {self.pid} already, the most at once: "
+                "close one, then connect again",
+            )
         else:
             self.watchers.add(queue)
         try:
