@@ -121,6 +121,7 @@ def create_app(
                 "sample_interval": settings.usage_sample_interval,
             },
             metering=settings.metering,
+            usage_reports=(settings.usage_reports_per_org, settings.usage_reports_total),
             fleet_dir=settings.fleet_dir,
         )
         app.state.fleet_metrics = FleetMetrics(computers)

@@ -13,6 +13,8 @@ from ..control.keys import MAX_KEYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
 from ..control.secrets import MAX_SECRETS
+from ..control.usage.report_slots import PER_ORG as USAGE_REPORTS_PER_ORG
+from ..control.usage.report_slots import TOTAL as USAGE_REPORTS_TOTAL
 from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from ..host.settings import upstream_of
@@ -57,6 +59,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
     ("usage_sample_interval", "SANBOX_USAGE_SAMPLE_INTERVAL", float),
     ("usage_running_period", "SANBOX_USAGE_RUNNING_PERIOD", float),
+    ("usage_reports_per_org", "SANBOX_USAGE_REPORTS_PER_ORG", int),
+    ("usage_reports_total", "SANBOX_USAGE_REPORTS_TOTAL", int),
     ("host_lease", "SANBOX_HOST_LEASE", float),
     ("host_lost_after", "SANBOX_HOST_LOST_AFTER", float),
 )
@@ -116,6 +120,8 @@ class ServerSettings:
     usage_sample_interval: float = 5.0  # seconds between usage checks and guest metrics
     usage_running_period: float = 60.0  # a running computer's usage interval is cut this often
     metering: bool = True  # usage intervals written with every state change (off: benchmarks)
+    usage_reports_per_org: int = USAGE_REPORTS_PER_ORG  # usage reads at once, in threads, per org
+    usage_reports_total: int = USAGE_REPORTS_TOTAL  # ... and of every org
     metrics_token: str | None = None  # may scrape /metrics besides host-admin keys
     usage_source: str = "sanbox"  # the CloudEvents `source` of usage: one per deployment
     fleet_dir: Path | None = None  # the fleet's CAs (SANBOX_FLEET_DIR); None: <data dir>/fleet

@@ -22,8 +22,8 @@ async def usage_page(v: Reader, plane: Plane, days: int = DAYS) -> Response:
     days = min(max(days, 1), 90)
     now = datetime.now(UTC)
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    by_day = plane.usage.report(v.principal, None, start, now, "day")
-    by_computer = plane.usage.report(v.principal, None, start, now, "computer")
+    by_day = await plane.usage.report(v.principal, None, start, now, "day")  # in threads
+    by_computer = await plane.usage.report(v.principal, None, start, now, "computer")
     spent = {g.key: g.totals for g in by_day.groups}
     keys = [(start + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
     charts = [

@@ -49,6 +49,9 @@ from .pools import MAX_MEMBERS, MAX_POOLS, Pools, PoolStatus
 from .secret_book import SecretBook
 from .secrets import MAX_SECRETS, Secrets
 from .usage import Meter, Usage
+from .usage.report_slots import PER_ORG as REPORTS_PER_ORG
+from .usage.report_slots import TOTAL as REPORTS_TOTAL
+from .usage.report_slots import ReportSlots
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,13 @@ class Computers(GuestVerbs):
         max_secrets: int = MAX_SECRETS,  # per org
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
+        usage_reports: tuple[int, int] = (REPORTS_PER_ORG, REPORTS_TOTAL),  # at once: org, all
         fleet_dir: Path | None = None,  # the fleet's CAs, shared by its API nodes
     ) -> None:
         self.fleet = Fleet(db, runtime, EventBus(), home, capacity=capacity, reach=reach)
-        self.usage = Usage(self.fleet, Meter(self.fleet, **(meter or {})), metering)
+        self.usage = Usage(
+            self.fleet, Meter(self.fleet, **(meter or {})), metering, ReportSlots(*usage_reports)
+        )
         book = SecretBook(
             db,
             secrets_key_file,

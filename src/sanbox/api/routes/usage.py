@@ -1,5 +1,7 @@
 """/v1/usage: what an org used over a range (JSON or CSV), the CloudEvents feed by cursor, and a
-computer's recent metrics. Any key reads its own org's; a host-admin key any org's (`org`)."""
+computer's recent metrics. Any key reads its own org's; a host-admin key any org's (`org`).
+Reports and the feed are read in worker threads, a few at once per org and in all
+(`control/usage/report_slots.py`: 429 `too_many_usage_reports` past them)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from ..usage_schemas import MetricSample, MetricsOut, UsageOut, UsageTotals
 from ._deps import Auth, Plane
 
 router = APIRouter(
-    prefix="/v1", tags=["usage"], responses={c: {"model": ErrorBody} for c in (401, 403, 404, 422)}
+    prefix="/v1",
+    tags=["usage"],
+    responses={c: {"model": ErrorBody} for c in (401, 403, 404, 422, 429)},
 )
 
 
@@ -40,7 +44,7 @@ async def usage(
 ) -> UsageOut | Response:
     """Usage in [from, to): allocation exactly, measured CPU and egress prorated where the range
     cuts an interval; a computer still running counts up to now (`as_of`)."""
-    found = plane.usage.report(auth, org, start, end, group_by)
+    found = await plane.usage.report(auth, org, start, end, group_by)
     if format == "csv":
         return Response(as_csv(found), media_type="text/csv; charset=utf-8")
     return UsageOut.of(found)
@@ -83,7 +87,7 @@ async def usage_events(
 ) -> Response:
     """Closed usage intervals after the cursor, one CloudEvents 1.0 JSON object a line, in order
     of `sequence`; ids are deterministic. A host-admin key without `org` reads every org's."""
-    found = plane.usage.events(auth, org, after, limit)
+    found = await plane.usage.events(auth, org, after, limit)
     source = (
         request.app.state.settings.usage_source
     )  # never the request's Host: ids dedupe per source

@@ -1,12 +1,14 @@
 """Usage: what each computer used, as intervals per state (`ledger`: opened and closed in the
 transaction of every state write; `meter`: checked, measured and cut every few seconds), read
-back summed (`report`, pure sums in `intervals`) or as CloudEvents (`cloudevents`).
+back summed (`report`, pure sums in `intervals`) or as CloudEvents (`cloudevents`), in worker
+threads, a bounded number at once (`report_slots`).
 
     Usage           the door the API uses: reports, the event feed, a computer's metrics
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -18,13 +20,21 @@ from ..keys import Principal, require_host_admin
 from . import cloudevents, report
 from .ledger import Ledger
 from .meter import Meter, Sample
+from .report_slots import ReportSlots
 
 __all__ = ["Ledger", "Meter", "Sample", "Usage"]
 
 
 class Usage:
-    def __init__(self, fleet: Fleet, meter: Meter, metering: bool = True) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        meter: Meter,
+        metering: bool = True,
+        reports: ReportSlots | None = None,
+    ) -> None:
         self.fleet, self.meter = fleet, meter
+        self.reports = reports if reports is not None else ReportSlots()
         self.ledger = Ledger(meter.measure, meter.last_seen)
         self.metering = metering
         if metering:
@@ -41,7 +51,7 @@ class Usage:
             raise NotFoundError(f"no org named {name!r}", "org_not_found")
         return org
 
-    def report(
+    async def report(
         self,
         actor: Principal,
         org: str | None,
@@ -49,17 +59,22 @@ class Usage:
         end: datetime | None,
         group_by: str,
     ) -> report.UsageReport:
-        return report.usage(self.fleet.db, self._org(actor, org), start, end, group_by)
+        """The org's usage, read in a worker thread in one of the caller's org's places."""
+        read = functools.partial(
+            report.usage, self.fleet.db, self._org(actor, org), start, end, group_by
+        )
+        return await self.reports.run(actor.org.id, read)
 
-    def events(
+    async def events(
         self, actor: Principal, org: str | None, after: int, limit: int
     ) -> list[cloudevents.Closed]:
         """Closed intervals after the cursor: the caller's org's, a named org's (host admin), or
-        every org's (a host-admin key naming none)."""
+        every org's (a host-admin key naming none); read as a report is."""
         orgs: Sequence[Org] | None = [self._org(actor, org)]
         if org is None and actor.host_admin:
             orgs = None
-        return report.events(self.fleet.db, orgs, after, limit)
+        read = functools.partial(report.events, self.fleet.db, orgs, after, limit)
+        return await self.reports.run(actor.org.id, read)
 
     def metrics(self, org: Org, ref: str) -> tuple[str, list[Sample]]:
         row = self.fleet.get(org, ref)
