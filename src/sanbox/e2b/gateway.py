@@ -16,8 +16,8 @@ Served before `OpenRequests`, the gateway holds its requests' places itself, in 
 (`api/open_requests.py`): an envd call, once its token is checked, and a port's connection with
 the traffic token, as their sandbox's (`sandbox_holder`) and its org's, for their whole life (a
 stream, a download, a relayed WebSocket); a connection to a public port as one of its computer's
-public relays (`PublicRelays`, shared with the published ports). Every one takes a request of its
-org's rate first. Past a bound: 429, `resource_exhausted` for a Connect call, `{"code": 429,
+public relays (`PublicRelays`, shared with the published ports). Every one but a public port's
+(anyone's: a visitor would spend the org's API requests) takes a request of its org's rate first. Past a bound: 429, `resource_exhausted` for a Connect call, `{"code": 429,
 "message"}` otherwise, with `Retry-After`."""
 
 from __future__ import annotations
@@ -248,12 +248,11 @@ class E2bGateway:
             public = row.labels.get(PUBLIC_TRAFFIC) == "true"  # made by E2B's API, open
             if not public and not hmac.compare_digest(envd.tokens.traffic(computer), token):
                 raise connect.ConnectError("permission_denied", "this port needs the traffic token")
-            envd.take(org.id)  # a request of its org's rate, whoever sends it
-            place = (
-                self.public.holding(computer)
-                if public
-                else holding(self.open_requests, sandbox_holder(computer), org.id)
-            )
+            if public:  # anyone's: bounded by its computer's relays, never the org's rate
+                place = self.public.holding(computer)  # (a visitor would spend its API's)
+            else:
+                envd.take(org.id)  # the traffic token's request, of its org's rate
+                place = holding(self.open_requests, sandbox_holder(computer), org.id)
             with place:
                 async with envd.plane.tcp(org, computer, port) as tcp:
                     host_header = f"127.0.0.1:{port}"
