@@ -148,3 +148,38 @@ def test_hosts_count_reservations_from_their_records(empty_db: Database) -> None
     _to(db, "0023")  # a host that joined before: its certificate names its address only
     with db.engine.connect() as conn:
         assert conn.execute(text("select identity_bound from hosts")).scalar_one() in (0, False)
+
+
+def test_build_vms_gain_their_sizes_and_may_be_the_servers_own(empty_db: Database) -> None:
+    """0027: a fleet host's build VM recorded before counts nothing until it ends; the server's
+    own build VMs are recorded too (no host), and the way back drops those (0026 had no place
+    for them)."""
+    db = empty_db
+    _to(db, "0026")
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into orgs (id, name, created_at)"
+                " values ('org_a', 'a', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "insert into build_vms (id, org_id, template, host_id, node, created_at) values"
+                " ('bld-far', 'org_a', 't', 'hst_1', 'n1', '2026-01-01 00:00:00')"
+            )
+        )
+    _to(db, "0027")
+    with db.engine.begin() as conn:
+        sizes = conn.execute(text("select vcpus, memory_mib, disk_gib from build_vms")).one()
+        assert tuple(sizes) == (0, 0, 0)
+        conn.execute(
+            text(
+                "insert into build_vms (id, org_id, template, host_id, node, created_at, vcpus,"
+                " memory_mib, disk_gib) values ('bld-here', 'org_a', 't', null, 'n1',"
+                " '2026-01-01 00:00:00', 2, 1024, 8)"
+            )
+        )
+    _to(db, "0026", down=True)
+    with db.engine.connect() as conn:
+        assert conn.execute(text("select id from build_vms")).scalars().all() == ["bld-far"]

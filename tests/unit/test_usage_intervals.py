@@ -121,6 +121,34 @@ def test_a_cloudevent_is_deterministic_and_carries_the_sums() -> None:
     assert cloudevents.lines([closed, closed], "s").count("\n") == 2
 
 
+def test_a_build_vms_interval_is_compute_but_no_computers_life() -> None:
+    """A template build's VM: its vCPUs, memory and disk in the compute sums and in
+    build_seconds, none of it in a computer's seconds or states; grouped under its template; its
+    own CloudEvents type, its id under `build`."""
+    build = iv("running", 0, 60, computer="bld-x", name="web", template="web", kind="build")
+    groups, total = intervals.group(
+        [build, iv("running", 0, 30)], T0, T0 + timedelta(1), "template", T0
+    )
+    web = next(g for g in groups if g.key == "web").totals
+    assert (web.build_seconds, web.compute_seconds, web.vcpu_seconds) == (60, 60, 120)
+    assert web.memory_gib_seconds == 60 and web.disk_gib_seconds == 600
+    assert (web.seconds, web.running_seconds, web.states) == (0, 0, {})
+    assert (total.seconds, total.build_seconds, total.compute_seconds) == (30, 60, 90)
+    assert total.rounded()["build_seconds"] == 60
+    ev = cloudevents.event(cloudevents.Closed(9, 1, "acme", build), "s")
+    assert ev["type"] == "sanbox.build.usage" and ev["id"] == "bld-x:1:2026-12-01T23:00:00.000000Z"
+    data = ev["data"]
+    assert data["build"] == "bld-x" and "computer" not in data and data["template"] == "web"
+    assert data["duration_seconds"] == 60 and data["vcpu_seconds"] == 120
+    assert data["memory_gib_seconds"] == 60 and data["memory_mib"] == 1024
+
+
+def test_a_snapshots_event_says_how_long_it_was_held() -> None:
+    held = iv("ready", 0, 3600, computer="snp_a", kind="snapshot", size_bytes=2**30)
+    data = cloudevents.event(cloudevents.Closed(1, 1, "acme", held), "s")["data"]
+    assert data["duration_seconds"] == 3600 and data["snapshot_gib_seconds"] == 3600
+
+
 def row(state: str, mark: int | None = None) -> UsageRow:
     return UsageRow(state=state, cpu_mark_usec=mark, started_at=T0, checked_at=T0)
 

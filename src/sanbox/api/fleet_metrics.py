@@ -3,8 +3,8 @@ read by a host-admin key or the operator's scrape token (`SANBOX_METRICS_TOKEN`)
 per org or per computer: what one tenant used is the usage API's, not the operator's dashboards'.
 
 Gauges are read from the store and the host at scrape time (computers by state, what running
-computers hold, pools, the room left for guest memory and disks); counters are kept as things
-happen (creates, error answers by code, egress denials)."""
+computers hold, what template builds' VMs hold, pools, the room left for guest memory and disks);
+counters are kept as things happen (creates, error answers by code, egress denials)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ..control.computers import Computers
 from ..control.keys import require_host_admin
 from ..control.quotas import COMPUTE
 from ..control.states import State
+from ..store.fleet_models import BuildVmRow
 from ..store.models import ComputerRow, EventRow, PoolRow
 from .auth import authenticate, bearer_token
 
@@ -49,6 +50,13 @@ class FleetCollector(Collector):
                     func.coalesce(func.sum(ComputerRow.memory_mib), 0),
                 ).where(ComputerRow.state.in_(COMPUTE))
             ).one()
+            builds, build_vcpus, build_memory = s.execute(
+                select(
+                    func.count(),
+                    func.coalesce(func.sum(BuildVmRow.vcpus), 0),
+                    func.coalesce(func.sum(BuildVmRow.memory_mib), 0),
+                )
+            ).one()
             members = s.scalar(select(func.count()).where(ComputerRow.pool.is_not(None)))
             wanted = s.scalar(select(func.coalesce(func.sum(PoolRow.size), 0)))
         states = GaugeMetricFamily("sanbox_computers", "Computers by state", labels=["state"])
@@ -62,6 +70,17 @@ class FleetCollector(Collector):
             "sanbox_running_memory_bytes",
             "Memory of computers with compute",
             value=int(memory) * MIB,
+        )
+        yield GaugeMetricFamily(
+            "sanbox_build_vms", "VMs template builds run (build and readiness)", value=int(builds)
+        )
+        yield GaugeMetricFamily(
+            "sanbox_build_vcpus", "vCPUs of template builds' VMs", value=int(build_vcpus)
+        )
+        yield GaugeMetricFamily(
+            "sanbox_build_memory_bytes",
+            "Memory of template builds' VMs",
+            value=int(build_memory) * MIB,
         )
         yield GaugeMetricFamily(
             "sanbox_pool_members", "Warm-pool members (unclaimed)", value=int(members or 0)

@@ -16,7 +16,7 @@ class UsageTotals(BaseModel):
     seconds: float = Field(description="seconds in any state but deleted")
     compute_seconds: float = Field(
         description="seconds with compute (creating, starting, running, pausing, resuming, "
-        "stopping); paused, suspended, stopped and error have none"
+        "stopping; and template builds' VMs); paused, suspended, stopped and error have none"
     )
     running_seconds: float = Field(description="seconds in state running")
     paused_seconds: float = Field(description="seconds paused or suspended (no compute)")
@@ -30,7 +30,12 @@ class UsageTotals(BaseModel):
     snapshot_gib_hours: float = Field(
         description="snapshots' and template layers' own bytes (GiB) x hours they were kept"
     )
-    states: dict[str, float] = Field(description="seconds in each state")
+    build_seconds: float = Field(
+        description="seconds template builds' VMs ran (the build VM, then its readiness VM); "
+        "their vCPUs, memory and disk are in compute_seconds, vcpu_seconds, "
+        "memory_gib_seconds and disk_gib_hours, not in seconds, running_seconds or states",
+    )
+    states: dict[str, float] = Field(description="seconds in each computer state")
 
     @classmethod
     def of(cls, totals: Totals) -> UsageTotals:

@@ -1,7 +1,11 @@
-"""The VMs template builds run on fleet hosts, recorded while they run (`build_vms`, written
-before the VM is made): every node's egress watch keeps their egress (`fleet_egress.py`), and no
-host's settling takes one for a stranger (`hosts.py`). A node that starts again destroys what
-its previous life left (`end_left`)."""
+"""The VMs template builds run (the build VM and its readiness VM), recorded while they run
+(`build_vms`, written before the VM is made): the record holds the VM's room in its org's quota
+(checked in the transaction that writes it, as a create's record is, so builds and creates
+cannot together pass a quota) and opens its usage interval (kind `build`: usage/ledger.py),
+which its removal closes. On fleet hosts every node's egress watch keeps their egress
+(`fleet_egress.py`), and no host's settling takes one for a stranger (`hosts.py`). A node that
+starts again destroys what its previous life left (`end_left`), its usage closed where it was last
+seen."""
 
 from __future__ import annotations
 
@@ -9,19 +13,82 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
+from ..host.door import GIB, Image, MachineSpec
 from ..store import Database
 from ..store.fleet_models import BuildVmRow
+from ..templates.spec import Spec
+from . import quotas
+from .usage import ledger
 
 if TYPE_CHECKING:
     from .fleet import Fleet
 
 
 log = logging.getLogger(__name__)
+
+BUILD_MEMORY_MIB = 1024  # a build VM's least memory
+
+
+@dataclass(frozen=True)
+class BuildVm:
+    """A build's VM as its org's quota and usage see it (`host_id` None: this server's own)."""
+
+    id: str
+    org_id: str
+    template: str
+    host_id: str | None
+    node: str
+    vcpus: int
+    memory_mib: int
+    disk_gib: int
+
+    @classmethod
+    def of(
+        cls,
+        mspec: MachineSpec,
+        image: Image,
+        org_id: str,
+        template: str,
+        host_id: str | None,
+        node: str,
+    ) -> BuildVm:
+        """The VM `mspec` describes, booted from `image`, for a build of the org's template."""
+        disk = mspec.disk_gib or disk_of(image)
+        vm = mspec.computer_id, org_id, template, host_id, node
+        return cls(*vm, mspec.vcpus, mspec.memory_mib, disk)
+
+    def use(self) -> quotas.Use:
+        return quotas.Use.computer(self.vcpus, self.memory_mib, self.disk_gib)
+
+
+def build_memory(spec: Spec) -> int:
+    """A build VM's memory: package installs need room, whatever the template's computers get."""
+    return max(BUILD_MEMORY_MIB, spec.memory_mib)
+
+
+def disk_of(image: Image) -> int:
+    """A build's VM disk when its spec names none: its image's, in GiB rounded up."""
+    return -(-image.disk_size_bytes // GIB)
+
+
+def needs(spec: Spec, image: Image, host_cpus: int) -> quotas.Use:
+    """The most a build holds of its org's quota at once: one VM (the build VM, then the
+    readiness VM), as large in each as the larger of the two."""
+    vcpus = max(build_vcpus(host_cpus), spec.vcpus)
+    return quotas.Use.computer(vcpus, build_memory(spec), spec.disk_gib or disk_of(image))
+
+
+def room_for_a_layer(db: Database, org_id: str) -> None:
+    """A build step's layer stays, in its org's disk quota: room for a GiB more of it (the
+    layers written so far counted), else `quotas.QuotaExceededError`."""
+    with db.session() as s:
+        quotas.check(s, org_id, quotas.Use(disk_gib=1))
 
 
 def build_vcpus(host_cpus: int) -> int:
@@ -32,17 +99,35 @@ def build_vcpus(host_cpus: int) -> int:
 
 
 @contextlib.contextmanager
-def recorded(
-    db: Database, vm_id: str, org_id: str, template: str, host_id: str, node: str
-) -> Iterator[None]:
-    """The build VM's record for the block."""
+def recorded(db: Database, vm: BuildVm) -> Iterator[None]:
+    """The build VM's record for the block, written in the transaction that checks its org's
+    quota for it: `quotas.QuotaExceededError` before anything is made."""
     with db.session() as s:
-        s.add(BuildVmRow(id=vm_id, org_id=org_id, template=template, host_id=host_id, node=node))
+        quotas.check(s, vm.org_id, vm.use())
+        s.add(
+            BuildVmRow(
+                id=vm.id,
+                org_id=vm.org_id,
+                template=vm.template,
+                host_id=vm.host_id,
+                node=vm.node,
+                vcpus=vm.vcpus,
+                memory_mib=vm.memory_mib,
+                disk_gib=vm.disk_gib,
+            )
+        )
     try:
         yield
     finally:
-        with db.session() as s:
-            s.execute(delete(BuildVmRow).where(BuildVmRow.id == vm_id))
+        _forget(db, vm.id)
+
+
+def _forget(db: Database, vm_id: str) -> None:
+    """Remove the record (one by one, not in bulk: the ledger's hook closes its interval)."""
+    with db.session() as s:
+        row = s.get(BuildVmRow, vm_id)
+        if row is not None:
+            s.delete(row)
 
 
 def on_host(db: Database, host_id: str) -> set[str]:
@@ -51,18 +136,19 @@ def on_host(db: Database, host_id: str) -> set[str]:
 
 
 def running(db: Database) -> dict[str, list[str]]:
-    """Every recorded build VM, by host id."""
+    """Every recorded build VM on a fleet host, by host id."""
     found: dict[str, list[str]] = defaultdict(list)
     with db.session() as s:
         for vm_id, host_id in s.execute(select(BuildVmRow.id, BuildVmRow.host_id)):
-            found[host_id].append(vm_id)
+            if host_id is not None:
+                found[host_id].append(vm_id)
     return found
 
 
 async def end_left(fleet: Fleet, before: datetime) -> int:
-    """Destroy the build VMs this node's previous life (recorded `before` this one began) left on
-    fleet hosts (none of its builds runs now) and forget them; one whose host does not answer
-    keeps its record until the next time. How many went."""
+    """Destroy the build VMs this node's previous life (recorded `before` this one began) left
+    (none of its builds runs now) and forget them, their usage closed where it was last seen to
+    hold; one whose host does not answer keeps its record until the next time. How many went."""
     with fleet.db.session() as s:
         left = s.execute(
             select(BuildVmRow.id, BuildVmRow.host_id).where(
@@ -77,6 +163,8 @@ async def end_left(fleet: Fleet, before: datetime) -> int:
             log.warning("build VM %s left on host %s stays for now: %s", vm_id, host_id, exc)
             continue
         with fleet.db.session() as s:
-            s.execute(delete(BuildVmRow).where(BuildVmRow.id == vm_id))
+            seen = ledger.proven_until(s, vm_id)
+        with ledger.ending_at(seen):
+            _forget(fleet.db, vm_id)
         gone += 1
     return gone

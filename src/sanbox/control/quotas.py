@@ -1,13 +1,17 @@
 """Quotas per org: what it may use at once, set by a host admin (`sanbox org quota`). None is
 no limit, and an org without a quota is never refused by one.
 
-- running: computers with compute (creating, starting, running, pausing, resuming, stopping);
+- running: computers with compute (creating, starting, running, pausing, resuming, stopping)
+  and the VMs its template builds run (a build VM, then its readiness VM: `build_vms.py`);
   vcpus and memory_mib are theirs. Warm-pool members are the pool owner's computers: they count.
-- disk_gib: the disks of every computer of the org, in any state.
+- disk_gib: the disks of every computer of the org, in any state, and of its build VMs while
+  they run, and the bytes its template builds' layers hold (state `layer`, the org's build cache:
+  their sum rounded up to a GiB).
 - snapshots: the org's snapshots (being taken or ready; not a template's build layers).
 
 `check` runs inside the transaction that writes what would exceed the quota (the record a create,
-a fork or a pool refill inserts; the move to `starting` or `resuming`; the snapshot's record), so
+a fork or a pool refill inserts; the move to `starting` or `resuming`; the snapshot's record; a
+build VM's record), so
 what it counts includes everything admitted before it: in this process transactions are
 synchronous and never interleave, and on PostgreSQL the org's row is locked (`FOR UPDATE`) so
 other servers wait for it. Concurrent creates can never together exceed a quota."""
@@ -19,6 +23,7 @@ from dataclasses import dataclass, fields
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from ..store.fleet_models import BuildVmRow
 from ..store.models import ComputerRow, Org, QuotaRow, SnapshotRow
 from .errors import ForbiddenError
 from .states import State
@@ -28,6 +33,7 @@ COMPUTE = frozenset(
     {State.CREATING, State.STARTING, State.RUNNING, State.PAUSING, State.RESUMING, State.STOPPING}
 )
 MAX_LIMIT = 1_000_000  # the largest value any limit may be set to
+GIB = 1 << 30
 
 _WHAT = {
     "running": ("running computers", ""),
@@ -127,12 +133,30 @@ def use(s: Session, org_id: str) -> Use:
     disk = s.scalar(
         select(func.coalesce(func.sum(ComputerRow.disk_gib), 0)).where(ComputerRow.org_id == org_id)
     )
+    builds = select(
+        func.count(),
+        func.coalesce(func.sum(BuildVmRow.vcpus), 0),
+        func.coalesce(func.sum(BuildVmRow.memory_mib), 0),
+        func.coalesce(func.sum(BuildVmRow.disk_gib), 0),
+    ).where(BuildVmRow.org_id == org_id)
+    b_running, b_vcpus, b_memory, b_disk = s.execute(builds).one()
+    layers = s.scalar(
+        select(func.coalesce(func.sum(SnapshotRow.size_bytes), 0)).where(
+            SnapshotRow.org_id == org_id, SnapshotRow.state == "layer"
+        )
+    )
     taken = or_(  # a template build's layers are `creating` too, then `layer`: not counted
         SnapshotRow.state == "ready",
         (SnapshotRow.state == "creating") & SnapshotRow.computer_id.startswith("cmp_"),
     )
     snaps = s.scalar(select(func.count()).where(SnapshotRow.org_id == org_id, taken))
-    return Use(int(running), int(vcpus), int(memory), int(disk or 0), int(snaps or 0))
+    return Use(
+        int(running) + int(b_running),
+        int(vcpus) + int(b_vcpus),
+        int(memory) + int(b_memory),
+        int(disk or 0) + int(b_disk) + -(-int(layers or 0) // GIB),
+        int(snaps or 0),
+    )
 
 
 def check(s: Session, org_id: str, adding: Use) -> None:

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 from ..fleet import reservations
 from ..host.door import GIB, HostError, VmHandle
 from ..store import repo
-from ..store.models import SnapshotRow
+from ..store.models import SnapshotRow, utcnow
+from . import build_vms
 from .computers import Computers
 from .quotas import COMPUTE
 from .states import State
@@ -64,6 +65,9 @@ class Reconciler:
                 log.exception("reconcile of %s failed", row.id)
         report.orphans += await self.runtime.sweep(known)
         self._builds()
+        # the build VMs its previous life left: their quota freed, their usage closed where last
+        # seen, before the meter runs (one whose fleet host does not answer: the watcher's)
+        await build_vms.end_left(self.fleet, utcnow())
         await self._snapshots(report)
         return report
 

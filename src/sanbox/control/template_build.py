@@ -46,10 +46,10 @@ from ..templates.spec import Step
 from . import build_packages, build_place, build_vms, readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
+from .quotas import QuotaExceededError
 
 log = logging.getLogger(__name__)
 
-BUILD_MEMORY_MIB = 1024  # package installs need room, whatever the template's computers get
 STEP_TIMEOUT = 1800.0
 STEP_GRACE = 60.0  # seconds past its timeout a step's end is waited for, then it failed
 SERVICES_FILE = "/etc/sanbox/services.json"
@@ -144,12 +144,17 @@ class Builder:
         """A running build (or readiness) computer, destroyed on the way out."""
         fleet, host = self.fleet, self.host
         with contextlib.ExitStack() as recorded:
+            # recorded before it is made: the org's quota holds its room (as a create's record
+            # does), its usage is metered, and no watch takes it for a stranger
+            where = (self.org.id, self.template, self.host_id, fleet.node)
+            vm = build_vms.BuildVm.of(mspec, start.image, *where)
+            try:
+                recorded.enter_context(build_vms.recorded(fleet.db, vm))
+            except QuotaExceededError as exc:
+                raise BuildFailed(f"{self.doing}: {exc.message}") from exc
             hold = None
             if self.host_id is None:  # a fleet host admits it itself (its placement reserved it)
                 hold = fleet.capacity.admit_here(host, mspec.memory_mib, mspec.disk_gib or 0)
-            else:  # recorded before it is made: no watch takes it for a stranger
-                vm = (mspec.computer_id, self.org.id, self.template, self.host_id, fleet.node)
-                recorded.enter_context(build_vms.recorded(fleet.db, *vm))
             try:
                 if start.snapshot_id is None:
                     machine, _disk = await host.create(mspec, start.image)
@@ -190,6 +195,13 @@ class Builder:
                 "the build host's egress gateway does not answer: build again shortly"
             )
         return far
+
+    def _room_for_a_layer(self) -> None:
+        """A step's layer counts in the org's disk quota: the build ends here without room."""
+        try:
+            build_vms.room_for_a_layer(self.fleet.db, self.org.id)
+        except QuotaExceededError as exc:
+            raise BuildFailed(f"{self.doing}: {exc.message}") from exc
 
     # steps ----------------------------------------------------------------------------------
 
@@ -296,7 +308,7 @@ class Builder:
         mspec = MachineSpec(
             computer_id=repo.new_id("bld-"),
             vcpus=build_vms.build_vcpus(self.fleet.capacity.cpus),
-            memory_mib=max(BUILD_MEMORY_MIB, self.spec.memory_mib),
+            memory_mib=build_vms.build_memory(self.spec),
             disk_gib=self.spec.disk_gib,
             hostname=self.template,
         )
@@ -308,6 +320,7 @@ class Builder:
                     "step", index=i + 1, total=total, description=descriptions[i], cached=False
                 )
                 self.doing = f"step {i + 1}/{total} ({descriptions[i]})"
+                self._room_for_a_layer()
                 t0 = time.monotonic()
                 await self.run_step(machine, steps[i])
                 last = await self._freeze(machine, mspec, image)

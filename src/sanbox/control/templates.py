@@ -27,7 +27,7 @@ from sqlalchemy import select
 from ..fleet.errors import BusyError
 from ..fleet.operations import Operation
 from ..fleet.placement import Placement
-from ..host.door import GIB, RECIPES, HostError, PolicyError
+from ..host.door import RECIPES, HostError, PolicyError
 from ..store import repo
 from ..store.models import Org, SnapshotRow, TemplateRow
 from ..templates import fetch_cache
@@ -35,7 +35,7 @@ from ..templates.context import Context, ContextError
 from ..templates.context_worker import unpack_bounded
 from ..templates.keys import descriptions, step_keys
 from ..templates.spec import Spec, SpecError
-from . import build_place, placing, template_build
+from . import build_place, build_vms, placing, quotas, template_build
 from .build_log import BuildLog
 from .build_slots import FairSlots
 from .errors import (
@@ -211,6 +211,9 @@ async def build(
                     f"this org has {building} template builds queued or running, the most it "
                     "may: wait for one to end (`sanbox template logs NAME -f`)"
                 )
+            # refused up front when its VMs would take the org past a quota (each VM's own
+            # record holds its room when it starts: build_vms.recorded)
+            quotas.check(s, org.id, build_vms.needs(spec, start.image, fleet.capacity.cpus))
             template_id = row.id if row is not None else repo.new_id("tpl_")
             op = _begin(fleet, template_id, name)
             if row is None:
@@ -360,8 +363,8 @@ def _placed(
     "", this server's own host)."""
     if not region:
         return None
-    memory = max(template_build.BUILD_MEMORY_MIB, memory_mib)
-    disk = disk_gib or -(-start.image.disk_size_bytes // GIB)
+    memory = max(build_vms.BUILD_MEMORY_MIB, memory_mib)
+    disk = disk_gib or build_vms.disk_of(start.image)
     build = start.image.build_id
     return build_place.place(fleet, region, start.snapshot_id, build, keys, org, memory, disk)
 

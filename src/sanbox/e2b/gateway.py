@@ -17,8 +17,9 @@ Served before `OpenRequests`, the gateway holds its requests' places itself, in 
 the traffic token, as their sandbox's (`sandbox_holder`) and its org's, for their whole life (a
 stream, a download, a relayed WebSocket); a connection to a public port as one of its computer's
 public relays (`PublicRelays`, shared with the published ports). Every one but a public port's
-(anyone's: a visitor would spend the org's API requests) takes a request of its org's rate first. Past a bound: 429, `resource_exhausted` for a Connect call, `{"code": 429,
-"message"}` otherwise, with `Retry-After`."""
+(anyone's: a visitor would spend the org's API requests) takes a request of its org's rate
+first. Past a bound: 429, `resource_exhausted` for a Connect call, `{"code": 429, "message"}`
+otherwise, with `Retry-After`."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class UsageTotals:
     """What was used: seconds (in all, with compute, running, paused), vCPU- and
-    memory-GiB-seconds of compute, disk GiB-hours in every state, CPU time measured (None:
-    unmeasured on that host) and egress bytes (None: not counted)."""
+    memory-GiB-seconds of compute (template builds' VMs' too: `build_seconds`), disk GiB-hours
+    in every state, CPU time measured (None: unmeasured on that host) and egress bytes (None: not
+    counted)."""
 
     seconds: float = 0.0
     compute_seconds: float = 0.0
@@ -31,6 +32,7 @@ class UsageTotals:
     cpu_seconds: float | None = None
     egress_bytes: int | None = None
     snapshot_gib_hours: float = 0.0
+    build_seconds: float = 0.0  # template builds' VMs (their compute in the sums above)
     states: dict[str, float] = field(default_factory=dict)
 
     @classmethod

@@ -114,14 +114,20 @@ class JoinTokenRow(Base):
 
 
 class BuildVmRow(Base):
-    """A VM a template build runs on a fleet host (`id`, its computer id there), recorded before
-    it is made and removed once it is destroyed: the fleet's watches keep its egress and do not
-    take it for a stranger; the API `node` that runs the build ends what its previous life left."""
+    """A VM a template build runs (`id`, its computer id on its host; `host_id` None: this
+    server's own host), recorded before it is made, in the transaction that checks its org's quota
+    for its vCPUs, memory and disk, and removed once it is destroyed: the org's quota counts it as
+    a computer with compute, its usage interval (kind `build`) opens and closes with the record,
+    the fleet's watches keep its egress and do not take it for a stranger, and the API `node` that
+    runs the build ends what its previous life left."""
 
     __tablename__ = "build_vms"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     org_id: Mapped[str] = mapped_column(ForeignKey("orgs.id"), index=True)
     template: Mapped[str] = mapped_column(String(63))
-    host_id: Mapped[str] = mapped_column(String(32), index=True)
+    host_id: Mapped[str | None] = mapped_column(String(32), index=True, default=None)
     node: Mapped[str] = mapped_column(String(64), index=True)
+    vcpus: Mapped[int] = mapped_column(Integer, default=0)
+    memory_mib: Mapped[int] = mapped_column(Integer, default=0)
+    disk_gib: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

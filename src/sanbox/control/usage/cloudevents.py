@@ -1,5 +1,9 @@
 """A closed usage interval as a CloudEvents 1.0 event (structured JSON mode, one per line), pure.
 
+Three types: a computer's interval (`sanbox.computer.usage`), a snapshot's or template layer's
+bytes held (`sanbox.snapshot.usage`) and a template build's VM (`sanbox.build.usage`: the data of
+a computer's, its id under `build`; a meter of compute sums both).
+
 The id is deterministic (`<computer>:<ordinal>:<start>`), so a consumer that reads an event twice
 (after a crash on either side) deduplicates it; `sequence` (the CloudEvents sequence extension) is
 the cursor: read on with `after=<sequence>`. OpenMeter ingests these as they are."""
@@ -15,6 +19,8 @@ from .intervals import Interval, Totals
 
 TYPE = "sanbox.computer.usage"
 SNAPSHOT_TYPE = "sanbox.snapshot.usage"  # a snapshot's or template layer's own bytes held
+BUILD_TYPE = "sanbox.build.usage"  # a template build's VM: a computer's compute, its id `build`
+_TYPES = {"computer": TYPE, "snapshot": SNAPSHOT_TYPE, "build": BUILD_TYPE}
 CONTENT_TYPE = "application/x-ndjson"  # lines, each application/cloudevents+json
 
 
@@ -45,7 +51,7 @@ def event(closed: Closed, source: str) -> dict[str, Any]:
         "state": iv.state,
         "start": stamp(iv.start),
         "end": stamp(iv.end),
-        "duration_seconds": round(totals.seconds, 6),
+        "duration_seconds": round(iv.seconds(iv.end), 6),
         "vcpus": iv.vcpus,
         "memory_mib": iv.memory_mib,
         "disk_gib": iv.disk_gib,
@@ -67,9 +73,11 @@ def event(closed: Closed, source: str) -> dict[str, Any]:
             "size_bytes": iv.size_bytes,
             "snapshot_gib_seconds": round(totals.snapshot_gib_seconds, 6),
         }
+    if iv.kind == "build":  # `computer` is the build VM's id (`bld-…`); `name` its template
+        data = {"build": data.pop("computer"), **data}
     return {
         "specversion": "1.0",
-        "type": SNAPSHOT_TYPE if iv.kind == "snapshot" else TYPE,
+        "type": _TYPES[iv.kind],
         "id": f"{iv.computer}:{closed.ordinal}:{stamp(iv.start)}",
         "source": source,
         "subject": closed.org,

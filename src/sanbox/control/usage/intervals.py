@@ -32,7 +32,8 @@ class Interval:
     end: datetime | None
     cpu_seconds: float | None = None
     egress_bytes: int | None = None
-    kind: str = "computer"  # or snapshot (a snapshot or a template's build layer)
+    kind: str = "computer"  # or snapshot (a snapshot or a template's build layer), or build
+    # (a template build's VM: compute, but not a computer's life)
     size_bytes: int = 0  # a snapshot's own bytes
 
     def seconds(self, now: datetime) -> float:
@@ -83,23 +84,27 @@ class Totals:
     egress_bytes: int | None = None
     states: dict[str, float] = field(default_factory=dict)
     snapshot_gib_seconds: float = 0.0  # snapshots' and template layers' own bytes x seconds
+    build_seconds: float = 0.0  # template builds' VMs running (in compute_seconds too)
 
     def add(self, part: Interval, now: datetime) -> None:
         s = ((part.end or now) - part.start).total_seconds()
         if part.kind == "snapshot":
             self.snapshot_gib_seconds += part.size_bytes / 2**30 * s
             return
-        self.seconds += s
-        self.states[part.state] = self.states.get(part.state, 0.0) + s
+        if part.kind == "build":  # its compute below; no computer's life or state
+            self.build_seconds += s
+        else:
+            self.seconds += s
+            self.states[part.state] = self.states.get(part.state, 0.0) + s
+            if part.state == State.RUNNING:
+                self.running_seconds += s
+            if part.state in PAUSED:
+                self.paused_seconds += s
         self.disk_gib_seconds += part.disk_gib * s
         if part.state in COMPUTE:
             self.compute_seconds += s
             self.vcpu_seconds += part.vcpus * s
             self.memory_gib_seconds += part.memory_mib * GIB_PER_MIB * s
-        if part.state == State.RUNNING:
-            self.running_seconds += s
-        if part.state in PAUSED:
-            self.paused_seconds += s
         if part.cpu_seconds is not None:
             self.cpu_seconds = (self.cpu_seconds or 0.0) + part.cpu_seconds
         if part.egress_bytes is not None:
@@ -115,6 +120,7 @@ class Totals:
             "memory_gib_seconds",
             "disk_gib_seconds",
             "snapshot_gib_seconds",
+            "build_seconds",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.cpu_seconds is not None:
@@ -137,6 +143,7 @@ class Totals:
             "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "egress_bytes": self.egress_bytes,
             "snapshot_gib_hours": round(self.snapshot_gib_seconds / 3600, 6),
+            "build_seconds": round(self.build_seconds, 3),
             "states": {k: round(v, 3) for k, v in sorted(self.states.items())},
         }
 

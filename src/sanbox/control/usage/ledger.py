@@ -5,6 +5,10 @@ writes a computer (a transition, a create, a claim, a delete), its interval is c
 next opened in the same transaction as the write, at the database's clock. Nothing is lost or
 counted twice by a crash: the state write and the interval change commit or vanish together.
 
+A template build's VM (a `build_vms` record, written before the VM is made and removed once it
+is destroyed) has one interval of kind `build` from its record's write to its removal: compute
+(vCPUs, memory, disk) like a running computer's, named by its template.
+
 When a crash (`kill -9` of the server, a host reboot) left an interval open whose VM is gone, the
 reconciler records the transition under `ending_at(proven)`: the interval closes at the last
 moment it was seen to hold (`checked_at`, refreshed by the meter every few seconds), not at the
@@ -23,6 +27,7 @@ from typing import Any
 from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
+from ...store.fleet_models import BuildVmRow
 from ...store.models import ComputerRow, SnapshotRow, UsageRow, UsageSequenceRow
 from ..quotas import COMPUTE
 
@@ -87,6 +92,7 @@ def read_into(row: UsageRow, reading: Reading) -> None:
 
 
 _BOOTING = frozenset({"creating", "starting", "resuming"})
+BUILD_STATE = "running"  # a build VM's interval's state: it has compute, metered as a computer's
 
 
 class Ledger:
@@ -115,7 +121,9 @@ class Ledger:
         snaps = [(o, False) for o in s.new if isinstance(o, SnapshotRow)]
         snaps += [(o, False) for o in s.dirty if isinstance(o, SnapshotRow) and _held_changed(o)]
         snaps += [(o, True) for o in s.deleted if isinstance(o, SnapshotRow)]
-        if not changed and not snaps:
+        builds = [(o, False) for o in s.new if isinstance(o, BuildVmRow)]
+        builds += [(o, True) for o in s.deleted if isinstance(o, BuildVmRow)]
+        if not changed and not snaps and not builds:
             return
         with s.no_autoflush:
             now = db_now(s)
@@ -125,6 +133,8 @@ class Ledger:
                 self.settle(s, row, end, gone)
             for snap, gone in snaps:
                 settle_snapshot(s, snap, now, gone)
+            for vm, gone in builds:
+                self.settle_build(s, vm, end, gone)
 
     def settle(self, s: Session, row: ComputerRow, now: datetime, gone: bool = False) -> None:
         """Make the computer's open interval match its record: unchanged if it does; else
@@ -147,6 +157,33 @@ class Ledger:
             reading = Reading(egress_bytes=self.measure(row.id).egress_bytes)
         if not gone:
             opened(s, row, now, ordinal, reading if row.state in COMPUTE else Reading())
+
+    def settle_build(self, s: Session, vm: BuildVmRow, now: datetime, gone: bool) -> None:
+        """A build VM's interval: opened with its record (before its VM is made: its counters
+        start at 0), closed with a last reading when the record goes."""
+        current = open_interval(s, vm.id)
+        if gone:
+            if current is not None:
+                close(s, current, now, self.measure(vm.id))
+            return
+        if current is None:
+            s.add(
+                UsageRow(
+                    kind="build",
+                    org_id=vm.org_id,
+                    computer_id=vm.id,
+                    ordinal=1,
+                    name=vm.template,
+                    template=vm.template,
+                    state=BUILD_STATE,
+                    vcpus=vm.vcpus,
+                    memory_mib=vm.memory_mib,
+                    disk_gib=vm.disk_gib,
+                    started_at=now,
+                    checked_at=now,
+                    cpu_mark_usec=0,
+                )
+            )
 
 
 def settle_snapshot(s: Session, snap: SnapshotRow, now: datetime, gone: bool) -> None:

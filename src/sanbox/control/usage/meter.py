@@ -10,7 +10,8 @@ processes) reads None: its CPU time stays unmeasured, never a made-up 0. One on 
 last report does not show its VM running (the host silent, lost or forgotten, or the VM gone) is
 not vouched for: its interval is neither checked nor cut until the host shows it again, so a lost
 host's computers are not billed as running meanwhile (a VM the host ran all along is, once the
-host is back; one closed while its host is silent closes where it was last seen: `unseen`)."""
+host is back; one closed while its host is silent closes where it was last seen: `unseen`).
+A template build's VM is metered the same way while its record lasts (`build_vms.py`)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ class Meter:
                 host_id = on.get(row.computer_id)
                 if row.state in COMPUTE and self.unseen(row.computer_id, host_id, row.state):
                     continue  # not seen running now: nothing vouches for it
-                if row.state in COMPUTE and row.computer_id in self.fleet.machines:
+                ours = row.kind == "build" or row.computer_id in self.fleet.machines
+                if row.state in COMPUTE and ours:  # (a build's VM: whichever host runs it)
                     reading = self.measure(row.computer_id)
                 at = ledger.due_at(row, now, self.running_period)
                 if at is not None:
