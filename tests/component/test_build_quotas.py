@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,15 +18,15 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from sanbox.control import templates
 from sanbox.control.build_slots import FairSlots
-from sanbox.store import repo
+from sanbox.store import Database, repo
 from sanbox.store.fleet_models import BuildVmRow
 from sanbox.store.models import SnapshotRow, UsageRow
 
-from .conftest import Server, start_server
+from .conftest import Server, serve, start_server
 from .test_quotas import create, names, quota, refused
 from .test_template_requests import TAR, context
 
@@ -252,3 +253,27 @@ def test_a_build_vm_an_earlier_life_left_is_ended_where_it_was_last_seen(
             assert closed.ended_at is not None and closed.seq is not None
             assert closed.ended_at.replace(tzinfo=UTC) <= stopped
             assert s.get(BuildVmRow, vm.id) is None
+
+
+def test_builds_are_held_and_metered_on_postgresql(short_tmp: Path) -> None:
+    """The same hold (the org's row locked for the check) and interval on PostgreSQL."""
+    url = os.environ.get("SANBOX_TEST_PG_URL")
+    if not url:
+        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
+    db = Database(url)
+    with db.engine.begin() as conn:  # a clean database
+        conn.execute(text("drop schema public cascade"))
+        conn.execute(text("create schema public"))
+    db.close()
+    for server in serve(short_tmp, url):
+        assert quota(server, running=1).status_code == 200
+        assert build(server, spec("pg-held", run="sleep 2")).status_code == 202
+        wait_for_running(server, 1)
+        refused(create(server, "squeezed"), "running computers quota is 1")
+        ended(server, "pg-held")
+        assert use(server)["running"] == 0
+        r = server.client.get(
+            "/v1/usage", params={"group_by": "template"}, headers=server.headers()
+        )
+        used = {g["key"]: g["usage"] for g in r.json()["groups"]}["pg-held"]
+        assert used["build_seconds"] >= 2.0 and used["memory_gib_seconds"] > 0

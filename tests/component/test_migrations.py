@@ -151,7 +151,7 @@ def test_hosts_count_reservations_from_their_records(empty_db: Database) -> None
 
 
 def test_build_vms_gain_their_sizes_and_may_be_the_servers_own(empty_db: Database) -> None:
-    """0027: a fleet host's build VM recorded before counts nothing until it ends; the server's
+    """0027: a fleet host's build VM recorded before has no size until it ends; the server's
     own build VMs are recorded too (no host), and the way back drops those (0026 had no place
     for them)."""
     db = empty_db

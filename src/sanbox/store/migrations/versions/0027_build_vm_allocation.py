@@ -1,7 +1,7 @@
 """Every VM a template build runs is recorded (the server's own host's too: `host_id` null) with
 its vCPUs, memory and disk, so the org's quota counts it as a computer with compute and its usage
-is metered (an interval of kind `build`). Records made before (fleet hosts' build VMs, running
-now) count nothing until they end.
+is metered (an interval of kind `build`). A record made before (a fleet host's build VM running
+now) counts as one running VM of no size, unmetered, until it ends.
 
 Revision ID: 0027
 Revises: 0026
