@@ -11,7 +11,9 @@ the services file the guest's supervisor runs.
 Then the template's ready snapshot: a computer is booted from the built disk, its readiness check
 waited for, and its running state (memory too) saved; creates restore it. A step that fails ends
 the build with the step, its exit status and its last output in the log; the build computer is
-destroyed whatever happens (a server restart destroys it as an orphan).
+destroyed whatever happens (a server restart destroys it as an orphan). Each VM is an org's
+computer for its quotas and its usage while it runs (`build_vms.recorded`: refused before it is
+made when it would not fit), and each step needs room in the org's disk quota for its layer.
 """
 
 from __future__ import annotations
