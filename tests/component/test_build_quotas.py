@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, text
 
-from sanbox.control import templates
+from sanbox.control import build_run
 from sanbox.control.build_slots import FairSlots
 from sanbox.store import Database, repo
 from sanbox.store.fleet_models import BuildVmRow
@@ -122,7 +122,7 @@ def test_a_build_whose_room_was_taken_meanwhile_fails_with_the_quota(
     that took the room while the build waited its turn leaves the build failed, honestly, and no
     VM made."""
     slots = FairSlots(1)
-    monkeypatch.setattr(templates, "BUILDS", slots)
+    monkeypatch.setattr(build_run, "BUILDS", slots)
     portal = server.client.portal  # type: ignore[attr-defined]
     holding = contextlib.AsyncExitStack()
     portal.call(holding.enter_async_context, slots.held("another-org"))  # the server's one slot

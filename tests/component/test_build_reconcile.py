@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.control import templates
+from sanbox.control import build_run
 from sanbox.control.build_slots import FairSlots
 from sanbox.fleet.operations import Operations
 from sanbox.store import repo
@@ -78,7 +78,7 @@ def _their_build(server: Server) -> tuple[str, str]:
 def test_a_restart_fails_only_the_builds_nobody_runs(
     server: Server, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(templates, "BUILDS", FairSlots(0))  # this node's build waits, queued
+    monkeypatch.setattr(build_run, "BUILDS", FairSlots(0))  # this node's build waits, queued
     h = server.headers()
     mine = post(server, context({"sanbox.toml": SPEC_OK.encode()}), name="mine")
     assert mine.status_code == 202, mine.text  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.control import build_cache, template_lookup, templates
+from sanbox.control import build_cache, build_run, template_lookup, templates
 from sanbox.control.build_slots import FairSlots
 from sanbox.store.models import TemplateRow
 from sanbox.templates import context_worker
@@ -199,7 +199,7 @@ def test_the_example_notes_context_is_read_by_the_worker() -> None:
 def test_an_org_has_at_most_so_many_builds_queued_or_running(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(templates, "BUILDS", FairSlots(0))  # builds wait in the queue
+    monkeypatch.setattr(build_run, "BUILDS", FairSlots(0))  # builds wait in the queue
     for i in range(templates.MAX_BUILDS_PER_ORG):
         r = post(server, context({"sanbox.toml": SPEC_OK.encode()}), name=f"t{i}")
         assert r.status_code == 202, r.text  # type: ignore[attr-defined]
@@ -264,7 +264,7 @@ def test_a_delete_that_meets_a_build_queued_since_it_looked_is_refused_and_remov
     """The delete read the template ready; a rebuild was queued before it removed anything (its
     host's snapshot delete took a while): the delete is refused `template_building`, the build's
     record and context stay. Before, the record went under the build, whose end failed."""
-    monkeypatch.setattr(templates, "BUILDS", FairSlots(0))  # builds wait in the queue
+    monkeypatch.setattr(build_run, "BUILDS", FairSlots(0))  # builds wait in the queue
     h = server.headers()
     spec = b'name = "raced"\n\n[[steps]]\nrun = "echo one"\n'
     made = server.client.post(

@@ -17,9 +17,9 @@ from sqlalchemy import select
 
 from ..store import repo
 from ..store.models import BuildStepRow, Org, SnapshotRow
+from .build_run import BUILDS
 from .errors import ConflictError
 from .fleet import Fleet
-from .templates import BUILDS
 
 
 @dataclass(frozen=True)

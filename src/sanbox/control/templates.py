@@ -2,7 +2,8 @@
 builds from a spec (`templates` rows; the build itself is `template_build.py`).
 
 A build is answered at once (the template `building`, or `ready` when nothing changed: same
-spec, same files, same base) and runs in the background, one at a time on the host; its log is
+spec, same files, same base) and runs in the background (`build_run.py`), one at a time on the
+host; its log is
 `templates/<id>.log` under the data dir (`build_log.py`). A rebuild keeps the template usable: its
 computers come from the last good build until the new one is ready; a failed build leaves the
 template as it was (or `failed`, if it never built) with the reason and the log.
@@ -11,36 +12,25 @@ template as it was (or `failed`, if it never built) with the reason and the log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import time
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import select
-
-from ..fleet.errors import BusyError
 from ..fleet.operations import Operation
-from ..fleet.placement import Placement
-from ..host.door import RECIPES, HostError, PolicyError
+from ..host.door import RECIPES, PolicyError
 from ..store import repo
-from ..store.models import Org, SnapshotRow, TemplateRow
-from ..templates import fetch_cache
+from ..store.models import Org, TemplateRow
 from ..templates.context import Context, ContextError
 from ..templates.context_worker import unpack_bounded
-from ..templates.keys import descriptions, step_keys
+from ..templates.keys import step_keys
 from ..templates.spec import Spec, SpecError
-from . import build_place, build_vms, placing, quotas, template_build
+from . import build_place, build_run, build_vms, quotas, template_build
 from .build_log import BuildLog
-from .build_slots import FairSlots
 from .errors import (
     ConflictError,
-    ControlError,
     InvalidRequestError,
     TooManyBuildsError,
 )
@@ -50,8 +40,6 @@ from .template_lookup import get
 
 log = logging.getLogger(__name__)
 
-BUILDS = FairSlots(1)  # builds boot VMs: one at a time on a host, the orgs taking turns
-BUILD_TIMEOUT = 4 * 3600.0  # seconds one build may hold its slot: then it failed
 MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
 
 
@@ -123,11 +111,6 @@ async def rebuild(
             "no_build_context",
         ) from None
     return await build(fleet, org, data, row.name, row.region if region is None else region)
-
-
-def packages_path(fleet: Fleet, template_id: str) -> Path:
-    """The packages of the template's last build, by version (`template_build.record_packages`)."""
-    return fleet.home / "templates" / f"{template_id}.packages.json"
 
 
 async def _context(data: bytes) -> Context:
@@ -215,7 +198,7 @@ async def build(
             # record holds its room when it starts: build_vms.recorded)
             quotas.check(s, org.id, build_vms.needs(spec, start.image, fleet.capacity.cpus))
             template_id = row.id if row is not None else repo.new_id("tpl_")
-            op = _begin(fleet, template_id, name)
+            op = build_run.begin(fleet, template_id, name)
             if row is None:
                 row = TemplateRow(
                     id=template_id,
@@ -241,153 +224,11 @@ async def build(
         if op is not None:
             fleet.operations.finish(op.op_id, f"{type(exc).__name__}: {exc}"[:500])
         if queued:
-            _failed(fleet, template_id, f"the build could not be queued: {exc}", None)
+            build_run.failed(fleet, template_id, f"the build could not be queued: {exc}", None)
         raise
-    fleet.spawn(_carried(fleet, op, _build(fleet, org, row.id, ctx, start, keys, digest, blog)))
+    build = build_run.run(fleet, org, row.id, ctx, start, keys, digest, blog)
+    fleet.spawn(build_run.carried(fleet, op, build))
     return row, True
-
-
-def _begin(fleet: Fleet, template_id: str, name: str) -> Operation:
-    """The build's operation, by the template's id, begun with its `building` record and carried
-    until the build ends (queued too): another API node's restart leaves a build it holds
-    alone (reconciler.py), and two nodes cannot build one template at once."""
-    try:
-        return fleet.operations.begin(template_id, "build", None, fleet.node)
-    except BusyError:
-        raise ConflictError(
-            f"template {name} is being built: wait for it", "template_building"
-        ) from None
-
-
-async def _carried(fleet: Fleet, op: Operation, build: Coroutine[Any, Any, None]) -> None:
-    async with fleet.carrying(op):
-        await build
-
-
-async def _build(
-    fleet: Fleet,
-    org: Org,
-    template_id: str,
-    ctx: Context,
-    start: template_build.Start,
-    keys: list[str],
-    digest: str,
-    blog: BuildLog,
-) -> None:
-    spec = ctx.spec
-    async with BUILDS.held(org.id):
-        t0 = time.monotonic()
-        with fleet.db.session() as s:
-            row = s.get(TemplateRow, template_id)
-            assert row is not None
-            name, region = row.name, row.region
-        cache = fleet.home / "cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
-        placement: Placement | None = None
-        try:
-            placement = await asyncio.to_thread(
-                _placed, fleet, org, region, start, keys, spec.memory_mib, spec.disk_gib
-            )
-            builder = template_build.Builder(
-                fleet, org, name, ctx, blog, cache, placement.host_id if placement else None
-            )
-        except Exception as exc:  # no host of its region to build on: nothing was made
-            why = exc.message if isinstance(exc, ControlError) else f"{type(exc).__name__}: {exc}"
-            if not isinstance(exc, ControlError):
-                log.exception("placing the build of %s failed", template_id)
-            if placement is not None:
-                await asyncio.to_thread(placing.release, fleet, placement)
-            _failed(fleet, template_id, f"no host of region {region} to build on: {why}", blog)
-            return
-        if placement is not None:
-            blog.output(f"[sanbox] building on host {placement.host_name} of region {region}")
-        try:
-            builder.packages = packages_path(fleet, template_id)
-            async with asyncio.timeout(BUILD_TIMEOUT):  # other orgs' builds wait for the slot
-                built = await template_build.run(
-                    builder, start.image, start, keys, descriptions(spec)
-                )
-        except TimeoutError:
-            limit = f"{BUILD_TIMEOUT / 3600:g} hours"
-            _failed(fleet, template_id, f"{builder.doing}: the build ran over {limit}", blog)
-            return
-        except template_build.BuildFailed as exc:
-            _failed(fleet, template_id, str(exc), blog)
-            return
-        except Exception as exc:  # never a template left `building`
-            log.exception("build of %s failed", template_id)
-            _failed(fleet, template_id, template_build.unexpected(builder, exc), blog)
-            return
-        finally:
-            if placement is not None:  # the host's reports count what it runs from now
-                await asyncio.to_thread(placing.release, fleet, placement)
-        took = time.monotonic() - t0
-        with fleet.db.session() as s:
-            row = s.get(TemplateRow, template_id)
-            assert row is not None
-            old_ready = row.ready_snapshot_id
-            row.state, row.error, row.digest, row.spec = "ready", None, digest, ctx.spec_text
-            row.base, row.image = spec.base, start.image.build_id
-            row.snapshot_id, row.ready_snapshot_id = built.snapshot_id, built.ready_snapshot_id
-            row.ready_reason = built.ready_reason
-            row.vcpus, row.memory_mib, row.disk_gib = (
-                spec.vcpus,
-                spec.memory_mib,
-                spec.disk_gib or 0,
-            )
-            row.env, row.allow, row.ports = dict(spec.env), list(spec.allow), list(spec.ports)
-            row.secrets = dict(spec.secrets)
-            row.idle_timeout, row.steps = spec.idle_timeout, len(keys)
-            row.cached_steps, row.build_seconds = built.cached_steps, round(took, 2)
-        ran = len(keys) - built.cached_steps
-        blog.event(
-            "done",
-            state="ready",
-            message=f"{name} built in {took:.1f}s ({ran} step(s) run, {built.cached_steps} reused)",
-        )
-        if old_ready is not None and old_ready != built.ready_snapshot_id:
-            await _drop_snapshot(fleet, old_ready)
-
-
-def _placed(
-    fleet: Fleet,
-    org: Org,
-    region: str,
-    start: template_build.Start,
-    keys: list[str],
-    memory_mib: int,
-    disk_gib: int | None,
-) -> Placement | None:
-    """The room of the build's computer on the host of `region` that builds it (None: region
-    "", this server's own host)."""
-    if not region:
-        return None
-    memory = max(build_vms.BUILD_MEMORY_MIB, memory_mib)
-    disk = disk_gib or build_vms.disk_of(start.image)
-    build = start.image.build_id
-    return build_place.place(fleet, region, start.snapshot_id, build, keys, org, memory, disk)
-
-
-def _failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog | None) -> None:
-    with fleet.db.session() as s:
-        row = s.get(TemplateRow, template_id)
-        if row is None:
-            return
-        row.state = "ready" if row.snapshot_id is not None else "failed"
-        row.error = reason
-    if blog is not None:
-        blog.event("done", state="failed", message=reason)
-
-
-async def _drop_snapshot(fleet: Fleet, snapshot_id: str) -> None:
-    with fleet.db.session() as s:
-        host_id = s.scalar(select(SnapshotRow.host_id).where(SnapshotRow.id == snapshot_id))
-    with contextlib.suppress(HostError, ControlError):  # a host that does not answer: the
-        await fleet.host_at(host_id).delete_snapshot(snapshot_id)  # reconciler's to drop
-    with fleet.db.session() as s:
-        if (row := s.get(SnapshotRow, snapshot_id)) is not None:
-            s.delete(row)
 
 
 async def delete(fleet: Fleet, org: Org, ref: str, region: str | None = None) -> TemplateRow:
@@ -405,8 +246,8 @@ async def delete(fleet: Fleet, org: Org, ref: str, region: str | None = None) ->
         if live is not None:
             s.delete(live)
     if ready is not None:  # a build of its name now makes a new record
-        await _drop_snapshot(fleet, ready)
+        await build_run.drop_snapshot(fleet, ready)
     log_path(fleet, row).unlink(missing_ok=True)
-    packages_path(fleet, row.id).unlink(missing_ok=True)
+    build_run.packages_path(fleet, row.id).unlink(missing_ok=True)
     context_path(fleet, row.id).unlink(missing_ok=True)
     return row
