@@ -29,6 +29,7 @@ from .conftest import LiveServer, fake_image
 from .test_host_link import (
     _free_port,
     _hosts,
+    _sanbox,
     _serving,
     _until,
     _wait_until_up,
@@ -167,3 +168,39 @@ def test_a_create_wider_than_this_server_is_sized_against_the_fleets_hosts(
         assert caught.value.code == "insufficient_capacity", caught.value
         assert [x.name for x in client.computers.list()] == ["wide"]
         c.delete()
+
+
+def test_a_computer_whose_host_was_forgotten_says_so(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    """Its host forgotten as dead will never answer again: its verbs are refused with
+    `host_forgotten` (409, naming the host and what to do), not a 503 to try again; a delete
+    removes its record."""
+    live = fleet_server
+    host_dir, port = short_tmp / "h1", _free_port()
+    join_host(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    runtime = HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        with _serving(HostAgent(runtime), port, me):
+            control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+            _wait_until_up(f"https://127.0.0.1:{port}", control)
+            _until("h1 up with its builds", lambda: _layers(live) != [])
+            c = client.computers.create(name="far", idle_timeout=0)
+        _until("h1 lost", lambda: _hosts(live)[0].state == "lost", timeout=60)
+        forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
+        assert forgot.returncode == 0, forgot.stderr
+        r = httpx.post(
+            f"{live.url}/v1/computers/{c.id}/exec",
+            json={"cmd": ["true"]},
+            headers={"Authorization": f"Bearer {live.key}"},
+            timeout=30,
+        )
+        assert r.status_code == 409, r.text
+        assert r.json()["error"]["code"] == "host_forgotten", r.text
+        said = r.json()["error"]["message"]
+        assert "h1" in said and "delete" in said and "snapshot" in said, said
+        assert "Retry-After" not in r.headers
+        c.delete()
+        assert client.computers.list() == []

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from sanbox.control.errors import HostUnavailableError
+from sanbox.fleet.link.link import HostUnreachableError
+
 from .conftest import Server, beside, still_waiting
 from .test_api_computers import error
 
@@ -162,3 +165,44 @@ def test_a_retry_while_the_claim_is_applied_waits_for_it(
     assert answers["retry"].json()["id"] == answers["first"].json()["id"]
     assert answers["retry"].json()["state"] == "running"
     assert _claimed(server, answers["first"].json()["id"])
+
+
+def test_a_claim_whose_member_cannot_be_configured_nor_removed_leaves_no_computer(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # its host stopped answering between the take and the claim's first call: the member
+    # cannot be configured, nor destroyed now. It is nobody's computer: hidden in its pool in
+    # error (the refill discards it once its host answers), the create made the ordinary way,
+    # and a retry with the same key returns that, never the member.
+    pool_ready(server, 1)
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    [member] = [cid for cid in fleet.machines if fleet.by_id(cid).pool is not None]
+
+    async def away(row: Any) -> Any:
+        raise HostUnavailableError(f"computer {row.name}'s host: host h1 does not answer")
+
+    async def stays(computer_id: str) -> None:
+        raise HostUnreachableError("host h1 does not answer")
+
+    real_destroy = fleet.runtime.destroy
+    monkeypatch.setattr(fleet, "machine_locked", away)
+    monkeypatch.setattr(fleet.runtime, "destroy", stays)
+    h = {**server.headers(), "Idempotency-Key": "away-2"}
+    body = {"template": "base", "name": "c1"}
+    made = server.client.post("/v1/computers", json=body, headers=h)
+    assert made.status_code == 201, made.text
+    assert made.json()["id"] != member and not _claimed(server, made.json()["id"])
+    listed = server.client.get("/v1/computers", headers=server.headers()).json()["computers"]
+    assert [(c["id"], c["name"]) for c in listed] == [(made.json()["id"], "c1")]
+    again = server.client.post("/v1/computers", json=body, headers=h)
+    assert again.json()["id"] == made.json()["id"], again.text
+    gone = server.client.get(f"/v1/computers/{member}", headers=server.headers())
+    assert gone.status_code == 404, gone.text
+    held = fleet.by_id(member)
+    assert held is not None and (held.state, held.idempotency_key) == ("error", None)
+    assert held.pool is not None and held.name.startswith("pool.")
+    monkeypatch.setattr(fleet.runtime, "destroy", real_destroy)  # the host answers again
+    deadline = time.monotonic() + 30
+    while fleet.by_id(member) is not None:
+        assert time.monotonic() < deadline, "the refill left the member"
+        time.sleep(0.1)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fleet.errors import BusyError
+from ..fleet.errors import BusyError, HostForgottenError
 from ..fleet.operations import Operation, Operations, node_name
 from ..host.door import (
     RECIPES,
@@ -221,8 +221,16 @@ class Fleet:
 
     def host_of(self, row: ComputerRow) -> Host:
         """The host that holds a computer: this server's own, or a fleet host over its link
-        (`host_unreachable` when there is none now: nothing is done)."""
-        return self.host_at(row.host_id, f"computer {row.name}'s host")
+        (`host_unreachable` when there is none now, `host_forgotten` when there never will be
+        again: nothing is done)."""
+        try:
+            return self.host_at(row.host_id, f"computer {row.name}'s host")
+        except HostForgottenError as exc:
+            raise HostForgottenError(
+                f"computer {row.name}'s host {exc.host} was forgotten as dead, and its disk with "
+                "it: delete the computer, or make it anew from a snapshot",
+                exc.host,
+            ) from exc
 
     def host_at(self, host_id: str | None, what: str = "the host") -> Host:
         """Host `host_id` (None: this server's own)."""

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from ..fleet.errors import HostForgottenError
 from ..fleet.link.egress_wire import MAX_DENIALS, handover_digest
 from ..fleet.link.link import HostUnreachableError
 from ..fleet.link.remote_egress import RemoteEgress
@@ -80,7 +81,7 @@ class FleetEgress:
         what the records say once it does)."""
         try:
             host = self.fleet.host_at(host_id)
-        except HostUnavailableError:
+        except (HostUnavailableError, HostForgottenError):
             return None
         held = self._held.get(host_id)
         if held is not None and held[0] is host:

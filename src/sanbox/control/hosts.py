@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ..fleet.errors import HostForgottenError
 from ..fleet.hosts import (
     LOST,
     RETIRED,
@@ -119,6 +120,15 @@ class FleetHosts:
         with self.db.session() as s:
             return s.scalar(select(HostRow.state).where(HostRow.id == host_id)) == RETIRED
 
+    def answering(self) -> set[str]:
+        """The ids of the hosts this node has a link to whose report is fresh (what their state
+        in the database is: the caller's to ask)."""
+        return {
+            host_id
+            for host_id, name in self._names.items()
+            if (link := self.links.get(name)) is not None and link.reachable
+        }
+
     def liveness(self, host_id: str, computer_id: str) -> Liveness:
         """Whether a computer's VM runs on its fleet host, by the host's last report."""
         name = self._names.get(host_id)
@@ -140,16 +150,26 @@ class FleetHosts:
 
     def host(self, host_id: str) -> Host:
         """The link to the host that holds a computer; `host_unreachable` when this server has
-        no link to it yet or the host stopped answering (the caller may try again)."""
+        no link to it yet or the host stopped answering (the caller may try again);
+        `host_forgotten` when it was forgotten as dead (it will never answer again)."""
         name = self._names.get(host_id)
         link = self.links.get(name) if name else None
+        if link is not None and link.reachable:
+            return as_host(link)
+        with self.db.session() as s:  # the database's word: this node may not have looked since
+            found = s.execute(select(HostRow.name, HostRow.state).where(HostRow.id == host_id))
+            row = found.first()
+        if row is not None and row.state == RETIRED:
+            raise HostForgottenError(
+                f"host {row.name} was forgotten as dead (`sanbox host forget`): it will not "
+                "answer again",
+                row.name,
+            )
         if link is None:
             raise HostUnreachableError(
                 f"host {name or host_id} is not linked from this server yet: try again shortly"
             )
-        if not link.reachable:
-            raise HostUnreachableError(f"host {name} does not answer")
-        return as_host(link)
+        raise HostUnreachableError(f"host {name} does not answer")
 
     def cpu_usec(self, computer_id: str, host: RemoteHost | None = None) -> int | None:
         """A computer's CPU time from the report of `host`, the one that runs it; not known,

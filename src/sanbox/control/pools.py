@@ -8,18 +8,22 @@ milliseconds; the price is their RAM, which admission counts like any computer's
 grows past what the host can hold (its state says `blocked: why`).
 
 A create of a pooled template (one that names none: `base`), asking for no other vCPUs or
-memory than the pool's computers have, claims the oldest running member in one database
-transaction (the record leaves the pool and takes the request's name, labels, environment, policy
-and idle timeout), then applies what lives in the VM: its hostname (the rest of its identity is
-its own since its restore; a claim that names no computer takes the name the member's warm-up
-gave its guest, and nothing is asked of the guest for it), a larger disk if asked (grown live,
-its filesystem with it) and its egress policy. If any of it fails the computer is discarded and
-the next member claimed, or the create made the ordinary way: a claim is never handed out
+memory than the pool's computers have, claims the oldest running member on a host that answers,
+in the region the create would run in (`pool_claims.py`): one database transaction (the record
+leaves the pool and takes the request's name, labels, environment, policy and idle timeout), then
+what lives in the VM: its hostname (the rest of its identity is its own since its restore; a
+claim that names no computer takes the name the member's warm-up gave its guest, and nothing is
+asked of the guest for it), a larger disk if asked (grown live, its filesystem with it) and its
+egress policy. If any of it fails the member goes back to its pool in error, hidden (nobody's
+computer: a retry with the same Idempotency-Key makes a create of its own), and is discarded;
+the next member is claimed, or the create made the ordinary way: a claim is never handed out
 half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them; one this
 node does not hold, on a fleet host or made by another API node, is attached at its claim) and the
-loop refills or trims the pool; a member that is not running, or that came from a build of the
-template that is no longer its current one, is discarded, never leaked nor handed out stale.
+loop refills or trims the pool; a member that is not running, that came from a build of the
+template that is no longer its current one, that is outside its org's home region, or whose host
+was forgotten, is discarded, never leaked nor handed out stale (one whose host does not answer
+stays hidden, not handed out, until the host can remove it).
 A member counts as ready once its warm-up has run (`pool_warmup.py`), not when it starts
 running: a claim of one still warming waits for it, and under TCG a just-restored guest's warm-up
 keeps a core busy. (An API node that did not make it, or a restarted one, counts it ready once
@@ -33,22 +37,22 @@ import contextlib
 import functools
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from ..host.door import GIB, Policy, faults
+from ..fleet.hosts import RETIRED
+from ..host.door import HostError, faults
 from ..store import repo
+from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, pool_warmup, quotas, readiness, template_lookup, templates
+from . import lifecycle, placing, pool_warmup, template_lookup, templates
+from . import pool_claims as claims
 from . import provision as provisioning
-from .capacity import Hold
-from .errors import ConflictError, ControlError, InvalidRequestError
+from .errors import ControlError, InvalidRequestError
 from .fleet import VERB_WAIT, Fleet
 from .jobs import POOLS
-from .names import check_name, generate_name
-from .secrets import bind_in
+from .names import check_name
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -159,8 +163,8 @@ class Pools:
             pool = repo.pool(s, org.id, req.template or "base")
         if pool is None or pool.size == 0:
             return None
-        for _ in range(3):  # a member that cannot be configured is discarded, the next tried
-            taken = self._take(org, pool, req, idempotency_key)
+        for _ in range(3):  # a member that cannot be configured is given up, the next tried
+            taken = claims.take(self.fleet, org, pool, req, idempotency_key, self._hostnames)
             if taken is None:
                 self.wake()  # an empty pool: refill now
                 return None
@@ -169,10 +173,11 @@ class Pools:
             named = self._hostnames.pop(row.id, None) == row.name  # its guest's hostname already
             self._claiming += 1  # its member has left the pool: no replacement until it is set
             try:
-                claimed = await self._apply(row, named)
-            except Exception as exc:
+                claimed = await claims.apply(self.fleet, row, named, pool.id)
+            except Exception as exc:  # given back to its pool in error: nobody's computer
                 log.warning("claimed %s could not be configured: %s", row.id, exc)
-                await self.discard(row.id, f"not handed out: configuring it failed ({exc})")
+                why = f"not handed out: configuring it failed ({exc})"
+                await self._discard_or_leave(row.id, why)
                 self.wake()
                 continue
             finally:
@@ -185,104 +190,6 @@ class Pools:
             return claimed
         return None
 
-    def _take(
-        self, org: Org, pool: PoolRow, req: creating.CreateRequest, idempotency_key: str | None
-    ) -> tuple[ComputerRow, Hold | None] | None:
-        """One transaction: the oldest running member leaves the pool as the request's, with the
-        room its disk's growth takes on this host held (refused as any create's would be, the
-        member left in its pool)."""
-        fleet = self.fleet  # the request was checked (create.check) before any supply
-        hold: Hold | None = None
-        try:
-            with fleet.db.session() as s:
-                q = select(ComputerRow).where(
-                    ComputerRow.pool == pool.id, ComputerRow.state == State.RUNNING
-                )
-                if req.region is not None:  # a member of the region asked for, or none
-                    q = q.where(ComputerRow.region == req.region)
-                q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
-                row = s.scalars(q.with_for_update(skip_locked=True)).first()
-                if row is None or not _fits(row, req):
-                    return None
-                if req.name is not None:
-                    check_name(req.name)
-                warmed = self._hostnames.get(row.id) if req.name is None else None
-                if warmed is not None and not repo.name_taken(s, org.id, warmed):
-                    name = warmed  # its guest's hostname already
-                else:  # named, never warmed, or its warm-up's name taken since: `_apply` sets it
-                    name = req.name or generate_name()
-                    if repo.name_taken(s, org.id, name):
-                        raise ConflictError(
-                            f"a computer named {name!r} already exists: pick another name",
-                            "name_taken",
-                        )
-                grow = max(0, (req.disk_gib or 0) - row.disk_gib)
-                if grow:  # a member counts against the org already: only its growth is new
-                    quotas.check(s, org.id, quotas.Use(disk_gib=grow))
-                    hold = fleet.capacity.admit_here(fleet.host_of(row), 0, grow, row.id)
-                row.pool, row.name, row.labels = None, name, dict(req.labels)
-                row.e2b_metadata = req.e2b_metadata
-                # the request's computer begins now: its lifetime and running time count from here
-                row.created_at = row.started_at = datetime.now(UTC)
-                row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime
-                row.max_running = req.max_running
-                row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
-                row.env = {**row.env, **req.env}
-                if req.allow is not None:
-                    row.allow = list(req.allow)
-                idle = req.idle_timeout
-                row.idle_timeout = (
-                    idle if idle is not None else templates.idle_timeout(fleet, org, row.template)
-                )
-                row.idempotency_key, row.request_hash = idempotency_key, req.digest()
-                row.identity_pending = "claim"  # its hostname, disk and policy: `_apply`
-                bind_in(s, org.id, row.id, req.secrets)  # its template's are bound already
-                s.flush()
-                s.expunge(row)
-        except BaseException:  # nothing was handed out: its room is not held
-            if hold is not None:
-                hold.release()
-            raise
-        if req.secrets and fleet.book is not None:
-            fleet.book.changed()
-        return row, hold
-
-    async def _apply(self, row: ComputerRow, named: bool) -> ComputerRow:
-        """What lives in the VM: hostname (unless `named`: its guest has it already) and egress
-        policy. Raises if either fails. Its template's readiness check runs meanwhile (it only
-        reads the guest: its round trip overlaps the host's steps), and is awaited before the
-        claim answers running."""
-        fleet = self.fleet
-        async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
-            # attached here if this node did not start it (another API node, a restart)
-            machine = await fleet.machine_locked(row)
-            settling = asyncio.ensure_future(readiness.settle_computer(fleet, row, machine))
-            try:
-                if not named:
-                    await (await machine.client(timeout=5.0)).set_hostname(row.name)
-                await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
-                egress = fleet.egress_of(row)
-                if egress is not None:
-                    await egress.set_policy(row.id, Policy.of(row.allow))
-                await fleet.trust_secrets(row.id, machine)  # the claim's own secrets, if any
-                unready = await settling
-            except BaseException:  # a step failed: the member is discarded, its check not waited
-                settling.cancel()
-                settling.add_done_callback(lambda t: t.cancelled() or t.exception())
-                raise
-            fleet.touch(row.id)
-            running = fleet.record(
-                row.id,
-                State.RUNNING,
-                "computer.running",
-                f"running ({row.isolation}); claimed from the warm pool of {row.template}",
-                {"start": "claimed", "memory": "restored"},
-                identity_pending=None,
-            )
-            if unready is not None:
-                readiness.not_ready(fleet, row.id, unready)
-            return running
-
     # members --------------------------------------------------------------------------------
 
     async def discard(self, computer_id: str, why: str) -> None:
@@ -290,6 +197,16 @@ class Pools:
         fleet = self.fleet
         async with fleet.operating(computer_id, "delete", wait=VERB_WAIT):
             await lifecycle.destroy_locked(fleet, computer_id, why)
+
+    async def _discard_or_leave(self, computer_id: str, why: str) -> bool:
+        """Discard a member; one whose host does not answer (or cannot remove it now) stays
+        hidden in its pool, not running, and the refill tries again each round."""
+        try:
+            await self.discard(computer_id, why)
+        except (ControlError, HostError) as exc:
+            log.info("pool member %s stays until its host can remove it: %s", computer_id, exc)
+            return False
+        return True
 
     async def _make(self, pool: PoolRow) -> None:
         fleet = self.fleet
@@ -330,27 +247,34 @@ class Pools:
         if len(self._hostnames) < MAX_HOSTNAMES:
             self._hostnames[computer_id] = name
 
-    async def refill(self, pool: PoolRow) -> None:
-        """Discard members that do not run, trim extras, make one missing member."""
+    async def refill(self, pool: PoolRow) -> bool:
+        """Discard members that do not run or are stale (`_stale`), trim extras, make one
+        missing member; whether the pool is still short of members (another round at once). A
+        member whose host does not answer stays hidden until it does (`_discard_or_leave`)."""
         with self.fleet.db.session() as s:
             members = repo.pool_members(s, pool.id)
             built = repo.templates_named(s, pool.org_id, pool.template, None)  # every region's
+            home = s.scalar(select(Org.home_region).where(Org.id == pool.org_id))
+            gone = set(s.scalars(select(HostRow.id).where(HostRow.state == RETIRED)))
         current = {sid for t in built for sid in (t.snapshot_id, t.ready_snapshot_id)} or None
+        home = home if home is not None and placing.wanted(self.fleet, None, False) else None
         live = []
         for m in members:
             if self.fleet.lock(m.id).locked():
                 live.append(m)  # being made or claimed right now
             elif m.state != State.RUNNING and m.state != State.CREATING:
-                await self.discard(m.id, f"pool member was {m.state}: replaced")
-            elif current is not None and m.state == State.RUNNING and m.origin not in current:
-                await self.discard(m.id, "the template was rebuilt: replaced")
+                await self._discard_or_leave(m.id, f"pool member was {m.state}: replaced")
+            elif m.state == State.RUNNING and (why := _stale(m, current, home, gone)):
+                await self._discard_or_leave(m.id, why)
             else:
                 live.append(m)
         extra = len(live) - pool.size
         for m in [m for m in reversed(live) if m.state == State.RUNNING][: max(0, extra)]:
-            await self.discard(m.id, "the pool shrank")
-        if len(live) < pool.size:
-            await self._make(pool)
+            await self._discard_or_leave(m.id, "the pool shrank")
+        if len(live) >= pool.size:
+            return False
+        await self._make(pool)
+        return len(live) + 1 < pool.size and pool.id not in self._blocked
 
     def wake(self) -> None:
         self._wake.set()
@@ -375,23 +299,27 @@ class Pools:
                 continue
             with self.fleet.db.session() as s:
                 pools = repo.list_pools(s, None)
+            busy = False
             for pool in pools:
                 try:
-                    await self.refill(pool)
+                    busy = await self.refill(pool) or busy
                 except Exception:
                     log.exception("refill of pool %s failed", pool.id)
-            busy = any(self._short(p) for p in pools)
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
 
-    def _short(self, pool: PoolRow) -> bool:
-        if pool.id in self._blocked:
-            return False
-        with self.fleet.db.session() as s:
-            return len(repo.pool_members(s, pool.id)) != pool.size
 
-
-def _fits(row: ComputerRow, req: creating.CreateRequest) -> bool:
-    """Whether a member is what the request asks for (a larger disk is grown at claim)."""
-    return req.vcpus in (None, row.vcpus) and req.memory_mib in (None, row.memory_mib)
+def _stale(
+    member: ComputerRow, current: set[str | None] | None, home: str | None, gone: set[str]
+) -> str | None:
+    """Why a running member is no longer one to hand out (None: it is): made from a build of
+    its template that is not its current one, in a region other than its org's home region
+    now (`home`: None when any will do), on a host forgotten as dead (`gone`)."""
+    if current is not None and member.origin not in current:
+        return "the template was rebuilt: replaced"
+    if home is not None and member.region != home:
+        return f"its org's home region is {home} now: replaced"
+    if member.host_id is not None and member.host_id in gone:
+        return "its host was forgotten as dead: replaced"
+    return None

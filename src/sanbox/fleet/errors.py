@@ -9,6 +9,9 @@ HostLostError               host_lost (409): a renewal from an epoch the databas
 StaleGenerationError        stale_generation (409): a host's report for a placement it no
                             longer holds
 HostNotFoundError           host_not_found (404)
+HostForgottenError          host_forgotten (409): the host that held the data was forgotten as
+                            dead (`sanbox host forget`): it will not answer again; delete what
+                            it held, or make it anew from a snapshot
 HostStateError              host_not_lost (409): forgetting a host not declared lost;
                             invalid_host_state (409): draining a host that is not up
 """
@@ -53,6 +56,14 @@ class StaleGenerationError(ConflictError):
 
 class HostNotFoundError(NotFoundError):
     code = "host_not_found"
+
+
+class HostForgottenError(ConflictError):
+    code = "host_forgotten"
+
+    def __init__(self, message: str, host: str) -> None:
+        super().__init__(message)
+        self.host = host
 
 
 class HostStateError(ConflictError):
