@@ -161,3 +161,22 @@ def test_a_report_that_cannot_be_taken_in_ends_that_hosts_renewal_only() -> None
     row = SimpleNamespace(name="h-bad", id="hst_bad")
     asyncio.run(FleetHosts._renew(hosts, row))  # type: ignore[arg-type]
     assert hosts._epochs == {}  # nothing of it was taken
+
+
+def test_a_hosts_error_is_kept_short_and_plain() -> None:
+    """A host's error message goes into logs and events (`network.error`): what is kept of it is
+    cut to 1 KiB, as are its code and attributes; an attribute that is not a plain value, or a
+    name that is not a plain one, is not set (before, a message of up to 64 MiB was kept whole)."""
+    exc = wire.error_in(
+        {
+            "type": "HostError",
+            "code": "c" * 5000,
+            "message": "m" * (4 << 20),
+            "attrs": {"detail": "d" * 5000, "count": 3, "__class__": "x", "held": [1, 2]},
+        }
+    )
+    assert len(str(exc)) == len(exc.code) == len(exc.detail) == wire.MOST_SAID  # type: ignore[attr-defined]
+    assert str(exc).endswith("…") and exc.count == 3  # type: ignore[attr-defined]
+    assert type(exc) is HostError and not hasattr(exc, "held")
+    short = wire.error_in({"type": "HostUnreachableError", "message": "gone", "attrs": []})
+    assert isinstance(short, HostUnreachableError) and str(short) == "gone"

@@ -234,21 +234,30 @@ class HostLink:
             ) from None
 
     async def put_stream(
-        self, url: str, chunks: AsyncIterator[bytes], headers: dict[str, str]
-    ) -> httpx.Response:
-        """PUT `chunks` (a carry's bytes) to the host; cut if no chunk moves for
-        `STALL_TIMEOUT` while they flow (the host sending them stopped sending, or this one
-        stopped taking), rather than waiting out `CALL_TIMEOUT`; and, as any call, once the host
-        is no longer heard from (its answer, once the last one went, is its checks)."""
+        self, what: str, url: str, chunks: AsyncIterator[bytes], headers: dict[str, str]
+    ) -> Any:
+        """PUT `chunks` (a carry's bytes) to the host; the value it answers. Cut if no chunk
+        moves for `STALL_TIMEOUT` while they flow (the host sending them stopped sending, or
+        this one stopped taking), rather than waiting out `CALL_TIMEOUT`; once the last has
+        gone, the answer (the host's checks) is read as a call's: whole within `CALL_DEADLINE`
+        and `MOST_ANSWER` bytes, and cut once the host is no longer heard from."""
+        moving = _Moving(chunks)
         try:
-            async with asyncio.timeout(STALL_TIMEOUT) as deadline:
-                body = _moving(chunks, deadline)
+            async with asyncio.timeout(STALL_TIMEOUT) as moving.deadline:
+                body = moving.body()
                 try:
-                    async with self.answered("a transfer"):
-                        return await self._http.put(url, content=body, headers=headers)
+                    async with (
+                        self.answered(what),
+                        self._http.stream("PUT", url, content=body, headers=headers) as r,
+                    ):
+                        status, answer = r.status_code, await self._json(r, MOST_ANSWER)
                 finally:  # cut short: closed now, not when the collector finds it
                     await body.aclose()
         except TimeoutError:
+            if moving.sent:
+                raise HostUnreachableError(
+                    f"host {self.name} did not end its answer to {what} in {CALL_DEADLINE:.0f} s"
+                ) from None
             raise HostUnreachableError(
                 f"the transfer to host {self.name} stalled: no byte moved for "
                 f"{STALL_TIMEOUT:.0f} s (the host sending it, or {self.name}, stopped)"
@@ -257,6 +266,7 @@ class HostLink:
             raise HostUnreachableError(
                 f"host {self.name} dropped the transfer: {why(exc)}"
             ) from exc
+        return self.value(what, status, answer)
 
     async def call(self, name: str, **args: Any) -> Any:
         """One call of the door on the host, sent again (same operation id) if the link drops
@@ -269,13 +279,33 @@ class HostLink:
             raise HostUnreachableError(
                 f"host {self.name} did not end its answer to {name} in {CALL_DEADLINE:.0f} s"
             ) from None
+        return self.value(name, status, body)
+
+    def value(self, what: str, status: int, body: Any) -> Any:
+        """The value a host's answer to `what` carries, or the error it names."""
         if not isinstance(body, dict):
-            raise HostUnreachableError(f"host {self.name} answered {name} with no object")
+            raise HostUnreachableError(f"host {self.name} answered {what} with no object")
         if status == 200 and "value" in body:
             return body["value"]
         if not isinstance(body.get("error"), dict):
-            raise HostUnreachableError(f"host {self.name} answered {name} with no error")
+            raise HostUnreachableError(f"host {self.name} answered {what} with no error")
         raise wire.error_in(body["error"])
+
+    async def refused(self, what: str, response: httpx.Response) -> HostError:
+        """The error a host's answer that is not 200 names (read as a call's: whole within
+        `CALL_DEADLINE` and `MOST_ANSWER` bytes)."""
+        try:
+            async with asyncio.timeout(CALL_DEADLINE):
+                body = await self._json(response, MOST_ANSWER)
+        except TimeoutError:
+            return HostUnreachableError(
+                f"host {self.name} did not end its answer to {what} in {CALL_DEADLINE:.0f} s"
+            )
+        try:
+            self.value(what, response.status_code, body)
+        except HostError as exc:
+            return exc
+        return HostUnreachableError(f"host {self.name} answered {what} with no error")
 
     async def _answer(self, name: str, args: dict[str, Any]) -> tuple[int, Any]:
         op_id = secrets.token_hex(12)
@@ -310,14 +340,21 @@ class HostLink:
             raise HostUnreachableError(f"host {self.name} sent no JSON: {exc}") from None
 
 
-async def _moving(
-    chunks: AsyncIterator[bytes], deadline: asyncio.Timeout
-) -> AsyncGenerator[bytes, None]:
-    """`chunks`, the `deadline` pushed back as each comes and as each is taken; lifted once the
-    last has gone."""
-    loop = asyncio.get_running_loop()
-    async for data in chunks:
-        deadline.reschedule(loop.time() + STALL_TIMEOUT)
-        yield data
-        deadline.reschedule(loop.time() + STALL_TIMEOUT)
-    deadline.reschedule(None)
+class _Moving:
+    """A carry's bytes on their way: `deadline` pushed back as each chunk comes and as each is
+    taken; once the last has gone (`sent`), the answer is given `CALL_DEADLINE`."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self.chunks = chunks
+        self.deadline: asyncio.Timeout | None = None
+        self.sent = False
+
+    async def body(self) -> AsyncGenerator[bytes, None]:
+        assert self.deadline is not None
+        loop = asyncio.get_running_loop()
+        async for data in self.chunks:
+            self.deadline.reschedule(loop.time() + STALL_TIMEOUT)
+            yield data
+            self.deadline.reschedule(loop.time() + STALL_TIMEOUT)
+        self.sent = True
+        self.deadline.reschedule(loop.time() + CALL_DEADLINE)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
@@ -40,7 +41,16 @@ from ...host.door import (
 from . import wire
 from .agent import OPERATION
 from .carry_routes import DISK_HEADER
-from .link import CALL_TIMEOUT, CHUNK, HostLink, HostUnreachableError, link_client, why
+from .link import (
+    CALL_DEADLINE,
+    CALL_TIMEOUT,
+    CHUNK,
+    MOST_ANSWER,
+    HostLink,
+    HostUnreachableError,
+    link_client,
+    why,
+)
 from .remote_egress import RemoteEgress
 from .vm import RemoteVm
 
@@ -123,8 +133,7 @@ class RemoteHost(HostLink):
         try:
             async with self._http.stream("GET", url) as r:
                 if r.status_code != 200:
-                    await r.aread()
-                    raise wire.error_in(r.json()["error"])
+                    raise await self.refused(f"the export of {name}", r)
                 async for data in r.aiter_bytes(CHUNK):
                     yield data
         except httpx.TransportError as exc:
@@ -153,13 +162,10 @@ class RemoteHost(HostLink):
         return wire.manifest_in(made)
 
     async def _take(self, what: str, meta: dict[str, Any], chunks: AsyncIterator[bytes]) -> Any:
-        r = await self.put_stream(
-            f"{self.url}/v1/host/imports/{what}", chunks, {DISK_HEADER: json.dumps(meta)}
-        )
-        if r.status_code != 200:
-            raise wire.error_in(r.json()["error"])
+        url, headers = f"{self.url}/v1/host/imports/{what}", {DISK_HEADER: json.dumps(meta)}
+        value = await self.put_stream(f"the import of {what}", url, chunks, headers)
         await self.refresh()
-        return r.json()["value"]
+        return value
 
     async def quarantine(self, computer_id: str) -> str:
         return str(await self.call("quarantine", computer_id=computer_id))
@@ -346,16 +352,29 @@ class RemoteHost(HostLink):
         raise HostError(f"build {build_id} is not on host {self.name}")
 
     def remove_build(self, image: Image) -> None:
-        """(Called in a thread: a blocking request.)"""
-        with httpx.Client(**link_client(self.tls), timeout=CALL_TIMEOUT) as http:
-            r = http.post(
-                f"{self.url}/v1/host/calls/remove_build",
+        """(Called in a thread: a blocking request; its answer read as a call's, whole within
+        `CALL_DEADLINE` and `MOST_ANSWER` bytes.)"""
+        what, body = "remove_build", bytearray()
+        by = time.monotonic() + CALL_DEADLINE
+        with (
+            httpx.Client(**link_client(self.tls), timeout=CALL_TIMEOUT) as http,
+            http.stream(
+                "POST",
+                f"{self.url}/v1/host/calls/{what}",
                 json={"build_id": image.build_id},
                 headers={OPERATION: secrets.token_hex(12)},
                 extensions=self.extensions(),
-            )
-        if r.status_code != 200:
-            raise wire.error_in(r.json()["error"])
+            ) as r,
+        ):
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > MOST_ANSWER or time.monotonic() > by:
+                    raise HostUnreachableError(f"host {self.name} sent no answer to {what}")
+        try:
+            answer = json.loads(body)
+        except (ValueError, RecursionError):
+            raise HostUnreachableError(f"host {self.name} sent no JSON") from None
+        self.value(what, r.status_code, answer)
 
     async def sweep(self, known: set[str]) -> list[str]:
         return list(await self.call("sweep", known=sorted(known)))

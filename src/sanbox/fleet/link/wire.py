@@ -24,6 +24,7 @@ from ...host.door import (
 )
 
 Json = dict[str, Any]
+MOST_SAID = 1024  # characters kept of a host's error message (and of each of its attributes)
 
 
 def count(value: object) -> int | None:
@@ -158,12 +159,24 @@ def _host_errors() -> dict[str, type[HostError]]:
 
 def error_in(data: Json) -> HostError:
     """The host's error as its own class (built without its constructor: its message and plain
-    attributes set), or a HostError carrying its code."""
+    attributes set), or a HostError carrying its code. A host is not trusted with the size of
+    what is kept of it (its message goes into logs and events): its message, code and each
+    attribute are cut to `MOST_SAID` characters, and attributes are plain values only."""
     cls = _host_errors().get(str(data.get("type")), HostError)
     exc = cls.__new__(cls)
-    Exception.__init__(exc, str(data.get("message", "")))
-    for key, value in dict(data.get("attrs") or {}).items():
-        setattr(exc, key, value)
+    Exception.__init__(exc, _cut(str(data.get("message", ""))))
+    attrs = data.get("attrs")
+    for key, value in attrs.items() if isinstance(attrs, dict) else ():
+        if _plain_attr(key) and isinstance(value, str | int | float | bool):
+            setattr(exc, key, _cut(value) if isinstance(value, str) else value)
     if cls is HostError:
-        exc.code = str(data.get("code") or "host_error")
+        exc.code = _cut(str(data.get("code") or "host_error"))
     return exc
+
+
+def _plain_attr(key: object) -> bool:
+    return isinstance(key, str) and key.isidentifier() and not key.startswith("_")
+
+
+def _cut(said: str) -> str:
+    return said if len(said) <= MOST_SAID else said[: MOST_SAID - 1] + "…"
