@@ -1,11 +1,15 @@
 """Fleet hosts that do not play fair (real host agents over mutual TLS, on the local driver), and
 what they cannot do to the control plane or the other hosts:
+- a host that holds its answers while its reports keep coming (it seems to restart at every
+  report, names a snapshot no record has, and never answers the call to delete it) holds back
+  its own settle only: the hosts' watch goes on every round, and the other hosts stay up;
 - a host that answers a carry it takes with a body that never ends is cut at the answer's bound:
   the move fails, the computer stays where it was, and its operation ends (it is not busy)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -38,11 +42,37 @@ from .test_host_link import (
 )
 
 pytestmark = pytest.mark.component
+MADE_UP = "snp_madeup0000000000"  # a snapshot no record names
 
 
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=2.0, lost_after=4.0)
+
+
+class _Unanswering(HostRuntime):
+    """A host that never answers a call to delete a snapshot (until released)."""
+
+    released = threading.Event()
+    asked = 0
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        type(self).asked += 1
+        while not self.released.is_set():
+            await asyncio.sleep(0.05)
+
+
+class _Restarting(HostAgent):
+    """A host whose every report names a new process epoch and a snapshot no record has."""
+
+    reports = 0
+
+    def report(self) -> dict[str, Any]:
+        found = super().report()
+        self.reports += 1
+        found["epoch"] = f"{self.epoch}-{self.reports}"
+        found["snapshots"] = [*found["snapshots"], MADE_UP]
+        return found
 
 
 class _Endless(HostAgent):
@@ -83,6 +113,34 @@ def _served(live: LiveServer, short_tmp: Path, agents: dict[str, Any]) -> ExitSt
         stack.enter_context(_serving(make(host_dir), port, me))
         _wait_until_up(f"https://127.0.0.1:{port}", control)
     return stack
+
+
+def test_a_host_that_holds_its_settle_holds_back_no_other_hosts_lease(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    agents = {
+        "h1": lambda d: HostAgent(_runtime(d)),
+        "h2": lambda d: HostAgent(_runtime(d)),
+        "h3": lambda d: _Restarting(_runtime(d, _Unanswering)),
+    }
+    try:
+        with _served(live, short_tmp, agents):
+            _until("three hosts up", lambda: {h.state for h in _hosts(live)} == {"up"})
+            _until("h3 asked to delete the snapshot", lambda: _Unanswering.asked > 0)
+            start = {h.name: h.epoch for h in _hosts(live)}["h3"]
+            seen: list[tuple[str, str]] = []
+
+            def rounds_go_on() -> bool:
+                hosts = {h.name: h for h in _hosts(live)}
+                seen.append((hosts["h1"].state, hosts["h2"].state))
+                return hosts["h3"].epoch >= start + 25  # a round each, longer than lost_after
+
+            _until("the watch's rounds going on", rounds_go_on, timeout=30)
+            assert set(seen) == {("up", "up")}, "another host's lease waited for h3"
+            assert _Unanswering.asked <= 2, "h3 was settled again beside its held settle"
+    finally:
+        _Unanswering.released.set()
 
 
 def test_a_carry_answered_without_end_is_cut_and_the_computer_is_free(

@@ -6,7 +6,9 @@ computer on the right one:
 - a host that comes back is told the set it should run: a computer whose record went while the
   host was forgotten as dead has its VM stopped and its folder set aside, disks kept; one whose
   record says it is stopped (a stop whose answer was lost) has its VM stopped, its disk kept; a
-  snapshot whose record went is deleted; and nothing it should run or keep is touched;
+  snapshot whose record went is deleted; and nothing it should run or keep is touched; so is one
+  whose agent never restarted (lost and back, forgotten and joined again while it serves), and
+  the first copy of a snapshot moved away goes, while one a move to it holds stays;
 - placement counts the room an overcommitting host's admission gives, above its watermark."""
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 
 from sanbox import Sanbox
 from sanbox.control.hosts import capacity_of
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.fleet.link.room import HostRoom
+from sanbox.fleet.operations import Operations
 from sanbox.host.data.layout import DataDir
 from sanbox.host.door import GIB, HostFullError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
+from sanbox.store.fleet_models import HostRow
 from sanbox.store.models import ComputerRow, SnapshotRow
 
 from .conftest import LiveServer, fake_image
@@ -226,3 +230,102 @@ def test_placement_counts_the_room_an_overcommitting_host_admits(short_tmp: Path
     without = HostRoom(rt, disk_overcommit=4.0, disk_low_watermark=0.0)
     more = capacity_of(HostAgent(rt, room=without).report()).disk_bytes - placeable
     assert more > 4 * report["disk_kept_free"] - margin * GIB  # its watermark, 4x
+
+
+class _Muted(HostAgent):
+    """A host agent whose reports are refused while `muted` (a partition, as the control plane
+    sees it): the same process, so the same epoch, throughout."""
+
+    muted = False
+
+    def report(self) -> dict[str, Any]:
+        if self.muted:
+            raise RuntimeError("muted")
+        return super().report()
+
+
+def _moved_to(live: LiveServer, snapshot_id: str, host: str, moving: bool) -> str | None:
+    """The snapshot's record names `host` (the first copy of a move to it left behind, or the
+    source of a move from it under way: `moving`, its operation begun); that operation's id."""
+    db = Database(sqlite_url(live.data_dir.root / "sanbox.db"))
+    try:
+        with db.engine.begin() as conn:
+            host_id = conn.execute(select(HostRow.id).where(HostRow.name == host)).scalar_one()
+            conn.execute(
+                update(SnapshotRow).where(SnapshotRow.id == snapshot_id).values(host_id=host_id)
+            )
+        return (
+            Operations(db).begin(snapshot_id, "move", host_id, "elsewhere").op_id
+            if moving
+            else None
+        )
+    finally:
+        db.close()
+
+
+def _finish(live: LiveServer, op_id: str) -> None:
+    db = Database(sqlite_url(live.data_dir.root / "sanbox.db"))
+    try:
+        Operations(db).finish(op_id)
+    finally:
+        db.close()
+
+
+def test_a_host_that_comes_back_without_restarting_is_told_its_set(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    """Its agent never restarts (one epoch of its own): lost and answering again, then forgotten
+    and joined again while it serves, it is told its set each time. Before, only a new agent
+    epoch did that: a VM of a computer recorded at rest, or deleted, ran on for good."""
+    live = fleet_server
+    host_dir, port = short_tmp / "h1", _free_port()
+    join_host(live, host_dir, port)
+    fake_image(DataDir(host_dir))
+    me = host_identity(DataDir(host_dir).host / "fleet")
+    control = FleetCAs(live.data_dir.root / "fleet").control_identity()
+    agent = _Muted(_runtime(host_dir))
+    snapshots = host_dir / "snapshots"
+    with Sanbox(live.url, live.key, timeout=60) as client, _serving(agent, port, me):
+        _wait_until_up(f"https://127.0.0.1:{port}", control)
+        _until("h1 up with its builds", lambda: _up(live, "h1"))
+        rested = client.computers.create(name="rested", idle_timeout=0)
+        gone = client.computers.create(name="gone", idle_timeout=0)
+        snapped = client.computers.create(name="snapped", idle_timeout=0)
+        snapped.stop()
+        # settled in id order: the one a move to h1 holds is looked at before the other
+        held, away = sorted(snapped.snapshot(name=n).id for n in ("one", "two"))
+        join_host(live, short_tmp / "h2", _free_port(), "h2")  # never served
+        client.fleet.drain("h2")
+
+        # lost and back, its agent the same: the records changed meanwhile are what it runs
+        agent.muted = True
+        _until("h1 lost", lambda: _hosts_named(live)["h1"].state == "lost")
+        _recorded_stopped(live, rested.id)  # a stop whose answer was lost with the host
+        moving = _moved_to(live, held, "h2", moving=True)  # a move to h1 under way
+        _moved_to(live, away, "h2", moving=False)  # a move from h1 whose delete did not reach it
+        agent.muted = False
+        _until("the rested one's VM stopped", lambda: not _processes_naming(rested.id))
+        _until("the moved snapshot's first copy deleted", lambda: not (snapshots / away).exists())
+        assert (snapshots / held).is_dir(), "a snapshot a move to this host holds was deleted"
+        assert (host_dir / "computers" / rested.id).is_dir()
+        assert _processes_naming(gone.id), "a computer it should run was touched"
+
+        # forgotten, its computer deleted meanwhile, joined again while it serves
+        agent.muted = True
+        _until("h1 lost again", lambda: _hosts_named(live)["h1"].state == "lost")
+        forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
+        assert forgot.returncode == 0, forgot.stderr
+        gone.delete()
+        join_host(live, host_dir, port)
+        agent.muted = False
+        _until("gone set aside", lambda: not (host_dir / "computers" / gone.id).exists())
+        _until("its VM stopped", lambda: not _processes_naming(gone.id))
+        assert (snapshots / held).is_dir()
+        assert moving is not None
+        _finish(live, moving)
+        rested.delete()
+        snapped.delete()
+
+
+def _hosts_named(live: LiveServer) -> dict[str, Any]:
+    return {h.name: h for h in _hosts(live)}

@@ -156,7 +156,7 @@ def test_a_report_that_cannot_be_taken_in_ends_that_hosts_renewal_only() -> None
     async def linked(_row: object) -> Lying:
         return Lying()
 
-    hosts = SimpleNamespace(_link=linked, _epochs={}, _silent={})
+    hosts = SimpleNamespace(_link=linked, _epochs={}, _silent={}, _settled={}, answer_within=1.0)
     hosts._renewed = types.MethodType(FleetHosts._renewed, hosts)
     row = SimpleNamespace(name="h-bad", id="hst_bad")
     asyncio.run(FleetHosts._renew(hosts, row))  # type: ignore[arg-type]

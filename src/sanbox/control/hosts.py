@@ -2,7 +2,8 @@
 joins; and the watch that reads every joined host's report over the link and renews its lease on
 the database's clock, so that a host that stops answering becomes `suspect`, then `lost`. A host
 agent that restarted (a new process epoch in its report) registers again and so takes a new
-epoch. Only one API node watches at a time (a singleton job)."""
+epoch; a host in a new epoch is told the set it should run (host_sets.py). Only one API node
+watches at a time (a singleton job)."""
 
 from __future__ import annotations
 
@@ -29,22 +30,16 @@ from ..fleet.hosts import (
     Swept,
 )
 from ..fleet.join import Joined, join, make_token
-from ..fleet.link.link import HostUnreachableError
+from ..fleet.link.link import REPORT_DEADLINE, HostUnreachableError
 from ..fleet.link.pki import FleetCAs, client_tls, identity_name
 from ..fleet.link.remote import RemoteHost, as_host
-from ..fleet.operations import Operations
-from ..host.door import Host, HostError, Liveness
+from ..host.door import Host, Liveness
 from ..store import Database
 from ..store.fleet_models import HostRow
-from ..store.models import ComputerRow, SnapshotRow
-from . import build_vms
+from .host_sets import HostSets
 from .jobs import HOSTS, Jobs
-from .states import State
-
-AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
 
 log = logging.getLogger(__name__)
-RENEW_DEADLINE = 60.0  # seconds one host's report may take to be taken in (its set settled)
 
 MIB = 1 << 20
 
@@ -69,7 +64,12 @@ class FleetHosts:
         # told the computers of a host that was declared lost, or came back (Computers sets it)
         self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
+        self._settled: dict[str, int] = {}  # host name -> the epoch it was last told its set in
         self.jobs = jobs
+        self.sets = HostSets(db, jobs.node)
+        # a host's report is waited for a third of a lease at most in a round (a slow one is
+        # not renewed this round; the others were, and the sweep runs on time)
+        self.answer_within = min(REPORT_DEADLINE, self.hosts.policy.ttl / 3)
 
     def token(self, region: str, ttl: float, host: str | None = None) -> str:
         return make_token(self.db, region, ttl, host)
@@ -192,7 +192,9 @@ class FleetHosts:
 
     async def check(self) -> Swept | None:
         """One round: read each host's report and renew its lease, then mark the silent ones.
-        None when another API node holds the watch."""
+        None when another API node holds the watch. A host is waited for a third of a lease at
+        most: its settle runs in the background (host_sets.py), so no host holds back another's
+        renewal, nor the sweep."""
         every = await asyncio.to_thread(self.hosts.all)
         self._seen = {r.id: r for r in every}
         rows = [r for r in every if r.state != RETIRED]
@@ -216,136 +218,46 @@ class FleetHosts:
     async def _renew(self, row: HostRow) -> None:
         link = await self._link(row)
         try:
-            report = await link.refresh()
-        except HostUnreachableError as exc:
-            said = str(exc)  # a new reason is said once, loudly (a certificate refused, say)
+            async with asyncio.timeout(self.answer_within):
+                report = await link.refresh()
+        except (HostUnreachableError, TimeoutError) as exc:
+            said = str(exc) or f"its report took over {self.answer_within:g} s"
             level = logging.INFO if self._silent.get(row.name) == said else logging.WARNING
-            self._silent[row.name] = said
+            self._silent[row.name] = said  # a new reason is said once, loudly
             log.log(level, "host %s did not answer: %s", row.name, said)
             return
         self._silent.pop(row.name, None)
         try:
-            async with asyncio.timeout(RENEW_DEADLINE):  # the others' leases wait for this one
-                await self._renewed(row, link, report)
+            epoch = await self._renewed(row, report)
         except Exception as exc:  # one host's report must not stop the round (nor the sweep)
             log.warning(
                 "host %s: its report could not be taken, lease not renewed: %r", row.name, exc
             )
+            return
+        if self._settled.get(row.name) != epoch or self.sets.due(row.name):
+            self._settled[row.name] = epoch  # registered (again), or first seen: its set
+            self.sets.tell(row, link, report)
 
-    async def _renewed(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
+    async def _renewed(self, row: HostRow, report: dict[str, Any]) -> int:
+        """The host's lease renewed, or the host registered again (its agent restarted, or it
+        lost its lease); the epoch it holds now."""
         capacity, layers = capacity_of(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen
-        if was != seen:  # first seen by this watch, or a host agent that restarted: its set
-            await self._settle(row, link, report)
-        if was is not None and was != seen:  # the host agent restarted: a new epoch
-            await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
-            if row.state == LOST:
-                self.on_change(row.id, row.name, True)
-            return
-        try:
-            await asyncio.to_thread(
-                self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity, layers
-            )
-        except Exception as exc:  # declared lost (or re-registered by another node): register
-            log.warning(
-                "host %s renewed a lease it no longer held (%s): registering", row.name, exc
-            )
-            await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
-            if row.state == LOST:
-                self.on_change(row.id, row.name, True)
-
-    async def _settle(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
-        """Tell a host the set it should run: each computer it holds that the database does not
-        place on it (its record deleted while the host was away or forgotten, a create whose
-        undo could not reach it) has its VM stopped and its folder set aside, disks kept. The
-        database is read after the report: a computer is placed (committed) before its host
-        makes it, so none the report shows can be one being made now."""
-        await self._at_rest(row, link, report)
-        await self._unrecorded_snapshots(row, link, report)
-        held = set(report["computers"])
-        if not held:
-            return
-        placed = await asyncio.to_thread(self._placed_on, row.id)
-        for computer_id in sorted(held - placed):
+        if was is None or was == seen:
             try:
-                to = await link.quarantine(computer_id)
-            except HostError as exc:
-                log.warning("host %s: %s could not be set aside: %s", row.name, computer_id, exc)
-                continue
-            log.warning(
-                "host %s held computer %s, which is not placed on it: its VM stopped, its "
-                "folder set aside in %s",
-                row.name,
-                computer_id,
-                to,
-            )
-
-    async def _at_rest(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
-        """Stop the VMs the host runs for computers recorded at rest (stopped, paused, suspended,
-        error) with no operation under way on them: a stop or pause whose answer was lost (the
-        host went away meanwhile). Their folders and disks stay; so does any saved memory."""
-        running = Liveness.ALIVE.value
-        alive = {cid for cid, seen in report["computers"].items() if seen["liveness"] == running}
-        if not alive:
-            return
-        resting = await asyncio.to_thread(self._resting_on, row.id, alive)
-        for computer_id in resting:
-            try:
-                await link.kill(computer_id)
-            except HostError as exc:
-                log.warning("host %s: %s could not be stopped: %s", row.name, computer_id, exc)
-                continue
-            log.warning(
-                "host %s still ran the VM of %s, which is recorded at rest: its VM stopped "
-                "(its disk kept)",
-                row.name,
-                computer_id,
-            )
-
-    async def _unrecorded_snapshots(
-        self, row: HostRow, link: RemoteHost, report: dict[str, Any]
-    ) -> None:
-        """Delete the snapshots the host holds that have no record at all (deleted while the host
-        was away). One with a record naming another host is left alone: it may be a move to this
-        host in flight, whose record names this host only at its end."""
-        held = set(report.get("snapshots") or ())
-        if not held:
-            return
-        recorded = await asyncio.to_thread(self._recorded, held)
-        for snapshot_id in sorted(held - recorded):
-            try:
-                await link.delete_snapshot(snapshot_id)
-            except HostError as exc:
-                log.warning("host %s: snapshot %s stays: %s", row.name, snapshot_id, exc)
-                continue
-            log.warning(
-                "host %s held snapshot %s, which has no record: deleted", row.name, snapshot_id
-            )
-
-    def _recorded(self, snapshot_ids: set[str]) -> set[str]:
-        with self.db.session() as s:
-            found = s.scalars(select(SnapshotRow.id).where(SnapshotRow.id.in_(snapshot_ids)))
-            return set(found)
-
-    def _resting_on(self, host_id: str, alive: set[str]) -> builtins.list[str]:
-        with self.db.session() as s:
-            rows = s.scalars(
-                select(ComputerRow.id).where(
-                    ComputerRow.host_id == host_id,
-                    ComputerRow.id.in_(alive),
-                    ComputerRow.state.in_([str(st) for st in AT_REST]),
+                await asyncio.to_thread(
+                    self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity, layers
                 )
-            )
-            found = list(rows)
-        operations = Operations(self.db)
-        return [cid for cid in found if operations.incomplete(cid) is None]
-
-    def _placed_on(self, host_id: str) -> set[str]:
-        """The computers placed on the host, and the VMs template builds run there."""
-        with self.db.session() as s:
-            found = s.scalars(select(ComputerRow.id).where(ComputerRow.host_id == host_id))
-            return set(found) | build_vms.on_host(self.db, host_id)
+                return row.epoch
+            except Exception as exc:  # declared lost (or re-registered by another node)
+                log.warning(
+                    "host %s renewed a lease it no longer held (%s): registering", row.name, exc
+                )
+        lease = await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
+        if row.state == LOST:
+            self.on_change(row.id, row.name, True)
+        return lease.epoch
 
     async def _link(self, row: HostRow) -> RemoteHost:
         """The host's one link, made on first use and bound again when its record changes (its
@@ -365,6 +277,7 @@ class FleetHosts:
         return link
 
     async def close(self) -> None:
+        await self.sets.close()
         for link in self.links.values():
             with contextlib.suppress(Exception):
                 await link.close()

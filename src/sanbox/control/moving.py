@@ -161,7 +161,7 @@ async def _move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None) -> Snap
         Placer(fleet.db).release(placement)
     try:
         await source.delete_snapshot(snap.id)
-    except HostError as exc:  # a sweep of snapshots without a record takes it later
+    except HostError as exc:  # deleted when the host is next told its set (host_sets.py)
         log.warning("the first copy of snapshot %s stays on its old host for now: %s", snap.id, exc)
     with fleet.db.session() as s:
         said = (

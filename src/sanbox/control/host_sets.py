@@ -1,0 +1,213 @@
+"""A host told the set it should run (docs/fleet.md, "A host told the set it should run"): the
+VMs it runs of computers recorded at rest are stopped, the computers it holds that are not placed
+on it are set aside, the snapshots it holds that are not its own are deleted.
+
+The watch of the hosts (hosts.py) asks for it whenever a host is registered again (a new epoch:
+its agent restarted, it was lost and answers again, it joined again) or first seen by this node.
+Each host's settle runs in the background, one at a time per host, within `SETTLE_DEADLINE`: a
+host that holds its answers (a slow one, or a compromised one) holds its own settle back, never
+the round that renews every host's lease. A settle cut short, or that failed, runs again at the
+host's next round.
+
+Each step takes the item's one incomplete operation (fleet/operations.py) and reads the records
+again under it: a verb or a move at work on the item (a move to this host has its record name
+the source until its end) is left to finish, and none can begin between the check and the act."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import select
+
+from ..fleet.errors import BusyError
+from ..fleet.link.remote import RemoteHost
+from ..fleet.operations import Operations
+from ..host.door import HostError, Liveness
+from ..store import Database
+from ..store.fleet_models import HostRow
+from ..store.models import ComputerRow, SnapshotRow
+from . import build_vms
+from .states import State
+
+log = logging.getLogger(__name__)
+AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
+SETTLE_DEADLINE = 60.0  # one host's settle at most; cut, it runs again at its next round
+STEP_DEADLINE = 15.0  # one call of it (a VM stopped, a folder set aside, a snapshot deleted)
+KIND = "settle"  # the operation a step holds on its item
+
+Told = tuple[HostRow, RemoteHost, dict[str, Any]]  # the host, its link, the report to settle
+
+
+class HostSets:
+    def __init__(self, db: Database, node: str | None = None) -> None:
+        self.db, self.node = db, node
+        self.operations = Operations(db)
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # host name -> its settle
+        self._next: dict[str, Told] = {}  # host name -> the newer report to settle after it
+        self._failed: set[str] = set()  # host names whose last settle did not end whole
+
+    def tell(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
+        """Settle the host against `report` in the background; while one of its settles runs,
+        the newest report asked for is settled after it."""
+        running = self._tasks.get(row.name)
+        if running is not None and not running.done():
+            self._next[row.name] = (row, link, report)
+            return
+        self._tasks[row.name] = asyncio.ensure_future(self._settling((row, link, report)))
+
+    def due(self, name: str) -> bool:
+        """Whether the host's last settle was cut or failed, and none runs now."""
+        running = self._tasks.get(name)
+        return name in self._failed and (running is None or running.done())
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _settling(self, told: Told | None) -> None:
+        while told is not None:
+            row, link, report = told
+            try:
+                async with asyncio.timeout(SETTLE_DEADLINE):
+                    await self.settle(row, link, report)
+                self._failed.discard(row.name)
+            except Exception as exc:  # its own work only: told again at its next round
+                self._failed.add(row.name)
+                log.warning(
+                    "host %s was not told the set it should run whole (%s): again next round",
+                    row.name,
+                    str(exc) or type(exc).__name__,
+                )
+            told = self._next.pop(row.name, None)
+
+    async def settle(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
+        """Tell a host the set it should run. The database is read after the report: a computer
+        or a snapshot is recorded (committed) before its host makes it, and a move's operation
+        is held from before its import until its record names the host it went to."""
+        computers = dict(report["computers"])
+        running = Liveness.ALIVE.value
+        alive = {cid for cid, seen in computers.items() if seen["liveness"] == running}
+        resting = await asyncio.to_thread(self._at_rest_on, row.id, alive)
+        for computer_id in sorted(resting):
+            await self._stop_at_rest(row, link, computer_id)
+        placed = await asyncio.to_thread(self._placed_on, row.id, set(computers))
+        for computer_id in sorted(set(computers) - placed):
+            await self._set_aside(row, link, computer_id)
+        snapshots = set(report.get("snapshots") or ())
+        strays = await asyncio.to_thread(self._not_its_own, row.id, snapshots)
+        for snapshot_id in sorted(strays):
+            await self._drop_snapshot(row, link, snapshot_id)
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, item_id: str, host_id: str) -> AsyncIterator[bool]:
+        """The item's one incomplete operation for a step, within `STEP_DEADLINE` (False: a
+        verb or a move holds it, and its own end leaves it right)."""
+        try:
+            op = self.operations.begin(item_id, KIND, host_id, self.node)
+        except BusyError:
+            yield False
+            return
+        try:
+            async with asyncio.timeout(STEP_DEADLINE):
+                yield True
+        finally:
+            self.operations.finish(op.op_id)
+
+    async def _stop_at_rest(self, row: HostRow, link: RemoteHost, computer_id: str) -> None:
+        """A VM the host runs for a computer recorded at rest (stopped, paused, suspended, error)
+        on it: a stop or pause whose answer was lost. Its folder, disk and saved memory stay."""
+        async with self._holding(computer_id, row.id) as held:
+            if not held or not self._at_rest_on(row.id, {computer_id}):
+                return
+            try:
+                await link.kill(computer_id)
+            except HostError as exc:
+                log.warning("host %s: %s could not be stopped: %s", row.name, computer_id, exc)
+                return
+        log.warning(
+            "host %s still ran the VM of %s, which is recorded at rest: its VM stopped (its "
+            "disk kept)",
+            row.name,
+            computer_id,
+        )
+
+    async def _set_aside(self, row: HostRow, link: RemoteHost, computer_id: str) -> None:
+        """A computer the host holds that is not placed on it (its record deleted while the host
+        was away or forgotten, a create whose undo could not reach it, the first copy of a
+        move): its VM stopped, its folder set aside, disks kept."""
+        async with self._holding(computer_id, row.id) as held:
+            if not held or self._placed_on(row.id, {computer_id}):
+                return
+            try:
+                to = await link.quarantine(computer_id)
+            except HostError as exc:
+                log.warning("host %s: %s could not be set aside: %s", row.name, computer_id, exc)
+                return
+        log.warning(
+            "host %s held computer %s, which is not placed on it: its VM stopped, its folder "
+            "set aside in %s",
+            row.name,
+            computer_id,
+            to,
+        )
+
+    async def _drop_snapshot(self, row: HostRow, link: RemoteHost, snapshot_id: str) -> None:
+        """A snapshot the host holds with no record (deleted while the host was away), or whose
+        ready record names another host with no move under way (the first copy of a move whose
+        delete did not reach it). One being moved here has its move's operation until its record
+        names this host: left alone."""
+        async with self._holding(snapshot_id, row.id) as held:
+            why = self._not_its_own(row.id, {snapshot_id}).get(snapshot_id) if held else None
+            if why is None:
+                return
+            try:
+                await link.delete_snapshot(snapshot_id)
+            except HostError as exc:
+                log.warning("host %s: snapshot %s stays: %s", row.name, snapshot_id, exc)
+                return
+        log.warning("host %s held snapshot %s, %s: deleted", row.name, snapshot_id, why)
+
+    def _not_its_own(self, host_id: str, snapshot_ids: set[str]) -> dict[str, str]:
+        """Of the snapshots the host holds, those to delete there, each with why."""
+        found = dict.fromkeys(snapshot_ids, "which has no record")
+        with self.db.session() as s:
+            for snap in s.scalars(select(SnapshotRow).where(SnapshotRow.id.in_(snapshot_ids))):
+                del found[snap.id]
+                if snap.state == "ready" and snap.host_id not in (None, host_id):
+                    found[snap.id] = f"whose record names host {snap.host_id}"
+        return found
+
+    def _at_rest_on(self, host_id: str, computer_ids: set[str]) -> set[str]:
+        """Of the computers whose VMs the host runs, those recorded at rest on it."""
+        with self.db.session() as s:
+            found = s.scalars(
+                select(ComputerRow.id).where(
+                    ComputerRow.id.in_(computer_ids),
+                    ComputerRow.host_id == host_id,
+                    ComputerRow.state.in_([str(st) for st in AT_REST]),
+                )
+            )
+            return set(found)
+
+    def _placed_on(self, host_id: str, computer_ids: set[str]) -> set[str]:
+        """Of the computers the host holds, those placed on it, and the VMs template builds run
+        there."""
+        with self.db.session() as s:
+            found = s.scalars(
+                select(ComputerRow.id).where(
+                    ComputerRow.id.in_(computer_ids), ComputerRow.host_id == host_id
+                )
+            )
+            placed = set(found)
+        return placed | (build_vms.on_host(self.db, host_id) & computer_ids)
+
+
+__all__ = ["AT_REST", "HostSets"]
