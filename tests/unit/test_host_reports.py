@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from sanbox.control import host_sets
 from sanbox.control.fleet_egress import FleetEgress
 from sanbox.control.hosts import FleetHosts
 from sanbox.fleet.link import link as link_mod
@@ -180,3 +181,39 @@ def test_a_hosts_error_is_kept_short_and_plain() -> None:
     assert type(exc) is HostError and not hasattr(exc, "held")
     short = wire.error_in({"type": "HostUnreachableError", "message": "gone", "attrs": []})
     assert isinstance(short, HostUnreachableError) and str(short) == "gone"
+
+
+def test_a_host_is_told_its_set_one_at_a_time_and_again_when_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One settle at a time per host (a newer report waits for the one that runs); told again
+    once its last failed, or once `SETTLE_EVERY` has passed."""
+    sets = host_sets.HostSets(SimpleNamespace())  # type: ignore[arg-type]
+    told: list[int] = []
+    go = asyncio.Event()
+
+    async def settle(_row: object, _link: object, report: dict[str, Any]) -> None:
+        told.append(report["n"])
+        await go.wait()
+        if report["n"] == 3:
+            raise HostError("held")
+
+    sets.settle = settle  # type: ignore[method-assign]
+    row = SimpleNamespace(name="h1")
+
+    async def main() -> None:
+        for n in (1, 2, 3):  # 2 is replaced by 3 while 1 runs
+            sets.tell(row, None, {"n": n})  # type: ignore[arg-type]
+            await asyncio.sleep(0)
+        assert told == [1] and not sets.due("h1")
+        go.set()
+        await sets._tasks["h1"]
+        assert told == [1, 3] and sets.due("h1")  # the last failed
+        sets.tell(row, None, {"n": 4})  # type: ignore[arg-type]
+        await sets._tasks["h1"]
+        assert not sets.due("h1")
+        monkeypatch.setattr(host_sets, "SETTLE_EVERY", 0.0)
+        await asyncio.sleep(0.01)
+        assert sets.due("h1")
+
+    asyncio.run(main())

@@ -7,7 +7,8 @@ its agent restarted, it was lost and answers again, it joined again) or first se
 Each host's settle runs in the background, one at a time per host, within `SETTLE_DEADLINE`: a
 host that holds its answers (a slow one, or a compromised one) holds its own settle back, never
 the round that renews every host's lease. A settle cut short, or that failed, runs again at the
-host's next round.
+host's next round; and every host is told its set again every `SETTLE_EVERY` (a create whose
+answer was lost, its undo with it, while the host kept its lease, left a VM with no record).
 
 Each step takes the item's one incomplete operation (fleet/operations.py) and reads the records
 again under it: a verb or a move at work on the item (a move to this host has its record name
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
 SETTLE_DEADLINE = 60.0  # one host's settle at most; cut, it runs again at its next round
 STEP_DEADLINE = 15.0  # one call of it (a VM stopped, a folder set aside, a snapshot deleted)
+SETTLE_EVERY = 600.0  # and again this often (a create whose answer was lost, its host still up)
 KIND = "settle"  # the operation a step holds on its item
 
 Told = tuple[HostRow, RemoteHost, dict[str, Any]]  # the host, its link, the report to settle
@@ -49,6 +51,7 @@ class HostSets:
         self._tasks: dict[str, asyncio.Task[None]] = {}  # host name -> its settle
         self._next: dict[str, Told] = {}  # host name -> the newer report to settle after it
         self._failed: set[str] = set()  # host names whose last settle did not end whole
+        self._told_at: dict[str, float] = {}  # host name -> when its last settle began
 
     def tell(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
         """Settle the host against `report` in the background; while one of its settles runs,
@@ -57,12 +60,17 @@ class HostSets:
         if running is not None and not running.done():
             self._next[row.name] = (row, link, report)
             return
+        self._told_at[row.name] = asyncio.get_running_loop().time()
         self._tasks[row.name] = asyncio.ensure_future(self._settling((row, link, report)))
 
     def due(self, name: str) -> bool:
-        """Whether the host's last settle was cut or failed, and none runs now."""
+        """Whether the host should be told its set again, none of its settles running: its last
+        was cut or failed, or began `SETTLE_EVERY` ago."""
         running = self._tasks.get(name)
-        return name in self._failed and (running is None or running.done())
+        if running is not None and not running.done():
+            return False
+        since = asyncio.get_running_loop().time() - self._told_at.get(name, 0.0)
+        return name in self._failed or since > SETTLE_EVERY
 
     async def close(self) -> None:
         for task in self._tasks.values():
