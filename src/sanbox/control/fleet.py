@@ -223,14 +223,7 @@ class Fleet:
         """The host that holds a computer: this server's own, or a fleet host over its link
         (`host_unreachable` when there is none now, `host_forgotten` when there never will be
         again: nothing is done)."""
-        try:
-            return self.host_at(row.host_id, f"computer {row.name}'s host")
-        except HostForgottenError as exc:
-            raise HostForgottenError(
-                f"computer {row.name}'s host {exc.host} was forgotten as dead, and its disk with "
-                "it: delete the computer, or make it anew from a snapshot",
-                exc.host,
-            ) from exc
+        return self.host_at(row.host_id, f"computer {row.name}'s host")
 
     def host_at(self, host_id: str | None, what: str = "the host") -> Host:
         """Host `host_id` (None: this server's own)."""
@@ -240,6 +233,8 @@ class Fleet:
             raise HostUnavailableError(f"{what} is not known to this server")
         try:
             return self.remote.host(host_id)
+        except HostForgottenError as exc:  # for good: what it held went with it
+            raise HostForgottenError(f"{what}: {exc.message}", exc.host) from exc
         except HostError as exc:
             raise HostUnavailableError(f"{what}: {exc}") from exc
 

@@ -161,8 +161,8 @@ class FleetHosts:
             row = found.first()
         if row is not None and row.state == RETIRED:
             raise HostForgottenError(
-                f"host {row.name} was forgotten as dead (`sanbox host forget`): it will not "
-                "answer again",
+                f"host {row.name} was forgotten as dead (`sanbox host forget`) and will not "
+                "answer again: delete what was on it, or make it anew from a snapshot",
                 row.name,
             )
         if link is None:
