@@ -235,6 +235,8 @@ class Machines:
         vmstate: Path,
         memory_file: Path | None,
         checking: asyncio.Future[None] | None = None,
+        *,
+        set_clock: bool = True,
     ) -> Machine:
         """A VM for `spec` (its computer dir and disk made already) started from a saved device
         state and the RAM in `memory_file`, running, its agent answering. `memory_file` is the
@@ -245,7 +247,9 @@ class Machines:
         a shared image copied there where the driver cannot map it read-only). `checking`: what
         must end before the state loads, run while the VM process starts (a resume's check of
         `memory_file`, `mapped_memory.check_taken`; a restore's copy into the RAM file); the VM is
-        killed if it fails.
+        killed if it fails. `set_clock`: the guest slept, its clock is behind, and it is set
+        here; False where the caller's own first call sets it (a copy's `new_identity`, which
+        nothing may come before: one round trip to a guest whose translated code is all gone).
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
         user's) through a hard link in the VM's run dir (the file must be on the data
@@ -290,8 +294,9 @@ class Machines:
                     f"{exc}; {driver.name} said: {said}" if said else f"{exc}"
                 ) from exc
             agent = await self.wait_ready(vm, cdir, timeout=30.0)
-            with contextlib.suppress(AgentError):
-                await agent.set_clock(time.time())  # the guest slept: its clock is behind
+            if set_clock:
+                with contextlib.suppress(AgentError):
+                    await agent.set_clock(time.time())  # the guest slept: its clock is behind
             undo.pop_all()
             return Machine(spec.computer_id, cdir, vm, agent)
         raise AssertionError("unreachable")

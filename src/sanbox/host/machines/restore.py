@@ -219,7 +219,8 @@ async def _restore(
         copying = asyncio.ensure_future(fill)
     vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
     try:
-        machine = await m.run_saved(spec, image, vmstate, memory_file, copying)
+        # its clock is set by `new_identity`, the first call its caller makes
+        machine = await m.run_saved(spec, image, vmstate, memory_file, copying, set_clock=False)
         return machine, MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
         if copy is not None:  # (the snapshot's own file stays: run_saved dropped its link)
