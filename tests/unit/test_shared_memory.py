@@ -22,7 +22,7 @@ from sanbox.host.drivers.confine import (
 )
 from sanbox.host.drivers.qemu import argv as qemu
 from sanbox.host.drivers.qemu import launch
-from sanbox.host.machines import restore
+from sanbox.host.machines import restore, suspend
 from sanbox.host.saved import mapped_memory, memory
 from sanbox.host.snapshot.errors import SnapshotCorruptError
 
@@ -131,7 +131,7 @@ class FakeMachines:
     @property
     def data_dir(self) -> SimpleNamespace:
         return SimpleNamespace(
-            computer=lambda cid: SimpleNamespace(run=self.root / cid / "run"),
+            computer=lambda cid: SimpleNamespace(root=self.root / cid, run=self.root / cid / "run"),
             ram_file=lambda cid: self.root / f"{cid}.ram",
         )
 
@@ -146,6 +146,8 @@ class FakeMachines:
         vmstate: Path,
         memory_file: Path | None,
         checking: asyncio.Future[None] | None = None,
+        *,
+        set_clock: bool = True,
     ) -> str:
         """As `Machines.run_saved`: the VM process starts, `checking` (a copy into the RAM
         file) is awaited, and only then the state loads; a launch that fails awaits it too."""
@@ -164,7 +166,15 @@ def restore_with(
     snaps = SimpleNamespace(memory_dir=lambda _id: state)
     snap = SimpleNamespace(id="snp_a")
     spec_ = SimpleNamespace(computer_id="cmpa")
-    return asyncio.run(restore._restore(rt, snaps, snap, spec_, None, COMPAT, ready))  # type: ignore[arg-type]
+
+    async def restored() -> tuple[object, memory.MemoryOutcome]:
+        copy = None
+        if not rt.maps:  # as create_from_snapshot: the copy started first, filled meanwhile
+            saved = memory.load(state, COMPAT, rt.memory_key)
+            copy = await restore._start_copy(rt, snaps, snap, spec_, saved)  # type: ignore[arg-type]
+        return await restore._restore(rt, snaps, snap, spec_, None, COMPAT, copy, ready)  # type: ignore[arg-type]
+
+    return asyncio.run(restored())
 
 
 def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
@@ -250,3 +260,30 @@ def test_a_failed_start_leaves_no_copy(tmp_path: Path) -> None:
     machine, outcome = restore_with(rt, state)
     assert machine is None and not outcome.restored and "QEMU said no" in str(outcome.reason)
     assert not (tmp_path / "cmpa.ram").exists() and (state / memory.MEMORY).exists()
+
+
+def test_a_damaged_disk_layer_found_while_the_copy_runs_leaves_no_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On QEMU 7.2 the copy starts before the snapshot's disk layers are checked: a layer that
+    fails its check refuses the restore before any VM starts, the copy's thread ended and its
+    file gone."""
+    state, _ = saved_state(tmp_path)
+    rt = FakeMachines(maps=False, root=tmp_path)
+    monkeypatch.setattr(suspend, "compat", lambda *_: COMPAT)
+    snap = SimpleNamespace(id="snp_a", image="img", memory=True)
+
+    def damaged(snap: SimpleNamespace) -> None:
+        raise SnapshotCorruptError(snap.id, "corrupt", "a layer does not match its digest")
+
+    snaps = SimpleNamespace(
+        load=lambda _id: snap,
+        memory_dir=lambda _id: state,
+        saved_memory=lambda _snap, compat: memory.load(state, compat, KEY),
+        verify_disk=damaged,
+    )
+    image, spec_ = SimpleNamespace(build_id="img"), SimpleNamespace(computer_id="cmpa")
+    with pytest.raises(SnapshotCorruptError, match="layer"):
+        asyncio.run(restore.create_from_snapshot(rt, snaps, spec_, image, "snp_a"))  # type: ignore[arg-type]
+    assert rt.started == [] and not (tmp_path / "cmpa.ram").exists()
+    assert not (tmp_path / "cmpa").exists()

@@ -7,8 +7,9 @@ re-own (it stays root's): where QEMU can map a file it opens read-only (>= 8.2) 
 copy-on-write from a hard link of the snapshot's memory file in the computer's run dir, checked
 there (N computers from one snapshot share its clean pages, nothing is copied; N forks check it
 once); on QEMU 7.2, which opens a mapped file read-write, the saved RAM is copied into the VM's
-own RAM file while its QEMU starts, each chunk checked on the way (only the allocated chunks:
-what the guest had touched; the state loads once the copy is whole). Restores run side by side.
+own RAM file, each chunk checked on the way (only the allocated chunks: what the guest had
+touched), started first, so that it runs beside the check of the disk's layers, the overlay
+and the VM's start (the state loads once the copy is whole). Restores run side by side.
 The outcome says `restored`, or why not and the computer booted on the disk. A damaged
 snapshot is refused with the reason, never used (the copy's check stops its QEMU unrun).
 
@@ -28,6 +29,7 @@ import os
 import secrets
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent import AgentClient, AgentError
@@ -36,7 +38,7 @@ from ..disk import GIB, qcow2
 from ..errors import HostError
 from ..image import Image
 from ..saved import mapped_memory, memfile, memory
-from ..saved.memory import MemoryOutcome
+from ..saved.memory import MemoryOutcome, SavedState
 from ..snapshot.errors import SnapshotCorruptError, SnapshotError
 from ..snapshot.manifest import SnapshotManifest
 from ..snapshot.store import Snapshots
@@ -57,17 +59,38 @@ async def new_identity(agent: AgentClient, hostname: str) -> None:
     )
 
 
-def _ram_copy(
-    snaps: Snapshots, snap: SnapshotManifest, ram: Path, compat: dict[str, object], key: bytes
-) -> tuple[memory.SavedState, int]:
-    """A VM's own RAM file for a copy of the snapshot's memory: made at its size, empty, open
-    for `_fill_copy`."""
-    saved = memory.load(snaps.memory_dir(snap.id), compat, key)
-    return saved, memfile.create(ram, saved.memory_bytes)
+@dataclass(frozen=True)
+class _RamCopy:
+    """A VM's own RAM file (where the driver cannot map the snapshot's file read-only), being
+    filled from the snapshot's memory in a thread, each chunk checked on the way."""
+
+    path: Path
+    filling: asyncio.Future[None]
+
+    async def settled(self) -> None:
+        """Once its thread has ended: it is never left writing behind the caller."""
+        await asyncio.wait([self.filling])
+        if not self.filling.cancelled():
+            self.filling.exception()  # raised through run_saved, or moot beside what failed first
+
+    async def discard(self) -> None:
+        await self.settled()
+        self.path.unlink(missing_ok=True)
+
+
+async def _start_copy(
+    m: Machines, snaps: Snapshots, snap: SnapshotManifest, spec: MachineSpec, saved: SavedState
+) -> _RamCopy:
+    """The VM's own RAM file, made at its size, its filling started (`run_saved` awaits it
+    before the state loads)."""
+    path = m.data_dir.ram_file(spec.computer_id)
+    fd = await asyncio.to_thread(memfile.create, path, saved.memory_bytes)
+    fill = asyncio.to_thread(_fill_copy, snaps, snap, saved, fd, m.memory_key)
+    return _RamCopy(path, asyncio.ensure_future(fill))
 
 
 def _fill_copy(
-    snaps: Snapshots, snap: SnapshotManifest, saved: memory.SavedState, fd: int, key: bytes
+    snaps: Snapshots, snap: SnapshotManifest, saved: SavedState, fd: int, key: bytes
 ) -> None:
     """Copy the snapshot's memory into the RAM file open as `fd`, each chunk checked on the
     way; closes `fd`."""
@@ -120,15 +143,24 @@ async def create_from_snapshot(
     hv = await m.choose(image)
     compat = suspend.compat(spec, image, hv) if snap.memory else None
     outcome: MemoryOutcome | None = None
-    try:
-        await asyncio.to_thread(snaps.verify, snap, compat)
-    except memory.StateError as exc:  # incompatible memory: the disk is still good
-        outcome = MemoryOutcome(False, exc.reason)
-        compat = None
+    saved: SavedState | None = None
+    if compat is not None:
+        try:
+            saved = await asyncio.to_thread(snaps.saved_memory, snap, compat)
+        except memory.StateError as exc:  # incompatible memory: the disk is still good
+            outcome = MemoryOutcome(False, exc.reason)
+            compat = None
     cdir = m.data_dir.computer(spec.computer_id)
     if cdir.root.exists():
         raise SnapshotError(f"computer folder {cdir.root} already exists")
     async with contextlib.AsyncExitStack() as undo:
+        copy = None
+        if saved is not None and not hv.capabilities.maps_read_only:
+            # first: the copy (the longest step) runs beside the disk's check, the overlay and
+            # the VM's start
+            copy = await _start_copy(m, snaps, snap, spec, saved)
+            undo.push_async_callback(copy.discard)
+        await asyncio.to_thread(snaps.verify_disk, snap)
         cdir.root.mkdir(parents=True)
         undo.callback(shutil.rmtree, cdir.root, True)
         if m.network is not None:  # made as its VM starts (a boot's own failure removes it too)
@@ -139,7 +171,9 @@ async def create_from_snapshot(
         await asyncio.to_thread(disk_from_snapshot, snaps, snap, cdir, first)
         machine = None
         if compat is not None:
-            machine, outcome = await _restore(m, snaps, snap, spec, image, compat, memory_ready)
+            machine, outcome = await _restore(
+                m, snaps, snap, spec, image, compat, copy, memory_ready
+            )
         if machine is None:
             machine = await m.start(spec, image)
         undo.pop_all()  # from here on, a failure takes the whole computer away
@@ -197,43 +231,38 @@ async def _restore(
     spec: MachineSpec,
     image: Image,
     compat: dict[str, object],
+    copy: _RamCopy | None,
     ready: bool = False,
 ) -> tuple[Machine | None, MemoryOutcome]:
+    """The VM started from the snapshot's memory: `copy`, its own RAM file being filled (QEMU
+    7.2 would open the snapshot's file read-write; its QEMU maps the copy, touching nothing
+    before the state loads), else the snapshot's file itself, mapped from a read-only
+    descriptor."""
     cdir = m.data_dir.computer(spec.computer_id)
     cdir.run.mkdir(parents=True, exist_ok=True)
-    hv = await m.choose(image)
-    copying: asyncio.Future[None] | None = None
-    # the snapshot's file itself, mapped from a read-only descriptor
-    if hv.capabilities.maps_read_only:
-        copy = None
+    memory_file = None
+    if copy is None:
         memory_file = (
             snaps.memory_dir(snap.id) / memory.MEMORY
             if ready
             else await asyncio.to_thread(_check_memory, snaps, snap, compat, m.memory_key)
         )
-    else:  # QEMU 7.2 would open it read-write: the VM gets a checked copy of its own, made
-        # while its QEMU starts (which maps the file, touching nothing before the state loads)
-        copy, memory_file = m.data_dir.ram_file(spec.computer_id), None
-        saved, fd = await asyncio.to_thread(_ram_copy, snaps, snap, copy, compat, m.memory_key)
-        fill = asyncio.to_thread(_fill_copy, snaps, snap, saved, fd, m.memory_key)
-        copying = asyncio.ensure_future(fill)
     vmstate = snaps.memory_dir(snap.id) / memory.VMSTATE
+    filling = copy.filling if copy is not None else None
     try:
         # its clock is set by `new_identity`, the first call its caller makes
-        machine = await m.run_saved(spec, image, vmstate, memory_file, copying, set_clock=False)
+        machine = await m.run_saved(spec, image, vmstate, memory_file, filling, set_clock=False)
         return machine, MemoryOutcome(True)
     except (HostError, AgentError, OSError) as exc:
         if copy is not None:  # (the snapshot's own file stays: run_saved dropped its link)
-            copy.unlink(missing_ok=True)
+            await copy.discard()
         if isinstance(exc, SnapshotCorruptError):  # refused, never booted around
             raise
         log.warning("%s: memory of %s not restored: %s", spec.computer_id, snap.id, exc)
         return None, MemoryOutcome(False, f"restore failed: {exc}")
     finally:
-        if copying is not None:
-            await asyncio.wait([copying])  # its thread is not left writing behind the caller
-            if not copying.cancelled():
-                copying.exception()  # raised through run_saved, or moot beside what failed first
+        if copy is not None:
+            await copy.settled()
 
 
 async def fork(

@@ -109,21 +109,31 @@ class Snapshots:
     def verify(self, snap: SnapshotManifest, compat: dict[str, Any] | None) -> None:
         """Check the snapshot's files against its manifest: its disk layers (every byte, by
         digest) and, with `compat`, its saved memory's manifest and device state (the memory
-        itself is checked where it is mapped). SnapshotCorruptError says what is wrong;
+        itself is checked where it is mapped or copied). SnapshotCorruptError says what is wrong;
         memory.StateError(incompatible) passes through (the disk is still good)."""
+        self.verify_disk(snap)
+        if snap.memory and compat is not None:
+            self.saved_memory(snap, compat)
+
+    def verify_disk(self, snap: SnapshotManifest) -> None:
+        """Check the snapshot's disk layers, every byte, by digest (SnapshotCorruptError)."""
         try:
             chain = self.layers.verify(snap.layer)
         except LayerError as exc:
             raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
         if chain[0].digest != snap.layer_digest:
             raise SnapshotCorruptError(snap.id, "corrupt", "its disk layer was replaced")
-        if snap.memory and compat is not None:
-            try:
-                memory.load(self.memory_dir(snap.id), compat, self.key)
-            except memory.StateError as exc:
-                if exc.reason == "incompatible":
-                    raise
-                raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
+
+    def saved_memory(self, snap: SnapshotManifest, compat: dict[str, Any]) -> memory.SavedState:
+        """The snapshot's saved memory, its manifest and device state checked (not the memory
+        itself). SnapshotCorruptError says what is wrong; memory.StateError(incompatible)
+        passes through (the disk is still good)."""
+        try:
+            return memory.load(self.memory_dir(snap.id), compat, self.key)
+        except memory.StateError as exc:
+            if exc.reason == "incompatible":
+                raise
+            raise SnapshotCorruptError(snap.id, exc.reason, str(exc)) from exc
 
     def delete(self, snapshot_id: str) -> None:
         """Remove a snapshot: its manifest first (it stops being one), then its files."""
