@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.host.data.layout import DataDir
@@ -162,6 +163,19 @@ def live_server(short_tmp: Path) -> Iterator[LiveServer]:
     app = create_app(settings, HostRuntime(dd, LocalDriver(), networking=False))
     with served(app) as url:
         yield LiveServer(url, app.state.first_key, dd)
+
+
+def clean_pg() -> str:
+    """The URL of the test PostgreSQL with its schema emptied (the test is skipped without one)."""
+    url = os.environ.get("SANBOX_TEST_PG_URL")
+    if not url:
+        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
+    db = Database(url)
+    with db.engine.begin() as conn:
+        conn.execute(text("drop schema public cascade"))
+        conn.execute(text("create schema public"))
+    db.close()
+    return url
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,15 +17,15 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from sanbox.control import build_run
 from sanbox.control.build_slots import FairSlots
-from sanbox.store import Database, repo
+from sanbox.store import repo
 from sanbox.store.fleet_models import BuildVmRow
 from sanbox.store.models import SnapshotRow, UsageRow
 
-from .conftest import Server, serve, start_server
+from .conftest import Server, clean_pg, serve, start_server
 from .test_quotas import create, names, quota, refused
 from .test_template_requests import TAR, context
 
@@ -257,14 +256,7 @@ def test_a_build_vm_an_earlier_life_left_is_ended_where_it_was_last_seen(
 
 def test_builds_are_held_and_metered_on_postgresql(short_tmp: Path) -> None:
     """The same hold (the org's row locked for the check) and interval on PostgreSQL."""
-    url = os.environ.get("SANBOX_TEST_PG_URL")
-    if not url:
-        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
-    db = Database(url)
-    with db.engine.begin() as conn:  # a clean database
-        conn.execute(text("drop schema public cascade"))
-        conn.execute(text("create schema public"))
-    db.close()
+    url = clean_pg()
     for server in serve(short_tmp, url):
         assert quota(server, running=1).status_code == 200
         assert build(server, spec("pg-held", run="sleep 2")).status_code == 202

@@ -16,7 +16,7 @@ from sqlalchemy.pool import QueuePool
 from sanbox.store import Database
 from sanbox.store.db import alembic_config
 
-from .conftest import Server, serve
+from .conftest import Server, clean_pg, serve
 
 pytestmark = pytest.mark.component
 PG_URL = os.environ.get("SANBOX_TEST_PG_URL")
@@ -24,14 +24,7 @@ PG_URL = os.environ.get("SANBOX_TEST_PG_URL")
 
 @pytest.fixture
 def pg_server(short_tmp: Path) -> Iterator[Server]:
-    if not PG_URL:
-        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
-    db = Database(PG_URL)
-    with db.engine.begin() as conn:  # a clean database for each test
-        conn.execute(text("drop schema public cascade"))
-        conn.execute(text("create schema public"))
-    db.close()
-    yield from serve(short_tmp, PG_URL)
+    yield from serve(short_tmp, clean_pg())
 
 
 def test_api_on_postgresql(pg_server: Server) -> None:

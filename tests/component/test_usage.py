@@ -22,7 +22,7 @@ from typing import Any, cast
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import select, text
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from sanbox.api import ServerSettings, create_app
@@ -31,12 +31,12 @@ from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.sdk import Sanbox
-from sanbox.store import Database
 from sanbox.store.models import UsageRow
 
 from ..conftest import kill_agents
 from .conftest import (
     Server,
+    clean_pg,
     fake_image,
     serve,
     served,
@@ -302,14 +302,7 @@ def test_a_vm_that_died_while_no_server_ran_is_counted_up_to_what_was_seen(
 
 def test_usage_on_postgresql(short_tmp: Path) -> None:
     """The same intervals, clock and cursor on PostgreSQL (its transaction time; row locks)."""
-    url = os.environ.get("SANBOX_TEST_PG_URL")
-    if not url:
-        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
-    db = Database(url)
-    with db.engine.begin() as conn:  # a clean database
-        conn.execute(text("drop schema public cascade"))
-        conn.execute(text("create schema public"))
-    db.close()
+    url = clean_pg()
     for server in serve(short_tmp, url):
         h, client = server.headers(), server.client
         made = client.post("/v1/computers", json={"name": "pg-used"}, headers=h).json()

@@ -7,7 +7,6 @@ kept open, before the one-open-interval index guards it."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -22,18 +21,14 @@ from sanbox.store import Database, repo
 from sanbox.store.db import alembic_config
 from sanbox.store.models import ComputerRow, UsageRow
 
+from .conftest import clean_pg
+
 pytestmark = pytest.mark.component
 
 
 @pytest.fixture
 def pg() -> Iterator[Database]:
-    url = os.environ.get("SANBOX_TEST_PG_URL")
-    if not url:
-        pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
-    db = Database(url)
-    with db.engine.begin() as conn:  # a clean database
-        conn.execute(text("drop schema public cascade"))
-        conn.execute(text("create schema public"))
+    db = Database(clean_pg())
     yield db
     db.close()
 
