@@ -17,7 +17,6 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import urllib.parse
@@ -40,7 +39,17 @@ from . import identity
 from .identity import AUTO_PAUSE, PUBLIC_TRAFFIC
 from .network import NetworkBody, NetworkUpdate, updated_allow
 from .routing import GONE, E2bRoute, principal, sandbox_row
-from .shapes import MAX_TIMEOUT, detail, lifetime_from_now, metric, sandbox, state_of
+from .shapes import (
+    MAX_TIMEOUT,
+    detail,
+    lifetime_from_now,
+    metric,
+    page_limit,
+    page_offset,
+    page_token,
+    sandbox,
+    state_of,
+)
 
 DEFAULT_TIMEOUT = 300
 LIST_LIMIT = 100
@@ -213,19 +222,6 @@ def _started_after(raw: str | None) -> datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def _token(offset: int) -> str:
-    return base64.urlsafe_b64encode(str(offset).encode()).decode()
-
-
-def _offset(token: str | None) -> int:
-    if not token:
-        return 0
-    try:
-        return max(0, int(base64.urlsafe_b64decode(token.encode()).decode()))
-    except ValueError:
-        raise InvalidRequestError("nextToken is not one this server gave") from None
-
-
 @router.get("/sandboxes")
 @router.get("/v2/sandboxes")
 async def list_sandboxes(request: Request) -> JSONResponse:
@@ -236,10 +232,7 @@ async def list_sandboxes(request: Request) -> JSONResponse:
     if request.url.path.endswith("/e2b/sandboxes") and not states:
         states = {"running"}  # the v1 list is of running sandboxes
     template = q.get("template")
-    try:
-        limit = min(LIST_LIMIT, max(1, int(q.get("limit") or LIST_LIMIT)))
-    except ValueError:
-        limit = LIST_LIMIT
+    limit = page_limit(q.get("limit"), LIST_LIMIT)
     wanted = _metadata_filter(q.get("metadata")).items()
     after = _started_after(q.get("startedAfter"))
     rows = [
@@ -253,9 +246,9 @@ async def list_sandboxes(request: Request) -> JSONResponse:
         and (not template or r.template == template)
     ]
     rows.sort(key=lambda r: (r.created_at, r.id), reverse=q.get("order") == "desc")
-    start = _offset(q.get("nextToken"))
+    start = page_offset(q.get("nextToken"))
     page = rows[start : start + limit]
-    headers = {"x-next-token": _token(start + limit)} if start + limit < len(rows) else {}
+    headers = {"x-next-token": page_token(start + limit)} if start + limit < len(rows) else {}
     return JSONResponse([detail(request, r, False) for r in page], headers=headers)
 
 

@@ -1,15 +1,17 @@
 """What E2B's control API answers about a sandbox: a create's or connect's body (with the envd
 token and always the domain), a sandbox's details, its state in E2B's two words, a metric, and
-the lifetime that ends a timeout from now."""
+the lifetime that ends a timeout from now, and a list's page tokens."""
 
 from __future__ import annotations
 
+import base64
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
 
+from ..control.errors import InvalidRequestError
 from ..control.states import State
 from ..control.usage import Sample
 from ..store.models import ComputerRow
@@ -105,3 +107,23 @@ def lifetime_from_now(row: ComputerRow, timeout: int) -> int:
         created = created.replace(tzinfo=UTC)
     elapsed = (datetime.now(UTC) - created).total_seconds()
     return max(1, math.ceil(elapsed + timeout))
+
+
+def page_token(offset: int) -> str:
+    return base64.urlsafe_b64encode(str(offset).encode()).decode()
+
+
+def page_offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return max(0, int(base64.urlsafe_b64decode(token.encode()).decode()))
+    except ValueError:
+        raise InvalidRequestError("nextToken is not one this server gave") from None
+
+
+def page_limit(raw: str | None, most: int) -> int:
+    try:
+        return min(most, max(1, int(raw or most)))
+    except ValueError:
+        return most
