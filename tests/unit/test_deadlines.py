@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sanbox.control.deadlines import due, next_wait
+from sanbox.control.deadlines import AFTER_WAKE, due, fresh_lifetime, next_wait
 from sanbox.store.models import ComputerRow
 
 pytestmark = pytest.mark.unit
@@ -49,3 +49,29 @@ def test_a_passed_deadline_is_not_waited_for_again() -> None:
 
 def test_a_stopped_computer_has_no_running_deadline() -> None:
     assert next_wait([row(state="stopped", max_running=5, age=4)], NOW, 2.0) == 2.0
+
+
+def suspending(state: str, lifetime: int, age: float, ran_for: float | None = None) -> ComputerRow:
+    r = row(state=state, lifetime=lifetime, age=age)
+    r.on_lifetime = "suspend"
+    if ran_for is not None:  # resumed since its creation: its run began that long before the end
+        r.started_at = r.created_at + timedelta(seconds=lifetime - ran_for)
+    return r
+
+
+def test_a_lifetime_that_suspends_suspends_a_running_computer_only() -> None:
+    act = due(suspending("running", 10, 12), NOW)
+    assert act is not None and act[0] == "suspend"
+    assert due(suspending("suspended", 10, 12), NOW) is None
+    assert due(suspending("paused", 10, 12), NOW) is None
+    assert due(suspending("running", 10, 5), NOW) is None
+
+
+def test_a_computer_woken_after_its_lifetime_gets_it_again() -> None:
+    # 5 minutes at least, counted from now; as long as its last run had, if longer
+    assert fresh_lifetime(suspending("suspended", 10, 100), NOW) == 100 + AFTER_WAKE
+    assert fresh_lifetime(suspending("suspended", 1000, 1100, ran_for=900), NOW) == 1100 + 900
+    assert fresh_lifetime(suspending("suspended", 10, 5), NOW) is None  # not ended yet
+    stopping = suspending("suspended", 10, 100)
+    stopping.on_lifetime = "pause"
+    assert fresh_lifetime(stopping, NOW) is None  # only a lifetime that suspends

@@ -5,7 +5,10 @@ record (`created_at`, `started_at`), so no exec, shell, transfer or connection m
 restarted server keeps them. `DeadlineWatcher` enforces them, like the idle watcher, and says
 why in the event and in the computer's `last_error`; it wakes at the next deadline it knows of,
 or after its interval for one set meanwhile. `on_lifetime="pause"` (E2B's auto-pause)
-pauses a running computer with its memory instead, or stops it if that pause fails."""
+pauses a running computer with its memory instead, or stops it if that pause fails;
+`on_lifetime="suspend"` (E2B's auto-pause with auto-resume) suspends it, as the idle watcher does:
+its next command or connection wakes it, and a computer resumed or woken after its lifetime ended
+gets a fresh one (`fresh_lifetime`)."""
 
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ if TYPE_CHECKING:  # the watcher acts through the front door, which imports the 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 10 * 365 * 86400  # seconds: the longest lifetime or running time one may ask for
-ON_LIFETIME = ("stop", "delete", "pause")
+ON_LIFETIME = ("stop", "delete", "pause", "suspend")
+AFTER_WAKE = 300  # seconds: the least lifetime a computer woken after its lifetime ended gets
 _AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATING})
 _STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
 
@@ -38,7 +42,7 @@ def check(lifetime: int | None, on_lifetime: str | None, max_running: int | None
         if value is not None and not 0 <= value <= MAX_LIMIT:
             raise InvalidRequestError(f"{what} is seconds: 0 (none) to {MAX_LIMIT}")
     if on_lifetime is not None and on_lifetime not in ON_LIFETIME:
-        raise InvalidRequestError("on_lifetime is `stop`, `delete` or `pause`")
+        raise InvalidRequestError("on_lifetime is `stop`, `delete`, `pause` or `suspend`")
 
 
 def lifetime_ends(row: ComputerRow) -> datetime | None:
@@ -52,8 +56,8 @@ def running_ends(row: ComputerRow) -> datetime | None:
 
 
 def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
-    """(`stop` | `delete` | `pause`, why) if a limit of the computer has passed and it must act,
-    else None."""
+    """(`stop` | `delete` | `pause` | `suspend`, why) if a limit of the computer has passed and
+    it must act, else None."""
     ends = lifetime_ends(row)
     if ends is not None and ends <= now:
         why = f"its lifetime of {row.lifetime}s ended at {ends:%Y-%m-%d %H:%M:%S} UTC"
@@ -63,12 +67,29 @@ def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
             if row.state == State.RUNNING:
                 return "pause", f"paused: {why}"
             return None  # paused (or at rest) already: its memory is kept until resumed
+        if row.on_lifetime == "suspend":
+            if row.state == State.RUNNING:
+                return "suspend", f"suspended: {why}; its next command or connection wakes it"
+            return None  # suspended (or at rest) already: woken by its next use
         if row.state in _STOPPABLE:
             return "stop", f"stopped: {why}"
     ends = running_ends(row)
     if ends is not None and ends <= now:
         return "stop", f"stopped: it ran for its max running time of {row.max_running}s"
     return None
+
+
+def fresh_lifetime(row: ComputerRow, now: datetime) -> int | None:
+    """The lifetime (seconds from creation) a computer that suspends at its lifetime's end gets
+    when it is resumed or woken after that end: as long again as its last run had from its start
+    (or resume) to that end, `AFTER_WAKE` at least, counted from now, as E2B gives an
+    auto-resumed sandbox its timeout again. None: it keeps the one it has."""
+    ends = lifetime_ends(row)
+    if row.on_lifetime != "suspend" or ends is None or ends > now:
+        return None
+    ran_from = row.started_at or row.created_at
+    period = max(AFTER_WAKE, int((ends - ran_from).total_seconds()))
+    return int((now - row.created_at).total_seconds()) + period
 
 
 def next_wait(rows: list[ComputerRow], now: datetime, interval: float) -> float:
@@ -116,16 +137,18 @@ class DeadlineWatcher:
         try:
             if action == "delete":
                 await self.computers.delete(org, row.id, why)
-            elif action == "pause":
-                await self._pause_or_stop(org, row, why)
+            elif action in ("pause", "suspend"):
+                await self._pause_or_stop(org, row, why, action == "suspend")
             else:
                 await self.computers.stop(org, row.id, why)
         except Exception:  # one computer's failure must not stop the watcher
             log.exception("enforcing the limits of computer %s failed", row.id)
 
-    async def _pause_or_stop(self, org: Org, row: ComputerRow, why: str) -> None:
+    async def _pause_or_stop(
+        self, org: Org, row: ComputerRow, why: str, wake_on_use: bool = False
+    ) -> None:
         try:
-            await self.computers.pause(org, row.id)
+            await self.computers.pause(org, row.id, wake_on_use=wake_on_use)
         except ControlError as exc:
             log.warning("the lifetime pause of %s failed (%s): stopping it", row.id, exc)
             await self.computers.stop(org, row.id, f"{why}; the pause failed, so stopped")

@@ -1,4 +1,5 @@
-"""Rest with memory kept: pause (by the user), suspend (by the idle watcher), resume and wake.
+"""Rest with memory kept: pause (by the user), suspend (by the idle watcher, or at the end of a
+lifetime that suspends: `on_lifetime="suspend"`), resume and wake.
 Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
 cannot complete answers `pause_failed`, saying why and what the computer is now (never a success,
 never left `pausing`): running as it was, or stopped if its VM is gone, or in error if its host
@@ -9,10 +10,12 @@ from __future__ import annotations
 import errno
 import logging
 import time
+from datetime import UTC, datetime
 
 from ..fleet.errors import BusyError
 from ..host.door import HostError, Machine
 from ..store.models import ComputerRow, Org
+from . import deadlines
 from .errors import ControlError, HostUnavailableError, failed, with_state
 from .fleet import Fleet
 from .host_errors import from_host
@@ -23,9 +26,10 @@ log = logging.getLogger(__name__)
 WAKE_WAIT = 120.0  # seconds a wake waits for another API node's operation on the computer
 
 
-async def pause(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+async def pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False) -> ComputerRow:
+    """Paused, or with `wake_on_use` suspended (its next command or connection wakes it)."""
     async with fleet.acting(org, ref, "pause") as row:
-        return await _pause_locked(fleet, row, State.PAUSED)
+        return await _pause_locked(fleet, row, State.SUSPENDED if wake_on_use else State.PAUSED)
 
 
 async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
@@ -51,7 +55,9 @@ async def _pause_locked(
     except Exception as exc:  # whatever failed, the record says what the pause left
         raise await _pause_failed(fleet, row, machine, exc) from exc
     fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
-    kind = f"suspended after {idle:.0f}s idle" if idle is not None else "paused"
+    kind = f"suspended after {idle:.0f}s idle" if idle is not None else str(dst)
+    if idle is None and dst == State.SUSPENDED:
+        kind = "suspended at its lifetime's end (woken by its next use)"
     return fleet.record(
         row.id,
         dst,
@@ -116,6 +122,8 @@ async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
+    lifetime = deadlines.fresh_lifetime(row, datetime.now(UTC))  # suspended at its lifetime's end
+    fresh = {} if lifetime is None else {"lifetime": lifetime}
     host = fleet.host_of(row)
     with fleet.capacity.admit_here(host, row.memory_mib, 0, row.id):
         fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
@@ -147,6 +155,7 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
         memory="restored" if outcome.restored else "lost",
         memory_reason=outcome.reason,
         isolation=machine.isolation,
+        **fresh,
     )
 
 

@@ -6,7 +6,11 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
 - `timeout` is the computer's lifetime deadline (`control.deadlines`) counted from now: the SDK
   may lengthen or shorten it; a connect only lengthens one that exists (a computer made through
   /v1 without a lifetime keeps none). At its end the computer is deleted,
-  or, with `autoPause`, paused with its memory (`on_lifetime="pause"`).
+  or, with `autoPause`, paused with its memory (`on_lifetime="pause"`), stopped without it
+  (`autoPauseMemory: false`), or suspended with `autoResume` (`on_lifetime="suspend"`: its next
+  envd call or port connection wakes it, as the idle watcher's suspension does).
+- What Sanbox does not offer (`volumeMounts`, `mcp`, `iam`, some `network` settings) is refused
+  at a create when given (400 naming it), never dropped.
 - `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one; one on its way
   (an auto-pause, a stop) is waited for first, then resumed or started.
@@ -21,6 +25,7 @@ import dataclasses
 import functools
 import urllib.parse
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -58,15 +63,60 @@ LIST_LIMIT = 100
 router = APIRouter(prefix="/e2b", route_class=E2bRoute, include_in_schema=False)
 
 
+class AutoResume(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    enabled: bool = False
+
+
 class NewSandbox(BaseModel):
+    """A create's body: every field the SDK sends (2.45.1 to 2.63.0) is read. What Sanbox does
+    not offer (`volumeMounts`, `mcp`, `iam`) is refused when given, never dropped; `secure` is
+    always so (every envd call needs the sandbox's token)."""
+
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     template_id: str = Field(alias="templateID", min_length=1, max_length=200)
     timeout: int = Field(DEFAULT_TIMEOUT, ge=0, le=MAX_TIMEOUT)
     auto_pause: bool = Field(False, alias="autoPause")
+    auto_pause_memory: bool = Field(True, alias="autoPauseMemory")
+    auto_resume: AutoResume | None = Field(None, alias="autoResume")
+    secure: bool | None = None
     metadata: dict[str, str] | None = None
     env_vars: dict[str, str] | None = Field(None, alias="envVars")
     allow_internet_access: bool | None = None
     network: NetworkBody | None = None
+    volume_mounts: Any = Field(None, alias="volumeMounts")
+    mcp: Any = None
+    iam: Any = None
+
+    def check_offered(self) -> None:
+        for name, given in (("volumeMounts", self.volume_mounts), ("mcp", self.mcp)):
+            if given:
+                raise InvalidRequestError(
+                    f"{name} is not offered by Sanbox: leave it out (docs/e2b.md)", "not_offered"
+                )
+        tokens = self.iam.get("tokens") if isinstance(self.iam, dict) else self.iam
+        if tokens:
+            raise InvalidRequestError(
+                "iam is not offered by Sanbox: leave it out; Sanbox's secrets inject credentials "
+                "(docs/secrets.md)",
+                "not_offered",
+            )
+
+    def on_lifetime(self) -> str:
+        """What the lifetime's end does: `delete` (E2B's kill), `pause` (with memory), `stop`
+        (a pause without memory), or `suspend` (with memory, woken by its next use: E2B's
+        auto-resume)."""
+        resume = self.auto_resume is not None and self.auto_resume.enabled
+        if resume and not (self.auto_pause and self.auto_pause_memory):
+            raise InvalidRequestError(
+                "autoResume needs autoPause, with memory (autoPauseMemory): a sandbox resumes on "
+                "use only from a pause that kept its memory"
+            )
+        if not self.auto_pause:
+            return "delete"
+        if not self.auto_pause_memory:
+            return "stop"
+        return "suspend" if resume else "pause"
 
 
 class ConnectBody(BaseModel):
@@ -89,6 +139,8 @@ async def _set_timeout(plane: Computers, p: Principal, row: ComputerRow, timeout
 
 
 def _create_request(body: NewSandbox) -> CreateRequest:
+    body.check_offered()
+    on_lifetime = body.on_lifetime()
     metadata = dict(body.metadata or {})
     labels = identity.mirrored_labels(metadata, LABELS_MAX - 2)  # room for E2B's two settings
     if body.auto_pause:
@@ -112,7 +164,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         allow=allow,
         from_snapshot=snapshot,
         lifetime=body.timeout or 1,
-        on_lifetime="pause" if body.auto_pause else "delete",
+        on_lifetime=on_lifetime,
     )
 
 

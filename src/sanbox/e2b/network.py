@@ -7,9 +7,9 @@ reach only what its allowlist names, so:
   allowlist does not name is denied already;
 - neither given: the template's allowlist, as at a create without them (E2B's update clears what
   it leaves out);
-- transform `rules`, an `egressProxy` and `dnsServers` are not offered: refused at a create and
-  at an update, never dropped without a word (Sanbox's secrets inject credentials:
-  docs/secrets.md)."""
+- transform `rules`, an `egressProxy`, `dnsServers`, `maskRequestHost` and `httpsPorts` are not
+  offered: refused at a create and at an update, never dropped without a word (Sanbox's secrets
+  inject credentials: docs/secrets.md)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ class NetworkBody(BaseModel):
     rules: dict[str, Any] | None = None
     egress_proxy: dict[str, Any] | None = Field(None, alias="egressProxy")
     dns_servers: list[str] | None = Field(None, alias="dnsServers", max_length=16)
+    mask_request_host: str | None = Field(None, alias="maskRequestHost", max_length=253)
+    https_ports: list[int] | None = Field(None, alias="httpsPorts", max_length=64)
 
     def check_offered(self) -> None:
         """Refuse what Sanbox does not offer rather than run without it."""
@@ -38,6 +40,8 @@ class NetworkBody(BaseModel):
             "rules": self.rules,
             "egressProxy": self.egress_proxy,
             "dnsServers": self.dns_servers,
+            "maskRequestHost": self.mask_request_host,
+            "httpsPorts": self.https_ports,
         }
         for name, given in asked.items():
             if given:

@@ -1,6 +1,6 @@
 """What E2B's control API answers about a sandbox: a create's or connect's body (with the envd
-token and always the domain), a sandbox's details, its state in E2B's two words, a metric, and
-the lifetime that ends a timeout from now, and a list's page tokens."""
+token and always the domain), a sandbox's details (its `lifecycle` too), its state in E2B's two
+words, a metric, the lifetime that ends a timeout from now, and a list's page tokens."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from ..control.deadlines import lifetime_ends
 from ..control.errors import InvalidRequestError
 from ..control.states import State
 from ..control.usage import Sample
@@ -36,7 +37,22 @@ def domain(request: Request) -> str:
 
 
 def state_of(row: ComputerRow) -> str:
+    """`running`, or `paused`: at rest, or suspended once its lifetime ended (E2B's auto-pause
+    with auto-resume: paused, woken by its next use). A computer the idle watcher suspended within
+    its lifetime is `running`: it is woken as soon as it is used."""
+    if row.state == State.SUSPENDED:
+        ends = lifetime_ends(row)
+        return "paused" if ends is not None and ends <= datetime.now(UTC) else "running"
     return "running" if State(row.state) in RUNNING else "paused"
+
+
+def lifecycle(row: ComputerRow) -> dict[str, Any]:
+    """E2B's `lifecycle`: what its timeout does (`kill` for a delete; a pause, a stop (a pause
+    without memory) or a suspension are `pause`) and whether it resumes on use (a suspension)."""
+    return {
+        "onTimeout": "kill" if row.on_lifetime == "delete" else "pause",
+        "autoResume": row.on_lifetime == "suspend",
+    }
 
 
 def _iso(when: datetime) -> str:
@@ -77,6 +93,7 @@ def detail(request: Request, row: ComputerRow, with_token: bool = True) -> dict[
         "metadata": identity.metadata(row),
         "state": state_of(row),
         "domain": domain(request),
+        "lifecycle": lifecycle(row),
     }
     if with_token:
         body["envdAccessToken"] = tokens(request).envd(row.id)

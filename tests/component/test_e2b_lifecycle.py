@@ -1,0 +1,129 @@
+"""E2B's `lifecycle` at a create: `on_timeout="pause"` with `auto_resume` (`autoPause` and
+`autoResume: {enabled}`) ends the timeout suspended, so the next envd call wakes the sandbox
+and is served (it raised SandboxNotRunningException: the sandbox was paused as without
+auto-resume), and the woken sandbox gets its timeout again; `autoPauseMemory: false` is a pause
+without memory (a stop); get_info and list answer `lifecycle` in E2B's shape. Create fields Sanbox
+does not offer (`volumeMounts`, `mcp`, `iam`, `network.maskRequestHost`, `network.httpsPorts`)
+were answered 201 and ignored: they are refused 400, naming the field, nothing made."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from e2b.api.client.models.sandbox_detail import SandboxDetail
+
+from sanbox.host.door import Machine
+from sanbox.host.runtime import HostRuntime
+
+from .conftest import E2bStand
+
+pytestmark = pytest.mark.component
+
+
+@pytest.fixture
+def pausable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The stand-in keeps no memory: its pause ends the VM as a pause does, and a resume boots
+    it afresh on its disk."""
+
+    async def pause(self: HostRuntime, machine: Machine, *_args: Any) -> Any:
+        await machine.vm.kill()
+        return SimpleNamespace(size=0, seconds=0.0)
+
+    monkeypatch.setattr(HostRuntime, "pause", pause)
+    yield
+
+
+def v1(e2b: E2bStand, sandbox: str) -> dict[str, Any]:
+    r = e2b.client.get(f"/v1/computers/{sandbox.replace('-', '_', 1)}", headers=e2b.v1)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def wait_state(e2b: E2bStand, sandbox: str, state: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while (row := v1(e2b, sandbox))["state"] != state:
+        assert time.monotonic() < deadline, f"never {state}: {row['state']}"
+        time.sleep(0.05)
+    return row
+
+
+def info(e2b: E2bStand, sandbox: str) -> SandboxDetail:
+    r = e2b.client.get(f"/e2b/sandboxes/{sandbox}", headers=e2b.api)
+    assert r.status_code == 200, r.text
+    return SandboxDetail.from_dict(r.json())
+
+
+def stat(e2b: E2bStand, envd: dict[str, str]) -> int:
+    r = e2b.client.post("/e2b-envd/filesystem.Filesystem/Stat", json={"path": "/"}, headers=envd)
+    return r.status_code
+
+
+def test_auto_resume_wakes_the_sandbox_on_its_next_envd_call(e2b: E2bStand, pausable: None) -> None:
+    sandbox, envd = e2b.create(timeout=1, autoPause=True, autoResume={"enabled": True})
+    lifecycle = info(e2b, sandbox).lifecycle
+    assert lifecycle.on_timeout.value == "pause" and lifecycle.auto_resume is True
+    listed = e2b.client.get("/e2b/v2/sandboxes", headers=e2b.api).json()
+    assert listed[0]["lifecycle"] == {"onTimeout": "pause", "autoResume": True}
+
+    wait_state(e2b, sandbox, "suspended")
+    assert info(e2b, sandbox).state.value == "paused"  # as E2B says an auto-paused sandbox
+    assert stat(e2b, envd) == 200  # woken by the call, not refused 502
+    row = wait_state(e2b, sandbox, "running")
+    assert row["lifetime"] >= 300  # its timeout again, five minutes at least, from the wake
+    time.sleep(1.0)  # the deadline watcher (every 0.2 s) leaves it running
+    assert v1(e2b, sandbox)["state"] == "running"
+    assert info(e2b, sandbox).state.value == "running"
+
+
+def test_auto_pause_without_auto_resume_stays_paused(e2b: E2bStand, pausable: None) -> None:
+    sandbox, envd = e2b.create(timeout=1, autoPause=True)
+    lifecycle = info(e2b, sandbox).lifecycle
+    assert lifecycle.on_timeout.value == "pause" and lifecycle.auto_resume is False
+    wait_state(e2b, sandbox, "paused")
+    assert stat(e2b, envd) == 502  # the SDK's SandboxNotRunningException: connect() resumes it
+
+
+def test_auto_pause_without_memory_stops(e2b: E2bStand) -> None:
+    sandbox, _ = e2b.create(timeout=1, autoPause=True, autoPauseMemory=False)
+    wait_state(e2b, sandbox, "stopped")
+    assert info(e2b, sandbox).lifecycle.on_timeout.value == "pause"
+
+
+def test_a_sandbox_killed_at_its_timeout_says_so(e2b: E2bStand) -> None:
+    sandbox, _ = e2b.create(timeout=60)
+    lifecycle = info(e2b, sandbox).lifecycle
+    assert lifecycle.on_timeout.value == "kill" and lifecycle.auto_resume is False
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"volumeMounts": [{"name": "data", "path": "/data"}]}, "volumeMounts"),
+        ({"mcp": {"github": {"token": "x"}}}, "mcp"),
+        ({"iam": {"tokens": {"aws": {"role": "r"}}}}, "iam"),
+        ({"network": {"maskRequestHost": "localhost:${PORT}"}}, "network.maskRequestHost"),
+        ({"network": {"httpsPorts": [3000]}}, "network.httpsPorts"),
+        ({"autoResume": {"enabled": True}}, "autoResume"),
+        (
+            {"autoPause": True, "autoPauseMemory": False, "autoResume": {"enabled": True}},
+            "autoResume",
+        ),
+    ],
+)
+def test_what_sanbox_does_not_offer_is_refused(
+    e2b: E2bStand, body: dict[str, Any], named: str
+) -> None:
+    r = e2b.client.post("/e2b/v2/sandboxes", headers=e2b.api, json={"templateID": "base", **body})
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == 400 and named in r.json()["message"]
+    assert e2b.client.get("/v1/computers", headers=e2b.v1).json()["computers"] == []
+
+
+def test_empty_values_of_what_is_not_offered_are_accepted(e2b: E2bStand) -> None:
+    body = {"volumeMounts": [], "mcp": None, "iam": {"tokens": {}}, "secure": True}
+    sandbox, _ = e2b.create(**body, network={"httpsPorts": []})
+    assert info(e2b, sandbox).state.value == "running"
