@@ -1,7 +1,9 @@
 """E2B's network settings on a computer's egress allowlist (docs/e2b.md). Sanbox lets a computer
 reach only what its allowlist names, so:
-- `allowOut` is the allowlist (host names, `*.` wildcards, `cidr:port` rules; E2B's bare CIDRs
-  and IPs need a port here and are refused without one);
+- `allowOut` is the allowlist (host names, `*.` wildcards, `cidr:port` rules): E2B's address
+  ranges (`8.8.8.0/24`, `0.0.0.0/0`) need a port here and are refused without one, saying so;
+- neither `allowOut` nor `allow_internet_access: false` at a create: the template's allowlist
+  (`base`'s is empty), where E2B lets everything out;
 - `allow_internet_access: false` is an empty allowlist;
 - `denyOut` adds nothing: E2B's allowed entries win over its denied ones, and whatever the
   allowlist does not name is denied already;
@@ -13,6 +15,7 @@ reach only what its allowlist names, so:
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +52,25 @@ class NetworkBody(BaseModel):
                     f"network.{name} is not offered by Sanbox: leave it out (docs/e2b.md)",
                     "not_offered",
                 )
+        for entry in self.allow_out or ():
+            if _is_range(entry):
+                raise InvalidRequestError(
+                    f"network.allowOut: {entry[:80]!r} is an address range, and Sanbox's "
+                    "allowlist takes host names (api.github.com), wildcards (*.pypi.org) and "
+                    "address ranges with one port (203.0.113.0/24:443); nothing else goes out, "
+                    "and all outbound traffic (E2B's default) is not offered: list the hosts "
+                    "the sandbox needs (docs/e2b.md)",
+                    "invalid_rule",
+                )
+
+
+def _is_range(entry: str) -> bool:
+    """An address range without a port (`8.8.8.0/24`, `0.0.0.0/0`, `2001:db8::/32`)."""
+    try:
+        ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        return False
+    return "/" in entry or ":" in entry
 
 
 class NetworkUpdate(NetworkBody):
