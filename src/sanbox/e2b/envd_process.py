@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import re
 import signal as signals
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,7 @@ from .processes import Running, end_event
 KEEPALIVE = 30.0  # seconds without an event before a keepalive (the SDK asks for 50 or less)
 MAX_ARGS = 4096
 MAX_GUEST_TAG = 256  # the guest keeps a tag this long with a kept process (a longer one: here)
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # Go's strconv.Atoi, within an int64
 SIGNALS = {"SIGNAL_SIGKILL": signals.SIGKILL, "SIGNAL_SIGTERM": signals.SIGTERM, 9: 9, 15: 15}
 
 
@@ -87,7 +89,23 @@ async def _events(running: Running, queue: EventQueue) -> AsyncIterator[Event]:
         yield {"event": event}
 
 
-async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[Event]:
+def deadline(header: str | None) -> float | None:
+    """envd's `determineTimeoutFromHeader`: `Connect-Timeout-Ms` in seconds, None for none
+    (absent, 0 or negative); a header that is not an integer is refused."""
+    if not header:
+        return None
+    if not _INTEGER.fullmatch(header):
+        raise ConnectError("invalid_argument", "Connect-Timeout-Ms is a number of milliseconds")
+    ms = int(header)
+    return ms / 1000 if ms > 0 else None
+
+
+async def start(
+    envd: Envd, sb: Sandbox, msg: dict[str, Any], timeout_ms: str | None = None
+) -> AsyncIterator[Event]:
+    """With `timeout_ms` (the request's `Connect-Timeout-Ms`) the process is killed at that
+    deadline, as envd's Start does; the stream then ends with its end event."""
+    timeout = deadline(timeout_ms)
     config = _config(msg)
     cmd = [config["cmd"], *config["args"]]
     cwd = sb.path(config.get("cwd", ""))
@@ -130,6 +148,7 @@ async def start(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> AsyncIterator[E
             tag,
             stdin=bool(msg.get("stdin", True)),
             pty=size is not None,
+            timeout=timeout,
         )
     except CommandNotFoundError as exc:
         yield {"event": {"start": {"pid": 0}}}

@@ -216,6 +216,8 @@ class E2bGateway:
         if service == "process.Process":
             unary = {k: functools.partial(f, envd) for k, f in envd_process.UNARY.items()}
             stream = {k: functools.partial(f, envd) for k, f in envd_process.STREAMS.items()}
+            timeout_ms = request.headers.get("connect-timeout-ms")  # Start's: the process's
+            stream["Start"] = functools.partial(envd_process.start, envd, timeout_ms=timeout_ms)
         elif service == "filesystem.Filesystem":
             unary = {
                 "Stat": envd_files.stat,

@@ -20,7 +20,11 @@ Bounds: `MAX_PER_COMPUTER` processes per computer (a slot taken before the guest
 starts at once cannot all pass), `MAX_WATCHERS` streams watching one process (its Start's and its
 Connects'; each holds an open request of its sandbox's too, `api/open_requests.py`),
 `budgets.QUEUE` events and `budgets.QUEUE_BYTES` bytes queued per watching stream (a slow stream
-slows the process's output, never grows the server's memory)."""
+slows the process's output, never grows the server's memory).
+
+A Start's deadline (`Connect-Timeout-Ms`, the SDK's `timeout`) kills its process with SIGKILL, as
+envd does; one that passes while the process is detached (the sandbox paused) kills it when it is
+next attached. The deadline lives in this server: a process adopted after a restart has none."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import signal as signals
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,13 +56,35 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+# Go's names (`syscall.Signal.String()` on Linux) of the signals a process is commonly ended by
+_SIGNAL_NAMES = {
+    1: "hangup",
+    2: "interrupt",
+    3: "quit",
+    4: "illegal instruction",
+    6: "aborted",
+    8: "floating point exception",
+    9: "killed",
+    11: "segmentation fault",
+    13: "broken pipe",
+    14: "alarm clock",
+    15: "terminated",
+}
+
+
 def end_event(exit_code: int, signal: int | None = None, error: str | None = None) -> Event:
-    status = f"signal: {signal}" if signal else f"exit status {exit_code}"
-    end: dict[str, Any] = {"exited": True, "status": status}
+    """envd's end event, as Go's `os.ProcessState` says it: a process ended by a signal did not
+    exit (`exitCode` -1, `status` and `error` "signal: killed"); one that exited non-zero has
+    `error` "exit status N" (`exec.ExitError`)."""
+    if signal:
+        status = f"signal: {_SIGNAL_NAMES.get(signal, f'signal {signal}')}"
+        end: dict[str, Any] = {"exitCode": -1, "status": status, "error": error or status}
+        return {"end": end}
+    status = f"exit status {exit_code}"
+    end = {"exited": True, "status": status}
     if exit_code:
         end["exitCode"] = exit_code
-    if error:
-        end["error"] = error
+        end["error"] = error or status
     return {"end": end}
 
 
@@ -76,6 +103,8 @@ class Running:
     ended: Event | None = None
     unread: bool = False  # it ended with no stream watching: a `connect` may still read its end
     finished: bool = False  # it exited in the guest while detached: attached by a `connect`
+    deadline: asyncio.TimerHandle | None = None  # its Start's `Connect-Timeout-Ms`, if any
+    overdue: bool = False  # its deadline passed: killed (when next attached, if detached then)
 
     @property
     def listed(self) -> bool:
@@ -120,6 +149,9 @@ class Running:
         return True
 
     async def end(self, event: Event) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
         if self.ended is None:
             self.ended = event
             self.unread = not self.watchers
@@ -212,6 +244,8 @@ class ProcessTable:
                 running.proc = proc
                 self._by_computer.setdefault(running.computer_id, {})[running.pid] = running
                 ready.set_result(running)
+                if running.overdue:  # its deadline passed while it was detached
+                    self._spawn(self._kill(running))
                 if await running.pump(proc):
                     self._ended(running)
                     if running.kept:
@@ -270,9 +304,12 @@ class ProcessTable:
         tag: str | None,
         stdin: bool,
         pty: bool,
+        timeout: float | None = None,
     ) -> tuple[Running, EventQueue]:
         """Enter `session` in a task of its own; the process and a queue already watching it.
-        Its slot is held from the check until it is registered (or failed)."""
+        Its slot is held from the check until it is registered (or failed). With `timeout`
+        (seconds) the process is killed (SIGKILL) that long after it started, as envd kills one
+        at its Start's deadline, whether or not a stream still watches it."""
         self.room(computer_id)
         ready: asyncio.Future[Running] = asyncio.get_running_loop().create_future()
         queue = EventQueue()
@@ -280,6 +317,9 @@ class ProcessTable:
         def make(proc: ExecProcess | PtySession) -> Running:
             running = Running(computer_id, org, config, tag, proc.pid, pty, proc, proc.kept)
             running.watchers.add(queue)
+            if timeout is not None:
+                loop = asyncio.get_running_loop()
+                running.deadline = loop.call_later(timeout, self._overdue, running)
             return running
 
         @contextlib.asynccontextmanager
@@ -292,6 +332,28 @@ class ProcessTable:
         with self._starting.held(computer_id):  # until it is registered, or failed
             self._spawn(self._serve(started(), ready, make))
             return await ready, queue
+
+    def _overdue(self, running: Running) -> None:
+        """Its deadline passed: kill it now, or (detached: the sandbox paused) once re-attached."""
+        running.deadline = None
+        if running.ended is None:
+            running.overdue = True
+            if running.proc is not None:
+                self._spawn(self._kill(running))
+
+    async def _kill(self, running: Running) -> None:
+        proc = running.proc
+        if proc is None or running.ended is not None:
+            return
+        try:
+            await proc.signal(signals.SIGKILL)
+        except Exception as exc:  # it ended or detached meanwhile; a re-attach kills it then
+            log.info(
+                "process %s of %s not killed at its deadline: %s",
+                running.pid,
+                running.computer_id,
+                exc,
+            )
 
     async def sync(self, org: Org, computer_id: str) -> None:
         """Learn what the computer's guest keeps: adopt the processes this server does not know,
