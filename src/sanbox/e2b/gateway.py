@@ -9,8 +9,10 @@ Routing, the first that matches:
 envd calls need the sandbox's access token (`X-Access-Token`); a sandbox that is not there or
 does not run answers 502, as E2B's proxy does. Another port is open to anyone who has its URL,
 as in E2B, unless the sandbox was made with `allowPublicTraffic=false` (or not through E2B's API
-at all): then it needs the `e2b-traffic-access-token` header. This middleware sits outside the
-published-port relay, so a host of this shape is never taken for a published port.
+at all): then it needs the `e2b-traffic-access-token` header. A port nothing listens on
+answers 502 with E2B's proxy's words ("The sandbox is running but port is not open"). This
+middleware sits outside the published-port relay, so a host of this shape is never taken for a
+published port.
 
 Served before `OpenRequests`, the gateway holds its requests' places itself, in the API's counts
 (`api/open_requests.py`): an envd call, once its token is checked, and a port's connection with
@@ -45,6 +47,8 @@ from .errors import connect_error
 from .identity import ENVD_PORT, PUBLIC_TRAFFIC, Tokens, computer_id, signature_valid
 
 PREFIX = "/e2b-envd"
+PORT_NOT_OPEN = "The sandbox is running but port is not open"  # E2B's proxy's words
+PORT_CLOSED = {"connection_refused", "connect_timeout", "connect_failed"}  # the guest's dial
 _HOST = re.compile(r"([1-9][0-9]{0,4})-(cmp-[a-z0-9]{12})")
 
 
@@ -69,6 +73,13 @@ def gone(sandbox: str) -> str:
     return (
         f"The sandbox {sandbox[:40]!r} was not found: it is not running (killed, expired or paused)"
     )
+
+
+def port_closed(sandbox: str, port: int) -> JSONResponse:
+    """E2B's proxy's answer for a port nothing listens on (`NewPortClosedError`, to a client
+    that is not a browser): 502, so a program polling for its server waits on while it says so."""
+    body = {"sandboxId": sandbox[:40], "message": PORT_NOT_OPEN, "port": port, "code": 502}
+    return JSONResponse(body, status_code=502, media_type="application/json; charset=utf-8")
 
 
 def is_api_host(host: str, domain: str) -> bool:
@@ -268,13 +279,17 @@ class E2bGateway:
                             stripped(scope), receive, send, tcp, host_header=host_header
                         )
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:
+            closed = isinstance(exc, ControlError) and exc.code in PORT_CLOSED
             status = 502 if isinstance(exc, SandboxGoneError) else getattr(exc, "status", 502)
             message = gone(sandbox) if status == 502 else getattr(exc, "message", "refused")
+            message = PORT_NOT_OPEN if closed else message
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008, "reason": str(message)[:120]})
                 return
-            refusal = envd_http.error(status, str(message))
-            if isinstance(exc, ControlError):
+            refusal = (
+                port_closed(sandbox, port) if closed else envd_http.error(status, str(message))
+            )
+            if isinstance(exc, ControlError) and not closed:
                 refusal.headers.update(error_headers(exc) or {})
             await refusal(scope, receive, send)
 
