@@ -21,11 +21,34 @@ from .envd import Sandbox
 MAX_ENTRIES = 10_000  # of one ListDir, however deep
 MAX_DEPTH = 16
 _TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "symlink": "FILE_TYPE_FILE"}
-_NAMES = {0: "root"}
+_NAMES = {0: "root"}  # an agent that sends no names: root's is known, others' are numbers
+# Go's `os.FileMode` letters of a file's type (a character device is "Dc": "c" after "ug")
+_KINDS = {
+    statmod.S_IFDIR: "d",
+    statmod.S_IFLNK: "L",
+    statmod.S_IFBLK: "D",
+    statmod.S_IFCHR: "D",
+    statmod.S_IFIFO: "p",
+    statmod.S_IFSOCK: "S",
+}
+
+
+def permissions(st_mode: int) -> str:
+    """envd's `permissions`: Go's `FileMode.String()` of the file's mode (`-rw-r--r--`,
+    `drwxr-xr-x`, `Lrwxrwxrwx`, `dtrwxrwxrwx` for /tmp, `Dcrw-rw-rw-` for /dev/null)."""
+    kind = _KINDS.get(statmod.S_IFMT(st_mode), "")
+    kind += "u" if st_mode & statmod.S_ISUID else ""
+    kind += "g" if st_mode & statmod.S_ISGID else ""
+    kind += "c" if statmod.S_ISCHR(st_mode) else ""
+    kind += "t" if st_mode & statmod.S_ISVTX else ""
+    rwx = "".join(c if st_mode & (1 << (8 - i)) else "-" for i, c in enumerate("rwxrwxrwx"))
+    return (kind or "-") + rwx
 
 
 def entry(info: FileInfo) -> dict[str, Any]:
-    """An EntryInfo: 64-bit size as a string, enum names, an RFC 3339 time."""
+    """An EntryInfo: 64-bit size as a string, enum names, an RFC 3339 time. The permissions and
+    names as envd says them when the agent sends the file's whole mode and its owner's names;
+    an agent before them: the mode without its type (`?rw-r--r--`) and numbers but root's."""
     mtime = datetime.fromtimestamp(info.mtime, UTC).isoformat().replace("+00:00", "Z")
     out: dict[str, Any] = {
         "name": info.name,
@@ -33,9 +56,11 @@ def entry(info: FileInfo) -> dict[str, Any]:
         "path": info.path,
         "size": str(info.size),
         "mode": statmod.S_IMODE(info.mode),
-        "permissions": statmod.filemode(info.mode),
-        "owner": _NAMES.get(info.uid, str(info.uid)),
-        "group": _NAMES.get(info.gid, str(info.gid)),
+        "permissions": (
+            permissions(info.st_mode) if info.st_mode is not None else statmod.filemode(info.mode)
+        ),
+        "owner": info.owner or _NAMES.get(info.uid, str(info.uid)),
+        "group": info.group or _NAMES.get(info.gid, str(info.gid)),
         "modifiedTime": mtime,
     }
     if info.type == "symlink":

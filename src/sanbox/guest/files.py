@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
 import shutil
 import stat
 import tempfile
@@ -32,17 +34,54 @@ def _type_name(mode: int) -> str:
     return "other"
 
 
-def file_info(path: str, st: os.stat_result, name: str | None = None) -> dict[str, Any]:
-    return {
+class Names:
+    """Account and group names by id, looked up once per call (a listing of many files of one
+    owner reads the account files once); None for an id with no name."""
+
+    def __init__(self) -> None:
+        self._users: dict[int, str | None] = {}
+        self._groups: dict[int, str | None] = {}
+
+    def user(self, uid: int) -> str | None:
+        if uid not in self._users:
+            try:
+                self._users[uid] = pwd.getpwuid(uid).pw_name
+            except (KeyError, OverflowError):
+                self._users[uid] = None
+        return self._users[uid]
+
+    def group(self, gid: int) -> str | None:
+        if gid not in self._groups:
+            try:
+                self._groups[gid] = grp.getgrgid(gid).gr_name
+            except (KeyError, OverflowError):
+                self._groups[gid] = None
+        return self._groups[gid]
+
+
+def file_info(
+    path: str, st: os.stat_result, name: str | None = None, names: Names | None = None
+) -> dict[str, Any]:
+    """A file's facts; `st_mode` (type bits included) and the owner's and group's names are
+    what an agent before them did not send (a name the guest has none for is left out)."""
+    names = names if names is not None else Names()
+    info: dict[str, Any] = {
         "name": name if name is not None else (os.path.basename(path) or "/"),
         "path": path,
         "type": _type_name(st.st_mode),
         "size": st.st_size,
         "mode": stat.S_IMODE(st.st_mode),
+        "st_mode": st.st_mode,
         "mtime": st.st_mtime,
         "uid": st.st_uid,
         "gid": st.st_gid,
     }
+    owner, group = names.user(st.st_uid), names.group(st.st_gid)
+    if owner is not None:
+        info["owner"] = owner
+    if group is not None:
+        info["group"] = group
+    return info
 
 
 def _inherited(path: str) -> os.stat_result | None:
@@ -93,12 +132,12 @@ class FileStream(Stream):
             raise AgentRequestError.from_os_error(exc, path) from None
 
     def _list(self, path: str) -> list[dict[str, Any]]:
-        entries = []
+        entries, names = [], Names()
         with os.scandir(path) as it:
             for entry in it:
                 with contextlib.suppress(FileNotFoundError):
                     st = entry.stat(follow_symlinks=False)
-                    entries.append(file_info(entry.path, st, entry.name))
+                    entries.append(file_info(entry.path, st, entry.name, names))
         entries.sort(key=lambda e: str(e["name"]))
         return entries
 

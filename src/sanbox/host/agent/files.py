@@ -19,6 +19,16 @@ Source = bytes | str | os.PathLike[str] | AsyncIterable[bytes]
 PUT_STALL = 60.0
 
 
+MAX_NAME = 256  # an owner's or group's name, as the guest says it
+
+
+def _name(value: object, what: str) -> str | None:
+    name = None if value is None else reply.text(value, what)
+    if name is not None and not 0 < len(name) <= MAX_NAME:
+        raise reply.bad_reply(what, f"a name of 1 to {MAX_NAME} characters")
+    return name
+
+
 @dataclass(frozen=True)
 class FileInfo:
     name: str
@@ -29,6 +39,9 @@ class FileInfo:
     mtime: float
     uid: int
     gid: int
+    st_mode: int | None = None  # with the type bits; None from an agent before it
+    owner: str | None = None  # the account's name; None: none in the guest (or an older agent)
+    group: str | None = None
 
     @property
     def is_dir(self) -> bool:
@@ -50,6 +63,9 @@ class FileInfo:
             mtime=reply.number(info.get("mtime"), "file mtime"),
             uid=reply.integer(info.get("uid"), "file uid"),
             gid=reply.integer(info.get("gid"), "file gid"),
+            st_mode=reply.optional_integer(info.get("st_mode"), "file st_mode"),
+            owner=_name(info.get("owner"), "file owner"),
+            group=_name(info.get("group"), "file group"),
         )
 
 
