@@ -19,7 +19,8 @@ from sanbox.e2b.budgets import QUEUE_BYTES, EventQueue
 from sanbox.e2b.connect import ConnectError
 from sanbox.e2b.envd import Sandbox
 from sanbox.e2b.envd_watch import MAX_QUEUED_BYTES, Queued, Watchers
-from sanbox.e2b.processes import ProcessTable, Running
+from sanbox.e2b.processes import ProcessTable
+from sanbox.e2b.running import Running
 from sanbox.store.models import Org
 
 pytestmark = pytest.mark.unit

@@ -21,7 +21,7 @@ from ..control.guest import CommandNotFoundError, ExecProcess, PtySession
 from .budgets import Event, EventQueue
 from .connect import ConnectError
 from .envd import Envd, Sandbox
-from .processes import Running, end_event
+from .running import Running, end_event
 
 KEEPALIVE = 30.0  # seconds without an event before a keepalive (the SDK asks for 50 or less)
 MAX_ARGS = 4096
