@@ -1,9 +1,10 @@
 """E2B's sandbox traffic is bounded as the API's is: every envd call (a process's Connect stream
-here) holds an open request of its sandbox's token and its org from when its token is checked to
-its end, so past the org's bound the next is refused 429 (Connect's `resource_exhausted`) and so
-is the org's next /v1 request; a connection to a public sandbox port holds one of its computer's
-public relays (`SANBOX_PUBLIC_PORT_CONNECTIONS`), refused 429 past them; one to a port opened by
-the traffic token holds an open request. Places come back when their requests end."""
+here) holds an open request of its sandbox's token and its org's sandboxes from when its token is
+checked to its end, so past the org's bound the next is refused 429 (Connect's
+`resource_exhausted`), while the org's API keys, counted apart, are still served; a connection
+to a public sandbox port holds one of its computer's public relays
+(`SANBOX_PUBLIC_PORT_CONNECTIONS`), refused 429 past them; one to a port opened by the traffic
+token holds an open request. Places come back when their requests end."""
 
 from __future__ import annotations
 
@@ -83,8 +84,8 @@ def test_envd_streams_hold_the_org_s_open_requests(bounded: E2bStand) -> None:
     assert refused.json()["code"] == "resource_exhausted", refused.text
     assert "close some" in refused.json()["message"] and "Retry-After" in refused.headers
     assert e2b.client.get("/e2b-envd/health", headers=envd).status_code == 429
-    by_key = e2b.client.get("/v1/computers", headers=e2b.v1)  # the org's keys share them
-    assert by_key.status_code == 429 and by_key.json()["error"]["code"] == "too_many_open_requests"
+    by_key = e2b.client.get("/v1/computers", headers=e2b.v1)  # the org's keys count apart
+    assert by_key.status_code == 200, "a sandbox's streams took its org's API from its keys"
     release.touch()  # the process ends: its streams with it
     for thread, _ in threads:
         thread.join(20)

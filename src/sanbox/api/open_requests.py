@@ -12,7 +12,7 @@ served before the middleware shares its `OpenCounts` and ends its requests' hold
 E2B gateway's envd calls (`serving`, then `hold` once a sandbox's token is checked), and, for a
 `with` block, the published-port relay (`api/published.py`) and a sandbox's ports: `holding`.
 A sandbox's E2B tokens (envd's, its ports' traffic token) hold places as one key of their own,
-`sandbox_holder(computer)`, in its org."""
+in a count of its org's sandboxes apart from its keys' (`sandbox_holder`)."""
 
 from __future__ import annotations
 
@@ -31,13 +31,19 @@ _HELD = "sanbox.open_request"
 _SANDBOX = "sandbox:"  # a sandbox's tokens, as a key: never an API key's id (`key_...`)
 
 
-def sandbox_holder(computer_id: str) -> str:
-    """The key a sandbox's E2B tokens hold places as (its envd calls, its ports' connections)."""
-    return _SANDBOX + computer_id
+def sandbox_holder(computer_id: str, org_id: str) -> tuple[str, str]:
+    """The key a sandbox's E2B tokens hold places as (its envd calls, its ports' connections),
+    and the count of its org they go in: the org's sandboxes', apart from its API keys' (a
+    sandbox's token, which an org may hand to its users, never takes the org's API from it)."""
+    return _SANDBOX + computer_id, _SANDBOX + org_id
 
 
 def _holder(key_id: str) -> str:
     return "this sandbox's token" if key_id.startswith(_SANDBOX) else "this API key"
+
+
+def _org(org_id: str) -> str:
+    return "this org's sandboxes" if org_id.startswith(_SANDBOX) else "this org's keys"
 
 
 class OpenCounts:
@@ -54,7 +60,7 @@ class OpenCounts:
             if self.keys[key_id] >= self.per_key:
                 raise _refused(f"{_holder(key_id)} has {self.per_key} requests open")
             if self.orgs[org_id] >= self.per_org:
-                raise _refused(f"this org's keys and sandboxes have {self.per_org} requests open")
+                raise _refused(f"{_org(org_id)} have {self.per_org} requests open")
             self.keys[key_id] += 1
             self.orgs[org_id] += 1
 

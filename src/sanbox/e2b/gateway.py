@@ -16,7 +16,8 @@ published port.
 
 Served before `OpenRequests`, the gateway holds its requests' places itself, in the API's counts
 (`api/open_requests.py`): an envd call, once its token is checked, and a port's connection with
-the traffic token, as their sandbox's (`sandbox_holder`) and its org's, for their whole life (a
+the traffic token, as their sandbox's and its org's sandboxes' (`sandbox_holder`: apart from its
+API keys'), for their whole life (a
 stream, a download, a relayed WebSocket); a connection to a public port as one of its computer's
 public relays (`PublicRelays`, shared with the published ports). Every one but a public port's
 (anyone's: a visitor would spend the org's API requests) takes a request of its org's rate
@@ -186,7 +187,7 @@ class E2bGateway:
                 # user), as envd's: a Basic header beside it would make it anyone's (root's)
                 user = user or basic_user(request.headers.get("authorization"))
             row, org = envd.computer(sandbox, token)
-            hold(request.scope, sandbox_holder(row.id), org.id)
+            hold(request.scope, *sandbox_holder(row.id, org.id))
             if path == "/health":
                 return Response(status_code=204)
             sb = await envd.sandbox(row, org, user)
@@ -266,7 +267,7 @@ class E2bGateway:
                 place = self.public.holding(computer)  # (a visitor would spend its API's)
             else:
                 envd.take(org.id)  # the traffic token's request, of its org's rate
-                place = holding(self.open_requests, sandbox_holder(computer), org.id)
+                place = holding(self.open_requests, *sandbox_holder(computer, org.id))
             with place:
                 async with envd.plane.tcp(org, computer, port) as tcp:
                     host_header = f"127.0.0.1:{port}"
