@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from sanbox.control import pool_claims
 from sanbox.control.errors import HostUnavailableError
 from sanbox.fleet.link.link import HostUnreachableError
+from sanbox.fleet.operations import Operations
 
 from .conftest import Server, beside, still_waiting
 from .test_api_computers import error
@@ -202,6 +204,37 @@ def test_a_claim_whose_member_cannot_be_configured_nor_removed_leaves_no_compute
     assert held is not None and (held.state, held.idempotency_key) == ("error", None)
     assert held.pool is not None and held.name.startswith("pool.")
     monkeypatch.setattr(fleet.runtime, "destroy", real_destroy)  # the host answers again
+    deadline = time.monotonic() + 30
+    while fleet.by_id(member) is not None:
+        assert time.monotonic() < deadline, "the refill left the member"
+        time.sleep(0.1)
+
+
+def test_a_claim_whose_member_another_node_holds_gives_it_back(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another API node's operation holds the member past the claim's wait: the claim cannot be
+    # applied, and the member is given back hidden, as when its configuring fails (before, it
+    # kept the caller's name and Idempotency-Key, unconfigured, and a retry returned it)
+    pool_ready(server, 1)
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    [member] = [cid for cid in fleet.machines if fleet.by_id(cid).pool is not None]
+    monkeypatch.setattr(pool_claims, "VERB_WAIT", 0.3)
+    elsewhere = Operations(fleet.db).begin(member, "warm", node="another-node:0000")
+    try:
+        h = {**server.headers(), "Idempotency-Key": "held-1"}
+        body = {"template": "base", "name": "c2"}
+        made = server.client.post("/v1/computers", json=body, headers=h)
+        assert made.status_code == 201, made.text
+        assert made.json()["id"] != member
+        again = server.client.post("/v1/computers", json=body, headers=h)
+        assert again.json()["id"] == made.json()["id"], again.text
+        held = fleet.by_id(member)
+        assert held is not None and (held.state, held.idempotency_key) == ("error", None)
+        assert held.pool is not None and held.name.startswith("pool.")
+    finally:
+        Operations(fleet.db).finish(elsewhere.op_id)
+    server.client.app.state.computers.pools.wake()  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     while fleet.by_id(member) is not None:
         assert time.monotonic() < deadline, "the refill left the member"

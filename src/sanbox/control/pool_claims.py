@@ -13,9 +13,10 @@ in its VM under its lock, or given up as a whole.
   then it answers running.
 - **Given up.** If configuring fails, under the same lock, the record is a pool member again
   before anyone sees it (its `pool.…` name, no Idempotency-Key: a retry makes a create of its
-  own), in `error`: the caller's computer does not exist. The caller then destroys it; when its
-  host does not answer, the pool's refill destroys it once the host does (or drops its record
-  once the host is forgotten)."""
+  own), in `error`: the caller's computer does not exist. So is a member another API node's
+  operation holds past the claim's wait. The pool's refill, woken at once, destroys it (one whose
+  host does not answer once the host does; its record dropped once the host is forgotten): the
+  caller waits for neither."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import ColumnElement, or_, select
 
+from ..fleet.errors import BusyError
 from ..fleet.hosts import UP
 from ..fleet.regions import region_for
 from ..host.door import GIB, Policy
@@ -139,13 +141,19 @@ async def apply(fleet: Fleet, row: ComputerRow, named: bool, pool_id: str) -> Co
     policy. Its template's readiness check runs meanwhile (it only reads the guest: its round
     trip overlaps the host's steps), and is awaited before the claim answers running. If any
     of it fails, the member is given back to `pool_id` in error (`give_back`) before its lock
-    is let go, and the failure raised."""
-    async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
-        try:
-            return await _configure(fleet, row, named)
-        except BaseException as exc:
-            give_back(fleet, row.id, pool_id, f"not handed out: configuring it failed ({exc})")
-            raise
+    is let go, and the failure raised; so is one whose operation could not be taken (another
+    API node's held it past the wait)."""
+    try:
+        async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
+            try:
+                return await _configure(fleet, row, named)
+            except BaseException as exc:
+                why = f"not handed out: configuring it failed ({exc})"
+                give_back(fleet, row.id, pool_id, why)
+                raise
+    except BusyError as exc:
+        give_back(fleet, row.id, pool_id, f"not handed out: {exc}")
+        raise
 
 
 async def _configure(fleet: Fleet, row: ComputerRow, named: bool) -> ComputerRow:

@@ -174,10 +174,10 @@ class Pools:
             self._claiming += 1  # its member has left the pool: no replacement until it is set
             try:
                 claimed = await claims.apply(self.fleet, row, named, pool.id)
-            except Exception as exc:  # given back to its pool in error: nobody's computer
+            except Exception as exc:  # given back to its pool in error: nobody's computer,
+                # discarded by the refill (not here: the caller would wait on its host, or on
+                # another node's operation on it)
                 log.warning("claimed %s could not be configured: %s", row.id, exc)
-                why = f"not handed out: configuring it failed ({exc})"
-                await self._discard_or_leave(row.id, why)
                 self.wake()
                 continue
             finally:
