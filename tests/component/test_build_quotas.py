@@ -122,7 +122,8 @@ def test_a_build_whose_room_was_taken_meanwhile_fails_with_the_quota(
     VM made."""
     slots = FairSlots(1)
     monkeypatch.setattr(build_run, "BUILDS", slots)
-    portal = server.client.portal  # type: ignore[attr-defined]
+    portal = server.client.portal
+    assert portal is not None
     holding = contextlib.AsyncExitStack()
     portal.call(holding.enter_async_context, slots.held("another-org"))  # the server's one slot
     assert quota(server, running=1).status_code == 200
@@ -226,7 +227,7 @@ def test_a_build_vm_an_earlier_life_left_is_ended_where_it_was_last_seen(
 ) -> None:
     """A server that stopped during a build: its next start forgets the VM's record (the org's
     quota freed) and closes its usage where the meter last saw it, not at the restart."""
-    app = server.client.app  # type: ignore[attr-defined]
+    app: Any = server.client.app
     db = app.state.db
     with db.session() as s:
         org = repo.org_by_name(s, "default")

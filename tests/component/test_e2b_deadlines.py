@@ -10,7 +10,6 @@ import threading
 import time
 from typing import Any
 
-import httpx
 import pytest
 
 from sanbox.e2b import connect
@@ -24,12 +23,12 @@ PROCESS = "/e2b-envd/process.Process"
 
 def started(
     e2b: E2bStand, envd: dict[str, str], msg: dict[str, Any], timeout_ms: str | None
-) -> tuple[threading.Thread, list[httpx.Response]]:
+) -> tuple[threading.Thread, list[Any]]:
     """A Start in a thread of its own: its answer (the test client buffers it) comes at its end."""
     headers = {**envd, "Content-Type": connect.STREAM_TYPE}
     if timeout_ms is not None:
         headers["Connect-Timeout-Ms"] = timeout_ms
-    answers: list[httpx.Response] = []
+    answers: list[Any] = []
 
     def call() -> None:
         answers.append(
@@ -58,7 +57,7 @@ def kill_all(e2b: E2bStand, envd: dict[str, str]) -> None:
         )
 
 
-def events(answer: httpx.Response) -> list[dict[str, Any]]:
+def events(answer: Any) -> list[dict[str, Any]]:
     assert answer.status_code == 200, answer.text
     envelopes = connect.EnvelopeReader().feed(answer.content)
     assert envelopes and envelopes[-1].end, envelopes

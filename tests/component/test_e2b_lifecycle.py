@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from e2b.api.client.models.sandbox_detail import SandboxDetail
+from e2b.api.client.models.sandbox_lifecycle import SandboxLifecycle
 
 from sanbox.host.door import Machine
 from sanbox.host.runtime import HostRuntime
@@ -57,6 +58,12 @@ def info(e2b: E2bStand, sandbox: str) -> SandboxDetail:
     return SandboxDetail.from_dict(r.json())
 
 
+def lifecycle_of(e2b: E2bStand, sandbox: str) -> SandboxLifecycle:
+    found = info(e2b, sandbox).lifecycle
+    assert isinstance(found, SandboxLifecycle), found
+    return found
+
+
 def stat(e2b: E2bStand, envd: dict[str, str]) -> int:
     r = e2b.client.post("/e2b-envd/filesystem.Filesystem/Stat", json={"path": "/"}, headers=envd)
     return r.status_code
@@ -64,7 +71,7 @@ def stat(e2b: E2bStand, envd: dict[str, str]) -> int:
 
 def test_auto_resume_wakes_the_sandbox_on_its_next_envd_call(e2b: E2bStand, pausable: None) -> None:
     sandbox, envd = e2b.create(timeout=1, autoPause=True, autoResume={"enabled": True})
-    lifecycle = info(e2b, sandbox).lifecycle
+    lifecycle = lifecycle_of(e2b, sandbox)
     assert lifecycle.on_timeout.value == "pause" and lifecycle.auto_resume is True
     listed = e2b.client.get("/e2b/v2/sandboxes", headers=e2b.api).json()
     assert listed[0]["lifecycle"] == {"onTimeout": "pause", "autoResume": True}
@@ -81,7 +88,7 @@ def test_auto_resume_wakes_the_sandbox_on_its_next_envd_call(e2b: E2bStand, paus
 
 def test_auto_pause_without_auto_resume_stays_paused(e2b: E2bStand, pausable: None) -> None:
     sandbox, envd = e2b.create(timeout=1, autoPause=True)
-    lifecycle = info(e2b, sandbox).lifecycle
+    lifecycle = lifecycle_of(e2b, sandbox)
     assert lifecycle.on_timeout.value == "pause" and lifecycle.auto_resume is False
     wait_state(e2b, sandbox, "paused")
     assert stat(e2b, envd) == 502  # the SDK's SandboxNotRunningException: connect() resumes it
@@ -90,12 +97,12 @@ def test_auto_pause_without_auto_resume_stays_paused(e2b: E2bStand, pausable: No
 def test_auto_pause_without_memory_stops(e2b: E2bStand) -> None:
     sandbox, _ = e2b.create(timeout=1, autoPause=True, autoPauseMemory=False)
     wait_state(e2b, sandbox, "stopped")
-    assert info(e2b, sandbox).lifecycle.on_timeout.value == "pause"
+    assert lifecycle_of(e2b, sandbox).on_timeout.value == "pause"
 
 
 def test_a_sandbox_killed_at_its_timeout_says_so(e2b: E2bStand) -> None:
     sandbox, _ = e2b.create(timeout=60)
-    lifecycle = info(e2b, sandbox).lifecycle
+    lifecycle = lifecycle_of(e2b, sandbox)
     assert lifecycle.on_timeout.value == "kill" and lifecycle.auto_resume is False
 
 
@@ -124,6 +131,6 @@ def test_what_sanbox_does_not_offer_is_refused(
 
 
 def test_empty_values_of_what_is_not_offered_are_accepted(e2b: E2bStand) -> None:
-    body = {"volumeMounts": [], "mcp": None, "iam": {"tokens": {}}, "secure": True}
+    body: dict[str, Any] = {"volumeMounts": [], "mcp": None, "iam": {"tokens": {}}, "secure": True}
     sandbox, _ = e2b.create(**body, network={"httpsPorts": []})
     assert info(e2b, sandbox).state.value == "running"

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from sanbox.e2b import connect
@@ -42,8 +41,8 @@ def until(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
-def in_thread(call: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[httpx.Response]]:
-    answers: list[httpx.Response] = []
+def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
     thread = threading.Thread(target=lambda: answers.append(call()), daemon=True)
     thread.start()
     return thread, answers

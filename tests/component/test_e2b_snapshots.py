@@ -38,7 +38,7 @@ def v1_snapshots(e2b: E2bStand) -> set[str]:
     return {s["id"] for s in r.json()["snapshots"]}
 
 
-def listed(e2b: E2bStand, **query: object) -> list[SnapshotInfo]:
+def listed(e2b: E2bStand, **query: str) -> list[SnapshotInfo]:
     """Every page, as the SDK's paginator reads them."""
     out: list[SnapshotInfo] = []
     token: str | None = None
@@ -68,7 +68,7 @@ def test_list_snapshots_pages_and_filters(e2b: E2bStand) -> None:
     everything = listed(e2b)
     assert [s.snapshot_id for s in everything] == [a, b, c, d]
     assert everything[0].names == ["kept"] and everything[1].names == []
-    assert [s.snapshot_id for s in listed(e2b, limit=1)] == [a, b, c, d]
+    assert [s.snapshot_id for s in listed(e2b, limit="1")] == [a, b, c, d]
     assert [s.snapshot_id for s in listed(e2b, sandboxID=first)] == [a, b]
     assert [s.snapshot_id for s in listed(e2b, name="kept")] == [a]
     assert listed(e2b, sandboxID="cmp-nothere") == []

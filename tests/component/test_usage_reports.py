@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -55,8 +54,8 @@ def client(short_tmp: Path) -> Iterator[TestClient]:
         yield c
 
 
-def in_thread(call: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[httpx.Response]]:
-    answers: list[httpx.Response] = []
+def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
     thread = threading.Thread(target=lambda: answers.append(call()), daemon=True)
     thread.start()
     return thread, answers
@@ -71,7 +70,7 @@ def until(what: str, check: Callable[[], bool]) -> None:
     raise AssertionError(f"not {what}")
 
 
-def refused(r: httpx.Response, whose: str) -> None:
+def refused(r: Any, whose: str) -> None:
     assert r.status_code == 429, r.text
     assert r.json()["error"]["code"] == "too_many_usage_reports", r.text
     assert whose in r.json()["error"]["message"] and "try again" in r.json()["error"]["message"]

@@ -90,12 +90,12 @@ def test_a_deadline_passed_while_detached_kills_on_the_next_attach() -> None:
         running, queue = await table.start(
             "cmp_x",
             org,
-            session(),
+            session(),  # type: ignore[arg-type]
             {"cmd": "sleep"},
             None,
             True,
             False,
-            timeout=0.2,  # type: ignore[arg-type]
+            timeout=0.2,
         )
         running.watchers.discard(queue)
         first.gone.set()  # the sandbox paused: the process runs on in the guest, detached
@@ -132,12 +132,12 @@ def test_a_process_that_ends_first_is_never_signalled() -> None:
         running, queue = await table.start(
             "cmp_x",
             org,
-            session(),
+            session(),  # type: ignore[arg-type]
             {"cmd": "true"},
             None,
             True,
             False,
-            timeout=0.2,  # type: ignore[arg-type]
+            timeout=0.2,
         )
         proc.killed.set()  # it ended by itself (its exit said as a kill here, no signal sent)
         await asyncio.wait_for(queue.get(), 5)

@@ -198,7 +198,7 @@ def test_a_host_is_told_its_set_one_at_a_time_and_again_when_due(
         if report["n"] == 3:
             raise HostError("held")
 
-    sets.settle = settle  # type: ignore[method-assign]
+    sets.settle = settle  # type: ignore[method-assign,assignment]
     row = SimpleNamespace(name="h1")
 
     async def main() -> None:

@@ -36,7 +36,7 @@ def test_reads_at_once_are_bounded_per_org_and_in_all() -> None:
         with pytest.raises(TooManyRequestsError, match="the server has 2"):
             await slots.run("org_c", read)
         release.set()
-        assert await asyncio.gather(a, b) == [7, 7]
+        assert list(await asyncio.gather(a, b)) == [7, 7]
         assert slots.open() == 0
         assert await slots.run("org_a", lambda: 8) == 8  # the places came back
 
