@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from sanbox.control import build_run
 from sanbox.control.build_slots import FairSlots
 from sanbox.fleet.operations import Operations
 from sanbox.store import repo
-from sanbox.store.models import SnapshotRow, TemplateRow
+from sanbox.store.fleet_models import BuildVmRow
+from sanbox.store.models import SnapshotRow, TemplateRow, UsageRow
 
 from .conftest import Server, start_server
 from .test_api_computers import error
@@ -111,3 +113,56 @@ def test_a_restart_fails_only_the_builds_nobody_runs(
         Operations(db).finish(theirs_op)
         for name in ("mine", "theirs"):
             assert client.delete(f"/v1/templates/{name}", headers=h).status_code == 200
+
+
+def _building(server: Server, template_id: str, name: str) -> None:
+    db = server.client.app.state.db  # type: ignore[attr-defined]
+    with db.session() as s:
+        org = repo.org_by_name(s, "default")
+        assert org is not None
+        s.add(
+            TemplateRow(
+                id=template_id,
+                org_id=org.id,
+                name=name,
+                state="building",
+                base="base",
+                spec=SPEC_OK,
+                digest="0" * 64,
+                vcpus=1,
+                memory_mib=512,
+            )
+        )
+        vm = BuildVmRow(id=f"bld-{name}", org_id=org.id, template=name, node=ELSEWHERE)
+        vm.vcpus, vm.memory_mib, vm.disk_gib = 1, 1024, 1
+        s.add(vm)
+
+
+def test_the_builds_of_a_node_that_went_are_ended_by_the_sweep(server: Server) -> None:
+    """A node that stopped answering for good (its operations swept as abandoned) left a build:
+    its template fails and the VM it recorded is forgotten, its usage closed, where before the
+    template stayed `building` (rebuild and delete refused) and the VM was billed and held in
+    the org's quota until that node came back. One another node still runs is left alone."""
+    _building(server, "tpl_gone000000000", "gone")
+    _building(server, "tpl_alive00000000", "alive")
+    db = server.client.app.state.db  # type: ignore[attr-defined]
+    op = Operations(db).begin("tpl_alive00000000", "build", node=ELSEWHERE)
+    fleet = server.client.app.state.computers.fleet  # type: ignore[attr-defined]
+    portal = server.client.portal
+    assert portal is not None
+    portal.call(build_run.end_abandoned, fleet)
+    with db.session() as s:
+        gone, alive = (
+            s.get(TemplateRow, "tpl_gone000000000"),
+            s.get(TemplateRow, "tpl_alive00000000"),
+        )
+        assert gone is not None and gone.state == "failed"
+        assert gone.error is not None and "stopped answering" in gone.error
+        assert alive is not None and alive.state == "building"
+        assert s.get(BuildVmRow, "bld-gone") is None and s.get(BuildVmRow, "bld-alive") is not None
+        q = select(UsageRow).where(UsageRow.computer_id == "bld-gone")
+        assert [r.ended_at is not None for r in s.scalars(q)] == [True]
+    Operations(db).finish(op.op_id)
+    portal.call(build_run.end_abandoned, fleet)
+    with db.session() as s:
+        assert s.get(BuildVmRow, "bld-alive") is None

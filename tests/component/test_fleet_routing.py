@@ -175,7 +175,7 @@ def test_a_computer_whose_host_was_forgotten_says_so(
 ) -> None:
     """Its host forgotten as dead will never answer again: its verbs are refused with
     `host_forgotten` (409, naming the host and what to do), not a 503 to try again; a delete
-    removes its record."""
+    removes its record, and a snapshot's on it."""
     live = fleet_server
     host_dir, port = short_tmp / "h1", _free_port()
     join_host(live, host_dir, port)
@@ -188,12 +188,12 @@ def test_a_computer_whose_host_was_forgotten_says_so(
             _wait_until_up(f"https://127.0.0.1:{port}", control)
             _until("h1 up with its builds", lambda: _layers(live) != [])
             c = client.computers.create(name="far", idle_timeout=0)
+            snap = c.stop().snapshot(name="far-kept")  # on h1 too
         _until("h1 lost", lambda: _hosts(live)[0].state == "lost", timeout=60)
         forgot = _sanbox(live, "host", "forget", "h1", "--confirm-dead")
         assert forgot.returncode == 0, forgot.stderr
         r = httpx.post(
-            f"{live.url}/v1/computers/{c.id}/exec",
-            json={"cmd": ["true"]},
+            f"{live.url}/v1/computers/{c.id}/start",
             headers={"Authorization": f"Bearer {live.key}"},
             timeout=30,
         )
@@ -204,3 +204,5 @@ def test_a_computer_whose_host_was_forgotten_says_so(
         assert "Retry-After" not in r.headers
         c.delete()
         assert client.computers.list() == []
+        client.snapshots.delete(snap.id)  # its record goes too (it held the org's quota)
+        assert client.snapshots.list() == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Coroutine
@@ -162,6 +163,42 @@ def _placed(
     disk = disk_gib or build_vms.disk_of(start.image)
     build = start.image.build_id
     return build_place.place(fleet, region, start.snapshot_id, build, keys, org, memory, disk)
+
+
+async def end_abandoned(fleet: Fleet) -> None:
+    """Builds nobody runs any more: their API node gave no sign of life, and its operation was
+    swept as abandoned (the node that sweeps operations calls this after the sweep). Each
+    template still `building` fails (kept as it was if it built before), and the VMs recorded
+    for such builds end (`build_vms.end_unheld`). A build that ends meanwhile wrote its record
+    before it finished its operation, so none is failed that ended well."""
+    with fleet.db.session() as s:
+        c = TemplateRow.__table__.c
+        found = s.execute(select(c.id).where(c.state == "building")).scalars().all()
+    for template_id in found:
+        if running(fleet, template_id):
+            continue
+        why = "the API node that ran the build stopped answering: build it again"
+        with fleet.db.session() as s:
+            row = s.get(TemplateRow, template_id, with_for_update=True)
+            if row is None or row.state != "building":
+                continue
+            row.state, row.error = ("ready" if row.snapshot_id is not None else "failed"), why
+        log.warning("template %s: %s", template_id, why)
+    await build_vms.end_unheld(fleet, functools.partial(running_named, fleet))
+
+
+def running(fleet: Fleet, template_id: str) -> bool:
+    """Whether the template's build runs (its operation is incomplete), on any API node."""
+    op = fleet.operations.incomplete(template_id)
+    return op is not None and op.kind == "build"
+
+
+def running_named(fleet: Fleet, org_id: str, name: str) -> bool:
+    """Whether a build of the org's template `name` (in any region) runs."""
+    with fleet.db.session() as s:
+        c = TemplateRow.__table__.c
+        ids = s.execute(select(c.id).where(c.org_id == org_id, c.name == name)).scalars().all()
+    return any(running(fleet, template_id) for template_id in ids)
 
 
 def failed(fleet: Fleet, template_id: str, reason: str, blog: BuildLog | None) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from ..fleet.errors import HostForgottenError
 from ..host.door import GIB, Image, MachineSpec
 from ..store import Database
 from ..store.fleet_models import BuildVmRow
@@ -155,16 +156,45 @@ async def end_left(fleet: Fleet, before: datetime) -> int:
                 BuildVmRow.node == fleet.node, BuildVmRow.created_at < before
             )
         ).all()
+    return sum([await _end(fleet, vm_id, host_id) for vm_id, host_id in left])
+
+
+async def end_unheld(fleet: Fleet, building: Callable[[str, str], bool]) -> int:
+    """End the build VMs of builds nobody runs any more (`building(org, template)` is False: the
+    API node that ran the build gave no sign of life, and its operation was swept): on a fleet
+    host, destroyed there (one whose host does not answer: next time; one whose host was
+    forgotten: forgotten); on another node's own host, forgotten (its VMs went with that node,
+    whose next start sweeps them); their usage closed where it was last seen. How many went."""
+    with fleet.db.session() as s:
+        c = BuildVmRow.__table__.c
+        found = s.execute(select(c.id, c.host_id, c.node, c.org_id, c.template)).all()
     gone = 0
-    for vm_id, host_id in left:
-        try:
-            await fleet.host_at(host_id).destroy(vm_id)
-        except Exception as exc:  # its host does not answer now
-            log.warning("build VM %s left on host %s stays for now: %s", vm_id, host_id, exc)
+    for vm_id, host_id, node, org_id, template in found:
+        if building(org_id, template):
             continue
-        with fleet.db.session() as s:
-            seen = ledger.proven_until(s, vm_id)
-        with ledger.ending_at(seen):
-            _forget(fleet.db, vm_id)
-        gone += 1
+        if host_id is None and node != fleet.node:
+            gone += _forget_where_seen(fleet.db, vm_id)
+        else:
+            gone += await _end(fleet, vm_id, host_id)
     return gone
+
+
+async def _end(fleet: Fleet, vm_id: str, host_id: str | None) -> int:
+    """Destroy a build VM on its host and forget it (1), or leave it for the next time (0)."""
+    try:
+        await fleet.host_at(host_id).destroy(vm_id)
+    except HostForgottenError:  # gone for good, and the VM with it
+        pass
+    except Exception as exc:  # its host does not answer now
+        log.warning("build VM %s left on host %s stays for now: %s", vm_id, host_id, exc)
+        return 0
+    return _forget_where_seen(fleet.db, vm_id)
+
+
+def _forget_where_seen(db: Database, vm_id: str) -> int:
+    """Forget the record, its usage closed where it was last seen to hold."""
+    with db.session() as s:
+        seen = ledger.proven_until(s, vm_id)
+    with ledger.ending_at(seen):
+        _forget(db, vm_id)
+    return 1

@@ -12,13 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy.orm import Session
-
 from ..fleet import reservations
 from ..host.door import GIB, HostError, VmHandle
 from ..store import repo
-from ..store.models import SnapshotRow, utcnow
-from . import build_vms
+from ..store.models import utcnow
+from . import build_run, build_vms
 from .computers import Computers
 from .quotas import COMPUTE
 from .states import State
@@ -86,13 +84,9 @@ class Reconciler:
         before) is that node's."""
         with self.fleet.db.session() as s:
             for row in repo.list_templates(s, None):
-                if row.state == "building" and not self._building(row.id):
+                if row.state == "building" and not build_run.running(self.fleet, row.id):
                     row.state = "ready" if row.snapshot_id is not None else "failed"
                     row.error = "the server stopped during the build: build it again"
-
-    def _building(self, template_id: str) -> bool:
-        op = self.fleet.operations.incomplete(template_id)
-        return op is not None and op.kind == "build"
 
     async def _snapshots(self, report: ReconcileReport) -> None:
         """A snapshot whose take the server did not finish is dropped, files and record: its
@@ -110,7 +104,7 @@ class Reconciler:
                 op = fleet.operations.incomplete(row.computer_id)
                 if op is not None and op.kind == "snapshot":  # another node's take
                     taking.add(row.id)
-                elif self._layer_of_a_build(s, row):
+                elif build_run.running_named(fleet, row.org_id, row.template):
                     taking.add(row.id)  # a layer another node's build is taking
                 else:
                     ev = repo.add_event(
@@ -136,11 +130,6 @@ class Reconciler:
                 if snapshot_id not in report.snapshots_dropped:
                     report.orphans.append(snapshot_id)
         await self.runtime.gc_layers()
-
-    def _layer_of_a_build(self, s: Session, row: SnapshotRow) -> bool:
-        """Whether a snapshot being taken is a layer of a build another API node runs."""
-        named = repo.templates_named(s, row.org_id, row.template, None)
-        return any(t.state == "building" and self._building(t.id) for t in named)
 
     async def _attach(self, computer_id: str) -> bool:
         try:

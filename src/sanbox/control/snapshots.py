@@ -175,8 +175,10 @@ async def delete(fleet: Fleet, org: Org, ref: str) -> SnapshotRow:
     """Remove a snapshot. Computers made from it keep working: the layers their disks stand on
     stay until nothing references them."""
     snap = get(fleet, org, ref)
-    try:
-        await fleet.host_at(snap.host_id).delete_snapshot(snap.id)
+    forgotten = fleet.remote is not None and fleet.remote.forgotten(snap.host_id)
+    try:  # on a host forgotten as dead: its record goes (a host that came back deletes it)
+        if not forgotten:
+            await fleet.host_at(snap.host_id).delete_snapshot(snap.id)
     except HostError as exc:  # the record stays: a second delete tries again
         raise from_host(exc, "snapshot delete", snap.computer_id) from exc
     _drop(fleet, snap.id)

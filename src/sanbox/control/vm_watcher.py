@@ -17,7 +17,7 @@ from ..fleet.errors import BusyError
 from ..fleet.link.vm import RemoteVm
 from ..host.door import HostError, Liveness, VmHandle
 from ..store.models import ComputerRow, utcnow
-from . import build_vms
+from . import build_run, build_vms
 from .computers import Computers
 from .fleet import Fleet
 from .jobs import RECONCILER
@@ -45,7 +45,8 @@ class VmWatcher:
         """Record computers whose VM died, or stopped on a disk error, while the server ran:
         this node's own VMs on every node; the fleet hosts' computers, and the sweep of
         operations another API node stopped beating OPERATION_STALE seconds ago, on the node
-        that holds the reconciler's job (control/jobs.py)."""
+        that holds the reconciler's job (control/jobs.py), and then of the builds whose operation
+        it abandoned (`build_run.end_abandoned`)."""
         swept_at = 0.0
         loop = asyncio.get_running_loop()
         while True:
@@ -66,6 +67,10 @@ class VmWatcher:
                     log.warning(said, op.op_id, op.kind, op.computer_id, OPERATION_STALE)
                 if released := reservations.sweep_stale(self.fleet.db):
                     log.warning("%d host reservations held too long released", released)
+                try:  # builds whose node went: their templates failed, their VMs ended
+                    await build_run.end_abandoned(self.fleet)
+                except Exception:  # tried again at the next sweep
+                    log.exception("ending the builds no API node runs failed")
 
     async def check_running(self, leading: bool = True) -> None:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:

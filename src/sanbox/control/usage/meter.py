@@ -28,6 +28,7 @@ from sqlalchemy import select
 from ...fleet.link.remote import RemoteHost
 from ...fleet.link.vm import RemoteVm
 from ...host.door import Liveness
+from ...store.fleet_models import BuildVmRow
 from ...store.models import ComputerRow, UsageRow
 from ..fleet import Fleet
 from ..jobs import USAGE
@@ -147,6 +148,10 @@ class Meter:
                 ComputerRow.host_id.is_not(None)
             )
             on = {cid: host for cid, host in s.execute(placed) if host is not None}
+            builds = select(BuildVmRow.id, BuildVmRow.host_id).where(
+                BuildVmRow.host_id.is_not(None)
+            )  # a build's VM on a fleet host is vouched for by its host's report too
+            on.update({vm: host for vm, host in s.execute(builds) if host is not None})
             for row in rows:
                 reading = Reading()
                 host_id = on.get(row.computer_id)
