@@ -143,7 +143,8 @@ async def run(
             message=f"{name} built in {took:.1f}s ({ran} step(s) run, {built.cached_steps} reused)",
         )
         if old_ready is not None and old_ready != built.ready_snapshot_id:
-            await drop_snapshot(fleet, old_ready)
+            # on its own: the build's operation ends with its record (a rebuild waits on no host)
+            fleet.spawn(drop_snapshot(fleet, old_ready))
 
 
 def _placed(
