@@ -247,9 +247,8 @@ class Machines:
         a shared image copied there where the driver cannot map it read-only). `checking`: what
         must end before the state loads, run while the VM process starts (a resume's check of
         `memory_file`, `mapped_memory.check_taken`; a restore's copy into the RAM file); the VM is
-        killed if it fails. `set_clock`: the guest slept, its clock is behind, and it is set
-        here; False where the caller's own first call sets it (a copy's `new_identity`, which
-        nothing may come before: one round trip to a guest whose translated code is all gone).
+        killed if it fails. `set_clock`: the slept guest's clock is set here (False: the caller's
+        first call sets it, a copy's `new_identity`: one round trip fewer to a cold guest).
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
         user's) through a hard link in the VM's run dir (the file must be on the data
