@@ -77,26 +77,32 @@ class Plane:
         yield Kept(self.again)
 
 
+async def _started(table: ProcessTable, proc: FakeProc, cmd: str) -> tuple[Any, Any]:
+    """`cmd` started in the table as `proc`, with a deadline of 0.2 s: its record and queue."""
+
+    @contextlib.asynccontextmanager
+    async def session() -> AsyncIterator[FakeProc]:
+        yield proc
+
+    org = Org(id="org_x", name="x")
+    started: tuple[Any, Any] = await table.start(
+        "cmp_x",
+        org,
+        session(),  # type: ignore[arg-type]
+        {"cmd": cmd},
+        None,
+        True,
+        False,
+        timeout=0.2,
+    )
+    return started
+
+
 def test_a_deadline_passed_while_detached_kills_on_the_next_attach() -> None:
     async def main() -> None:
         first, again = FakeProc(), FakeProc()
         table = ProcessTable(Plane(again), lambda _computer: "held")  # type: ignore[arg-type]
-
-        @contextlib.asynccontextmanager
-        async def session() -> AsyncIterator[FakeProc]:
-            yield first
-
-        org = Org(id="org_x", name="x")
-        running, queue = await table.start(
-            "cmp_x",
-            org,
-            session(),  # type: ignore[arg-type]
-            {"cmd": "sleep"},
-            None,
-            True,
-            False,
-            timeout=0.2,
-        )
+        running, queue = await _started(table, first, "sleep")
         running.watchers.discard(queue)
         first.gone.set()  # the sandbox paused: the process runs on in the guest, detached
         for _ in range(100):
@@ -123,22 +129,7 @@ def test_a_process_that_ends_first_is_never_signalled() -> None:
     async def main() -> None:
         proc = FakeProc()
         table = ProcessTable(Plane(FakeProc()), lambda _computer: "running")  # type: ignore[arg-type]
-
-        @contextlib.asynccontextmanager
-        async def session() -> AsyncIterator[FakeProc]:
-            yield proc
-
-        org = Org(id="org_x", name="x")
-        running, queue = await table.start(
-            "cmp_x",
-            org,
-            session(),  # type: ignore[arg-type]
-            {"cmd": "true"},
-            None,
-            True,
-            False,
-            timeout=0.2,
-        )
+        running, queue = await _started(table, proc, "true")
         proc.killed.set()  # it ended by itself (its exit said as a kill here, no signal sent)
         await asyncio.wait_for(queue.get(), 5)
         assert running.ended is not None and running.deadline is None
