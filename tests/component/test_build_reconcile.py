@@ -28,6 +28,21 @@ pytestmark = pytest.mark.component
 ELSEWHERE = "another-node:0000"
 
 
+def _building_row(org_id: str, template_id: str, name: str) -> TemplateRow:
+    """A template record `building`, as a build's request leaves it."""
+    return TemplateRow(
+        id=template_id,
+        org_id=org_id,
+        name=name,
+        state="building",
+        base="base",
+        spec=SPEC_OK,
+        digest="0" * 64,
+        vcpus=1,
+        memory_mib=512,
+    )
+
+
 def _their_build(server: Server) -> tuple[str, str]:
     """Another node's build of `theirs`, queued no more: its record, its operation, and a layer
     it is taking (a record `creating` and the folder its host is writing)."""
@@ -35,19 +50,7 @@ def _their_build(server: Server) -> tuple[str, str]:
     with db.session() as s:
         org = repo.org_by_name(s, "default")
         assert org is not None
-        s.add(
-            TemplateRow(
-                id="tpl_theirs0000000",
-                org_id=org.id,
-                name="theirs",
-                state="building",
-                base="base",
-                spec=SPEC_OK,
-                digest="0" * 64,
-                vcpus=1,
-                memory_mib=512,
-            )
-        )
+        s.add(_building_row(org.id, "tpl_theirs0000000", "theirs"))
         s.add(
             SnapshotRow(
                 id="snp_theirlayer000",
@@ -120,19 +123,7 @@ def _building(server: Server, template_id: str, name: str) -> None:
     with db.session() as s:
         org = repo.org_by_name(s, "default")
         assert org is not None
-        s.add(
-            TemplateRow(
-                id=template_id,
-                org_id=org.id,
-                name=name,
-                state="building",
-                base="base",
-                spec=SPEC_OK,
-                digest="0" * 64,
-                vcpus=1,
-                memory_mib=512,
-            )
-        )
+        s.add(_building_row(org.id, template_id, name))
         vm = BuildVmRow(id=f"bld-{name}", org_id=org.id, template=name, node=ELSEWHERE)
         vm.vcpus, vm.memory_mib, vm.disk_gib = 1, 1024, 1
         s.add(vm)
