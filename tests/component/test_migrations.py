@@ -5,7 +5,6 @@ org only, old events have no actor, the audit table takes records; and the way b
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from sanbox.control.audit import AuditEntry, AuditLog
 from sanbox.control.keys import Keys
 from sanbox.store import Database, repo
 from sanbox.store.db import alembic_config, sqlite_url
+
+from .conftest import clean_pg
 
 pytestmark = pytest.mark.component
 
@@ -40,13 +41,7 @@ def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
     if request.param == "sqlite":
         db = Database(sqlite_url(tmp_path / "old.db"))
     else:
-        url = os.environ.get("SANBOX_TEST_PG_URL")
-        if not url:
-            pytest.skip("PostgreSQL tests need SANBOX_TEST_PG_URL (scripts/test sets it)")
-        db = Database(url)
-        with db.engine.begin() as conn:
-            conn.execute(text("drop schema public cascade"))
-            conn.execute(text("create schema public"))
+        db = Database(clean_pg())
     yield db
     db.close()
 

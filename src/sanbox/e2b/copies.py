@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..control import templates
 from ..control.computers import Computers
-from ..control.errors import InvalidRequestError, NotFoundError
+from ..control.errors import InvalidRequestError
 from ..control.lifecycle import Change
 from ..control.names import check_name
 from ..store.models import SnapshotRow
@@ -123,10 +123,5 @@ async def delete_snapshot(ref: str, request: Request) -> Response:
             f"through E2B's API (`sanbox template rm {ref[:80]}`)",
             "not_offered",
         )
-    by_id = ref.startswith("snp_")
-    found = (s for s in plane.snapshots(p.org) if (s.id if by_id else s.name) == ref)
-    snap = next(found, None)
-    if snap is None:
-        raise NotFoundError(f"snapshot {ref[:80]!r} not found", "snapshot_not_found")
-    await plane.delete_snapshot(p.org, snap.id)
+    await plane.delete_snapshot(p.org, ref)  # by id or name; `snapshot_not_found`: 404
     return Response(status_code=204)
