@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from sanbox.fleet.operations import Operations
 from sanbox.store.models import Org, TemplateRow
 
 from .conftest import Server
@@ -21,7 +22,10 @@ def test_a_followed_build_log_ends_when_its_key_is_revoked(server: Server) -> No
     assert made.status_code == 201, made.text
     key, key_id = made.json()["key"], made.json()["id"]
     db = server.client.app.state.db  # type: ignore[attr-defined]
-    with db.session() as s:  # a build that goes on (its worker's place taken by the record)
+    # a build that goes on: its record, and the operation a build holds (without it, the sweep
+    # of builds no API node runs would end it)
+    Operations(db).begin("tpl_building0001", "build")
+    with db.session() as s:
         org = s.query(Org).filter_by(name="default").one()
         s.add(
             TemplateRow(
