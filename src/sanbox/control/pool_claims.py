@@ -136,8 +136,11 @@ def fits(row: ComputerRow, req: creating.CreateRequest) -> bool:
     return req.vcpus in (None, row.vcpus) and req.memory_mib in (None, row.memory_mib)
 
 
-async def apply(fleet: Fleet, row: ComputerRow, named: bool, pool_id: str) -> ComputerRow:
-    """What lives in the VM: hostname (unless `named`: its guest has it already) and egress
+async def apply(
+    fleet: Fleet, row: ComputerRow, named: bool, pool_id: str, grow: bool
+) -> ComputerRow:
+    """What lives in the VM: hostname (unless `named`: its guest has it already), disk (grown
+    to the record's size if `grow`: the claim asked for more than the member has) and egress
     policy. Its template's readiness check runs meanwhile (it only reads the guest: its round
     trip overlaps the host's steps), and is awaited before the claim answers running. If any
     of it fails, the member is given back to `pool_id` in error (`give_back`) before its lock
@@ -146,7 +149,7 @@ async def apply(fleet: Fleet, row: ComputerRow, named: bool, pool_id: str) -> Co
     try:
         async with fleet.operating(row.id, "claim", row.host_id, wait=VERB_WAIT):
             try:
-                return await _configure(fleet, row, named)
+                return await _configure(fleet, row, named, grow)
             except BaseException as exc:
                 why = f"not handed out: configuring it failed ({exc})"
                 give_back(fleet, row.id, pool_id, why)
@@ -156,14 +159,15 @@ async def apply(fleet: Fleet, row: ComputerRow, named: bool, pool_id: str) -> Co
         raise
 
 
-async def _configure(fleet: Fleet, row: ComputerRow, named: bool) -> ComputerRow:
+async def _configure(fleet: Fleet, row: ComputerRow, named: bool, grow: bool) -> ComputerRow:
     # attached here if this node did not start it (another API node, a restart)
     machine = await fleet.machine_locked(row)
     settling = asyncio.ensure_future(readiness.settle_computer(fleet, row, machine))
     try:
         if not named:
             await (await machine.client(timeout=5.0)).set_hostname(row.name)
-        await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
+        if grow:  # else it has the size already: no call to its host
+            await fleet.host_of(row).grow_disk(machine, row.disk_gib * GIB)
         egress = fleet.egress_of(row)
         if egress is not None:
             await egress.set_policy(row.id, Policy.of(row.allow))

@@ -173,7 +173,8 @@ class Pools:
             named = self._hostnames.pop(row.id, None) == row.name  # its guest's hostname already
             self._claiming += 1  # its member has left the pool: no replacement until it is set
             try:
-                claimed = await claims.apply(self.fleet, row, named, pool.id)
+                # room is held exactly when the claim grows the member's disk (`take`)
+                claimed = await claims.apply(self.fleet, row, named, pool.id, hold is not None)
             except Exception as exc:  # given back to its pool in error: nobody's computer,
                 # discarded by the refill (not here: the caller would wait on its host, or on
                 # another node's operation on it)
