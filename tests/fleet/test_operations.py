@@ -146,3 +146,58 @@ def test_a_running_operation_is_beaten_until_it_ends(any_db: Database) -> None:
         await asyncio.wait_for(beating, 5)  # closed: it stops on its own
 
     asyncio.run(run())
+
+
+def _state(db: Database, op_id: str) -> str:
+    with db.session() as s:
+        return s.scalars(select(OperationRow.state).where(OperationRow.op_id == op_id)).one()
+
+
+def test_a_block_whose_operation_was_swept_holds_the_computer_again(any_db: Database) -> None:
+    # A node that gave no sign of life in time (a database out of its reach) has its operation
+    # closed by another node's sweep; once it beats again and finds it closed, it begins the
+    # computer's operation again (nobody else took it), so the block never runs unheld.
+    ops = Operations(any_db)
+    first = ops.begin("cmp_swept", "snapshot", node="n1")
+
+    async def run() -> str:
+        async with ops.carried(first, "n1", every=0.05) as held:
+            assert [o.op_id for o in ops.sweep_stale(older_than=0)] == [first.op_id]
+            for _ in range(200):
+                if held.op.op_id != first.op_id:
+                    break
+                await asyncio.sleep(0.02)
+            again = ops.incomplete("cmp_swept")
+            assert again is not None and again.op_id == held.op.op_id != first.op_id
+            assert (again.kind, held.lost) == ("snapshot", None)
+            ops.finish(held.op.op_id)
+            return held.op.op_id
+
+    second = asyncio.run(run())
+    assert (_state(any_db, first.op_id), _state(any_db, second)) == ("abandoned", "done")
+
+
+def test_a_block_whose_computer_another_node_took_meanwhile_is_stopped(any_db: Database) -> None:
+    # Its operation swept, another node began one on the computer before this node beat again:
+    # the block is cancelled and says `busy` (two operations at once is what the hold exists to
+    # prevent), and the other node's operation is left as it is.
+    ops = Operations(any_db)
+    first = ops.begin("cmp_taken", "stop", node="n1")
+    other: list[Operation] = []
+    reached = False
+
+    async def run() -> None:
+        nonlocal reached
+        async with ops.carried(first, "n1", every=0.05):
+            assert ops.sweep_stale(older_than=0)
+            other.append(ops.begin("cmp_taken", "start", node="n2"))
+            await asyncio.Event().wait()  # a long step: only the lost hold ends it
+            reached = True
+
+    with pytest.raises(BusyError) as busy:
+        asyncio.run(asyncio.wait_for(run(), 30))
+    assert not reached
+    assert busy.value.code == "busy" and "another has begun since" in busy.value.message
+    assert other[0].op_id in busy.value.message
+    assert ops.incomplete("cmp_taken") == other[0]
+    assert _state(any_db, first.op_id) == "abandoned"

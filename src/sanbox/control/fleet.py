@@ -79,6 +79,7 @@ class Fleet:
         self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
         self.operations = Operations(db)  # one incomplete per computer across API nodes
         self.node = node_name(home)
+        self.beat_every: float | None = None  # seconds between an operation's beats (None: its own)
         self.far: FleetEgress | None = None  # fleet hosts' egress, over the links (Computers)
         self.jobs = Jobs(db, self.node)  # the singleton jobs this node runs now (control/jobs.py)
 
@@ -148,17 +149,14 @@ class Fleet:
         """An operation begun (`operations.begin`) carried through the block: beaten while it
         runs, then `done`, or `failed` with what the block raised."""
         error: str | None = None
-        beating = asyncio.ensure_future(self.operations.keep_beating(op.op_id))
-        try:
-            yield
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            raise
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
-            self.operations.finish(op.op_id, error)
+        async with self.operations.carried(op, self.node, self.beat_every) as held:
+            try:
+                yield
+            except BaseException as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                raise
+            finally:
+                self.operations.finish(held.op.op_id, error)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)

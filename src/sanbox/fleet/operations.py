@@ -9,9 +9,11 @@ beating (it died and did not come back), however long they have run, with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +51,15 @@ class Operation:
     kind: str
     host_id: str | None
     started_at: datetime
+
+
+@dataclass
+class Held:
+    """What holds a carried block now (`Operations.carried`): its operation, begun again if a
+    sweep closed the first; `lost`, why the block was stopped, once no hold could be had."""
+
+    op: Operation
+    lost: str | None = None
 
 
 class Operations:
@@ -122,6 +133,62 @@ class Operations:
                     return
             except Exception:  # the database away a moment: the next beat tries again
                 log.exception("operation %s: its beat was not written", op_id)
+
+    @contextlib.asynccontextmanager
+    async def carried(
+        self, op: Operation, node: str | None, every: float | None = None
+    ) -> AsyncIterator[Held]:
+        """The block runs under `op`, beaten, and is never left running without a hold: an
+        operation closed under it by a sweep (its node gave no sign of life long enough: a
+        database out of reach, a stalled loop) is begun again at once if the computer has no
+        other, else the block is cancelled and raises `BusyError` (another node works on the
+        computer now; going on would be two at once). Yields what holds it now (`Held.op`), for
+        the caller to finish."""
+        owner = asyncio.current_task()
+        assert owner is not None
+        held = Held(op)
+        holding = asyncio.ensure_future(self._hold(held, owner, node, every))
+        try:
+            yield held
+        except asyncio.CancelledError:
+            if held.lost is None or owner.uncancel() > 0:  # cancelled by someone else too
+                raise
+            raise BusyError(held.lost, op.computer_id, None) from None
+        else:
+            if held.lost is not None:  # the block caught its cancellation and ended anyway
+                owner.uncancel()
+                log.warning("%s; it ended meanwhile", held.lost)
+        finally:
+            holding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await holding
+
+    async def _hold(
+        self, held: Held, owner: asyncio.Task[Any], node: str | None, every: float | None
+    ) -> None:
+        while True:
+            await self.keep_beating(held.op.op_id, every)  # returns once the operation is closed
+            op = held.op
+            while True:
+                try:
+                    held.op = await asyncio.to_thread(
+                        self.begin, op.computer_id, op.kind, op.host_id, node
+                    )
+                    break
+                except BusyError as exc:
+                    held.lost = (
+                        f"{op.kind} of {op.computer_id} stopped: its operation was closed while "
+                        f"it ran (this API node gave no sign of life in time), and another "
+                        f"has begun since ({exc.op_id}); see that one's outcome"
+                    )
+                    owner.cancel()
+                    return
+                except Exception:  # the database away a moment: tried again
+                    log.exception("operation %s: could not be begun again", op.op_id)
+                    await asyncio.sleep(every or BEAT_EVERY)
+            log.warning(
+                "operation %s was closed while it ran: held again as %s", op.op_id, held.op.op_id
+            )
 
     def incomplete(self, computer_id: str) -> Operation | None:
         t = OperationRow.__table__.c
