@@ -33,12 +33,16 @@ async def pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False) -> 
 
 
 async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
-    """Pause a computer the idle watcher found idle; None if it changed meanwhile."""
+    """Pause a computer the idle watcher found idle; None if it changed meanwhile: used here
+    since, or through another API node (its record's last use, read again under the
+    operation: the watcher's look may be older than that node's store)."""
     try:
         async with fleet.operating(computer_id, "suspend"):
             row = fleet.by_id(computer_id)
-            idle_enough = fleet.idle_for(computer_id) >= idle * 0.99
-            if row is None or row.state != State.RUNNING or not idle_enough:
+            if row is None or row.state != State.RUNNING:
+                return None
+            elsewhere = fleet.clocks.idle_by_record(row.id, row.last_active_at)
+            if fleet.idle_for(row.id) < idle * 0.99 or (elsewhere is not None and elsewhere < idle):
                 return None
             return await _pause_locked(fleet, row, State.SUSPENDED, idle)
     except BusyError:  # another API node acts on it: the next round looks again
