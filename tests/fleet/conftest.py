@@ -17,7 +17,7 @@ from sqlalchemy import delete, insert, text
 
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
-from sanbox.store.fleet_models import HostRow, OperationRow, ReservationRow
+from sanbox.store.fleet_models import ApiNodeRow, HostRow, OperationRow, ReservationRow
 from sanbox.store.models import ComputerRow, Org
 
 T = TypeVar("T")
@@ -67,7 +67,7 @@ def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
 
 def _clean(db: Database) -> Database:
     with db.engine.begin() as conn:
-        for table in (OperationRow, ReservationRow, ComputerRow, HostRow, Org):
+        for table in (OperationRow, ReservationRow, ComputerRow, HostRow, Org, ApiNodeRow):
             conn.execute(delete(table))
         conn.execute(insert(Org).values(id="org_a", name="a"))
     return db

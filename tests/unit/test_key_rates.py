@@ -43,6 +43,6 @@ def test_memory_stays_bounded_and_a_busy_key_keeps_its_bucket() -> None:
 
 
 def test_bad_bounds_are_refused() -> None:
-    for kw in ({"rate": 0}, {"burst": 0}, {"capacity": 0}):
+    for rate, burst, capacity in ((0.0, 1, 1), (1.0, 0, 1), (1.0, 1, 0)):
         with pytest.raises(ValueError):
-            KeyRates(**kw)
+            KeyRates(rate, burst, capacity)

@@ -33,7 +33,9 @@ from ..control.vm_watcher import VmWatcher
 from ..e2b import api as e2b_api
 from ..e2b import copies as e2b_copies
 from ..e2b import gateway as e2b_gateway
+from ..fleet.api_nodes import ApiNodes
 from ..fleet.hosts import LeasePolicy
+from ..fleet.node_share import NodeShare
 from ..host.egress.budget import ConnectionBudget
 from ..host.egress.reach import Reach
 from ..host.egress.resolver import Resolver, system_upstream
@@ -82,6 +84,7 @@ def create_app(
     clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
 ) -> FastAPI:
     mcp = McpEndpoint(settings.mcp_sessions_per_key, settings.mcp_sessions_per_org)
+    share = NodeShare()  # how many API nodes share an org's bounds (fleet/api_nodes.py)
     quiet_lapses(logging.getLogger("uvicorn.error"))  # a response cut on purpose is no error
 
     @contextlib.asynccontextmanager
@@ -90,7 +93,7 @@ def create_app(
         db = Database(settings.db_url)
         await asyncio.to_thread(db.migrate)
         app.state.first_key = bootstrap(db, settings.url, settings.client_config)
-        rates = KeyRates(settings.key_rate, settings.key_burst)
+        rates = KeyRates(settings.key_rate, settings.key_burst, share=share)
         app.state.keys = Keys(db, clock, rates=rates, max_keys=settings.org_max_keys)
         app.state.console_sessions = Sessions(db)  # every node's (docs/console.md)
         retention = timedelta(days=settings.audit_retention_days)
@@ -132,6 +135,7 @@ def create_app(
         log.info("reconciled: %s", report)
         app.state.db, app.state.reconcile_report = db, report
         app.state.vm_watcher = vm_watcher
+        app.state.api_nodes = ApiNodes(db, computers.fleet.node, share)
         faults.arm(settings.crash_at)  # test only: after the reconcile, which it must not stop
         computers.pools.start()  # refills warm pools (their members were re-attached above)
         watchers = [
@@ -149,7 +153,8 @@ def create_app(
         if db.engine.dialect.name == "postgresql":  # other API nodes may share it: their events
             watchers.append(asyncio.ensure_future(EventRelay(db, computers.fleet.bus).run()))
         try:
-            async with mcp.serving(app):  # its tools call this app, in-process
+            # its tools call this app, in-process; this node's beat counts the nodes sharing
+            async with mcp.serving(app), app.state.api_nodes.serving():
                 yield
         finally:
             for watcher in watchers:
@@ -196,7 +201,9 @@ def create_app(
     app.router.routes.append(mcp.route())
     app.router.routes.append(Route("/healthz", _healthz, include_in_schema=False))
     web_console.mount(app)  # the web console at /console (docs/console.md)
-    open_requests = OpenCounts(settings.open_requests_per_key, settings.open_requests_per_org)
+    open_requests = OpenCounts(
+        settings.open_requests_per_key, settings.open_requests_per_org, share=share
+    )
     # innermost: a request holds its place until it has ended
     app.add_middleware(OpenRequests, counts=open_requests)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -12,7 +12,11 @@ served before the middleware shares its `OpenCounts` and ends its requests' hold
 E2B gateway's envd calls (`serving`, then `hold` once a sandbox's token is checked), and, for a
 `with` block, the published-port relay (`api/published.py`) and a sandbox's ports: `holding`.
 A sandbox's E2B tokens (envd's, its ports' traffic token) hold places as one key of their own,
-in a count of its org's sandboxes apart from its keys' (`sandbox_holder`)."""
+in a count of its org's sandboxes apart from its keys' (`sandbox_holder`).
+
+The counts are this process's; with several API nodes each allows its share of every bound
+(`fleet/node_share.py`: the bound over the live nodes, rounded up, at least 1), so a tenant that
+spreads its streams over the nodes holds the bound across them, not once per node."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from collections.abc import Iterator
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..control.errors import TooManyRequestsError
+from ..fleet.node_share import NodeShare
 
 PER_KEY = 256  # open at once per API key (SANBOX_OPEN_REQUESTS_PER_KEY)
 PER_ORG = 1024  # ... and per org, all its keys (SANBOX_OPEN_REQUESTS_PER_ORG)
@@ -47,22 +52,38 @@ def _org(org_id: str) -> str:
 
 
 class OpenCounts:
-    """The open requests of every key and org, and their bounds (one per server)."""
+    """The open requests of every key and org on this server, and their bounds (the whole
+    bounds; `share` says how many API nodes hold them now)."""
 
-    def __init__(self, per_key: int = PER_KEY, per_org: int = PER_ORG) -> None:
+    def __init__(
+        self, per_key: int = PER_KEY, per_org: int = PER_ORG, share: NodeShare | None = None
+    ) -> None:
         self.per_key, self.per_org = per_key, per_org
+        self.share = NodeShare() if share is None else share
         self.keys: collections.Counter[str] = collections.Counter()
         self.orgs: collections.Counter[str] = collections.Counter()
         self.lock = threading.Lock()  # a check may run in a worker thread
 
     def take(self, key_id: str, org_id: str) -> None:
+        per_key, per_org = self.share.of(self.per_key), self.share.of(self.per_org)
         with self.lock:
-            if self.keys[key_id] >= self.per_key:
-                raise _refused(f"{_holder(key_id)} has {self.per_key} requests open")
-            if self.orgs[org_id] >= self.per_org:
-                raise _refused(f"{_org(org_id)} have {self.per_org} requests open")
+            if self.keys[key_id] >= per_key:
+                raise self._refused(f"{_holder(key_id)} has {per_key}", self.per_key)
+            if self.orgs[org_id] >= per_org:
+                raise self._refused(f"{_org(org_id)} have {per_org}", self.per_org)
             self.keys[key_id] += 1
             self.orgs[org_id] += 1
+
+    def _refused(self, who_has: str, bound: int) -> TooManyRequestsError:
+        """The refusal, saying where it was counted when this node holds a share of `bound`."""
+        nodes = self.share.nodes
+        here = f" on this API node (its share of {bound}, {nodes} nodes)" if nodes > 1 else ""
+        return TooManyRequestsError(
+            f"{who_has} requests open{here} (streams, WebSockets, downloads): close some, then "
+            "try again",
+            1,
+            "too_many_open_requests",
+        )
 
     def give_back(self, key_id: str, org_id: str) -> None:
         with self.lock:
@@ -70,14 +91,6 @@ class OpenCounts:
                 counter[name] -= 1
                 if counter[name] <= 0:
                     del counter[name]
-
-
-def _refused(why: str) -> TooManyRequestsError:
-    return TooManyRequestsError(
-        f"{why} (streams, WebSockets, downloads): close some, then try again",
-        1,
-        "too_many_open_requests",
-    )
 
 
 class _Held:

@@ -118,8 +118,8 @@ def _limited(rates: KeyRates, bucket: str, now: float, who: str) -> None:
     if wait is not None:
         retry = max(1, math.ceil(wait))
         raise RateLimitedError(
-            f"{who} is over its request rate ({rates.rate:g}/s, bursts of {rates.burst}): "
-            f"try again in {retry} s",
+            f"{who} is over its request rate ({rates.rate:g}/s, bursts of {rates.burst}"
+            f"{rates.share.across()}): try again in {retry} s",
             retry,
         )
 
@@ -141,8 +141,8 @@ class Keys:
         # `is None`, not `or`: an empty table has no length and would be replaced
         self.failures = FailureLimiter() if failures is None else failures
         self.rates = KeyRates() if rates is None else rates
-        share = self.rates.rate * ORG_SHARE, self.rates.burst * ORG_SHARE
-        self.org_rates = KeyRates(*share, capacity=self.rates.capacity)
+        org = self.rates.rate * ORG_SHARE, self.rates.burst * ORG_SHARE
+        self.org_rates = KeyRates(*org, capacity=self.rates.capacity, share=self.rates.share)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)

@@ -1,5 +1,5 @@
 """The fleet's tables (docs/fleet.md): hosts and their leases, operations on computers across API
-nodes, one-time join tokens, and the VMs template builds run on fleet hosts."""
+nodes, one-time join tokens, the VMs template builds run on fleet hosts, and the API nodes."""
 
 from __future__ import annotations
 
@@ -131,3 +131,14 @@ class BuildVmRow(Base):
     memory_mib: Mapped[int] = mapped_column(Integer, default=0)
     disk_gib: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiNodeRow(Base):
+    """An API node (`sanbox server` on a shared PostgreSQL; `name`: `operations.node_name`) and
+    its last sign of life on the database's clock: the nodes that beat lately share every bound
+    of an org that each enforces in its process (`fleet/api_nodes.py`)."""
+
+    __tablename__ = "api_nodes"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column()
+    beat_at: Mapped[datetime] = mapped_column(index=True)
