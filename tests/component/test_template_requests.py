@@ -258,6 +258,61 @@ def test_a_build_past_the_contexts_in_flight_is_refused_before_its_body_is_read(
     assert server.client.get("/v1/templates", headers=server.headers()).status_code == 200
 
 
+def test_rebuilds_are_bounded_as_uploads_and_a_building_one_is_refused_unread(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild reads the kept context whole and unpacks it, as an upload does: it takes a
+    place among the org's contexts in flight, and one of a template that is being built is
+    refused before its context is read (a tenant's hundreds of rebuilds at once held gigabytes,
+    each waiting for an unpacking worker before the `building` check)."""
+    monkeypatch.setattr(build_run, "BUILDS", FairSlots(0))  # builds wait in the queue
+    h = server.headers()
+    spec = b'name = "held"\n\n[[steps]]\nrun = "echo one"\n'
+    made = server.client.post(
+        "/v1/templates", content=context({"sanbox.toml": spec}), headers={**h, **TAR}
+    )
+    assert made.status_code == 202, made.text
+    read: list[object] = []
+    real = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        if path.name.endswith(".context.tar"):
+            read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    busy = server.client.post("/v1/templates/held/rebuild", headers=h)
+    assert error(busy) == (409, "template_building"), busy.text
+    assert read == [], "the context of a template being built was read"
+    plane = server.client.app.state.computers  # type: ignore[attr-defined]
+    plane.build_uploads.per_org = 0  # as if the org's share were taken by contexts in flight
+    full = server.client.post("/v1/templates/held/rebuild", headers=h)
+    assert error(full) == (429, "too_many_builds"), full.text
+    assert read == []
+
+
+def test_an_org_past_its_templates_is_refused_a_new_one_and_may_build_those_it_has(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each template keeps its build context (up to 64 MiB), log and package list in the
+    server's home, failed ones too: an org has at most `max_templates` (a new name past them is
+    refused 422 `too_many_templates`, nothing kept); one it has is built again as before."""
+    monkeypatch.setattr(build_run, "BUILDS", FairSlots(0))  # builds wait in the queue
+    plane = server.client.app.state.computers  # type: ignore[attr-defined]
+    plane.max_templates = 1
+    h = {**server.headers(), **TAR}
+    spec = b'name = "first"\n\n[[steps]]\nrun = "echo one"\n'
+    assert server.client.post("/v1/templates", content=context({"sanbox.toml": spec}), headers=h)
+    second = context({"sanbox.toml": spec.replace(b"first", b"second")})
+    refused = server.client.post("/v1/templates", content=second, headers=h)
+    assert error(refused) == (422, "too_many_templates"), refused.text
+    assert "sanbox template rm" in refused.json()["error"]["message"]
+    assert "second" not in listed(server)
+    assert len(list((server.data_dir.root / "templates").glob("*.context.tar"))) == 1
+    again = server.client.post("/v1/templates", content=context({"sanbox.toml": spec}), headers=h)
+    assert error(again) == (409, "template_building"), again.text  # its own: not refused for room
+
+
 def test_a_delete_that_meets_a_build_queued_since_it_looked_is_refused_and_removes_nothing(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

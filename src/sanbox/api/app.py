@@ -119,6 +119,7 @@ def create_app(
             ),
             pool_bounds=(settings.org_max_pools, settings.org_max_pool_members),
             max_secrets=settings.org_max_secrets,
+            max_templates=settings.org_max_templates,
             meter={
                 "running_period": settings.usage_running_period,
                 "sample_interval": settings.usage_sample_interval,

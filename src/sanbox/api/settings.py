@@ -13,6 +13,7 @@ from ..control.keys import MAX_KEYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
 from ..control.secrets import MAX_SECRETS
+from ..control.templates import MAX_TEMPLATES
 from ..control.usage.report_slots import PER_ORG as USAGE_REPORTS_PER_ORG
 from ..control.usage.report_slots import TOTAL as USAGE_REPORTS_TOTAL
 from ..host.data.layout import DataDir, default_data_dir
@@ -55,6 +56,7 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("org_max_pool_members", "SANBOX_ORG_MAX_POOL_MEMBERS", int),
     ("org_max_keys", "SANBOX_ORG_MAX_KEYS", int),
     ("org_max_secrets", "SANBOX_ORG_MAX_SECRETS", int),
+    ("org_max_templates", "SANBOX_ORG_MAX_TEMPLATES", int),
     ("egress_max_connections_per_org", "SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG", int),
     ("egress_max_connections_total", "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", int),
     ("usage_sample_interval", "SANBOX_USAGE_SAMPLE_INTERVAL", float),
@@ -116,6 +118,7 @@ class ServerSettings:
     org_max_pool_members: int = MAX_MEMBERS  # their sizes in all (SANBOX_ORG_MAX_POOL_MEMBERS)
     org_max_keys: int = MAX_KEYS  # usable API keys per org (SANBOX_ORG_MAX_KEYS)
     org_max_secrets: int = MAX_SECRETS  # secrets per org (SANBOX_ORG_MAX_SECRETS)
+    org_max_templates: int = MAX_TEMPLATES  # templates per org (SANBOX_ORG_MAX_TEMPLATES)
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose X-Forwarded-For is believed
     usage_sample_interval: float = 5.0  # seconds between usage checks and guest metrics
     usage_running_period: float = 60.0  # a running computer's usage interval is cut this often

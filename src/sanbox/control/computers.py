@@ -84,6 +84,7 @@ class Computers(GuestVerbs):
         egress_budget: ConnectionBudget | None = None,
         pool_bounds: tuple[int, int] = (MAX_POOLS, MAX_MEMBERS),  # pools, members per org
         max_secrets: int = MAX_SECRETS,  # per org
+        max_templates: int = templates.MAX_TEMPLATES,  # per org
         meter: dict[str, float] | None = None,  # Meter's periods (running_period, ...)
         metering: bool = True,  # usage intervals written with every state change
         usage_reports: tuple[int, int] = (REPORTS_PER_ORG, REPORTS_TOTAL),  # at once: org, all
@@ -103,6 +104,7 @@ class Computers(GuestVerbs):
         self.fleet.book = book
         self.secrets = Secrets(self.fleet, book, max_secrets)
         self.pools = Pools(self.fleet, *pool_bounds)
+        self.max_templates = max_templates
         self.build_uploads = BuildUploads()  # contexts being read, bounded before any byte is
         fleet_dir = fleet_dir or home / "fleet"  # docs/fleet.md
         self.hosts = FleetHosts(db, fleet_dir, self.fleet.jobs, host_lease)
@@ -272,12 +274,12 @@ class Computers(GuestVerbs):
     async def rebuild_template(
         self, org: Org, ref: str, region: str | None = None
     ) -> tuple[TemplateRow, bool]:
-        return await templates.rebuild(self.fleet, org, ref, region)
+        return await templates.rebuild(self.fleet, org, ref, region, self.max_templates)
 
     async def build_template(
         self, org: Org, context: bytes, name: str | None = None, region: str | None = None
     ) -> tuple[TemplateRow, bool]:
-        return await templates.build(self.fleet, org, context, name, region)
+        return await templates.build(self.fleet, org, context, name, region, self.max_templates)
 
     # warm pools -----------------------------------------------------------------------------
 

@@ -19,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
 from ..fleet.operations import Operation
 from ..host.door import RECIPES, PolicyError
 from ..store import repo
@@ -41,6 +44,9 @@ from .template_lookup import get
 log = logging.getLogger(__name__)
 
 MAX_BUILDS_PER_ORG = 2  # an org's builds queued or running at once; more are refused (429)
+# an org's templates, every region's build and every state counted: each keeps its build
+# context (up to 64 MiB), log and package list in the server's home (SANBOX_ORG_MAX_TEMPLATES)
+MAX_TEMPLATES = 100
 
 
 def builtin(name: str) -> bool:
@@ -93,7 +99,7 @@ def _keep_context(fleet: Fleet, template_id: str, data: bytes) -> None:
 
 
 async def rebuild(
-    fleet: Fleet, org: Org, ref: str, region: str | None = None
+    fleet: Fleet, org: Org, ref: str, region: str | None = None, most: int = MAX_TEMPLATES
 ) -> tuple[TemplateRow, bool]:
     """Build the template again from the context its last build was given (no upload): its
     steps' cache keys decide what runs again (a changed Debian archive, a changed base). In
@@ -102,6 +108,9 @@ async def rebuild(
     with fleet.db.session() as s:
         there = repo.templates_named(s, org.id, ref, region) if region is not None else []
     row = there[0] if there else get(fleet, org, ref)
+    if row.state == "building" and region in (None, row.region):  # refused before its context
+        # is read and unpacked (a build in another region is another record)
+        raise ConflictError(f"template {row.name} is being built: wait for it", "template_building")
     try:
         data = await asyncio.to_thread(context_path(fleet, row.id).read_bytes)
     except FileNotFoundError:
@@ -110,7 +119,7 @@ async def rebuild(
             "build it from its folder once (`sanbox template build DIR`)",
             "no_build_context",
         ) from None
-    return await build(fleet, org, data, row.name, row.region if region is None else region)
+    return await build(fleet, org, data, row.name, row.region if region is None else region, most)
 
 
 async def _context(data: bytes) -> Context:
@@ -146,6 +155,17 @@ def _digest(keys: list[str], spec: Spec) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+def _room_for_one_more(s: Session, org: Org, most: int) -> None:
+    held = s.scalar(select(func.count()).where(TemplateRow.org_id == org.id)) or 0
+    if held >= most:
+        raise InvalidRequestError(
+            f"org {org.name} has {held} templates, the most it may (each keeps its build "
+            "context): delete one it no longer needs (`sanbox template ls`, `sanbox template "
+            "rm NAME`) first",
+            "too_many_templates",
+        )
+
+
 def _check_policy(fleet: Fleet, spec: Spec) -> None:
     for what, rules in (("allow", spec.allow), ("build.allow", spec.build_allow)):
         try:
@@ -155,11 +175,16 @@ def _check_policy(fleet: Fleet, spec: Spec) -> None:
 
 
 async def build(
-    fleet: Fleet, org: Org, data: bytes, name: str | None = None, region: str | None = None
+    fleet: Fleet,
+    org: Org,
+    data: bytes,
+    name: str | None = None,
+    region: str | None = None,
+    most: int = MAX_TEMPLATES,
 ) -> tuple[TemplateRow, bool]:
     """Start building the template in `data` (a context tar) in `region` (build_place.py: None
     is the org's home region, or this server's own host). Returns its record and whether a
-    build runs (False: it is up to date)."""
+    build runs (False: it is up to date). A new record is refused past `most` of the org's."""
     ctx = await _context(data)
     spec = ctx.spec
     name = name or spec.name
@@ -197,6 +222,8 @@ async def build(
             # refused up front when its VMs would take the org past a quota (each VM's own
             # record holds its room when it starts: build_vms.recorded)
             quotas.check(s, org.id, build_vms.needs(spec, start.image, fleet.capacity.cpus))
+            if row is None:  # a new record (the org's row is locked by the quota's check)
+                _room_for_one_more(s, org, most)
             template_id = row.id if row is not None else repo.new_id("tpl_")
             op = build_run.begin(fleet, template_id, name)
             if row is None:

@@ -84,7 +84,8 @@ async def rebuild_template(
     server), without uploading them; in another region, that builds it there. 202: a build runs;
     200: nothing changed since; 409 `no_build_context` for a template built before contexts
     were kept."""
-    row, building = await plane.rebuild_template(auth.org, ref, region or None)
+    with plane.build_uploads.admitted(auth.org.id):  # its context is read whole, as an upload
+        row, building = await plane.rebuild_template(auth.org, ref, region or None)
     body = TemplateBuild(template=Template.of(row, auth.org.name), building=building)
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if building else 200)
 
