@@ -5,13 +5,16 @@ queue) and converges each host to the records: a running computer whose egress i
 there (the host agent restarted, or the link dropped at its start) gets it started, with its
 secrets; an allowlist or binding the host does not hold yet is sent again; an egress for a
 computer the records do not run there is stopped. The verbs' own calls are the fast path; this
-is the path that holds when a call was lost."""
+is the path that holds when a call was lost. A failure is recorded as a `network.error` once per
+kind, never once per text (said_once.py): a host that words its refusal anew every round writes
+no more for it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Collection
 from typing import TYPE_CHECKING
@@ -34,6 +37,7 @@ from ..host.door import (
 from ..store import repo
 from . import build_vms
 from .errors import HostUnavailableError
+from .said_once import SaidOnce
 from .states import State
 
 if TYPE_CHECKING:
@@ -72,7 +76,7 @@ class FleetEgress:
         self.fleet = fleet
         self.parts = (resolver, on_denied, intercepts, budget, org_of)
         self._held: dict[str, tuple[object, EgressControl]] = {}  # host id -> (its link, egress)
-        self._said: dict[str, str] = {}  # computer id -> the last failure recorded for it
+        self._said = SaidOnce()  # the failures recorded, per computer and kind
         self._loop: asyncio.AbstractEventLoop | None = None  # the watch's, once it runs
         self._wake: asyncio.Event | None = None
 
@@ -134,8 +138,7 @@ class FleetEgress:
             return
         with self.fleet.db.session() as s:
             rows = [r for r in repo.list_computers(s, None) if r.host_id is not None]
-        ids = {row.id for row in rows}
-        self._said = {k: v for k, v in self._said.items() if k in ids}  # the deleted forgotten
+        self._said.keep_only({row.id for row in rows}, time.monotonic())  # the deleted forgotten
         by_host: dict[str, Records] = defaultdict(list)
         for row in rows:
             by_host[str(row.host_id)].append((row.id, row.state, list(row.allow)))
@@ -186,13 +189,11 @@ class FleetEgress:
                 await self._converge_one(far, computer_id, Policy.of(allow))
             except HostUnreachableError:
                 raise  # the host keeps what it had until it answers: the next round sees
-            except (HostError, PolicyError) as exc:
-                why = str(exc)
-                if self._said.get(computer_id) != why:  # once per reason, not every round
-                    self._said[computer_id] = why
-                    self.fleet.record(computer_id, None, "network.error", why)
+            except (HostError, PolicyError) as exc:  # once per kind, never per host's text
+                if self._said.failed(computer_id, exc, time.monotonic()):
+                    self.fleet.record(computer_id, None, "network.error", str(exc))
             else:
-                self._said.pop(computer_id, None)
+                self._said.worked(computer_id)
 
     def _now(self, computer_id: str) -> Policy | None:
         """The computer's policy as its record says now, before rules are sent: the round read
