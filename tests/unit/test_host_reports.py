@@ -8,6 +8,7 @@ the id the control plane named, not the one the sender wrote."""
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import types
 from collections.abc import AsyncIterator
@@ -90,12 +91,48 @@ def _link(handler: Any) -> HostLink:
     return link
 
 
+def _listing(**lists: Any) -> bytes:
+    return json.dumps({"epoch": "1", **lists}).encode()
+
+
+MANY = wire.MOST_HELD + 1
+
+
 @pytest.mark.parametrize(
     "body",
-    [b"x" * (link_mod.MOST_REPORT + 1), b"not json", b"[" * 5000, b"[1, 2]", b'{"no": "epoch"}'],
-    ids=["too-large", "not-json", "too-deep", "not-an-object", "no-epoch"],
+    [
+        b"x" * (link_mod.MOST_REPORT + 1),
+        b"not json",
+        b"[" * 5000,
+        b"[1, 2]",
+        b'{"no": "epoch"}',
+        _listing(computers={f"cmp_{n}": {"liveness": "dead"} for n in range(MANY)}),
+        _listing(snapshots=[f"snp_{n:08d}" for n in range(MANY)]),
+        _listing(builds=[{"build_id": f"b{n}"} for n in range(MANY)]),
+        _listing(egress={"computers": {f"cmp_{n}": {} for n in range(MANY)}, "denials": 0}),
+        _listing(computers=["cmp_1"]),
+        _listing(snapshots={"snp_01": 1}),
+        _listing(egress=[]),
+    ],
+    ids=[
+        "too-large",
+        "not-json",
+        "too-deep",
+        "not-an-object",
+        "no-epoch",
+        "too-many-computers",
+        "too-many-snapshots",
+        "too-many-builds",
+        "too-many-egresses",
+        "computers-not-an-object",
+        "snapshots-not-a-list",
+        "egress-not-an-object",
+    ],
 )
 def test_a_report_that_is_not_one_makes_the_host_unreachable(body: bytes) -> None:
+    """A report is read whole within bounds, and lists at most `MOST_HELD` computers, snapshots,
+    builds and egresses: each is looked up in the records when the host is told its set, so a host
+    listing ids without end is not believed (before, any number was taken in)."""
     link = _link(lambda request: httpx.Response(200, content=body))
 
     async def scenario() -> None:
@@ -104,6 +141,12 @@ def test_a_report_that_is_not_one_makes_the_host_unreachable(body: bytes) -> Non
         assert not link.reachable
 
     asyncio.run(scenario())
+
+
+def test_a_report_at_its_bounds_is_taken() -> None:
+    body = _listing(snapshots=[f"snp_{n:08d}" for n in range(wire.MOST_HELD)], computers={})
+    link = _link(lambda request: httpx.Response(200, content=body))
+    assert len(asyncio.run(link.refresh())["snapshots"]) == wire.MOST_HELD
 
 
 def test_an_answer_that_trickles_is_cut_at_the_calls_deadline(

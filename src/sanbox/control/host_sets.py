@@ -12,7 +12,11 @@ answer was lost, its undo with it, while the host kept its lease, left a VM with
 
 Each step takes the item's one incomplete operation (fleet/operations.py) and reads the records
 again under it: a verb or a move at work on the item (a move to this host has its record name
-the source until its end) is left to finish, and none can begin between the check and the act."""
+the source until its end) is left to finish, and none can begin between the check and the act.
+An item no record names takes none (no verb can be at work on it): ids a host makes up write
+nothing to the records. What a host reports is its word, and a compromised host may list any
+number of ids (its report's lists are bounded where it is read, `fleet/link/wire.py`): one
+settle acts on at most `MOST_STEPS` items, the rest waiting for its next settle."""
 
 from __future__ import annotations
 
@@ -20,21 +24,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
 
 from ..fleet.errors import BusyError
+from ..fleet.link import wire
 from ..fleet.link.remote import RemoteHost
 from ..fleet.operations import Operations
 from ..host.door import HostError, Liveness
 from ..store import Database
-from ..store.fleet_models import HostRow
+from ..store.fleet_models import BuildVmRow, HostRow
 from ..store.models import ComputerRow, SnapshotRow
 from . import build_vms
 from .states import State
 
 log = logging.getLogger(__name__)
+MOST_STEPS = 256  # items one settle acts on: a host that lists many waits its next settle
 AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM may run
 SETTLE_DEADLINE = 60.0  # one host's settle at most; cut, it runs again at its next round
 STEP_DEADLINE = 15.0  # one call of it (a VM stopped, a folder set aside, a snapshot deleted)
@@ -99,25 +106,61 @@ class HostSets:
     async def settle(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
         """Tell a host the set it should run. The database is read after the report: a computer
         or a snapshot is recorded (committed) before its host makes it, and a move's operation
-        is held from before its import until its record names the host it went to."""
-        computers = dict(report["computers"])
+        is held from before its import until its record names the host it went to. The report
+        is the host's word: an id of no shape an id has is passed over, and one settle acts on
+        at most `MOST_STEPS` items (the rest at its next)."""
+        computers = {
+            cid: seen
+            for cid, seen in dict(report["computers"]).items()
+            if isinstance(cid, str) and wire.COMPUTER_ID.fullmatch(cid)
+        }
         running = Liveness.ALIVE.value
-        alive = {cid for cid, seen in computers.items() if seen["liveness"] == running}
+        alive = {cid for cid, seen in computers.items() if _liveness(seen) == running}
         resting = await asyncio.to_thread(self._at_rest_on, row.id, alive)
-        for computer_id in sorted(resting):
-            await self._stop_at_rest(row, link, computer_id)
         placed = await asyncio.to_thread(self._placed_on, row.id, set(computers))
-        for computer_id in sorted(set(computers) - placed):
-            await self._set_aside(row, link, computer_id)
-        snapshots = set(report.get("snapshots") or ())
+        strangers = set(computers) - placed
+        snapshots = {
+            sid
+            for sid in report.get("snapshots") or ()
+            if isinstance(sid, str) and wire.SNAPSHOT_ID.fullmatch(sid)
+        }
         strays = await asyncio.to_thread(self._not_its_own, row.id, snapshots)
-        for snapshot_id in sorted(strays):
-            await self._drop_snapshot(row, link, snapshot_id)
+        unknown = await asyncio.to_thread(self._unrecorded, strangers, set(strays))
+        # what the records name first: ids a host made up never hold back the ones it holds
+        steps = [
+            *(partial(self._stop_at_rest, row, link, cid) for cid in sorted(resting)),
+            *(
+                partial(self._set_aside, row, link, cid, cid in unknown)
+                for cid in sorted(strangers, key=lambda cid: (cid in unknown, cid))
+            ),
+            *(
+                partial(self._drop_snapshot, row, link, sid, sid in unknown)
+                for sid in sorted(strays, key=lambda sid: (sid in unknown, sid))
+            ),
+        ]
+        if len(steps) > MOST_STEPS:
+            log.warning(
+                "host %s: %d items to settle, more than one settle acts on (%d): the rest at its "
+                "next settle",
+                row.name,
+                len(steps),
+                MOST_STEPS,
+            )
+        for step in steps[:MOST_STEPS]:
+            await step()
 
     @contextlib.asynccontextmanager
-    async def _holding(self, item_id: str, host_id: str) -> AsyncIterator[bool]:
+    async def _holding(
+        self, item_id: str, host_id: str, unknown: bool = False
+    ) -> AsyncIterator[bool]:
         """The item's one incomplete operation for a step, within `STEP_DEADLINE` (False: a
-        verb or a move holds it, and its own end leaves it right)."""
+        verb or a move holds it, and its own end leaves it right). An item no record names
+        (`unknown`) takes none: no verb can work on it, and an id a host made up writes
+        nothing to the records."""
+        if unknown:
+            async with asyncio.timeout(STEP_DEADLINE):
+                yield True
+            return
         try:
             op = self.operations.begin(item_id, KIND, host_id, self.node)
         except BusyError:
@@ -147,11 +190,13 @@ class HostSets:
             computer_id,
         )
 
-    async def _set_aside(self, row: HostRow, link: RemoteHost, computer_id: str) -> None:
+    async def _set_aside(
+        self, row: HostRow, link: RemoteHost, computer_id: str, unknown: bool
+    ) -> None:
         """A computer the host holds that is not placed on it (its record deleted while the host
         was away or forgotten, a create whose undo could not reach it, the first copy of a
         move): its VM stopped, its folder set aside, disks kept."""
-        async with self._holding(computer_id, row.id) as held:
+        async with self._holding(computer_id, row.id, unknown) as held:
             if not held or self._placed_on(row.id, {computer_id}):
                 return
             try:
@@ -167,12 +212,14 @@ class HostSets:
             to,
         )
 
-    async def _drop_snapshot(self, row: HostRow, link: RemoteHost, snapshot_id: str) -> None:
+    async def _drop_snapshot(
+        self, row: HostRow, link: RemoteHost, snapshot_id: str, unknown: bool
+    ) -> None:
         """A snapshot the host holds with no record (deleted while the host was away), or whose
         ready record names another host with no move under way (the first copy of a move whose
         delete did not reach it). One being moved here has its move's operation until its record
         names this host: left alone."""
-        async with self._holding(snapshot_id, row.id) as held:
+        async with self._holding(snapshot_id, row.id, unknown) as held:
             why = self._not_its_own(row.id, {snapshot_id}).get(snapshot_id) if held else None
             if why is None:
                 return
@@ -192,6 +239,15 @@ class HostSets:
                 if snap.state == "ready" and snap.host_id not in (None, host_id):
                     found[snap.id] = f"whose record names host {snap.host_id}"
         return found
+
+    def _unrecorded(self, computer_ids: set[str], snapshot_ids: set[str]) -> set[str]:
+        """Of the computers and snapshots a host holds, those no record names (no computer, no
+        build VM, no snapshot, on any host)."""
+        with self.db.session() as s:
+            known = set(s.scalars(select(ComputerRow.id).where(ComputerRow.id.in_(computer_ids))))
+            known |= set(s.scalars(select(BuildVmRow.id).where(BuildVmRow.id.in_(computer_ids))))
+            known |= set(s.scalars(select(SnapshotRow.id).where(SnapshotRow.id.in_(snapshot_ids))))
+        return (computer_ids | snapshot_ids) - known
 
     def _at_rest_on(self, host_id: str, computer_ids: set[str]) -> set[str]:
         """Of the computers whose VMs the host runs, those recorded at rest on it."""
@@ -218,4 +274,8 @@ class HostSets:
         return placed | (build_vms.on_host(self.db, host_id) & computer_ids)
 
 
-__all__ = ["AT_REST", "HostSets"]
+def _liveness(seen: object) -> object:
+    return seen.get("liveness") if isinstance(seen, dict) else None
+
+
+__all__ = ["AT_REST", "MOST_STEPS", "HostSets"]

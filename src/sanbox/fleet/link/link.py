@@ -160,8 +160,11 @@ class HostLink:
                 async with http.stream("GET", url, timeout=REPORT_TIMEOUT) as r:
                     r.raise_for_status()
                     report = await self._json(r, MOST_REPORT)
-            if not isinstance(report, dict) or "epoch" not in report:
-                raise HostUnreachableError(f"host {self.name} sent a report that is not one")
+            try:
+                report = wire.report_in(report)
+            except ValueError as exc:
+                said = f"host {self.name} sent a report that is not one: {exc}"
+                raise HostUnreachableError(said) from None
         except (httpx.HTTPError, TimeoutError, HostUnreachableError) as exc:
             self.lost()  # unreachable from now until a report is read again
             if isinstance(exc, HostUnreachableError):

@@ -58,6 +58,29 @@ def spec_in(data: Json) -> MachineSpec:
 
 COMPUTER_ID = re.compile(r"[a-z0-9_-]{1,64}")
 SNAPSHOT_ID = re.compile(r"snp_[a-z0-9]{2,60}")
+MOST_HELD = 10_000  # computers, snapshots, builds or egresses one host's report may list
+
+
+def report_in(value: object) -> Json:
+    """A host's report, its lists bounded (`ValueError`: it is not one). Each item a host lists
+    is looked up in the records (host_sets.py), so a host that lists more than `MOST_HELD` of
+    any is not believed, rather than cut: a computer left out would look gone."""
+    if not isinstance(value, dict) or "epoch" not in value:
+        raise ValueError("it has no epoch")
+    egress = value.get("egress")
+    if egress is not None and not isinstance(egress, dict):
+        raise ValueError("its egress is not an object")
+    for name, found, kind in (
+        ("computers", value.get("computers", {}), dict),
+        ("snapshots", value.get("snapshots", []), list),
+        ("builds", value.get("builds", []), list),
+        ("egress computers", (egress or {}).get("computers", {}), dict),
+    ):
+        if not isinstance(found, kind):
+            raise ValueError(f"its {name} are not a {kind.__name__}")
+        if len(found) > MOST_HELD:
+            raise ValueError(f"it lists {len(found)} {name}, more than {MOST_HELD}")
+    return value
 
 
 def image_out(image: Image) -> Json:
