@@ -3,8 +3,8 @@
 A browser computer's noVNC page talks RFB to the guest's VNC server through websockify, whose
 binary WebSocket messages carry the RFB byte stream in pieces of any size. `RfbViewOnly` is
 sans-IO: `feed(bytes)` takes the next piece of what the client sent and returns what may go on
-to the guest. The handshake passes (the 12-byte ProtocolVersion; for 3.7 and 3.8 the security
-type, None (1) or VNC authentication (2) and its 16-byte response; the 1-byte ClientInit); then
+to the guest. The handshake passes (the 12-byte ProtocolVersion, exactly `RFB 003.007` or
+`RFB 003.008`; the security type, None (1) or VNC authentication (2) and its 16-byte response; the 1-byte ClientInit); then
 messages are framed by type:
 
 - passed: 0 SetPixelFormat, 2 SetEncodings, 3 FramebufferUpdateRequest,
@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 
 VERSION_BYTES = 12
+VERSIONS = frozenset({b"RFB 003.007\n", b"RFB 003.008\n"})  # exactly these: framed as the server
 SECURITY_NONE, SECURITY_VNC = 1, 2
 VNC_RESPONSE_BYTES = 16
 PASSED = frozenset({0, 2, 3, 150, 248})
@@ -70,8 +71,10 @@ class RfbViewOnly:
                 return None
             if not version.startswith(b"RFB ") or version[7:8] != b"." or version[-1:] != b"\n":
                 raise RfbRefusedError("not an RFB client")
-            if version[4:11] < b"003.007":
-                raise RfbRefusedError("RFB 3.3 is not supported view-only")
+            if version not in VERSIONS:  # the server reads any other (`RFB 003.1xx`, ` 03.007`)
+                # its own way, as 3.3 say, where no security byte follows: framed one byte
+                # apart from it, a message's body passed here would be input there
+                raise RfbRefusedError("only RFB 3.7 and 3.8 are supported view-only")
             out += version
             self._stage = "security"
             return True
