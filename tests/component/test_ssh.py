@@ -241,6 +241,29 @@ def test_ssh_config_makes_a_key_lets_it_in_and_records_the_host_key(
         ["ssh", "-G", "-F", str(block), "sanbox-conf"], capture_output=True, text=True, check=True
     ).stdout
     assert "hostkeyalias sanbox-conf" in resolved and "stricthostkeychecking true" in resolved
+    # as a user's ~/.ssh/config takes it: the Include the command says, at the top, wins over
+    # the user's own `Host *` (ssh takes the first value it meets for each setting)
+    include = next(line for line in second.stderr.splitlines() if "Include " in line)
+    include = include.split("`")[1]
+    assert (files / "sanbox-conf.config").read_text() == second.stdout
+    user = files / "user_config"
+    user.write_text(
+        f"{include}\n\nHost *\n  ForwardAgent yes\n  ForwardX11 yes\n  IdentitiesOnly no\n"
+        "  StrictHostKeyChecking accept-new\n  UserKnownHostsFile ~/.ssh/known_hosts\n"
+        "  UpdateHostKeys yes\n"
+    )
+    taken = subprocess.run(
+        ["ssh", "-G", "-F", str(user), "sanbox-conf"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for setting in (
+        "forwardagent no",
+        "forwardx11 no",
+        "identitiesonly yes",
+        "stricthostkeychecking true",
+        f"userknownhostsfile {known_hosts}",
+        "updatehostkeys false",
+    ):
+        assert setting in taken, (setting, taken)
 
 
 def test_the_host_key_is_made_once_and_made_anew_on_request(ssh_root: Path) -> None:

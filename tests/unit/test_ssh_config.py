@@ -39,6 +39,8 @@ def test_the_config_block_proxies_through_sanbox_and_checks_the_host_key_strictl
     assert "UserKnownHostsFile /home/u/.config/sanbox/ssh/known_hosts" in lines
     assert "HostKeyAlias sanbox-box-1" in lines
     assert "StrictHostKeyChecking yes" in lines
+    # the guest is not trusted with the user's agent, display or known_hosts
+    assert {"ForwardAgent no", "ForwardX11 no", "UpdateHostKeys no"} <= set(lines)
     assert block.endswith("\n")
 
 

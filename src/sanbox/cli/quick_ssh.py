@@ -4,12 +4,10 @@ them (sanbox.cli.calls). `ssh` with ssh's own options or a command is the typer 
 
 from __future__ import annotations
 
-import sys
-
 from ..sdk.records.computer import SshAccess
 from .argv import Args
 from .calls import LONG, Api, computer, path
-from .ssh_files import SshFiles, login, prepare
+from .ssh_files import SshFiles, give_config, login, prepare
 
 
 def _authorize(name: str, public: str) -> tuple[str, str]:
@@ -28,5 +26,6 @@ def ssh(a: Args) -> None:
 
 
 def ssh_config(a: Args) -> None:
-    _, block = prepare(a["name"], SshFiles.default(), _authorize)
-    sys.stdout.write(block)
+    files = SshFiles.default()
+    alias, block = prepare(a["name"], files, _authorize)
+    give_config(files, alias, block)

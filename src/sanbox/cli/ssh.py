@@ -11,13 +11,12 @@ computer's host key strictly against the known_hosts file Sanbox keeps next to i
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
 
 from . import config
-from .ssh_files import SshFiles, login, prepare
+from .ssh_files import SshFiles, give_config, login, prepare
 from .ssh_relay import proxy
 
 
@@ -37,12 +36,15 @@ def _authorize(name: str, public: str) -> tuple[str, str]:
 
 
 def ssh_config(name: str = typer.Argument(..., help="Computer name or id.")) -> None:
-    """Print an OpenSSH config block for a computer: `sanbox ssh-config NAME >> ~/.ssh/config`,
-    then `ssh sanbox-NAME`, scp, sftp, rsync or VS Code Remote-SSH. Makes your Sanbox SSH key if
-    there is none and lets it log in as root."""
+    """Write (and print) an OpenSSH config block for a computer, for `ssh sanbox-NAME`, scp,
+    sftp, rsync or VS Code Remote-SSH once `~/.ssh/config` starts with the Include line this
+    prints on stderr (at the top: ssh takes the first value it meets, and a `Host *` before the
+    block would forward your agent to the guest). Makes your Sanbox SSH key if there is none and
+    lets it log in as root."""
+    files = SshFiles.default()
     with config.reported():
-        _, block = prepare(name, SshFiles.default(), _authorize)
-    sys.stdout.write(block)
+        alias, block = prepare(name, files, _authorize)
+    give_config(files, alias, block)
 
 
 def ssh(

@@ -67,9 +67,21 @@ def render_config(name: str, proxy: list[str], identity: Path, known_hosts: Path
             f"  UserKnownHostsFile {_config_word(str(known_hosts))}",
             f"  HostKeyAlias {alias}",
             "  StrictHostKeyChecking yes",
+            # the guest is not trusted: none of this user's agent keys or X display reach it,
+            # and its sshd adds no host key of its own choosing to known_hosts
+            "  ForwardAgent no",
+            "  ForwardX11 no",
+            "  UpdateHostKeys no",
             "",
         ]
     )
+
+
+def include_line(files_dir: Path) -> str:
+    """The line that takes every computer's block into `~/.ssh/config`. ssh takes the first
+    value it meets for each setting, so it goes at the top, before any `Host` section: after a
+    `Host *` that forwards the agent or trusts new host keys, those would win over the block's."""
+    return f"Include {_config_word(str(files_dir))}/*.config"
 
 
 def known_hosts_with(text: str, alias: str, host_key: str) -> str:
@@ -183,6 +195,19 @@ def prepare(name: str, files: SshFiles, authorize: Authorize) -> tuple[str, str]
 
         fail("invalid_answer", f"the server's answer for {name} cannot go in ssh's files: {exc}")
     return alias, block
+
+
+def give_config(files: SshFiles, alias: str, block: str) -> None:
+    """`sanbox ssh-config`: the block written to its file and printed; on stderr, the Include
+    line that takes it into `~/.ssh/config` and where it goes."""
+    path = files.config_for(alias)
+    files.write(path, block)
+    sys.stdout.write(block)
+    print(
+        f"written to {path}; put `{include_line(files.dir)}` at the top of ~/.ssh/config "
+        f"(before any Host line), then `ssh {alias}`",
+        file=sys.stderr,
+    )
 
 
 def login(files: SshFiles, alias: str, block: str, args: list[str]) -> NoReturn:

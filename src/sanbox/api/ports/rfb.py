@@ -4,8 +4,8 @@ A browser computer's noVNC page talks RFB to the guest's VNC server through webs
 binary WebSocket messages carry the RFB byte stream in pieces of any size. `RfbViewOnly` is
 sans-IO: `feed(bytes)` takes the next piece of what the client sent and returns what may go on
 to the guest. The handshake passes (the 12-byte ProtocolVersion, exactly `RFB 003.007` or
-`RFB 003.008`; the security type, None (1) or VNC authentication (2) and its 16-byte response; the 1-byte ClientInit); then
-messages are framed by type:
+`RFB 003.008`; the security type, None (1) or VNC authentication (2) and its 16-byte
+response; the 1-byte ClientInit); then messages are framed by type:
 
 - passed: 0 SetPixelFormat, 2 SetEncodings, 3 FramebufferUpdateRequest,
   150 EnableContinuousUpdates, 248 ClientFence (what a viewer needs to see the screen);
