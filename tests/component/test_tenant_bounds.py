@@ -16,11 +16,12 @@ from sqlalchemy import func, select
 from sanbox.api import ServerSettings, create_app
 from sanbox.control.audit import AuditEntry, AuditLog
 from sanbox.control.pools import Pools
+from sanbox.control.retention import Sweeper
 from sanbox.host.data.layout import DataDir
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import AuditRow, Database
-from sanbox.store.models import PoolRow
+from sanbox.store.models import EventRow, PoolRow
 
 from .conftest import fake_image
 
@@ -178,3 +179,46 @@ def test_an_org_s_audit_is_kept_to_its_cap_and_retention(short_tmp: Path) -> Non
     assert sorted(kept) == [now - timedelta(minutes=m) for m in (5, 4, 3, 2, 1)]  # the newest
     assert log.sweep(now) == 0
     db.close()
+
+
+def test_an_org_s_events_are_kept_to_their_retention_and_cap(short_tmp: Path) -> None:
+    # A guest's denials write up to 60 events a minute per computer, and every state change
+    # writes one: the store keeps events 30 days and an org's newest million (settings), swept
+    # as the audit log is; the server sweeps them every 5 minutes.
+    db = Database(f"sqlite:///{short_tmp / 'events.db'}")
+    db.migrate()
+    with db.session() as s:
+        from sanbox.store import repo
+
+        acme, other = repo.create_org(s, "acme").id, repo.create_org(s, "other").id
+    now = datetime(2027, 6, 1, tzinfo=UTC)
+    with db.session() as s:
+        for i in range(3):  # past the retention
+            s.add(EventRow(org_id=other, type="t", created_at=now - timedelta(days=33 - i)))
+        for i in range(12):  # a denial flood: past the org's cap
+            s.add(EventRow(org_id=acme, type="t", created_at=now - timedelta(minutes=12 - i)))
+        s.add(EventRow(org_id=other, type="t", created_at=now))
+    kept = Sweeper(db, EventRow, "events", timedelta(days=30), org_cap=5, batch=2)
+
+    def count(org: str) -> int:
+        with db.session() as s:
+            return int(s.scalar(select(func.count()).where(EventRow.org_id == org)) or 0)
+
+    assert kept.sweep(now) == 3 + 7 and (count(acme), count(other)) == (5, 1)
+    with db.session() as s:
+        newest = s.scalars(select(EventRow.created_at).where(EventRow.org_id == acme)).all()
+    assert sorted(newest) == [now - timedelta(minutes=m) for m in (5, 4, 3, 2, 1)]
+    assert kept.sweep(now) == 0
+    db.close()
+
+
+def test_the_server_sweeps_events_with_the_settings_given(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANBOX_EVENT_RETENTION_DAYS", "7")
+    monkeypatch.setenv("SANBOX_EVENT_ORG_CAP", "1234")
+    read = ServerSettings.from_env()
+    assert (read.event_retention_days, read.event_org_cap) == (7.0, 1234)
+    with _client(short_tmp, Clock(), event_retention_days=7.0, event_org_cap=1234) as client:
+        swept = client.app.state.events_kept  # type: ignore[attr-defined]
+        assert (swept.retention, swept.org_cap) == (timedelta(days=7), 1234)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
+from ..control import events
 from ..control.audit import ORG_CAP, RETENTION_DAYS
 from ..control.keys import MAX_KEYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
@@ -47,6 +48,8 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("key_burst", "SANBOX_KEY_BURST", int),
     ("audit_retention_days", "SANBOX_AUDIT_RETENTION_DAYS", float),
     ("audit_org_cap", "SANBOX_AUDIT_ORG_CAP", int),
+    ("event_retention_days", "SANBOX_EVENT_RETENTION_DAYS", float),
+    ("event_org_cap", "SANBOX_EVENT_ORG_CAP", int),
     ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
     ("mcp_sessions_per_org", "SANBOX_MCP_SESSIONS_PER_ORG", int),
     ("open_requests_per_key", "SANBOX_OPEN_REQUESTS_PER_KEY", int),
@@ -109,6 +112,8 @@ class ServerSettings:
     key_burst: int = BURST  # ... and at once (SANBOX_KEY_BURST)
     audit_retention_days: float = RETENTION_DAYS  # audit records older go (SANBOX_AUDIT_...)
     audit_org_cap: int = ORG_CAP  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
+    event_retention_days: float = events.RETENTION_DAYS  # (SANBOX_EVENT_RETENTION_DAYS)
+    event_org_cap: int = events.ORG_CAP  # an org's newest events kept (SANBOX_EVENT_ORG_CAP)
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
     mcp_sessions_per_org: int = MCP_SESSIONS_PER_ORG  # (SANBOX_MCP_SESSIONS_PER_ORG)
     open_requests_per_key: int = OPEN_PER_KEY  # streams etc. open at once (api/open_requests.py)

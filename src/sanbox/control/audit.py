@@ -7,28 +7,22 @@ never holds a body, a query string or a key. Records of requests with no known k
 missing keys, refused addresses) are kept to the latest `keep_anonymous`, so a flood of them can
 neither fill the disk nor push out the records of real keys.
 
-Every org's records are bounded too, off the request path: `sweep` (run by the server every
-`SWEEP_INTERVAL` seconds, in a thread) deletes records older than `retention` and, per org,
-all but its newest `org_cap`, in transactions of at most `SWEEP_BATCH` rows so no request waits
-long behind it. Between two sweeps an org may go over its cap by what it writes meanwhile
-(bounded by its keys' request rate).
+Every org's records are bounded too, off the request path (`retention.Sweeper`): records older
+than `retention` go, and per org all but its newest `org_cap`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-
-from sqlalchemy.orm import Session
 
 from ..store import Database, audit_queries, repo
 from ..store.models import AuditRow
 from .errors import NotFoundError
 from .keys import Principal, require_admin, require_host_admin
+from .retention import SWEEP_BATCH, SWEEP_INTERVAL, Sweeper
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +30,6 @@ KEEP_ANONYMOUS = 10_000
 PRUNE_EVERY = 100  # anonymous records written between two prunes
 RETENTION_DAYS = 90.0  # records older go (SANBOX_AUDIT_RETENTION_DAYS)
 ORG_CAP = 1_000_000  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
-SWEEP_INTERVAL = 300.0  # seconds between two sweeps
-SWEEP_BATCH = 1000  # records deleted in one transaction
 
 
 @dataclass(frozen=True)
@@ -70,12 +62,10 @@ class AuditLog:
         org_cap: int = ORG_CAP,
         batch: int = SWEEP_BATCH,
     ) -> None:
-        if org_cap < 1 or batch < 1 or retention <= timedelta(0):
-            raise ValueError("org_cap and batch must be at least 1, retention positive")
+        self.sweeper = Sweeper(db, AuditRow, "audit records", retention, org_cap, batch)
         self.db = db
         self.keep_anonymous = keep_anonymous
         self.prune_every = prune_every
-        self.retention, self.org_cap, self.batch = retention, org_cap, batch
         self._anonymous = 0  # written since the last prune
 
     def record(self, entry: AuditEntry) -> int:
@@ -101,39 +91,12 @@ class AuditLog:
         return record_id
 
     def sweep(self, now: datetime | None = None) -> int:
-        """Delete records past the retention, then each org's beyond its cap, a batch per
-        transaction; returns how many went. Blocking: the server runs it in a thread."""
-        before = (now or datetime.now(UTC)) - self.retention
-        gone = self._until_done(lambda s: audit_queries.prune_old_audit(s, before, self.batch))
-        with self.db.session() as s:
-            org_ids = [o.id for o in repo.list_orgs(s)]
-        for org_id in org_ids:
-            gone += self._until_done(functools.partial(self._prune_org, org_id))
-        return gone
-
-    def _prune_org(self, org_id: str, s: Session) -> int:
-        return audit_queries.prune_org_audit(s, org_id, self.org_cap, self.batch)
-
-    def _until_done(self, prune: Callable[[Session], int]) -> int:
-        gone = 0
-        while True:
-            with self.db.session() as s:
-                n = prune(s)
-            gone += n
-            if n < self.batch:
-                return gone
+        """Delete records past the retention, then each org's beyond its cap (retention.py);
+        returns how many went. Blocking: the server runs it in a thread."""
+        return self.sweeper.sweep(now)
 
     async def sweep_every(self, interval: float = SWEEP_INTERVAL) -> None:
-        """Sweep now and then every `interval` seconds, until cancelled; a failed sweep is logged
-        and tried again at the next."""
-        while True:
-            try:
-                gone = await asyncio.to_thread(self.sweep)
-                if gone:
-                    log.info("audit: %d records past their retention or their org's cap went", gone)
-            except Exception:
-                log.exception("audit sweep failed")
-            await asyncio.sleep(interval)
+        await self.sweeper.sweep_every(interval)
 
     def list(
         self,

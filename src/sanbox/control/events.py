@@ -1,5 +1,7 @@
 """Events: every state change is written to the store with its event, then fanned out to live
-subscribers (the SSE stream) through bounded queues."""
+subscribers (the SSE stream) through bounded queues. The store keeps them `RETENTION_DAYS` and an
+org's newest `ORG_CAP` (`retention.Sweeper`): a guest's denials, at most 60 a minute a computer,
+would otherwise grow it without end."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..store.models import EventRow
+
+RETENTION_DAYS = 30.0  # events older go (SANBOX_EVENT_RETENTION_DAYS)
+ORG_CAP = 1_000_000  # an org's newest events kept (SANBOX_EVENT_ORG_CAP)
 
 
 def event_dict(ev: EventRow) -> dict[str, Any]:

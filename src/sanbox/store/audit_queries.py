@@ -4,7 +4,6 @@ org in id order, and pruned in bounded batches (control/audit.py keeps the log).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select
@@ -59,30 +58,3 @@ def prune_anonymous_audit(s: Session, keep: int) -> int:
         return 0
     result = s.execute(delete(AuditRow).where(AuditRow.key_id.is_(None), AuditRow.id < oldest_kept))
     return int(getattr(result, "rowcount", 0) or 0)
-
-
-def prune_old_audit(s: Session, before: datetime, batch: int) -> int:
-    """Delete up to `batch` of the oldest records made before `before`; returns how many went.
-    Walks from the oldest id and stops at the first younger record, so each call is bounded."""
-    oldest = s.execute(select(AuditRow.id, AuditRow.created_at).order_by(AuditRow.id).limit(batch))
-    ids = []
-    for row_id, created in oldest:
-        if created >= before:
-            break
-        ids.append(row_id)
-    if ids:
-        s.execute(delete(AuditRow).where(AuditRow.id.in_(ids)))
-    return len(ids)
-
-
-def prune_org_audit(s: Session, org_id: str, keep: int, batch: int) -> int:
-    """Delete up to `batch` of an org's oldest records beyond its newest `keep`."""
-    newest = select(AuditRow.id).where(AuditRow.org_id == org_id).order_by(AuditRow.id.desc())
-    oldest_kept = s.scalars(newest.offset(keep - 1).limit(1)).first()
-    if oldest_kept is None:
-        return 0
-    q = select(AuditRow.id).where(AuditRow.org_id == org_id, AuditRow.id < oldest_kept)
-    ids = list(s.scalars(q.order_by(AuditRow.id).limit(batch)))
-    if ids:
-        s.execute(delete(AuditRow).where(AuditRow.id.in_(ids)))
-    return len(ids)
