@@ -1,7 +1,9 @@
 """E2B's network settings on a computer's egress allowlist (docs/e2b.md). Sanbox lets a computer
 reach only what its allowlist names, so:
 - `allowOut` is the allowlist (host names, `*.` wildcards, `cidr:port` rules): E2B's address
-  ranges (`8.8.8.0/24`, `0.0.0.0/0`) need a port here and are refused without one, saying so;
+  ranges (`8.8.8.0/24`, `0.0.0.0/0`) and single addresses (`8.8.8.8`, every port of it in E2B)
+  need a port here and are refused without one, saying so (an address is never taken for a
+  host name);
 - neither `allowOut` nor `allow_internet_access: false` at a create: the template's allowlist
   (`base`'s is empty), where E2B lets everything out;
 - `allow_internet_access: false` is an empty allowlist;
@@ -53,24 +55,36 @@ class NetworkBody(BaseModel):
                     "not_offered",
                 )
         for entry in self.allow_out or ():
-            if _is_range(entry):
-                raise InvalidRequestError(
-                    f"network.allowOut: {entry[:80]!r} is an address range, and Sanbox's "
-                    "allowlist takes host names (api.github.com), wildcards (*.pypi.org) and "
-                    "address ranges with one port (203.0.113.0/24:443); nothing else goes out, "
-                    "and all outbound traffic (E2B's default) is not offered: list the hosts "
-                    "the sandbox needs (docs/e2b.md)",
-                    "invalid_rule",
-                )
+            refusal = _address_refusal(entry)
+            if refusal is not None:
+                raise InvalidRequestError(refusal, "invalid_rule")
 
 
-def _is_range(entry: str) -> bool:
-    """An address range without a port (`8.8.8.0/24`, `0.0.0.0/0`, `2001:db8::/32`)."""
+def _address_refusal(entry: str) -> str | None:
+    """Why an `allowOut` entry E2B reads as addresses, every port of them (an address range
+    without a port, `8.8.8.0/24`, `0.0.0.0/0`, `2001:db8::/32`, or one address, `8.8.8.8`,
+    `2001:db8::1`), is refused; None for a host name, a wildcard or a `cidr:port` rule. Sanbox's
+    allowlist reads a bare IPv4 address as a host name (an HTTP `Host` of it, port 80 only):
+    never that here, where E2B means the whole address."""
+    text = entry.strip()
     try:
-        ipaddress.ip_network(entry.strip(), strict=False)
+        network = ipaddress.ip_network(text, strict=False)
     except ValueError:
-        return False
-    return "/" in entry or ":" in entry
+        return None
+    shown = repr(entry[:80])
+    if "/" not in text and network.num_addresses == 1:
+        return (
+            f"network.allowOut: {shown} is an IP address, which E2B opens on every port; "
+            "Sanbox's allowlist takes host names (api.github.com), wildcards (*.pypi.org) and "
+            "IPv4 addresses or ranges with one port (8.8.8.8/32:53, 203.0.113.0/24:443): give "
+            "the port the sandbox needs, or its host name (docs/e2b.md)"
+        )
+    return (
+        f"network.allowOut: {shown} is an address range, and Sanbox's allowlist takes host "
+        "names (api.github.com), wildcards (*.pypi.org) and IPv4 address ranges with one port "
+        "(203.0.113.0/24:443); nothing else goes out, and all outbound traffic (E2B's default) "
+        "is not offered: list the hosts the sandbox needs (docs/e2b.md)"
+    )
 
 
 class NetworkUpdate(NetworkBody):
