@@ -1,7 +1,9 @@
 """E2B's `lifecycle` at a create: `on_timeout="pause"` with `auto_resume` (`autoPause` and
 `autoResume: {enabled}`) ends the timeout suspended, so the next envd call wakes the sandbox
 and is served (it raised SandboxNotRunningException: the sandbox was paused as without
-auto-resume), and the woken sandbox gets its timeout again; `autoPauseMemory: false` is a pause
+auto-resume), and the woken sandbox gets its timeout again: the one its create gave, as E2B's
+(it got as long as its last run had, so a `set_timeout` or `connect` before the pause shortened
+every later run); `autoPauseMemory: false` is a pause
 without memory (a stop); get_info and list answer `lifecycle` in E2B's shape. Create fields Sanbox
 does not offer (`volumeMounts`, `mcp`, `iam`, `network.maskRequestHost`, `network.httpsPorts`)
 were answered 201 and ignored: they are refused 400, naming the field, nothing made."""
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -84,6 +87,18 @@ def test_auto_resume_wakes_the_sandbox_on_its_next_envd_call(e2b: E2bStand, paus
     time.sleep(1.0)  # the deadline watcher (every 0.2 s) leaves it running
     assert v1(e2b, sandbox)["state"] == "running"
     assert info(e2b, sandbox).state.value == "running"
+
+
+def test_a_woken_sandbox_gets_the_timeout_its_create_gave(e2b: E2bStand, pausable: None) -> None:
+    sandbox, envd = e2b.create(timeout=900, autoPause=True, autoResume={"enabled": True})
+    r = e2b.client.post(f"/e2b/sandboxes/{sandbox}/timeout", headers=e2b.api, json={"timeout": 1})
+    assert r.status_code == 204, r.text  # its run cut short: the create's timeout is kept apart
+    wait_state(e2b, sandbox, "suspended")
+    woken_at = datetime.now(UTC)
+    assert stat(e2b, envd) == 200
+    row = wait_state(e2b, sandbox, "running")
+    left = datetime.fromisoformat(row["lifetime_ends_at"]) - woken_at
+    assert 890 <= left.total_seconds() <= 910, row  # 900 s from the wake (it had 300 s)
 
 
 def test_auto_pause_without_auto_resume_stays_paused(e2b: E2bStand, pausable: None) -> None:

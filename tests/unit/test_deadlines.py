@@ -75,3 +75,12 @@ def test_a_computer_woken_after_its_lifetime_gets_it_again() -> None:
     stopping = suspending("suspended", 10, 100)
     stopping.on_lifetime = "pause"
     assert fresh_lifetime(stopping, NOW) is None  # only a lifetime that suspends
+
+
+def test_a_computer_woken_after_its_lifetime_gets_its_wake_lifetime() -> None:
+    # E2B's create's timeout, however long its last run was (a set_timeout cut it short)
+    cut_short = suspending("suspended", 1000, 1100, ran_for=1)
+    cut_short.wake_lifetime = 900
+    assert fresh_lifetime(cut_short, NOW) == 1100 + 900
+    cut_short.wake_lifetime = 10  # 5 minutes at least, as E2B's floor
+    assert fresh_lifetime(cut_short, NOW) == 1100 + AFTER_WAKE

@@ -51,6 +51,7 @@ class CreateRequest:
     secrets: tuple[tuple[str, str | None], ...] = ()  # (secret name, env var) to bind
     lifetime: int = 0  # seconds from its creation, then stopped or deleted; 0 = none
     on_lifetime: str = "stop"  # stop | delete
+    wake_lifetime: int | None = None  # seconds from a wake after a lifetime that suspends
     max_running: int = 0  # seconds of running since its last start, then stopped; 0 = none
     region: str | None = None  # where it runs (one the org may use); None: its home region
 
@@ -96,7 +97,7 @@ def check(fleet: Fleet, req: CreateRequest) -> None:
             raise InvalidRequestError(str(exc), "invalid_rule") from exc
     if req.idle_timeout is not None and req.idle_timeout < 0:
         raise InvalidRequestError("idle_timeout is seconds, 0 (never) or more")
-    deadlines.check(req.lifetime, req.on_lifetime, req.max_running)
+    deadlines.check(req.lifetime, req.on_lifetime, req.max_running, req.wake_lifetime)
 
 
 def validate(fleet: Fleet, org: Org, req: CreateRequest) -> Plan:
@@ -219,6 +220,7 @@ def insert(
             identity_pending=pending_identity(plan),
             lifetime=req.lifetime,
             on_lifetime=req.on_lifetime,
+            wake_lifetime=req.wake_lifetime,
             max_running=req.max_running,
             host_id=plan.host_id,
             region=plan.region,

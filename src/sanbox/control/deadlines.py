@@ -8,7 +8,7 @@ or after its interval for one set meanwhile. `on_lifetime="pause"` (E2B's auto-p
 pauses a running computer with its memory instead, or stops it if that pause fails;
 `on_lifetime="suspend"` (E2B's auto-pause with auto-resume) suspends it, as the idle watcher does:
 its next command or connection wakes it, and a computer resumed or woken after its lifetime ended
-gets a fresh one (`fresh_lifetime`)."""
+gets a fresh one (`fresh_lifetime`: its `wake_lifetime`, E2B's create's timeout, from then)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,18 @@ _AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATI
 _STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
 
 
-def check(lifetime: int | None, on_lifetime: str | None, max_running: int | None) -> None:
-    for what, value in (("lifetime", lifetime), ("max_running", max_running)):
+def check(
+    lifetime: int | None,
+    on_lifetime: str | None,
+    max_running: int | None,
+    wake_lifetime: int | None = None,
+) -> None:
+    limits = (
+        ("lifetime", lifetime),
+        ("max_running", max_running),
+        ("wake_lifetime", wake_lifetime),
+    )
+    for what, value in limits:
         if value is not None and not 0 <= value <= MAX_LIMIT:
             raise InvalidRequestError(f"{what} is seconds: 0 (none) to {MAX_LIMIT}")
     if on_lifetime is not None and on_lifetime not in ON_LIFETIME:
@@ -81,14 +91,19 @@ def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
 
 def fresh_lifetime(row: ComputerRow, now: datetime) -> int | None:
     """The lifetime (seconds from creation) a computer that suspends at its lifetime's end gets
-    when it is resumed or woken after that end: as long again as its last run had from its start
-    (or resume) to that end, `AFTER_WAKE` at least, counted from now, as E2B gives an
-    auto-resumed sandbox its timeout again. None: it keeps the one it has."""
+    when it is resumed or woken after that end, counted from now, `AFTER_WAKE` at least: its
+    `wake_lifetime` (E2B's create's timeout: E2B gives an auto-resumed sandbox the timeout it was
+    created with, whatever `set_timeout` or `connect` gave its last run), or, without one (made
+    before it was kept), as long again as its last run had from its start (or resume) to that
+    end. None: it keeps the one it has."""
     ends = lifetime_ends(row)
     if row.on_lifetime != "suspend" or ends is None or ends > now:
         return None
-    ran_from = row.started_at or row.created_at
-    period = max(AFTER_WAKE, int((ends - ran_from).total_seconds()))
+    if row.wake_lifetime:
+        period = max(AFTER_WAKE, row.wake_lifetime)
+    else:
+        ran_from = row.started_at or row.created_at
+        period = max(AFTER_WAKE, int((ends - ran_from).total_seconds()))
     return int((now - row.created_at).total_seconds()) + period
 
 

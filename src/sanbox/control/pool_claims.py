@@ -89,6 +89,7 @@ def take(
             # the request's computer begins now: its lifetime and running time count from here
             row.created_at = row.started_at = datetime.now(UTC)
             row.lifetime, row.on_lifetime = req.lifetime, req.on_lifetime
+            row.wake_lifetime = req.wake_lifetime
             row.max_running = req.max_running
             row.disk_gib = max(row.disk_gib, req.disk_gib or 0)  # grown at claim
             row.env = {**row.env, **req.env}

@@ -165,6 +165,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         from_snapshot=snapshot,
         lifetime=body.timeout or 1,
         on_lifetime=on_lifetime,
+        wake_lifetime=body.timeout or None,  # an auto-resumed sandbox's timeout (E2B's)
     )
 
 

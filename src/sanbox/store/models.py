@@ -127,6 +127,9 @@ class ComputerRow(Base):
     # or deleted, `on_lifetime`), and `max_running` after started_at (the last start or resume)
     lifetime: Mapped[int] = mapped_column(Integer, default=0)
     on_lifetime: Mapped[str] = mapped_column(String(8), default="stop")
+    # seconds: the lifetime from each wake after a lifetime that suspends it ended (E2B's
+    # auto-resume: its create's timeout); None: as long as its last run had (deadlines.py)
+    wake_lifetime: Mapped[int | None] = mapped_column(Integer, default=None)
     max_running: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
