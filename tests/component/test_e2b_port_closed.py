@@ -1,7 +1,8 @@
 """A `get_host()` port nothing listens on answers as E2B's proxy does: 502 with its JSON
 (`{"sandboxId", "message": "The sandbox is running but port is not open", "port", "code": 502}`),
 so a program polling the URL for its server to come up waits on while it says so; once the server
-listens, the same URL reaches it."""
+listens, the same URL reaches it. A WebSocket request to such a port is answered the same, in HTTP
+before its upgrade (it was upgraded, then closed 1008), as E2B's proxy answers it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import threading
 
 import pytest
+from starlette.testclient import WebSocketDenialResponse
 
 from .conftest import E2bStand
 
@@ -59,3 +61,33 @@ def test_a_closed_port_answers_502_in_e2b_s_words(e2b: E2bStand, public: bool) -
     finally:
         server.join(10)
         listener.close()
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_a_websocket_to_a_closed_port_answers_502_before_its_upgrade(
+    e2b: E2bStand, public: bool
+) -> None:
+    made = e2b.client.post(
+        "/e2b/sandboxes",
+        headers=e2b.api,
+        json={"templateID": "base", "network": {"allowPublicTraffic": public}},
+    )
+    assert made.status_code == 201, made.text
+    sandbox = made.json()["sandboxID"]
+    token = {} if public else {"e2b-traffic-access-token": made.json()["trafficAccessToken"]}
+    port = free_port()
+    host = {"host": f"{port}-{sandbox}.localhost", **token}
+
+    with (
+        pytest.raises(WebSocketDenialResponse) as denied,
+        e2b.client.websocket_connect("/socket", headers=host),
+    ):
+        pass
+    assert denied.value.status_code == 502
+    assert denied.value.headers["content-type"].startswith("application/json")
+    assert denied.value.json() == {
+        "sandboxId": sandbox,
+        "message": "The sandbox is running but port is not open",
+        "port": port,
+        "code": 502,
+    }

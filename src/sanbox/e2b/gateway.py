@@ -10,7 +10,9 @@ envd calls need the sandbox's access token (`X-Access-Token`); a sandbox that is
 does not run answers 502, as E2B's proxy does. Another port is open to anyone who has its URL,
 as in E2B, unless the sandbox was made with `allowPublicTraffic=false` (or not through E2B's API
 at all): then it needs the `e2b-traffic-access-token` header. A port nothing listens on
-answers 502 with E2B's proxy's words ("The sandbox is running but port is not open"). This
+answers 502 with E2B's proxy's words ("The sandbox is running but port is not open"), a
+WebSocket request too, before its upgrade, as every refusal of a port (where the server can
+answer a WebSocket request in HTTP: `websocket.http.response`). This
 middleware sits outside the published-port relay, so a host of this shape is never taken for a
 published port.
 
@@ -254,6 +256,13 @@ class E2bGateway:
         self, scope: Scope, receive: Receive, send: Send, state: Any, sandbox: str, port: int
     ) -> None:
         envd = envd_of(state)
+        relayed = False  # a message went to the client: too late for an HTTP answer
+
+        async def sending(message: Any) -> None:
+            nonlocal relayed
+            relayed = True
+            await send(message)
+
         try:
             computer = computer_id(sandbox)
             if computer is None:
@@ -273,26 +282,35 @@ class E2bGateway:
                     host_header = f"127.0.0.1:{port}"
                     if scope["type"] == "websocket":
                         await relay_websocket(
-                            stripped(scope), receive, send, tcp, host_header=host_header
+                            stripped(scope), receive, sending, tcp, host_header=host_header
                         )
                     else:
                         await relay_http(
-                            stripped(scope), receive, send, tcp, host_header=host_header
+                            stripped(scope), receive, sending, tcp, host_header=host_header
                         )
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:
             closed = isinstance(exc, ControlError) and exc.code in PORT_CLOSED
             status = 502 if isinstance(exc, SandboxGoneError) else getattr(exc, "status", 502)
             message = gone(sandbox) if status == 502 else getattr(exc, "message", "refused")
             message = PORT_NOT_OPEN if closed else message
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 1008, "reason": str(message)[:120]})
+            if relayed:  # (an answer or an upgrade under way: its relay ends it)
                 return
             refusal = (
                 port_closed(sandbox, port) if closed else envd_http.error(status, str(message))
             )
             if isinstance(exc, ControlError) and not closed:
                 refusal.headers.update(error_headers(exc) or {})
-            await refusal(scope, receive, send)
+            if scope["type"] == "websocket" and not _can_deny(scope):
+                await send({"type": "websocket.close", "code": 1008, "reason": str(message)[:120]})
+                return
+            await refusal(scope, receive, send)  # a WebSocket's before its upgrade, as E2B's
+
+
+def _can_deny(scope: Scope) -> bool:
+    """Whether the server can answer a WebSocket request with an HTTP response before its
+    upgrade (ASGI's `websocket.http.response`: uvicorn's, Starlette's test client); without it a
+    refusal is a close before accept, which servers answer 403."""
+    return "websocket.http.response" in (scope.get("extensions") or {})
 
 
 async def _bounded_body(request: Request) -> bytes:
