@@ -1,12 +1,14 @@
 """What the guest agent says of a file (guest/files.py `file_info`): its whole mode (type bits
 included) beside the permission bits an older host reads, and its owner's and group's names, left
 out for an id the guest has no name for; and how envd's service says them
-(e2b/envd_files.py `entry`), an agent before them answered as before."""
+(e2b/envd_files.py `entry`), an agent before them answered as before. A symbolic link is described
+as itself with its target resolved and what is there, as envd's (its Stat described the target)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +88,44 @@ def test_an_agent_before_the_names_is_answered_as_before() -> None:
     said = entry(info())
     assert (said["permissions"], said["owner"], said["group"]) == ("?rw-r--r--", "1000", "1000")
     assert entry(info(uid=0, gid=0))["owner"] == "root"
+
+
+def test_the_guest_says_a_link_s_target_and_what_is_there(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "notes.txt").write_text("hi")
+    os.chmod(tmp_path / "real" / "notes.txt", 0o640)
+    (tmp_path / "hop").symlink_to("real")
+    (tmp_path / "link").symlink_to("hop/notes.txt")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    link = str(tmp_path / "link")
+    info = file_info(link, os.lstat(link))
+    assert info["type"] == "symlink" and info["size"] == len("hop/notes.txt")
+    resolved = str((tmp_path / "real" / "notes.txt").resolve())
+    assert (info["target"], info["target_type"], info["target_mode"]) == (resolved, "file", 0o640)
+    dangling = str(tmp_path / "dangling")
+    info = file_info(dangling, os.lstat(dangling))
+    assert (info["target"], info["target_type"], info["target_mode"]) == (dangling, None, None)
+    assert "target" not in file_info(resolved, os.lstat(resolved))
+
+
+def test_envd_says_a_link_as_itself_with_what_it_points_to() -> None:
+    link = {"type": "symlink", "size": 9, "mode": 0o777, "st_mode": stat.S_IFLNK | 0o777}
+    said = entry(info(**link, target="/real/dir", target_type="dir", target_mode=0o755))
+    assert (said["type"], said["mode"], said["isSymlink"]) == ("FILE_TYPE_DIRECTORY", 0o755, True)
+    assert (said["symlinkTarget"], said["permissions"], said["size"]) == (
+        "/real/dir",
+        "Lrwxrwxrwx",
+        "9",
+    )
+    nothing = entry(info(**link, target="/a"))  # a link to nothing: envd's unknown type
+    assert (nothing["type"], nothing["mode"], nothing["symlinkTarget"]) == (
+        "FILE_TYPE_UNSPECIFIED",
+        0,
+        "/a",
+    )
+
+
+def test_an_agent_before_link_targets_is_answered_as_before() -> None:
+    said = entry(info(type="symlink", mode=0o777))
+    assert (said["type"], said["mode"], said["isSymlink"]) == ("FILE_TYPE_FILE", 0o777, True)
+    assert "symlinkTarget" not in said

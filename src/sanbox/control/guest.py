@@ -254,9 +254,9 @@ async def put_file(
         return await client.files.put(path, source, mode=mode)
 
 
-async def stat_file(fleet: Fleet, org: Org, ref: str, path: str) -> FileInfo:
+async def stat_file(fleet: Fleet, org: Org, ref: str, path: str, follow: bool = True) -> FileInfo:
     async with guest_call(fleet, org, ref) as machine:
-        return await (await machine.client()).files.stat(path)
+        return await (await machine.client()).files.stat(path, follow)
 
 
 UNSIZED_MOST = 64 * 2**20  # bytes of a file whose stat says 0 (/proc's) sent, at most

@@ -106,8 +106,9 @@ class GuestVerbs:
     ) -> int:
         return await guest.put_file(self.fleet, org, ref, path, source, mode)
 
-    async def stat_file(self, org: Org, ref: str, path: str) -> FileInfo:
-        return await guest.stat_file(self.fleet, org, ref, path)
+    async def stat_file(self, org: Org, ref: str, path: str, follow: bool = True) -> FileInfo:
+        """`follow=False`: a symbolic link itself (`Files.stat`)."""
+        return await guest.stat_file(self.fleet, org, ref, path, follow)
 
     def read_file(
         self, org: Org, ref: str, path: str, size: int | None = None, most: int | None = None

@@ -21,6 +21,7 @@ from .envd import Sandbox
 MAX_ENTRIES = 10_000  # of one ListDir, however deep
 MAX_DEPTH = 16
 _TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "symlink": "FILE_TYPE_FILE"}
+_NO_TYPE = "FILE_TYPE_UNSPECIFIED"  # a link to nothing, or to what is neither file nor folder
 _NAMES = {0: "root"}  # an agent that sends no names: root's is known, others' are numbers
 # Go's `os.FileMode` letters of a file's type (a character device is "Dc": "c" after "ug")
 _KINDS = {
@@ -48,7 +49,10 @@ def permissions(st_mode: int) -> str:
 def entry(info: FileInfo) -> dict[str, Any]:
     """An EntryInfo: 64-bit size as a string, enum names, an RFC 3339 time. The permissions and
     names as envd says them when the agent sends the file's whole mode and its owner's names;
-    an agent before them: the mode without its type (`?rw-r--r--`) and numbers but root's."""
+    an agent before them: the mode without its type (`?rw-r--r--`) and numbers but root's. A
+    symbolic link is itself (`isSymlink`, its size, `Lrwxrwxrwx`, its owner and time) with
+    the type and permission bits of what it points to and `symlinkTarget`, the path with every
+    link resolved, as envd's; an agent before targets: a file type, no target."""
     mtime = datetime.fromtimestamp(info.mtime, UTC).isoformat().replace("+00:00", "Z")
     out: dict[str, Any] = {
         "name": info.name,
@@ -65,6 +69,12 @@ def entry(info: FileInfo) -> dict[str, Any]:
     }
     if info.type == "symlink":
         out["isSymlink"] = True
+    if info.type == "symlink" and info.target is not None:  # as envd: what the link points to
+        out["type"] = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY"}.get(
+            info.target_type or "", _NO_TYPE
+        )
+        out["mode"] = info.target_mode or 0
+        out["symlinkTarget"] = info.target
     return out
 
 
@@ -76,7 +86,9 @@ def path_of(sb: Sandbox, msg: dict[str, Any], key: str = "path") -> str:
 
 
 async def stat(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    return {"entry": entry(await sb.plane.stat_file(sb.org, sb.computer_id, path_of(sb, msg)))}
+    """envd's Stat: a symbolic link itself (its target in `symlinkTarget`), as envd's `Lstat`."""
+    path = path_of(sb, msg)
+    return {"entry": entry(await sb.plane.stat_file(sb.org, sb.computer_id, path, follow=False))}
 
 
 async def list_dir(sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``file`` streams: put, get, mkdir, list, stat, remove."""
+"""``file`` streams: put, get, mkdir, list, stat (of a link, or what it points to), remove."""
 
 from __future__ import annotations
 
@@ -59,11 +59,28 @@ class Names:
         return self._groups[gid]
 
 
+def _link_target(path: str) -> dict[str, Any]:
+    """A symbolic link's target, as envd says it: the path with every link resolved (the link's
+    own path if it does not resolve), and what is there (type and permission bits; None for
+    nothing)."""
+    try:
+        target = os.path.realpath(path, strict=True)
+        st = os.stat(target)
+    except (OSError, RuntimeError, ValueError):
+        return {"target": path, "target_type": None, "target_mode": None}
+    return {
+        "target": target,
+        "target_type": _type_name(st.st_mode),
+        "target_mode": stat.S_IMODE(st.st_mode),
+    }
+
+
 def file_info(
     path: str, st: os.stat_result, name: str | None = None, names: Names | None = None
 ) -> dict[str, Any]:
     """A file's facts; `st_mode` (type bits included) and the owner's and group's names are
-    what an agent before them did not send (a name the guest has none for is left out)."""
+    what an agent before them did not send (a name the guest has none for is left out), and so
+    is a symbolic link's target (`_link_target`)."""
     names = names if names is not None else Names()
     info: dict[str, Any] = {
         "name": name if name is not None else (os.path.basename(path) or "/"),
@@ -81,6 +98,8 @@ def file_info(
         info["owner"] = owner
     if group is not None:
         info["group"] = group
+    if stat.S_ISLNK(st.st_mode):
+        info.update(_link_target(path))
     return info
 
 
@@ -121,8 +140,10 @@ class FileStream(Stream):
                 self.send_msg("result", info=file_info(path, os.stat(path)))
             elif op == "list":
                 self.send_msg("result", entries=self._list(path))
-            elif op == "stat":
-                self.send_msg("result", info=file_info(path, os.stat(path)))
+            elif op == "stat":  # `follow: false`: a symbolic link itself (lstat)
+                follow = self.params.get("follow", True) is not False
+                st = os.stat(path) if follow else os.lstat(path)
+                self.send_msg("result", info=file_info(path, st))
             elif op == "remove":
                 self._remove(path, bool(self.params.get("recursive", False)))
                 self.send_msg("result")

@@ -20,6 +20,8 @@ PUT_STALL = 60.0
 
 
 MAX_NAME = 256  # an owner's or group's name, as the guest says it
+MAX_TARGET = 4096  # a symbolic link's target path (Linux's PATH_MAX)
+TYPES = ("file", "dir", "symlink", "other")
 
 
 def _name(value: object, what: str) -> str | None:
@@ -27,6 +29,19 @@ def _name(value: object, what: str) -> str | None:
     if name is not None and not 0 < len(name) <= MAX_NAME:
         raise reply.bad_reply(what, f"a name of 1 to {MAX_NAME} characters")
     return name
+
+
+def _target(value: object) -> str | None:
+    target = None if value is None else reply.text(value, "link target")
+    if target is not None and not (target.startswith("/") and len(target) <= MAX_TARGET):
+        raise reply.bad_reply("link target", f"an absolute path of {MAX_TARGET} bytes at most")
+    return target
+
+
+def _kind(value: object, what: str) -> str | None:
+    if value is not None and value not in TYPES:
+        raise reply.bad_reply(what, " or ".join(TYPES))
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,12 @@ class FileInfo:
     st_mode: int | None = None  # with the type bits; None from an agent before it
     owner: str | None = None  # the account's name; None: none in the guest (or an older agent)
     group: str | None = None
+    # a symbolic link's (from an agent that says them): its target with every link resolved
+    # (its own path if it does not resolve), and the type and permission bits found there
+    # (None: nothing there)
+    target: str | None = None
+    target_type: str | None = None
+    target_mode: int | None = None
 
     @property
     def is_dir(self) -> bool:
@@ -66,6 +87,9 @@ class FileInfo:
             st_mode=reply.optional_integer(info.get("st_mode"), "file st_mode"),
             owner=_name(info.get("owner"), "file owner"),
             group=_name(info.get("group"), "file group"),
+            target=_target(info.get("target")),
+            target_type=_kind(info.get("target_type"), "link target's type"),
+            target_mode=reply.optional_integer(info.get("target_mode"), "link target's mode"),
         )
 
 
@@ -185,8 +209,13 @@ class Files:
         body = await self._client.call("file", {"op": "list", "path": check_path(path)})
         return [FileInfo.from_body(e) for e in reply.items(body.get("entries"), "listing")]
 
-    async def stat(self, path: str) -> FileInfo:
-        body = await self._client.call("file", {"op": "stat", "path": check_path(path)})
+    async def stat(self, path: str, follow: bool = True) -> FileInfo:
+        """The file at `path`; `follow=False`: a symbolic link itself, with its target (an agent
+        before it answers for what the link points to, as with `follow`)."""
+        params: dict[str, object] = {"op": "stat", "path": check_path(path)}
+        if not follow:
+            params["follow"] = False
+        body = await self._client.call("file", params)
         return FileInfo.from_body(body.get("info"))
 
     async def remove(self, path: str, recursive: bool = False) -> None:
