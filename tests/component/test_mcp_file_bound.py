@@ -36,9 +36,9 @@ def test_read_file_reads_no_more_than_its_cap_of_a_file_that_grows_after_its_sta
     read = 0
     real_stat, real_get = Files.stat, Files.get
 
-    async def stat(self: Files, remote: str) -> FileInfo:
+    async def stat(self: Files, remote: str, follow: bool = True) -> FileInfo:
         nonlocal stats
-        info = await real_stat(self, remote)
+        info = await real_stat(self, remote, follow)
         if remote != str(path):
             return info
         stats += 1
