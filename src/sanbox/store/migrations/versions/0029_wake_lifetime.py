@@ -2,15 +2,15 @@
 after that end: the timeout its E2B create gave, as E2B gives an auto-resumed sandbox. Null: a
 computer made before, or not through E2B's API (it gets as long as its last run had).
 
-Revision ID: 0028
-Revises: 0027
+Revision ID: 0029
+Revises: 0028
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0028"
-down_revision = "0027"
+revision = "0029"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
