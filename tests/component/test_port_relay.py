@@ -487,5 +487,6 @@ def test_public_surface() -> None:
         "PortHost",
         "parse_port_host",
         "relay_http",
+        "relay_port_http",
         "relay_websocket",
     ]

@@ -38,7 +38,7 @@ from .auth import client_address
 from .errors import error_headers
 from .forwarded import forwarded_proto
 from .open_requests import OpenCounts, holding
-from .ports import ByteStream, PortHost, parse_port_host, relay_http, relay_websocket
+from .ports import ByteStream, PortHost, parse_port_host, relay_port_http, relay_websocket
 from .ports.access import (
     FULL,
     SAFE_METHODS,
@@ -366,9 +366,10 @@ async def _http_while_standing(
     stream: ByteStream,
     host_header: str,
 ) -> None:
-    """`relay_http` until it ends or what let it in lapses: a lapse before the response's head is
-    answered with the lapse's error (401 for a key); after it, `Lapsed` is raised (the server
-    aborts the connection, as a broken-off one)."""
+    """`relay_port_http` (`ports.devtools`: a DevTools discovery answer checked) until it ends or
+    what let it in lapses: a lapse before the response's head is answered with the lapse's error
+    (401 for a key); after it, `Lapsed` is raised (the server aborts the connection, as a
+    broken-off one)."""
     started = False
 
     async def watched(message: Message) -> None:
@@ -376,7 +377,7 @@ async def _http_while_standing(
         started = started or message["type"] == "http.response.start"
         await send(message)
 
-    relay = relay_http(stripped(scope), receive, watched, stream, host_header=host_header)
+    relay = relay_port_http(stripped(scope), receive, watched, stream, host_header=host_header)
     if await while_standing(stands, relay):
         return
     lapse = stands.lapsed or AuthError(KEY_LAPSED)

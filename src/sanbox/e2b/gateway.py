@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..api.errors import error_headers
 from ..api.open_requests import OpenCounts, hold, holding, sandbox_holder, serving
-from ..api.ports import relay_http, relay_websocket
+from ..api.ports import relay_port_http, relay_websocket
 from ..api.ports.access import stripped
 from ..api.ports.public_relays import PublicRelays
 from ..control.errors import ControlError
@@ -285,7 +285,7 @@ class E2bGateway:
                             stripped(scope), receive, sending, tcp, host_header=host_header
                         )
                     else:
-                        await relay_http(
+                        await relay_port_http(
                             stripped(scope), receive, sending, tcp, host_header=host_header
                         )
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:

@@ -1,0 +1,152 @@
+"""A CDP client's discovery through a published port: Playwright's `connect_over_cdp(URL,
+headers={"Authorization": "Bearer KEY"})` GETs `/json/version/` with the headers, follows a
+redirect with them, then opens the WebSocket the answer's `webSocketDebuggerUrl` names with them
+too. A hostile guest that named its own host there would be sent the caller's key: the caller
+gets the URL on the port's own host, or a refusal, never the guest's choice.
+
+The "guest" is an HTTP server on the host that answers what the test tells it (the component
+tier's agent dials the host's loopback for the computer's `tcp` stream)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from .conftest import E2bStand, Server
+from .test_published_access import get, publish, serving
+
+pytestmark = pytest.mark.component
+
+CODE = "devtools_answer_refused"
+FOREIGN = "attacker.example"
+BROWSER_ID = "5c2c29a5-83b0-4c52-a2de-7d1c6b0a4e2f"
+PAGE_ID = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+
+
+@contextlib.contextmanager
+def devtools_guest(answers: dict[str, tuple[int, dict[str, str], bytes]]) -> Iterator[int]:
+    """A port that answers each path (the query left out) with the status, headers and body
+    given, and a text 404 otherwise."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            status, headers, body = answers.get(self.path.partition("?")[0], (404, {}, b"no"))
+            self.send_response(status)
+            for name, value in {"content-length": str(len(body)), **headers}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    with serving(Handler) as port:
+        yield port
+
+
+def _json(document: object) -> tuple[int, dict[str, str], bytes]:
+    return 200, {"content-type": "application/json; charset=UTF-8"}, json.dumps(document).encode()
+
+
+def _version(socket_url: str) -> tuple[int, dict[str, str], bytes]:
+    return _json({"Browser": "Chrome/140.0", "webSocketDebuggerUrl": socket_url})
+
+
+def test_a_guest_cannot_name_another_host_for_the_client_s_websocket(server: Server) -> None:
+    answers = {
+        "/json/version/": _version(f"ws://{FOREIGN}/devtools/browser/{BROWSER_ID}"),
+        "/json/version": _version(f"wss://{FOREIGN}:8443/x?key=1"),
+        "/json/list": _json([{"id": PAGE_ID, "webSocketDebuggerUrl": f"ws://{FOREIGN}/steal"}]),
+        "/json": (302, {"location": f"http://{FOREIGN}/json/version"}, b""),
+        "/cdp/json/version/": (200, {"content-type": "text/plain"}, b'{"webSocketDebuggerUrl'),
+        "/json/new": _json({"webSocketDebuggerUrl": None}),
+    }
+    with devtools_guest(answers) as port:
+        publish(server, server.key, "web", port, public=False)
+        host = f"{port}-web.localhost:7070"
+        auth = {"authorization": f"Bearer {server.key}"}
+        # a /devtools/ path is kept, on the port's own host: the client comes back here
+        r = get(server, host, "/json/version/", **auth)
+        assert r.status_code == 200, r.text
+        assert r.json() == {
+            "Browser": "Chrome/140.0",
+            "webSocketDebuggerUrl": f"ws://{host}/devtools/browser/{BROWSER_ID}",
+        }
+        # anything else is refused: another path, a redirect, no JSON, no URL
+        for path in ("/json/version", "/json/list", "/json", "/cdp/json/version/", "/json/new"):
+            r = get(server, host, path, **auth)
+            assert r.status_code == 502, (path, r.text)
+            assert r.json()["error"]["code"] == CODE
+            assert FOREIGN not in r.text and "location" not in r.headers
+        # the same over https (a trusted proxy's or the server's TLS): wss, on the same host
+        r = server.client.get(
+            f"https://{host}/json/version/", headers={"host": host, **auth}, follow_redirects=False
+        )
+        assert r.json()["webSocketDebuggerUrl"] == f"wss://{host}/devtools/browser/{BROWSER_ID}"
+
+
+def test_chromium_s_answers_come_through_on_the_port_s_host(server: Server) -> None:
+    """What the browser type's front answers (its URLs on the published host already), and what
+    Chromium itself would (on its own address), both reach the client on the port's host, a
+    frontend URL that cannot be left out; the rest of the port is relayed as it was."""
+    page = {
+        "description": "",
+        "devtoolsFrontendUrl": "/devtools/inspector.html"
+        f"?ws=127.0.0.1:9222/devtools/page/{PAGE_ID}",
+        "devtoolsFrontendUrlCompat": "https://chrome-devtools-frontend.appspot.com/serve_rev/"
+        f"@abc/inspector.html?ws=127.0.0.1:9222/devtools/page/{PAGE_ID}",
+        "id": PAGE_ID,
+        "title": "Päge ✓",
+        "type": "page",
+        "url": "about:blank",
+        "webSocketDebuggerUrl": f"ws://127.0.0.1:9222/devtools/page/{PAGE_ID}",
+    }
+    answers = {
+        "/json/list": _json([page, {"id": "worker", "type": "service_worker"}]),
+        "/json/protocol": (200, {"content-type": "text/plain"}, b"not checked: no URL in it"),
+        "/other": (200, {"content-type": "text/plain"}, b"plain"),
+    }
+    with devtools_guest(answers) as port:
+        host = f"{port}-web.localhost:7070"
+        answers["/json/version/"] = _version(f"ws://{host}/devtools/browser/{BROWSER_ID}")
+        publish(server, server.key, "web", port, public=False)
+        auth = {"authorization": f"Bearer {server.key}"}
+        r = get(server, host, "/json/version/", **auth)
+        assert r.status_code == 200, r.text
+        assert r.json()["webSocketDebuggerUrl"] == f"ws://{host}/devtools/browser/{BROWSER_ID}"
+        r = get(server, host, "/json/list", **auth)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "application/json; charset=utf-8"
+        first, second = r.json()
+        assert first == {
+            **{k: v for k, v in page.items() if k != "devtoolsFrontendUrlCompat"},
+            "devtoolsFrontendUrl": f"http://{host}/devtools/inspector.html"
+            f"?ws={host}/devtools/page/{PAGE_ID}",
+            "webSocketDebuggerUrl": f"ws://{host}/devtools/page/{PAGE_ID}",
+        }
+        assert second == {"id": "worker", "type": "service_worker"}
+        assert get(server, host, "/json/protocol", **auth).text == "not checked: no URL in it"
+        assert get(server, host, "/other", **auth).text == "plain"
+        r = get(server, host, "/json/new", **auth)  # a text answer there is no client's
+        assert (r.status_code, r.json()["error"]["code"]) == (502, CODE)
+
+
+def test_an_e2b_port_s_discovery_is_checked_too(e2b: E2bStand) -> None:
+    made = e2b.client.post(
+        "/e2b/sandboxes",
+        headers=e2b.api,
+        json={"templateID": "base", "network": {"allowPublicTraffic": False}},
+    )
+    assert made.status_code == 201, made.text
+    sandbox, token = made.json()["sandboxID"], made.json()["trafficAccessToken"]
+    answers = {"/json/version": _version(f"ws://{FOREIGN}/devtools/browser/{BROWSER_ID}")}
+    with devtools_guest(answers) as port:
+        host = f"{port}-{sandbox}.localhost"
+        headers = {"host": host, "e2b-traffic-access-token": token}
+        r = e2b.client.get("/json/version", headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["webSocketDebuggerUrl"] == f"ws://{host}/devtools/browser/{BROWSER_ID}"
