@@ -4,7 +4,15 @@
   Idempotency-Key is no success either, and the member waits in its pool until its host is back;
 - a claim takes members of the region the create would run in now: after the org's home region
   moved, a create is not served by a member of the old one, and the refill replaces the members
-  of the old region with members of the new."""
+  of the old region with members of the new;
+- a drain empties its host of pool members: they are not claimable (a claimed computer would
+  have to move), so the refill discards them at once and makes their replacements on a host that
+  takes new computers;
+- a pool whose member is stranded on a host that is away counts it `unavailable`, not `ready`,
+  and gets a replacement; once the host is back, the extra member is trimmed.
+(A claim on these stand-in hosts ends in the ordinary create: they run no egress gateway, so a
+claim's policy fails there. Which member a claim would take is what `ready` counts, by the same
+rule: test_pool_status.py.)"""
 
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
+from sanbox.store.fleet_models import HostRow
 from sanbox.store.models import ComputerRow, EventRow
 
 from .conftest import LiveServer, fake_image
@@ -82,9 +91,10 @@ def _pool_ready(live: LiveServer, size: int) -> None:
 
 def _members(live: LiveServer) -> list[dict[str, Any]]:
     """The pool's members as the database holds them (hidden from every listing)."""
-    q = select(ComputerRow.id, ComputerRow.state, ComputerRow.region)
-    rows = _read(live, q.where(ComputerRow.pool.is_not(None)))
-    return [{"id": r.id, "state": r.state, "region": r.region} for r in rows]
+    q = select(ComputerRow.id, ComputerRow.state, ComputerRow.region, HostRow.name)
+    q = q.outerjoin(HostRow, HostRow.id == ComputerRow.host_id)
+    rows = _read(live, q.where(ComputerRow.pool.is_not(None)).order_by(ComputerRow.created_at))
+    return [{"id": r.id, "state": r.state, "region": r.region, "host": r.name} for r in rows]
 
 
 def _said(live: LiveServer, computer_id: str) -> list[str]:
@@ -173,4 +183,77 @@ def test_a_claim_takes_a_member_of_the_region_the_create_would_run_in(
         )
         _call(live, "PUT", "/v1/pools/base", json={"size": 0})
         made.delete()
+        _until("no member left", lambda: _members(live) == [], timeout=30)
+
+
+def _pool(live: LiveServer) -> dict[str, Any]:
+    [pool] = _call(live, "GET", "/v1/pools").json()["pools"]
+    return dict(pool)
+
+
+def _on(live: LiveServer) -> list[tuple[str | None, str]]:
+    """Where the pool's members are, and their states."""
+    return [(m["host"], m["state"]) for m in _members(live)]
+
+
+def test_a_drain_empties_its_host_of_pool_members(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    h1, h2 = (short_tmp / "h1", _free_port()), (short_tmp / "h2", _free_port())
+    with (
+        _host(live, *h1, "h1", "eu-1"),
+        _host(live, *h2, "h2", "eu-1"),
+        Sanbox(live.url, live.key, timeout=60) as client,
+    ):
+        _pool_ready(live, 1)
+        [old] = _members(live)
+        other = "h2" if old["host"] == "h1" else "h1"
+        client.fleet.drain(old["host"])
+        _until(
+            f"the member replaced on {other}, none left on {old['host']}",
+            lambda: _on(live) == [(other, "running")],
+            timeout=30,
+        )
+        assert any("its host is draining" in m for m in _said(live, old["id"])), _said(
+            live, old["id"]
+        )
+        _until("the pool ready again", lambda: _pool(live)["ready"] == 1, timeout=30)
+        assert _pool(live)["unavailable"] == 0
+        _call(live, "PUT", "/v1/pools/base", json={"size": 0})
+        _until("no member left", lambda: _members(live) == [], timeout=30)
+
+
+def test_a_member_on_a_host_away_is_unavailable_and_replaced(
+    fleet_server: LiveServer, short_tmp: Path
+) -> None:
+    live = fleet_server
+    hosts = {"h1": (short_tmp / "h1", _free_port()), "h2": (short_tmp / "h2", _free_port())}
+    with contextlib.ExitStack() as stack:
+        stops = {
+            name: stack.enter_context(_host(live, *at, name, "eu-1")) for name, at in hosts.items()
+        }
+        _pool_ready(live, 1)
+        [old] = _members(live)
+        away, other = old["host"], "h2" if old["host"] == "h1" else "h1"
+        stops[away].set()  # its host agent goes; its member's VM runs on, out of reach
+        _until(
+            f"{away} suspect", lambda: {h.name: h.state for h in _hosts(live)}[away] == "suspect"
+        )
+        _until(  # replaced on the host that answers
+            f"a replacement on {other}",
+            lambda: _on(live) == [(away, "running"), (other, "running")],
+            timeout=30,
+        )
+        _until(  # counted apart
+            "the replacement ready, the member away unavailable",
+            lambda: (_pool(live)["ready"], _pool(live).get("unavailable")) == (1, 1),
+            timeout=30,
+        )
+    with contextlib.ExitStack() as stack:  # the host is back: its member is an extra, trimmed
+        for name, at in hosts.items():
+            stack.enter_context(_host(live, *at, name, "eu-1"))
+        _until("one member again", lambda: len(_members(live)) == 1, timeout=30)
+        assert (_pool(live)["ready"], _pool(live)["unavailable"]) == (1, 0)
+        _call(live, "PUT", "/v1/pools/base", json={"size": 0})
         _until("no member left", lambda: _members(live) == [], timeout=30)

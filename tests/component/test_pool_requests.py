@@ -33,7 +33,8 @@ def test_bad_pool_requests_keep_nothing(
 def test_an_empty_pool_is_listed_and_hides_nothing(server: Server) -> None:
     r = server.client.put("/v1/pools/base", json={"size": 0}, headers=server.headers())
     assert r.status_code == 200, r.text
-    assert r.json() == {"template": "base", "size": 0, "ready": 0, "starting": 0, "refill": "full"}
+    counts = {"ready": 0, "starting": 0, "unavailable": 0}
+    assert r.json() == {"template": "base", "size": 0, **counts, "refill": "full"}
     pools = server.client.get("/v1/pools", headers=server.headers()).json()["pools"]
     assert [p["template"] for p in pools] == ["base"]
     computers = server.client.get("/v1/computers", headers=server.headers()).json()

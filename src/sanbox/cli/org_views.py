@@ -78,9 +78,10 @@ def pools(found: list[Pool], as_json: bool) -> None:
     if as_json:
         print_json([p.to_json() for p in found])
         return
-    table = new_table("TEMPLATE", "SIZE", "READY", "STARTING", "REFILL", box=None)
+    table = new_table("TEMPLATE", "SIZE", "READY", "STARTING", "UNAVAILABLE", "REFILL", box=None)
     for p in found:
-        table.add_row(p.template, str(p.size), str(p.ready), str(p.starting), p.refill)
+        counts = (p.size, p.ready, p.starting, p.unavailable)
+        table.add_row(p.template, *map(str, counts), p.refill)
     console.print(table)
 
 

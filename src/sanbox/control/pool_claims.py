@@ -4,8 +4,9 @@ in its VM under its lock, or given up as a whole.
 - **Which member.** The oldest running one of the pool that fits the request, on a host that is
   `up` and answers this node (or on this server's own host), in the region an ordinary create of
   the request would run in now (the one asked for, else the org's home region once fleet hosts
-  have joined): a member on a host that is away, or in a region the org no longer runs in, is
-  left where it is and the next one taken, or none (the create is then made the ordinary way).
+  have joined): `claimable`. A member on a host that is away or draining (it would have to
+  move), or in a region the org no longer runs in, is left where it is and the next one taken,
+  or none (the create is then made the ordinary way); the pool's refill replaces it.
 - **Taken.** One transaction: the record leaves the pool as the request's computer (its name,
   labels, environment, policy, idle timeout, Idempotency-Key, secrets), `identity_pending`
   `claim` until its VM is configured, with the room its disk's growth takes held.
@@ -25,7 +26,7 @@ import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 
 from ..fleet.errors import BusyError
 from ..fleet.hosts import UP
@@ -61,9 +62,7 @@ def take(
             q = select(ComputerRow).where(
                 ComputerRow.pool == pool.id, ComputerRow.state == State.RUNNING
             )
-            q = q.where(_answering(fleet))
-            if (region := _region(fleet, org, req)) is not None:
-                q = q.where(ComputerRow.region == region)
+            q = q.where(claimable(fleet, org.id, req.region))
             q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
             row = s.scalars(q.with_for_update(skip_locked=True)).first()
             if row is None or not fits(row, req):
@@ -113,6 +112,17 @@ def take(
     return row, hold
 
 
+def claimable(fleet: Fleet, org_id: str, region: str | None) -> ColumnElement[bool]:
+    """Which running members of the org's pools a claim takes now, for a create that asks for
+    `region` (None: none): on a host that answers (`_answering`), in the region the create would
+    run in (`_region`). The one rule a claim selects by and a pool's status and refill count by
+    (`pool_members.py`): a pool's `ready` is what a claim could take."""
+    where = _answering(fleet)
+    if (in_region := _region(fleet, org_id, region)) is not None:
+        where = and_(where, ComputerRow.region == in_region)
+    return where
+
+
 def _answering(fleet: Fleet) -> ColumnElement[bool]:
     """Members on this server's own host, or on a fleet host that is `up` and whose report this
     node reads now (a host away would fail the claim, and leave its member unreachable)."""
@@ -124,12 +134,12 @@ def _answering(fleet: Fleet) -> ColumnElement[bool]:
     return or_(local, ComputerRow.host_id.in_(up))
 
 
-def _region(fleet: Fleet, org: Org, req: creating.CreateRequest) -> str | None:
-    """The region the request's computer would be made in now (None: any): the one asked for,
-    else, once fleet hosts have joined, its org's home region as it is set now."""
-    if req.region is not None or not placing.wanted(fleet, None, False):
-        return req.region
-    return region_for(fleet.db, org.id, None)
+def _region(fleet: Fleet, org_id: str, asked: str | None) -> str | None:
+    """The region a create asking for `asked` would be made in now (None: any): the one asked
+    for, else, once fleet hosts have joined, its org's home region as it is set now."""
+    if asked is not None or not placing.wanted(fleet, None, False):
+        return asked
+    return region_for(fleet.db, org_id, None)
 
 
 def fits(row: ComputerRow, req: creating.CreateRequest) -> bool:

@@ -21,9 +21,11 @@ half-configured.
 Members survive a server restart like any computer (the reconciler re-attaches them; one this
 node does not hold, on a fleet host or made by another API node, is attached at its claim) and the
 loop refills or trims the pool; a member that is not running, that came from a build of the
-template that is no longer its current one, that is outside its org's home region, or whose host
-was forgotten, is discarded, never leaked nor handed out stale (one whose host does not answer
-stays hidden, not handed out, until the host can remove it).
+template that is no longer its current one, that is outside its org's home region, whose host
+was forgotten, or whose host is draining (at once: `pool_members.py` says why), is discarded,
+never leaked nor handed out stale. One whose host does not answer stays hidden, not handed out,
+until the host can remove it, and is replaced meanwhile: the pool is sized, and its status
+counted, on what a claim could take (`pool_members.py`); back, it is an extra, trimmed.
 A member counts as ready once its warm-up has run (`pool_warmup.py`), not when it starts
 running: a claim of one still warming waits for it, and under TCG a just-restored guest's warm-up
 keeps a core busy. (An API node that did not make it, or a restarted one, counts it ready once
@@ -38,15 +40,11 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
-from ..fleet.hosts import RETIRED
 from ..host.door import HostError, faults
 from ..store import repo
-from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, PoolRow
 from . import create as creating
-from . import lifecycle, placing, pool_warmup, template_lookup, templates
+from . import lifecycle, pool_members, pool_warmup, template_lookup, templates
 from . import pool_claims as claims
 from . import provision as provisioning
 from .errors import ControlError, InvalidRequestError
@@ -68,8 +66,9 @@ MAX_HOSTNAMES = 4096  # warmed members' names remembered (claims and discards fo
 @dataclass(frozen=True)
 class PoolStatus:
     pool: PoolRow
-    ready: int  # running members whose warm-up has run
+    ready: int  # members a claim could take now: warmed, on a host that answers, in region
     starting: int  # members being made or warmed
+    unavailable: int  # members a claim cannot take: on a host away or draining, out of region
     refill: str  # "full", "filling", "shrinking" or "blocked: why"
 
 
@@ -129,25 +128,15 @@ class Pools:
             )
 
     def status(self, org: Org) -> list[PoolStatus]:
-        out = []
+        """Each of the org's pools, its members counted as a claim sees them now
+        (`pool_members.py`): `ready` is exactly what a claim could take."""
         with self.fleet.db.session() as s:
-            for pool in repo.list_pools(s, org.id):
-                members = repo.pool_members(s, pool.id)
-                ready = sum(m.state == State.RUNNING and m.id not in self._warming for m in members)
-                starting = sum(
-                    m.state == State.CREATING
-                    or (m.state == State.RUNNING and m.id in self._warming)
-                    for m in members
-                )
-                refill = self._blocked.get(pool.id)
-                if refill is None:
-                    have = ready + starting
-                    refill = (
-                        "full"
-                        if have == pool.size and not starting
-                        else ("shrinking" if have > pool.size else "filling")
-                    )
-                out.append(PoolStatus(pool, ready, starting, refill))
+            pools = repo.list_pools(s, org.id)
+        out = []
+        for pool in pools:
+            counts = pool_members.count(pool_members.look(self.fleet, pool), self._warming)
+            refill = pool_members.refill_state(pool.size, counts, self._blocked.get(pool.id))
+            out.append(PoolStatus(pool, counts.ready, counts.starting, counts.unavailable, refill))
         return out
 
     # claims ---------------------------------------------------------------------------------
@@ -249,30 +238,30 @@ class Pools:
             self._hostnames[computer_id] = name
 
     async def refill(self, pool: PoolRow) -> bool:
-        """Discard members that do not run or are stale (`_stale`), trim extras, make one
-        missing member; whether the pool is still short of members (another round at once). A
-        member whose host does not answer stays hidden until it does (`_discard_or_leave`)."""
-        with self.fleet.db.session() as s:
-            members = repo.pool_members(s, pool.id)
-            built = repo.templates_named(s, pool.org_id, pool.template, None)  # every region's
-            home = s.scalar(select(Org.home_region).where(Org.id == pool.org_id))
-            gone = set(s.scalars(select(HostRow.id).where(HostRow.state == RETIRED)))
-        current = {sid for t in built for sid in (t.snapshot_id, t.ready_snapshot_id)} or None
-        home = home if home is not None and placing.wanted(self.fleet, None, False) else None
-        live = []
-        for m in members:
+        """Discard members that do not run or that a claim should no longer take
+        (`pool_members.discard_why`: on a draining host among them), trim extras, make one
+        missing member; whether the pool is still short of members (another round at once). The
+        pool is sized on the members it keeps but those on a host that is away (by its lease:
+        `pool_members.away`), which stay hidden until it answers (`_discard_or_leave`) and are
+        replaced meanwhile, up to `pool_members.HELD` times the pool's size in all."""
+        members = pool_members.look(self.fleet, pool)
+        live, held = [], 0  # held: members kept that a claim cannot take now
+        for m in members.all:
             if self.fleet.lock(m.id).locked():
                 live.append(m)  # being made or claimed right now
             elif m.state != State.RUNNING and m.state != State.CREATING:
-                await self._discard_or_leave(m.id, f"pool member was {m.state}: replaced")
-            elif m.state == State.RUNNING and (why := _stale(m, current, home, gone)):
-                await self._discard_or_leave(m.id, why)
+                gone = await self._discard_or_leave(m.id, f"pool member was {m.state}: replaced")
+                held += not gone
+            elif m.state == State.RUNNING and (why := pool_members.discard_why(m, members)):
+                held += not await self._discard_or_leave(m.id, why)
+            elif m.state == State.RUNNING and pool_members.away(m, members):
+                held += 1  # kept until its host answers, replaced meanwhile
             else:
                 live.append(m)
         extra = len(live) - pool.size
         for m in [m for m in reversed(live) if m.state == State.RUNNING][: max(0, extra)]:
             await self._discard_or_leave(m.id, "the pool shrank")
-        if len(live) >= pool.size:
+        if len(live) >= pool.size or len(live) + held >= pool_members.HELD * pool.size:
             return False
         await self._make(pool)
         return len(live) + 1 < pool.size and pool.id not in self._blocked
@@ -309,18 +298,3 @@ class Pools:
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), REFILL_INTERVAL)
-
-
-def _stale(
-    member: ComputerRow, current: set[str | None] | None, home: str | None, gone: set[str]
-) -> str | None:
-    """Why a running member is no longer one to hand out (None: it is): made from a build of
-    its template that is not its current one, in a region other than its org's home region
-    now (`home`: None when any will do), on a host forgotten as dead (`gone`)."""
-    if current is not None and member.origin not in current:
-        return "the template was rebuilt: replaced"
-    if home is not None and member.region != home:
-        return f"its org's home region is {home} now: replaced"
-    if member.host_id is not None and member.host_id in gone:
-        return "its host was forgotten as dead: replaced"
-    return None

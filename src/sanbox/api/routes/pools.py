@@ -21,8 +21,16 @@ class PoolSet(BaseModel):
 class Pool(BaseModel):
     template: str
     size: int
-    ready: int = Field(description="members running and warmed, ready to be claimed")
+    ready: int = Field(
+        description="members a create could claim now: running and warmed, on a host that "
+        "answers, in the region a create that asks for none runs in"
+    )
     starting: int = Field(description="members being made or warmed")
+    unavailable: int = Field(
+        description="members a claim cannot take now (on a host that is away or draining, in a "
+        "region the org no longer runs in, or waiting to be discarded); the pool is refilled "
+        "without counting them",
+    )
     refill: str = Field(description="full, filling, shrinking, or blocked: why")
 
     @classmethod
@@ -32,6 +40,7 @@ class Pool(BaseModel):
             size=status.pool.size,
             ready=status.ready,
             starting=status.starting,
+            unavailable=status.unavailable,
             refill=status.refill,
         )
 

@@ -63,8 +63,9 @@ class Pool:
 
     template: str
     size: int
-    ready: int = 0  # running, ready to be claimed
-    starting: int = 0  # being made
+    ready: int = 0  # what a create could claim now
+    starting: int = 0  # being made or warmed
+    unavailable: int = 0  # kept but not claimable now: on a host away or draining, out of region
     refill: str = ""  # full, filling, shrinking, or "blocked: why"
 
     @classmethod
