@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import stat
 import tarfile
 import time
 import zlib
@@ -209,8 +210,8 @@ def test_an_org_has_at_most_so_many_builds_queued_or_running(
 
 
 def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server) -> None:
-    """No upload: the last accepted build's context is kept (and removed with the template); a
-    template that has none is refused with what to do."""
+    """No upload: the last accepted build's context is kept (root's alone, and removed with the
+    template); a template that has none is refused with what to do."""
     h = server.headers()
     missing = server.client.post("/v1/templates/nope/rebuild", headers=h)
     assert error(missing) == (404, "template_not_found")
@@ -222,6 +223,7 @@ def test_a_rebuild_builds_again_from_the_context_the_server_kept(server: Server)
     template_id = first.json()["template"]["id"]
     kept = server.data_dir.root / "templates" / f"{template_id}.context.tar"
     assert kept.read_bytes() == context({"sanbox.toml": spec})
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600  # the fetch user cannot read it by name
     deadline = time.monotonic() + 60  # the stand-in's build ends (failed: it has no monitor)
     while server.client.get("/v1/templates/again", headers=h).json()["state"] == "building":
         assert time.monotonic() < deadline

@@ -142,9 +142,18 @@ def test_pip_into_a_venv_makes_it_and_installs_with_its_python() -> None:
 
 
 def test_npm_never_runs_install_scripts_on_the_host() -> None:
-    argv = fetch_npm.install_argv(Path("/p"), ["is-number"])
+    argv = fetch_npm.resolve_argv(Path("/p"), ["is-number"])
     assert "--ignore-scripts" in argv and argv[argv.index("--prefix") + 1] == "/p"
-    assert argv[-2:] == ["--", "is-number"]
+    assert "--package-lock-only" in argv and argv[-2:] == ["--", "is-number"]
+    argv = fetch_npm.install_argv(Path("/p"))
+    assert argv[:2] == ["npm", "ci"] and "--ignore-scripts" in argv
+
+
+def test_npm_commands_link_into_the_global_bin_and_nowhere_else() -> None:
+    assert fetch_npm.bin_link("../is-number/cli.js") == "../lib/node_modules/is-number/cli.js"
+    assert fetch_npm.bin_link("../@s/p/bin/x") == "../lib/node_modules/@s/p/bin/x"
+    for out_of_tree in ("/etc/passwd", "../../x/y", "../p/../../etc", "cli.js", "../p"):
+        assert fetch_npm.bin_link(out_of_tree) is None
 
 
 def test_npm_errors_name_the_missing_package() -> None:

@@ -91,10 +91,15 @@ def context_path(fleet: Fleet, template_id: str) -> Path:
 
 
 def _keep_context(fleet: Fleet, template_id: str, data: bytes) -> None:
+    """Written 0600: a tenant's files, readable by the server alone (not by the unprivileged
+    fetch user, which any tenant's package fetch runs as, nor by anyone else on the host)."""
     path = context_path(fleet, template_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), 0o600)  # a .tmp a crash left kept the mode it was made with
+        out.write(data)
     os.replace(tmp, path)
 
 

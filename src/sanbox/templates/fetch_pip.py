@@ -6,6 +6,11 @@ runs pip from it: `python3 pip-X.whl/pip install --no-index --find-links wheels 
 Only wheels are fetched (`--only-binary=:all:`): the guest has no compiler and no network, so a
 package with no wheel for CPython 3.11 on glibc x86_64 is refused on the host with that reason.
 
+pip resolves first (`pip install --dry-run --report`, nothing installed): a dependency that is a
+direct reference (`name @ file:///...` or a VCS URL in a wheel's Requires-Dist, which pip follows
+from any index but PyPI's own file host) is refused, naming it (`registry_only`); then `pip
+download --no-deps` fetches exactly the pinned list the report gave, from the index.
+
 Debian marks its python3 EXTERNALLY-MANAGED. The install passes `--break-system-packages`:
 Debian's python3 installs a non-venv pip's files under /usr/local/lib/python3.11/dist-packages
 (its `posix_local` scheme), so dpkg's files in /usr/lib/python3 are never overwritten, and the
@@ -19,6 +24,7 @@ an application whose pinned dependencies should not meet the system's, run as /o
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -38,11 +44,13 @@ from .fetch_common import (
     write_script,
 )
 from .fetch_sandbox import FetchSandbox
+from .registry_only import check_pip_report
 
 PYTHON = "3.11"
 ABI = "cp311"
 GLIBC_MINOR = 36  # Debian 12's glibc 2.36: manylinux_2_17 .. manylinux_2_36 wheels run there
 ARCH = "x86_64"
+REPORT = "report.json"
 
 
 def platforms(glibc_minor: int = GLIBC_MINOR, arch: str = ARCH) -> list[str]:
@@ -75,7 +83,8 @@ PIP_DOWNLOAD = (
 )
 
 
-def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[str]:
+def _target() -> list[str]:
+    """The guest's interpreter and platforms, as pip's options."""
     target = [
         "--only-binary=:all:",
         "--python-version",
@@ -91,7 +100,36 @@ def download_argv(python: str, requirements: Sequence[str], dest: Path) -> list[
     ]
     for tag in platforms():
         target += ["--platform", tag]
-    return [python, *PIP_DOWNLOAD, "--dest", str(dest), *target, "--", *requirements]
+    return target
+
+
+def resolve_argv(python: str, requirements: Sequence[str], work: Path) -> list[str]:
+    """pip's resolution of `requirements` for the guest, as a report in `work`; nothing is
+    installed (`--target` only because pip takes platform options with it alone)."""
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--dry-run",
+        "--ignore-installed",
+        "--report",
+        str(work / REPORT),
+        "--target",
+        str(work / "target"),
+        *_target(),
+        "--",
+        *requirements,
+    ]
+
+
+def download_argv(python: str, pinned: Sequence[str], dest: Path) -> list[str]:
+    """Exactly the pinned distributions, from the index, none of their dependencies."""
+    return [python, *PIP_DOWNLOAD, "--no-deps", "--dest", str(dest), *_target(), "--", *pinned]
 
 
 def pip_wheel_argv(python: str, dest: Path) -> list[str]:
@@ -151,6 +189,13 @@ fi
 """
 
 
+def _read_report(work: Path) -> object:
+    try:
+        return json.loads((work / REPORT).read_text())
+    except (OSError, ValueError):
+        raise FetchError("pip", "pip did not resolve the step into a report; try again") from None
+
+
 def fetch_pip(
     requirements: Sequence[str],
     cache_dir: Path,
@@ -171,11 +216,20 @@ def fetch_pip(
         with FetchSandbox.open(index_urls(os.environ)) as sandbox:
             sandbox.own(files, work)
             try:
-                result = sandbox.run(
-                    download_argv(python, names, files / "wheels"), work=work, timeout=timeout
-                )
-                if result.returncode != 0:
-                    raise FetchError("pip", failure_reason(names, result.output))
+                result = sandbox.run(resolve_argv(python, names, work), work=work, timeout=timeout)
+            finally:
+                sandbox.reclaim(files, work)
+            if result.returncode != 0:
+                raise FetchError("pip", failure_reason(names, result.output))
+            pinned = check_pip_report(_read_report(work))
+            sandbox.own(files, work)
+            try:
+                if pinned:
+                    result = sandbox.run(
+                        download_argv(python, pinned, files / "wheels"), work=work, timeout=timeout
+                    )
+                    if result.returncode != 0:
+                        raise FetchError("pip", failure_reason(names, result.output))
                 result = sandbox.run(
                     pip_wheel_argv(python, files / "pip"), work=work, timeout=timeout
                 )
