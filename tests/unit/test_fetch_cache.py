@@ -146,7 +146,25 @@ def test_a_stale_bundle_is_fetched_again(tmp_path: Path) -> None:
     fetch_common.cached_bundle(tmp_path, "pip", "k" * 64, build)
     assert len(made) == 1
     stamp = tmp_path / "bundles" / f"pip-{'k' * 64}" / "bundle.json"
-    old = time.time() - fetch_common.BUNDLE_MAX_AGE - 60
+    old = time.time() - fetch_cache.BUNDLE_MAX_AGE - 60
     os.utime(stamp, (old, old))
     fetch_common.cached_bundle(tmp_path, "pip", "k" * 64, build)
     assert len(made) == 2
+
+
+def test_every_fetch_prunes_the_cache_before_it_adds_a_bundle(tmp_path: Path) -> None:
+    """Not only when a build starts: one build of many large steps stays within the bounds."""
+    now = time.time()
+    old = _bundle(tmp_path, "pip-old", 10, 30 * 86400, now)
+    cached_bundle(tmp_path, "npm", KEY, Builder())
+    assert not old.exists()
+
+
+def test_one_org_never_hits_another_orgs_bundle(tmp_path: Path) -> None:
+    """It would learn, by the fetch's speed, that the other fetched the same packages."""
+    build = Builder()
+    first = cached_bundle(tmp_path, "pip", KEY, build, org="org_a")
+    cached_bundle(tmp_path, "pip", KEY, build, org="org_a")
+    assert build.calls == 1
+    second = cached_bundle(tmp_path, "pip", KEY, build, org="org_b")
+    assert build.calls == 2 and first.key != second.key and first.path != second.path

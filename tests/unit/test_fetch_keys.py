@@ -30,6 +30,15 @@ def test_apt_key_depends_on_packages_and_guest_status_not_order_or_mirror() -> N
     assert len(key) == 64 and int(key, 16) >= 0
 
 
+def test_spellings_of_one_pip_request_share_a_bundle() -> None:
+    assert fetch_pip.pip_key(["Torch"]) == fetch_pip.pip_key(["torch"])
+    assert fetch_pip.pip_key(["Foo_Bar[B,a] >=1,<2"]) == fetch_pip.pip_key(["foo.bar[a,b]<2,>=1"])
+    assert fetch_pip.pip_key(["torch==2"]) != fetch_pip.pip_key(["torch"])
+    assert fetch_pip.normal_requirement("Six; python_version >= '3'") == (
+        'six; python_version >= "3"'
+    )
+
+
 def test_keys_of_different_kinds_never_collide() -> None:
     assert fetch_pip.pip_key(["six"]) != fetch_npm.npm_key(["six"])
     assert content_key("pip", {"a": 1}) != content_key("npm", {"a": 1})

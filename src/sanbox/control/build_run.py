@@ -23,7 +23,6 @@ from ..fleet.operations import Operation
 from ..fleet.placement import Placement
 from ..host.door import HostError
 from ..store.models import Org, SnapshotRow, TemplateRow
-from ..templates import fetch_cache
 from ..templates.context import Context
 from ..templates.keys import descriptions
 from . import build_place, build_vms, placing, template_build
@@ -79,7 +78,6 @@ async def run(
             name, region = row.name, row.region
         cache = fleet.home / "cache"
         cache.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(fetch_cache.prune, cache)  # old and over-size bundles go
         placement: Placement | None = None
         try:
             placement = await asyncio.to_thread(

@@ -45,7 +45,7 @@ from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Step
-from . import build_packages, build_place, build_vms, readiness, snapshots
+from . import build_bundles, build_packages, build_place, build_vms, readiness, snapshots
 from .build_log import BuildLog
 from .fleet import Fleet
 from .quotas import QuotaExceededError
@@ -232,6 +232,7 @@ class Builder:
 
     async def _install(self, machine: Machine, step: Step) -> None:
         client = await machine.client()
+        status = None
         if step.kind == "apt":
             status = self.cache / f"dpkg-status-{machine.computer_id}"
             # bounded: the guest ran the tenant's steps (its status may be a link to /dev/zero)
@@ -243,21 +244,15 @@ class Builder:
                     f"{DPKG_STATUS} took over {HOUSEKEEPING_TIMEOUT:.0f}s to read"
                 ) from None
             status.write_bytes(read)
-            try:
-                bundle = await asyncio.to_thread(fetch.fetch_apt, step.packages, status, self.cache)
-            finally:
+        percent = self.fleet.capacity.disk_low_watermark
+        try:
+            bundle = await build_bundles.fetched(self.org.id, step, self.cache, percent, status)
+        finally:
+            if status is not None:
                 status.unlink(missing_ok=True)
-        elif step.kind == "pip":
-            bundle = await asyncio.to_thread(
-                fetch.fetch_pip, step.packages, self.cache, venv=step.venv
-            )
-        else:
-            bundle = await asyncio.to_thread(fetch.fetch_npm, step.packages, self.cache)
         mib = bundle.size / 2**20
         self.blog.output(f"[sanbox] fetched {len(bundle.files)} files ({mib:.1f} MiB) on the host")
-        for name in bundle.files:
-            data = (bundle.path / name).read_bytes()
-            await client.files.put(f"{bundle.guest_dir}/{name}", data, mode=0o755)
+        await build_bundles.push(client, bundle)
         try:
             await self._sh(machine, list(bundle.install), step.describe())
         finally:  # nothing of the bundle stays in the layer

@@ -33,6 +33,7 @@ from .fetch_common import (
     output_tail,
     quote_all,
     require,
+    staging_bound,
     unknown_failure,
     write_script,
 )
@@ -239,7 +240,9 @@ def fetch_apt(
     *,
     sources: Sequence[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_free: int = 0,
     timeout: float = DEFAULT_TIMEOUT,
+    org: str = "",
     today: datetime.date | None = None,
 ) -> Bundle:
     """The .debs that `packages` need on a guest whose dpkg status is `dpkg_status`."""
@@ -271,6 +274,7 @@ def fetch_apt(
                     download_argv(names, [*options, *sandbox.apt_options()]),
                     work=work,
                     timeout=timeout,
+                    bound=staging_bound("apt", work, max_bytes, keep_free),
                 )
             finally:
                 sandbox.reclaim(work)
@@ -292,4 +296,6 @@ def fetch_apt(
             os.rename(deb, debs / deb.name)
         write_script(files, install_script(names, [d.name for d in found]))
 
-    return cached_bundle(cache_dir, "apt", key, build, max_bytes=max_bytes)
+    return cached_bundle(
+        cache_dir, "apt", key, build, max_bytes=max_bytes, keep_free=keep_free, org=org
+    )

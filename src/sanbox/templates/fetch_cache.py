@@ -1,7 +1,7 @@
-"""Pruning the fetched-package cache (`<data dir>/cache`: apt lists and bundles, pip and npm
-bundles, shared by the host's orgs): bundles older than a maximum age go, then the oldest ones
-until the cache fits a size bound; staging folders left by a crash go too. A build prunes before
-it fetches; an operator can run it:
+"""Pruning the fetched-package cache (`<data dir>/cache`: apt lists, shared by the host's orgs,
+and apt, pip and npm bundles, each an org's own): bundles older than a maximum age go, then the oldest ones
+until the cache fits a size bound; staging folders left by a crash go too. Every fetch prunes
+before it adds a bundle (`fetch_common.cached_bundle`); an operator can run it:
 
     python -m sanbox.templates.fetch_cache /var/lib/sanbox/cache [--max-age-days 7] [--max-gib 20]
 
@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fetch_common import BUNDLE_MAX_AGE
-
+BUNDLE_MAX_AGE = 7 * 86400  # seconds a bundle is reused; then fetched again (a moved index)
 MAX_CACHE_BYTES = 20 << 30  # the cache's bundles together
 STAGING_MAX_AGE = 86400  # seconds a staging folder under tmp/ may be left
 

@@ -1,10 +1,20 @@
 """What the three fetchers share: the `Bundle` they return, its content key, the cache that keeps
 bundles by key, and a bounded way to run the host's package tools.
 
-A bundle lives in `cache_dir/bundles/<kind>-<key>/`: `files/` (pushed as is into the guest at
+A bundle is an org's own: its key is the content key with the org's id (`org_key`), so an org
+never learns by a fetch's speed what another one fetched (the cache does not share bundles across
+orgs). A bundle lives in `cache_dir/bundles/<kind>-<key>/`: `files/` (pushed as is into the guest at
 `guest_dir`) and `bundle.json` (the rest of the Bundle). It is built in a temporary folder under
 `cache_dir/tmp/` and renamed into place, so a folder under `bundles/` is always complete; a lock
 file per key makes a second fetch of the same key wait for the first and then reuse its bundle.
+
+What a fetch may write is bounded while it writes, not after: before a fetch the cache is pruned
+(`fetch_cache`: old bundles, then the oldest past its size bound) and the fetch is refused when
+the data filesystem's free space, less what the fetch may take, would fall below the host's
+reserve (`keep_free`: its disk low watermark); while a tool runs its staging folder is measured
+every `WATCH_INTERVAL` seconds, and the tool's process group is killed once the folder holds more
+than `STAGING_FACTOR` times the bundle limit (the tool's own cache and unpacked files count too)
+or the filesystem's free space falls below the reserve.
 
 Fetching is blocking (it runs apt-get, pip, npm): call it from a thread in async code."""
 
@@ -30,14 +40,16 @@ from typing import Any
 
 from ..host.errors import MissingToolError
 from ..host.image.errors import BuildStepError
+from .fetch_cache import BUNDLE_MAX_AGE, prune
 from .package_names import PackageNameError, check_all
 
 log = logging.getLogger(__name__)
 
-BUNDLE_MAX_AGE = 7 * 86400  # seconds a bundle is reused; then fetched again (a moved index)
 DEFAULT_MAX_BYTES = 2 << 30  # a bundle larger than this is refused
 DEFAULT_TIMEOUT = 1800.0  # seconds one host tool may run
 OUTPUT_TAIL = 2000  # characters of a failed tool's output kept in the error
+STAGING_FACTOR = 2  # a staging folder may hold this many times the bundle limit while fetching
+WATCH_INTERVAL = 0.2  # seconds between two measures of a running tool's staging folder
 GUEST_ROOT = "/var/tmp/sanbox-fetch"
 INSTALL_SCRIPT = "install.sh"
 
@@ -94,6 +106,11 @@ def content_key(kind: str, inputs: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of what determines a bundle's content."""
     text = json.dumps({"kind": kind, **inputs}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def org_key(org: str, key: str) -> str:
+    """The bundle key of content `key` fetched for `org` ("": unscoped, as tools and tests call)."""
+    return hashlib.sha256(f"{org}\0{key}".encode()).hexdigest() if org else key
 
 
 def guest_dir_for(key: str) -> str:
@@ -160,6 +177,67 @@ class ToolResult:
     output: str  # stdout and stderr, the last `keep` bytes
 
 
+@dataclass(frozen=True)
+class DiskBound:
+    """What a running tool may make on disk: `folder` holds at most `max_bytes`, and the
+    filesystem under it keeps `keep_free` bytes free. Past either, the tool is killed and the
+    fetch fails, for `kind`'s step."""
+
+    kind: str
+    folder: Path
+    max_bytes: int
+    keep_free: int = 0
+
+    def breach(self) -> str | None:
+        """Why the tool must stop now, or None."""
+        used = disk_used(self.folder)
+        if used > self.max_bytes:
+            return (
+                f"the packages came to more than {self.max_bytes >> 20} MiB on the host while "
+                "being fetched (the bundle limit, with the tools' own copies): split the step "
+                "or use fewer or smaller packages"
+            )
+        if self.keep_free and shutil.disk_usage(self.folder).free < self.keep_free:
+            log.warning("a %s fetch was stopped: the data filesystem is full", self.kind)
+            return "the host ran short of disk space while fetching: try again later"
+        return None
+
+
+def staging_bound(kind: str, work: Path, max_bytes: int, keep_free: int = 0) -> DiskBound:
+    """The bound of a fetch's tools: `work` is `cached_bundle`'s, so its parent is the staging
+    folder (the bundle's files and the tools' work), which may hold STAGING_FACTOR x max_bytes."""
+    return DiskBound(kind, work.parent, STAGING_FACTOR * max_bytes, keep_free)
+
+
+def disk_used(root: Path) -> int:
+    """Bytes the files under `root` take on disk (never following a link), however many."""
+    total, stack = 0, [str(root)]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    total += info.st_blocks * 512
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append(entry.path)
+    return total
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, bound: DiskBound | None) -> int:
+    """The tool's exit code; TimeoutExpired past `timeout`; FetchError once `bound` is passed."""
+    if bound is None:
+        return proc.wait(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(timeout=max(0.0, min(WATCH_INTERVAL, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+        if (why := bound.breach()) is not None:
+            raise FetchError(bound.kind, why)
+
+
 def run_tool(
     argv: Sequence[str],
     *,
@@ -169,10 +247,11 @@ def run_tool(
     keep: int = 64 * 1024,
     log_dir: Path | None = None,
     cwd: Path | None = None,
+    bound: DiskBound | None = None,
 ) -> ToolResult:
     """Run a host tool with output to a file in `log_dir` (default `work`; bounded memory), and
     keep its tail. It runs in its own session, killed whole at the end (nothing it started
-    outlives it)."""
+    outlives it), or as soon as it passes `bound` (FetchError)."""
     log_file = (log_dir or work) / f"{Path(argv[0]).name}.log"
     with log_file.open("wb") as out:
         try:
@@ -186,7 +265,7 @@ def run_tool(
                 cwd=cwd,
             )
             try:
-                code = proc.wait(timeout=timeout)
+                code = _wait(proc, timeout, bound)
             finally:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -237,17 +316,27 @@ def cached_bundle(
     build: Callable[[Path, Path], None],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_free: int = 0,
+    org: str = "",
 ) -> Bundle:
-    """The bundle named `key`: from the cache, or made by `build(files_dir, work_dir)` in a
-    temporary folder, checked against `max_bytes`, and renamed into the cache."""
+    """The bundle named `key` (for `org`: `org_key`): from the cache, or made by
+    `build(files_dir, work_dir)` in a temporary folder, checked against `max_bytes`, and renamed
+    into the cache. Before it is made the cache is pruned, and it is refused unless the
+    filesystem keeps `keep_free` bytes free with the staging folder full (`staging_bound`: the
+    bound `build`'s tools run under)."""
+    key = org_key(org, key)
     final = cache_dir / "bundles" / f"{kind}-{key}"
     if (hit := _load(final)) is not None:
         return hit
+    prune(cache_dir)  # the cache's bounds hold before each fetch adds to it
+    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
+    if shutil.disk_usage(cache_dir).free < keep_free + STAGING_FACTOR * max_bytes:
+        log.warning("a %s fetch was refused: the data filesystem is short of space", kind)
+        raise FetchError(kind, "the host is short of disk space to fetch packages: try again later")
     with locked(cache_dir / "locks" / f"{kind}-{key}.lock"):
         if (hit := _load(final)) is not None:  # another fetch made it while we waited
             return hit
         shutil.rmtree(final, ignore_errors=True)  # stale or damaged: fetched again
-        (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{kind}-{key[:16]}-", dir=cache_dir / "tmp"))
         staging.chmod(0o711)  # the fetch user reaches its own folders inside, nothing else
         try:

@@ -36,6 +36,7 @@ from .fetch_common import (
     content_key,
     quote_all,
     require,
+    staging_bound,
     unknown_failure,
     write_script,
 )
@@ -173,7 +174,9 @@ def fetch_npm(
     cache_dir: Path,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_free: int = 0,
     timeout: float = DEFAULT_TIMEOUT,
+    org: str = "",
 ) -> Bundle:
     """`packages` resolved, checked to come from the registry alone, installed into a staging
     project, and tarred for the guest's /usr/local."""
@@ -185,6 +188,8 @@ def fetch_npm(
         project = work / "project"
         project.mkdir()
         (project / "package.json").write_text('{"private": true}\n')
+        (work / "tmp").mkdir()
+        bound = staging_bound("npm", work, max_bytes, keep_free)
         registry = os.environ.get("npm_config_registry", "")  # noqa: SIM112 (npm's own name)
         with FetchSandbox.open([registry] if registry else []) as sandbox:
             env = {
@@ -192,12 +197,13 @@ def fetch_npm(
                 "npm_config_cache": str(work / "npm-cache"),
                 "npm_config_userconfig": str(empty_rc(work)),
                 "npm_config_git": NO_GIT,
+                "TMPDIR": str(work / "tmp"),  # what npm unpacks: in the bounded folder
                 **({"npm_config_registry": registry} if registry else {}),
             }
             sandbox.own(files, work)
             try:
                 result = sandbox.run(
-                    resolve_argv(project, names), work=work, timeout=timeout, env=env
+                    resolve_argv(project, names), work=work, timeout=timeout, env=env, bound=bound
                 )
             finally:
                 sandbox.reclaim(files, work)
@@ -208,7 +214,9 @@ def fetch_npm(
             )
             sandbox.own(files, work)
             try:
-                result = sandbox.run(install_argv(project), work=work, timeout=timeout, env=env)
+                result = sandbox.run(
+                    install_argv(project), work=work, timeout=timeout, env=env, bound=bound
+                )
             finally:
                 sandbox.reclaim(files, work)
         if result.returncode != 0:
@@ -216,4 +224,6 @@ def fetch_npm(
         pack(project / "node_modules", files / ARCHIVE)
         write_script(files, install_script(names))
 
-    return cached_bundle(cache_dir, "npm", key, build, max_bytes=max_bytes)
+    return cached_bundle(
+        cache_dir, "npm", key, build, max_bytes=max_bytes, keep_free=keep_free, org=org
+    )

@@ -31,15 +31,20 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from .fetch_common import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT,
     Bundle,
     FetchError,
+    ToolResult,
     cached_bundle,
     check_names,
     content_key,
     quote_all,
+    staging_bound,
     unknown_failure,
     write_script,
 )
@@ -60,10 +65,20 @@ def platforms(glibc_minor: int = GLIBC_MINOR, arch: str = ARCH) -> list[str]:
     return [*tags, f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
 
 
+def normal_requirement(text: str) -> str:
+    """One spelling of a requirement (checked by `package_names`): the name and extras as PEP 503
+    normalises them, the specifiers sorted, no spaces. `Torch`, `torch` and `TORCH` are one."""
+    req = Requirement(text)
+    extras = ",".join(sorted(canonicalize_name(e) for e in req.extras))
+    marker = f"; {req.marker}" if req.marker is not None else ""
+    return f"{canonicalize_name(req.name)}{f'[{extras}]' if extras else ''}{req.specifier}{marker}"
+
+
 def pip_key(requirements: Sequence[str], venv: str = "") -> str:
-    """Same requirements (in any order) for the same interpreter, platform and venv: same bundle."""
+    """Same requirements (in any order or spelling) for the same interpreter, platform and venv:
+    same bundle."""
     inputs = {
-        "requirements": sorted(set(requirements)),
+        "requirements": sorted({normal_requirement(r) for r in requirements}),
         "python": PYTHON,
         "abi": ABI,
         "platforms": platforms(),
@@ -202,7 +217,9 @@ def fetch_pip(
     *,
     python: str = sys.executable,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_free: int = 0,
     timeout: float = DEFAULT_TIMEOUT,
+    org: str = "",
     venv: str = "",
 ) -> Bundle:
     """Wheels for `requirements` (and their dependencies) plus a pip wheel to install them
@@ -213,10 +230,17 @@ def fetch_pip(
     def build(files: Path, work: Path) -> None:
         (files / "wheels").mkdir()
         (files / "pip").mkdir()
+        (work / "tmp").mkdir()
+        bound = staging_bound("pip", work, max_bytes, keep_free)
         with FetchSandbox.open(index_urls(os.environ)) as sandbox:
+            env = {**sandbox.env(work), "TMPDIR": str(work / "tmp")}  # pip's unpacking: bounded
+
+            def run(argv: list[str]) -> ToolResult:
+                return sandbox.run(argv, work=work, timeout=timeout, env=env, bound=bound)
+
             sandbox.own(files, work)
             try:
-                result = sandbox.run(resolve_argv(python, names, work), work=work, timeout=timeout)
+                result = run(resolve_argv(python, names, work))
             finally:
                 sandbox.reclaim(files, work)
             if result.returncode != 0:
@@ -225,14 +249,10 @@ def fetch_pip(
             sandbox.own(files, work)
             try:
                 if pinned:
-                    result = sandbox.run(
-                        download_argv(python, pinned, files / "wheels"), work=work, timeout=timeout
-                    )
+                    result = run(download_argv(python, pinned, files / "wheels"))
                     if result.returncode != 0:
                         raise FetchError("pip", failure_reason(names, result.output))
-                result = sandbox.run(
-                    pip_wheel_argv(python, files / "pip"), work=work, timeout=timeout
-                )
+                result = run(pip_wheel_argv(python, files / "pip"))
             finally:
                 sandbox.reclaim(files, work)
         wheels = sorted((files / "pip").glob("pip-*.whl"))
@@ -240,4 +260,6 @@ def fetch_pip(
             raise FetchError("pip", unknown_failure("pip", ["pip"], result.output))
         write_script(files, install_script(names, wheels[-1].name, venv))
 
-    return cached_bundle(cache_dir, "pip", key, build, max_bytes=max_bytes)
+    return cached_bundle(
+        cache_dir, "pip", key, build, max_bytes=max_bytes, keep_free=keep_free, org=org
+    )

@@ -30,7 +30,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..host.net.listen import Endpoint, bind_in_netns
-from .fetch_common import DEFAULT_TIMEOUT, FetchError, ToolResult, run_tool, traversable
+from .fetch_common import (
+    DEFAULT_TIMEOUT,
+    DiskBound,
+    FetchError,
+    ToolResult,
+    run_tool,
+    traversable,
+)
 from .fetch_policy import (
     FETCH_USER,
     MAX_HEAD,
@@ -271,8 +278,10 @@ class FetchSandbox:
         work: Path,
         timeout: float = DEFAULT_TIMEOUT,
         env: Mapping[str, str] | None = None,
+        bound: DiskBound | None = None,
     ) -> ToolResult:
-        """`argv` (a tool name or path) as the fetch user in the namespace, through the proxy."""
+        """`argv` (a tool name or path) as the fetch user in the namespace, through the proxy;
+        killed past `bound` (FetchError)."""
         # the system's tool first: the fetch user may not reach a root-only PATH entry
         tool = shutil.which(argv[0], path=SYSTEM_PATH) or shutil.which(argv[0]) or argv[0]
         full = [tool, *argv[1:]]
@@ -287,4 +296,5 @@ class FetchSandbox:
                 log_dir=Path(logs),
                 cwd=work,
                 env=env if env is not None else self.env(work),
+                bound=bound,
             )
