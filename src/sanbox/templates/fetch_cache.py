@@ -1,7 +1,7 @@
 """Pruning the fetched-package cache (`<data dir>/cache`: apt lists, shared by the host's orgs,
-and apt, pip and npm bundles, each an org's own): bundles older than a maximum age go, then the oldest ones
-until the cache fits a size bound; staging folders left by a crash go too. Every fetch prunes
-before it adds a bundle (`fetch_common.cached_bundle`); an operator can run it:
+and apt, pip and npm bundles, each an org's own): bundles older than a maximum age go, then the
+oldest ones until the cache fits a size bound; staging folders left by a crash go too. Every
+fetch prunes before it adds a bundle (`fetch_common.cached_bundle`); an operator can run it:
 
     python -m sanbox.templates.fetch_cache /var/lib/sanbox/cache [--max-age-days 7] [--max-gib 20]
 
