@@ -23,8 +23,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("public", [True, False])
-def test_a_closed_port_answers_502_in_e2b_s_words(e2b: E2bStand, public: bool) -> None:
+def closed_port(e2b: E2bStand, public: bool) -> tuple[str, int, dict[str, str]]:
+    """A new sandbox (its ports public or behind its traffic token), a port of it nothing
+    listens on, and the headers that reach that port."""
     made = e2b.client.post(
         "/e2b/sandboxes",
         headers=e2b.api,
@@ -34,7 +35,12 @@ def test_a_closed_port_answers_502_in_e2b_s_words(e2b: E2bStand, public: bool) -
     sandbox = made.json()["sandboxID"]
     token = {} if public else {"e2b-traffic-access-token": made.json()["trafficAccessToken"]}
     port = free_port()
-    host = {"host": f"{port}-{sandbox}.localhost", **token}
+    return sandbox, port, {"host": f"{port}-{sandbox}.localhost", **token}
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_a_closed_port_answers_502_in_e2b_s_words(e2b: E2bStand, public: bool) -> None:
+    sandbox, port, host = closed_port(e2b, public)
 
     closed = e2b.client.get("/", headers=host)
     assert closed.status_code == 502, closed.text
@@ -67,16 +73,7 @@ def test_a_closed_port_answers_502_in_e2b_s_words(e2b: E2bStand, public: bool) -
 def test_a_websocket_to_a_closed_port_answers_502_before_its_upgrade(
     e2b: E2bStand, public: bool
 ) -> None:
-    made = e2b.client.post(
-        "/e2b/sandboxes",
-        headers=e2b.api,
-        json={"templateID": "base", "network": {"allowPublicTraffic": public}},
-    )
-    assert made.status_code == 201, made.text
-    sandbox = made.json()["sandboxID"]
-    token = {} if public else {"e2b-traffic-access-token": made.json()["trafficAccessToken"]}
-    port = free_port()
-    host = {"host": f"{port}-{sandbox}.localhost", **token}
+    sandbox, port, host = closed_port(e2b, public)
 
     with (
         pytest.raises(WebSocketDenialResponse) as denied,
