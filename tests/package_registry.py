@@ -21,8 +21,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
 
-def npm_tarball(name: str, version: str, deps: Mapping[str, str], bin_: Mapping[str, str]) -> bytes:
-    manifest = {"name": name, "version": version, "dependencies": dict(deps), "bin": dict(bin_)}
+def npm_tarball(
+    name: str, version: str, deps: Mapping[str, str], bin_: Mapping[str, str], **more: object
+) -> bytes:
+    manifest = {
+        "name": name,
+        "version": version,
+        "dependencies": dict(deps),
+        "bin": dict(bin_),
+        **more,
+    }
     body = {
         "package/package.json": json.dumps(manifest).encode(),
         "package/cli.js": b"#!/usr/bin/env node\nmodule.exports = 42\n",
@@ -93,13 +101,27 @@ class PackageRegistry:
         version: str,
         deps: Mapping[str, str] | None = None,
         bin_: Mapping[str, str] | None = None,
+        optional: Mapping[str, str] | None = None,
+        os_: list[str] | None = None,
     ) -> None:
-        data = npm_tarball(name, version, deps or {}, bin_ or {})
+        """A package, with optional dependencies and the platforms it installs on if given."""
+        more: dict[str, object] = {}
+        if optional:
+            more["optionalDependencies"] = dict(optional)
+        if os_:
+            more["os"] = list(os_)
+        data = npm_tarball(name, version, deps or {}, bin_ or {}, **more)
         path = f"/npm/{name}/-/{name.split('/')[-1]}-{version}.tgz"
         self.blobs[path] = data
         integrity = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
         dist = {"tarball": self.base + path, "integrity": integrity}
-        entry = {"name": name, "version": version, "dependencies": dict(deps or {}), "dist": dist}
+        entry = {
+            "name": name,
+            "version": version,
+            "dependencies": dict(deps or {}),
+            "dist": dist,
+            **more,
+        }
         self.packuments.setdefault(name, {})[version] = {**entry, "bin": dict(bin_ or {})}
 
     def wheel(self, name: str, version: str, requires: list[str] | None = None) -> None:

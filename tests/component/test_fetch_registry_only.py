@@ -135,6 +135,35 @@ def test_npm_installs_registry_packages_in_the_global_layout(
     assert all(m.uid == 0 for m in members.values())
 
 
+def test_a_package_with_other_platforms_optional_packages_installs(
+    registry: PackageRegistry, tmp_path: Path
+) -> None:
+    # As opencode-ai does: an optional package per platform, some of which the registry this
+    # host reaches does not serve. npm 11's `--package-lock-only` leaves those out of the
+    # lockfile, which `npm ci` then refused as out of sync (every opencode build failed here);
+    # the lockfile is installed as it is and found unchanged.
+    needs_npm()
+    registry.npm("tool-linux", "1.0.0", os_=["linux"])
+    registry.npm("tool", "1.0.0", optional={"tool-linux": "1.0.0", "tool-darwin": "1.0.0"})
+    bundle = fetch_npm(["tool"], tmp_path / "cache")
+    with tarfile.open(bundle.path / npm_module.ARCHIVE) as tar:
+        names = set(tar.getnames())
+    assert "lib/node_modules/tool/package.json" in names
+    assert any(n.endswith("tool-linux/package.json") for n in names), sorted(names)
+    assert not any("tool-darwin" in n for n in names)
+
+
+def test_an_install_that_resolved_anew_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "package-lock.json").write_bytes(b'{"packages": {}}')
+    checked = npm_module._read_lock(project)
+    npm_module._unchanged(project, checked)
+    (project / "package-lock.json").write_bytes(b'{"packages": {"node_modules/x": {}}}')
+    with pytest.raises(FetchError, match="anew"):
+        npm_module._unchanged(project, checked)
+
+
 def test_a_wheel_requiring_a_host_file_is_refused_naming_it(
     registry: PackageRegistry, tmp_path: Path
 ) -> None:

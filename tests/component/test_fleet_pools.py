@@ -224,10 +224,19 @@ def test_a_drain_empties_its_host_of_pool_members(
         _until("no member left", lambda: _members(live) == [], timeout=30)
 
 
-def test_a_member_on_a_host_away_is_unavailable_and_replaced(
-    fleet_server: LiveServer, short_tmp: Path
+@pytest.fixture
+def losing_server(short_tmp: Path) -> Iterator[LiveServer]:
+    """A host that misses 3 s is suspect, 6 s lost."""
+    yield from serving_fleet(short_tmp, lease=3.0, lost_after=6.0)
+
+
+def test_a_member_on_a_host_away_is_unavailable_and_replaced_once_it_is_lost(
+    losing_server: LiveServer, short_tmp: Path
 ) -> None:
-    live = fleet_server
+    # Suspect, its member is kept (not claimable: the pool waits for it; replacing at every
+    # dropout made the pool's size in restores and as many deletes once the host was back);
+    # lost, it is replaced on the host that answers, and trimmed once its host is back.
+    live = losing_server
     hosts = {"h1": (short_tmp / "h1", _free_port()), "h2": (short_tmp / "h2", _free_port())}
     with contextlib.ExitStack() as stack:
         stops = {
@@ -240,9 +249,14 @@ def test_a_member_on_a_host_away_is_unavailable_and_replaced(
         _until(
             f"{away} suspect", lambda: {h.name: h.state for h in _hosts(live)}[away] == "suspect"
         )
+        assert (_pool(live)["ready"], _on(live)) == (0, [(away, "running")]), "replaced at once"
+        _until(f"{away} lost", lambda: {h.name: h.state for h in _hosts(live)}[away] == "lost")
         _until(  # replaced on the host that answers
             f"a replacement on {other}",
-            lambda: _on(live) == [(away, "running"), (other, "running")],
+            lambda: (
+                [h for h, state in _on(live)] == [away, other]
+                and _on(live)[1] == (other, "running")
+            ),
             timeout=30,
         )
         _until(  # counted apart

@@ -239,3 +239,22 @@ def test_a_claim_whose_member_another_node_holds_gives_it_back(
     while fleet.by_id(member) is not None:
         assert time.monotonic() < deadline, "the refill left the member"
         time.sleep(0.1)
+
+
+def test_the_refill_never_destroys_a_member_a_claim_took_since_it_looked(server: Server) -> None:
+    # The refill reads its pool's members, then discards those it should (a rebuilt template's,
+    # each taking seconds); a claim that took one meanwhile made it the caller's computer. The
+    # discard reads the record again under the member's operation and leaves it alone.
+    pool_ready(server, 1)
+    computers = server.client.app.state.computers  # type: ignore[attr-defined]
+    fleet = computers.fleet
+    [member] = [cid for cid in list(fleet.machines) if fleet.by_id(cid).pool is not None]
+    pool_id = fleet.by_id(member).pool
+    made = server.client.post("/v1/computers", json={"name": "mine"}, headers=server.headers())
+    assert made.status_code == 201, made.text
+    assert made.json()["id"] == member
+    server.client.portal.call(  # type: ignore[union-attr]
+        computers.pools.discard, member, "the template was rebuilt: replaced", pool_id
+    )
+    got = server.client.get("/v1/computers/mine", headers=server.headers())
+    assert got.status_code == 200 and got.json()["state"] == "running", got.text

@@ -23,11 +23,12 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import update
 
+from sanbox.control import pool_members
 from sanbox.control.pools import Pools
 from sanbox.fleet.hosts import Capacity, Hosts, HostSpec
 from sanbox.store import Database, repo
 from sanbox.store.fleet_models import HostRow
-from sanbox.store.models import ComputerRow, Org, PoolRow
+from sanbox.store.models import ComputerRow, Org, PoolRow, TemplateRow
 
 from .conftest import clean_pg
 
@@ -104,7 +105,7 @@ class Refill(Pools):
     async def _make(self, pool: PoolRow) -> None:
         self.made += 1
 
-    async def discard(self, computer_id: str, why: str) -> None:
+    async def discard(self, computer_id: str, why: str, pool_id: str) -> None:
         self.discarded[computer_id] = why
 
 
@@ -122,19 +123,21 @@ class StandInFleet:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[StandInFleet, Org]]:
-    """Org `acme` (home eu-1) and hosts `up`, `away` (suspect, not answering) and `draining`,
-    on each engine in turn (PostgreSQL's skipped without SANBOX_TEST_PG_URL)."""
+    """Org `acme` (home eu-1) and hosts `up`, `away` (lost, not answering), `flaky` (suspect
+    for a moment, not answering) and `draining`, on each engine in turn (PostgreSQL's skipped
+    without SANBOX_TEST_PG_URL)."""
     url = clean_pg() if request.param == "postgresql" else f"sqlite:///{tmp_path / 'sanbox.db'}"
     database = Database(url)
     database.migrate()
     hosts = Hosts(database)
     ids = {}
-    for name in ("up", "away", "draining"):
+    for name in ("up", "away", "flaky", "draining"):
         spec = HostSpec(name, "eu-1", "127.0.0.1:1", Capacity(8, 8192, 1 << 34), "local")
         ids[name] = hosts.register(spec).host_id
     hosts.drain("draining")
     with database.engine.begin() as conn:
-        conn.execute(update(HostRow).where(HostRow.name == "away").values(state="suspect"))
+        conn.execute(update(HostRow).where(HostRow.name == "away").values(state="lost"))
+        conn.execute(update(HostRow).where(HostRow.name == "flaky").values(state="suspect"))
     with database.session() as s:
         org = repo.create_org(s, "acme")
         org.home_region = "eu-1"
@@ -264,3 +267,64 @@ def test_members_on_hosts_away_hold_at_most_twice_the_pools_size(
     assert not _refill(pools, pool)
     assert (pools.made, pools.discarded) == (0, {}), "a host that comes and goes grew the pool"
     assert _status(pools, org) == (0, 0, 2, "blocked: 2 members wait on hosts that are away")
+
+
+def test_a_member_on_a_host_suspect_for_a_moment_is_kept_not_replaced(
+    fleet: tuple[StandInFleet, Org],
+) -> None:
+    """A host that misses its lease for a moment is `suspect`: its member is not claimable, but
+    the refill replaces only a lost host's (replacing at every dropout made the pool's size in
+    restores, and as many deletes once the host was back); the status says what it waits for."""
+    f, org = fleet
+    pool = _pool(f, org, 1, ("cmp_a", "flaky", "eu-1"))
+    pools = Refill(f)
+    assert not _refill(pools, pool)
+    assert (pools.made, pools.discarded) == (0, {})
+    assert _status(pools, org) == (0, 0, 1, "waiting: 1 members on hosts that do not answer now")
+
+
+def test_a_member_of_an_old_build_is_never_claimable(fleet: tuple[StandInFleet, Org]) -> None:
+    """After a rebuild of the org's template, a claim takes only members of its current build:
+    the old build's are the refill's to discard (it discarded them, but a claim took them
+    meanwhile, and the refill then destroyed the caller's computer)."""
+    f, org = fleet
+    with f.db.session() as s:
+        s.add(
+            TemplateRow(
+                id="tpl_web",
+                org_id=org.id,
+                name="web",
+                region="eu-1",
+                state="ready",
+                base="base",
+                spec="",
+                digest="d",
+                snapshot_id="snp_new",
+                vcpus=1,
+                memory_mib=512,
+            )
+        )
+        pool = PoolRow(id="pool_web", org_id=org.id, template="web", size=2)
+        s.add(pool)
+        for cid, origin in (("cmp_old", "snp_old"), ("cmp_new", "snp_new")):
+            s.add(
+                ComputerRow(
+                    id=cid,
+                    org_id=org.id,
+                    name=f"pool.{cid}",
+                    template="web",
+                    state="running",
+                    vcpus=1,
+                    memory_mib=512,
+                    disk_gib=1,
+                    pool="pool_web",
+                    origin=origin,
+                    host_id=f.hosts["up"],
+                    region="eu-1",
+                )
+            )
+        s.flush()
+        s.expunge(pool)
+    members = pool_members.look(cast(Any, f), pool)
+    assert members.claimable == {"cmp_new"}
+    assert pool_members.discard_why(next(m for m in members.all if m.id == "cmp_old"), members)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from alembic import command
-from sqlalchemy import select, text
+from sqlalchemy import Table, insert, select, text
 
 from sanbox.control.usage import ledger
 from sanbox.control.usage.ledger import Ledger, Reading
@@ -33,21 +34,30 @@ def pg() -> Iterator[Database]:
     db.close()
 
 
+_RECORD = {
+    "id": "cmp_race",
+    "name": "race",
+    "template": "base",
+    "state": "running",
+    "vcpus": 1,
+    "memory_mib": 512,
+    "disk_gib": 1,
+}
+
+
 def _computer(db: Database) -> None:
     with db.session() as s:
         org = repo.create_org(s, "default")
-        s.add(
-            ComputerRow(
-                id="cmp_race",
-                org_id=org.id,
-                name="race",
-                template="base",
-                state="running",
-                vcpus=1,
-                memory_mib=512,
-                disk_gib=1,
-            )
-        )
+        s.add(ComputerRow(org_id=org.id, **_RECORD))
+
+
+def _computer_at_0025(db: Database) -> None:
+    """Its record in a schema at migration 0025, with the columns it has then (the model's later
+    ones are not in the table yet), and no ledger: its intervals are written by hand."""
+    with db.session() as s:
+        org = repo.create_org(s, "default")
+        table = cast(Table, ComputerRow.__table__)
+        s.execute(insert(table).values(org_id=org.id, **_RECORD))
 
 
 def _intervals(db: Database) -> list[UsageRow]:
@@ -107,7 +117,7 @@ def test_upgrade_closes_extra_open_intervals_where_last_seen(pg: Database) -> No
         cfg = alembic_config(pg.url)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0025")
-    _computer(pg)  # no ledger installed: the intervals are written by hand, as a race left them
+    _computer_at_0025(pg)  # the intervals are written by hand, as a race left them
     with pg.session() as s:
         for ordinal, checked in ((1, "2026-12-01 10:00:00"), (2, "2026-12-01 10:05:00")):
             s.execute(

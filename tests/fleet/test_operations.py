@@ -7,6 +7,7 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select, update
@@ -201,3 +202,31 @@ def test_a_block_whose_computer_another_node_took_meanwhile_is_stopped(any_db: D
     assert other[0].op_id in busy.value.message
     assert ops.incomplete("cmp_taken") == other[0]
     assert _state(any_db, first.op_id) == "abandoned"
+
+
+def test_a_block_that_ends_while_its_operation_is_begun_again_leaves_none_open(
+    any_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The block ends while its hold is being begun again in a thread (a slow database): the
+    # thread still inserts the new operation, which is finished, not left to hold the computer
+    # (every verb on it busy) until a sweep.
+    ops = Operations(any_db)
+    first = ops.begin("cmp_slow", "resume", node="n1")
+    real, beginning, release = ops.begin, threading.Event(), threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Operation:
+        beginning.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "begin", slow)
+
+    async def run() -> None:
+        async with ops.carried(first, "n1", every=0.05):
+            assert ops.sweep_stale(older_than=0)
+            while not beginning.is_set():
+                await asyncio.sleep(0.02)
+            threading.Timer(0.2, release.set).start()  # the thread begins once the block ended
+
+    asyncio.run(run())
+    assert ops.incomplete("cmp_slow") is None

@@ -26,7 +26,7 @@ import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select, union
 
 from ..fleet.errors import BusyError
 from ..fleet.hosts import UP
@@ -34,7 +34,7 @@ from ..fleet.regions import region_for
 from ..host.door import GIB, Policy
 from ..store import repo
 from ..store.fleet_models import HostRow
-from ..store.models import ComputerRow, Org, PoolRow
+from ..store.models import ComputerRow, Org, PoolRow, TemplateRow
 from . import create as creating
 from . import placing, quotas, readiness, templates
 from .capacity import Hold
@@ -62,7 +62,7 @@ def take(
             q = select(ComputerRow).where(
                 ComputerRow.pool == pool.id, ComputerRow.state == State.RUNNING
             )
-            q = q.where(claimable(fleet, org.id, req.region))
+            q = q.where(claimable(fleet, org.id, pool.template, req.region))
             q = q.order_by(ComputerRow.created_at, ComputerRow.id).limit(1)
             row = s.scalars(q.with_for_update(skip_locked=True)).first()
             if row is None or not fits(row, req):
@@ -112,15 +112,28 @@ def take(
     return row, hold
 
 
-def claimable(fleet: Fleet, org_id: str, region: str | None) -> ColumnElement[bool]:
-    """Which running members of the org's pools a claim takes now, for a create that asks for
-    `region` (None: none): on a host that answers (`_answering`), in the region the create would
-    run in (`_region`). The one rule a claim selects by and a pool's status and refill count by
+def claimable(fleet: Fleet, org_id: str, template: str, region: str | None) -> ColumnElement[bool]:
+    """Which running members of the org's pool of `template` a claim takes now, for a create
+    that asks for `region` (None: none): on a host that answers (`_answering`), in the region the
+    create would run in (`_region`), made from one of the template's current builds (after a
+    rebuild, the old build's members are the refill's to discard, never a caller's computer).
+    The one rule a claim selects by and a pool's status and refill count by
     (`pool_members.py`): a pool's `ready` is what a claim could take."""
-    where = _answering(fleet)
+    where = and_(_answering(fleet), _current(org_id, template))
     if (in_region := _region(fleet, org_id, region)) is not None:
         where = and_(where, ComputerRow.region == in_region)
     return where
+
+
+def _current(org_id: str, template: str) -> ColumnElement[bool]:
+    """Made from a current build of the org's `template` (any member of a built-in one)."""
+    t = TemplateRow
+    named = and_(t.org_id == org_id, t.name == template)
+    builds = union(
+        select(t.snapshot_id).where(named, t.snapshot_id.is_not(None)),
+        select(t.ready_snapshot_id).where(named, t.ready_snapshot_id.is_not(None)),
+    )
+    return or_(~exists(select(t.id).where(named)), ComputerRow.origin.in_(builds))
 
 
 def _answering(fleet: Fleet) -> ColumnElement[bool]:

@@ -7,13 +7,16 @@ refill share, by the rule a claim selects with (`pool_claims.claimable`).
 - **unavailable**: the rest: running on a host that is away (suspect, lost, not answering this
   node) or draining, in a region the org no longer runs in, or waiting to be discarded.
 
-The refill sizes the pool on the members it keeps less those on a host that is away by its lease
-(`suspect` or `lost`: the fleet's judgement, not this node's link, which a node that just started
-has not made yet, nor should it replace every member for that), so a pool whose members are
-stranded on a host that is away gets replacements; the members on that host are kept hidden
-(they cannot be removed while it does not answer) and, once it is back, are extras the refill
-trims. A pool holds at most `HELD` times its size in members, whatever its hosts do: a host that
-comes and goes cannot make it grow further (the org's quota counts every member).
+The refill sizes the pool on the members it keeps less those on a host declared `lost` (the
+fleet's judgement, not this node's link, which a node that just started has not made yet, nor
+should it replace every member for that; nor a host `suspect` for a moment, whose every dropout
+would otherwise make the pool's size in restores and, once it is back, as many deletes), so a
+pool whose members are stranded on a lost host gets replacements; the members on that host are
+kept hidden (they cannot be removed while it does not answer) and, once it is back, are extras
+the refill trims. Members on a host that is suspect or does not answer this node are kept and
+counted by the refill, not claimable: the status says the pool `waiting` for them. A pool
+holds at most `HELD` times its size in members, whatever its hosts do: a host that comes and
+goes cannot make it grow further (the org's quota counts every member).
 
 `discard_why` says which running members the refill discards rather than keeps: made from a
 build of the template that is no longer its current one, outside the org's home region, on a
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from ..fleet.hosts import DRAINING, LOST, RETIRED, SUSPECT
+from ..fleet.hosts import DRAINING, LOST, RETIRED
 from ..store import repo
 from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, PoolRow
@@ -50,7 +53,7 @@ class Members:
     claimable: frozenset[str]  # ids of the running members a claim could take now
     current: frozenset[str | None] | None  # the template's current builds (None: any)
     home: str | None  # the org's home region, once fleet hosts have joined (None: any)
-    away: frozenset[str]  # hosts whose lease ended (suspect, lost)
+    away: frozenset[str]  # hosts declared lost
     retired: frozenset[str]  # hosts forgotten as dead
     draining: frozenset[str]  # hosts being emptied
 
@@ -60,6 +63,7 @@ class Counts:
     ready: int
     starting: int
     unavailable: int
+    waiting: int = 0  # of the unavailable: kept and counted by the refill, not claimable now
 
 
 def look(fleet: Fleet, pool: PoolRow) -> Members:
@@ -69,11 +73,11 @@ def look(fleet: Fleet, pool: PoolRow) -> Members:
         running = select(ComputerRow.id).where(
             ComputerRow.pool == pool.id, ComputerRow.state == State.RUNNING
         )
-        takeable = s.scalars(running.where(claimable(fleet, pool.org_id, None)))
+        takeable = s.scalars(running.where(claimable(fleet, pool.org_id, pool.template, None)))
         built = repo.templates_named(s, pool.org_id, pool.template, None)  # every region's
         home = s.scalar(select(Org.home_region).where(Org.id == pool.org_id))
         q = select(HostRow.id, HostRow.state)
-        q = q.where(HostRow.state.in_((SUSPECT, LOST, RETIRED, DRAINING)))
+        q = q.where(HostRow.state.in_((LOST, RETIRED, DRAINING)))
         hosts = {host_id: state for host_id, state in s.execute(q)}
         current = frozenset(sid for t in built for sid in (t.snapshot_id, t.ready_snapshot_id))
         return Members(
@@ -81,7 +85,7 @@ def look(fleet: Fleet, pool: PoolRow) -> Members:
             claimable=frozenset(takeable),
             current=current or None,
             home=home if home is not None and placing.wanted(fleet, None, False) else None,
-            away=frozenset(h for h, state in hosts.items() if state in (SUSPECT, LOST)),
+            away=frozenset(h for h, state in hosts.items() if state == LOST),
             retired=frozenset(h for h, state in hosts.items() if state == RETIRED),
             draining=frozenset(h for h, state in hosts.items() if state == DRAINING),
         )
@@ -98,12 +102,20 @@ def count(members: Members, warming: Collection[str]) -> Counts:
                 starting += 1
             else:
                 ready += 1
-    return Counts(ready, starting, len(members.all) - ready - starting)
+    waiting = sum(
+        m.state == State.RUNNING
+        and m.id not in members.claimable
+        and discard_why(m, members) is None
+        and not away(m, members)
+        for m in members.all
+    )
+    return Counts(ready, starting, len(members.all) - ready - starting, waiting)
 
 
 def refill_state(size: int, counts: Counts, blocked: str | None) -> str:
-    """What the refill does: "full", "filling", "shrinking", or "blocked: why" (`blocked`: why
-    its last attempt was refused)."""
+    """What the refill does: "full", "filling", "shrinking", "waiting: ..." (members it keeps are
+    on hosts that do not answer now: suspect, or not reached by this node), or "blocked: why"
+    (`blocked`: why its last attempt was refused)."""
     if blocked is not None:
         return blocked
     have = counts.ready + counts.starting
@@ -113,11 +125,13 @@ def refill_state(size: int, counts: Counts, blocked: str | None) -> str:
         return "full"
     if have < size and have + counts.unavailable >= HELD * size:
         return f"blocked: {counts.unavailable} members wait on hosts that are away"
+    if have < size and have + counts.waiting >= size:  # the refill counts them: makes none
+        return f"waiting: {counts.waiting} members on hosts that do not answer now"
     return "filling"
 
 
 def away(member: ComputerRow, members: Members) -> bool:
-    """Whether the refill replaces a running member it keeps: its host's lease ended."""
+    """Whether the refill replaces a running member it keeps: its host was declared lost."""
     return member.host_id is not None and member.host_id in members.away
 
 

@@ -182,17 +182,23 @@ class Pools:
 
     # members --------------------------------------------------------------------------------
 
-    async def discard(self, computer_id: str, why: str) -> None:
+    async def discard(self, computer_id: str, why: str, pool_id: str) -> None:
+        """Destroy a member of `pool_id`, its record read again under its operation: one that
+        is no member of it any more (a claim took it since the caller looked) is left alone."""
         self._hostnames.pop(computer_id, None)
         fleet = self.fleet
         async with fleet.operating(computer_id, "delete", wait=VERB_WAIT):
+            row = fleet.by_id(computer_id)
+            if row is None or row.pool != pool_id:
+                log.info("%s is no member of pool %s now: not discarded", computer_id, pool_id)
+                return
             await lifecycle.destroy_locked(fleet, computer_id, why)
 
-    async def _discard_or_leave(self, computer_id: str, why: str) -> bool:
+    async def _discard_or_leave(self, computer_id: str, why: str, pool_id: str) -> bool:
         """Discard a member; one whose host does not answer (or cannot remove it now) stays
         hidden in its pool, not running, and the refill tries again each round."""
         try:
-            await self.discard(computer_id, why)
+            await self.discard(computer_id, why, pool_id)
         except (ControlError, HostError) as exc:
             log.info("pool member %s stays until its host can remove it: %s", computer_id, exc)
             return False
@@ -226,7 +232,7 @@ class Pools:
                 await provisioning.provision(fleet, row, plan)
             except ControlError as exc:
                 self._blocked[pool.id] = f"blocked: {exc.message}"
-                await self.discard(row.id, f"pool member failed: {exc.message}")
+                await self.discard(row.id, f"pool member failed: {exc.message}", pool.id)
                 return
             await pool_warmup.warm(fleet, row.id, functools.partial(self._remember, row.id))
         finally:
@@ -250,17 +256,18 @@ class Pools:
             if self.fleet.lock(m.id).locked():
                 live.append(m)  # being made or claimed right now
             elif m.state != State.RUNNING and m.state != State.CREATING:
-                gone = await self._discard_or_leave(m.id, f"pool member was {m.state}: replaced")
+                said = f"pool member was {m.state}: replaced"
+                gone = await self._discard_or_leave(m.id, said, pool.id)
                 held += not gone
             elif m.state == State.RUNNING and (why := pool_members.discard_why(m, members)):
-                held += not await self._discard_or_leave(m.id, why)
+                held += not await self._discard_or_leave(m.id, why, pool.id)
             elif m.state == State.RUNNING and pool_members.away(m, members):
                 held += 1  # kept until its host answers, replaced meanwhile
             else:
                 live.append(m)
         extra = len(live) - pool.size
         for m in [m for m in reversed(live) if m.state == State.RUNNING][: max(0, extra)]:
-            await self._discard_or_leave(m.id, "the pool shrank")
+            await self._discard_or_leave(m.id, "the pool shrank", pool.id)
         if len(live) >= pool.size or len(live) + held >= pool_members.HELD * pool.size:
             return False
         await self._make(pool)

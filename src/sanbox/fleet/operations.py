@@ -171,9 +171,7 @@ class Operations:
             op = held.op
             while True:
                 try:
-                    held.op = await asyncio.to_thread(
-                        self.begin, op.computer_id, op.kind, op.host_id, node
-                    )
+                    held.op = await self._begin_again(op, node)
                     break
                 except BusyError as exc:
                     held.lost = (
@@ -189,6 +187,20 @@ class Operations:
             log.warning(
                 "operation %s was closed while it ran: held again as %s", op.op_id, held.op.op_id
             )
+
+    async def _begin_again(self, op: Operation, node: str | None) -> Operation:
+        """`begin` of `op`'s computer and kind again, in a thread. If the block ends meanwhile
+        (this is cancelled), the thread still runs to its end: what it began is finished here,
+        never left holding the computer until a sweep."""
+        begun = asyncio.ensure_future(
+            asyncio.to_thread(self.begin, op.computer_id, op.kind, op.host_id, node)
+        )
+        try:
+            return await asyncio.shield(begun)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self.finish((await begun).op_id)
+            raise
 
     def incomplete(self, computer_id: str) -> Operation | None:
         t = OperationRow.__table__.c

@@ -5,9 +5,10 @@ layout; the guest unpacks it into /usr/local, offline, so the packages land in
 Two runs of npm, with the check between them (`registry_only`): `npm install --package-lock-only`
 resolves the step into a lockfile without fetching a package, every entry of it must be a
 registry tarball (a dependency on `file:`, `link:`, git or another URL is refused, naming it),
-and `npm ci` then installs exactly that lockfile. Both use the `shallow` strategy: each package
-of the step at the top with its own dependencies under it, as `npm install --global` lays them
-out. npm is given no git (`git` set to a program that does not exist).
+and `npm install` then installs exactly that lockfile (checked unchanged after it). Both use
+the `shallow` strategy: each package of the step at the top with its own dependencies under it,
+as `npm install --global` lays them out. npm is given no git (`git` set to a program that does
+not exist).
 
 Both run with `--ignore-scripts`: install scripts are code from the registry, and the host is
 the one place that must never run it (it is root, holds the secrets and reaches the network).
@@ -83,8 +84,11 @@ def resolve_argv(project: Path, packages: Sequence[str]) -> list[str]:
 
 
 def install_argv(project: Path) -> list[str]:
-    """Exactly what the lockfile in `project` says, into its node_modules."""
-    return ["npm", "ci", "--prefix", str(project), *_COMMON]
+    """What the lockfile in `project` says, into its node_modules: `npm install` with no
+    package, which installs the lockfile as it is (`npm ci` refuses one that `--package-lock-only`
+    wrote without other platforms' optional dependencies, as npm 11 does); the caller checks the
+    lockfile is unchanged after it (`_unchanged`), so nothing was resolved anew."""
+    return ["npm", "install", "--prefix", str(project), *_COMMON]
 
 
 def failure_reason(packages: Sequence[str], output: str) -> str:
@@ -162,11 +166,25 @@ def empty_rc(work: Path) -> Path:
     return rc
 
 
-def _read_lock(project: Path) -> object:
+def _read_lock(project: Path) -> bytes:
     try:
-        return json.loads((project / LOCK).read_text())
-    except (OSError, ValueError):
+        return (project / LOCK).read_bytes()
+    except OSError:
         raise FetchError("npm", "npm did not resolve the step into a lockfile; try again") from None
+
+
+def _parsed(lock: bytes) -> object:
+    try:
+        return json.loads(lock)
+    except ValueError:
+        raise FetchError("npm", "npm did not resolve the step into a lockfile; try again") from None
+
+
+def _unchanged(project: Path, checked: bytes) -> None:
+    """The lockfile as it was checked: an install that resolved anew (and so fetched what was
+    never checked) is refused, its packages not packed."""
+    if _read_lock(project) != checked:
+        raise FetchError("npm", "npm resolved the step anew while installing it; try again")
 
 
 def fetch_npm(
@@ -209,9 +227,8 @@ def fetch_npm(
                 sandbox.reclaim(files, work)
             if result.returncode != 0:
                 raise FetchError("npm", failure_reason(names, result.output))
-            check_npm_lock(
-                _read_lock(project), registries(os.environ, [registry or DEFAULT_REGISTRY])
-            )
+            checked = _read_lock(project)
+            check_npm_lock(_parsed(checked), registries(os.environ, [registry or DEFAULT_REGISTRY]))
             sandbox.own(files, work)
             try:
                 result = sandbox.run(
@@ -221,6 +238,7 @@ def fetch_npm(
                 sandbox.reclaim(files, work)
         if result.returncode != 0:
             raise FetchError("npm", failure_reason(names, result.output))
+        _unchanged(project, checked)
         pack(project / "node_modules", files / ARCHIVE)
         write_script(files, install_script(names))
 

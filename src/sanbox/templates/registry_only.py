@@ -8,8 +8,8 @@ packages from PyPI's own file host). Followed on the host, as the fetch user, th
 host file or clone a host repository into the bundle the tenant's guest gets. So each fetcher
 resolves first (npm: a lockfile, `npm install --package-lock-only`; pip: `pip install --dry-run
 --report`), this module refuses anything that is not the registry's, and only then does the tool
-download exactly what was checked (npm: `npm ci` from that lockfile; pip: `pip download
---no-deps` of the pinned list)."""
+download exactly what was checked (npm: `npm install` of that lockfile, checked unchanged after;
+pip: `pip download --no-deps` of the pinned list)."""
 
 from __future__ import annotations
 
