@@ -9,12 +9,17 @@ tier's agent dials the host's loopback for the computer's `tcp` stream)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gzip
 import http.server
 import json
 from collections.abc import Iterator
 
 import pytest
+
+from sanbox.api.ports import devtools, devtools_answer
+from sanbox.api.ports.devtools_answer import Caller, Headers
 
 from .conftest import E2bStand, Server
 from .test_published_access import get, publish, serving
@@ -23,17 +28,23 @@ pytestmark = pytest.mark.component
 
 CODE = "devtools_answer_refused"
 FOREIGN = "attacker.example"
+Answer = tuple[Headers, bytes]
 BROWSER_ID = "5c2c29a5-83b0-4c52-a2de-7d1c6b0a4e2f"
 PAGE_ID = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 
 
 @contextlib.contextmanager
-def devtools_guest(answers: dict[str, tuple[int, dict[str, str], bytes]]) -> Iterator[int]:
+def devtools_guest(
+    answers: dict[str, tuple[int, dict[str, str], bytes]],
+    seen: list[dict[str, str]] | None = None,
+) -> Iterator[int]:
     """A port that answers each path (the query left out) with the status, headers and body
-    given, and a text 404 otherwise."""
+    given, and a text 404 otherwise; the headers of each request it had go to `seen`."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
+            if seen is not None:
+                seen.append({k.lower(): v for k, v in self.headers.items()})
             status, headers, body = answers.get(self.path.partition("?")[0], (404, {}, b"no"))
             self.send_response(status)
             for name, value in {"content-length": str(len(body)), **headers}.items():
@@ -120,7 +131,7 @@ def test_chromium_s_answers_come_through_on_the_port_s_host(server: Server) -> N
         assert r.json()["webSocketDebuggerUrl"] == f"ws://{host}/devtools/browser/{BROWSER_ID}"
         r = get(server, host, "/json/list", **auth)
         assert r.status_code == 200, r.text
-        assert r.headers["content-type"] == "application/json; charset=utf-8"
+        assert r.headers["content-type"] == "application/json; charset=UTF-8"  # the guest's
         first, second = r.json()
         assert first == {
             **{k: v for k, v in page.items() if k != "devtoolsFrontendUrlCompat"},
@@ -131,8 +142,8 @@ def test_chromium_s_answers_come_through_on_the_port_s_host(server: Server) -> N
         assert second == {"id": "worker", "type": "service_worker"}
         assert get(server, host, "/json/protocol", **auth).text == "not checked: no URL in it"
         assert get(server, host, "/other", **auth).text == "plain"
-        r = get(server, host, "/json/new", **auth)  # a text answer there is no client's
-        assert (r.status_code, r.json()["error"]["code"]) == (502, CODE)
+        r = get(server, host, "/json/new", **auth)  # no object a client could take: as it was
+        assert (r.status_code, r.text) == (404, "no")
 
 
 def test_an_e2b_port_s_discovery_is_checked_too(e2b: E2bStand) -> None:
@@ -150,3 +161,100 @@ def test_an_e2b_port_s_discovery_is_checked_too(e2b: E2bStand) -> None:
         r = e2b.client.get("/json/version", headers=headers)
         assert r.status_code == 200, r.text
         assert r.json()["webSocketDebuggerUrl"] == f"ws://{host}/devtools/browser/{BROWSER_ID}"
+
+
+def test_an_app_s_own_answers_at_such_paths_go_on_as_they_were(server: Server) -> None:
+    """A path ending in `/json` is often an app's own: what no client could take a WebSocket
+    URL from goes on unchanged, JSON goes on checked (its content type kept); what the host
+    cannot read, or that starts as JSON but is not, is refused."""
+    foreign = _version(f"ws://{FOREIGN}/devtools/browser/{BROWSER_ID}")[2]
+    answers = {
+        "/api/json": (404, {"content-type": "text/html"}, b"<html>no such item</html>"),
+        "/part/json": (
+            206,
+            {"content-type": "text/plain", "content-range": "bytes 0-4/9"},
+            b"hello",
+        ),
+        "/json/list": (304, {"etag": '"1"'}, b""),
+        "/items/json": (200, {"content-type": "application/vnd.api+json"}, b'{"data": [1, 2]}'),
+        "/bom/json/version": (200, {"content-type": "text/plain"}, b"\xef\xbb\xbf" + foreign),
+        "/feed/json": (200, {"content-type": "application/x-ndjson"}, b'{"a": 1}\n{"b": 2}\n'),
+        "/huge/json": (200, {"content-type": "application/json"}, b'{"n": 1e400}'),
+        "/gz/json": (200, {"content-encoding": "gzip"}, gzip.compress(b"hello")),
+        "/moved/json": (301, {"location": "/elsewhere"}, b""),
+    }
+    seen: list[dict[str, str]] = []
+    with devtools_guest(answers, seen) as port:
+        publish(server, server.key, "web", port, public=False)
+        host = f"{port}-web.localhost:7070"
+        auth = {"authorization": f"Bearer {server.key}"}
+        asked = {**auth, "accept-encoding": "gzip", "range": "bytes=0-4"}
+        r = get(server, host, "/api/json", **asked)
+        assert (r.status_code, r.headers["content-type"], r.text) == (
+            404,
+            "text/html",
+            "<html>no such item</html>",
+        )
+        # the guest is asked for its answer plain and whole: one the host can check
+        assert "accept-encoding" not in seen[-1] and "range" not in seen[-1]
+        r = get(server, host, "/part/json", **auth)
+        assert (r.status_code, r.headers["content-range"], r.text) == (206, "bytes 0-4/9", "hello")
+        r = get(server, host, "/json/list", **auth)
+        assert (r.status_code, r.headers["etag"]) == (304, '"1"')
+        r = get(server, host, "/items/json", **auth)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "application/vnd.api+json"
+        assert r.json() == {"data": [1, 2]}
+        r = get(server, host, "/bom/json/version", **auth)  # fetch().json() would read it
+        assert r.json()["webSocketDebuggerUrl"] == f"ws://{host}/devtools/browser/{BROWSER_ID}"
+        for path in ("/feed/json", "/huge/json", "/gz/json", "/moved/json"):
+            r = get(server, host, path, **auth)
+            assert (r.status_code, r.json()["error"]["code"]) == (502, CODE), path
+
+
+def test_what_an_answer_costs_the_server_is_bounded(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guest can be called through its own public port, many times at once: one answer is
+    held up to 256 KiB and 10,000 objects and arrays, all answers held at once up to the
+    process's budget (past it 503, not a wait), and checked in a worker thread, not on the
+    event loop that serves every tenant."""
+    many = b"[" + b"{}," * 10_000 + b"{}]"
+    large = json.dumps({"title": "a" * 256 * 1024}).encode()
+    small = _version(f"ws://{FOREIGN}/devtools/browser/{BROWSER_ID}")
+    answers = {
+        "/many/json": (200, {"content-type": "application/json"}, many),
+        "/large/json": (200, {"content-type": "application/json"}, large),
+        "/json/version": small,
+    }
+    checked_on: list[bool] = []
+
+    def checked_answer(status: int, head: Headers, body: bytes, caller: Caller) -> Answer:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            checked_on.append(False)  # no event loop in this thread
+        else:
+            checked_on.append(True)
+        return devtools_answer.checked_answer(status, head, body, caller)
+
+    with devtools_guest(answers) as port:
+        publish(server, server.key, "web", port, public=False)
+        host = f"{port}-web.localhost:7070"
+        auth = {"authorization": f"Bearer {server.key}"}
+        for path in ("/many/json", "/large/json"):
+            r = get(server, host, path, **auth)
+            assert r.status_code == 502, (path, r.text[:80])
+            assert r.json()["error"]["code"] == CODE
+        assert "larger than 256 KiB" in r.json()["error"]["message"]
+        monkeypatch.setattr(devtools, "checked_answer", checked_answer)
+        monkeypatch.setattr(devtools, "HELD", devtools.HeldBytes(len(small[2]) - 1))
+        r = get(server, host, "/json/version", **auth)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "devtools_answers_busy"
+        assert "try again" in r.json()["error"]["message"]
+        assert devtools.HELD.held == 0 and checked_on == []
+        monkeypatch.setattr(devtools, "HELD", devtools.HeldBytes(len(small[2])))
+        r = get(server, host, "/json/version", **auth)
+        assert r.status_code == 200, r.text
+        assert devtools.HELD.held == 0 and checked_on == [False]

@@ -1,5 +1,6 @@
-"""What of a port's DevTools discovery answer the host passes on (`api/ports/devtools.py`): the
-checks alone, on bytes; the relay is tested in tests/component/test_devtools_discovery.py."""
+"""What of a port's DevTools discovery answer the host passes on (`api/ports/devtools_answer.py`,
+the requests and the bound on answers held in `devtools.py`): the checks alone, on bytes; the
+relay is tested in tests/component/test_devtools_discovery.py."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import json
 
 import pytest
 
-from sanbox.api.ports.devtools import (
+from sanbox.api.ports.devtools import HeldBytes, caller_of, discovery_request
+from sanbox.api.ports.devtools_answer import (
+    JSON_TYPE,
     MAX_ANSWER,
+    MAX_CHARSETS,
+    MAX_CONTAINERS,
     MAX_DEPTH,
     Caller,
     DevToolsAnswerError,
-    caller_of,
+    checked_answer,
     checked_body,
-    discovery_request,
     frontend_url,
+    json_shaped,
     socket_url,
 )
 
@@ -101,3 +106,90 @@ def test_a_body_is_json_serialized_anew_with_every_url_checked() -> None:
         with pytest.raises(DevToolsAnswerError):
             checked_body(bad, PLAIN)
     assert json.loads(checked_body(deep[1:-1], PLAIN)) == json.loads(deep[1:-1])
+
+
+def test_an_answer_s_size_and_containers_are_bounded() -> None:
+    """A guest can be called through its own public port: what one answer costs to check is
+    bounded, so no answer holds the event loop (or a worker) long."""
+    assert MAX_ANSWER == 256 * 1024
+    long = b'"' + b"a" * MAX_ANSWER + b'"'
+    with pytest.raises(DevToolsAnswerError, match="larger than 256 KiB"):
+        checked_body(long, PLAIN)
+    many = b"[" + b"{}," * MAX_CONTAINERS + b"{}]"  # the objects and the array
+    with pytest.raises(DevToolsAnswerError, match="objects and arrays"):
+        checked_body(many, PLAIN)
+    most = b"[" + b"{}," * (MAX_CONTAINERS - 2) + b"{}]"
+    assert len(json.loads(checked_body(most, PLAIN))) == MAX_CONTAINERS - 1
+    with pytest.raises(DevToolsAnswerError, match="out of range"):
+        checked_body(b'{"n": 1e400}', PLAIN)  # parsed as inf: never sent on as Infinity
+
+
+def test_what_some_client_could_read_as_json_is_json_shaped() -> None:
+    bom = b"\xef\xbb\xbf"
+    shaped = [
+        (b'{"a": 1}', []),
+        (b" \r\n\t[1]", []),
+        (bom + b"{}", []),  # fetch().json() and Python strip a UTF-8 BOM
+        ("{}".encode("utf-16"), []),  # Python's json.loads of bytes reads UTF-16 and -32
+        ("[]".encode("utf-16-le"), []),
+        ("{}".encode("utf-32"), []),
+        ("\xa0{}".encode(), []),
+        (b"+AHs-}", [(b"content-type", b"text/plain; charset=UTF-7")]),  # requests decodes so
+        ("{}".encode("cp500"), [(b"content-type", b'text/plain;charset="cp500"')]),
+        (b"x", [(b"content-type", f"text/plain; charset=c{n}".encode()) for n in range(9)]),
+    ]
+    for body, head in shaped:
+        assert json_shaped(body, head), body
+    assert MAX_CHARSETS < 9
+    plain = [b"", b"<html>", b"not json", bom + b"hello", b'"a"', b"123", b"null", b"\x1f\x8b"]
+    for body in plain:
+        assert not json_shaped(body, [(b"content-type", b"application/json")]), body
+    assert not json_shaped(b"+AHs-}", [(b"content-type", b"text/plain; charset=x-none")])
+
+
+def test_an_answer_goes_on_unchanged_checked_or_not_at_all() -> None:
+    page = b'{"webSocketDebuggerUrl": "ws://evil/devtools/page/1"}'
+    rewritten = f'{{"webSocketDebuggerUrl": "ws://{HOST}/devtools/page/1"}}'.encode()
+    html = [(b"content-type", b"text/html"), (b"content-length", b"6"), (b"x-app", b"1")]
+    # no object a client could take: the app's answer as it was, whatever its status
+    for status in (200, 206, 304, 404):
+        assert checked_answer(status, html, b"<html>", PLAIN) == (html, b"<html>")
+    assert checked_answer(304, [], b"", PLAIN) == ([], b"")
+    # JSON: checked, serialized anew, its JSON type kept (a +json one too), else application/json
+    for kept in (b"application/json", b"application/vnd.api+json; charset=UTF-8"):
+        head = [(b"content-type", kept), (b"content-length", b"99"), (b"location", b"/x")]
+        assert checked_answer(404, head, page, PLAIN) == (
+            [(b"content-type", kept), (b"content-length", str(len(rewritten)).encode())],
+            rewritten,
+        )
+    for replaced in (
+        [(b"content-type", b"text/plain")],
+        [(b"content-type", b"application/json; charset=utf-16")],  # the body goes on as UTF-8
+        [(b"content-type", b"application/json"), (b"content-type", b"text/html")],
+        [],
+    ):
+        head, body = checked_answer(200, replaced, "\ufeff".encode() + page, PLAIN)
+        assert (head[0], body) == ((b"content-type", JSON_TYPE), rewritten)
+    # refused whatever the body: a redirect a client follows, a body the host cannot read
+    for status, head in (
+        (302, [(b"location", b"http://evil/json/version")]),
+        (307, [(b"Location", b"/json/version")]),
+        (200, [(b"content-encoding", b"gzip")]),
+        (200, [(b"content-encoding", b"identity, br")]),
+    ):
+        with pytest.raises(DevToolsAnswerError):
+            checked_answer(status, head, b"<html>", PLAIN)
+    assert checked_answer(200, [(b"content-encoding", b"identity")], b"ok", PLAIN)[1] == b"ok"
+    # starts as JSON but is not (NDJSON, a truncated answer): refused, as a lenient client may
+    # parse a prefix of it
+    for body in (b'{"a": 1}\n{"b": 2}\n', b'[{"webSocketDebuggerUrl": "ws://evil/devtools/p"'):
+        with pytest.raises(DevToolsAnswerError, match="not JSON"):
+            checked_answer(200, [(b"content-type", b"application/x-ndjson")], body, PLAIN)
+
+
+def test_the_bytes_held_at_once_are_bounded() -> None:
+    held = HeldBytes(10)
+    assert held.take(6) and held.take(4)
+    assert not held.take(1)
+    held.give(4)
+    assert held.take(3) and held.held == 9

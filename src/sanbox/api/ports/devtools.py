@@ -5,61 +5,44 @@ first asks the port for `/json/version` (or `/json`, `/json/list`, `/json/new`),
 WebSocket that answer names, sending it the headers it was given: a Sanbox key in its
 `Authorization` goes wherever the answer points (Playwright follows a redirect with them too).
 The guest writes that answer, and a guest is hostile (root in it, or any process that takes the
-port), so the relay holds the answer to such a request and sends on what it made of it:
+port), so the relay holds the answer to such a request, whole, and sends on what
+`devtools_answer.checked_answer` made of it: a redirect or an encoded body refused, a body a
+client could read as JSON serialized anew with every `webSocketDebuggerUrl` on the Host the
+caller used, any other body unchanged. Refused: 502 `devtools_answer_refused`. The host cannot
+know which port serves DevTools (the browser type's 9223, a Chromium any computer runs on any
+port: the guest decides what listens, the caller where a client points), so every port's
+requests whose path ends in one of those four (a client appends them to the endpoint URL's path)
+are answered so: a guest's own API at such a path may answer JSON only as JSON. The request goes
+without `Accept-Encoding` and `Range`, so the answer is plain and whole.
 
-- a redirect is refused;
-- a body, if there is one, must be JSON (at most `MAX_ANSWER` bytes, nested at most `MAX_DEPTH`
-  deep) and goes on as the host serializes it, so no client parses anything the host did not;
-- every `webSocketDebuggerUrl` in it becomes `ws(s)://<the Host the caller used><path>`, its path
-  kept only if it is a `/devtools/...` path, else the answer is refused; a
-  `devtoolsFrontendUrl` (`devtoolsFrontendUrlCompat`) becomes that origin's `/devtools/...` page
-  with `ws=` (`wss=`) the same, or is left out (a page for people, not a place a client connects).
-Refused: 502 `devtools_answer_refused`. The host cannot know which port serves DevTools (the
-browser type's 9223, a Chromium any computer runs on any port: the guest decides what listens,
-the caller where a client points), so every port's requests whose path ends in one of those four
-(a client appends them to the endpoint URL's path) are answered so: a guest's own API at such a
-path may answer JSON only. The request goes without `Accept-Encoding`, so the answer is plain.
+Bounds, as a guest can be called through its own public port (no rate limit, many connections):
+an answer is held up to `MAX_ANSWER` bytes, and refused once a piece of it comes `BODY_TIMEOUT`
+after its head or none comes for that long (a minute at most, then); all the answers this
+process holds at once up to `HELD_BYTES` (past it: 503 `devtools_answers_busy`, never a wait);
+the check runs in a worker thread. json's C parser holds the GIL, so what keeps the event loop's
+stall to milliseconds is the check's own bounds (size, containers, depth), not the thread: the
+thread keeps the walk and the serializing off the loop.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+import threading
 
 from starlette.types import Message, Receive, Scope, Send
 
 from ..forwarded import forwarded_proto
+from .devtools_answer import MAX_ANSWER, Caller, DevToolsAnswerError, checked_answer, head_refusal
 from .relay import ByteStream, relay_http, send_error
 
-MAX_ANSWER = 1024 * 1024  # Chromium's /json/list: ~600 bytes a target
-MAX_DEPTH = 32  # Chromium's answers are 2 deep
+HELD_BYTES = 16 * 1024 * 1024  # 64 answers at `MAX_ANSWER`; Chromium's are a few KiB
+BODY_TIMEOUT = 30.0  # Chromium answers at once
 CODE = "devtools_answer_refused"
-SOCKET_KEY = "webSocketDebuggerUrl"
-FRONTEND_KEYS = ("devtoolsFrontendUrl", "devtoolsFrontendUrlCompat")
+BUSY_CODE = "devtools_answers_busy"
 _DISCOVERY = re.compile(r".*/json(?:/(?:version|list|new))?/?", re.IGNORECASE | re.DOTALL)
-_DEVTOOLS_PATH = re.compile(r"/devtools/[A-Za-z0-9_.~/-]{1,256}")
 _HOST = re.compile(r"[a-z0-9.-]{1,253}(?::[0-9]{1,5})?")
-_REPLACED = frozenset(b"content-length content-type content-encoding location".split())
-
-
-class DevToolsAnswerError(ValueError):
-    """A discovery answer the host will not pass on; the message says why, for the caller."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Where the caller reached the port: its scheme and the Host it sent."""
-
-    secure: bool
-    host: str
-
-    def url(self, path: str, websocket: bool = False) -> str:
-        scheme = ("ws" if websocket else "http") + ("s" if self.secure else "")
-        return f"{scheme}://{self.host}{path}"
+_NOT_ASKED = frozenset(b"accept-encoding range if-range".split())
 
 
 def discovery_request(scope: Scope) -> bool:
@@ -78,97 +61,85 @@ def caller_of(scope: Scope) -> Caller | None:
     return Caller(forwarded_proto(scope) == "https", name)
 
 
-def _devtools_path(path: str) -> str | None:
-    return path if _DEVTOOLS_PATH.fullmatch(path) else None
+class HeldBytes:
+    """The bytes of discovery answers this process holds at once, at most `limit`: one for all
+    relays (`HELD`), so many slow or large answers cost a bounded memory, not one each."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()  # relays of one process may run on more than one loop
+
+    def take(self, size: int) -> bool:
+        with self._lock:
+            if self.held + size > self.limit:
+                return False
+            self.held += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
 
 
-def socket_url(value: object, caller: Caller) -> str:
-    """A `webSocketDebuggerUrl` on the caller's origin; DevToolsAnswerError if it is no
-    `ws(s)://HOST/devtools/...` URL."""
-    try:
-        parts = urlsplit(value) if isinstance(value, str) else None
-    except ValueError:
-        parts = None
-    path = _devtools_path(parts.path) if parts and parts.scheme.lower() in ("ws", "wss") else None
-    if parts is None or not parts.netloc or path is None:
-        raise DevToolsAnswerError(f"its {SOCKET_KEY} is no ws://HOST/devtools/... URL")
-    return caller.url(path, websocket=True)
+HELD = HeldBytes(HELD_BYTES)
 
 
-def frontend_url(value: object, caller: Caller) -> str | None:
-    """A DevTools frontend URL on the caller's origin, its `ws=` too; None if it is not one."""
-    try:
-        parts = urlsplit(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    if parts is None or _devtools_path(parts.path) is None:
-        return None
-    sockets = [v for k, v in parse_qsl(parts.query) if k.lower() in ("ws", "wss")]
-    path = _devtools_path("/" + sockets[0].partition("/")[2]) if sockets else None
-    if path is None:
-        return None
-    param = "wss" if caller.secure else "ws"
-    return caller.url(f"{parts.path}?{param}={caller.host}{path}")
-
-
-def _containers(document: Any) -> Iterator[dict[str, Any]]:
-    """Every object in `document`, outermost first; DevToolsAnswerError past `MAX_DEPTH`."""
-    stack: list[tuple[Any, int]] = [(document, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if not isinstance(node, dict | list):
-            continue
-        if depth >= MAX_DEPTH:
-            raise DevToolsAnswerError(f"it is nested more than {MAX_DEPTH} deep")
-        if isinstance(node, dict):
-            yield node
-        stack += [
-            (child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)
-        ]
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is no JSON")
-
-
-def checked_body(body: bytes, caller: Caller) -> bytes:
-    """The answer's body as the host passes it on: its JSON with every DevTools URL on the
-    caller's origin, serialized anew; DevToolsAnswerError if it is not JSON or names a WebSocket
-    elsewhere."""
-    if len(body) > MAX_ANSWER:
-        raise DevToolsAnswerError(f"it is larger than {MAX_ANSWER // 1024} KiB")
-    try:
-        document = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        raise DevToolsAnswerError("it is not JSON") from None
-    for node in _containers(document):
-        if SOCKET_KEY in node:
-            node[SOCKET_KEY] = socket_url(node[SOCKET_KEY], caller)
-        for key in FRONTEND_KEYS:
-            if key in node and (url := frontend_url(node[key], caller)) is None:
-                del node[key]
-            elif key in node:
-                node[key] = url
-    return json.dumps(document, ensure_ascii=False).encode()
+class _Busy(Exception):
+    """The process holds `HELD_BYTES` of answers already."""
 
 
 class _Held:
     """The guest's answer as `relay_http` sends it, held: its head, and its body up to
-    `MAX_ANSWER` (past it, a raise ends the relay's download)."""
+    `MAX_ANSWER` bytes, taken from `budget`. A raise ends the relay's download: past the size,
+    the budget or the time, or after a head that is refused whatever follows (`refusal` says
+    why, `busy` if it was the budget)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: HeldBytes) -> None:
+        self.budget = budget
         self.start: Message | None = None
         self.body = bytearray()
+        self.taken = 0  # of `budget`, given back by `release` once the answer is sent
         self.complete = False
+        self.refusal: str | None = None
+        self.busy = False
+        self._deadline = 0.0
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.start = message
-        elif message["type"] == "http.response.body":
-            self.body += message.get("body", b"")
-            if len(self.body) > MAX_ANSWER:
-                raise DevToolsAnswerError(f"it is larger than {MAX_ANSWER // 1024} KiB")
-            self.complete = not message.get("more_body", False)
+            self.refusal = head_refusal(message["status"], list(message.get("headers") or []))
+            self._deadline = asyncio.get_running_loop().time() + BODY_TIMEOUT
+            return
+        if message["type"] != "http.response.body":
+            return
+        chunk = message.get("body", b"")
+        if self.refusal is None:
+            self.refusal = self._past_bounds(len(chunk))
+        if self.refusal is not None:
+            raise DevToolsAnswerError(self.refusal)
+        if not self.budget.take(len(chunk)):
+            self.busy = True
+            raise _Busy
+        self.taken += len(chunk)
+        self.body += chunk
+        self.complete = not message.get("more_body", False)
+
+    def _past_bounds(self, more: int) -> str | None:
+        if len(self.body) + more > MAX_ANSWER:
+            return f"it is larger than {MAX_ANSWER // 1024} KiB"
+        if asyncio.get_running_loop().time() > self._deadline:
+            return f"it took longer than {BODY_TIMEOUT:g} s"
+        return None
+
+    def take_body(self) -> bytes:
+        """The body held, no longer held here (one copy of it, not two)."""
+        body, self.body = bytes(self.body), bytearray()
+        return body
+
+    def release(self) -> None:
+        self.budget.give(self.taken)
+        self.taken = 0
 
 
 async def _refuse(send: Send, path: str, why: str) -> None:
@@ -181,6 +152,14 @@ async def _refuse(send: Send, path: str, why: str) -> None:
     await send_error(send, 502, CODE, message)
 
 
+async def _busy(send: Send) -> None:
+    message = (
+        "this server holds as many DevTools discovery answers as it may at once; "
+        "try again in a few seconds"
+    )
+    await send_error(send, 503, BUSY_CODE, message)
+
+
 async def relay_discovery(
     scope: Scope, receive: Receive, send: Send, stream: ByteStream, *, host_header: str
 ) -> None:
@@ -190,34 +169,40 @@ async def relay_discovery(
     if caller is None:
         await _refuse(send, path, "the request's Host is no port's")
         return
-    headers = [(k, v) for k, v in scope.get("headers") or [] if k.lower() != b"accept-encoding"]
-    held = _Held()
-    await relay_http(
-        {**scope, "headers": headers}, receive, held.send, stream, host_header=host_header
-    )
+    headers = [(k, v) for k, v in scope.get("headers") or [] if k.lower() not in _NOT_ASKED]
+    held = _Held(HELD)
+    try:
+        await relay_http(
+            {**scope, "headers": headers},
+            receive,
+            held.send,
+            stream,
+            host_header=host_header,
+            read_timeout=BODY_TIMEOUT,
+        )
+        await _send_checked(held, send, path, caller)
+    finally:
+        held.release()
+
+
+async def _send_checked(held: _Held, send: Send, path: str, caller: Caller) -> None:
     if held.start is None:  # the client left before anything was sent
         return
-    status, head = held.start["status"], list(held.start.get("headers") or [])
+    if held.busy:
+        await _busy(send)
+        return
+    if held.refusal is not None:
+        await _refuse(send, path, held.refusal)
+        return
     if not held.complete:
-        await _refuse(send, path, f"it broke off, or is larger than {MAX_ANSWER // 1024} KiB")
+        await _refuse(send, path, f"it broke off, or took longer than {BODY_TIMEOUT:g} s")
         return
-    if 300 <= status < 400:
-        await _refuse(
-            send, path, f"it is a redirect, {status}, which a client follows with its headers"
-        )
+    status, head = held.start["status"], list(held.start.get("headers") or [])
+    try:
+        head, body = await asyncio.to_thread(checked_answer, status, head, held.take_body(), caller)
+    except DevToolsAnswerError as exc:
+        await _refuse(send, path, str(exc))
         return
-    body = bytes(held.body)
-    if body:
-        try:
-            body = checked_body(body, caller)
-        except DevToolsAnswerError as exc:
-            await _refuse(send, path, str(exc))
-            return
-        head = [(k, v) for k, v in head if k.lower() not in _REPLACED]
-        head += [(b"content-type", b"application/json; charset=utf-8")]
-        head += [(b"content-length", str(len(body)).encode())]
-    else:
-        head = [(k, v) for k, v in head if k.lower() != b"location"]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
 
