@@ -2,12 +2,15 @@
 its whole process group, once its staging folder holds more than the bound (not after it has
 downloaded everything), and a fetch the data filesystem has no room for above the host's reserve
 is refused before a tool runs. The tool here is a stand-in for pip (`fetch_pip(python=...)`),
-run unconfined (no network namespace)."""
+run unconfined (no network namespace). A sandboxed tool's child that left its process group
+(`setsid`) ends with the tool (its PID namespace, root only)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from sanbox.templates.fetch import FetchError, fetch_pip
+from sanbox.templates.fetch_common import run_tool
+from sanbox.templates.fetch_policy import reaped_argv
 from sanbox.templates.fetch_sandbox import FetchSandbox
 
 pytestmark = pytest.mark.component
@@ -85,3 +90,42 @@ def test_a_fetch_without_room_above_the_reserve_is_refused_before_a_tool_runs(
     with pytest.raises(FetchError, match="short of disk space"):
         fetch_pip(["six"], tmp_path / "cache", python=str(tool), keep_free=free)
     assert not ran.exists()
+
+
+def processes_named(token: str) -> list[int]:
+    """The live processes whose command line carries `token`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return [pid for pid in found if alive(pid)]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a PID namespace needs root and unshare (util-linux)",
+)
+def test_a_child_that_left_the_tools_group_ends_with_the_sandboxed_tool(tmp_path: Path) -> None:
+    token = f"sanbox-orphan-{secrets.token_hex(4)}"
+    ready = tmp_path / "ready"
+    # a child in a session of its own (out of the group run_tool kills), ready before the tool ends
+    tool = [
+        "/bin/sh",
+        "-c",
+        f"setsid /bin/sh -c 'touch {ready}; sleep 300; true' {token} &"
+        f" while [ ! -e {ready} ]; do sleep 0.02; done",
+    ]
+    result = run_tool(tool, work=tmp_path, timeout=30)  # the group kill alone: it escapes
+    escaped = processes_named(token)
+    for pid in escaped:  # and its sleep: the session it made
+        os.killpg(pid, 9)
+    assert result.returncode == 0 and escaped
+    ready.unlink()
+
+    result = run_tool(reaped_argv(tool), work=tmp_path, timeout=30)
+    assert result.returncode == 0 and ready.exists(), result.output
+    deadline = time.monotonic() + 5
+    while left := processes_named(token):
+        assert time.monotonic() < deadline, f"{left} outlived the sandboxed tool"
+        time.sleep(0.05)

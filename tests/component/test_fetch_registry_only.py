@@ -2,7 +2,9 @@
 package on the (loopback) registry whose dependency is `file:` a host tarball, a host directory
 or a git repository on the host is refused before npm fetches a package, naming both; a wheel
 whose Requires-Dist is `name @ file:///host/...` is refused before pip downloads one; nothing of
-the host file reaches a bundle. What is on the registry installs in npm's global layout.
+the host file reaches a bundle; a source tree or sdist such a reference names is refused before
+pip fetches or builds it (its build backend never runs). What is on the registry installs in
+npm's global layout.
 
 The real npm and pip run unconfined (no network namespace here): only the loopback registry
 answers them."""
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ensurepip
+import io
 import os
 import shutil
 import subprocess
@@ -178,7 +181,8 @@ def test_a_wheel_requiring_a_host_file_is_refused_naming_it(
     with pytest.raises(FetchError) as caught:
         fetch_pip(["evil"], cache)
     reason = str(caught.value)
-    assert "'secret' is a direct reference" in reason and secret.as_uri() in reason
+    assert "'evil' requires 'secret@ " in reason and secret.as_uri() in reason
+    assert "direct reference" in reason and "\n" not in reason
     assert not (cache / "bundles").exists() or not any((cache / "bundles").iterdir())
 
     bundle = fetch_pip(["innocent"], cache)  # a registry package still fetches
@@ -186,3 +190,49 @@ def test_a_wheel_requiring_a_host_file_is_refused_naming_it(
         "wheels/innocent-1.0-py3-none-any.whl"
     ]
     assert SECRET not in bundle_bytes(bundle.path)
+
+
+def evil_tree(marker: Path) -> dict[str, bytes]:
+    """A source tree whose build writes `marker` as soon as pip loads its backend: in-tree
+    (`backend-path`), needing nothing from the index (`requires = []`); its setup.py too."""
+    write = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('built')\n"
+    return {
+        "pyproject.toml": b'[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+        b'backend-path = ["."]\n',
+        "backend.py": write.encode(),
+        "setup.py": (write + "from setuptools import setup\nsetup(name='evil')\n").encode(),
+    }
+
+
+def sdist(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in {"PKG-INFO": b"Metadata-Version: 2.1\nName: evil\n", **files}.items():
+            info = tarfile.TarInfo(f"evil-1.0/{path}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["file-dir", "http-sdist"])
+def test_a_wheel_requiring_a_source_is_refused_before_pip_builds_it(
+    registry: PackageRegistry, tmp_path: Path, kind: str
+) -> None:
+    marker = tmp_path / "built"
+    tree = tmp_path / "evilpkg"
+    tree.mkdir()
+    for name, data in evil_tree(marker).items():
+        (tree / name).write_bytes(data)
+    registry.blobs["/files/evil-1.0.tar.gz"] = sdist(evil_tree(marker))
+    url = tree.as_uri() if kind == "file-dir" else f"{registry.base}/files/evil-1.0.tar.gz"
+    registry.wheel("innocent", "1.0")
+    registry.wheel("a", "1.0", ["innocent", f"evil @ {url}"])
+    cache = tmp_path / "cache"
+    with pytest.raises(FetchError) as caught:
+        fetch_pip(["a"], cache)
+    assert not marker.exists()  # its build backend never ran on the host
+    assert "/files/evil-1.0.tar.gz" not in registry.requests  # nor was it fetched
+    reason = str(caught.value)
+    assert f"'a' requires 'evil@ {url}'" in reason and "direct reference" in reason
+    assert "registry" in reason and "\n" not in reason
+    assert not (cache / "bundles").exists() or not any((cache / "bundles").iterdir())

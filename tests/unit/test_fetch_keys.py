@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sanbox.templates import fetch_apt, fetch_npm, fetch_pip
+from sanbox.templates import fetch_apt, fetch_npm, fetch_pip, pip_guard
 from sanbox.templates.fetch_common import FetchError, check_names, content_key, install_argv
 
 pytestmark = pytest.mark.unit
@@ -114,7 +114,8 @@ def test_apt_install_script_installs_only_its_debs_offline() -> None:
 
 def test_pip_downloads_wheels_for_the_guests_python_only() -> None:
     argv = fetch_pip.download_argv("/usr/bin/python3", ["six==1.17.0"], Path("/w"))
-    assert argv[:4] == ["/usr/bin/python3", "-m", "pip", "download"]
+    assert argv[:3] == ["/usr/bin/python3", "-I", "-c"] and argv[4] == "download"
+    assert argv[3] == Path(pip_guard.__file__).read_text()  # pip runs under the guard
     assert "--only-binary=:all:" in argv and argv[-2:] == ["--", "six==1.17.0"]
     assert argv[argv.index("--python-version") + 1] == "3.11"
     tags = fetch_pip.platforms()

@@ -85,7 +85,8 @@ def test_requests_are_read_as_connect_or_absolute_http() -> None:
 def test_the_tools_run_as_the_fetch_user_in_the_namespace_through_the_proxy() -> None:
     argv = sandboxed_argv(["/usr/bin/pip", "download", "x"], "sanbox-fetch-1", 990, 991)
     assert argv[:4] == ["ip", "netns", "exec", "sanbox-fetch-1"]
-    assert argv[4:10] == [
+    assert argv[4:8] == ["unshare", "--pid", "--fork", "--"]  # its whole tree ends with it
+    assert argv[8:14] == [
         "setpriv",
         "--reuid=990",
         "--regid=991",

@@ -250,8 +250,9 @@ def run_tool(
     bound: DiskBound | None = None,
 ) -> ToolResult:
     """Run a host tool with output to a file in `log_dir` (default `work`; bounded memory), and
-    keep its tail. It runs in its own session, killed whole at the end (nothing it started
-    outlives it), or as soon as it passes `bound` (FetchError)."""
+    keep its tail. It runs in its own session, its process group killed at the end, or as soon
+    as it passes `bound` (FetchError); a child that left the group (`setsid`) is ended by the
+    sandbox's PID namespace (`fetch_policy.reaped_argv`), not here."""
     log_file = (log_dir or work) / f"{Path(argv[0]).name}.log"
     with log_file.open("wb") as out:
         try:

@@ -6,10 +6,12 @@ runs pip from it: `python3 pip-X.whl/pip install --no-index --find-links wheels 
 Only wheels are fetched (`--only-binary=:all:`): the guest has no compiler and no network, so a
 package with no wheel for CPython 3.11 on glibc x86_64 is refused on the host with that reason.
 
-pip resolves first (`pip install --dry-run --report`, nothing installed): a dependency that is a
-direct reference (`name @ file:///...` or a VCS URL in a wheel's Requires-Dist, which pip follows
-from any index but PyPI's own file host) is refused, naming it (`registry_only`); then `pip
-download --no-deps` fetches exactly the pinned list the report gave, from the index.
+pip resolves first (`pip install --dry-run --report`, nothing installed); then `pip download
+--no-deps` fetches exactly the pinned list the report gave, from the index. A dependency that is a
+direct reference (`name @ file:///...`, an sdist's or a VCS URL in a wheel's Requires-Dist, which
+pip follows from any index but PyPI's own file host, and builds while it resolves) is refused
+inside pip before it is fetched (every pip command runs under `pip_guard`), naming it
+(`registry_only`); the report is checked for one too.
 
 Debian marks its python3 EXTERNALLY-MANAGED. The install passes `--break-system-packages`:
 Debian's python3 installs a non-venv pip's files under /usr/local/lib/python3.11/dist-packages
@@ -25,6 +27,7 @@ an application whose pinned dependencies should not meet the system's, run as /o
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import sys
@@ -49,7 +52,11 @@ from .fetch_common import (
     write_script,
 )
 from .fetch_sandbox import FetchSandbox
-from .registry_only import check_pip_report
+from .pip_guard import UNGUARDED
+from .pip_guard import argv as guarded_pip
+from .registry_only import check_pip_output, check_pip_report
+
+log = logging.getLogger(__name__)
 
 PYTHON = "3.11"
 ABI = "cp311"
@@ -86,16 +93,8 @@ def pip_key(requirements: Sequence[str], venv: str = "") -> str:
     return content_key("pip", {**inputs, "venv": venv} if venv else inputs)
 
 
-# `python -m pip download`, quiet and never asking
-PIP_DOWNLOAD = (
-    "-m",
-    "pip",
-    "download",
-    "--disable-pip-version-check",
-    "--no-input",
-    "--progress-bar",
-    "off",
-)
+# `pip download`, quiet and never asking
+PIP_DOWNLOAD = ("download", "--disable-pip-version-check", "--no-input", "--progress-bar", "off")
 
 
 def _target() -> list[str]:
@@ -122,9 +121,7 @@ def resolve_argv(python: str, requirements: Sequence[str], work: Path) -> list[s
     """pip's resolution of `requirements` for the guest, as a report in `work`; nothing is
     installed (`--target` only because pip takes platform options with it alone)."""
     return [
-        python,
-        "-m",
-        "pip",
+        *guarded_pip(python),
         "install",
         "--disable-pip-version-check",
         "--no-input",
@@ -144,11 +141,29 @@ def resolve_argv(python: str, requirements: Sequence[str], work: Path) -> list[s
 
 def download_argv(python: str, pinned: Sequence[str], dest: Path) -> list[str]:
     """Exactly the pinned distributions, from the index, none of their dependencies."""
-    return [python, *PIP_DOWNLOAD, "--no-deps", "--dest", str(dest), *_target(), "--", *pinned]
+    pip = guarded_pip(python)
+    return [*pip, *PIP_DOWNLOAD, "--no-deps", "--dest", str(dest), *_target(), "--", *pinned]
 
 
 def pip_wheel_argv(python: str, dest: Path) -> list[str]:
-    return [python, *PIP_DOWNLOAD, "--no-deps", "--only-binary=:all:", "--dest", str(dest), "pip"]
+    pip = guarded_pip(python)
+    return [*pip, *PIP_DOWNLOAD, "--no-deps", "--only-binary=:all:", "--dest", str(dest), "pip"]
+
+
+def check_guarded(result: ToolResult) -> None:
+    """`FetchError` if `pip_guard` refused a direct reference in this pip run (naming it) or
+    could not guard this host's pip (why: the server's log)."""
+    if result.returncode == 0:
+        return
+    check_pip_output(result.output)
+    for line in result.output.splitlines():
+        if line.startswith(UNGUARDED):
+            log.error("pip fetch refused: %s; install a pip it knows in the server's venv", line)
+            raise FetchError(
+                "host",
+                "this host's pip cannot be run safely for a fetch (an operator can see why "
+                "in the server's log)",
+            )
 
 
 def failure_reason(requirements: Sequence[str], output: str) -> str:
@@ -236,7 +251,9 @@ def fetch_pip(
             env = {**sandbox.env(work), "TMPDIR": str(work / "tmp")}  # pip's unpacking: bounded
 
             def run(argv: list[str]) -> ToolResult:
-                return sandbox.run(argv, work=work, timeout=timeout, env=env, bound=bound)
+                result = sandbox.run(argv, work=work, timeout=timeout, env=env, bound=bound)
+                check_guarded(result)
+                return result
 
             sandbox.own(files, work)
             try:

@@ -131,18 +131,16 @@ def apt_proxy_options(port: int) -> list[str]:
     ]
 
 
+def reaped_argv(argv: Sequence[str]) -> list[str]:
+    """`argv` as the first process of a PID namespace of its own (root only): when it ends, or
+    is killed with its process group as `run_tool` does, the kernel kills every process left in
+    the namespace, a child that left the group (`setsid`, a double fork) too. Nothing a tool
+    ran outlives it to write into another fetch's folders as the same user."""
+    return ["unshare", "--pid", "--fork", "--", *argv]
+
+
 def sandboxed_argv(argv: Sequence[str], netns: str, uid: int, gid: int) -> list[str]:
-    """`argv` inside the namespace, as the fetch user, with no groups and no way back up."""
-    return [
-        "ip",
-        "netns",
-        "exec",
-        netns,
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={gid}",
-        "--clear-groups",
-        "--no-new-privs",
-        "--",
-        *argv,
-    ]
+    """`argv` inside the namespace, as the fetch user, with no groups and no way back up, its
+    whole process tree ended with it."""
+    user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
+    return ["ip", "netns", "exec", netns, *reaped_argv([*user, "--", *argv])]

@@ -1,6 +1,7 @@
 """Where the host's package tools run for a template build: as the unprivileged `sanbox-fetch`
 user, in a fresh network namespace that has only loopback, whose one way out is a proxy on that
-loopback that dials only the package registries (`fetch_policy`).
+loopback that dials only the package registries (`fetch_policy`), each run of a tool in a PID
+namespace of its own, so nothing it started outlives it (`reaped_argv`).
 
     with FetchSandbox.open(configured_urls) as sandbox:
         sandbox.own(work)                                    # the tool's folders: the user's

@@ -3,13 +3,17 @@ and its download. Pure: the tool's own account of what it resolved in, `FetchErr
 
 A step's own entries are registry names (`package_names`), but a package's DEPENDENCIES are
 whatever its publisher wrote: npm follows `file:`, `link:`, `git+file:`, `git+ssh:` and tarball
-URLs, pip follows `name @ file:///...` in a wheel's Requires-Dist (it refuses them only under
-packages from PyPI's own file host). Followed on the host, as the fetch user, they would copy a
-host file or clone a host repository into the bundle the tenant's guest gets. So each fetcher
-resolves first (npm: a lockfile, `npm install --package-lock-only`; pip: `pip install --dry-run
---report`), this module refuses anything that is not the registry's, and only then does the tool
-download exactly what was checked (npm: `npm install` of that lockfile, checked unchanged after;
-pip: `pip download --no-deps` of the pinned list)."""
+URLs, pip follows `name @ file:///...` or an sdist's URL in a wheel's Requires-Dist (it refuses
+them only under packages from PyPI's own file host). Followed on the host, as the fetch user,
+they would copy a host file or clone a host repository into the bundle the tenant's guest gets.
+So each fetcher resolves first (npm: a lockfile, `npm install --package-lock-only`; pip: `pip
+install --dry-run --report`), this module refuses anything that is not the registry's, and only
+then does the tool download exactly what was checked (npm: `npm install` of that lockfile,
+checked unchanged; pip: `pip download --no-deps` of the pinned list).
+
+pip builds a direct reference to read its metadata while it resolves, so for pip the report is
+too late: `pip_guard` refuses the reference inside pip before it is fetched, and
+`check_pip_output` turns that refusal into the same error; the report's check stays behind it."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .fetch_common import FetchError
+from .pip_guard import REFUSED
 
 _DEP_FIELDS = ("dependencies", "optionalDependencies", "peerDependencies", "devDependencies")
 _WHAT_TO_DO = (
@@ -121,3 +126,16 @@ def check_pip_report(report: object) -> list[str]:
             )
         pinned.append(f"{name}=={version}")
     return pinned
+
+
+def check_pip_output(output: str) -> None:
+    """`FetchError` naming the package and its direct reference if `pip_guard` refused one in a
+    pip run whose output is `output`; else nothing."""
+    for line in output.splitlines():
+        _, found, what = line.partition(REFUSED)
+        if found:
+            raise FetchError(
+                "pip",
+                f"pip package {what.strip()[:300]} as a direct reference, not a package on "
+                f"the index: {_WHAT_TO_DO}",
+            )
