@@ -162,22 +162,31 @@ def _pool(fleet: StandInFleet, org: Org, size: int, *members: tuple[str, str, st
 _AGES = itertools.count()  # members are made one after another: the latest is the newest
 
 
-def _add(fleet: StandInFleet, org: Org, *members: tuple[str, str, str]) -> None:
-    """Running members of `pool_1` (id, host name, region), each newer than the last."""
+def _add(
+    fleet: StandInFleet,
+    org: Org,
+    *members: tuple[str, str, str],
+    pool: str = "pool_1",
+    template: str = "base",
+    origins: tuple[str, ...] = (),
+) -> None:
+    """Running members of `pool` (id, host name, region; made from `origins` in turn, if
+    given), each newer than the last."""
     start = datetime(2026, 12, 1, tzinfo=UTC)
     with fleet.db.session() as s:
-        for cid, host, region in members:
+        for i, (cid, host, region) in enumerate(members):
             s.add(
                 ComputerRow(
                     id=cid,
                     org_id=org.id,
                     name=f"pool.{cid}",
-                    template="base",
+                    template=template,
                     state="running",
                     vcpus=1,
                     memory_mib=512,
                     disk_gib=1,
-                    pool="pool_1",
+                    pool=pool,
+                    origin=origins[i] if origins else None,
                     host_id=fleet.hosts[host],
                     region=region,
                     created_at=start + timedelta(seconds=next(_AGES)),
@@ -306,25 +315,10 @@ def test_a_member_of_an_old_build_is_never_claimable(fleet: tuple[StandInFleet, 
         )
         pool = PoolRow(id="pool_web", org_id=org.id, template="web", size=2)
         s.add(pool)
-        for cid, origin in (("cmp_old", "snp_old"), ("cmp_new", "snp_new")):
-            s.add(
-                ComputerRow(
-                    id=cid,
-                    org_id=org.id,
-                    name=f"pool.{cid}",
-                    template="web",
-                    state="running",
-                    vcpus=1,
-                    memory_mib=512,
-                    disk_gib=1,
-                    pool="pool_web",
-                    origin=origin,
-                    host_id=f.hosts["up"],
-                    region="eu-1",
-                )
-            )
         s.flush()
         s.expunge(pool)
+    members_ = (("cmp_old", "up", "eu-1"), ("cmp_new", "up", "eu-1"))
+    _add(f, org, *members_, pool="pool_web", template="web", origins=("snp_old", "snp_new"))
     members = pool_members.look(cast(Any, f), pool)
     assert members.claimable == {"cmp_new"}
     assert pool_members.discard_why(next(m for m in members.all if m.id == "cmp_old"), members)
