@@ -79,7 +79,6 @@ class Fleet:
         self.remote: FleetHosts | None = None  # the fleet's joined hosts (Computers sets it)
         self.operations = Operations(db)  # one incomplete per computer across API nodes
         self.node = node_name(home)
-        self.beat_every: float | None = None  # seconds between an operation's beats (None: its own)
         self.far: FleetEgress | None = None  # fleet hosts' egress, over the links (Computers)
         self.jobs = Jobs(db, self.node)  # the singleton jobs this node runs now (control/jobs.py)
 
@@ -149,7 +148,7 @@ class Fleet:
         """An operation begun (`operations.begin`) carried through the block: beaten while it
         runs, then `done`, or `failed` with what the block raised."""
         error: str | None = None
-        async with self.operations.carried(op, self.node, self.beat_every) as held:
+        async with self.operations.carried(op, self.node) as held:
             try:
                 yield
             except BaseException as exc:
