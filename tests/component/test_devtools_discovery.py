@@ -258,3 +258,40 @@ def test_what_an_answer_costs_the_server_is_bounded(
         r = get(server, host, "/json/version", **auth)
         assert r.status_code == 200, r.text
         assert devtools.HELD.held == 0 and checked_on == [False]
+
+
+def test_one_computer_s_held_answers_leave_the_others_their_share(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes held for one computer's answers (slow or large ones through its public port,
+    which anyone may call) are bounded below the process's budget: that computer is told 503,
+    another computer's discovery is still answered."""
+    small = _version(f"ws://{FOREIGN}/devtools/browser/{BROWSER_ID}")
+    held = devtools.HeldBytes(4 * len(small[2]), each=len(small[2]))
+    monkeypatch.setattr(devtools, "HELD", held)
+    with devtools_guest({"/json/version": small}) as port:
+        publish(server, server.key, "cdp-a", port, public=False)
+        publish(server, server.key, "cdp-b", port, public=False)
+        auth = {"authorization": f"Bearer {server.key}"}
+        ids = {
+            name: server.client.get(f"/v1/computers/{name}", headers=server.headers()).json()["id"]
+            for name in ("cdp-a", "cdp-b")
+        }
+        assert held.take(1, ids["cdp-a"])  # one of cdp-a's answers is being held
+        r = get(server, f"{port}-cdp-a.localhost:7070", "/json/version", **auth)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "devtools_answers_busy"
+        r = get(server, f"{port}-cdp-b.localhost:7070", "/json/version", **auth)
+        assert r.status_code == 200, r.text
+        held.give(1, ids["cdp-a"])
+        assert held.held == 0 and held.of(ids["cdp-a"]) == 0 and held.of(ids["cdp-b"]) == 0
+        r = get(server, f"{port}-cdp-a.localhost:7070", "/json/version", **auth)
+        assert r.status_code == 200, r.text
+
+
+def test_held_bytes_are_bounded_per_holder_and_in_all() -> None:
+    held = devtools.HeldBytes(10, each=6)
+    assert held.take(6, "a") and not held.take(1, "a")
+    assert held.take(4, "b") and not held.take(1, "c")  # the process's 10 are all held
+    held.give(6, "a")
+    assert held.take(5, "c") and held.of("a") == 0 and held.held == 9

@@ -334,7 +334,9 @@ class PublishedPorts:
                     why = stands.lapsed.message if stands.lapsed else KEY_LAPSED
                     await send({"type": "websocket.close", "code": 1008, "reason": why[:120]})
             else:
-                await _http_while_standing(stands, scope, receive, send, stream, host_header)
+                await _http_while_standing(
+                    stands, scope, receive, send, stream, host_header, row.id
+                )
 
     async def _send_to_cookie(
         self,
@@ -365,6 +367,7 @@ async def _http_while_standing(
     send: Send,
     stream: ByteStream,
     host_header: str,
+    computer: str,
 ) -> None:
     """`relay_port_http` (`ports.devtools`: a DevTools discovery answer checked) until it ends or
     what let it in lapses: a lapse before the response's head is answered with the lapse's error
@@ -377,7 +380,9 @@ async def _http_while_standing(
         started = started or message["type"] == "http.response.start"
         await send(message)
 
-    relay = relay_port_http(stripped(scope), receive, watched, stream, host_header=host_header)
+    relay = relay_port_http(
+        stripped(scope), receive, watched, stream, host_header=host_header, computer=computer
+    )
     if await while_standing(stands, relay):
         return
     lapse = stands.lapsed or AuthError(KEY_LAPSED)

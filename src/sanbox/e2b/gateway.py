@@ -286,7 +286,12 @@ class E2bGateway:
                         )
                     else:
                         await relay_port_http(
-                            stripped(scope), receive, sending, tcp, host_header=host_header
+                            stripped(scope),
+                            receive,
+                            sending,
+                            tcp,
+                            host_header=host_header,
+                            computer=computer,
                         )
         except (SandboxGoneError, connect.ConnectError, ControlError) as exc:
             closed = isinstance(exc, ControlError) and exc.code in PORT_CLOSED

@@ -18,10 +18,11 @@ without `Accept-Encoding` and `Range`, so the answer is plain and whole.
 Bounds, as a guest can be called through its own public port (no rate limit, many connections):
 an answer is held up to `MAX_ANSWER` bytes, and refused once a piece of it comes `BODY_TIMEOUT`
 after its head or none comes for that long (a minute at most, then); all the answers this
-process holds at once up to `HELD_BYTES` (past it: 503 `devtools_answers_busy`, never a wait);
-the check runs in a worker thread. json's C parser holds the GIL, so what keeps the event loop's
-stall to milliseconds is the check's own bounds (size, containers, depth), not the thread: the
-thread keeps the walk and the serializing off the loop.
+process holds at once up to `HELD_BYTES`, and one computer's up to `COMPUTER_HELD_BYTES` of it
+(past either: 503 `devtools_answers_busy`, never a wait: one computer's slow answers cannot take
+the others' share); the check runs in a worker thread. json's C parser holds the GIL, so what
+keeps the event loop's stall to milliseconds is the check's own bounds (size, containers,
+depth), not the thread: the thread keeps the walk and the serializing off the loop.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .devtools_answer import MAX_ANSWER, Caller, DevToolsAnswerError, checked_an
 from .relay import ByteStream, relay_http, send_error
 
 HELD_BYTES = 16 * 1024 * 1024  # 64 answers at `MAX_ANSWER`; Chromium's are a few KiB
+COMPUTER_HELD_BYTES = HELD_BYTES // 4  # one computer's share: 16 answers at `MAX_ANSWER`
 BODY_TIMEOUT = 30.0  # Chromium answers at once
 CODE = "devtools_answer_refused"
 BUSY_CODE = "devtools_answers_busy"
@@ -62,27 +64,43 @@ def caller_of(scope: Scope) -> Caller | None:
 
 
 class HeldBytes:
-    """The bytes of discovery answers this process holds at once, at most `limit`: one for all
-    relays (`HELD`), so many slow or large answers cost a bounded memory, not one each."""
+    """The bytes of discovery answers this process holds at once, at most `limit`, and at most
+    `each` of them for one holder (a computer): one for all relays (`HELD`), so many slow or
+    large answers cost a bounded memory, not one each, and one computer's answers (its public
+    port: anyone's connections) leave the rest to the others."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, each: int | None = None) -> None:
         self.limit = limit
+        self.each = limit if each is None else each
         self.held = 0
+        self._by: dict[str, int] = {}  # holder -> bytes it holds (none held: no entry)
         self._lock = threading.Lock()  # relays of one process may run on more than one loop
 
-    def take(self, size: int) -> bool:
+    def take(self, size: int, holder: str = "") -> bool:
         with self._lock:
-            if self.held + size > self.limit:
+            mine = self._by.get(holder, 0)
+            if self.held + size > self.limit or mine + size > self.each:
                 return False
             self.held += size
+            self._by[holder] = mine + size
             return True
 
-    def give(self, size: int) -> None:
+    def give(self, size: int, holder: str = "") -> None:
         with self._lock:
             self.held -= size
+            left = self._by.get(holder, 0) - size
+            if left > 0:
+                self._by[holder] = left
+            else:
+                self._by.pop(holder, None)
+
+    def of(self, holder: str) -> int:
+        """What `holder` holds now."""
+        with self._lock:
+            return self._by.get(holder, 0)
 
 
-HELD = HeldBytes(HELD_BYTES)
+HELD = HeldBytes(HELD_BYTES, COMPUTER_HELD_BYTES)
 
 
 class _Busy(Exception):
@@ -91,12 +109,12 @@ class _Busy(Exception):
 
 class _Held:
     """The guest's answer as `relay_http` sends it, held: its head, and its body up to
-    `MAX_ANSWER` bytes, taken from `budget`. A raise ends the relay's download: past the size,
-    the budget or the time, or after a head that is refused whatever follows (`refusal` says
-    why, `busy` if it was the budget)."""
+    `MAX_ANSWER` bytes, taken from `budget` as `holder`'s (its computer). A raise ends the
+    relay's download: past the size, the budget or the time, or after a head that is refused
+    whatever follows (`refusal` says why, `busy` if it was the budget)."""
 
-    def __init__(self, budget: HeldBytes) -> None:
-        self.budget = budget
+    def __init__(self, budget: HeldBytes, holder: str) -> None:
+        self.budget, self.holder = budget, holder
         self.start: Message | None = None
         self.body = bytearray()
         self.taken = 0  # of `budget`, given back by `release` once the answer is sent
@@ -118,7 +136,7 @@ class _Held:
             self.refusal = self._past_bounds(len(chunk))
         if self.refusal is not None:
             raise DevToolsAnswerError(self.refusal)
-        if not self.budget.take(len(chunk)):
+        if not self.budget.take(len(chunk), self.holder):
             self.busy = True
             raise _Busy
         self.taken += len(chunk)
@@ -138,7 +156,7 @@ class _Held:
         return body
 
     def release(self) -> None:
-        self.budget.give(self.taken)
+        self.budget.give(self.taken, self.holder)
         self.taken = 0
 
 
@@ -161,16 +179,23 @@ async def _busy(send: Send) -> None:
 
 
 async def relay_discovery(
-    scope: Scope, receive: Receive, send: Send, stream: ByteStream, *, host_header: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    stream: ByteStream,
+    *,
+    host_header: str,
+    computer: str,
 ) -> None:
-    """`relay_http` of a discovery request (`discovery_request`), its answer checked."""
+    """`relay_http` of a discovery request (`discovery_request`) to a port of `computer`, its
+    answer checked."""
     path = str(scope.get("path") or "")
     caller = caller_of(scope)
     if caller is None:
         await _refuse(send, path, "the request's Host is no port's")
         return
     headers = [(k, v) for k, v in scope.get("headers") or [] if k.lower() not in _NOT_ASKED]
-    held = _Held(HELD)
+    held = _Held(HELD, computer)
     try:
         await relay_http(
             {**scope, "headers": headers},
@@ -208,8 +233,19 @@ async def _send_checked(held: _Held, send: Send, path: str, caller: Caller) -> N
 
 
 async def relay_port_http(
-    scope: Scope, receive: Receive, send: Send, stream: ByteStream, *, host_header: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    stream: ByteStream,
+    *,
+    host_header: str,
+    computer: str,
 ) -> None:
-    """One HTTP request to a port: `relay_http`, or `relay_discovery` for a discovery request."""
-    relay = relay_discovery if discovery_request(scope) else relay_http
-    await relay(scope, receive, send, stream, host_header=host_header)
+    """One HTTP request to a port of `computer`: `relay_http`, or `relay_discovery` for a
+    discovery request."""
+    if discovery_request(scope):
+        await relay_discovery(
+            scope, receive, send, stream, host_header=host_header, computer=computer
+        )
+    else:
+        await relay_http(scope, receive, send, stream, host_header=host_header)
