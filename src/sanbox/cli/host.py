@@ -142,12 +142,16 @@ def join(
     ] = None,
 ) -> None:
     """Join a fleet: a key made here (it never leaves this host), its certificate signed by the
-    control plane's host CA for the token, written to <data dir>/host/fleet/."""
+    control plane's host CA for the token, written to <data dir>/host/fleet/. The key is kept
+    for the token until the answer came: run again with the same token after an answer was lost
+    (a dropped link, a timeout), it asks with the same key and gets the same answer."""
     from ._output import fail
 
     refused = clear_join(server)
     if refused is not None:
         fail("insecure_server", refused)
+
+    import hashlib
 
     import httpx
     from cryptography import x509
@@ -168,7 +172,14 @@ def join(
     layout.ensure()
     runtime = HostRuntime(layout, settings=settings)
     hypervisor, isolation = runtime.driver_facts()
-    key = pki.new_key()
+    me = host_identity(layout.host / "fleet")
+    me.cert.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pending = me.cert.parent / f"joining-{hashlib.sha256(token.encode()).hexdigest()[:16]}.key"
+    if pending.exists():  # an earlier run with this token whose answer never came
+        key = pki.load_key(pending)
+    else:
+        key = pki.new_key()
+        pki.write_key(pending, key)
     csr = (
         x509.CertificateSigningRequestBuilder()
         .subject_name(pki.name(f"sanbox host {name}"))
@@ -193,17 +204,22 @@ def join(
     try:
         r = httpx.post(f"{server.rstrip('/')}/v1/fleet/join", json=body, timeout=30)
     except httpx.HTTPError as exc:
-        fail("server_unreachable", f"cannot reach {server}: {exc}")
+        fail(
+            "server_unreachable",
+            f"cannot reach {server}: {exc}; run this again with the same token "
+            "(it asks with the same key, and a join that was made is answered again)",
+        )
     if r.status_code != 201:
+        if r.status_code < 500:  # refused: the key is for no join (a later run makes another)
+            pending.unlink(missing_ok=True)
         json_body = r.headers.get("content-type", "").startswith("application/json")
         error = r.json().get("error", {}) if json_body else {}
         fail(error.get("code", "join_refused"), f"join refused: {error.get('message', r.text)}")
     joined = r.json()
-    me = host_identity(layout.host / "fleet")
-    me.cert.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     pki.write_key(me.key, key)
     me.cert.write_text(joined["certificate"])
     me.peer_ca.write_text(joined["control_ca"])
+    pending.unlink(missing_ok=True)
     console.print(
         f"joined as {name} ({joined['host_id']}, epoch {joined['epoch']}) in {region}: "
         "`sanbox host serve` serves it"

@@ -3,7 +3,15 @@
 own key (the key never leaves the host) and what it is; `join` takes the token (used once, in one
 statement, before its end), signs the host's server certificate with the host CA and registers
 the host (a new epoch). The answer: the certificate, and the control CA's certificate that the
-host must require of its callers."""
+host must require of its callers.
+
+An answer lost on its way (a dropped link, a timeout) would leave the host locked out until a
+host-admin made a new token: the same host asking again with the same token and the same key
+(the CLI keeps its key until it has the answer) before the token's end is given the same answer
+again (`answered_again`), with nothing registered or signed anew. Anyone replaying the request
+gets only that answer, which is public (a certificate for a key only the host holds, the
+control CA's certificate, the host's lease), and changes nothing: the host's certificate is not
+replaced, so not revoked."""
 
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from ..store.models import utcnow
 from ..store.repo import new_id
 from . import clock
 from .hosts import RETIRED, Hosts, HostSpec, Lease
-from .link.pki import IDENTITY_SUFFIX, FleetCAs, fingerprint
+from .link.pki import IDENTITY_SUFFIX, FleetCAs, fingerprint, identity_name
 
 TOKEN_TTL = 3600.0
 MAX_TTL = 7 * 86400.0
@@ -151,6 +159,58 @@ def _no_address_of_a_legacy_host(db: Database, name: str, addresses: list[str]) 
             )
 
 
+def answered_again(
+    db: Database,
+    cas: FleetCAs,
+    token: str,
+    spec: HostSpec,
+    addresses: list[str],
+    key: ec.EllipticCurvePublicKey,
+) -> Joined | None:
+    """The answer the token's join was given, if this is that join asked again: the token used
+    by this host name in this region and not at its end, the certificate given then for this
+    key and these addresses, and still the one the host's record pins (not joined again since).
+    None otherwise (the request is then taken as a new join, and refused as a used token)."""
+    t, h = JoinTokenRow.__table__.c, HostRow.__table__.c
+    with db.engine.connect() as conn:
+        used = conn.execute(
+            select(t.certificate).where(
+                t.token_sha256 == _digest(token),
+                t.used_at.is_not(None),
+                t.expires_at > clock.now(conn.dialect),
+                t.host_name == spec.name,
+                t.region == spec.region,
+            )
+        ).one_or_none()
+        if used is None or used.certificate is None:
+            return None
+        cert = x509.load_pem_x509_certificate(used.certificate.encode())
+        host = conn.execute(
+            select(h.id, h.epoch, h.lease_until, h.cert_sha256).where(h.name == spec.name)
+        ).one_or_none()
+    if (
+        host is None
+        or host.cert_sha256 != fingerprint(cert)
+        or _der(cert.public_key()) != _der(key)
+    ):
+        return None
+    signed = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = {str(v) for v in signed.get_values_for_type(x509.DNSName)}
+    names |= {str(v) for v in signed.get_values_for_type(x509.IPAddress)}
+    if names != {*addresses, identity_name(spec.name)}:
+        return None
+    lease = Lease(host.id, host.epoch, host.lease_until)
+    return Joined(lease, used.certificate, cas.control_ca_pem())
+
+
+def _der(key: object) -> bytes:
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        return b""
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
 def join(
     db: Database,
     cas: FleetCAs,
@@ -165,15 +225,21 @@ def join(
     _check_addresses(addresses)
     _no_address_of_a_legacy_host(db, spec.name, addresses)
     key = _public_key(csr_pem)
+    if (again := answered_again(db, cas, token, spec, addresses, key)) is not None:
+        return again
     _take(db, token, spec.name, spec.region)
     lease = Hosts(db).register(spec)
     cert, control_ca = cas.sign_host(spec.name, addresses, key)
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
     with db.session() as s:  # its certificate names it, and no earlier one is taken from now on
         s.execute(
             update(HostRow)
             .where(HostRow.name == spec.name)
             .values(identity_bound=True, cert_sha256=fingerprint(cert))
         )
-    return Joined(
-        lease, cert.public_bytes(serialization.Encoding.PEM).decode(), control_ca.read_text()
-    )
+        s.execute(
+            update(JoinTokenRow)
+            .where(JoinTokenRow.token_sha256 == _digest(token))
+            .values(certificate=pem)
+        )
+    return Joined(lease, pem, control_ca.read_text())

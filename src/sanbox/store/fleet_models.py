@@ -101,7 +101,8 @@ class JoinTokenRow(Base):
     """A one-time token for a host to join the fleet in `region` (docs/fleet.md): only its
     SHA-256 is kept; used once (`used_at`, by `host_name`), or never after `expires_at`. One
     made for a host has its `host_name` from the start: it admits that host only, and only such
-    a token admits a host name already known."""
+    a token admits a host name already known. `certificate`: what its join was answered with
+    (public), given again to that host asking again with the same key (`join.answered_again`)."""
 
     __tablename__ = "join_tokens"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -111,6 +112,7 @@ class JoinTokenRow(Base):
     expires_at: Mapped[datetime] = mapped_column()
     used_at: Mapped[datetime | None] = mapped_column(default=None)
     host_name: Mapped[str | None] = mapped_column(String(63), default=None)
+    certificate: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class BuildVmRow(Base):

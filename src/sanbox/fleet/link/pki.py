@@ -49,6 +49,11 @@ class FleetCAs:
     def control_ca(self) -> pki.Issuer:
         return pki.ca(self.folder, CONTROL_CA, "Sanbox fleet control CA")
 
+    def control_ca_pem(self) -> str:
+        """The control CA's certificate (made on first use): what a host requires of callers."""
+        self.control_ca()
+        return (self.folder / f"{CONTROL_CA}.pem").read_text()
+
     def control_identity(self) -> Identity:
         """The control plane's client certificate (made on first use) and the host CA."""
         self.host_ca()
