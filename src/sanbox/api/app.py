@@ -118,7 +118,7 @@ def create_app(
             ca_bundle=settings.ca_bundle,
             strict_placeholders=settings.strict_placeholders,
             substitute_any_header=settings.substitute_any_header,
-            egress_budget=ConnectionBudget(
+            egress_budget=ConnectionBudget.within_open_files(
                 settings.egress_max_connections_per_org, settings.egress_max_connections_total
             ),
             pool_bounds=(settings.org_max_pools, settings.org_max_pool_members),

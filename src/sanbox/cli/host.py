@@ -50,12 +50,14 @@ def serve(
     from ..fleet.link.room import HostRoom
     from ..fleet.link.serve import serve as run
     from ..host.data.layout import DataDir
+    from ..host.egress.budget import raise_open_file_limit
     from ..host.runtime import HostRuntime
     from ..host.settings import HostSettings
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    raise_open_file_limit()  # as the server's: its egress budget is fitted to it
     settings = HostSettings.from_env()
     if data_dir is not None:
         settings = dataclasses.replace(settings, data_dir=data_dir)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -49,7 +48,9 @@ def server(
     settings = ServerSettings.from_env(
         host=host, port=port, data_dir=data_dir, database_url=database_url
     )
-    _raise_open_file_limit()
+    from ..host.egress.budget import raise_open_file_limit
+
+    raise_open_file_limit()  # before the egress budget is fitted to it
     if tls_self_signed:
         from ..api.tls import wildcard
 
@@ -73,18 +74,6 @@ def server(
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
     )
-
-
-def _raise_open_file_limit() -> None:
-    """Every computer may hold hundreds of egress connections (512 each at most): the soft limit
-    on open files (often 1,024) goes up to the hard one."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def register(app: typer.Typer) -> None:

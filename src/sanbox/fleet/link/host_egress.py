@@ -107,7 +107,7 @@ class HostEgress:
             Resolver(settings.upstream or system_upstream()),
             Reach.of(settings.tenant_private_ranges),
             settings.egress_max_connections,
-            ConnectionBudget(
+            ConnectionBudget.within_open_files(
                 settings.egress_max_connections_per_org, settings.egress_max_connections_total
             ),
             settings.ca_bundle,
