@@ -10,6 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sanbox.mcp.http import McpEndpoint
+
 from .conftest import LiveServer, local_app, served
 from .test_mcp import ACCEPT, INITIALIZE
 
@@ -62,3 +64,29 @@ def test_an_org_holds_a_bounded_number_of_mcp_sessions(small: LiveServer) -> Non
             assert (await opened(c)).status_code == 200  # ending one made room
 
     asyncio.run(scenario())
+
+
+def test_each_api_node_holds_its_share_of_the_bounds(short_tmp: Path) -> None:
+    """With several API nodes each holds its share of a key's and an org's sessions (as of the
+    request rates), so the nodes together hold about the bound, not the bound each."""
+    app, dd = local_app(short_tmp, mcp_sessions_per_key=2, mcp_sessions_per_org=3)
+    [mcp] = [
+        getattr(r, "endpoint", None) for r in app.router.routes if getattr(r, "path", "") == "/mcp"
+    ]
+    assert isinstance(mcp, McpEndpoint)
+    mcp.share.set(2)  # as `fleet/api_nodes.py` sets it with two nodes alive
+
+    async def scenario(url: str, first_key: str) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as api:
+            admin = {"Authorization": f"Bearer {first_key}"}
+            made = await api.post("/v1/keys", json={"name": "k"}, headers=admin)
+            a = {"Authorization": f"Bearer {made.json()['key']}"}
+            first = await api.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **a})
+            assert first.status_code == 200, first.text
+            refused = await api.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **a})
+            assert refused.status_code == 429
+            said = refused.json()["error"]["message"]
+            assert "on this API node (its share of 2, shared by 2 API nodes)" in said, said
+
+    with served(app) as url:
+        asyncio.run(scenario(url, app.state.first_key))

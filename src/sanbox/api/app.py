@@ -85,8 +85,8 @@ def create_app(
     *,
     clock: Callable[[], float] = time.time,  # wall-clock seconds: key expiry, failure windows
 ) -> FastAPI:
-    mcp = McpEndpoint(settings.mcp_sessions_per_key, settings.mcp_sessions_per_org)
     share = NodeShare()  # how many API nodes share an org's bounds (fleet/api_nodes.py)
+    mcp = McpEndpoint(settings.mcp_sessions_per_key, settings.mcp_sessions_per_org, share=share)
     quiet_lapses(logging.getLogger("uvicorn.error"))  # a response cut on purpose is no error
 
     @contextlib.asynccontextmanager

@@ -12,10 +12,13 @@ checks, errors and audit records as any other request.
 A key holds at most `sessions_per_key` MCP sessions at once (`SANBOX_MCP_SESSIONS_PER_KEY`),
 and an org, all its keys together, `sessions_per_org` (`SANBOX_MCP_SESSIONS_PER_ORG`: an org
 may make any number of keys): a request that would open one more is answered 429
-`too_many_sessions` before any session is made. The server holds `sessions_total` in all (the
-SDK's `max_sessions`, set to the same number; checked here first, so the refusal is in the API's
-shape, 503 `unavailable`). A session no request has touched for `SESSION_IDLE_TIMEOUT` seconds
-ends (the SDK's idle timeout), so sessions a client forgot free their room.
+`too_many_sessions` before any session is made. With several API nodes, each holds its share
+of the key's and the org's (`fleet/node_share.py`, as the request rates and open requests do),
+so the fleet's nodes together hold about the bound, not the bound each. The server holds
+`sessions_total` in all (the SDK's `max_sessions`, set to the same number; checked here first,
+so the refusal is in the API's shape, 503 `unavailable`). A session no request has touched for
+`SESSION_IDLE_TIMEOUT` seconds ends (the SDK's idle timeout), so sessions a client forgot free
+their room.
 
 The SDK's DNS-rebinding check (a Host allowlist for unauthenticated local servers) is off: a page
 that rebinds a name to this server still has no key, and the server answers at whatever name it
@@ -40,6 +43,7 @@ from ..api.auth import authenticate, bearer_token, client_address
 from ..api.errors import error_headers, error_response
 from ..api.settings import MCP_SESSIONS_PER_KEY, MCP_SESSIONS_PER_ORG
 from ..control.errors import ControlError, RateLimitedError, UnavailableError
+from ..fleet.node_share import NodeShare
 from ..sdk import AsyncSanbox, AuthenticationError
 
 if TYPE_CHECKING:  # the MCP library loads at the first request to /mcp (`_load`)
@@ -105,9 +109,11 @@ class McpEndpoint:
         sessions_per_key: int = MCP_SESSIONS_PER_KEY,
         sessions_per_org: int = MCP_SESSIONS_PER_ORG,
         sessions_total: int = SESSIONS_TOTAL,
+        share: NodeShare | None = None,
     ) -> None:
         if min(sessions_per_key, sessions_per_org, sessions_total) < 1:
             raise ValueError("MCP sessions per key, per org and in all must be at least 1")
+        self.share = share or NodeShare()  # the API nodes that share the key's and org's bounds
         self.sessions_per_key = sessions_per_key
         self.sessions_per_org = sessions_per_org
         self.sessions_total = sessions_total
@@ -165,12 +171,22 @@ class McpEndpoint:
         held = sum(1 for o in owners if counted(o.get("client_id"), o.get("subject")))
         return held + sum(n for (k, o), n in self._opening.items() if counted(k, o))
 
+    def _shared(self, bound: int) -> str:
+        """Said after a bound's share: '' on one API node."""
+        if self.share.nodes == 1:
+            return ""
+        return f" on this API node (its share of {bound}{self.share.across()})"
+
     def _refusal(self, key_id: str, org_id: str) -> ControlError | None:
         """Why `key_id` of `org_id` may not open one more session now, if it may not."""
-        if self.sessions(key_id=key_id) >= self.sessions_per_key:
-            held = f"this API key holds {self.sessions_per_key} MCP sessions, the most a key may"
-        elif self.sessions(org_id=org_id) >= self.sessions_per_org:
-            held = f"this org's keys hold {self.sessions_per_org} MCP sessions, the most an org may"
+        per_key = self.share.of(self.sessions_per_key)
+        per_org = self.share.of(self.sessions_per_org)
+        if self.sessions(key_id=key_id) >= per_key:
+            held = f"this API key holds {per_key} MCP sessions, the most a key may"
+            held += self._shared(self.sessions_per_key)
+        elif self.sessions(org_id=org_id) >= per_org:
+            held = f"this org's keys hold {per_org} MCP sessions, the most an org may"
+            held += self._shared(self.sessions_per_org)
         elif self.sessions() >= self.sessions_total:
             return UnavailableError(
                 f"the server holds {self.sessions_total} MCP sessions, the most it may: try again "
