@@ -68,6 +68,18 @@ def test_run_streams_exit_codes_env_and_cwd(sandbox: Sandbox) -> None:
     assert (failed.value.exit_code, failed.value.stderr) == (3, "nope\n")
 
 
+@pytest.mark.parametrize(
+    ("number", "name"),
+    [(10, "user defined signal 1"), (30, "power failure"), (31, "bad system call")],
+)
+def test_a_command_a_signal_ends_says_go_s_name_of_it(
+    sandbox: Sandbox, number: int, name: str
+) -> None:
+    with pytest.raises(CommandExitException) as ended:
+        sandbox.commands.run(f"ulimit -c 0; kill -{number} $$")
+    assert (ended.value.exit_code, ended.value.error) == (-1, f"signal: {name}")  # as envd
+
+
 def test_background_process_listed_then_killed(sandbox: Sandbox) -> None:
     handle = sandbox.commands.run("sleep 300", background=True)
     assert handle.pid in [p.pid for p in sandbox.commands.list()]

@@ -16,6 +16,7 @@ from ..control.guest import ExecProcess, Exit, PtySession, Stderr, Stdout
 from ..store.models import Org
 from .budgets import Event, EventQueue
 from .connect import ConnectError
+from .signal_names import go_name
 
 log = logging.getLogger(__name__)
 
@@ -26,28 +27,13 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-# Go's names (`syscall.Signal.String()` on Linux) of the signals a process is commonly ended by
-_SIGNAL_NAMES = {
-    1: "hangup",
-    2: "interrupt",
-    3: "quit",
-    4: "illegal instruction",
-    6: "aborted",
-    8: "floating point exception",
-    9: "killed",
-    11: "segmentation fault",
-    13: "broken pipe",
-    14: "alarm clock",
-    15: "terminated",
-}
-
-
 def end_event(exit_code: int, signal: int | None = None, error: str | None = None) -> Event:
     """envd's end event, as Go's `os.ProcessState` says it: a process ended by a signal did not
-    exit (`exitCode` -1, `status` and `error` "signal: killed"); one that exited non-zero has
-    `error` "exit status N" (`exec.ExitError`)."""
+    exit (`exitCode` -1, `status` and `error` "signal: killed", "signal: power failure": every
+    signal by Go's name, `signal_names.py`); one that exited non-zero has `error` "exit status N"
+    (`exec.ExitError`)."""
     if signal:
-        status = f"signal: {_SIGNAL_NAMES.get(signal, f'signal {signal}')}"
+        status = f"signal: {go_name(signal)}"
         end: dict[str, Any] = {"exitCode": -1, "status": status, "error": error or status}
         return {"end": end}
     status = f"exit status {exit_code}"
