@@ -113,3 +113,24 @@ def test_watch_a_tree_and_metrics_in_a_real_guest(e2b_env: None) -> None:
         assert 0 < last.disk_used < last.disk_total
     finally:
         sbx.kill()
+
+
+def test_a_command_s_timeout_is_not_counted_while_paused(e2b_env: None) -> None:
+    """envd counts a command's `timeout` on the guest's clock, which a pause stops: a command
+    paused for longer than its timeout had left runs on after the resume for the rest of it, then
+    is killed (it was killed the moment its sandbox was resumed)."""
+    sbx = Sandbox.create("base", timeout=600)
+    try:
+        handle = sbx.commands.run("sleep 120", background=True, timeout=20)
+        handle.disconnect()
+        sbx.pause()
+        time.sleep(25)  # paused past the whole of its timeout: the pause is what is measured
+        again = Sandbox.connect(sbx.sandbox_id)
+        resumed = time.monotonic()
+        assert handle.pid in [p.pid for p in again.commands.list()]  # not killed at the resume
+        with pytest.raises(CommandExitException) as killed:
+            again.commands.connect(handle.pid).wait()
+        assert killed.value.error == "signal: killed"
+        assert 1 < time.monotonic() - resumed < 60  # the rest of its 20 s, from the resume
+    finally:
+        Sandbox.kill(sbx.sandbox_id)

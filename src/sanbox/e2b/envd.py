@@ -36,6 +36,8 @@ _LIVE = {State.RUNNING, State.SUSPENDED}
 _HOLDING = {State.RUNNING, State.SUSPENDED, State.PAUSING, State.PAUSED, State.RESUMING}
 _RESUMED = {"computer.resumed", "computer.woken", "computer.reattached"}
 _STOPPED = {"computer.stopped", "computer.deleted", "computer.error", "computer.vm_exited"}
+_PAUSING = "computer.pausing"  # from here to a resume or a failed pause, the guest's clock stops
+_PAUSE_FAILED = "computer.pause_failed"  # running as it was
 
 
 class SandboxGoneError(Exception):
@@ -110,7 +112,8 @@ class Envd:
         return "running" if row.state == State.RUNNING else "held"
 
     def _event(self, ev: EventRow) -> None:
-        """Processes detached by a pause are re-attached on resume, ended with their computer.
+        """Processes detached by a pause are re-attached on resume, ended with their computer;
+        their deadlines held from a pause's start to the resume.
         A tap must not raise (it would fail the event's publisher) nor run off the loop."""
         try:
             asyncio.get_running_loop()
@@ -120,7 +123,12 @@ class Envd:
             return
         if ev.type in _STOPPED:
             self.processes.stopped(ev.computer_id)
+        elif ev.type == _PAUSING:
+            self.processes.held(ev.computer_id)
+        elif ev.type == _PAUSE_FAILED:
+            self.processes.released(ev.computer_id)
         elif ev.type in _RESUMED:
+            self.processes.released(ev.computer_id)
             self.processes.resync(ev.computer_id)
 
     def computer(self, sandbox_id: str, token: str | None) -> tuple[ComputerRow, Org]:

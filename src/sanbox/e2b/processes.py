@@ -23,8 +23,12 @@ Connects'; each holds an open request of its sandbox's too, `api/open_requests.p
 slows the process's output, never grows the server's memory).
 
 A Start's deadline (`Connect-Timeout-Ms`, the SDK's `timeout`) kills its process with SIGKILL, as
-envd does; one that passes while the process is detached (the sandbox paused) kills it when it is
-next attached. The deadline lives in this server: a process adopted after a restart has none."""
+envd does, counted while the sandbox runs (`start_deadline.py`: envd counts it on the guest's
+clock, which a pause stops), so it is held from a pause's start (`held`, or when its process
+detaches from a sandbox at rest) to the resume (`released`, or its next attach). One that passes
+while the process is detached from a running sandbox (the server's connection to the agent
+ended) kills it when it is next attached. The deadline lives in this server: a process adopted
+after a restart has none."""
 
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from .budgets import EventQueue, Reservations
 from .connect import ConnectError
 from .running import MAX_WATCHERS as MAX_WATCHERS
 from .running import Running, end_event
+from .start_deadline import StartDeadline
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +115,8 @@ class ProcessTable:
                 running.proc = proc
                 self._by_computer.setdefault(running.computer_id, {})[running.pid] = running
                 ready.set_result(running)
+                if running.deadline is not None:  # attached: its sandbox runs
+                    running.deadline.release()
                 if running.overdue:  # its deadline passed while it was detached
                     self._spawn(self._kill(running))
                 if await running.pump(proc):
@@ -119,6 +126,8 @@ class ProcessTable:
                 else:
                     running.proc = None
                     standing = self._standing(running.computer_id)
+                    if standing == "held" and running.deadline is not None:
+                        running.deadline.hold()  # a pause this server's events did not say
                     if standing == "gone":
                         await self.gone(running.computer_id)
                     elif standing == "running" and running.watchers:  # a reconnect, not a pause
@@ -184,8 +193,7 @@ class ProcessTable:
             running = Running(computer_id, org, config, tag, proc.pid, pty, proc, proc.kept)
             running.watchers.add(queue)
             if timeout is not None:
-                loop = asyncio.get_running_loop()
-                running.deadline = loop.call_later(timeout, self._overdue, running)
+                running.deadline = StartDeadline(timeout, lambda: self._overdue(running))
             return running
 
         @contextlib.asynccontextmanager
@@ -200,7 +208,7 @@ class ProcessTable:
             return await ready, queue
 
     def _overdue(self, running: Running) -> None:
-        """Its deadline passed: kill it now, or (detached: the sandbox paused) once re-attached."""
+        """Its deadline passed: kill it now, or (detached) once re-attached."""
         running.deadline = None
         if running.ended is None:
             running.overdue = True
@@ -271,6 +279,20 @@ class ProcessTable:
             if exc.code == "no_such_process":
                 self._remove(running)
                 await running.end(end_event(-1, None, "the process is gone from the sandbox"))
+
+    def held(self, computer_id: str) -> None:
+        """The computer is pausing: its processes' deadlines stop counting, as the guest's clock
+        stops (envd's deadlines count on it)."""
+        for running in self.of(computer_id):
+            if running.deadline is not None:
+                running.deadline.hold()
+
+    def released(self, computer_id: str) -> None:
+        """The computer runs again (resumed, woken, or its pause failed): the deadlines count on
+        from now."""
+        for running in self.of(computer_id):
+            if running.deadline is not None:
+                running.deadline.release()
 
     def stopped(self, computer_id: str) -> None:
         """`gone`, from a synchronous caller (the event tap)."""

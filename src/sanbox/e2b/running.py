@@ -4,7 +4,6 @@ keeps them, by computer."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
@@ -17,6 +16,7 @@ from ..store.models import Org
 from .budgets import Event, EventQueue
 from .connect import ConnectError
 from .signal_names import go_name
+from .start_deadline import StartDeadline
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Running:
     ended: Event | None = None
     unread: bool = False  # it ended with no stream watching: a `connect` may still read its end
     finished: bool = False  # it exited in the guest while detached: attached by a `connect`
-    deadline: asyncio.TimerHandle | None = None  # its Start's `Connect-Timeout-Ms`, if any
+    deadline: StartDeadline | None = None  # its Start's `Connect-Timeout-Ms`, if any
     overdue: bool = False  # its deadline passed: killed (when next attached, if detached then)
 
     @property
