@@ -101,6 +101,43 @@ def test_a_woken_sandbox_gets_the_timeout_its_create_gave(e2b: E2bStand, pausabl
     assert 890 <= left.total_seconds() <= 910, row  # 900 s from the wake (it had 300 s)
 
 
+def timeout_left(row: dict[str, Any], since: datetime) -> float:
+    return (datetime.fromisoformat(row["lifetime_ends_at"]) - since).total_seconds()
+
+
+def test_the_create_s_timeout_is_kept_through_wakes_set_timeouts_and_network_updates(
+    e2b: E2bStand, pausable: None
+) -> None:
+    """As E2B's API keeps the auto-resume timeout its create chose (`autoResume.timeout`, carried
+    by every resume; `set_timeout` moves only the running sandbox's end, `update_network` only
+    its network): every wake gives it again, whatever came between; a `connect` gives its own."""
+    sandbox, envd = e2b.create(timeout=900, autoPause=True, autoResume={"enabled": True})
+    for round_ in range(2):
+        r = e2b.client.post(
+            f"/e2b/sandboxes/{sandbox}/timeout", headers=e2b.api, json={"timeout": 1 + round_}
+        )
+        assert r.status_code == 204, r.text
+        wait_state(e2b, sandbox, "suspended")
+        woken_at = datetime.now(UTC)
+        assert stat(e2b, envd) == 200
+        row = wait_state(e2b, sandbox, "running")
+        assert 890 <= timeout_left(row, woken_at) <= 910, (round_, row)
+        r = e2b.client.put(
+            f"/e2b/sandboxes/{sandbox}/network", headers=e2b.api, json={"allowOut": ["pypi.org"]}
+        )
+        assert r.status_code == 204, r.text
+    assert v1(e2b, sandbox)["allow"] == ["pypi.org"]  # kept through the last wake's run
+
+    r = e2b.client.post(f"/e2b/sandboxes/{sandbox}/timeout", headers=e2b.api, json={"timeout": 1})
+    assert r.status_code == 204, r.text
+    wait_state(e2b, sandbox, "suspended")
+    connected_at = datetime.now(UTC)
+    r = e2b.client.post(f"/e2b/sandboxes/{sandbox}/connect", headers=e2b.api, json={"timeout": 120})
+    assert r.status_code == 201, r.text  # resumed by the connect: its timeout, not the create's
+    assert 110 <= timeout_left(v1(e2b, sandbox), connected_at) <= 130
+    assert v1(e2b, sandbox)["allow"] == ["pypi.org"]
+
+
 def test_auto_pause_without_auto_resume_stays_paused(e2b: E2bStand, pausable: None) -> None:
     sandbox, envd = e2b.create(timeout=1, autoPause=True)
     lifecycle = lifecycle_of(e2b, sandbox)
