@@ -3,6 +3,15 @@ NXDOMAIN to every other name. A records are resolved upstream and the answer is 
 (only the asked name, ttl 30), so nothing an upstream says about other names reaches the
 guest; AAAA and other types of an allowed name get an empty NOERROR (IPv6 is off).
 
+Every message the guest sends first takes a token of its computer's `QueryRate` (100 a second,
+bursts of 200), before it is parsed past its question or anything is asked upstream. One past
+the rate is answered REFUSED: dropped, a stub resolver would wait its whole timeout (glibc's is
+5 s) and send it again; REFUSED comes back at once, a stub takes it as this server's failure
+and does not ask it again at once (glibc answers EAI_AGAIN, there being no other server), and
+nothing caches it as it would NXDOMAIN. It is reported through `on_denied` as a denial of "*"
+("over the DNS query rate"), which the gateway's `DenialLimiter` writes once a minute with the
+count of the rest.
+
 `serve` runs on two sockets another module creates inside the computer's namespace: UDP
 datagrams and a TCP listener (length-prefixed messages). It never fails on what a client
 sends, bounds every wait and closes both sockets when cancelled."""
@@ -15,6 +24,7 @@ import errno
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +42,11 @@ from .dnsmsg import (
     notimp,
     nxdomain,
     parse_query,
+    refused,
     servfail,
     tcp_frame,
 )
+from .query_rate import QueryRate
 from .resolver import ResolveError, Resolver
 
 log = logging.getLogger(__name__)
@@ -44,6 +56,7 @@ MAX_UDP_INFLIGHT = 64  # queries being answered at once; beyond that, reading wa
 MAX_TCP_CONNECTIONS = 16  # more are closed on accept
 TCP_IDLE_TIMEOUT = 10.0  # a TCP client that sends nothing for this long is closed
 _FATAL_ERRNOS = {errno.EBADF, errno.ENOTSOCK, errno.EINVAL}
+OVER_RATE = "over the DNS query rate"
 
 DenyHook = Callable[[str, str], None]
 
@@ -54,20 +67,28 @@ class DnsFilter:
         allowed: Callable[[str], bool],
         resolver: Resolver,
         on_denied: DenyHook | None = None,
+        rate: QueryRate | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.allowed = allowed
         self.resolver = resolver
         self.on_denied = on_denied
+        self.rate = QueryRate() if rate is None else rate
+        self.clock = clock
         self._udp_slots = asyncio.Semaphore(MAX_UDP_INFLIGHT)
         self._connections: set[socket.socket] = set()
 
     async def answer(self, message: bytes, max_size: int = MAX_UDP) -> bytes | None:
         """The response to one query message (None: send nothing). Never raises but
         CancelledError; bounded by the resolver's timeout."""
+        over_rate = not self.rate.take(self.clock())
         try:
             query = parse_query(message)
         except DnsFormatError:
             return formerr(message)
+        if over_rate:
+            self._denied("*", f"{OVER_RATE} ({self.rate.rate:g} a second)")
+            return refused(query)
         try:
             if query.opcode != OPCODE_QUERY:
                 return notimp(query)

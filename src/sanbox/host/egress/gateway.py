@@ -4,7 +4,10 @@ the computer's bound secrets: the proxy intercepts the hosts they apply to). Wha
 logged and reported through `on_denied` as far as the computer's `DenialLimiter` lets it: one
 report per (name, port, reason) a minute and 60 a minute in all, the rest counted into the next
 report. Every computer's proxy counts its connections in one `ConnectionBudget` too, per org
-(`org_of` names a computer's) and in all."""
+(`org_of` names a computer's) and in all. Each computer's DNS filter and proxy share a resolver
+of their own, made from the host's (`Resolver.apart`): its cache is the computer's alone (its
+names counted in one bound for the host) and forgotten when its egress stops, so the address the
+proxy dials is the one the computer's own lookups gave."""
 
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ class Egress:
     netns: str
     policy: Policy
     proxy: EgressProxy
+    resolver: Resolver
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -119,9 +123,10 @@ class EgressGateway:
             return egress.policy if egress is not None else Policy()
 
         interception = self.intercepts(computer_id) if self.intercepts is not None else None
+        resolver = self.resolver.apart()
         proxy = EgressProxy(
             live,
-            self.resolver,
+            resolver,
             denied,
             self.reach,
             self.max_connections,
@@ -130,11 +135,12 @@ class EgressGateway:
             org=self.org_of(computer_id),
             kernel=self.kernel,
         )
-        egress = Egress(computer_id, netns, policy, proxy)
+        egress = Egress(computer_id, netns, policy, proxy, resolver)
         dns = DnsFilter(
             lambda name: live().allows_host(name),
-            self.resolver,
+            resolver,
             lambda name, reason: denied(name, 53, reason),
+            clock=self.clock,
         )
         self._egress[computer_id] = egress
         egress.tasks.append(asyncio.ensure_future(dns.serve(udp, tcp)))
@@ -170,6 +176,7 @@ class EgressGateway:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        egress.resolver.forget()
 
     async def close(self) -> None:
         for computer_id in list(self._egress):

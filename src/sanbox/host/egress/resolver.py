@@ -3,7 +3,12 @@ resolver over UDP (one retry, on a fresh socket so a fresh source port), over TC
 answer is truncated. Every exchange is bounded by `timeout` in all.
 
 A records are cached for their TTL (at most `MAX_CACHE_TTL`), and concurrent lookups of one name
-share a single query. Failures are not cached: the next request asks again."""
+share a single query. Failures are not cached: the next request asks again.
+
+A host has one resolver (its upstream and timeout); each computer's DNS filter and proxy use a
+resolver made from it with `apart`, whose cache and shared queries are that computer's alone and
+whose names count towards one bound for the host (name_cache.py). One computer's names never
+push out another's, and the address its proxy dials is the one its own cache gave its guest."""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ import secrets
 import socket
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,10 +33,10 @@ from .dnsmsg import (
     tcp_frame,
     with_id,
 )
+from .name_cache import CACHE_NAMES, CacheRoom, NameCache
 
 DEFAULT_UPSTREAM = ("127.0.0.1", 53)
 MAX_CACHE_TTL = 300
-CACHE_NAMES = 4096
 _UDP_ATTEMPTS = 2
 
 
@@ -67,27 +71,35 @@ class Resolver:
         timeout: float = 3.0,
         cache_names: int = CACHE_NAMES,
         clock: Callable[[], float] = time.monotonic,
+        room: CacheRoom | None = None,
     ) -> None:
         self.upstream = upstream
         self.timeout = timeout
         self._family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
-        self._cache: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()  # name: expiry
-        self._cache_names = cache_names
+        self._cache = NameCache(cache_names, room)
         self._clock = clock
         self._lookups: dict[str, asyncio.Future[list[str]]] = {}
 
     def __repr__(self) -> str:
         return f"Resolver(upstream={self.upstream!r}, timeout={self.timeout!r})"
 
+    def apart(self) -> Resolver:
+        """A resolver asking the same upstream with a cache of its own (one computer's), its
+        names counted in this one's host bound. `forget` it when done."""
+        cache = self._cache
+        return Resolver(self.upstream, self.timeout, cache.size, self._clock, cache.room)
+
+    def forget(self) -> None:
+        """Drop every cached name, giving their room back to the host's bound, and cache no
+        more (the computer this resolver served has gone)."""
+        self._cache.close()
+
     async def resolve_a(self, name: str) -> list[str]:
         """The IPv4 addresses of `name` (following CNAMEs); [] if it has none."""
         name = name.lower().rstrip(".")
-        cached = self._cache.get(name)
+        cached = self._cache.get(name, self._clock())
         if cached is not None:
-            if cached[0] > self._clock():
-                self._cache.move_to_end(name)
-                return list(cached[1])
-            del self._cache[name]
+            return cached
         lookup = self._lookups.get(name)
         if lookup is None:
             lookup = asyncio.ensure_future(self._lookup_a(name))
@@ -118,10 +130,8 @@ class Resolver:
             raise ResolveError(f"{_rcode_name(response.rcode)} for {name} from {self._where}")
         ttl = min(response.ttl, MAX_CACHE_TTL) if response.ttl < 2**31 else 0  # RFC 2181 8
         if response.addresses and ttl > 0:
-            self._cache[name] = (self._clock() + ttl, response.addresses)
-            self._cache.move_to_end(name)
-            while len(self._cache) > self._cache_names:
-                self._cache.popitem(last=False)
+            now = self._clock()
+            self._cache.put(name, response.addresses, now + ttl, now)
         return response.addresses
 
     async def forward(self, query: bytes) -> bytes:
