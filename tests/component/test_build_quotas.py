@@ -166,10 +166,11 @@ def _layer(db: Any, org_id: str, size: int) -> None:
         )
 
 
-def test_layers_count_in_the_disk_quota(server: Server) -> None:
+def test_layers_count_in_the_disk_quota(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """An org's build layers are storage: their bytes (summed, rounded up to a GiB) are in its
-    disk use, so an org at its disk quota is refused a build before anything runs, and a build
-    stops before a step when the org has no room left for its layer."""
+    disk use, so an org at its disk quota is refused a build before anything runs (room for its
+    VM's disk and its ready snapshot's memory image), and a build stops before a step when the
+    org has no room left for its layer."""
     db = server.client.app.state.db  # type: ignore[attr-defined]
     with db.session() as s:
         org = repo.org_by_name(s, "default")
@@ -177,14 +178,24 @@ def test_layers_count_in_the_disk_quota(server: Server) -> None:
         org_id = org.id
     _layer(db, org_id, 2 * GIB + 1)
     assert use(server)["disk_gib"] == 3
-    assert quota(server, disk_gib=3).status_code == 200
-    refused(build(server, spec("stored")), "disk allocated quota is 3 GiB")
-    refused(create(server, "disk-too"), "disk allocated quota is 3 GiB")
-    # room for the build VM's disk (the stand-in image's 1 GiB), none for a layer of it
     assert quota(server, disk_gib=4).status_code == 200
+    message = refused(build(server, spec("stored")), "disk allocated quota is 4 GiB")
+    assert "this needs 2 GiB more" in message  # its 1 GiB disk and 576 MiB of saved memory
+    refused(create(server, "disk-too", disk_gib=2), "disk allocated quota is 4 GiB")
+    # room up front; then a layer written while the build waited its turn leaves room for the
+    # build VM's disk (the stand-in image's 1 GiB), none for a layer of it
+    slots = FairSlots(1)
+    monkeypatch.setattr(build_run, "BUILDS", slots)
+    portal = server.client.portal
+    assert portal is not None
+    holding = contextlib.AsyncExitStack()
+    portal.call(holding.enter_async_context, slots.held("another-org"))
+    assert quota(server, disk_gib=5).status_code == 200
     assert build(server, spec("stored")).status_code == 202
+    _layer(db, org_id, GIB)
+    portal.call(holding.aclose)
     got = ended(server, "stored")
-    assert got["state"] == "failed" and "disk allocated quota is 4 GiB" in got["error"]
+    assert got["state"] == "failed" and "disk allocated quota is 5 GiB" in got["error"]
     assert got["error"].startswith("step 1/2")
     log = (server.data_dir.root / "templates" / f"{got['id']}.log").read_text()
     assert '"text": "built"' not in log

@@ -24,7 +24,7 @@ from ..host.door import GIB, Image, MachineSpec
 from ..store import Database
 from ..store.fleet_models import BuildVmRow
 from ..templates.spec import Spec
-from . import quotas
+from . import build_layers, quotas
 from .usage import ledger
 
 if TYPE_CHECKING:
@@ -78,11 +78,14 @@ def disk_of(image: Image) -> int:
     return -(-image.disk_size_bytes // GIB)
 
 
-def needs(spec: Spec, image: Image, host_cpus: int) -> quotas.Use:
+def needs(spec: Spec, image: Image, host_cpus: int, starts_from: int = 0) -> quotas.Use:
     """The most a build holds of its org's quota at once: one VM (the build VM, then the
-    readiness VM), as large in each as the larger of the two."""
+    readiness VM), as large in each as the larger of the two, its disk at least the one it
+    starts from (`starts_from` GiB), and the room its ready snapshot's memory image holds."""
     vcpus = max(build_vcpus(host_cpus), spec.vcpus)
-    return quotas.Use.computer(vcpus, build_memory(spec), spec.disk_gib or disk_of(image))
+    disk = max(spec.disk_gib or disk_of(image), starts_from)
+    ready = -(-build_layers.ready_bytes(spec.memory_mib) // GIB)
+    return quotas.Use.computer(vcpus, build_memory(spec), disk + ready)
 
 
 def room_for_a_layer(db: Database, org_id: str) -> None:

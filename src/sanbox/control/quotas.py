@@ -5,8 +5,10 @@ no limit, and an org without a quota is never refused by one.
   and the VMs its template builds run (a build VM, then its readiness VM: `build_vms.py`);
   vcpus and memory_mib are theirs. Warm-pool members are the pool owner's computers: they count.
 - disk_gib: the disks of every computer of the org, in any state, and of its build VMs while
-  they run, and the bytes its template builds' layers hold (state `layer`, the org's build cache:
-  their sum rounded up to a GiB).
+  they run, and the bytes its template builds' layers hold (state `layer`: the org's build cache,
+  and each template's ready snapshot, its memory image too), their sum rounded up to a GiB. A
+  layer being taken holds what its record says: a ready snapshot's, its memory's room from
+  before its computer boots (`build_layers.py`).
 - snapshots: the org's snapshots (being taken or ready; not a template's build layers).
 
 `check` runs inside the transaction that writes what would exceed the quota (the record a create,
@@ -140,14 +142,17 @@ def use(s: Session, org_id: str) -> Use:
         func.coalesce(func.sum(BuildVmRow.disk_gib), 0),
     ).where(BuildVmRow.org_id == org_id)
     b_running, b_vcpus, b_memory, b_disk = s.execute(builds).one()
+    of_computers = SnapshotRow.computer_id.startswith("cmp_")  # a build's: `bld-`
+    built = or_(  # being taken too: its record holds its room (build_layers.py)
+        SnapshotRow.state == "layer", (SnapshotRow.state == "creating") & ~of_computers
+    )
     layers = s.scalar(
         select(func.coalesce(func.sum(SnapshotRow.size_bytes), 0)).where(
-            SnapshotRow.org_id == org_id, SnapshotRow.state == "layer"
+            SnapshotRow.org_id == org_id, built
         )
     )
     taken = or_(  # a template build's layers are `creating` too, then `layer`: not counted
-        SnapshotRow.state == "ready",
-        (SnapshotRow.state == "creating") & SnapshotRow.computer_id.startswith("cmp_"),
+        SnapshotRow.state == "ready", (SnapshotRow.state == "creating") & of_computers
     )
     snaps = s.scalar(select(func.count()).where(SnapshotRow.org_id == org_id, taken))
     return Use(

@@ -13,7 +13,9 @@ waited for, and its running state (memory too) saved; creates restore it. A step
 the build with the step, its exit status and its last output in the log; the build computer is
 destroyed whatever happens (a server restart destroys it as an orphan). Each VM is an org's
 computer for its quotas and its usage while it runs (`build_vms.recorded`: refused before it is
-made when it would not fit), and each step needs room in the org's disk quota for its layer.
+made when it would not fit), each step needs room in the org's disk quota for its layer, and
+the ready snapshot's record holds the room of its memory image before its computer boots
+(`build_layers.py`).
 """
 
 from __future__ import annotations
@@ -40,12 +42,20 @@ from ..host.door import (
     PolicyError,
 )
 from ..store import repo
-from ..store.models import BuildStepRow, Org, SnapshotRow
+from ..store.models import BuildStepRow, Org
 from ..templates import fetch
 from ..templates.context import Context
 from ..templates.keys import config
 from ..templates.spec import Step
-from . import build_bundles, build_packages, build_place, build_vms, readiness, snapshots
+from . import (
+    build_bundles,
+    build_layers,
+    build_packages,
+    build_place,
+    build_vms,
+    readiness,
+    snapshots,
+)
 from .build_log import BuildLog
 from .fleet import Fleet
 from .quotas import QuotaExceededError
@@ -104,40 +114,43 @@ class Builder:
 
     # snapshots of build computers -----------------------------------------------------------
 
-    async def _freeze(
-        self, machine: Machine, mspec: MachineSpec, image: Image, memory: bool = False
-    ) -> str:
-        """A snapshot (state `layer`) of the build computer as it is now."""
-        fleet = self.fleet
-        snap_id = repo.new_id("snp_")
-        spec = self.spec
-        with fleet.db.session() as s:
-            s.add(
-                SnapshotRow(
-                    id=snap_id,
-                    org_id=self.org.id,
-                    name=None,
-                    state="creating",
-                    computer_id=mspec.computer_id,
-                    computer_name=f"build of {self.template}",
-                    template=self.template,
-                    image=image.build_id,
-                    vcpus=spec.vcpus,
-                    memory_mib=spec.memory_mib,
-                    disk_gib=spec.disk_gib or 0,
-                    memory=memory,
-                    size_bytes=0,
-                    env=dict(spec.env),
-                    allow=list(spec.allow),
-                    idle_timeout=spec.idle_timeout,
-                    host_id=self.host_id,
-                )
+    def _record(self, mspec: MachineSpec, image: Image, memory: bool = False) -> str:
+        """A snapshot's record of the build computer (`build_layers.record`); the ready
+        snapshot's ends the build here, nothing made, when the org's disk quota has no room."""
+        try:
+            return build_layers.record(
+                self.fleet.db,
+                self.org.id,
+                self.spec,
+                self.template,
+                mspec,
+                image,
+                self.host_id,
+                memory,
             )
+        except QuotaExceededError as exc:
+            raise BuildFailed(f"{self.doing}: {exc.message}") from exc
+
+    async def _freeze(
+        self, snap_id: str, machine: Machine, mspec: MachineSpec, image: Image, memory: bool
+    ) -> str:
+        """The snapshot `snap_id` (recorded) of the build computer as it is now: state `layer`."""
         taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
             snap_id, mspec.computer_id, machine, mspec, image, memory=memory, live=False
         )
-        await snapshots.kept(fleet, snap_id, taking, state="layer")
+        await snapshots.kept(self.fleet, snap_id, taking, state="layer")
         return snap_id
+
+    def _machine(self, vcpus: int, memory_mib: int, starts_from: str | None) -> MachineSpec:
+        """A build computer's spec, its disk at least as large as the snapshot it starts from."""
+        start = build_layers.start_disk(self.fleet.db, starts_from)
+        return MachineSpec(
+            computer_id=repo.new_id("bld-"),
+            vcpus=vcpus,
+            memory_mib=memory_mib,
+            disk_gib=build_layers.disk_gib(self.spec, start),
+            hostname=self.template,
+        )
 
     @contextlib.asynccontextmanager
     async def computer(
@@ -302,13 +315,8 @@ class Builder:
             return cached[keys[-1]], total
         if reuse >= 0:
             start = Start(image, cached[keys[reuse]])
-        mspec = MachineSpec(
-            computer_id=repo.new_id("bld-"),
-            vcpus=build_vms.build_vcpus(self.fleet.capacity.cpus),
-            memory_mib=build_vms.build_memory(self.spec),
-            disk_gib=self.spec.disk_gib,
-            hostname=self.template,
-        )
+        vcpus = build_vms.build_vcpus(self.fleet.capacity.cpus)
+        mspec = self._machine(vcpus, build_vms.build_memory(self.spec), start.snapshot_id)
         steps: list[Step | None] = [*self.spec.steps, None]
         last = ""
         async with self.computer(start, mspec, self.spec.build_allow) as machine:
@@ -320,7 +328,7 @@ class Builder:
                 self._room_for_a_layer()
                 t0 = time.monotonic()
                 await self.run_step(machine, steps[i])
-                last = await self._freeze(machine, mspec, image)
+                last = await self._freeze(self._record(mspec, image), machine, mspec, image, False)
                 with self.fleet.db.session() as s:
                     s.merge(
                         BuildStepRow(
@@ -339,22 +347,20 @@ class Builder:
     # the ready snapshot ---------------------------------------------------------------------
 
     async def ready_snapshot(self, image: Image, disk_snapshot: str) -> str:
-        """Boot a computer of the template, wait for its readiness check, keep it running."""
-        mspec = MachineSpec(
-            computer_id=repo.new_id("bld-"),
-            vcpus=self.spec.vcpus,
-            memory_mib=self.spec.memory_mib,
-            disk_gib=self.spec.disk_gib,
-            hostname=self.template,
-        )
+        """Boot a computer of the template, wait for its readiness check, keep it running: its
+        record first, holding the room of its memory in the org's disk quota."""
+        mspec = self._machine(self.spec.vcpus, self.spec.memory_mib, disk_snapshot)
         self.blog.event(
             "step", index=0, total=0, description="boot it and save it ready", cached=False
         )
         self.doing = "boot it and save it ready"
-        async with self.computer(Start(image, disk_snapshot), mspec, self.spec.allow) as machine:
-            if self.spec.ready is not None:
-                await readiness.wait(machine, self.spec.ready, self.blog)
-            return await self._freeze(machine, mspec, image, memory=True)
+        snap_id = self._record(mspec, image, memory=True)
+        with build_layers.until_kept(self.fleet.db, snap_id):
+            async with self.computer(Start(image, disk_snapshot), mspec, self.spec.allow) as vm:
+                if self.spec.ready is not None:
+                    await readiness.wait(vm, self.spec.ready, self.blog)
+                return await self._freeze(snap_id, vm, mspec, image, memory=True)
+        raise AssertionError("unreachable")
 
 
 async def run(

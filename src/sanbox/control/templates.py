@@ -30,7 +30,7 @@ from ..templates.context import Context, ContextError
 from ..templates.context_worker import unpack_bounded
 from ..templates.keys import step_keys
 from ..templates.spec import Spec, SpecError
-from . import build_place, build_run, build_vms, quotas, template_build
+from . import build_layers, build_place, build_run, build_vms, quotas, template_build
 from .build_log import BuildLog
 from .errors import (
     ConflictError,
@@ -207,6 +207,7 @@ async def build(
     start, start_key = _start(fleet, org, spec, region)
     keys = step_keys(org.id, start_key, spec, ctx.files)
     digest = _digest(keys, spec)
+    starts_from = build_layers.start_disk(fleet.db, start.snapshot_id)
     op: Operation | None = None  # begun with the `building` record, ended by the build
     queued = False
     try:
@@ -226,7 +227,8 @@ async def build(
                 )
             # refused up front when its VMs would take the org past a quota (each VM's own
             # record holds its room when it starts: build_vms.recorded)
-            quotas.check(s, org.id, build_vms.needs(spec, start.image, fleet.capacity.cpus))
+            needs = build_vms.needs(spec, start.image, fleet.capacity.cpus, starts_from)
+            quotas.check(s, org.id, needs)
             if row is None:  # a new record (the org's row is locked by the quota's check)
                 _room_for_one_more(s, org, most)
             template_id = row.id if row is not None else repo.new_id("tpl_")
