@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sanbox import Sanbox
@@ -279,5 +280,42 @@ def test_two_moves_of_one_snapshot_at_once_leave_it_whole_where_the_first_put_it
         made = client.computers.create(name="from-twice", from_snapshot=snap.id, idle_timeout=0)
         assert _on(dirs, made.id) == ["h2"]
         made.delete()
+        client.snapshots.delete(snap.id)
+        c.delete()
+
+
+def test_a_move_sent_again_with_its_key_answers_where_the_first_put_it(fleet: Fleet) -> None:
+    """`sanbox snapshot move SNAP` (and `sanbox move NAME`) without `--to` goes to the best host
+    but the one that holds it: run again after a lost answer, it moved the item back. With the
+    same Idempotency-Key it answers where the first move left it; a new key is a new move, and
+    the key asking for another host is refused with one line."""
+    live, dirs = fleet.live, fleet.dirs
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="retried", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        snap = c.snapshot(name="retried")
+        for _ in range(2):
+            again = _sanbox(live, "snapshot", "move", "retried", "--idempotency-key", "k1")
+            assert again.returncode == 0, again.stderr
+            assert _snapshots_on(dirs, snap.id) == ["h2"], "moved again"
+        keyed = ("--idempotency-key", "k1")
+        other = _sanbox(live, "snapshot", "move", "retried", "--to", "h1", *keyed)
+        assert other.returncode != 0 and len(other.stderr.strip().splitlines()) == 1, other.stderr
+        assert "idempotency_conflict" in other.stderr or "new key" in other.stderr, other.stderr
+        anew = _sanbox(live, "snapshot", "move", "retried", "--idempotency-key", "k2")
+        assert anew.returncode == 0 and _snapshots_on(dirs, snap.id) == ["h1"], anew.stderr
+
+        headers = {"Authorization": f"Bearer {live.key}", "Idempotency-Key": "c1"}
+        where = f"{live.url}/v1/fleet/computers/{c.id}/move"
+        answers = [httpx.post(where, json={}, headers=headers, timeout=60) for _ in range(2)]
+        assert [r.status_code for r in answers] == [200, 200], [r.text for r in answers]
+        assert answers[0].json() == answers[1].json()
+        assert _on(dirs, c.id) == ["h2"], "moved again"
+        moved = [e for e in c.events() if e.type == "computer.moved"]
+        assert len(moved) == 1, moved
         client.snapshots.delete(snap.id)
         c.delete()

@@ -12,6 +12,14 @@ EnvOption = Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VA
 LabelOption = Annotated[
     list[str] | None, typer.Option("--label", "-l", help="KEY=VALUE, repeatable.")
 ]
+MoveKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--idempotency-key",
+        help="Any text of yours (up to 200 characters): the same command run again with it "
+        "answers where its move left the item instead of moving it once more.",
+    ),
+]
 
 
 def pairs(values: list[str] | None, what: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ import typer
 
 from ..sdk import ComputerNotFoundError
 from . import config, fleet_views, views
-from ._options import EnvOption, LabelOption, pairs
+from ._options import EnvOption, LabelOption, MoveKeyOption, pairs
 from ._output import busy, fail, show_record
 from .secret import SecretOption, secret_requests
 from .template import ensure_type
@@ -130,12 +130,13 @@ def move(
     host: str | None = typer.Option(
         None, "--to", help="The fleet host to move it to (default: the best of its region)."
     ),
+    key: MoveKeyOption = None,
 ) -> None:
     """Move a stopped computer to another host of its region, its disk copied and verified."""
     with config.reported(), config.client() as client:
         computer = client.computers.get(name)
         with busy(f"moving {computer.name}: copying its disk…"):
-            computer.move(host)
+            computer.move(host, idempotency_key=key)
     fleet_views.moved(computer.record)
 
 

@@ -8,6 +8,7 @@ import typer
 
 from ..sdk import Snapshot, SnapshotNotFoundError
 from . import config, fleet_views, views
+from ._options import MoveKeyOption
 from ._output import busy, show_record
 
 app = typer.Typer(help="Snapshots: a computer's disk, and with --memory its processes, kept.")
@@ -72,13 +73,14 @@ def move(
     host: str | None = typer.Option(
         None, "--to", help="The fleet host to move it to (default: the best of its region)."
     ),
+    key: MoveKeyOption = None,
 ) -> None:
     """Move a snapshot, its saved memory too, to another host of its region (host-admin key);
     it is checked there and sealed under that host's key."""
     with config.reported(), config.client() as client:
         snap: Snapshot = client.snapshots.get(snapshot)
         with busy(f"moving snapshot {snap.name or snap.id}…"):
-            client.fleet.move_snapshot(snap.id, host)
+            client.fleet.move_snapshot(snap.id, host, idempotency_key=key)
     fleet_views.snapshot_moved(snap)
 
 

@@ -210,11 +210,15 @@ class Computers(GuestVerbs):
     async def stop(self, org: Org, ref: str, why: str | None = None) -> ComputerRow:
         return await lifecycle.stop(self.fleet, org, ref, why)
 
-    async def move(self, computer_id: str, host: str | None = None) -> ComputerRow:
-        return await moving.move(self.fleet, computer_id, host)
+    async def move(
+        self, computer_id: str, host: str | None = None, key: str | None = None
+    ) -> ComputerRow:
+        return await moving.move(self.fleet, computer_id, host, key)
 
-    async def move_snapshot(self, snapshot_id: str, host: str | None = None) -> SnapshotRow:
-        return await moving.move_snapshot(self.fleet, snapshot_id, host)
+    async def move_snapshot(
+        self, snapshot_id: str, host: str | None = None, key: str | None = None
+    ) -> SnapshotRow:
+        return await moving.move_snapshot(self.fleet, snapshot_id, host, key)
 
     def org_name(self, org_id: str) -> str:
         with self.fleet.db.session() as s:

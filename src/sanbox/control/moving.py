@@ -11,7 +11,14 @@ same way (host/snapshot/transfer.py). The order keeps one copy authoritative at 
    comes back: a host that rejoins stops and sets aside what is not placed on it).
 
 A move that fails before 3 leaves the computer where it was, stopped, and nothing on the other
-host; the answer says why (`move_failed`, or the host's error)."""
+host; the answer says why (`move_failed`, or the host's error).
+
+A move without a named host goes to the best host but the one that holds the item, so the same
+request sent again (a caller that lost the answer) would carry it once more. A request with an
+`Idempotency-Key` is safe to send again: the key is written with step 3 (`move_key`), and a move
+with the key the item's last move had answers where that move left it, carrying nothing (one
+asking for another host than that: 409 `idempotency_conflict`). Moves of one item run one at a
+time, so a retry sent while the first still runs waits for it, then answers."""
 
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ from ..host.door import GIB, DiskDamagedError, Host, HostError, SnapshotExport
 from ..store import repo
 from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, SnapshotRow
-from .errors import ControlError, InvalidRequestError, NotFoundError, failed
+from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError, failed
 from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 
@@ -38,9 +45,11 @@ DISK = "disk.qcow2"  # the one file a moving disk is (host/machines/carry.py)
 TIDY_TIMEOUT = 15.0  # a clean-up call after a carry, at most
 
 
-async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> ComputerRow:
+async def move(
+    fleet: Fleet, computer_id: str, to: str | None = None, key: str | None = None
+) -> ComputerRow:
     """Move a stopped computer (of any org: an operator's verb) to host `to` (None: the best
-    other host of its region)."""
+    other host of its region); with the Idempotency-Key `key` of its last move, as it is."""
     with fleet.db.session() as s:
         found = repo.computer_by_id(s, computer_id)
         org = s.get(Org, found.org_id) if found is not None else None
@@ -53,6 +62,8 @@ async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> Compute
                 "fleet host moves (docs/fleet.md)",
                 "not_movable",
             )
+        if _moved_by(fleet, key, row.move_key, row.host_id, to):
+            return row
         source = fleet.host_of(row)
         placement = _reserve(fleet, row, to)
         data = {"from": _name(fleet, row.host_id), **placement.event_data()}
@@ -66,7 +77,7 @@ async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> Compute
             data = {"to": placement.host_name}
             fleet.record(row.id, None, "computer.move_failed", f"{said}, stopped", data)
             raise
-        moved = _put(fleet, row, placement)
+        moved = _put(fleet, row, placement, key)
         Placer(fleet.db).release(placement)  # the host's next report counts the disk
         try:
             await source.destroy(row.id)
@@ -80,6 +91,22 @@ async def move(fleet: Fleet, computer_id: str, to: str | None = None) -> Compute
             {"from": data["from"], "to": placement.host_name, "generation": moved},
         )
     raise AssertionError("unreachable")
+
+
+def _moved_by(
+    fleet: Fleet, key: str | None, last: str | None, host_id: str | None, to: str | None
+) -> bool:
+    """Whether the item's last move had this Idempotency-Key (then this request is answered as
+    it is); `idempotency_conflict` if that move went elsewhere than the host `to` asks for."""
+    if key is None or key != last:
+        return False
+    if to is not None and _name(fleet, host_id or "") != to:
+        raise ConflictError(
+            f"this Idempotency-Key moved it to host {_name(fleet, host_id or '')}, not {to}: "
+            "use a new key for a new move",
+            "idempotency_conflict",
+        )
+    return True
 
 
 def _reserve(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
@@ -111,18 +138,23 @@ def _room(fleet: Fleet, req: Request, now: str | None, to: str | None, what: str
     return placer.place_on(host_id, req, None)
 
 
-async def move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None = None) -> SnapshotRow:
+async def move_snapshot(
+    fleet: Fleet, snapshot_id: str, to: str | None = None, key: str | None = None
+) -> SnapshotRow:
     """Move a snapshot (of any org: an operator's verb), its saved memory too, to host `to`
     (None: the best other host of its region): checked by its host, carried, checked and
     sealed under the other host's own key (host/snapshot/transfer.py); then the record names
     that host and the first copy goes (computers made from it keep the layers they stand on).
     One move of a snapshot at a time, across API nodes (its operation, by its id): a second,
-    a retry say, waits for the first, then finds it where the first left it."""
+    a retry say, waits for the first, then finds it where the first left it (and with the
+    first's Idempotency-Key `key`, leaves it there)."""
     async with fleet.operating(snapshot_id, "move", wait=VERB_WAIT):
-        return await _move_snapshot(fleet, snapshot_id, to)
+        return await _move_snapshot(fleet, snapshot_id, to, key)
 
 
-async def _move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None) -> SnapshotRow:
+async def _move_snapshot(
+    fleet: Fleet, snapshot_id: str, to: str | None, key: str | None
+) -> SnapshotRow:
     with fleet.db.session() as s:
         snap = s.get(SnapshotRow, snapshot_id)
         where = select(HostRow.region).where(HostRow.id == (snap.host_id if snap else None))
@@ -135,6 +167,8 @@ async def _move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None) -> Snap
             "moves (docs/fleet.md)",
             "not_movable",
         )
+    if _moved_by(fleet, key, snap.move_key, snap.host_id, to):
+        return snap
     req = Request(
         region=region, vcpus=0, memory_mib=0, disk_bytes=snap.size_bytes, layer=snap.image
     )
@@ -155,7 +189,7 @@ async def _move_snapshot(fleet: Fleet, snapshot_id: str, to: str | None) -> Snap
             conn.execute(
                 update(SnapshotRow)
                 .where(c.id == snap.id, c.host_id == snap.host_id)
-                .values(host_id=placement.host_id)
+                .values(host_id=placement.host_id, move_key=key)
             )
     finally:
         Placer(fleet.db).release(placement)
@@ -230,14 +264,15 @@ async def _tidy(step: Awaitable[None], what: str) -> None:
         log.warning("%s is left for now: %s", what, str(exc) or "no answer in time")
 
 
-def _put(fleet: Fleet, row: ComputerRow, placement: Placement) -> int:
-    """The record names the other host, one generation on, in one transaction."""
+def _put(fleet: Fleet, row: ComputerRow, placement: Placement, key: str | None) -> int:
+    """The record names the other host, one generation on, and the move's key, in one
+    transaction."""
     c = ComputerRow.__table__.c
     with fleet.db.engine.begin() as conn:
         generation = conn.execute(
             update(ComputerRow)
             .where(c.id == row.id, c.host_id == row.host_id)
-            .values(host_id=placement.host_id, generation=c.generation + 1)
+            .values(host_id=placement.host_id, generation=c.generation + 1, move_key=key)
             .returning(c.generation)
         ).scalar()
     if generation is None:

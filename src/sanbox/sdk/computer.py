@@ -98,11 +98,17 @@ class AsyncComputer(ComputerFields):
     async def stop(self) -> AsyncComputer:
         return await self._update("POST", "/stop")
 
-    async def move(self, host: str | None = None) -> AsyncComputer:
+    async def move(
+        self, host: str | None = None, idempotency_key: str | None = None
+    ) -> AsyncComputer:
         """Move this stopped computer to another fleet host of its region (`host`, or the best
-        one), its disk copied and verified (host-admin key). It stays stopped."""
+        one), its disk copied and verified (host-admin key). It stays stopped. Sent again with
+        the same `idempotency_key`, it answers where that move left it (no move again)."""
         path = f"/v1/fleet/computers/{segment(self.id)}/move"
-        data = await self._client.http.json("POST", path, json_body={"host": host}, timeout=_LONG)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        data = await self._client.http.json(
+            "POST", path, json_body={"host": host}, headers=headers, timeout=_LONG
+        )
         self._record = ComputerRecord.from_json(data)
         return self
 

@@ -67,12 +67,18 @@ class AsyncFleet:
         data = await self._client.http.json("GET", "/v1/fleet/jobs")
         return {str(j["name"]): j["node"] for j in data.get("jobs", [])}
 
-    async def move_snapshot(self, snapshot_id: str, host: str | None = None) -> Snapshot:
+    async def move_snapshot(
+        self, snapshot_id: str, host: str | None = None, idempotency_key: str | None = None
+    ) -> Snapshot:
         """Move a snapshot, its saved memory too, to another host of its region (`host`, or the
-        best one), checked there and sealed under that host's key."""
+        best one), checked there and sealed under that host's key. Sent again with the same
+        `idempotency_key`, it answers where that move left it (no move again)."""
         path = f"/v1/fleet/snapshots/{segment(snapshot_id)}/move"
         body = {"host": host}
-        data = await self._client.http.json("POST", path, json_body=body, timeout=600.0)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        data = await self._client.http.json(
+            "POST", path, json_body=body, headers=headers, timeout=600.0
+        )
         return Snapshot.from_json(data)
 
     async def get(self, name: str) -> FleetHost:

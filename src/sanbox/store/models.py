@@ -130,6 +130,8 @@ class ComputerRow(Base):
     # seconds: the lifetime from each wake after a lifetime that suspends it ended (E2B's
     # auto-resume: its create's timeout); None: as long as its last run had (deadlines.py)
     wake_lifetime: Mapped[int | None] = mapped_column(Integer, default=None)
+    # the Idempotency-Key of its last move (control/moving.py): a retry answers, not moves
+    move_key: Mapped[str | None] = mapped_column(String(200), default=None)
     max_running: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -168,6 +170,8 @@ class SnapshotRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # the fleet host that holds its files (None: the server's own host, as its computers')
     host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    # the Idempotency-Key of its last move (control/moving.py): a retry answers, not moves
+    move_key: Mapped[str | None] = mapped_column(String(200), default=None)
 
 
 class TemplateRow(Base):

@@ -8,7 +8,7 @@ import asyncio
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, Field
 
 from ...control.errors import InvalidRequestError
@@ -149,25 +149,39 @@ class MoveRequest(BaseModel):
     host: str | None = Field(default=None, pattern=NAME, max_length=63)  # None: the best
 
 
+# a retried move with the key of the item's last move answers where it is (control/moving.py)
+MoveKey = Annotated[str | None, Header(max_length=200)]
+
+
 @router.post("/computers/{computer_id}/move", response_model=Computer)
 async def move_computer(
-    computer_id: str, body: MoveRequest, _actor: HostAdmin, plane: Plane
+    computer_id: str,
+    body: MoveRequest,
+    _actor: HostAdmin,
+    plane: Plane,
+    idempotency_key: MoveKey = None,
 ) -> Computer:
     """Move a stopped computer (of any org) to another host of its region (`host`, or the best
     one), its disk copied and verified (host-admin key). It stays stopped; if anything fails it
-    stays where it was, and nothing of it is left on the other host."""
-    row = await plane.move(computer_id, body.host)
+    stays where it was, and nothing of it is left on the other host. Sent again with the same
+    `Idempotency-Key`, it answers where that move left it."""
+    row = await plane.move(computer_id, body.host, idempotency_key)
     return Computer.of(row, await asyncio.to_thread(plane.org_name, row.org_id))
 
 
 @router.post("/snapshots/{snapshot_id}/move", response_model=Snapshot)
 async def move_snapshot(
-    snapshot_id: str, body: MoveRequest, _actor: HostAdmin, plane: Plane
+    snapshot_id: str,
+    body: MoveRequest,
+    _actor: HostAdmin,
+    plane: Plane,
+    idempotency_key: MoveKey = None,
 ) -> Snapshot:
     """Move a snapshot (of any org), its saved memory too, to another host of its region
     (`host`, or the best one): checked by its host, carried, checked and sealed under the other
-    host's key (host-admin key). If anything fails it stays where it was."""
-    row = await plane.move_snapshot(snapshot_id, body.host)
+    host's key (host-admin key). If anything fails it stays where it was. Sent again with the
+    same `Idempotency-Key`, it answers where that move left it."""
+    row = await plane.move_snapshot(snapshot_id, body.host, idempotency_key)
     return Snapshot.of(row, await asyncio.to_thread(plane.org_name, row.org_id))
 
 
