@@ -2,15 +2,15 @@
 `sanbox snapshot move`), written in the transaction that names the other host: a retry with the
 same key answers where that move left it instead of moving it again. Null: never moved with one.
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0031
+Revises: 0030
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0030"
-down_revision = "0029"
+revision = "0031"
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 
