@@ -29,7 +29,7 @@ from ..control.idle import IdleWatcher
 from ..control.keys import Keys
 from ..control.rates import KeyRates
 from ..control.reconciler import Reconciler
-from ..control.retention import Sweeper
+from ..control.retention import FinishedOperations, Sweeper
 from ..control.vm_watcher import VmWatcher
 from ..e2b import api as e2b_api
 from ..e2b import copies as e2b_copies
@@ -102,6 +102,8 @@ def create_app(
         app.state.audit = AuditLog(db, retention=retention, org_cap=settings.audit_org_cap)
         kept = timedelta(days=settings.event_retention_days)
         app.state.events_kept = Sweeper(db, EventRow, "events", kept, settings.event_org_cap)
+        finished = timedelta(days=settings.operation_retention_days)
+        app.state.operations_kept = FinishedOperations(db, finished)
         host_runtime = runtime or HostRuntime(settings.layout)
         reach = Reach.of(settings.tenant_private_ranges)
         resolver = Resolver(settings.upstream or system_upstream())
@@ -150,6 +152,7 @@ def create_app(
             asyncio.ensure_future(console.keep_bounded(settings.layout)),
             asyncio.ensure_future(app.state.audit.sweep_every()),
             asyncio.ensure_future(app.state.events_kept.sweep_every()),
+            asyncio.ensure_future(app.state.operations_kept.sweep_every()),
             asyncio.ensure_future(computers.hosts.watch(settings.watch_interval)),
         ]
         if computers.fleet.far is not None:  # fleet hosts' egress: denials and convergence

@@ -13,6 +13,7 @@ from ..control.audit import ORG_CAP, RETENTION_DAYS
 from ..control.keys import MAX_KEYS
 from ..control.pools import MAX_MEMBERS, MAX_POOLS
 from ..control.rates import BURST, RATE
+from ..control.retention import OPERATION_RETENTION_DAYS
 from ..control.secrets import MAX_SECRETS
 from ..control.templates import MAX_TEMPLATES
 from ..control.usage.report_slots import PER_ORG as USAGE_REPORTS_PER_ORG
@@ -50,6 +51,7 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("audit_org_cap", "SANBOX_AUDIT_ORG_CAP", int),
     ("event_retention_days", "SANBOX_EVENT_RETENTION_DAYS", float),
     ("event_org_cap", "SANBOX_EVENT_ORG_CAP", int),
+    ("operation_retention_days", "SANBOX_OPERATION_RETENTION_DAYS", float),
     ("mcp_sessions_per_key", "SANBOX_MCP_SESSIONS_PER_KEY", int),
     ("mcp_sessions_per_org", "SANBOX_MCP_SESSIONS_PER_ORG", int),
     ("open_requests_per_key", "SANBOX_OPEN_REQUESTS_PER_KEY", int),
@@ -114,6 +116,7 @@ class ServerSettings:
     audit_org_cap: int = ORG_CAP  # an org's newest records kept (SANBOX_AUDIT_ORG_CAP)
     event_retention_days: float = events.RETENTION_DAYS  # (SANBOX_EVENT_RETENTION_DAYS)
     event_org_cap: int = events.ORG_CAP  # an org's newest events kept (SANBOX_EVENT_ORG_CAP)
+    operation_retention_days: float = OPERATION_RETENTION_DAYS  # finished ones older go
     mcp_sessions_per_key: int = MCP_SESSIONS_PER_KEY  # (SANBOX_MCP_SESSIONS_PER_KEY)
     mcp_sessions_per_org: int = MCP_SESSIONS_PER_ORG  # (SANBOX_MCP_SESSIONS_PER_ORG)
     open_requests_per_key: int = OPEN_PER_KEY  # streams etc. open at once (api/open_requests.py)

@@ -4,7 +4,9 @@ refuses a second (`BusyError`); no read-then-write. Each names the API node that
 that starts again closes what its previous life left (`abandon_node`). Its node `beat`s it every
 `BEAT_EVERY` seconds while it runs, and `sweep_stale` closes operations whose node stopped
 beating (it died and did not come back), however long they have run, with
-`FOR UPDATE SKIP LOCKED` so many sweepers share the work without waiting on each other."""
+`FOR UPDATE SKIP LOCKED` so many sweepers share the work without waiting on each other. A finished
+operation means nothing to any reader (only incomplete ones are looked up): `prune_finished`
+deletes those finished long enough ago, a bounded batch a call (control/retention.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..store import Database
@@ -228,6 +230,28 @@ class Operations:
                     )
                 ).rowcount
             )
+
+    def prune_finished(self, older_than: float, batch: int) -> int:
+        """Delete up to `batch` operations finished more than `older_than` seconds ago (by the
+        database's clock), oldest first, skipping rows another sweeper holds; how many went.
+        An incomplete operation (`finished_at` None) is never one: the partial unique index on
+        those is the guard across API nodes."""
+        t = OperationRow.__table__.c
+        with self.db.engine.begin() as conn:
+            ids = conn.scalars(
+                select(t.id)
+                .where(
+                    t.state.in_((DONE, FAILED, ABANDONED)),
+                    t.finished_at.is_not(None),
+                    t.finished_at < clock.at(conn.dialect, -older_than),
+                )
+                .order_by(t.finished_at)
+                .limit(batch)
+                .with_for_update(skip_locked=True)
+            ).all()
+            if ids:
+                conn.execute(delete(OperationRow).where(t.id.in_(ids), t.finished_at.is_not(None)))
+        return len(ids)
 
     def sweep_stale(self, older_than: float, limit: int = 100) -> list[Operation]:
         """Close as `abandoned` up to `limit` operations whose node has given no sign of life

@@ -70,7 +70,9 @@ class ReservationRow(Base):
 
 class OperationRow(Base):
     """An operation on a computer; at most one incomplete (`finished_at` None) per computer: the
-    partial unique index is the guard across API nodes."""
+    partial unique index is the guard across API nodes. Finished ones are swept once older than
+    `SANBOX_OPERATION_RETENTION_DAYS` (`control/retention.py FinishedOperations`): nothing reads
+    a finished operation for meaning."""
 
     __tablename__ = "operations"
     __table_args__ = (
@@ -92,7 +94,7 @@ class OperationRow(Base):
     host_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(index=True)
-    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None, index=True)
     node: Mapped[str | None] = mapped_column(String(64), default=None, index=True)  # its API node
     beat_at: Mapped[datetime | None] = mapped_column(default=None)  # its node's last sign of life
 
