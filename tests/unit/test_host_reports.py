@@ -230,7 +230,7 @@ def test_a_host_is_told_its_set_one_at_a_time_and_again_when_due(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One settle at a time per host (a newer report waits for the one that runs); told again
-    once its last failed, or once `SETTLE_EVERY` has passed."""
+    once its last failed and `SETTLE_GAP` has passed, or once `SETTLE_EVERY` has passed."""
     sets = host_sets.HostSets(SimpleNamespace())  # type: ignore[arg-type]
     told: list[int] = []
     go = asyncio.Event()
@@ -246,17 +246,19 @@ def test_a_host_is_told_its_set_one_at_a_time_and_again_when_due(
 
     async def main() -> None:
         for n in (1, 2, 3):  # 2 is replaced by 3 while 1 runs
-            sets.tell(row, None, {"n": n})  # type: ignore[arg-type]
+            sets.tell(row, None, {"n": n}, 1)  # type: ignore[arg-type]
             await asyncio.sleep(0)
-        assert told == [1] and not sets.due("h1")
+        assert told == [1] and not sets.due("h1", 1, False)
         go.set()
         await sets._tasks["h1"]
-        assert told == [1, 3] and sets.due("h1")  # the last failed
-        sets.tell(row, None, {"n": 4})  # type: ignore[arg-type]
+        assert told == [1, 3] and not sets.due("h1", 1, False)  # the last failed: a gap first
+        monkeypatch.setattr(host_sets, "SETTLE_GAP", 0.0)
+        assert sets.due("h1", 1, False)
+        sets.tell(row, None, {"n": 4}, 1)  # type: ignore[arg-type]
         await sets._tasks["h1"]
-        assert not sets.due("h1")
+        assert not sets.due("h1", 1, False)
         monkeypatch.setattr(host_sets, "SETTLE_EVERY", 0.0)
         await asyncio.sleep(0.01)
-        assert sets.due("h1")
+        assert sets.due("h1", 1, False)
 
     asyncio.run(main())

@@ -7,8 +7,19 @@ its agent restarted, it was lost and answers again, it joined again) or first se
 Each host's settle runs in the background, one at a time per host, within `SETTLE_DEADLINE`: a
 host that holds its answers (a slow one, or a compromised one) holds its own settle back, never
 the round that renews every host's lease. A settle cut short, or that failed, runs again at the
-host's next round; and every host is told its set again every `SETTLE_EVERY` (a create whose
-answer was lost, its undo with it, while the host kept its lease, left a VM with no record).
+host's first round `SETTLE_GAP` after it began; and every host is told its set again every
+`SETTLE_EVERY` (a create whose answer was lost, its undo with it, while the host kept its lease,
+left a VM with no record).
+
+A settle costs the control plane: up to `MOST_STEPS` operations written and calls made. A host
+agent that restarts takes a new epoch, and a real restart is told its set at its first round;
+but a host that names a new process epoch every round (a compromised one, or an agent in a
+restart loop) would be registered again and settled every round. So a restart within
+`SETTLE_GAP` of the last restart's settle waits for the gap to pass (the host's registration,
+and so its lease and its fencing, is not held back; only what it is told), said once in the
+log: such a host is settled once a gap, with its newest report. A host registered again for
+another reason (lost and answering again: at most once per lost lease; joined again: an
+operator's word; first seen by this node) is told at once.
 
 Each step takes the item's one incomplete operation (fleet/operations.py) and reads the records
 again under it: a verb or a move at work on the item (a move to this host has its record name
@@ -23,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
@@ -46,6 +58,8 @@ AT_REST = (State.STOPPED, State.PAUSED, State.SUSPENDED, State.ERROR)  # no VM m
 SETTLE_DEADLINE = 60.0  # one host's settle at most; cut, it runs again at its next round
 STEP_DEADLINE = 15.0  # one call of it (a VM stopped, a folder set aside, a snapshot deleted)
 SETTLE_EVERY = 600.0  # and again this often (a create whose answer was lost, its host still up)
+SETTLE_GAP = 60.0  # a failed settle, or one for an agent's restart, at most once in this long
+HELD_SAID_EVERY = 600.0  # a host's held restarts are logged once in this long
 KIND = "settle"  # the operation a step holds on its item
 
 Told = tuple[HostRow, RemoteHost, dict[str, Any]]  # the host, its link, the report to settle
@@ -59,25 +73,63 @@ class HostSets:
         self._next: dict[str, Told] = {}  # host name -> the newer report to settle after it
         self._failed: set[str] = set()  # host names whose last settle did not end whole
         self._told_at: dict[str, float] = {}  # host name -> when its last settle began
+        self._told_in: dict[str, int] = {}  # host name -> the epoch it was last told its set in
+        self._restarting: set[str] = set()  # host names whose agent restarted, not told since
+        self._restart_told: dict[str, float] = {}  # host name -> when a restart's settle began
+        self._held_said: dict[str, float] = {}  # host name -> when its held restart was logged
 
-    def tell(self, row: HostRow, link: RemoteHost, report: dict[str, Any]) -> None:
-        """Settle the host against `report` in the background; while one of its settles runs,
-        the newest report asked for is settled after it."""
+    def due(self, name: str, epoch: int, restarted: bool) -> bool:
+        """Whether to tell the host its set now, at a round that found it in `epoch`
+        (`restarted`: its agent named a new process epoch this round). In an epoch it was not
+        told in: yes, unless its agent restarted and a restart's settle began within
+        `SETTLE_GAP` (then once the gap has passed). In the same epoch, none of its settles
+        running: its last was cut or failed and began `SETTLE_GAP` ago, or began
+        `SETTLE_EVERY` ago."""
+        now = asyncio.get_running_loop().time()
+        if restarted:
+            self._restarting.add(name)
+        if self._told_in.get(name) != epoch:
+            if name not in self._restarting:
+                return True
+            if now - self._restart_told.get(name, -math.inf) >= SETTLE_GAP:
+                return True
+            self._say_held(name, now)
+            return False
+        running = self._tasks.get(name)
+        if running is not None and not running.done():
+            return False
+        since = now - self._told_at.get(name, -math.inf)
+        return since >= SETTLE_GAP if name in self._failed else since > SETTLE_EVERY
+
+    def tell(self, row: HostRow, link: RemoteHost, report: dict[str, Any], epoch: int) -> None:
+        """Settle the host against `report` (read in `epoch`) in the background; while one of
+        its settles runs, the newest report asked for is settled after it."""
+        now = asyncio.get_running_loop().time()
+        self._told_in[row.name] = epoch
+        if row.name in self._restarting:
+            self._restarting.discard(row.name)
+            self._restart_told[row.name] = now
         running = self._tasks.get(row.name)
         if running is not None and not running.done():
             self._next[row.name] = (row, link, report)
             return
-        self._told_at[row.name] = asyncio.get_running_loop().time()
+        self._told_at[row.name] = now
         self._tasks[row.name] = asyncio.ensure_future(self._settling((row, link, report)))
 
-    def due(self, name: str) -> bool:
-        """Whether the host should be told its set again, none of its settles running: its last
-        was cut or failed, or began `SETTLE_EVERY` ago."""
-        running = self._tasks.get(name)
-        if running is not None and not running.done():
-            return False
-        since = asyncio.get_running_loop().time() - self._told_at.get(name, 0.0)
-        return name in self._failed or since > SETTLE_EVERY
+    def _say_held(self, name: str, now: float) -> None:
+        """Log, once in `HELD_SAID_EVERY`, that the host's restarts come faster than it is told
+        its set."""
+        if now - self._held_said.get(name, -math.inf) < HELD_SAID_EVERY:
+            return
+        self._held_said[name] = now
+        log.warning(
+            "host %s names a new process epoch again within %g s of the last it was told its set "
+            "for (an agent restarting in a loop, or a compromised host): it is told its set once "
+            "in %g s, not at every restart",
+            name,
+            SETTLE_GAP,
+            SETTLE_GAP,
+        )
 
     async def close(self) -> None:
         for task in self._tasks.values():

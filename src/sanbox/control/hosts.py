@@ -64,7 +64,6 @@ class FleetHosts:
         # told the computers of a host that was declared lost, or came back (Computers sets it)
         self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
-        self._settled: dict[str, int] = {}  # host name -> the epoch it was last told its set in
         self.jobs = jobs
         self.sets = HostSets(db, jobs.node)
         # a host's report is waited for a third of a lease at most in a round (a slow one is
@@ -228,19 +227,19 @@ class FleetHosts:
             return
         self._silent.pop(row.name, None)
         try:
-            epoch = await self._renewed(row, report)
+            epoch, restarted = await self._renewed(row, report)
         except Exception as exc:  # one host's report must not stop the round (nor the sweep)
             log.warning(
                 "host %s: its report could not be taken, lease not renewed: %r", row.name, exc
             )
             return
-        if self._settled.get(row.name) != epoch or self.sets.due(row.name):
-            self._settled[row.name] = epoch  # registered (again), or first seen: its set
-            self.sets.tell(row, link, report)
+        if self.sets.due(row.name, epoch, restarted):  # a new epoch, first seen, or again
+            self.sets.tell(row, link, report, epoch)
 
-    async def _renewed(self, row: HostRow, report: dict[str, Any]) -> int:
+    async def _renewed(self, row: HostRow, report: dict[str, Any]) -> tuple[int, bool]:
         """The host's lease renewed, or the host registered again (its agent restarted, or it
-        lost its lease); the epoch it holds now."""
+        lost its lease); the epoch it holds now, and whether its agent restarted (its report
+        names another process epoch than the last this node saw)."""
         capacity, layers = capacity_of(report), [str(b["build_id"]) for b in report["builds"]]
         seen, was = str(report["epoch"]), self._epochs.get(row.name)
         self._epochs[row.name] = seen
@@ -249,7 +248,7 @@ class FleetHosts:
                 await asyncio.to_thread(
                     self.hosts.renew, Lease(row.id, row.epoch, row.lease_until), capacity, layers
                 )
-                return row.epoch
+                return row.epoch, False
             except Exception as exc:  # declared lost (or re-registered by another node)
                 log.warning(
                     "host %s renewed a lease it no longer held (%s): registering", row.name, exc
@@ -257,7 +256,7 @@ class FleetHosts:
         lease = await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
         if row.state == LOST:
             self.on_change(row.id, row.name, True)
-        return lease.epoch
+        return lease.epoch, was is not None and was != seen
 
     async def _link(self, row: HostRow) -> RemoteHost:
         """The host's one link, made on first use and bound again when its record changes (its
