@@ -3,7 +3,10 @@ real host agent, the watch's rounds run one by one):
 - a host that names a new process epoch every round is registered again each time, but told
   the set it should run (a settle: operations written, calls made) once a gap, not every round
   (before, every round); a real restart is told at once;
-- a host whose settle fails is told its set again a gap after it began, not every round."""
+- a host whose settle fails is told its set again a gap after it began, not every round;
+- a host that flaps between lost and back has its computers told so (an event each) once a
+  window, not at every flap (before, every flap wrote two events for each of its computers);
+  each computer shows `unknown` whenever its host is lost, told or not."""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from sanbox.control import host_sets
 from sanbox.control.hosts import FleetHosts
@@ -23,7 +27,7 @@ from sanbox.control.jobs import Jobs
 from sanbox.fleet.hosts import Capacity, HostSpec, LeasePolicy
 from sanbox.fleet.link.link import HostUnreachableError
 from sanbox.store import Database
-from sanbox.store.fleet_models import OperationRow
+from sanbox.store.fleet_models import HostRow, OperationRow
 from sanbox.store.models import ComputerRow
 
 from .conftest import add_computer
@@ -147,5 +151,49 @@ def test_a_host_whose_settle_fails_is_told_again_once_a_gap(
             assert h1.kills == 2
             await _round(hosts)  # whole now: not again until SETTLE_EVERY
             assert h1.kills == 2
+
+    asyncio.run(main())
+
+
+def test_a_host_that_flaps_has_its_computers_told_once_a_window(
+    any_db: Database, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        async with watching(any_db, tmp_path / "fleet") as (hosts, h1):
+            told: list[bool] = []
+            hosts.on_change = lambda _id, _name, back: told.append(back)
+            host_id = hosts.get("h1").id
+
+            async def lost() -> None:
+                h1.silent = True
+                with any_db.engine.begin() as conn:  # its lease ran out long ago
+                    conn.execute(
+                        update(HostRow)
+                        .where(HostRow.id == host_id)
+                        .values(lease_until=datetime.now(UTC) - timedelta(hours=1))
+                    )
+                await _round(hosts)
+                assert hosts.get("h1").state == "lost"
+                await _round(hosts)  # read again: its computers show unknown, told or not
+                assert hosts.unknown_reason(host_id) is not None
+
+            async def back() -> None:
+                h1.silent = False
+                await _round(hosts)
+                assert hosts.get("h1").state == "up"
+                await _round(hosts)
+                assert hosts.unknown_reason(host_id) is None
+
+            await _round(hosts)
+            for _ in range(3):  # lost and back, again and again
+                await lost()
+                await back()
+            assert told == [False, True], "its computers were told of every flap"
+            await lost()
+            hosts.flaps.window = 0.0  # the window has passed, the host still lost: told now
+            await _round(hosts)
+            assert told == [False, True, False]
+            await back()
+            assert told == [False, True, False, True]
 
     asyncio.run(main())

@@ -2,8 +2,9 @@
 joins; and the watch that reads every joined host's report over the link and renews its lease on
 the database's clock, so that a host that stops answering becomes `suspect`, then `lost`. A host
 agent that restarted (a new process epoch in its report) registers again and so takes a new
-epoch; a host in a new epoch is told the set it should run (host_sets.py). Only one API node
-watches at a time (a singleton job)."""
+epoch; a host in a new epoch is told the set it should run (host_sets.py). The computers of a
+host declared lost, and back, are told so by an event each, bounded for a host that flaps
+(host_flaps.py). Only one API node watches at a time (a singleton job)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from ..fleet.link.remote import RemoteHost, as_host
 from ..host.door import Host, Liveness
 from ..store import Database
 from ..store.fleet_models import HostRow
+from .host_flaps import HostFlaps
 from .host_sets import HostSets
 from .jobs import HOSTS, Jobs
 
@@ -63,6 +65,7 @@ class FleetHosts:
         self._silent: dict[str, str] = {}  # host name -> why it did not answer, last said
         # told the computers of a host that was declared lost, or came back (Computers sets it)
         self.on_change: Callable[[str, str, bool], None] = lambda _id, _name, _back: None
+        self.flaps = HostFlaps()  # which losses and returns on_change is told of
         self._epochs: dict[str, str] = {}  # host name -> the agent process epoch last seen
         self.jobs = jobs
         self.sets = HostSets(db, jobs.node)
@@ -208,10 +211,24 @@ class FleetHosts:
         swept = await asyncio.to_thread(self.hosts.sweep)
         for name in swept.suspect:
             log.warning("host %s missed its lease: suspect (nothing new is placed on it)", name)
+        now = asyncio.get_running_loop().time()
+        self.flaps.keep_only({r.id for r in rows})
         for name in swept.lost:
-            log.error("host %s is lost; its computers are unknown until it comes back", name)
             host_id = next(r.id for r in rows if r.name == name)
-            self.on_change(host_id, name, False)
+            told = self.flaps.lost(host_id, now)
+            log.error(
+                "host %s is lost; its computers are unknown until it comes back%s",
+                name,
+                ""
+                if told
+                else f" (its computers' events wait: it was lost within "
+                f"{self.flaps.window:g} s of its last loss they were told of)",
+            )
+            if told:
+                self.on_change(host_id, name, False)
+        for row in rows:  # lost before this round, its computers' events held back until now
+            if row.state == LOST and self.flaps.still_lost(row.id, now):
+                self.on_change(row.id, row.name, False)
         return swept
 
     async def _renew(self, row: HostRow) -> None:
@@ -255,7 +272,9 @@ class FleetHosts:
                 )
         lease = await asyncio.to_thread(self.hosts.register, _spec(row, capacity))
         if row.state == LOST:
-            self.on_change(row.id, row.name, True)
+            log.warning("host %s answers again (epoch %d)", row.name, lease.epoch)
+            if self.flaps.back(row.id):
+                self.on_change(row.id, row.name, True)
         return lease.epoch, was is not None and was != seen
 
     async def _link(self, row: HostRow) -> RemoteHost:
