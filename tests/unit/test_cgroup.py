@@ -38,7 +38,7 @@ def test_limits_follow_the_computers_size(
     assert limit_files(limits, "cpu", 2) == {"cpu.max": cpu_max}
     assert limit_files(limits, "memory", 2) == {"memory.max": str(memory_max)}
     assert limit_files(limits, "pids", 2) == {"pids.max": "256"}
-    assert limit_files(limits, "io", 2) == {"io.weight": io_weight}
+    assert limit_files(limits, "io", 2)["io.weight"] == io_weight
     assert memory_max > memory_mib * MIB  # guest RAM (shmem, charged here) plus QEMU itself
 
 

@@ -244,6 +244,7 @@ class Confinement(BaseModel):
     user: str | None  # the unprivileged user VMs run as; None: the server's own user
     cgroups: dict[str, str]  # controller -> "cgroup v2", "cgroup v1" or "missing: why"
     disk_errors: str  # what a disk error does to a guest
+    disk_io: str | None = None  # each VM's disk I/O bound and how it is held; None: not said
 
 
 class HostInfo(BaseModel):

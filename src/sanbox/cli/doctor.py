@@ -12,6 +12,7 @@ import typer
 from ._output import console
 
 if TYPE_CHECKING:  # the host is imported inside the command: `sanbox` starts fast
+    from ..host.disk_rate import DiskRate
     from ..host.drivers import Capabilities
 
 RUNTIME_TOOLS = {  # the host's own; each driver names its tools (`Driver.tools`)
@@ -54,7 +55,12 @@ def doctor(
     _firecracker()
     if choice is not None:
         _snapshots(settings.snapshot, choice.isolation, driver.capabilities)
-    _confinement(driver.capabilities, choice.accel if choice is not None else None)
+    _confinement(
+        driver.capabilities,
+        choice.accel if choice is not None else None,
+        dd.root,
+        settings.disk_rate,
+    )
     try:
         dd.ensure()
         reflink = can_reflink(dd.tmp)
@@ -133,8 +139,10 @@ def _firecracker() -> None:
         console.print(f"firecracker   unavailable: {reason}")
 
 
-def _confinement(caps: Capabilities, accel: str | None) -> None:
-    """What will confine this host's VMs: seccomp, the VM user, cgroup controllers, disk errors."""
+def _confinement(caps: Capabilities, accel: str | None, data_dir: Path, rate: DiskRate) -> None:
+    """What will confine this host's VMs: seccomp, each VM's disk I/O bound (its hypervisor's,
+    root or not), the VM user, cgroup controllers (io: what it does for the data dir's disk),
+    disk errors."""
     import pwd
 
     from ..host.drivers import VmUser
@@ -146,6 +154,9 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
     else:
         denied = ", ".join(o.split("=")[0] for o in caps.seccomp.split(",")[1:])
         console.print(f"seccomp       on, denied: {denied}")
+    bound = rate.describe(caps.disk_rate)
+    colour = "yellow" if bound.startswith("unbounded") else "default"
+    console.print(f"disk io       [{colour}]{bound}[/]")
     if os.geteuid() != 0:
         console.print(
             "vm user       [yellow]none: the server is not root, so VMs run as its "
@@ -167,8 +178,8 @@ def _confinement(caps: Capabilities, accel: str | None) -> None:
         console.print(
             f"vm user       {VM_USER} (missing: the server creates it; or run scripts/install)"
         )
-    for controller, where in Cgroups.detect().describe().items():
-        colour = "yellow" if where.startswith("missing") else "default"
+    for controller, where in Cgroups.detect().describe(data_dir, rate).items():
+        colour = "yellow" if where.startswith("missing") or "no io.max" in where else "default"
         console.print(f"cgroup {controller:<7}[{colour}]{where}[/]")
     console.print(f"disk errors   {caps.disk_errors}")
 

@@ -12,6 +12,8 @@ below reads an environment variable of its own.
 | SANBOX_TCG_ASLR | `tcg_aslr`: off boots emulated guests with `norandmaps` (see below) | on |
 | SANBOX_DEBIAN_MIRROR | `debian_mirror`: where image builds fetch Debian | deb.debian.org |
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
+| SANBOX_DISK_MAX_BPS | `disk_max_bps`: a computer's disk bytes/s (0: none) | 268435456 |
+| SANBOX_DISK_MAX_IOPS | `disk_max_iops`: a computer's disk requests/s (0: none) | 8000 |
 
 SANBOX_SNAPSHOT says how a running computer's memory snapshot is saved. `live`: as its guest
 runs (pre-copy), its vCPUs stopped only for the last pages, where the hypervisor can
@@ -31,6 +33,14 @@ run code or visit sites that are not trusted. A guest keeps the mode it booted w
 pause, snapshot and fork, and so do the computers made of a snapshot (a template's ready one, a
 warm pool's members) until it is taken again.
 
+SANBOX_DISK_MAX_BPS and SANBOX_DISK_MAX_IOPS bound every computer's disk alike, sustained, with
+bursts of twice that for up to 5 s (`host/disk_rate.py`): its hypervisor throttles the guest's
+disk (QEMU's drive throttling, Firecracker's rate limiter), on any host, and where cgroup v2's io
+controller serves the data filesystem's disk its `io.max` holds the VM's process to the burst
+rates too. One guest writing and syncing flat out then cannot stall the other guests' disks, nor
+the control plane's database on the same filesystem. Set them to a fraction of what the disk
+does; 0 lifts that bound (a computer may then take the whole disk).
+
 A fleet host's egress gateway (`sanbox host serve`) reads the server's egress variables, with the
 same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
 resolver), SANBOX_CA_BUNDLE (`ca_bundle`: CAs the secret proxy trusts upstream),
@@ -45,6 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .disk_rate import DEFAULT_BPS, DEFAULT_IOPS, DiskRate
 from .egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
 from .errors import HostError
 
@@ -78,6 +89,13 @@ class HostSettings:
     egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG
     egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL
     vm_uids: str | None = None  # FIRST-LAST (drivers/confine.py `UidRange`); None: all
+    disk_max_bps: int = DEFAULT_BPS  # 0: no bound
+    disk_max_iops: int = DEFAULT_IOPS  # 0: no bound
+
+    @property
+    def disk_rate(self) -> DiskRate:
+        """Every computer's disk I/O bound."""
+        return DiskRate(self.disk_max_bps, self.disk_max_iops)
 
     @property
     def upstream(self) -> tuple[str, int] | None:
@@ -123,6 +141,8 @@ class HostSettings:
                 env, "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", MAX_CONNECTIONS_TOTAL
             ),
             vm_uids=env.get("SANBOX_VM_UIDS") or None,
+            disk_max_bps=_amount(env, "SANBOX_DISK_MAX_BPS", DEFAULT_BPS),
+            disk_max_iops=_amount(env, "SANBOX_DISK_MAX_IOPS", DEFAULT_IOPS),
         )
 
 
@@ -141,4 +161,14 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
         return default
     if not text.isdigit() or int(text) < 1:
         raise SettingsError(f"{name}={text!r} is not a positive whole number")
+    return int(text)
+
+
+def _amount(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number from 0 up (0: no bound), at most 10^12 (QEMU takes up to 10^15)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) > 10**12:
+        raise SettingsError(f"{name}={text!r} is not a whole number from 0 to 10^12 (0: no bound)")
     return int(text)

@@ -131,6 +131,7 @@ def capabilities_in(data: Json) -> Capabilities:
     values = {f.name: data[f.name] for f in fields(Capabilities) if f.name in data}
     values["disk_formats"] = tuple(values["disk_formats"])
     values.setdefault("live_memory_save", False)  # a host agent from before it was said
+    values.setdefault("disk_rate", None)  # likewise
     return Capabilities(**values)
 
 

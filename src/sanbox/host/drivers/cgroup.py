@@ -1,7 +1,12 @@
 """Each VM in a cgroup of its own: `sanbox.slice/<data-dir tag>-<computer id>`, with a CPU quota of
-its vCPUs, a memory ceiling of its RAM plus QEMU's overhead, a pids ceiling and an IO weight from
-its size. The launcher joins the cgroups before QEMU starts, so nothing it allocates escapes them
-(guest RAM is shmem, charged to the cgroup that first touches it: QEMU, inside).
+its vCPUs, a memory ceiling of its RAM plus QEMU's overhead, a pids ceiling, an IO weight from
+its size and, on cgroup v2, `io.max` on the data dir's disk (block_device.py) at the burst rates
+of the host's disk bound (host/disk_rate.py): the hypervisor throttles the guest's reads and
+writes itself, and `io.max` also holds what it does not count (flushes' writeback, discards
+punched into the disk file, qcow2 metadata). The IO weight does something only where iocost or
+BFQ weighs the disk (`block_device.io_state` says which). The launcher joins the cgroups before
+QEMU starts, so nothing it allocates escapes them (guest RAM is shmem, charged to the cgroup that
+first touches it: QEMU, inside).
 
 Controllers are taken from cgroup v2 where it has them; on a hybrid host (v2 mounted beside v1
 hierarchies, as on these build machines) a controller bound to a v1 hierarchy is used there.
@@ -22,7 +27,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..disk_rate import DiskRate
 from ..errors import HostError
+from .block_device import BlockDevice, disk_of, io_state
+from .driver import Capabilities, VmSpec
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +54,32 @@ class Limits:
     memory_bytes: int
     pids: int
     io_weight: int  # 1..10000, 100 is the kernel's default
+    io_max: str | None = None  # cgroup v2's io.max line for the data dir's disk; None: not set
 
 
-def limits_for(vcpus: int, memory_mib: int, extra_mib: int = 0) -> Limits:
+def io_max(disk: BlockDevice | str, rate: DiskRate) -> str | None:
+    """The `io.max` line for `disk` (reads and writes each at the burst rates; `max`: a dimension
+    without bound), or None when there is no disk to name or no bound. Pure."""
+    if isinstance(disk, str) or not rate.bounded:
+        return None
+    bps = str(rate.burst_bps) if rate.bps else "max"
+    iops = str(rate.burst_iops) if rate.iops else "max"
+    return f"{disk.dev} rbps={bps} wbps={bps} riops={iops} wiops={iops}"
+
+
+def limits_for(
+    vcpus: int, memory_mib: int, extra_mib: int = 0, disk_max: str | None = None
+) -> Limits:
     """A VM's limits from its size: its vCPUs' worth of CPU time, its RAM + 256 MiB + 10%, plus
-    what its hypervisor says it holds beyond that (`extra_mib`: TCG's code cache)."""
+    what its hypervisor says it holds beyond that (`extra_mib`: TCG's code cache); `disk_max`:
+    its `io.max` line (`io_max`)."""
     return Limits(
         cpu_quota_us=vcpus * PERIOD_US,
         cpu_period_us=PERIOD_US,
         memory_bytes=(memory_mib + OVERHEAD_MIB + memory_mib // 10 + extra_mib) * MIB,
         pids=PIDS_MAX,
         io_weight=max(1, min(10_000, 100 * vcpus)),
+        io_max=disk_max,
     )
 
 
@@ -67,7 +90,11 @@ def limit_files(limits: Limits, controller: str, version: int) -> dict[str, str]
             "cpu": {"cpu.max": f"{limits.cpu_quota_us} {limits.cpu_period_us}"},
             "memory": {"memory.max": str(limits.memory_bytes)},
             "pids": {"pids.max": str(limits.pids)},
-            "io": {"io.weight": f"default {limits.io_weight}"},
+            "io": {
+                "io.weight": f"default {limits.io_weight}",  # iocost's
+                "io.bfq.weight": str(max(1, min(1000, limits.io_weight))),  # BFQ's, if loaded
+                **({"io.max": limits.io_max} if limits.io_max else {}),
+            },
         }[controller]
     return {
         "cpu": {
@@ -152,10 +179,33 @@ class Cgroups:
         placed, missing = plan(mounts, available)
         return cls(placed, missing)
 
-    def describe(self) -> dict[str, str]:
-        """controller -> `cgroup v2`, `cgroup v1`, or `missing: why`."""
+    def disk(self, path: Path) -> BlockDevice | str:
+        """The disk under `path` as the io controller names it, or why there is none."""
+        io = self.placed.get("io")
+        if io is None or io.version != 2:
+            return "no cgroup v2 io controller"
+        try:
+            st_dev = path.stat().st_dev
+        except OSError as exc:
+            return f"cannot stat {path}: {exc.strerror}"
+        return disk_of(st_dev, cgroup2=io.root)
+
+    def limits(self, spec: VmSpec, caps: Capabilities) -> Limits:
+        """A VM's limits (`limits_for`, with what its driver holds beyond its RAM), and its
+        `io.max` for the disk its disk file is on."""
+        disk_max = io_max(self.disk(spec.disk), spec.disk_rate)
+        return limits_for(spec.vcpus, spec.memory_mib, caps.memory_overhead_mib, disk_max)
+
+    def describe(
+        self, data_dir: Path | None = None, rate: DiskRate | None = None
+    ) -> dict[str, str]:
+        """controller -> `cgroup v2`, `cgroup v1`, or `missing: why`; io on cgroup v2 says what
+        it does for the disk under `data_dir` (`block_device.io_state`), when given."""
         out = {c: f"cgroup v{h.version}" for c, h in self.placed.items()}
         out.update({c: f"missing: {why}" for c, why in self.missing.items()})
+        io = self.placed.get("io")
+        if data_dir is not None and io is not None and io.version == 2:
+            out["io"] = io_state(self.disk(data_dir), rate is not None and rate.bounded)
         return {c: out[c] for c in CONTROLLERS}
 
     def _dirs(self, name: str) -> dict[Path, tuple[int, list[str]]]:

@@ -33,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..disk_rate import DiskRate
 from ..linux import in_netns
-from .driver import VmSpec, VmUser
+from .driver import Capabilities, VmSpec, VmUser
 from .errors import VmStartError
 
 VM_USER = "sanbox-vm"
@@ -294,15 +295,18 @@ def prepare(spec: VmSpec, user: VmUser) -> None:
 
 
 def describe(
-    seccomp: str | None, disk_errors: str, user: VmUser | None, cgroups: dict[str, str]
+    caps: Capabilities, user: VmUser | None, cgroups: dict[str, str], rate: DiskRate
 ) -> dict[str, object]:
-    """The confinement in force, for `sanbox doctor` and GET /v1/host."""
+    """The confinement in force, for `sanbox doctor` and GET /v1/host: the driver's seccomp
+    filter and disk errors, the VM user, the cgroup controllers, and each VM's disk I/O bound
+    with how the driver holds it."""
     return {
-        "seccomp": seccomp,
+        "seccomp": caps.seccomp,
         "user": None
         if user is None
         else f"{user.name}: a uid of its own per computer "
         f"({FIRST_VM_UID}-{FIRST_VM_UID + VM_UIDS - 1}), group {group_name(user.gid)}",
         "cgroups": cgroups,
-        "disk_errors": disk_errors,
+        "disk_errors": caps.disk_errors,
+        "disk_io": rate.describe(caps.disk_rate),
     }

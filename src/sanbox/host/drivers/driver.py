@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..disk_rate import DiskRate
+
 
 @dataclass(frozen=True)
 class NetAttachment:
@@ -58,6 +60,7 @@ class VmSpec:
     restore: bool = False  # wait for a saved state (`-incoming defer`) instead of booting
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
     tcg_aslr: bool = True  # False: under emulation, the guest boots without address randomization
+    disk_rate: DiskRate = field(default_factory=DiskRate)  # its disk I/O bound (host/disk_rate.py)
     run_as: VmUser | None = None  # drop to this user before the hypervisor starts
     cgroup_procs: tuple[Path, ...] = ()  # join these cgroups (cgroup.procs files) first
 
@@ -186,6 +189,7 @@ class Capabilities:
     confinement: str  # how its process is confined: "seccomp+uid+cgroups", "jailer", "none"
     seccomp: str | None  # its seccomp policy, in its own words; None: no filter
     disk_errors: str  # what a host-side disk error does to the guest
+    disk_rate: str | None  # how it holds a VM to `VmSpec.disk_rate`, in its own words; None: not
     memory_overhead_mib: int  # held beyond guest RAM and a base overhead (TCG's code cache)
     agent_channel: str  # how the host reaches the guest agent: virtio-serial, vsock, unix
 

@@ -32,7 +32,7 @@ from ..drivers import (
     cached_driver,
     choose_driver,
 )
-from ..drivers.cgroup import Cgroups, limits_for
+from ..drivers.cgroup import Cgroups
 from ..drivers.confine import UidRange, computer_user, describe, vm_user
 from ..errors import HostError
 from ..image import Image
@@ -84,10 +84,10 @@ class Machines:
         return self._vm_user
 
     def confinement(self) -> dict[str, object]:
-        """What confines this host's VMs (seccomp, user, cgroup controllers, disk errors)."""
-        caps = self.driver.capabilities
-        cgroups = self.cgroups.describe() if self.confined else {}
-        return describe(caps.seccomp, caps.disk_errors, self.vm_user(), cgroups)
+        """What confines this host's VMs (seccomp, user, cgroups, disk errors, disk I/O bound)."""
+        caps, rate = self.driver.capabilities, self.settings.disk_rate
+        cgroups = self.cgroups.describe(self.data_dir.root, rate) if self.confined else {}
+        return describe(caps, self.vm_user(), cgroups, rate)
 
     async def choose(self, image: Image) -> Driver:
         """The driver for this host, choosing acceleration once (probe cached per host)."""
@@ -143,7 +143,7 @@ class Machines:
             return await driver.boot(spec)
         name = self.cgroup_name(spec.name)
         user = await asyncio.to_thread(computer_user, base, name, spec.run_dir, self.uids)
-        limits = limits_for(spec.vcpus, spec.memory_mib, driver.capabilities.memory_overhead_mib)
+        limits = await asyncio.to_thread(self.cgroups.limits, spec, driver.capabilities)
         procs = await asyncio.to_thread(self.cgroups.create, name, limits)
         try:
             return await driver.boot(replace(spec, run_as=user, cgroup_procs=procs))
@@ -173,6 +173,7 @@ class Machines:
             memory_file=self.data_dir.ram_file(spec.computer_id),
             restore=restore,
             tcg_aslr=self.settings.tcg_aslr,
+            disk_rate=self.settings.disk_rate,
         )
 
     async def create(self, spec: MachineSpec, image: Image) -> tuple[Machine, Disk]:
@@ -255,8 +256,7 @@ class Machines:
         filesystem), removed when its process ends; the snapshot may be deleted while they run
         (their mappings keep the pages; their pauses take RAM from the migration stream). A
         driver that cannot map a file read-only (`maps_read_only`) refuses a shared image
-        (HostError): the caller copies it instead (restore.py). On failure nothing of the VM is
-        left."""
+        (HostError): the caller copies it instead (restore.py). Nothing of a failed VM is left."""
         driver = await self.choose(image)
         spec = await self.with_network(spec)
         cdir = self.data_dir.computer(spec.computer_id)

@@ -2,6 +2,7 @@
 API's `FullVmConfiguration`: boot-source, drives, machine-config, network-interfaces, vsock,
 logger, metrics, entropy) and the guest kernel's command line. Pure: unit-tested, and every
 section is checked against Firecracker's published API spec (tests/unit/test_firecracker_spec.py).
+The root drive carries the computer's disk I/O bound as its `rate_limiter` (`rate_limiter`).
 
 Firecracker sees paths as it opens them: the host's own paths when it runs directly, paths inside
 its chroot when the jailer starts it (jail.py). `FirecrackerPaths` says which."""
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...disk_rate import BURST_SECONDS, DiskRate
 from ._contract import VmSpec
 from .errors import FirecrackerConfigError
 
@@ -112,6 +114,22 @@ def kernel_cmdline(spec: VmSpec) -> str:
     return " ".join(args)
 
 
+def rate_limiter(rate: DiskRate) -> dict[str, Any] | None:
+    """The root drive's `rate_limiter`: a token bucket each for bytes and requests. A bucket of
+    `size` refilled every `refill_time` ms runs at size/refill_time and has no peak rate, so the
+    burst QEMU allows (its excess over the sustained rate for BURST_SECONDS) is the bucket's
+    room above one second's worth, refilled at the sustained rate. None when unbounded. Pure."""
+    limiter: dict[str, Any] = {}
+    for key, sustained, burst in (
+        ("bandwidth", rate.bps, rate.burst_bps),
+        ("ops", rate.iops, rate.burst_iops),
+    ):
+        if sustained:
+            size = sustained + (burst - sustained) * BURST_SECONDS
+            limiter[key] = {"size": size, "refill_time": size * 1000 // sustained}
+    return limiter or None
+
+
 def vm_config(spec: VmSpec, paths: FirecrackerPaths) -> dict[str, Any]:
     """The `--config-file` document: Firecracker boots it at once (no InstanceStart call)."""
     check_spec(spec)
@@ -148,6 +166,9 @@ def vm_config(spec: VmSpec, paths: FirecrackerPaths) -> dict[str, Any]:
         "metrics": {"metrics_path": str(paths.metrics)},
         "entropy": {},  # virtio-rng, as QEMU's virtio-rng-device
     }
+    limiter = rate_limiter(spec.disk_rate)
+    if limiter is not None:
+        config["drives"][0]["rate_limiter"] = limiter
     if spec.net is not None:
         config["network-interfaces"].append(
             {"iface_id": "net0", "host_dev_name": spec.net.tap, "guest_mac": spec.net.mac}

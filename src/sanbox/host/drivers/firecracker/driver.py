@@ -39,6 +39,7 @@ def capabilities() -> Capabilities:
         confinement="jailer",
         seccomp="firecracker's default filters (per thread)",
         disk_errors="passed to the guest",
+        disk_rate="Firecracker's drive rate limiter (token buckets, no peak rate)",
         memory_overhead_mib=0,
         agent_channel="vsock",  # its Unix socket + `CONNECT <port>` (vsock.py)
     )

@@ -94,6 +94,7 @@ class LocalDriver:
             confinement="none",
             seccomp=None,
             disk_errors="passed to the guest",
+            disk_rate=None,  # a local process writes the host's files directly
             memory_overhead_mib=0,
             agent_channel="unix",
         )

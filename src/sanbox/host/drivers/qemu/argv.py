@@ -2,7 +2,8 @@
 virtio-serial control port for the agent, virtio-rng, an optional tap, the guest RAM's backend, the
 seccomp sandbox (`SANDBOX`: every optional group denied; `spawn=deny` forbids fork and exec, so no
 `exec:` migration (state.py) and no `-daemonize`; `elevateprivileges=deny` forbids set*uid, so the
-launcher drops to the VM user with `setpriv` before QEMU starts), and the launcher shell."""
+launcher drops to the VM user with `setpriv` before QEMU starts), the root drive's I/O throttle
+(`throttling`), and the launcher shell."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shlex
 from pathlib import Path
 
 from ...disk.qcow2 import format_of
+from ...disk_rate import BURST_SECONDS, DiskRate
 from ..confine import setpriv_argv
 from ..driver import VmSpec
 
@@ -25,6 +27,25 @@ def accel_option(accel: str) -> str:
     """`-accel`'s value: under TCG with a bounded translation cache, so QEMU's memory is bounded
     (and fits its cgroup's `memory.max`)."""
     return f"tcg,tb-size={TCG_CODE_CACHE_MIB}" if accel == "tcg" else accel
+
+
+def throttling(rate: DiskRate) -> str:
+    """The root drive's I/O throttle (QEMU's `throttling.*` drive options, its throttle group
+    on the drive's BlockBackend, kept across `blockdev-snapshot`): reads and writes together,
+    bytes and requests, each with a burst (`-max` for `-max-length` seconds). QEMU counts the
+    guest's reads and writes only, not its flushes or discards. Empty when unbounded. Pure."""
+    options = []
+    for name, sustained, burst in (
+        ("bps-total", rate.bps, rate.burst_bps),
+        ("iops-total", rate.iops, rate.burst_iops),
+    ):
+        if sustained:
+            options += [
+                f"throttling.{name}={sustained}",
+                f"throttling.{name}-max={burst}",
+                f"throttling.{name}-max-length={BURST_SECONDS}",
+            ]
+    return "".join(f",{o}" for o in options)
 
 
 def kernel_cmdline(spec: VmSpec, accel: str, mhz: float) -> str:
@@ -101,7 +122,7 @@ def qemu_argv(
         SANDBOX,
         "-drive",
         f"id=root,file={spec.disk},format={format_of(spec.disk)},if=none,"
-        "cache=writeback,discard=unmap,werror=stop,rerror=stop",
+        "cache=writeback,discard=unmap,werror=stop,rerror=stop" + throttling(spec.disk_rate),
         "-device",
         "virtio-blk-device,drive=root",
         "-device",

@@ -166,6 +166,7 @@ class QemuHypervisor:
             confinement="seccomp+uid+cgroups",
             seccomp=SANDBOX,
             disk_errors="stop the guest (werror=stop,rerror=stop); the computer goes to error",
+            disk_rate="QEMU's drive throttling (reads and writes; not flushes or discards)",
             # TCG's translated code cache, beyond guest RAM and QEMU's own base
             memory_overhead_mib=TCG_CODE_CACHE_MIB if self.accel == "tcg" else 0,
             agent_channel="virtio-serial",
