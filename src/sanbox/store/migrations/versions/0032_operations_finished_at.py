@@ -2,14 +2,14 @@
 an index on `finished_at` lets each batch find the oldest finished rows without reading the
 table.
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0032
+Revises: 0031
 """
 
 from alembic import op
 
-revision = "0030"
-down_revision = "0029"
+revision = "0032"
+down_revision = "0031"
 branch_labels = None
 depends_on = None
 
