@@ -111,10 +111,10 @@ def test_admitted_operations_hold_their_room_until_released(
     holds[0].release()
     holds[0].release()  # idempotent
     with capacity.admit_here(host, 512, 8):
-        assert capacity.ledger.totals() == (5 * 512 * MIB, 5 * 8 * GIB)
+        assert capacity.ledger.totals() == (5 * 512 * MIB, 5 * 8 * GIB, 0)
     for hold in holds:
         hold.release()
-    assert capacity.ledger.totals() == (0, 0)
+    assert capacity.ledger.totals() == (0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -181,3 +181,55 @@ def test_a_fleet_host_admits_by_its_own_overcommit_and_watermark() -> None:
     overcommitting = Capacity(cpus=2, memory_mib=4096, disk_overcommit=4.0)
     with pytest.raises(InsufficientStorageError):  # the host admits at 1: so is it admitted
         overcommitting.admit_here(FleetHost(1.0, 0), 512, 5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("saved_gib", "overcommit", "reserve_gib", "refused"),
+    [
+        (8, 1.0, 0, False),  # 92 promised + 8 written: exactly the 100 free
+        (9, 1.0, 0, True),
+        (54, 2.0, 0, False),  # disks' 92 count at 46; saved memory is written now: whole
+        (55, 2.0, 0, True),
+        (44, 2.0, 10, False),  # nothing admitted counts on the watermark
+        (45, 2.0, 10, True),
+    ],
+)
+def test_saved_memory_counts_whole_against_what_disks_leave(
+    saved_gib: int, overcommit: float, reserve_gib: int, refused: bool
+) -> None:
+    """A pause's or a snapshot's saved memory is written at once: never overcommitted."""
+    data = Room(DATA, 100 * GIB, 92 * GIB)
+    args = (0, Room(SHM, 0, 0), 0, data, overcommit, reserve_gib * GIB, saved_gib * GIB)
+    if not refused:
+        admit(*args)
+        return
+    with pytest.raises(InsufficientStorageError, match="of saved memory does not fit") as caught:
+        admit(*args)
+    assert caught.value.code == "insufficient_storage"
+    assert "smaller disk" not in caught.value.message
+
+
+def test_a_pause_or_snapshot_is_not_refused_for_ram_it_does_not_take() -> None:
+    """The RAM dir over-promised already: a pause (which frees RAM) is not refused for it."""
+    over = Room(SHM, GIB, 2 * GIB)
+    admit(0, over, 0, Room(DATA, 10 * GIB, 0), saved_bytes=GIB)
+    with pytest.raises(InsufficientStorageError, match="guest memory"):
+        admit(MIB, over)
+
+
+def test_a_fleet_hosts_pause_and_snapshot_are_admitted_by_its_report() -> None:
+    """Its report's 10 GiB free, 30 GiB promised, at its overcommit of 4: 7.5 GiB counted, so
+    2 GiB of saved memory fits and 3 GiB does not; a snapshot's new 2 GiB overlay counts at 1/4
+    (its own promise not counted: the report's room is asked for the computer)."""
+    node = Capacity(cpus=2, memory_mib=4096, disk_overcommit=1.0)
+    host = FleetHost(4.0, 0)
+    with node.admit_pause(host, "cmp_a", 2048):  # type: ignore[arg-type]
+        assert node.ledger.totals() == (0, 0, 2 * GIB)
+    with pytest.raises(InsufficientStorageError, match="3072 MiB of saved memory"):
+        node.admit_pause(host, "cmp_a", 3072)  # type: ignore[arg-type]
+    with node.admit_snapshot(host, "cmp_a", 2, 1024):  # type: ignore[arg-type]
+        assert node.ledger.totals() == (0, 2 * GIB, GIB)
+        with pytest.raises(InsufficientStorageError, match="saved memory"):  # held counts
+            node.admit_pause(host, "cmp_b", 1536)  # type: ignore[arg-type]
+    assert node.ledger.totals() == (0, 0, 0)
+    node.admit_pause(host, "cmp_b", 1536).release()  # type: ignore[arg-type]

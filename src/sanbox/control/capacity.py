@@ -4,18 +4,24 @@ Admission (`admit`, pure) refuses a create, start or resume before anything is m
 guest's RAM would not fit in the shared-memory filesystem (`insufficient_memory`, 507) or its new
 disk would not fit on the data filesystem (`insufficient_storage`, 507), counting what running
 guests' RAM files and existing disks may still grow by (`host/data/space.py` measures that).
-Otherwise a full filesystem surfaces later, inside a running guest, as a disk or memory error.
+What a pause or a snapshot writes there is admitted the same way before it is written
+(`admit_pause`, `admit_snapshot`; a fork's snapshot too): a pause's saved memory (up to the
+guest's RAM size), and a snapshot's new overlay, promised the disk's full size again (its old
+one, frozen as a layer, grows no more), with its memory when asked. Otherwise a full filesystem
+surfaces later, inside a running guest, as a disk or memory error.
 
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
-creates admitted at once cannot together promise more than there is. Disks are thin: an operator
-may let their virtual sizes add up to `disk_overcommit` times the free space (default 1: a guest
-that fills its disk can never fill the host's and stop its neighbours). An overcommitting host
-keeps a low watermark, `disk_low_watermark` percent of the data filesystem (default 10): no new
-disk counts on that space, so it stays for what grows there uncounted (snapshots, saved memory,
-builds) and for the disks' own growth; once it is gone no disk is added at all. If the disks still
+creates (or pauses, or snapshots) admitted at once cannot together promise more than there is.
+Disks are thin: an operator may let their virtual sizes add up to `disk_overcommit` times the
+free space (default 1: a guest that fills its disk, or fills it, snapshots and fills it again, or
+fills its RAM and pauses, can never fill the host's and stop its neighbours). Saved memory is
+written at once, so it counts whole, never overcommitted. An overcommitting host keeps a low
+watermark, `disk_low_watermark` percent of the data filesystem (default 10): nothing admitted
+counts on that space, so it stays for what grows there uncounted (builds) and for the disks' own
+growth; once it is gone no disk, saved memory or snapshot is added at all. If the disks still
 fill the filesystem, each guest whose write finds no space is stopped by QEMU at that write
 (`werror=stop`) and its computer goes to `error` with the reason, its disk consistent as of the
-stop; the others run on, and each starts again once there is room (docs/usage.md)."""
+stop; the others run on, and each starts again once there is room (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -44,27 +50,33 @@ def admit(
     data: Room | None = None,
     overcommit: float = 1.0,
     reserve: int = 0,
+    saved_bytes: int = 0,
 ) -> None:
-    """Refuse (InsufficientStorageError) unless the RAM and the new disk fit in what is spare;
-    disks' promised growth counts at 1/`overcommit`, against the free space above `reserve`
-    (the low watermark: bytes of the data filesystem no new disk may count on)."""
-    if memory_bytes > ram.spare:
+    """Refuse (InsufficientStorageError) unless the RAM, the new disk and the saved memory fit
+    in what is spare; disks' promised growth counts at 1/`overcommit`, saved memory (written at
+    once) whole, against the free space above `reserve` (the low watermark: bytes of the data
+    filesystem nothing admitted may count on). No RAM asked (a pause, a snapshot): none checked."""
+    if memory_bytes > 0 and memory_bytes > ram.spare:
         raise InsufficientStorageError(
             f"{_mib(memory_bytes)} of guest memory does not fit in {ram.path}: {_mib(ram.free)} "
             f"free, {_mib(ram.promised)} of it promised to running computers' memory. Stop or "
             f"pause a computer, ask for less memory, or grow {ram.path}",
             "insufficient_memory",
         )
-    if data is None or disk_bytes <= 0:
+    if data is None or (disk_bytes <= 0 and saved_bytes <= 0):
         return
-    if (disk_bytes + data.promised) / overcommit > data.free - reserve:
+    if saved_bytes + (disk_bytes + data.promised) / overcommit > data.free - reserve:
         thin = f" (disks may add up to {overcommit:g}x the free space" if overcommit > 1 else ""
         if thin:
             thin += f" above {_mib(reserve)} kept free)" if reserve else ")"
+        parts = [f"a {_mib(disk_bytes)} disk"] if disk_bytes > 0 else []
+        parts += [f"{_mib(saved_bytes)} of saved memory"] if saved_bytes > 0 else []
+        fit = "do not fit" if len(parts) > 1 else "does not fit"
+        smaller = ", ask for a smaller disk" if saved_bytes <= 0 else ""
         raise InsufficientStorageError(
-            f"a {_mib(disk_bytes)} disk does not fit on the data filesystem ({data.path}): "
+            f"{' and '.join(parts)} {fit} on the data filesystem ({data.path}): "
             f"{_mib(data.free)} free, {_mib(data.promised)} promised to existing disks as they "
-            f"fill{thin}. Delete computers or snapshots, ask for a smaller disk, or free space",
+            f"fill{thin}. Delete computers or snapshots{smaller}, or free space",
             "insufficient_storage",
         )
 
@@ -79,9 +91,11 @@ class Hold:
     """Room an admitted operation will take, counted against later admissions until released
     (idempotent; a context manager releases on exit)."""
 
-    def __init__(self, ledger: Ledger, key: int, memory_bytes: int, disk_bytes: int) -> None:
+    def __init__(
+        self, ledger: Ledger, key: int, memory_bytes: int, disk_bytes: int, saved_bytes: int = 0
+    ) -> None:
         self._ledger, self._key = ledger, key
-        self.memory_bytes, self.disk_bytes = memory_bytes, disk_bytes
+        self.memory_bytes, self.disk_bytes, self.saved_bytes = memory_bytes, disk_bytes, saved_bytes
 
     def release(self) -> None:
         self._ledger.release(self._key)
@@ -94,27 +108,29 @@ class Hold:
 
 
 class Ledger:
-    """The holds of operations admitted but not finished."""
+    """The holds of operations admitted but not finished: guest RAM, disks' promises, and saved
+    memory about to be written to the data filesystem."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._keys = itertools.count()
-        self._held: dict[int, tuple[int, int]] = {}
+        self._held: dict[int, tuple[int, int, int]] = {}
 
-    def hold(self, memory_bytes: int, disk_bytes: int) -> Hold:
+    def hold(self, memory_bytes: int, disk_bytes: int, saved_bytes: int = 0) -> Hold:
         with self._lock:
             key = next(self._keys)
-            self._held[key] = (memory_bytes, disk_bytes)
-        return Hold(self, key, memory_bytes, disk_bytes)
+            self._held[key] = (memory_bytes, disk_bytes, saved_bytes)
+        return Hold(self, key, memory_bytes, disk_bytes, saved_bytes)
 
     def release(self, key: int) -> None:
         with self._lock:
             self._held.pop(key, None)
 
-    def totals(self) -> tuple[int, int]:
+    def totals(self) -> tuple[int, int, int]:
+        """Held guest RAM, disks' promises and saved memory, in bytes."""
         with self._lock:
             held = list(self._held.values())
-        return sum(m for m, _ in held), sum(d for _, d in held)
+        return sum(h[0] for h in held), sum(h[1] for h in held), sum(h[2] for h in held)
 
 
 def host_memory_mib() -> int:
@@ -167,21 +183,44 @@ class Capacity:
         return low_watermark(data_path, self.disk_low_watermark)
 
     def admit_here(
-        self, host: Host, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
+        self,
+        host: Host,
+        memory_mib: int,
+        disk_gib: int = 0,
+        computer_id: str | None = None,
+        saved_mib: int = 0,
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it), with the host's
         own overcommit and watermark (a fleet host's, as it reports them; this server's, its
-        settings); the room it takes, held until the caller releases it."""
-        held_memory, held_disk = self.ledger.totals()
-        ram, room = host.room(computer_id, disk=bool(disk_gib))
+        settings); the room it takes, held until the caller releases it. `saved_mib`: memory
+        it writes to the data filesystem (held saved memory counts as space already taken)."""
+        held_memory, held_disk, held_saved = self.ledger.totals()
+        ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib))
         ram = Room(ram.path, ram.free, ram.promised + held_memory)
-        data = None if room is None else Room(room.path, room.free, room.promised + held_disk)
+        data = None
+        if room is not None:
+            data = Room(room.path, room.free - held_saved, room.promised + held_disk)
         own = host.admission()
         if own is not None:  # a fleet host's, as it admits
             overcommit, reserve = own
         else:
             overcommit = self.disk_overcommit
             reserve = 0 if data is None else self.kept_free(data.path)
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve)
-        return self.ledger.hold(memory_mib * MIB, disk_gib * GIB)
+        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve, saved_mib * MIB)
+        return self.ledger.hold(memory_mib * MIB, disk_gib * GIB, saved_mib * MIB)
+
+    def admit_pause(self, host: Host, computer_id: str, memory_mib: int) -> Hold:
+        """Room on the data filesystem for a pause's saved memory before it is written: up to the
+        guest's RAM size (`host/saved/memory.py` writes its RAM file, or the pages it took out of
+        the migration stream or wrote since its resume, into the computer's state dir)."""
+        return self.admit_here(host, 0, 0, computer_id, saved_mib=memory_mib)
+
+    def admit_snapshot(
+        self, host: Host, computer_id: str, disk_gib: int, memory_mib: int = 0
+    ) -> Hold:
+        """Room on the data filesystem for a snapshot (a fork's too) before anything is taken:
+        the computer goes on on a new overlay promised its disk's full size (its current disk,
+        frozen as the snapshot's layer, grows no more: its own promise is not counted), and with
+        memory (`memory_mib`) the snapshot keeps its saved RAM."""
+        return self.admit_here(host, 0, disk_gib, computer_id, saved_mib=memory_mib)

@@ -13,14 +13,13 @@ import secrets
 from ..host.door import HostError, faults
 from ..store.models import ComputerRow, Org
 from . import create as creating
-from . import readiness, regions
+from . import readiness, regions, snapshots
 from .errors import InvalidRequestError, with_state
 from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 from .names import check_name
 from .provision import Plan
 from .secrets import copy_bindings
-from .snapshots import state_after
 from .states import HAS_MEMORY, State
 
 MAX_FORKS = 16  # per call
@@ -81,7 +80,12 @@ async def fork(
         memory = row.state in HAS_MEMORY
         plan = _plan(fleet, row)
         host = fleet.host_of(row)
-        with fleet.capacity.admit_here(host, row.memory_mib * count, row.disk_gib * count):
+        # its children's RAM and disks, then the snapshot they are made from: the source's new
+        # overlay and its memory (the children's hold counted; the source's old disk not)
+        with (
+            fleet.capacity.admit_here(host, row.memory_mib * count, row.disk_gib * count),
+            snapshots.admitted(fleet, host, row, None, memory, "no fork was made"),
+        ):
             return await _fork_locked(fleet, org, row, plan, names, memory)
     raise AssertionError("unreachable")
 
@@ -134,7 +138,7 @@ async def _forked(
         _drop(fleet, children, error.message)
         if machine is not None and not machine.vm.alive():
             await fleet.vm_exited(row.id, "its VM died during a fork")
-        now = state_after(fleet, row.id, machine, "no fork was made")
+        now = snapshots.state_after(fleet, row.id, machine, "no fork was made")
         raise with_state(error, now) from exc
     except BaseException:  # its source gone meanwhile, a cancelled request: no fork either
         _drop(fleet, children, "no fork was made")

@@ -13,10 +13,17 @@ import time
 from datetime import UTC, datetime
 
 from ..fleet.errors import BusyError
-from ..host.door import HostError, Machine
+from ..host.door import Host, HostError, Machine
 from ..store.models import ComputerRow, Org
 from . import deadlines
-from .errors import ControlError, HostUnavailableError, failed, with_state
+from .capacity import Hold
+from .errors import (
+    ControlError,
+    HostUnavailableError,
+    InsufficientStorageError,
+    failed,
+    with_state,
+)
 from .fleet import Fleet
 from .host_errors import from_host
 from .states import State
@@ -53,11 +60,13 @@ async def _pause_locked(
     fleet: Fleet, row: ComputerRow, dst: State, idle: float | None = None
 ) -> ComputerRow:
     machine = await fleet.machine_locked(row)
-    fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
-    try:
-        saved = await fleet.host_of(row).pause(machine, fleet.spec(row), fleet.image_of(row))
-    except Exception as exc:  # whatever failed, the record says what the pause left
-        raise await _pause_failed(fleet, row, machine, exc) from exc
+    host = fleet.host_of(row)
+    with _admitted(fleet, host, row):
+        fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
+        try:
+            saved = await host.pause(machine, fleet.spec(row), fleet.image_of(row))
+        except Exception as exc:  # whatever failed, the record says what the pause left
+            raise await _pause_failed(fleet, row, machine, exc) from exc
     fleet.machines.pop(row.id, None)  # egress stays up: the guest's connections outlive a pause
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else str(dst)
     if idle is None and dst == State.SUSPENDED:
@@ -70,6 +79,19 @@ async def _pause_locked(
         f"{saved.seconds:.2f}s); no process runs",
         {"state_bytes": saved.size, "seconds": round(saved.seconds, 3)},
     )
+
+
+def _admitted(fleet: Fleet, host: Host, row: ComputerRow) -> Hold:
+    """Room for the pause's saved memory on the data filesystem, held while it is written;
+    refused (507 `insufficient_storage`) before anything is, the computer running as it was."""
+    try:
+        return fleet.capacity.admit_pause(host, row.id, row.memory_mib)
+    except InsufficientStorageError as exc:
+        raise with_state(
+            exc,
+            "not paused: the computer is still running as it was (stop it instead to keep its "
+            "disk without its memory)",
+        ) from None
 
 
 async def _pause_failed(

@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from ..host.door import HostError, Machine, SnapshotManifest
+from ..host.door import Host, HostError, Image, Machine, SnapshotManifest
 from ..store import repo
 from ..store.models import ComputerRow, Org, SnapshotRow
 from . import quotas
-from .errors import ConflictError, NotFoundError, with_state
+from .capacity import Hold
+from .errors import ConflictError, InsufficientStorageError, NotFoundError, with_state
 from .fleet import Fleet
 from .host_errors import from_host
 from .names import check_name
@@ -120,42 +121,74 @@ async def take(fleet: Fleet, org: Org, ref: str, memory: bool, name: str | None)
         # what can fail before the take (its host, its image, its VM) fails before its record
         host, image = fleet.host_of(row), fleet.image_of(row)
         machine = await fleet.machine_locked(row) if row.state == State.RUNNING else None
-        snap = _insert(fleet, row, memory, name)
-        kind = "with memory" if memory else "disk only"
-        fleet.record(
-            row.id,
-            None,
-            "snapshot.creating",
-            f"snapshot {snap.id} ({kind})",
-            {"snapshot": snap.id, "memory": memory},
+        with admitted(fleet, host, row, machine, memory, "no snapshot was taken"):
+            return await _taken(fleet, row, host, image, machine, memory, name)
+    raise AssertionError("unreachable")
+
+
+def admitted(
+    fleet: Fleet, host: Host, row: ComputerRow, machine: Machine | None, memory: bool, kept: str
+) -> Hold:
+    """Room on the data filesystem for a snapshot of `row` (a fork's too), held while it is
+    taken: its new overlay's full size, its memory with `memory`. Refused (507
+    `insufficient_storage`) before anything is written, saying the computer is as it was."""
+    try:
+        return fleet.capacity.admit_snapshot(
+            host, row.id, row.disk_gib, row.memory_mib if memory else 0
         )
-        try:
-            snap, taken = await kept(
-                fleet,
-                snap.id,
-                host.snapshot(snap.id, row.id, machine, fleet.spec(row), image, memory=memory),
-            )
-        except HostError as exc:  # its record is gone already
-            error = from_host(exc, "snapshot", row.id)
-            fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
-            if machine is not None and not machine.vm.alive():
-                await fleet.vm_exited(row.id, "its VM died during a snapshot")
-            raise with_state(
-                error, state_after(fleet, row.id, machine, "no snapshot was kept")
-            ) from exc
-        fleet.record(
-            row.id,
-            None,
-            "snapshot.ready",
-            f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
-            f"the computer paused {taken.paused_seconds:.2f}s)",
-            {
-                "snapshot": snap.id,
-                "memory": memory,
-                "size_bytes": taken.size_bytes,
-                "paused_seconds": round(taken.paused_seconds, 3),
-            },
+    except InsufficientStorageError as exc:
+        why = "a snapshot moves the computer onto a new disk overlay that may fill as its disk may"
+        if memory:
+            why += ", and keeps its memory"
+        raise with_state(exc, f"{why}; {state_after(fleet, row.id, machine, kept)}") from None
+
+
+async def _taken(
+    fleet: Fleet,
+    row: ComputerRow,
+    host: Host,
+    image: Image,
+    machine: Machine | None,
+    memory: bool,
+    name: str | None,
+) -> SnapshotRow:
+    """The snapshot recorded `creating`, taken by the host, then `ready`; or no record."""
+    snap = _insert(fleet, row, memory, name)
+    kind = "with memory" if memory else "disk only"
+    fleet.record(
+        row.id,
+        None,
+        "snapshot.creating",
+        f"snapshot {snap.id} ({kind})",
+        {"snapshot": snap.id, "memory": memory},
+    )
+    try:
+        snap, taken = await kept(
+            fleet,
+            snap.id,
+            host.snapshot(snap.id, row.id, machine, fleet.spec(row), image, memory=memory),
         )
+    except HostError as exc:  # its record is gone already
+        error = from_host(exc, "snapshot", row.id)
+        fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
+        if machine is not None and not machine.vm.alive():
+            await fleet.vm_exited(row.id, "its VM died during a snapshot")
+        raise with_state(
+            error, state_after(fleet, row.id, machine, "no snapshot was kept")
+        ) from exc
+    fleet.record(
+        row.id,
+        None,
+        "snapshot.ready",
+        f"snapshot {snap.id} ready ({kind}, {taken.size_bytes / 2**20:.0f} MiB of its own, "
+        f"the computer paused {taken.paused_seconds:.2f}s)",
+        {
+            "snapshot": snap.id,
+            "memory": memory,
+            "size_bytes": taken.size_bytes,
+            "paused_seconds": round(taken.paused_seconds, 3),
+        },
+    )
     return snap
 
 
