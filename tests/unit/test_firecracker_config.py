@@ -193,6 +193,7 @@ def test_direct_and_launcher_argv(tmp_path: Path) -> None:
     assert launcher[:2] == ["sh", "-c"] and launcher[3:] == ["sanbox-launch", *argv]
     assert "echo $$ > '/sys/fs/cgroup/a b/cgroup.procs' || exit 1" in launcher[2]
     assert f">>{spec.console_log} 2>{spec.hypervisor_log} &" in launcher[2]
+    assert "echo 500 > /proc/self/oom_score_adj || exit 1" in launcher[2]
 
 
 def test_the_jail_holds_links_to_the_spec_s_files(tmp_path: Path) -> None:

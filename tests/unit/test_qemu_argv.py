@@ -152,6 +152,9 @@ def test_the_launcher_joins_the_cgroups_before_qemu_runs() -> None:
     script = argv[2]
     join = script.index("echo $$ > /sys/fs/cgroup/sanbox.slice/ab12cd-cmp_a/cgroup.procs")
     assert join < script.index('"$@"')  # the shell joins first, so QEMU starts inside
+    # and makes it the OOM killer's choice before the control plane (kept across exec)
+    oom = script.index("echo 500 > /proc/self/oom_score_adj || exit 1")
+    assert oom < script.index('"$@"')
     assert '"$@" </dev/null >/d/logs/hypervisor.log 2>&1 &' in script
     assert script.rstrip().endswith("echo $!")
 

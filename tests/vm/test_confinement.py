@@ -18,7 +18,7 @@ import pytest
 
 from sanbox import Sanbox
 from sanbox.host.drivers.cgroup import limit_files, limits_for
-from sanbox.host.drivers.confine import VM_USER, is_vm_uid
+from sanbox.host.drivers.confine import OOM_SCORE_ADJ, VM_USER, is_vm_uid
 from sanbox.host.drivers.qemu import QemuHypervisor
 from sanbox.host.runtime import HostRuntime, Machine
 
@@ -41,6 +41,9 @@ def test_qemu_runs_sandboxed_as_an_unprivileged_user(machine: Machine) -> None:
     assert {int(g) for g in st["Gid"].split()} == {pwd.getpwnam(VM_USER).pw_gid}
     assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0
     assert st["NoNewPrivs"] == "1"
+    # the OOM killer's choice before the control plane, whose score stays its own
+    oom = Path(f"/proc/{machine.vm.pid}/oom_score_adj").read_text().strip()
+    assert int(oom) == OOM_SCORE_ADJ > int(Path("/proc/self/oom_score_adj").read_text())
 
 
 def test_its_ram_file_and_folder_are_closed_to_other_users(

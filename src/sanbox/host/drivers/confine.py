@@ -16,6 +16,11 @@ it never holds root.
   root's and closed to other users; the saved state stays root's (QEMU gets it as a descriptor).
   A memory image many VMs map (a snapshot's) is never made a VM's: root's, 0440 to the VMs'
   group, opened read-only (`memory_access`); a RAM file with other names is refused.
+- `launcher_script()`: the shell every driver starts its hypervisor from (as root): it joins the
+  VM's cgroups, so the hypervisor and all it allocates are in them from the start, and makes the
+  VM the OOM killer's choice before the control plane (`oom_score_adj` `OOM_SCORE_ADJ`, kept
+  across the drop and exec): a host that runs out of memory ends a guest, not the server or host
+  agent that every tenant's computers depend on (nor the database in it).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import grp
 import hashlib
 import os
 import pwd
+import shlex
 import stat
 import struct
 import subprocess
@@ -42,6 +48,7 @@ VM_USER = "sanbox-vm"
 FIRST_VM_UID = 0x7A000000  # 2046820352: past useradd's subordinate ids and systemd's containers
 VM_UIDS = 65536
 KVM_DEVICE = Path("/dev/kvm")
+OOM_SCORE_ADJ = 500  # a VM's: killed before a process at 0 of the same size (the control plane)
 SHARED_MEMORY_MODE = 0o440  # a memory image many VMs map: root's, read by the VMs' group
 
 
@@ -196,6 +203,16 @@ def group_name(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return str(gid)
+
+
+def launcher_script(cgroup_procs: tuple[Path, ...], redirect: str) -> str:
+    """A shell script (run as `sh -c SCRIPT sanbox-launch ARGV...`) that joins the cgroups whose
+    `cgroup.procs` files are given, raises its OOM score to `OOM_SCORE_ADJ`, starts ARGV in the
+    background with `redirect` (its output's redirections, quoted already), prints its pid and
+    exits. Pure."""
+    joins = "".join(f"echo $$ > {shlex.quote(str(f))} || exit 1\n" for f in cgroup_procs)
+    oom = f"echo {OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1\n"
+    return f'cd / || exit 1\n{joins}{oom}"$@" </dev/null {redirect} &\necho $!\n'
 
 
 def setpriv_argv(user: VmUser) -> list[str]:

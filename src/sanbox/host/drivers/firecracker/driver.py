@@ -17,6 +17,7 @@ import shutil
 import signal
 from pathlib import Path
 
+from ..confine import launcher_script
 from ..process import process_running
 from ._contract import Capabilities, Driver, Liveness, VmHandle, VmmError, VmSpec, VmStartError
 from .config import FirecrackerPaths, check_disk, check_spec, vm_config
@@ -46,12 +47,10 @@ def capabilities() -> Capabilities:
 
 
 def launcher_argv(argv: list[str], cgroup_procs: tuple[Path, ...], spec: VmSpec) -> list[str]:
-    """A shell that joins the cgroups, starts `argv` in the background (the guest's serial
-    console is Firecracker's stdout: the console log; its stderr: the hypervisor log), prints
-    its pid and exits. Pure."""
-    joins = "".join(f"echo $$ > {shlex.quote(str(f))} || exit 1\n" for f in cgroup_procs)
+    """`confine.launcher_script` starting Firecracker's `argv` (the guest's serial console is
+    its stdout: the console log; its stderr: the hypervisor log). Pure."""
     out, err = shlex.quote(str(spec.console_log)), shlex.quote(str(spec.hypervisor_log))
-    script = f'cd / || exit 1\n{joins}"$@" </dev/null >>{out} 2>{err} &\necho $!\n'
+    script = launcher_script(cgroup_procs, f">>{out} 2>{err}")
     return ["sh", "-c", script, "sanbox-launch", *argv]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...disk.qcow2 import format_of
 from ...disk_rate import BURST_SECONDS, DiskRate
-from ..confine import setpriv_argv
+from ..confine import launcher_script, setpriv_argv
 from ..driver import VmSpec
 
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
@@ -190,8 +190,6 @@ def version_of(banner: str) -> tuple[int, int]:
 
 
 def launcher_argv(argv: list[str], cgroup_procs: tuple[Path, ...], log: Path) -> list[str]:
-    """A shell that joins the cgroups (so QEMU and all it allocates are in them from the start),
-    starts `argv` in the background with its output in `log`, prints its pid and exits. Pure."""
-    joins = "".join(f"echo $$ > {shlex.quote(str(f))} || exit 1\n" for f in cgroup_procs)
-    script = f'cd / || exit 1\n{joins}"$@" </dev/null >{shlex.quote(str(log))} 2>&1 &\necho $!\n'
+    """`confine.launcher_script` starting QEMU's `argv`, its output in `log`. Pure."""
+    script = launcher_script(cgroup_procs, f">{shlex.quote(str(log))} 2>&1")
     return ["sh", "-c", script, "sanbox-launch", *argv]
