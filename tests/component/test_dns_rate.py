@@ -15,6 +15,7 @@ from sanbox.host.egress import DnsFilter, Resolver
 from sanbox.host.egress.dnsmsg import Rcode, build_query, parse_response
 from sanbox.host.egress.name_cache import CacheRoom
 from sanbox.host.egress.query_rate import QueryRate
+from sanbox.host.egress.resolver import ResolveError
 
 from .test_dns_filter import PATIENT, RECORDS, Ask, ask_tcp, ask_udp, run, upstream_server
 
@@ -109,5 +110,33 @@ def test_the_host_bound_over_every_computer_s_cache_and_forget() -> None:
             await second.resolve_a("other.test")
             await second.resolve_a("other.test")
             assert upstream.asked == ["other.test"] * 2
+
+    run(body)
+
+
+def test_a_computer_s_upstream_questions_are_bounded_its_proxy_s_lookups_too() -> None:
+    """Its proxy resolves the names of its HTTP and TLS requests with the same resolver: a guest
+    connecting to ever new names under an allowed wildcard, never asking its DNS filter, is held
+    to the same rate upstream (the lookup fails as refused, the connection with it)."""
+
+    async def body() -> None:
+        now = [500.0]
+        async with upstream_server() as (upstream, addr):
+            host = Resolver(addr, timeout=PATIENT, clock=lambda: now[0])
+            mine = host.apart()
+            assert mine.rate is not None and host.rate is None  # the host's own: unbounded
+            mine.rate = QueryRate(rate=4.0, burst=3)
+            failed = []
+            for i in range(5):
+                try:
+                    await mine.resolve_a(f"n{i}.wild.test")
+                except ResolveError as exc:
+                    failed.append(exc.rcode)
+            assert upstream.asked == [f"n{i}.wild.test" for i in range(3)]
+            assert failed == [Rcode.NXDOMAIN] * 3 + [Rcode.REFUSED] * 2
+            now[0] += 0.25  # one more question
+            assert await mine.resolve_a("allowed.test") == RECORDS["allowed.test"]
+            assert await mine.resolve_a("allowed.test") == RECORDS["allowed.test"]  # cached
+            assert upstream.asked[-1] == "allowed.test" and len(upstream.asked) == 4
 
     run(body)

@@ -102,6 +102,9 @@ class DnsFilter:
                     addresses = await self.resolver.resolve_a(query.name)
             except ResolveError as exc:
                 log.debug("dns filter: %s", exc)
+                if exc.rcode == Rcode.REFUSED:  # its resolver's upstream rate (resolver.py)
+                    self._denied("*", f"{OVER_RATE} ({self.rate.rate:g} a second)")
+                    return refused(query)
                 return nxdomain(query) if exc.rcode == Rcode.NXDOMAIN else servfail(query)
             except TimeoutError:
                 log.debug("dns filter: no answer for %s in time", query.name)

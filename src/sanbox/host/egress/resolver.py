@@ -8,7 +8,13 @@ share a single query. Failures are not cached: the next request asks again.
 A host has one resolver (its upstream and timeout); each computer's DNS filter and proxy use a
 resolver made from it with `apart`, whose cache and shared queries are that computer's alone and
 whose names count towards one bound for the host (name_cache.py). One computer's names never
-push out another's, and the address its proxy dials is the one its own cache gave its guest."""
+push out another's, and the address its proxy dials is the one its own cache gave its guest.
+A computer's resolver also asks upstream at most at its own `QueryRate` (100 a second, bursts of
+200): its DNS filter counts the guest's queries, and this counts every question sent upstream
+for it, its proxy's lookups of the names in its HTTP and TLS requests too, so a guest opening
+connections to ever new names under an allowed wildcard cannot flood the host's resolver either
+(a lookup past the rate fails `over the DNS query rate`: the connection is refused as for a
+name that does not resolve)."""
 
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from .dnsmsg import (
     with_id,
 )
 from .name_cache import CACHE_NAMES, CacheRoom, NameCache
+from .query_rate import QueryRate
 
 DEFAULT_UPSTREAM = ("127.0.0.1", 53)
 MAX_CACHE_TTL = 300
@@ -72,8 +79,10 @@ class Resolver:
         cache_names: int = CACHE_NAMES,
         clock: Callable[[], float] = time.monotonic,
         room: CacheRoom | None = None,
+        rate: QueryRate | None = None,
     ) -> None:
         self.upstream = upstream
+        self.rate = rate  # questions sent upstream (None: the host's own, unbounded)
         self.timeout = timeout
         self._family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
         self._cache = NameCache(cache_names, room)
@@ -87,7 +96,8 @@ class Resolver:
         """A resolver asking the same upstream with a cache of its own (one computer's), its
         names counted in this one's host bound. `forget` it when done."""
         cache = self._cache
-        return Resolver(self.upstream, self.timeout, cache.size, self._clock, cache.room)
+        rate = QueryRate()
+        return Resolver(self.upstream, self.timeout, cache.size, self._clock, cache.room, rate)
 
     def forget(self) -> None:
         """Drop every cached name, giving their room back to the host's bound, and cache no
@@ -147,6 +157,8 @@ class Resolver:
         return f"{self.upstream[0]}:{self.upstream[1]}"
 
     async def _exchange(self, query: bytes, what: str) -> bytes:
+        if self.rate is not None and not self.rate.take(self._clock()):
+            raise ResolveError(f"{what} not asked: over the DNS query rate", Rcode.REFUSED)
         try:
             async with asyncio.timeout(self.timeout):
                 answer = None
