@@ -29,9 +29,9 @@ pytestmark = pytest.mark.component
 
 
 class Stand:
-    """A verb of the front door (`Computers.stop` or `.suspend`) as the watchers call it: each
-    call counted by computer id; for `hanging`, it waits until `release` is set (a host that
-    holds the call), then does the real thing; for `failing`, it raises."""
+    """A verb of the front door (`Computers.enforce_deadline` or `.suspend`) as the watchers
+    call it: each call counted by computer id; for `hanging`, it waits until `release` is set (a
+    host that holds the call), then does the real thing; for `failing`, it raises."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, verb: str) -> None:
         self.calls: Counter[str] = Counter()
@@ -42,7 +42,7 @@ class Stand:
         real = getattr(Computers, verb)
 
         async def stand(computers: Computers, *args: Any) -> Any:
-            computer_id = args[1] if verb == "stop" else args[0]
+            computer_id = args[0]
             self.calls[computer_id] += 1
             if computer_id == self.failing:
                 raise RuntimeError("its host refused")
@@ -86,7 +86,7 @@ def due_now(made: dict[str, Any]) -> bool:
 def test_a_hanging_stop_holds_up_no_other_deadline(
     server: Server, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stop = Stand(monkeypatch, "stop")
+    stop = Stand(monkeypatch, "enforce_deadline")
     rounds = Rounds(monkeypatch, DeadlineWatcher)
     caplog.set_level(logging.ERROR, logger="sanbox.control.deadlines")
     try:
@@ -119,7 +119,7 @@ def test_past_the_bound_the_rest_wait_for_a_later_round(
     one_at_a_time: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = one_at_a_time
-    stop = Stand(monkeypatch, "stop")
+    stop = Stand(monkeypatch, "enforce_deadline")
     rounds = Rounds(monkeypatch, DeadlineWatcher)
     try:
         stuck = create(server, "stuck", lifetime=2)

@@ -1,7 +1,7 @@
 """`Computers`: the control plane's one front door. The API, the MCP endpoint (through the API),
-the reconciler and the idle watcher hold this object; its methods are the verbs a user sees, each
-checked against the computer's state, run under its lock where it changes it, and recorded as
-events. The verbs live in their own modules (`create`, `lifecycle`, `pausing`, `guest`,
+the reconciler and the idle and deadline watchers hold this object; its methods are the verbs a
+user sees, each checked against the computer's state, run under its lock where it changes it, and
+recorded as events. The verbs live in their own modules (`create`, `lifecycle`, `pausing`, `guest`,
 `network`; those inside the guest come from `GuestVerbs`); the plumbing they share is the `Fleet`
 below them."""
 
@@ -26,6 +26,7 @@ from ..store import Database, repo
 from ..store.models import ComputerRow, Org, SnapshotRow, TemplateRow
 from . import (
     build_cache,
+    deadline_acts,
     forks,
     images,
     lifecycle,
@@ -243,6 +244,11 @@ class Computers(GuestVerbs):
     async def suspend(self, computer_id: str, idle: float) -> ComputerRow | None:
         """The idle watcher's pause; None if the computer changed meanwhile."""
         return await pausing.suspend(self.fleet, computer_id, idle)
+
+    async def enforce_deadline(self, computer_id: str, kind: str) -> str | None:
+        """The deadline watcher's stop, delete, pause or suspension, if still due under the
+        computer's operation; the action done, or None."""
+        return await deadline_acts.enforce(self.fleet, computer_id, kind)
 
     # prepared state --------------------------------------------------------------------------
 

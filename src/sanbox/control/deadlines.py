@@ -4,8 +4,9 @@ start or resume, then it is stopped). 0 is none, never a default. Both are absol
 record (`created_at`, `started_at`), so no exec, shell, transfer or connection moves them and a
 restarted server keeps them. `DeadlineWatcher` enforces them, like the idle watcher, and says
 why in the event and in the computer's `last_error`; it wakes at the next deadline it knows of,
-or after its interval for one set meanwhile. `on_lifetime="pause"` (E2B's auto-pause)
-pauses a running computer with its memory instead, or stops it if that pause fails;
+or after its interval for one set meanwhile, and acts through `deadline_acts.py` (under the
+computer's operation, the deadline looked at again there). `on_lifetime="pause"` (E2B's
+auto-pause) pauses a running computer with its memory instead, or stops it if that pause fails;
 `on_lifetime="suspend"` (E2B's auto-pause with auto-resume) suspends it, as the idle watcher does:
 its next command or connection wakes it, and a computer resumed or woken after its lifetime ended
 gets a fresh one (`fresh_lifetime`: its `wake_lifetime`, E2B's create's timeout, from then)."""
@@ -19,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..store import repo
-from ..store.models import ComputerRow, Org
-from .errors import ControlError, InvalidRequestError
+from ..store.models import ComputerRow
+from .errors import InvalidRequestError
 from .in_flight import InFlight
 from .jobs import DEADLINES
 from .states import State
@@ -137,36 +138,20 @@ class DeadlineWatcher:
         A computer busy with another operation, or with its own action still running, is
         looked at again next round."""
         acts, wait = self.due(interval)
-        for row, action, why in acts:
+        for row, action, _why in acts:
             if self.fleet.lock(row.id).locked():
                 continue  # busy now: the next round
             # Not started (its own still runs, or LIMIT do): a later round looks again.
-            self.in_flight.start(row.id, functools.partial(self._enforce, row, action, why))
+            self.in_flight.start(row.id, functools.partial(self._enforce, row.id, action))
         return wait
 
-    async def _enforce(self, row: ComputerRow, action: str, why: str) -> None:
-        with self.fleet.db.session() as s:
-            org = s.get(Org, row.org_id)
-        if org is None:
-            return
+    async def _enforce(self, computer_id: str, action: str) -> None:
+        """`deadline_acts.enforce` through the front door: under the computer's operation, its
+        deadline looked at again there."""
         try:
-            if action == "delete":
-                await self.computers.delete(org, row.id, why)
-            elif action in ("pause", "suspend"):
-                await self._pause_or_stop(org, row, why, action == "suspend")
-            else:
-                await self.computers.stop(org, row.id, why)
+            await self.computers.enforce_deadline(computer_id, action)
         except Exception:  # one computer's failure must not stop the watcher
-            log.exception("enforcing the limits of computer %s failed", row.id)
-
-    async def _pause_or_stop(
-        self, org: Org, row: ComputerRow, why: str, wake_on_use: bool = False
-    ) -> None:
-        try:
-            await self.computers.pause(org, row.id, wake_on_use=wake_on_use)
-        except ControlError as exc:
-            log.warning("the lifetime pause of %s failed (%s): stopping it", row.id, exc)
-            await self.computers.stop(org, row.id, f"{why}; the pause failed, so stopped")
+            log.exception("enforcing the limits of computer %s failed", computer_id)
 
     async def watch(self, interval: float = 1.0) -> None:
         loop = asyncio.get_running_loop()

@@ -93,17 +93,20 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
 async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> ComputerRow:
     """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`."""
     async with fleet.acting(org, ref, "stop") as row:
-        if row.state in (State.PAUSED, State.SUSPENDED):
-            await fleet.host_of(row).drop_saved_memory(row.id)
-            await fleet.network_down(row.id)
-            said = "stopped: its saved memory was dropped on purpose; disk kept"
-            if why is not None:
-                said = f"{why}; its saved memory was dropped; disk kept"
-            data = {"why": why} if why else None
-            return fleet.record(
-                row.id, State.STOPPED, "computer.stopped", said, data, last_error=why
-            )
-        return await shutdown(fleet, row, why)
+        return await stop_locked(fleet, row, why)
+
+
+async def stop_locked(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
+    """Stop a computer that may stop (running, paused or suspended), under its operation."""
+    if row.state in (State.PAUSED, State.SUSPENDED):
+        await fleet.host_of(row).drop_saved_memory(row.id)
+        await fleet.network_down(row.id)
+        said = "stopped: its saved memory was dropped on purpose; disk kept"
+        if why is not None:
+            said = f"{why}; its saved memory was dropped; disk kept"
+        data = {"why": why} if why else None
+        return fleet.record(row.id, State.STOPPED, "computer.stopped", said, data, last_error=why)
+    return await shutdown(fleet, row, why)
 
 
 async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
@@ -196,21 +199,27 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
 
 async def delete(fleet: Fleet, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
-        if fleet.remote is None or not fleet.remote.forgotten(row.host_id):
-            fleet.host_of(row)  # a fleet host that does not answer: nothing changes
-        row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
-        try:
-            await destroy_locked(fleet, row.id, why)
-        except HostError as exc:  # its record stays, in error: a second delete tries again
-            log.warning("delete of %s failed: %s", row.id, exc)
-            why = "its VM or files could not be removed"
-            fleet.record(
-                row.id,
-                State.ERROR,
-                "computer.error",
-                f"delete failed: {why}",
-                last_error=f"delete failed: {why}",
-            )
-            raise failed("delete", why, "the computer is in error: delete it again") from exc
+        return await delete_locked(fleet, row, why)
+
+
+async def delete_locked(fleet: Fleet, row: ComputerRow, why: str = "deleted") -> ComputerRow:
+    """Delete a computer under its operation; its record stays, in error, if anything of it
+    could not be removed."""
+    if fleet.remote is None or not fleet.remote.forgotten(row.host_id):
+        fleet.host_of(row)  # a fleet host that does not answer: nothing changes
+    row = fleet.record(row.id, State.DELETING, "computer.deleting", "deleting")
+    try:
+        await destroy_locked(fleet, row.id, why)
+    except HostError as exc:  # its record stays, in error: a second delete tries again
+        log.warning("delete of %s failed: %s", row.id, exc)
+        why = "its VM or files could not be removed"
+        fleet.record(
+            row.id,
+            State.ERROR,
+            "computer.error",
+            f"delete failed: {why}",
+            last_error=f"delete failed: {why}",
+        )
+        raise failed("delete", why, "the computer is in error: delete it again") from exc
     row.state = State.DELETED
     return row

@@ -36,7 +36,12 @@ WAKE_WAIT = 120.0  # seconds a wake waits for another API node's operation on th
 async def pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False) -> ComputerRow:
     """Paused, or with `wake_on_use` suspended (its next command or connection wakes it)."""
     async with fleet.acting(org, ref, "pause") as row:
-        return await _pause_locked(fleet, row, State.SUSPENDED if wake_on_use else State.PAUSED)
+        return await pause_locked(fleet, row, wake_on_use)
+
+
+async def pause_locked(fleet: Fleet, row: ComputerRow, wake_on_use: bool = False) -> ComputerRow:
+    """`pause` of a running computer whose operation the caller holds."""
+    return await _pause_locked(fleet, row, State.SUSPENDED if wake_on_use else State.PAUSED)
 
 
 async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
