@@ -138,7 +138,9 @@ async def _forked(
         _drop(fleet, children, error.message)
         if machine is not None and not machine.vm.alive():
             await fleet.vm_exited(row.id, "its VM died during a fork")
-        now = snapshots.state_after(fleet, row.id, machine, "no fork was made")
+        now = await snapshots.state_after_failure(
+            fleet, row.id, machine, "fork", "no fork was made"
+        )
         raise with_state(error, now) from exc
     except BaseException:  # its source gone meanwhile, a cancelled request: no fork either
         _drop(fleet, children, "no fork was made")

@@ -173,9 +173,8 @@ async def _taken(
         fleet.record(row.id, None, "snapshot.failed", error.message, {"snapshot": snap.id})
         if machine is not None and not machine.vm.alive():
             await fleet.vm_exited(row.id, "its VM died during a snapshot")
-        raise with_state(
-            error, state_after(fleet, row.id, machine, "no snapshot was kept")
-        ) from exc
+        now = await state_after_failure(fleet, row.id, machine, "snapshot", "no snapshot was kept")
+        raise with_state(error, now) from exc
     fleet.record(
         row.id,
         None,
@@ -192,9 +191,43 @@ async def _taken(
     return snap
 
 
+async def state_after_failure(
+    fleet: Fleet, computer_id: str, machine: Machine | None, verb: str, kept: str
+) -> str:
+    """`state_after` a snapshot or fork whose take failed on the host, once its source's vCPUs
+    are known to run: the host stops them for the save and lets them run again after it, and
+    that last step may fail too (a monitor that did not answer `cont`), leaving a VM alive but
+    frozen, whose every command would hang. Such a VM is continued once more; one that stays
+    frozen puts the computer in error (as a pause's does: `pausing._pause_failed`), never said
+    running as it was."""
+    vm = machine.vm if machine is not None else None
+    if vm is None or not vm.alive() or await vm.frozen() is not True:
+        return state_after(fleet, computer_id, machine, kept)
+    try:
+        await vm.continue_running()
+        still = await vm.frozen() is True
+    except Exception as exc:  # whatever the host said: it stays frozen as far as we know
+        log.warning("%s stayed frozen after a failed %s: %s", computer_id, verb, exc)
+        still = True
+    if not still:
+        fleet.record(
+            computer_id,
+            None,
+            "computer.continued",
+            f"its vCPUs, stopped for the {verb} and left stopped by its failure, run again",
+        )
+        return state_after(fleet, computer_id, machine, kept)
+    now = "its VM stayed frozen (its vCPUs could not be run again): the computer is in error"
+    fleet.machines.pop(computer_id, None)
+    said = f"{verb} failed: {now}"
+    fleet.record(computer_id, State.ERROR, "computer.error", said, last_error=said)
+    return f"{kept}; {now}; start it again"
+
+
 def state_after(fleet: Fleet, computer_id: str, machine: Machine | None, kept: str) -> str:
     """What a failed snapshot or fork left, for its error: what was kept, and the source's state
-    now (running as it was, or stopped because its VM died)."""
+    now (running as it was, or stopped because its VM died). A take that failed on the host
+    goes through `state_after_failure` first."""
     row = fleet.by_id(computer_id)
     state = row.state if row is not None else "deleted"
     if machine is None:
