@@ -92,12 +92,14 @@ def test_a_snapshot_that_leaves_the_vm_frozen_puts_it_in_error_and_says_so(
     message = r.json()["error"]["message"]
     assert "running as it was" not in message
     assert message.endswith(
-        "no snapshot was kept; its VM stayed frozen (its vCPUs could not be run again): the "
-        "computer is in error; start it again"
+        "no snapshot was kept; its VM stayed frozen (its vCPUs could not be run again) and was "
+        "ended: the computer is in error; start it again (it boots afresh on its disk)"
     )
     got = server.client.get("/v1/computers/f", headers=h).json()
     assert got["state"] == "error" and "stayed frozen" in got["last_error"]
     assert server.client.get("/v1/snapshots", headers=h).json()["snapshots"] == []
+    started = server.client.post("/v1/computers/f/start", headers=h)  # as it says
+    assert started.status_code == 200 and started.json()["state"] == "running", started.text
 
 
 def test_a_snapshot_whose_continue_failed_once_runs_on_and_serves_commands(
@@ -126,7 +128,9 @@ def test_a_fork_that_leaves_its_source_frozen_puts_it_in_error_and_says_so(
     assert r.status_code == 500, r.text
     message = r.json()["error"]["message"]
     assert "running as it was" not in message
-    assert message.endswith("the computer is in error; start it again")
+    assert message.endswith(
+        "the computer is in error; start it again (it boots afresh on its disk)"
+    )
     assert server.client.get("/v1/computers/src", headers=h).json()["state"] == "error"
     names = [c["name"] for c in server.client.get("/v1/computers", headers=h).json()["computers"]]
     assert names == ["src"]  # no child kept

@@ -198,8 +198,8 @@ async def state_after_failure(
     are known to run: the host stops them for the save and lets them run again after it, and
     that last step may fail too (a monitor that did not answer `cont`), leaving a VM alive but
     frozen, whose every command would hang. Such a VM is continued once more; one that stays
-    frozen puts the computer in error (as a pause's does: `pausing._pause_failed`), never said
-    running as it was."""
+    frozen is ended and the computer put in error (as a pause's is: `pausing._pause_failed`;
+    its next start boots afresh on its disk), never said running as it was."""
     vm = machine.vm if machine is not None else None
     if vm is None or not vm.alive() or await vm.frozen() is not True:
         return state_after(fleet, computer_id, machine, kept)
@@ -217,11 +217,17 @@ async def state_after_failure(
             f"its vCPUs, stopped for the {verb} and left stopped by its failure, run again",
         )
         return state_after(fleet, computer_id, machine, kept)
-    now = "its VM stayed frozen (its vCPUs could not be run again): the computer is in error"
     fleet.machines.pop(computer_id, None)
-    said = f"{verb} failed: {now}"
+    try:  # of no use frozen, and in the way of the start that follows (as a restart ends it)
+        await vm.kill()
+        now = "its VM stayed frozen (its vCPUs could not be run again) and was ended"
+        then = "start it again (it boots afresh on its disk)"
+    except Exception as exc:
+        log.warning("%s, left frozen, could not be ended: %s", computer_id, exc)
+        now, then = "its VM stayed frozen (its vCPUs could not be run again)", "delete it"
+    said = f"{verb} failed: {now}: the computer is in error"
     fleet.record(computer_id, State.ERROR, "computer.error", said, last_error=said)
-    return f"{kept}; {now}; start it again"
+    return f"{kept}; {now}: the computer is in error; {then}"
 
 
 def state_after(fleet: Fleet, computer_id: str, machine: Machine | None, kept: str) -> str:
