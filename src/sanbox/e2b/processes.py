@@ -114,7 +114,8 @@ class ProcessTable:
                 running = make(proc)
                 running.proc = proc
                 self._by_computer.setdefault(running.computer_id, {})[running.pid] = running
-                ready.set_result(running)
+                if not ready.done():  # done: the server is closing; pumped all the same
+                    ready.set_result(running)
                 if running.deadline is not None:  # attached: its sandbox runs
                     running.deadline.release()
                 if running.overdue:  # its deadline passed while it was detached
@@ -182,16 +183,20 @@ class ProcessTable:
         timeout: float | None = None,
     ) -> tuple[Running, EventQueue]:
         """Enter `session` in a task of its own; the process and a queue already watching it.
-        Its slot is held from the check until it is registered (or failed). With `timeout`
-        (seconds) the process is killed (SIGKILL) that long after it started, as envd kills one
-        at its Start's deadline, whether or not a stream still watches it."""
+        Its slot is held from the check until it is registered (or failed), even if the caller
+        leaves first (its client gone): the process is then registered and pumped all the same,
+        watched by no one, its end kept for a `connect` to read. With `timeout` (seconds) the
+        process is killed (SIGKILL) that long after it started, as envd kills one at its Start's
+        deadline, whether or not a stream still watches it."""
         self.room(computer_id)
         ready: asyncio.Future[Running] = asyncio.get_running_loop().create_future()
         queue = EventQueue()
+        left = False  # the caller stopped waiting: its queue watches nothing
 
         def make(proc: ExecProcess | PtySession) -> Running:
             running = Running(computer_id, org, config, tag, proc.pid, pty, proc, proc.kept)
-            running.watchers.add(queue)
+            if not left:
+                running.watchers.add(queue)
             if timeout is not None:
                 running.deadline = StartDeadline(timeout, lambda: self._overdue(running))
             return running
@@ -203,9 +208,19 @@ class ProcessTable:
                     await proc.close_stdin()
                 yield proc
 
-        with self._starting.held(computer_id):  # until it is registered, or failed
-            self._spawn(self._serve(started(), ready, make))
-            return await ready, queue
+        reserved = contextlib.ExitStack()  # until it is registered, or failed
+        reserved.enter_context(self._starting.held(computer_id))
+        ready.add_done_callback(lambda _: reserved.close())
+        self._spawn(self._serve(started(), ready, make))
+        try:
+            return await asyncio.shield(ready), queue
+        except asyncio.CancelledError:
+            left = True
+            if not ready.done():  # a start that fails now fails unread: its error retrieved
+                ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            elif not ready.cancelled() and ready.exception() is None:
+                ready.result().watchers.discard(queue)  # registered as the caller left
+            raise
 
     def _overdue(self, running: Running) -> None:
         """Its deadline passed: kill it now, or (detached) once re-attached."""
