@@ -97,8 +97,8 @@ def test_a_pause_holds_room_for_its_memory_while_it_writes_it(
     server: Server, data_free: Callable[[int], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h = server.headers()
-    create(server, name="fits", memory_mib=256)
-    data_free(256 * MIB)  # exactly room for it
+    made = create(server, name="fits", memory_mib=256)
+    data_free(256 * MIB + disk_size(made))  # room for it beside its own disk's promise
     held: list[tuple[int, int, int]] = []
     real = HostRuntime.pause
 
@@ -223,9 +223,9 @@ def test_an_idle_suspension_refused_for_room_says_so_once_and_runs_on(
     tried: list[str] = []
     real = Capacity.admit_pause
 
-    def admit_pause(cap: Capacity, host: Any, computer_id: str, memory_mib: int) -> Any:
-        tried.append(computer_id)
-        return real(cap, host, computer_id, memory_mib)
+    def admit_pause(cap: Capacity, host: Any, memory_mib: int) -> Any:
+        tried.append(str(made["id"]))
+        return real(cap, host, memory_mib)
 
     monkeypatch.setattr(Capacity, "admit_pause", admit_pause)
     monkeypatch.setattr(idle, "REFUSED_AGAIN_AFTER", 0.5)

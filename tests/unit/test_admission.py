@@ -9,9 +9,11 @@ import pytest
 from sanbox.control import capacity as capacity_module
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
+from sanbox.fleet.link.room import HostRoom
 from sanbox.host.data import space
 from sanbox.host.data.layout import DataDir
 from sanbox.host.data.space import Room
+from sanbox.host.door import HostFullError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 
@@ -219,17 +221,61 @@ def test_a_pause_or_snapshot_is_not_refused_for_ram_it_does_not_take() -> None:
 
 def test_a_fleet_hosts_pause_and_snapshot_are_admitted_by_its_report() -> None:
     """Its report's 10 GiB free, 30 GiB promised, at its overcommit of 4: 7.5 GiB counted, so
-    2 GiB of saved memory fits and 3 GiB does not; a snapshot's new 2 GiB overlay counts at 1/4
-    (its own promise not counted: the report's room is asked for the computer)."""
+    2 GiB of saved memory fits and 3 GiB does not; a snapshot's memory is admitted here, its new
+    overlay by the host agent (the report cannot leave the computer's own promise out: counting
+    it here would count that disk twice)."""
     node = Capacity(cpus=2, memory_mib=4096, disk_overcommit=1.0)
     host = FleetHost(4.0, 0)
-    with node.admit_pause(host, "cmp_a", 2048):  # type: ignore[arg-type]
+    with node.admit_pause(host, 2048):  # type: ignore[arg-type]
         assert node.ledger.totals() == (0, 0, 2 * GIB)
     with pytest.raises(InsufficientStorageError, match="3072 MiB of saved memory"):
-        node.admit_pause(host, "cmp_a", 3072)  # type: ignore[arg-type]
+        node.admit_pause(host, 3072)  # type: ignore[arg-type]
     with node.admit_snapshot(host, "cmp_a", 2, 1024):  # type: ignore[arg-type]
-        assert node.ledger.totals() == (0, 2 * GIB, GIB)
+        assert node.ledger.totals() == (0, 0, GIB)
         with pytest.raises(InsufficientStorageError, match="saved memory"):  # held counts
-            node.admit_pause(host, "cmp_b", 1536)  # type: ignore[arg-type]
+            node.admit_pause(host, 1537)  # type: ignore[arg-type]
     assert node.ledger.totals() == (0, 0, 0)
-    node.admit_pause(host, "cmp_b", 1536).release()  # type: ignore[arg-type]
+    node.admit_pause(host, 1536).release()  # type: ignore[arg-type]
+
+
+class OwnHost:
+    """This server's own host: 10.5 GiB free, cmp_a's disk promised 10 GiB more, its room asked
+    for cmp_a leaving that promise out (`HostRuntime.room`)."""
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        promised = 0 if computer_id == "cmp_a" else 10 * GIB
+        return Room(SHM, 8 * GIB, 0), Room(DATA, 10 * GIB + GIB // 2, promised)
+
+    def admission(self) -> tuple[float, int] | None:
+        return None
+
+
+def test_a_pause_counts_its_own_disk_s_promise_a_snapshot_does_not() -> None:
+    """A paused computer keeps its disk, which may fill once it is resumed (a resume admits its
+    RAM only): its pause's memory is counted beside that disk's promise. A snapshot freezes the
+    disk as a layer: its new overlay takes that promise's place."""
+    node, host = Capacity(cpus=2, memory_mib=4096), OwnHost()
+    with pytest.raises(InsufficientStorageError, match="1024 MiB of saved memory"):
+        node.admit_pause(host, 1024)  # type: ignore[arg-type]
+    node.admit_pause(host, 256).release()  # type: ignore[arg-type]
+    node.admit_snapshot(host, "cmp_a", 10).release()  # type: ignore[arg-type]
+
+
+def test_a_fleet_host_agent_admits_a_snapshot_s_overlay_and_a_pause_itself() -> None:
+    """The control plane admits only a fleet snapshot's memory (its copy of the host's room
+    cannot leave the computer's own promise out); the host agent admits the new overlay where
+    it can (`HostRoom.snapshot`), and a pause's memory beside every disk's promise: no room is
+    host_full, nothing taken."""
+    room = HostRoom(OwnHost())  # type: ignore[arg-type]
+    with room.snapshot("cmp_a", 10, 0):
+        assert room.capacity.ledger.totals() == (0, 10 * GIB, 0)
+    with (
+        pytest.raises(HostFullError, match="insufficient_storage"),
+        room.snapshot("cmp_a", 10, 1024),
+    ):
+        pass
+    with pytest.raises(HostFullError, match="saved memory"), room.paused(1024):
+        pass
+    with room.paused(256):
+        assert room.capacity.ledger.totals() == (0, 0, 256 * MIB)
+    assert room.capacity.ledger.totals() == (0, 0, 0)

@@ -212,8 +212,10 @@ def join(
             "(it asks with the same key, and a join that was made is answered again)",
         )
     if r.status_code != 201:
-        if r.status_code < 500:  # refused: the key is for no join (a later run makes another)
+        if r.status_code in (400, 422):  # a bad request: no join took the token with this key
             pending.unlink(missing_ok=True)
+        # kept otherwise: a token refused as used may be this key's join still being made (an
+        # earlier run's, slow), and a proxy's 4xx or 5xx may stand for an answer it lost
         json_body = r.headers.get("content-type", "").startswith("application/json")
         error = r.json().get("error", {}) if json_body else {}
         fail(error.get("code", "join_refused"), f"join refused: {error.get('message', r.text)}")

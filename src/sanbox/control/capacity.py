@@ -210,11 +210,13 @@ class Capacity:
         admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve, saved_mib * MIB)
         return self.ledger.hold(memory_mib * MIB, disk_gib * GIB, saved_mib * MIB)
 
-    def admit_pause(self, host: Host, computer_id: str, memory_mib: int) -> Hold:
+    def admit_pause(self, host: Host, memory_mib: int) -> Hold:
         """Room on the data filesystem for a pause's saved memory before it is written: up to the
         guest's RAM size (`host/saved/memory.py` writes its RAM file, or the pages it took out of
-        the migration stream or wrote since its resume, into the computer's state dir)."""
-        return self.admit_here(host, 0, 0, computer_id, saved_mib=memory_mib)
+        the migration stream or wrote since its resume, into the computer's state dir), beside
+        every disk's promise, the pausing computer's own too (its disk stays, and may fill once
+        it is resumed: a resume admits its RAM, not its disk again)."""
+        return self.admit_here(host, 0, 0, None, saved_mib=memory_mib)
 
     def admit_snapshot(
         self, host: Host, computer_id: str, disk_gib: int, memory_mib: int = 0
@@ -222,5 +224,9 @@ class Capacity:
         """Room on the data filesystem for a snapshot (a fork's too) before anything is taken:
         the computer goes on on a new overlay promised its disk's full size (its current disk,
         frozen as the snapshot's layer, grows no more: its own promise is not counted), and with
-        memory (`memory_mib`) the snapshot keeps its saved RAM."""
+        memory (`memory_mib`) the snapshot keeps its saved RAM. A fleet host's room is its report's,
+        which cannot leave one computer's promise out: there the new overlay is admitted by the
+        host agent itself (`fleet/link/room.py` `HostRoom.snapshot`), only the memory here."""
+        if host.admission() is not None:
+            disk_gib = 0
         return self.admit_here(host, 0, disk_gib, computer_id, saved_mib=memory_mib)

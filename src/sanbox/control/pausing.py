@@ -90,7 +90,7 @@ def _admitted(fleet: Fleet, host: Host, row: ComputerRow) -> Hold:
     """Room for the pause's saved memory on the data filesystem, held while it is written;
     refused (507 `insufficient_storage`) before anything is, the computer running as it was."""
     try:
-        return fleet.capacity.admit_pause(host, row.id, row.memory_mib)
+        return fleet.capacity.admit_pause(host, row.memory_mib)
     except InsufficientStorageError as exc:
         raise with_state(
             exc,

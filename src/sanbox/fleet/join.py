@@ -169,8 +169,9 @@ def answered_again(
 ) -> Joined | None:
     """The answer the token's join was given, if this is that join asked again: the token used
     by this host name in this region and not at its end, the certificate given then for this
-    key and these addresses, and still the one the host's record pins (not joined again since).
-    None otherwise (the request is then taken as a new join, and refused as a used token)."""
+    key and these addresses, still the one the host's record pins (not joined again since), and
+    the host where the join registered it (its address and port, region, driver). None
+    otherwise (the request is then taken as a new join, and refused as a used token)."""
     t, h = JoinTokenRow.__table__.c, HostRow.__table__.c
     with db.engine.connect() as conn:
         used = conn.execute(
@@ -186,7 +187,9 @@ def answered_again(
             return None
         cert = x509.load_pem_x509_certificate(used.certificate.encode())
         host = conn.execute(
-            select(h.id, h.epoch, h.lease_until, h.cert_sha256).where(h.name == spec.name)
+            select(
+                h.id, h.epoch, h.lease_until, h.cert_sha256, h.address, h.hypervisor, h.accel
+            ).where(h.name == spec.name)
         ).one_or_none()
     if (
         host is None
@@ -194,6 +197,8 @@ def answered_again(
         or _der(cert.public_key()) != _der(key)
     ):
         return None
+    if (host.address, host.hypervisor, host.accel) != (spec.address, spec.hypervisor, spec.accel):
+        return None  # another port, say: not the join that was made
     signed = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     names = {str(v) for v in signed.get_values_for_type(x509.DNSName)}
     names |= {str(v) for v in signed.get_values_for_type(x509.IPAddress)}

@@ -87,7 +87,8 @@ async def _quarantine(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> A
 async def _pause(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id)
-    saved = await rt.pause(machine, spec, _image(rt, a["image"]))
+    with agent.room.paused(spec.memory_mib):
+        saved = await rt.pause(machine, spec, _image(rt, a["image"]))
     await agent.ended(spec.computer_id)
     return wire.plain(saved)
 
@@ -122,9 +123,10 @@ async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any
     machine = await agent.machine(spec.computer_id) if a["running"] else None
     image, memory = _image(rt, a["image"]), bool(a["memory"])
     live = bool(a.get("live", True))  # a control plane before `live` asks the host's default
-    manifest = await rt.snapshot(
-        a["snapshot_id"], a["computer_id"], machine, spec, image, memory, live=live
-    )
+    with agent.room.snapshot(a["computer_id"], spec.disk_gib or 0, spec.memory_mib * memory):
+        manifest = await rt.snapshot(
+            a["snapshot_id"], a["computer_id"], machine, spec, image, memory, live=live
+        )
     return wire.plain(manifest)
 
 
@@ -142,9 +144,12 @@ async def _fork(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id) if a["running"] else None
     new_specs = [wire.spec_in(s) for s in a["new_specs"]]
-    memory_mib = sum(s.memory_mib for s in new_specs)
-    with agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs)):
-        made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, bool(a["memory"]))
+    memory_mib, memory = sum(s.memory_mib for s in new_specs), bool(a["memory"])
+    with (
+        agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs)),
+        agent.room.snapshot(spec.computer_id, spec.disk_gib or 0, spec.memory_mib * memory),
+    ):
+        made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, memory)
     return [_machine_out(await agent.hand_over(m)) for m in made]
 
 

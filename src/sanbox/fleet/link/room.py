@@ -1,6 +1,8 @@
 """A fleet host's own admission: before it makes a computer (a create, a copy, a fork) or brings
-one back to RAM (a start, a resume), the host agent checks its filesystems as they are now and
-holds the room until the call ends, so calls placed on one report's figures cannot together
+one back to RAM (a start, a resume), and before it writes a pause's saved memory or takes a
+snapshot (its new overlay: the control plane's copy of this host's room cannot leave the
+computer's own promise out), the host agent checks its filesystems as they are now and holds the
+room until the call ends, so calls placed on one report's figures cannot together
 promise more than the host has. No room is `host_full` (HostFullError): the control plane then
 gives a new computer's placement back and tries another host of its region (control/create.py).
 
@@ -42,6 +44,27 @@ class HostRoom:
         HostFullError (nothing made) when it does not fit."""
         try:
             hold = self.capacity.admit_here(self.runtime, memory_mib, disk_gib, computer_id)
+        except InsufficientStorageError as exc:
+            raise HostFullError(f"{exc.code}: {exc.message}") from exc
+        with hold:
+            yield
+
+    @contextmanager
+    def paused(self, memory_mib: int) -> Iterator[None]:
+        """Room for a pause's saved memory, held while it is written (`Capacity.admit_pause`)."""
+        try:
+            hold = self.capacity.admit_pause(self.runtime, memory_mib)
+        except InsufficientStorageError as exc:
+            raise HostFullError(f"{exc.code}: {exc.message}") from exc
+        with hold:
+            yield
+
+    @contextmanager
+    def snapshot(self, computer_id: str, disk_gib: int, memory_mib: int) -> Iterator[None]:
+        """Room for a snapshot of `computer_id`: its new overlay and its memory, if kept
+        (`Capacity.admit_snapshot`, its own promise left out), held while it is taken."""
+        try:
+            hold = self.capacity.admit_snapshot(self.runtime, computer_id, disk_gib, memory_mib)
         except InsufficientStorageError as exc:
             raise HostFullError(f"{exc.code}: {exc.message}") from exc
         with hold:
