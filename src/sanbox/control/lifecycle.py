@@ -19,6 +19,7 @@ from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 from .pausing import resume_locked
 from .states import State, check_action
+from .transition import carried_through
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,12 @@ _AT_REST = frozenset({State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR}
 
 
 async def start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    """Running; carried through if the caller leaves (control/transition.py), as are every
+    verb here that moves a computer through a state on the way."""
+    return await carried_through(fleet, "start", _start(fleet, org, ref))
+
+
+async def _start(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "start") as row:
         return await _start_locked(fleet, row)
 
@@ -53,6 +60,10 @@ async def come_up(fleet: Fleet, org: Org, ref: str) -> tuple[ComputerRow, bool]:
     at rest: one on its way somewhere (an auto-pause, a stop) is waited for under its lock, as
     any verb waits, then resumed or started if that left it at rest. Answering at once would
     leave it at rest, and the caller's next command refused."""
+    return await carried_through(fleet, "start", _come_up(fleet, org, ref))
+
+
+async def _come_up(fleet: Fleet, org: Org, ref: str) -> tuple[ComputerRow, bool]:
     row = fleet.get(org, ref)
     if row.state not in _UNDER_WAY | _AT_REST:
         return row, False
@@ -92,6 +103,10 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
 
 async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> ComputerRow:
     """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`."""
+    return await carried_through(fleet, "stop", _stop(fleet, org, ref, why))
+
+
+async def _stop(fleet: Fleet, org: Org, ref: str, why: str | None) -> ComputerRow:
     async with fleet.acting(org, ref, "stop") as row:
         return await stop_locked(fleet, row, why)
 
@@ -147,6 +162,10 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
 
 
 async def restart(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    return await carried_through(fleet, "restart", _restart(fleet, org, ref))
+
+
+async def _restart(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "restart") as row:
         if row.state == State.RUNNING:
             row = await shutdown(fleet, row)
@@ -198,6 +217,10 @@ async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -
 
 
 async def delete(fleet: Fleet, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
+    return await carried_through(fleet, "delete", _delete(fleet, org, ref, why))
+
+
+async def _delete(fleet: Fleet, org: Org, ref: str, why: str) -> ComputerRow:
     async with fleet.acting(org, ref, "delete") as row:
         return await delete_locked(fleet, row, why)
 

@@ -27,6 +27,7 @@ from .errors import (
 from .fleet import Fleet
 from .host_errors import from_host
 from .states import State
+from .transition import carried_through
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,12 @@ WAKE_WAIT = 120.0  # seconds a wake waits for another API node's operation on th
 
 
 async def pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False) -> ComputerRow:
-    """Paused, or with `wake_on_use` suspended (its next command or connection wakes it)."""
+    """Paused, or with `wake_on_use` suspended (its next command or connection wakes it); carried
+    through if the caller leaves (control/transition.py), as are suspend, resume and wake."""
+    return await carried_through(fleet, "pause", _pause(fleet, org, ref, wake_on_use))
+
+
+async def _pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool) -> ComputerRow:
     async with fleet.acting(org, ref, "pause") as row:
         return await pause_locked(fleet, row, wake_on_use)
 
@@ -48,6 +54,10 @@ async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | 
     """Pause a computer the idle watcher found idle; None if it changed meanwhile: used here
     since, or through another API node (its record's last use, read again under the
     operation: the watcher's look may be older than that node's store)."""
+    return await carried_through(fleet, "suspend", _suspend(fleet, computer_id, idle))
+
+
+async def _suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
     try:
         async with fleet.operating(computer_id, "suspend"):
             row = fleet.by_id(computer_id)
@@ -67,7 +77,13 @@ async def _pause_locked(
     machine = await fleet.machine_locked(row)
     host = fleet.host_of(row)
     with _admitted(fleet, host, row):
-        fleet.record(row.id, State.PAUSING, "computer.pausing", "saving memory and devices")
+        fleet.record(
+            row.id,
+            State.PAUSING,
+            "computer.pausing",
+            "saving memory and devices",
+            rest_state=str(dst),  # what a restart ends an interrupted pause as
+        )
         try:
             saved = await host.pause(machine, fleet.spec(row), fleet.image_of(row))
         except Exception as exc:  # whatever failed, the record says what the pause left
@@ -147,6 +163,10 @@ def pause_failure(exc: Exception) -> str:
 
 
 async def resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
+    return await carried_through(fleet, "resume", _resume(fleet, org, ref))
+
+
+async def _resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
     async with fleet.acting(org, ref, "resume") as row:
         return await resume_locked(fleet, row)
 
@@ -157,7 +177,13 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
     fresh = {} if lifetime is None else {"lifetime": lifetime}
     host = fleet.host_of(row)
     with fleet.capacity.admit_here(host, row.memory_mib, 0, row.id):
-        fleet.record(row.id, State.RESUMING, "computer.resuming", "restoring memory and devices")
+        fleet.record(
+            row.id,
+            State.RESUMING,
+            "computer.resuming",
+            "restoring memory and devices",
+            rest_state=str(State.SUSPENDED if row.state == State.SUSPENDED else State.PAUSED),
+        )
         try:
             machine, outcome = await host.resume(fleet.spec(row), fleet.image_of(row))
         except HostError as exc:
@@ -192,6 +218,10 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
 
 async def wake(fleet: Fleet, row: ComputerRow) -> None:
     """A command or request reached a suspended computer: resume it first."""
+    await carried_through(fleet, "wake", _wake(fleet, row))
+
+
+async def _wake(fleet: Fleet, row: ComputerRow) -> None:
     async with fleet.operating(row.id, "wake", row.host_id, wait=WAKE_WAIT):
         current = fleet.by_id(row.id)
         if current is not None and current.state == State.SUSPENDED:

@@ -1,39 +1,27 @@
 """The reconciler: VM processes outlive the server. On start it re-attaches to computers that
 still run, records the ones whose VM died as stopped (disk kept), finishes or undoes transitions a
-crash interrupted (a create interrupted by `kill -9` ends as a working computer or as nothing), and
-removes orphans. While the server runs, it watches running computers for VMs that die, and for
-VMs a disk error stopped (a full data filesystem): those go to `error` with the reason, never left
-`running`, while the other computers run on."""
+crash interrupted (interrupted.py: a create interrupted by `kill -9` ends as a working computer or
+as nothing), and removes orphans. While the server runs, the VM watcher (vm_watcher.py) watches
+running computers for VMs that die or that a disk error stopped, and settles computers left on
+their way with nothing carrying them on."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..fleet import reservations
-from ..host.door import GIB, HostError, VmHandle
+from ..host.door import HostError
 from ..store import repo
 from ..store.models import utcnow
 from . import build_run, build_vms
 from .computers import Computers
+from .interrupted import Interrupted, ReconcileReport
 from .quotas import COMPUTE
 from .states import State
 from .usage import ledger as usage
-from .vm_watcher import disk_error, disk_failed
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ReconcileReport:
-    reattached: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    orphans: list[str] = field(default_factory=list)
-    snapshots_dropped: list[str] = field(default_factory=list)
-    continued: list[str] = field(default_factory=list)  # found frozen by a save: run again
 
 
 class Reconciler:
@@ -55,10 +43,11 @@ class Reconciler:
         rows = [row for row in every if row.host_id is None]  # a fleet host reconciles its own
         with self.fleet.db.session() as s:
             usage.adopt(s)  # computers made before metering get an interval from now
+        gone = Interrupted(self.fleet, self.runtime, "the server restarted")
         for row in rows:
             try:
                 with usage.ending_at(self._proven(row.id, State(row.state))):
-                    await self._one(row.id, State(row.state), row.identity_pending, report)
+                    await gone.settle(row.id, State(row.state), row.identity_pending, report)
             except Exception:  # one bad computer must not stop the others
                 log.exception("reconcile of %s failed", row.id)
         report.orphans += await self.runtime.sweep(known)
@@ -130,167 +119,3 @@ class Reconciler:
                 if snapshot_id not in report.snapshots_dropped:
                     report.orphans.append(snapshot_id)
         await self.runtime.gc_layers()
-
-    async def _attach(self, computer_id: str) -> bool:
-        try:
-            machine = await self.runtime.attach(computer_id)
-        except Exception:  # a VM whose agent never answers is not usable
-            machine = None
-        if machine is None:
-            return False
-        self.fleet.machines[computer_id] = machine
-        await self.fleet.network_up(computer_id)
-        return True
-
-    async def _one(
-        self, computer_id: str, state: State, pending: str | None, report: ReconcileReport
-    ) -> None:
-        fleet = self.fleet
-        if state in (State.CREATING, State.DELETING):
-            if state == State.CREATING and pending != "fork" and await self._attach(computer_id):
-                if pending is not None and not await self._finish_copy(computer_id, report):
-                    return
-                machine = fleet.machines[computer_id]
-                fleet.record(
-                    computer_id,
-                    State.RUNNING,
-                    "computer.running",
-                    "running: its create completed across a server restart",
-                    isolation=machine.isolation,
-                    identity_pending=None,
-                )
-                report.reattached.append(computer_id)
-                return
-            # a fork is all or none, and its caller was never answered: none
-            why = "its fork was interrupted" if pending == "fork" else str(state)
-            await self._remove(computer_id, f"removed: the server stopped while {why}", report)
-        elif state in (State.RUNNING, State.STARTING):
-            vm = self.runtime.attach_vm(computer_id)
-            if vm is not None and (error := await disk_error(vm)) is not None:
-                await disk_failed(fleet, computer_id, error)  # stopped on a disk error meanwhile
-                report.stopped.append(computer_id)
-                return
-            if vm is not None:
-                await self._continue_if_frozen(computer_id, vm, report)
-            if await self._attach(computer_id):
-                if pending is not None and not await self._finish_copy(computer_id, report):
-                    return
-                machine = fleet.machines[computer_id]
-                fleet.record(
-                    computer_id,
-                    State.RUNNING,
-                    "computer.reattached",
-                    "re-attached to its running VM after a server restart",
-                    isolation=machine.isolation,
-                    identity_pending=None,
-                )
-                report.reattached.append(computer_id)
-            else:
-                await fleet.vm_exited(computer_id, "its VM was gone when the server restarted")
-                report.stopped.append(computer_id)
-        elif state == State.STOPPING:
-            await self.runtime.kill(computer_id)
-            fleet.record(
-                computer_id,
-                State.STOPPED,
-                "computer.stopped",
-                "stopped (the server restarted during its shutdown); disk kept",
-            )
-            report.stopped.append(computer_id)
-        elif state in (State.PAUSING, State.RESUMING):
-            await self._interrupted_rest(computer_id, state, report)
-        else:  # stopped, error, paused, suspended: no VM may run (saved memory stays on disk)
-            await self.runtime.kill(computer_id)
-
-    async def _remove(self, computer_id: str, why: str, report: ReconcileReport) -> None:
-        """A computer that never became one: VM, files and record gone (its event says why)."""
-        self.fleet.machines.pop(computer_id, None)
-        await self.fleet.network_down(computer_id)
-        await self.runtime.destroy(computer_id)
-        self.fleet.remove_record(computer_id, why)
-        report.removed.append(computer_id)
-
-    async def _continue_if_frozen(
-        self, computer_id: str, vm: VmHandle, report: ReconcileReport
-    ) -> None:
-        """A running computer whose vCPUs the host stopped (a snapshot's or fork's save the
-        server did not finish) runs on: continued, never killed."""
-        if await vm.frozen() is not True:
-            return
-        try:
-            await vm.continue_running()
-        except HostError as exc:  # it cannot run on: attaching finds it unusable, and says so
-            log.warning("%s was left frozen and could not be continued: %s", computer_id, exc)
-            return
-        self.fleet.record(
-            computer_id,
-            None,
-            "computer.continued",
-            "its vCPUs, stopped for a snapshot or fork the server did not finish, run again",
-        )
-        report.continued.append(computer_id)
-
-    async def _finish_copy(self, computer_id: str, report: ReconcileReport) -> bool:
-        """A copy (restored, forked, claimed) the server stopped before it had its own identity:
-        given it now, or, if that fails, destroyed, never adopted with another's identity."""
-        fleet = self.fleet
-        row = fleet.by_id(computer_id)
-        machine = fleet.machines[computer_id]
-        assert row is not None
-        try:
-            await self.runtime.finish_copy(machine, row.name, row.disk_gib * GIB)
-        except Exception as exc:  # agent, host or guest: the copy is not made its own
-            log.warning("%s could not be given its identity after a restart: %s", computer_id, exc)
-            with contextlib.suppress(Exception):
-                await machine.agent.close()
-            await self._remove(
-                computer_id,
-                "removed: the server stopped before it had its own "
-                "identity, and giving it one failed",
-                report,
-            )
-            return False
-        await fleet.trust_secrets(computer_id, machine)
-        fleet.record(
-            computer_id,
-            None,
-            "computer.identity",
-            "given its own identity: the server stopped before it had it",
-        )
-        return True
-
-    async def _interrupted_rest(
-        self, computer_id: str, state: State, report: ReconcileReport
-    ) -> None:
-        """A pause or resume the server did not finish: run on if the VM lives (any memory it
-        saved dropped first: its disk moves on from here), else keep the saved memory if it is
-        complete, else the computer is stopped (disk kept). What the unfinished save left in the
-        state dir goes when the VM runs on or the computer is stopped."""
-        fleet = self.fleet
-        vm = self.runtime.attach_vm(computer_id)
-        if vm is not None:
-            await self.runtime.drop_saved_memory(computer_id)
-            with contextlib.suppress(Exception):
-                await vm.continue_running()
-            if await self._attach(computer_id):
-                fleet.record(
-                    computer_id,
-                    State.RUNNING,
-                    "computer.running",
-                    f"running: the server restarted while it was {state}",
-                )
-                report.reattached.append(computer_id)
-                return
-        await self.runtime.kill(computer_id)
-        if self.runtime.has_saved_memory(computer_id):
-            why = f"paused: the server restarted while it was {state}; memory is saved"
-            fleet.record(computer_id, State.PAUSED, "computer.paused", why)
-        else:
-            await self.runtime.drop_saved_memory(computer_id)  # what an unfinished save left
-            fleet.record(
-                computer_id,
-                State.STOPPED,
-                "computer.stopped",
-                f"stopped: the server restarted while it was {state}; memory lost, disk kept",
-            )
-        report.stopped.append(computer_id)

@@ -1,8 +1,9 @@
 """The watch over running computers while the server runs: a VM that died is recorded as exited
 (its computer stopped, disk kept), one a disk error stopped (a full data filesystem) goes to
 `error` with the reason, never left `running`, while the other computers run on. This node's own
-VMs on every API node; the fleet hosts' computers, and the sweep of operations another API node
-left running, on the node that holds the reconciler's job. What the server finds at start is the
+VMs on every API node; the fleet hosts' computers, the sweep of operations another API node
+left running, and of computers left on their way with no operation (interrupted.py), on the node
+that holds the reconciler's job. What the server finds at start is the
 reconciler's (reconciler.py)."""
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from sqlalchemy import select
 from ..fleet import reservations
 from ..fleet.errors import BusyError
 from ..fleet.link.vm import RemoteVm
-from ..host.door import HostError, Liveness, VmHandle
+from ..host.door import HostError, Liveness
 from ..store.models import ComputerRow, utcnow
 from . import build_run, build_vms
 from .computers import Computers
-from .fleet import Fleet
+from .disk_stop import disk_error, disk_failed
+from .interrupted import settle_left
 from .jobs import RECONCILER
 from .states import State
 
@@ -27,13 +29,6 @@ log = logging.getLogger(__name__)
 
 OPERATION_STALE = 300.0  # an operation not beaten this long: its API node died, not come back
 SWEEP_EVERY = 30.0  # seconds between sweeps of stale operations
-
-DISK_ERRORS = {
-    "nospace": "disk write failed: no space left on the data filesystem; free space on the "
-    "host, then start it again (its disk keeps what was written before)",
-    "failed": "disk I/O failed: the host's data filesystem returned an error; check the host, "
-    "then start it again",
-}
 
 
 class VmWatcher:
@@ -46,7 +41,8 @@ class VmWatcher:
         this node's own VMs on every node; the fleet hosts' computers, and the sweep of
         operations another API node stopped beating OPERATION_STALE seconds ago, on the node
         that holds the reconciler's job (control/jobs.py), and then of the builds whose operation
-        it abandoned (`build_run.end_abandoned`)."""
+        it abandoned (`build_run.end_abandoned`) and of the computers left on their way with no
+        operation (`interrupted.settle_left`)."""
         swept_at = 0.0
         loop = asyncio.get_running_loop()
         while True:
@@ -71,6 +67,10 @@ class VmWatcher:
                     await build_run.end_abandoned(self.fleet)
                 except Exception:  # tried again at the next sweep
                     log.exception("ending the builds no API node runs failed")
+                try:  # computers left on their way with nothing carrying them on: settled
+                    await settle_left(self.fleet)
+                except Exception:  # tried again at the next sweep
+                    log.exception("settling the computers left on their way failed")
 
     async def check_running(self, leading: bool = True) -> None:
         """One look at every running machine. Only a VM known to be gone is recorded as exited:
@@ -132,35 +132,3 @@ class VmWatcher:
             return
         except Exception:
             log.exception("looking at %s on its host failed", row.id)
-
-
-async def disk_error(vm: VmHandle) -> str | None:
-    """The disk error that stopped the guest (`nospace`, `failed`), or None."""
-    try:
-        return await vm.disk_error()
-    except HostError:  # the monitor is busy or the VM just went: the next round sees it
-        return None
-
-
-async def disk_failed(fleet: Fleet, computer_id: str, error: str) -> None:
-    """A disk error stopped the guest: the computer goes to `error` with the reason, its VM
-    ends (a start boots it fresh on its disk once the host has room again)."""
-    try:
-        async with fleet.operating(computer_id, "disk_error"):
-            await _disk_failed_locked(fleet, computer_id, error)
-    except BusyError:  # another API node acts on it: the next round looks again
-        return
-
-
-async def _disk_failed_locked(fleet: Fleet, computer_id: str, error: str) -> None:
-    row = fleet.by_id(computer_id)
-    if row is None or row.state not in (State.RUNNING, State.STARTING):
-        return
-    why = DISK_ERRORS.get(error, DISK_ERRORS["failed"])
-    log.warning("%s stopped on a disk error (%s)", computer_id, error)
-    fleet.machines.pop(computer_id, None)
-    await fleet.network_down(computer_id)
-    await fleet.host_of(row).kill(computer_id)
-    fleet.record(
-        computer_id, State.ERROR, "computer.error", why, {"disk_error": error}, last_error=why
-    )

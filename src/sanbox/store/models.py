@@ -132,6 +132,9 @@ class ComputerRow(Base):
     wake_lifetime: Mapped[int | None] = mapped_column(Integer, default=None)
     # the Idempotency-Key of its last move (control/moving.py): a retry answers, not moves
     move_key: Mapped[str | None] = mapped_column(String(200), default=None)
+    # the rest with memory a pause under way ends in, or a resume under way came from (`paused`,
+    # `suspended`): what a restart that interrupts either ends it as (control/interrupted.py)
+    rest_state: Mapped[str | None] = mapped_column(String(16), default=None)
     max_running: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
