@@ -11,10 +11,10 @@ up to `disk_overcommit` times the free space above the low watermark."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import contextlib
+from collections.abc import Callable, Iterator
 
-from ...control.capacity import DISK_LOW_WATERMARK, Capacity
+from ...control.capacity import DISK_LOW_WATERMARK, Capacity, Hold
 from ...control.errors import InsufficientStorageError
 from ...host.door import HostFullError
 from ...host.runtime import HostRuntime
@@ -36,36 +36,35 @@ class HostRoom:
         counts the room this host's admission will)."""
         return self.capacity.kept_free(self.runtime.data_dir.root)
 
-    @contextmanager
     def held(
         self, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
-    ) -> Iterator[None]:
+    ) -> contextlib.AbstractContextManager[None]:
         """Room for `memory_mib` of guest RAM and a `disk_gib` disk, held while the block runs;
         HostFullError (nothing made) when it does not fit."""
-        try:
-            hold = self.capacity.admit_here(self.runtime, memory_mib, disk_gib, computer_id)
-        except InsufficientStorageError as exc:
-            raise HostFullError(f"{exc.code}: {exc.message}") from exc
-        with hold:
-            yield
+        return _holding(
+            lambda: self.capacity.admit_here(self.runtime, memory_mib, disk_gib, computer_id)
+        )
 
-    @contextmanager
-    def paused(self, memory_mib: int) -> Iterator[None]:
+    def paused(self, memory_mib: int) -> contextlib.AbstractContextManager[None]:
         """Room for a pause's saved memory, held while it is written (`Capacity.admit_pause`)."""
-        try:
-            hold = self.capacity.admit_pause(self.runtime, memory_mib)
-        except InsufficientStorageError as exc:
-            raise HostFullError(f"{exc.code}: {exc.message}") from exc
-        with hold:
-            yield
+        return _holding(lambda: self.capacity.admit_pause(self.runtime, memory_mib))
 
-    @contextmanager
-    def snapshot(self, computer_id: str, disk_gib: int, memory_mib: int) -> Iterator[None]:
+    def snapshot(
+        self, computer_id: str, disk_gib: int, memory_mib: int
+    ) -> contextlib.AbstractContextManager[None]:
         """Room for a snapshot of `computer_id`: its new overlay and its memory, if kept
         (`Capacity.admit_snapshot`, its own promise left out), held while it is taken."""
-        try:
-            hold = self.capacity.admit_snapshot(self.runtime, computer_id, disk_gib, memory_mib)
-        except InsufficientStorageError as exc:
-            raise HostFullError(f"{exc.code}: {exc.message}") from exc
-        with hold:
-            yield
+        return _holding(
+            lambda: self.capacity.admit_snapshot(self.runtime, computer_id, disk_gib, memory_mib)
+        )
+
+
+@contextlib.contextmanager
+def _holding(admit: Callable[[], Hold]) -> Iterator[None]:
+    """What `admit` holds, held while the block runs; its refusal as HostFullError."""
+    try:
+        hold = admit()
+    except InsufficientStorageError as exc:
+        raise HostFullError(f"{exc.code}: {exc.message}") from exc
+    with hold:
+        yield
