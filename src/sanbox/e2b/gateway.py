@@ -9,7 +9,8 @@ Routing, the first that matches:
 envd calls need the sandbox's access token (`X-Access-Token`); a sandbox that is not there or
 does not run answers 502, as E2B's proxy does. Another port is open to anyone who has its URL,
 as in E2B, unless the sandbox was made with `allowPublicTraffic=false` (or not through E2B's API
-at all): then it needs the `e2b-traffic-access-token` header. A port nothing listens on
+at all): then it needs the `e2b-traffic-access-token` header, which the port is not sent
+(`for_guest`: nor Sanbox's key or cookie). A port nothing listens on
 answers 502 with E2B's proxy's words ("The sandbox is running but port is not open"), a
 WebSocket request too, before its upgrade, as every refusal of a port (where the server can
 answer a WebSocket request in HTTP: `websocket.http.response`). This
@@ -121,6 +122,18 @@ def signed(envd: Envd, sandbox: str, request: Request) -> str | None:
         q.get("signature_expiration"),
     )
     return token if ok else None
+
+
+TRAFFIC_TOKEN = b"e2b-traffic-access-token"
+
+
+def for_guest(scope: Scope) -> Scope:
+    """What a sandbox's port is sent of a request: `stripped` of Sanbox's credentials, and of
+    the traffic token that opened it (a caller's credential: nothing of one crosses into a
+    guest)."""
+    kept = stripped(scope)
+    headers = [(k, v) for k, v in kept.get("headers") or [] if k.lower() != TRAFFIC_TOKEN]
+    return {**kept, "headers": headers}
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -268,7 +281,7 @@ class E2bGateway:
             if computer is None:
                 raise SandboxGoneError(sandbox)
             row, org = envd.running(computer)
-            token = _header(scope, b"e2b-traffic-access-token") or ""
+            token = _header(scope, TRAFFIC_TOKEN) or ""
             public = row.labels.get(PUBLIC_TRAFFIC) == "true"  # made by E2B's API, open
             if not public and not hmac.compare_digest(envd.tokens.traffic(computer), token):
                 raise connect.ConnectError("permission_denied", "this port needs the traffic token")
@@ -282,11 +295,11 @@ class E2bGateway:
                     host_header = f"127.0.0.1:{port}"
                     if scope["type"] == "websocket":
                         await relay_websocket(
-                            stripped(scope), receive, sending, tcp, host_header=host_header
+                            for_guest(scope), receive, sending, tcp, host_header=host_header
                         )
                     else:
                         await relay_port_http(
-                            stripped(scope),
+                            for_guest(scope),
                             receive,
                             sending,
                             tcp,
