@@ -6,7 +6,8 @@ import logging
 from typing import Protocol
 
 from . import protocol as p
-from .control import ControlStream, identity
+from .control import ControlStream, identity, set_clock
+from .errors import AgentRequestError
 from .files import FileStream
 from .keeper import Keeper
 from .kept import KeptStream, wants_keep
@@ -97,6 +98,9 @@ class Session:
             self._greeted = True
             nonce = frame.body.get("nonce")
             body = {"nonce": nonce, "protocol": p.PROTOCOL_VERSION, **identity()}
+            when = frame.body.get("time")
+            if isinstance(when, int | float) and not isinstance(when, bool):
+                body["clock_set"] = self._set_clock(float(when))
             if self.link is not None:
                 self.link.write(p.SYNC + p.encode(p.HelloAck(body)))
             log.info("handshake %s", nonce)
@@ -126,6 +130,18 @@ class Session:
         elif isinstance(frame, p.Close):
             del self.streams[frame.stream]
             stream.abort()
+
+    @staticmethod
+    def _set_clock(when: float) -> bool:
+        """A HELLO's `time`, the host's clock as it sent it: a resumed guest's clock is set in
+        the handshake, not in a round trip of its own to a guest that is still cold. False: not
+        set (the host then asks with `set_clock`, which says why)."""
+        try:
+            set_clock(when)
+        except AgentRequestError as exc:
+            log.warning("clock not set from the handshake: %s", exc)
+            return False
+        return True
 
     def _refuse(self, stream: int, code: str, message: str, *, close: bool = True) -> None:
         self.send(p.Msg(stream, {"type": "error", "code": code, "message": message}))

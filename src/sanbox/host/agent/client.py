@@ -44,17 +44,20 @@ WRITE_STALL = 120.0  # (longer than any stop of its vCPUs: a stopped memory save
 class _Connecting:
     """What ``AgentClient.connect`` returns: await it, or use it with ``async with``."""
 
-    def __init__(self, dial: Dial, where: str, timeout: float) -> None:
+    def __init__(self, dial: Dial, where: str, timeout: float, clock: bool = False) -> None:
         self._dial = dial
         self._where = where
         self._timeout = timeout
+        self._clock = clock
         self._client: AgentClient | None = None
 
     def __await__(self) -> Generator[Any, None, AgentClient]:
-        return AgentClient._connect(self._dial, self._where, self._timeout).__await__()
+        return AgentClient._connect(self._dial, self._where, self._timeout, self._clock).__await__()
 
     async def __aenter__(self) -> AgentClient:
-        self._client = await AgentClient._connect(self._dial, self._where, self._timeout)
+        self._client = await AgentClient._connect(
+            self._dial, self._where, self._timeout, self._clock
+        )
         return self._client
 
     async def __aexit__(
@@ -92,9 +95,10 @@ class AgentClient:
     # -- connection ---------------------------------------------------------------
 
     @classmethod
-    def connect(cls, path: str, *, timeout: float = 30.0) -> _Connecting:
-        """Connect to the agent's Unix socket, retrying until it accepts, and handshake."""
-        return _Connecting(unix_dial(path), path, timeout)
+    def connect(cls, path: str, *, timeout: float = 30.0, clock: bool = False) -> _Connecting:
+        """Connect to the agent's Unix socket, retrying until it accepts, and handshake; with
+        `clock`, the guest's clock is set in the handshake (`clock_set` says it was)."""
+        return _Connecting(unix_dial(path), path, timeout, clock)
 
     @classmethod
     def dial(cls, dial: Dial, where: str, *, timeout: float = 30.0) -> _Connecting:
@@ -103,8 +107,8 @@ class AgentClient:
         return _Connecting(dial, where, timeout)
 
     @classmethod
-    async def _connect(cls, dial: Dial, path: str, timeout: float) -> AgentClient:
-        return cls(*await connected(dial, path, timeout))
+    async def _connect(cls, dial: Dial, path: str, timeout: float, clock: bool) -> AgentClient:
+        return cls(*await connected(dial, path, timeout, clock=clock))
 
     @property
     def closed(self) -> bool:
@@ -278,6 +282,22 @@ class AgentClient:
         start = time.monotonic()
         body = await self.call("control", {"op": "ping"}, timeout=timeout)
         return readings.ping_of(body, time.monotonic() - start)
+
+    @property
+    def clock_set(self) -> bool:
+        """Whether the handshake set the guest's clock (`connect(clock=True)` to an agent that
+        does: one from before that ignores the HELLO's time)."""
+        return self.hello.get("clock_set") is True
+
+    async def catch_up_clock(self) -> None:
+        """The guest's clock set to the host's, unless the handshake did (`clock_set`). A
+        failure is logged, not raised: a guest whose clock is behind still runs."""
+        if self.clock_set:
+            return
+        try:
+            await self.set_clock()
+        except AgentError as exc:
+            log.warning("the guest's clock was not set: %s", exc)
 
     async def set_clock(self, unix_time: float | None = None) -> None:
         when = time.time() if unix_time is None else unix_time

@@ -1,12 +1,15 @@
 """Reaching a guest agent: dial its stream (retrying until it accepts) and handshake (SYNC +
 HELLO until it answers HELLO_ACK with the latest nonce). `AgentClient` (client.py) is made of
 what `connected` returns; a host agent's shared guest connection (fleet/link/mux.py) handshakes
-with `handshake` alone."""
+with `handshake` alone. With `clock`, each HELLO carries the host's time and the agent sets its
+clock from it (a guest that slept: its HELLO_ACK says `clock_set`), one round trip fewer to a
+cold guest than a `set_clock` of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from typing import Any
 
 from sanbox.guest import protocol as p
@@ -23,7 +26,11 @@ class _HandshakeLostError(Exception):
 
 
 async def handshake(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    deadline: float,
+    *,
+    clock: bool = False,
 ) -> tuple[p.Decoder, dict[str, Any]]:
     """Send SYNC + HELLO until the agent answers HELLO_ACK with our latest nonce."""
     loop = asyncio.get_running_loop()
@@ -31,7 +38,10 @@ async def handshake(
     while loop.time() < deadline:
         nonce = secrets.token_hex(8)
         decoder.reset()
-        writer.write(p.SYNC + p.encode(p.Hello({"nonce": nonce, "protocol": p.PROTOCOL_VERSION})))
+        hello: dict[str, Any] = {"nonce": nonce, "protocol": p.PROTOCOL_VERSION}
+        if clock:
+            hello["time"] = time.time()  # each HELLO's own: the answered one's is the latest
+        writer.write(p.SYNC + p.encode(p.Hello(hello)))
         attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
         while (remaining := attempt_end - loop.time()) > 0:
             try:
@@ -54,7 +64,7 @@ async def handshake(
 
 
 async def connected(
-    dial: Dial, where: str, timeout: float
+    dial: Dial, where: str, timeout: float, *, clock: bool = False
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, p.Decoder, dict[str, Any]]:
     """A handshaken stream to the agent `dial` reaches (`where` names it in errors), dialled
     again while it refuses or closes during the handshake, until `timeout`: its reader, writer,
@@ -75,7 +85,7 @@ async def connected(
             continue
         reached = True
         try:
-            decoder, hello = await handshake(reader, writer, deadline)
+            decoder, hello = await handshake(reader, writer, deadline, clock=clock)
         except _HandshakeLostError as exc:
             last = exc
             writer.close()

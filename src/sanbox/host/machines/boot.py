@@ -223,10 +223,9 @@ class Machines:
         mapped_memory.mapped_file(cdir.run).unlink(missing_ok=True)  # of a VM that ended by itself
         vm = await self.launch(driver, self.vm_spec(spec, image, cdir))
         undo.push_async_callback(self.kill_vm, vm)
-        agent = await self.wait_ready(vm, cdir)
+        agent = await self.wait_ready(vm, cdir, clock=True)
         undo.push_async_callback(agent.close)
-        with contextlib.suppress(AgentError):
-            await agent.set_clock(time.time())
+        await agent.catch_up_clock()
         return Machine(spec.computer_id, cdir, vm, agent)
 
     async def run_saved(
@@ -248,8 +247,8 @@ class Machines:
         a shared image copied there where the driver cannot map it read-only). `checking`: what
         must end before the state loads, run while the VM process starts (a resume's check of
         `memory_file`, `mapped_memory.check_taken`; a restore's copy into the RAM file); the VM is
-        killed if it fails. `set_clock`: the slept guest's clock is set here (False: the caller's
-        first call sets it, a copy's `new_identity`: one round trip fewer to a cold guest).
+        killed if it fails. `set_clock`: the slept guest's clock is set here, in the handshake
+        (False: the caller's first call sets it, a copy's `new_identity`).
 
         A shared image is mapped read-only (`VmSpec.memory_readonly`: root's, never the VM
         user's) through a hard link in the VM's run dir (the file must be on the data
@@ -292,19 +291,20 @@ class Machines:
                 raise VmStartError(
                     f"{exc}; {driver.name} said: {said}" if said else f"{exc}"
                 ) from exc
-            agent = await self.wait_ready(vm, cdir, timeout=30.0)
+            agent = await self.wait_ready(vm, cdir, timeout=30.0, clock=set_clock)
             if set_clock:
-                with contextlib.suppress(AgentError):
-                    await agent.set_clock(time.time())  # the guest slept: its clock is behind
+                await agent.catch_up_clock()  # the guest slept: its clock is behind
             undo.pop_all()
             return Machine(spec.computer_id, cdir, vm, agent)
         raise AssertionError("unreachable")
 
     async def wait_ready(
-        self, vm: VmHandle, cdir: ComputerDir, timeout: float = BOOT_TIMEOUT
+        self, vm: VmHandle, cdir: ComputerDir, timeout: float = BOOT_TIMEOUT, clock: bool = False
     ) -> AgentClient:
-        """Connect to the agent; fail fast with the console's last words if the VM dies."""
-        connect = asyncio.ensure_future(AgentClient.connect(str(vm.agent_socket), timeout=timeout))
+        """Connect to the agent; fail fast with the console's last words if the VM dies. With
+        `clock`, the guest's clock is set in the handshake where its agent can."""
+        connecting = AgentClient.connect(str(vm.agent_socket), timeout=timeout, clock=clock)
+        connect = asyncio.ensure_future(connecting)
         try:
             while not connect.done():
                 if not vm.alive():
