@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...host.door import HostError, Machine
+from ...host.door import HostError, Machine, VmNotRunningError
 from ...host.runtime import HostRuntime
 from . import wire
 from .host_egress import CALLS as EGRESS_CALLS
@@ -118,6 +118,19 @@ async def _disk_error(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> A
     return None if vm is None else await vm.disk_error()
 
 
+async def _frozen(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    vm = rt.attach_vm(a["computer_id"])
+    return None if vm is None else await vm.frozen()
+
+
+async def _continue_running(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
+    """The vCPUs of a VM a failed save left stopped run again (the control plane's repair)."""
+    vm = rt.attach_vm(a["computer_id"])
+    if vm is None:
+        raise VmNotRunningError(f"{a['computer_id']} has no VM on this host")
+    await vm.continue_running()
+
+
 async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
     machine = await agent.machine(spec.computer_id) if a["running"] else None
@@ -220,6 +233,8 @@ CALLS: dict[str, Handler] = {
     "grow_disk": _grow_disk,
     "console_lines": _console_lines,
     "disk_error": _disk_error,
+    "frozen": _frozen,
+    "continue_running": _continue_running,
     "snapshot": _snapshot,
     "create_from_snapshot": _create_from_snapshot,
     "fork": _fork,

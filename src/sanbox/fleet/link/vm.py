@@ -6,6 +6,7 @@ its disk) is the host's own flow, asked for through the door's calls; here it is
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ...host.agent.dial import Streams
     from .remote import RemoteHost
 
+log = logging.getLogger(__name__)
 TUNNEL_READ = 1 << 20
 HANDSHAKE_TIMEOUT = 15.0  # a host that accepted the connection but is slow to finish TLS
 
@@ -97,7 +99,14 @@ class RemoteVm:
         return self.liveness() is not Liveness.DEAD
 
     async def frozen(self) -> bool | None:
-        return None
+        """Whether its host stopped its vCPUs, as the host's own handle says; None if the host
+        could not say (unreachable, or an agent from before the call)."""
+        try:
+            found = await self.host.call("frozen", computer_id=self.computer_id)
+        except HostError as exc:
+            log.info("%s: whether it is frozen is unknown: %s", self.computer_id, exc)
+            return None
+        return found if isinstance(found, bool) else None
 
     async def wait_exit(self, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -138,7 +147,9 @@ class RemoteVm:
         raise self._host_only("loading a state")
 
     async def continue_running(self) -> None:
-        raise self._host_only("running the vCPUs")
+        """Its vCPUs, left stopped by a failed save, run again (a repair: a save's own stop and
+        continue are the host's flow)."""
+        await self.host.call("continue_running", computer_id=self.computer_id)
 
     async def quit(self) -> None:
         await self.kill()
