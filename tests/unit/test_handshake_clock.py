@@ -14,6 +14,7 @@ import pytest
 from sanbox.guest import control, ssh
 from sanbox.guest import protocol as p
 from sanbox.guest.session import Session
+from sanbox.host.agent import handshake as handshake_module
 from sanbox.host.agent.handshake import handshake
 
 from .fake_guest import connected
@@ -146,3 +147,23 @@ def test_the_hosts_hello_carries_its_time_only_when_asked() -> None:
 
 def test_the_clock_is_asked_for_again_only_when_the_handshake_did_not_set_it() -> None:
     asyncio.run(_catch_ups())
+
+
+async def _late_answer() -> None:
+    host, guest = socket.socketpair()
+    guest.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=host)
+    loop = asyncio.get_running_loop()
+    shaking = asyncio.ensure_future(handshake(reader, writer, loop.time() + 5, clock=True))
+    [hello] = p.Decoder(lenient=True).feed(await loop.sock_recv(guest, 65536))
+    await asyncio.sleep(handshake_module.CLOCK_FRESH + 0.05)  # the agent answers late
+    ack = p.HelloAck({"nonce": hello.body["nonce"], "clock_set": True})
+    await loop.sock_sendall(guest, p.SYNC + p.encode(ack))
+    _, body = await shaking
+    assert body["clock_set"] is False  # set from a time that stale: the caller sets it again
+    writer.close()
+    guest.close()
+
+
+def test_a_clock_set_from_a_hello_answered_late_is_set_again() -> None:
+    asyncio.run(_late_answer())

@@ -3,7 +3,9 @@ HELLO until it answers HELLO_ACK with the latest nonce). `AgentClient` (client.p
 what `connected` returns; a host agent's shared guest connection (fleet/link/mux.py) handshakes
 with `handshake` alone. With `clock`, each HELLO carries the host's time and the agent sets its
 clock from it (a guest that slept: its HELLO_ACK says `clock_set`), one round trip fewer to a
-cold guest than a `set_clock` of its own."""
+cold guest than a `set_clock` of its own. A HELLO answered more than `CLOCK_FRESH` s after it was
+sent (queued behind a booting agent) set the clock that far behind: its `clock_set` is taken as
+False, and the caller sets the clock with a call of its own."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from .dial import Dial
 from .errors import AgentTimeoutError, AgentUnavailableError
 
 HANDSHAKE_RETRY = 0.5  # seconds between HELLOs while the agent boots (they queue, cheaply)
+# a HELLO answered later than this set the guest's clock that far behind: not counted as set
+CLOCK_FRESH = 0.25
 READ_SIZE = 256 * 1024
 
 
@@ -42,6 +46,7 @@ async def handshake(
         if clock:
             hello["time"] = time.time()  # each HELLO's own: the answered one's is the latest
         writer.write(p.SYNC + p.encode(p.Hello(hello)))
+        sent = loop.time()
         attempt_end = min(deadline, loop.time() + HANDSHAKE_RETRY)
         while (remaining := attempt_end - loop.time()) > 0:
             try:
@@ -59,6 +64,8 @@ async def handshake(
                 if isinstance(frame, p.HelloAck) and frame.body.get("nonce") == nonce:
                     decoder.lenient = False
                     decoder.errors.clear()
+                    if frame.body.get("clock_set") and loop.time() - sent > CLOCK_FRESH:
+                        frame.body["clock_set"] = False  # set from a stale time: set it again
                     return decoder, frame.body
     raise TimeoutError
 
