@@ -156,6 +156,7 @@ async def _late_answer() -> None:
     loop = asyncio.get_running_loop()
     shaking = asyncio.ensure_future(handshake(reader, writer, loop.time() + 5, clock=True))
     [hello] = p.Decoder(lenient=True).feed(await loop.sock_recv(guest, 65536))
+    assert isinstance(hello, p.Hello)
     await asyncio.sleep(handshake_module.CLOCK_FRESH + 0.05)  # the agent answers late
     ack = p.HelloAck({"nonce": hello.body["nonce"], "clock_set": True})
     await loop.sock_sendall(guest, p.SYNC + p.encode(ack))
