@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -79,8 +80,13 @@ def test_processes_tmpfs_and_tcp_survive(
         pid_before = run(agent.files.read("/tmp/counter.pid")).strip()
         saved = run(runtime.pause(pausable, spec_of(pausable), image))
         assert saved.size > 0 and not pausable.vm.alive()
+        run(asyncio.sleep(2.0))  # asleep long enough that a clock left behind would show
         resumed, outcome = run(runtime.resume(spec_of(pausable), image))
         assert str(outcome) == "restored"
+        # its clock set in the handshake (`clock_set` False: answered late, set by a call after)
+        assert resumed.agent.hello.get("clock_set") is not None
+        guest_time = float(run(resumed.agent.exec("date +%s.%N")).stdout)
+        assert abs(guest_time - time.time()) < 1.0
         pausable.vm, pausable.agent = resumed.vm, resumed.agent
         client.stdin.write("after\n")
         client.stdin.flush()
