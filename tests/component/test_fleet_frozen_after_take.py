@@ -15,25 +15,12 @@ from pathlib import Path
 import pytest
 
 from sanbox import Sanbox
-from sanbox.fleet.link.agent import HostAgent
-from sanbox.fleet.link.pki import FleetCAs, host_identity
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
 from sanbox.sdk.errors import SanboxError
 
-from .conftest import LiveServer, fake_image
-from .test_fleet_routing import _layers
+from .conftest import LiveServer
+from .fleet_hosts import served_host
 from .test_frozen_after_take import Monitor
-from .test_host_link import (
-    _free_port,
-    _hosts,
-    _serving,
-    _until,
-    _wait_until_up,
-    join_host,
-    serving_fleet,
-)
+from .test_host_link import _free_port, serving_fleet
 
 pytestmark = pytest.mark.component
 
@@ -46,18 +33,8 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
 @pytest.fixture
 def host(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Path]:
     """A joined host h1, up: its data dir."""
-    host_dir = short_tmp / "h1"
-    port = _free_port()
-    join_host(fleet_server, host_dir, port)
-    fake_image(DataDir(host_dir))
-    runtime = HostRuntime(DataDir(host_dir), LocalDriver(), networking=False)
-    me = host_identity(DataDir(host_dir).host / "fleet")
-    with _serving(HostAgent(runtime), port, me):
-        control = FleetCAs(fleet_server.data_dir.root / "fleet").control_identity()
-        _wait_until_up(f"https://127.0.0.1:{port}", control)
-        _until("h1 up", lambda: bool(_hosts(fleet_server)[0].state == "up"))
-        _until("h1's builds reported", lambda: _layers(fleet_server) != [])
-        yield host_dir
+    with served_host(fleet_server, short_tmp / "h1", _free_port()):
+        yield short_tmp / "h1"
 
 
 def _continued_at_the_end(monitor: Monitor) -> None:

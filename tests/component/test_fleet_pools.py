@@ -26,24 +26,17 @@ import pytest
 from sqlalchemy import select
 
 from sanbox import Sanbox
-from sanbox.fleet.link.agent import HostAgent
-from sanbox.fleet.link.pki import FleetCAs, host_identity
-from sanbox.host.data.layout import DataDir
-from sanbox.host.drivers.local import LocalDriver
-from sanbox.host.runtime import HostRuntime
 from sanbox.store import Database
 from sanbox.store.db import sqlite_url
 from sanbox.store.fleet_models import HostRow
 from sanbox.store.models import ComputerRow, EventRow
 
-from .conftest import LiveServer, fake_image
+from .conftest import LiveServer
+from .fleet_hosts import served_host
 from .test_host_link import (
     _free_port,
     _hosts,
-    _serving,
     _until,
-    _wait_until_up,
-    join_host,
     serving_fleet,
 )
 
@@ -53,25 +46,6 @@ pytestmark = pytest.mark.component
 @pytest.fixture
 def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
     yield from serving_fleet(short_tmp, lease=3.0, lost_after=60.0)
-
-
-@contextlib.contextmanager
-def _host(live: LiveServer, host_dir: Path, port: int, name: str, region: str) -> Iterator[Any]:
-    """Host `name` joined (once) and served until the block ends; yields its stop event."""
-    if not (host_dir / "host" / "fleet").exists():
-        join_host(live, host_dir, port, name, region)
-        fake_image(DataDir(host_dir))
-    agent = HostAgent(HostRuntime(DataDir(host_dir), LocalDriver(), networking=False))
-    me = host_identity(DataDir(host_dir).host / "fleet")
-    with _serving(agent, port, me) as stop:
-        control = FleetCAs(live.data_dir.root / "fleet").control_identity()
-        _wait_until_up(f"https://127.0.0.1:{port}", control)
-        _until(f"{name} up with its builds", lambda: _up(live, name), timeout=30)
-        yield stop
-
-
-def _up(live: LiveServer, name: str) -> bool:
-    return any(h.name == name and h.state == "up" and h.layers for h in _hosts(live))
 
 
 def _call(live: LiveServer, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -122,7 +96,7 @@ def test_a_claim_never_takes_a_member_whose_host_is_away(
 ) -> None:
     live = fleet_server
     host_dir, port = short_tmp / "h1", _free_port()
-    with _host(live, host_dir, port, "h1", "eu-1") as stop:
+    with served_host(live, host_dir, port, "h1", "eu-1") as stop:
         _pool_ready(live, 1)
         [member] = _members(live)
         stop.set()  # the host agent goes; its member's VM runs on
@@ -139,7 +113,7 @@ def test_a_claim_never_takes_a_member_whose_host_is_away(
 
     # back: a create is served (the stand-in host runs no egress gateway, so a claim's policy
     # fails there and the member is discarded: the create is then made the ordinary way)
-    with _host(live, host_dir, port, "h1", "eu-1"):
+    with served_host(live, host_dir, port, "h1", "eu-1"):
         made = _call(live, "POST", "/v1/computers", json=body, headers=key)
         assert made.status_code == 201, made.text
         assert made.json()["state"] == "running"
@@ -157,8 +131,8 @@ def test_a_claim_takes_a_member_of_the_region_the_create_would_run_in(
     live = fleet_server
     eu, us = (short_tmp / "eu", _free_port()), (short_tmp / "us", _free_port())
     with (
-        _host(live, *eu, "h-eu", "eu-1"),
-        _host(live, *us, "h-us", "us-1"),
+        served_host(live, *eu, "h-eu", "eu-1"),
+        served_host(live, *us, "h-us", "us-1"),
         Sanbox(live.url, live.key, timeout=60) as client,
     ):
         org = client.orgs.list()[0].name
@@ -202,8 +176,8 @@ def test_a_drain_empties_its_host_of_pool_members(
     live = fleet_server
     h1, h2 = (short_tmp / "h1", _free_port()), (short_tmp / "h2", _free_port())
     with (
-        _host(live, *h1, "h1", "eu-1"),
-        _host(live, *h2, "h2", "eu-1"),
+        served_host(live, *h1, "h1", "eu-1"),
+        served_host(live, *h2, "h2", "eu-1"),
         Sanbox(live.url, live.key, timeout=60) as client,
     ):
         _pool_ready(live, 1)
@@ -240,7 +214,8 @@ def test_a_member_on_a_host_away_is_unavailable_and_replaced_once_it_is_lost(
     hosts = {"h1": (short_tmp / "h1", _free_port()), "h2": (short_tmp / "h2", _free_port())}
     with contextlib.ExitStack() as stack:
         stops = {
-            name: stack.enter_context(_host(live, *at, name, "eu-1")) for name, at in hosts.items()
+            name: stack.enter_context(served_host(live, *at, name, "eu-1"))
+            for name, at in hosts.items()
         }
         _pool_ready(live, 1)
         [old] = _members(live)
@@ -266,7 +241,7 @@ def test_a_member_on_a_host_away_is_unavailable_and_replaced_once_it_is_lost(
         )
     with contextlib.ExitStack() as stack:  # the host is back: its member is an extra, trimmed
         for name, at in hosts.items():
-            stack.enter_context(_host(live, *at, name, "eu-1"))
+            stack.enter_context(served_host(live, *at, name, "eu-1"))
         _until("one member again", lambda: len(_members(live)) == 1, timeout=30)
         assert (_pool(live)["ready"], _pool(live)["unavailable"]) == (1, 0)
         _call(live, "PUT", "/v1/pools/base", json={"size": 0})
