@@ -91,3 +91,42 @@ def test_a_start_that_does_not_fit_leaves_the_computer_stopped(
     r = server.client.post("/v1/computers/big/start", headers=h)
     assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_memory"
     assert server.client.get("/v1/computers/big", headers=h).json()["state"] == "stopped"
+
+
+@pytest.fixture
+def vm_overhead(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Each VM's hypervisor counted at 60 MiB (SANBOX_VM_OVERHEAD_MIB: the local stand-in runs
+    none of its own)."""
+    monkeypatch.setenv("SANBOX_VM_OVERHEAD_MIB", "60")
+    return 60
+
+
+def test_a_vm_is_admitted_with_its_hypervisor_and_running_ones_count_theirs(
+    vm_overhead: int, small_ram_dir: Path, server: Server
+) -> None:
+    """200 MiB free: a 160 MiB guest fits by its RAM alone, not with its hypervisor's 60 MiB;
+    a 128 MiB one does, and its running hypervisor then leaves no room for another. An org's
+    memory quota counts the guest memory it asked for, not the overhead."""
+    h = server.headers()
+    r = server.client.post("/v1/computers", json={"name": "wide", "memory_mib": 160}, headers=h)
+    assert r.status_code == 507, r.text
+    error = r.json()["error"]
+    assert error["code"] == "insufficient_memory"
+    assert error["message"].startswith(
+        f"160 MiB of guest memory and {vm_overhead} MiB for its hypervisor (local-process) do "
+        f"not fit in {small_ram_dir}: 200 MiB free, 0 MiB of it promised"
+    )
+    nothing_made(server, "wide")
+    body = {"name": "one", "memory_mib": 128}
+    assert server.client.post("/v1/computers", json=body, headers=h).status_code == 201
+    r = server.client.post("/v1/computers", json={**body, "name": "two"}, headers=h)
+    assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_memory", r.text
+    assert f"{vm_overhead} MiB of it promised" in r.json()["error"]["message"]  # one's hypervisor
+    use = server.client.get("/v1/orgs/default/quota", headers=h).json()["use"]
+    assert use["memory_mib"] == 128
+    assert server.client.post("/v1/computers/one/stop", headers=h).json()["state"] == "stopped"
+    r = server.client.post("/v1/computers", json={**body, "name": "two"}, headers=h)
+    assert r.status_code == 201, r.text  # a stopped computer's hypervisor is gone
+    r = server.client.post("/v1/computers/one/start", headers=h)
+    assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_memory", r.text
+    assert server.client.get("/v1/computers/one", headers=h).json()["state"] == "stopped"

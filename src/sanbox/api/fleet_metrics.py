@@ -90,7 +90,9 @@ class FleetCollector(Collector):
         )
         ram, disk = fleet.runtime.room()
         yield GaugeMetricFamily(
-            "sanbox_capacity_memory_bytes", "Room left for guest memory", value=max(0, ram.spare)
+            "sanbox_capacity_memory_bytes",
+            "Room left for guest memory and its hypervisors' own",
+            value=max(0, ram.spare),
         )
         yield GaugeMetricFamily(
             "sanbox_capacity_disk_bytes",

@@ -1,9 +1,14 @@
 """What this host has, and whether a computer's resources fit in it.
 
 Admission (`admit`, pure) refuses a create, start or resume before anything is made when the
-guest's RAM would not fit in the shared-memory filesystem (`insufficient_memory`, 507) or its new
-disk would not fit on the data filesystem (`insufficient_storage`, 507), counting what running
-guests' RAM files and existing disks may still grow by (`host/data/space.py` measures that).
+guest's RAM and its hypervisor's own memory would not fit in the shared-memory filesystem
+(`insufficient_memory`, 507) or its new disk would not fit on the data filesystem
+(`insufficient_storage`, 507), counting what running guests' RAM files and existing disks may
+still grow by and what every running VM's hypervisor holds (`host/data/space.py` measures that).
+The RAM dir's size is the budget for guests' RAM and their hypervisors together: a hypervisor's
+memory (QEMU's heap, TCG's code cache) is outside it, where its free space does not show it, so
+each is counted whole as promised, at its driver's estimate (or the operator's,
+SANBOX_VM_OVERHEAD_MIB). An org's memory quota counts the guest RAM it asked for, not this.
 What a pause or a snapshot writes there is admitted the same way before it is written
 (`admit_pause`, `admit_snapshot`; a fork's snapshot too): a pause's saved memory (up to the
 guest's RAM size), and a snapshot's new overlay, promised the disk's full size again (its old
@@ -28,7 +33,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..host.door import Host, Room
@@ -51,17 +56,17 @@ def admit(
     overcommit: float = 1.0,
     reserve: int = 0,
     saved_bytes: int = 0,
+    vms: int = 1,
 ) -> None:
-    """Refuse (InsufficientStorageError) unless the RAM, the new disk and the saved memory fit
-    in what is spare; disks' promised growth counts at 1/`overcommit`, saved memory (written at
-    once) whole, against the free space above `reserve` (the low watermark: bytes of the data
-    filesystem nothing admitted may count on). No RAM asked (a pause, a snapshot): none checked."""
-    if memory_bytes > 0 and memory_bytes > ram.spare:
+    """Refuse (InsufficientStorageError) unless the RAM with its `vms` hypervisors (`ram.overhead`
+    each), the new disk and the saved memory fit in what is spare; disks' promised growth counts
+    at 1/`overcommit`, saved memory (written at once) whole, against the free space above
+    `reserve` (the low watermark: bytes of the data filesystem nothing admitted may count on).
+    No RAM asked (a pause, a snapshot): none checked."""
+    overhead = ram.overhead * vms
+    if memory_bytes > 0 and memory_bytes + overhead > ram.spare:
         raise InsufficientStorageError(
-            f"{_mib(memory_bytes)} of guest memory does not fit in {ram.path}: {_mib(ram.free)} "
-            f"free, {_mib(ram.promised)} of it promised to running computers' memory. Stop or "
-            f"pause a computer, ask for less memory, or grow {ram.path}",
-            "insufficient_memory",
+            _no_memory(memory_bytes, ram, overhead, vms), "insufficient_memory"
         )
     if data is None or (disk_bytes <= 0 and saved_bytes <= 0):
         return
@@ -79,6 +84,24 @@ def admit(
             f"fill{thin}. Delete computers or snapshots{smaller}, or free space",
             "insufficient_storage",
         )
+
+
+def _no_memory(memory_bytes: int, ram: Room, overhead: int, vms: int) -> str:
+    """Why `memory_bytes` of guest memory and `overhead` for its `vms` hypervisors do not fit."""
+    what = f"{_mib(memory_bytes)} of guest memory does not fit"
+    promised, budget = "memory", ""
+    if overhead > 0:
+        theirs = "its hypervisor" if vms == 1 else f"their {vms} hypervisors"
+        which = f" ({ram.hypervisor})" if ram.hypervisor else ""
+        what = f"{_mib(memory_bytes)} of guest memory and {_mib(overhead)} for {theirs}{which}"
+        what += " do not fit"
+        promised = "memory and hypervisors"
+        budget = " (its size is the budget for guests' memory and their hypervisors)"
+    return (
+        f"{what} in {ram.path}: {_mib(ram.free)} free, {_mib(ram.promised)} of it promised to "
+        f"running computers' {promised}. Stop or pause a computer, ask for less memory, or "
+        f"grow {ram.path}{budget}"
+    )
 
 
 def low_watermark(path: Path, percent: float) -> int:
@@ -108,8 +131,8 @@ class Hold:
 
 
 class Ledger:
-    """The holds of operations admitted but not finished: guest RAM, disks' promises, and saved
-    memory about to be written to the data filesystem."""
+    """The holds of operations admitted but not finished: guest RAM (with its hypervisors'
+    overhead), disks' promises, and saved memory about to be written to the data filesystem."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -127,7 +150,7 @@ class Ledger:
             self._held.pop(key, None)
 
     def totals(self) -> tuple[int, int, int]:
-        """Held guest RAM, disks' promises and saved memory, in bytes."""
+        """Held guest RAM (and its hypervisors'), disks' promises and saved memory, in bytes."""
         with self._lock:
             held = list(self._held.values())
         return sum(h[0] for h in held), sum(h[1] for h in held), sum(h[2] for h in held)
@@ -189,15 +212,18 @@ class Capacity:
         disk_gib: int = 0,
         computer_id: str | None = None,
         saved_mib: int = 0,
+        vms: int = 1,
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it), with the host's
         own overcommit and watermark (a fleet host's, as it reports them; this server's, its
-        settings); the room it takes, held until the caller releases it. `saved_mib`: memory
-        it writes to the data filesystem (held saved memory counts as space already taken)."""
+        settings); the room it takes, held until the caller releases it. `memory_mib`: the guest
+        RAM of the `vms` VMs it starts, each held with its hypervisor's overhead (the host's
+        room says how much). `saved_mib`: memory it writes to the data filesystem (held saved
+        memory counts as space already taken)."""
         held_memory, held_disk, held_saved = self.ledger.totals()
         ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib))
-        ram = Room(ram.path, ram.free, ram.promised + held_memory)
+        ram = replace(ram, promised=ram.promised + held_memory)
         data = None
         if room is not None:
             data = Room(room.path, room.free - held_saved, room.promised + held_disk)
@@ -207,8 +233,11 @@ class Capacity:
         else:
             overcommit = self.disk_overcommit
             reserve = 0 if data is None else self.kept_free(data.path)
-        admit(memory_mib * MIB, ram, disk_gib * GIB, data, overcommit, reserve, saved_mib * MIB)
-        return self.ledger.hold(memory_mib * MIB, disk_gib * GIB, saved_mib * MIB)
+        memory = memory_mib * MIB
+        admit(memory, ram, disk_gib * GIB, data, overcommit, reserve, saved_mib * MIB, vms)
+        if memory > 0:
+            memory += ram.overhead * vms
+        return self.ledger.hold(memory, disk_gib * GIB, saved_mib * MIB)
 
     def admit_pause(self, host: Host, memory_mib: int) -> Hold:
         """Room on the data filesystem for a pause's saved memory before it is written: up to the

@@ -83,7 +83,9 @@ async def fork(
         # its children's RAM and disks, then the snapshot they are made from: the source's new
         # overlay and its memory (the children's hold counted; the source's old disk not)
         with (
-            fleet.capacity.admit_here(host, row.memory_mib * count, row.disk_gib * count),
+            fleet.capacity.admit_here(
+                host, row.memory_mib * count, row.disk_gib * count, vms=count
+            ),
             snapshots.admitted(fleet, host, row, None, memory, "no fork was made"),
         ):
             return await _fork_locked(fleet, org, row, plan, names, memory)

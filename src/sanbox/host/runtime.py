@@ -100,9 +100,17 @@ class HostRuntime:
         return None  # this server's own: its settings admit
 
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
-        dd = self.data_dir
-        ram = space.ram_room(dd.ram_dir, computer_id, dd)
+        dd, driver = self.data_dir, self.driver
+        ram = space.ram_room(dd.ram_dir, computer_id, dd, self.vm_overhead(), driver.isolation)
         return ram, (space.disk_room(dd, computer_id) if disk else None)
+
+    def vm_overhead(self) -> int:
+        """Bytes memory admission counts for each VM's hypervisor beyond its guest RAM: the
+        operator's SANBOX_VM_OVERHEAD_MIB, else the driver's estimate."""
+        mib = self.settings.vm_overhead_mib
+        if mib is None:
+            mib = self.driver.capabilities.hypervisor_memory_mib
+        return mib * space.MIB
 
     # images (image/) ----------------------------------------------------------------------
 

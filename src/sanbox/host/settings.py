@@ -14,6 +14,7 @@ below reads an environment variable of its own.
 | SANBOX_VM_UIDS | `vm_uids`: FIRST-LAST, its VMs' uids (one part per host agent) | all |
 | SANBOX_DISK_MAX_BPS | `disk_max_bps`: a computer's disk bytes/s (0: none) | 268435456 |
 | SANBOX_DISK_MAX_IOPS | `disk_max_iops`: a computer's disk requests/s (0: none) | 8000 |
+| SANBOX_VM_OVERHEAD_MIB | `vm_overhead_mib`: MiB counted per VM's hypervisor | the driver's |
 
 SANBOX_SNAPSHOT says how a running computer's memory snapshot is saved. `live`: as its guest
 runs (pre-copy), its vCPUs stopped only for the last pages, where the hypervisor can
@@ -40,6 +41,14 @@ controller serves the data filesystem's disk its `io.max` holds the VM's process
 rates too. One guest writing and syncing flat out then cannot stall the other guests' disks, nor
 the control plane's database on the same filesystem. Set them to a fraction of what the disk
 does; 0 lifts that bound (a computer may then take the whole disk).
+
+SANBOX_VM_OVERHEAD_MIB is the memory admission counts for each VM's hypervisor beyond its guest
+RAM, for every running VM and each new one, against the RAM dir: its size is the budget for
+guests' RAM and their hypervisors together. By default the driver's estimate
+(`Capabilities.hypervisor_memory_mib`: QEMU 64 MiB, under TCG 320 with its code cache;
+Firecracker 16): set it higher where the hypervisors hold more (a busy TCG guest's QEMU may
+grow to its cgroup's ceiling), lower (0: guest RAM only) to pack more computers at the OOM
+killer's risk.
 
 A fleet host's egress gateway (`sanbox host serve`) reads the server's egress variables, with the
 same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
@@ -91,6 +100,7 @@ class HostSettings:
     vm_uids: str | None = None  # FIRST-LAST (drivers/confine.py `UidRange`); None: all
     disk_max_bps: int = DEFAULT_BPS  # 0: no bound
     disk_max_iops: int = DEFAULT_IOPS  # 0: no bound
+    vm_overhead_mib: int | None = None  # per VM's hypervisor, for admission; None: the driver's
 
     @property
     def disk_rate(self) -> DiskRate:
@@ -143,6 +153,7 @@ class HostSettings:
             vm_uids=env.get("SANBOX_VM_UIDS") or None,
             disk_max_bps=_amount(env, "SANBOX_DISK_MAX_BPS", DEFAULT_BPS),
             disk_max_iops=_amount(env, "SANBOX_DISK_MAX_IOPS", DEFAULT_IOPS),
+            vm_overhead_mib=_mib(env, "SANBOX_VM_OVERHEAD_MIB"),
         )
 
 
@@ -171,4 +182,14 @@ def _amount(env: Mapping[str, str], name: str, default: int) -> int:
         return default
     if not text.isdigit() or int(text) > 10**12:
         raise SettingsError(f"{name}={text!r} is not a whole number from 0 to 10^12 (0: no bound)")
+    return int(text)
+
+
+def _mib(env: Mapping[str, str], name: str) -> int | None:
+    """A whole number of MiB from 0 up to 1 TiB's worth; None when unset."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > 1024 * 1024:
+        raise SettingsError(f"{name}={text!r} is not a whole number of MiB from 0 to 1048576")
     return int(text)

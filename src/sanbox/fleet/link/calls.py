@@ -159,7 +159,7 @@ async def _fork(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     new_specs = [wire.spec_in(s) for s in a["new_specs"]]
     memory_mib, memory = sum(s.memory_mib for s in new_specs), bool(a["memory"])
     with (
-        agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs)),
+        agent.room.held(memory_mib, sum(s.disk_gib or 0 for s in new_specs), vms=len(new_specs)),
         agent.room.snapshot(spec.computer_id, spec.disk_gib or 0, spec.memory_mib * memory),
     ):
         made = await rt.fork(machine, spec, _image(rt, a["image"]), new_specs, memory)

@@ -6,8 +6,10 @@ room until the call ends, so calls placed on one report's figures cannot togethe
 promise more than the host has. No room is `host_full` (HostFullError): the control plane then
 gives a new computer's placement back and tries another host of its region (control/create.py).
 
-The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, thin disks
-up to `disk_overcommit` times the free space above the low watermark."""
+The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, each VM
+counted with its hypervisor's overhead (in the room it reports too, so the control plane's copy
+of it counts the same), thin disks up to `disk_overcommit` times the free space above the low
+watermark."""
 
 from __future__ import annotations
 
@@ -37,12 +39,15 @@ class HostRoom:
         return self.capacity.kept_free(self.runtime.data_dir.root)
 
     def held(
-        self, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None
+        self, memory_mib: int, disk_gib: int = 0, computer_id: str | None = None, vms: int = 1
     ) -> contextlib.AbstractContextManager[None]:
-        """Room for `memory_mib` of guest RAM and a `disk_gib` disk, held while the block runs;
-        HostFullError (nothing made) when it does not fit."""
+        """Room for `memory_mib` of guest RAM (of `vms` VMs, each with its hypervisor's overhead)
+        and a `disk_gib` disk, held while the block runs; HostFullError (nothing made) when it
+        does not fit."""
         return _holding(
-            lambda: self.capacity.admit_here(self.runtime, memory_mib, disk_gib, computer_id)
+            lambda: self.capacity.admit_here(
+                self.runtime, memory_mib, disk_gib, computer_id, vms=vms
+            )
         )
 
     def paused(self, memory_mib: int) -> contextlib.AbstractContextManager[None]:

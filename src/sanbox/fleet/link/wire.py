@@ -132,21 +132,26 @@ def capabilities_in(data: Json) -> Capabilities:
     values["disk_formats"] = tuple(values["disk_formats"])
     values.setdefault("live_memory_save", False)  # a host agent from before it was said
     values.setdefault("disk_rate", None)  # likewise
+    values.setdefault("hypervisor_memory_mib", 0)  # likewise: it counted none
     return Capabilities(**values)
 
 
 def room_out(room: Room | None) -> Json | None:
-    return (
-        None
-        if room is None
-        else {"path": str(room.path), "free": room.free, "promised": room.promised}
-    )
+    if room is None:
+        return None
+    out: Json = {"path": str(room.path), "free": room.free, "promised": room.promised}
+    if room.overhead or room.hypervisor:  # the RAM dir's: what a new VM's hypervisor counts
+        out.update(overhead=room.overhead, hypervisor=room.hypervisor)
+    return out
 
 
 def room_in(data: Json | None) -> Room | None:
-    return (
-        None if data is None else Room(Path(data["path"]), int(data["free"]), int(data["promised"]))
-    )
+    """A host's room as it reports it (a host agent from before it said its hypervisors'
+    overhead: none counted, as it admits)."""
+    if data is None:
+        return None
+    overhead, hypervisor = max(0, int(data.get("overhead", 0))), str(data.get("hypervisor", ""))
+    return Room(Path(data["path"]), int(data["free"]), int(data["promised"]), overhead, hypervisor)
 
 
 def plain(value: object) -> Json:

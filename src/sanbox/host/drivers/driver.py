@@ -191,6 +191,9 @@ class Capabilities:
     disk_errors: str  # what a host-side disk error does to the guest
     disk_rate: str | None  # how it holds a VM to `VmSpec.disk_rate`, in its own words; None: not
     memory_overhead_mib: int  # held beyond guest RAM and a base overhead (TCG's code cache)
+    # what each VM's hypervisor is estimated to hold beyond guest RAM (its heap, device state,
+    # TCG's code cache): memory admission counts it for every running VM and each new one
+    hypervisor_memory_mib: int
     agent_channel: str  # how the host reaches the guest agent: virtio-serial, vsock, unix
 
 

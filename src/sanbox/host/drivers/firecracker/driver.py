@@ -27,6 +27,9 @@ from .probe import binary_version
 from .vm import ISOLATION, RECORD, FirecrackerVm, VmRecord, liveness
 
 START_TIMEOUT = 30.0
+# Firecracker's own memory beyond guest RAM, as admission estimates it (its documentation
+# states under 5 MiB per microVM; the jailer's and the API thread's buffers on top)
+FIRECRACKER_OWN_MIB = 16
 
 
 def capabilities() -> Capabilities:
@@ -42,6 +45,7 @@ def capabilities() -> Capabilities:
         disk_errors="passed to the guest",
         disk_rate="Firecracker's drive rate limiter (token buckets, no peak rate)",
         memory_overhead_mib=0,
+        hypervisor_memory_mib=FIRECRACKER_OWN_MIB,
         agent_channel="vsock",  # its Unix socket + `CONNECT <port>` (vsock.py)
     )
 

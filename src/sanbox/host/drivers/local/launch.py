@@ -96,6 +96,7 @@ class LocalDriver:
             disk_errors="passed to the guest",
             disk_rate=None,  # a local process writes the host's files directly
             memory_overhead_mib=0,
+            hypervisor_memory_mib=0,  # no hypervisor: the agent is the host's own process
             agent_channel="unix",
         )
 

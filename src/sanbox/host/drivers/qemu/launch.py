@@ -34,6 +34,9 @@ from .argv import (
 from .qmp import QmpClient, QmpError
 
 START_TIMEOUT = 30.0
+# QEMU's own heap, device emulation and I/O buffers beyond guest RAM, as admission estimates it
+# (under TCG its code cache, up to TCG_CODE_CACHE_MIB, comes on top); its cgroup allows more
+QEMU_OWN_MIB = 64
 
 
 def _said(log: Path) -> str:
@@ -169,6 +172,7 @@ class QemuHypervisor:
             disk_rate="QEMU's drive throttling (reads and writes; not flushes or discards)",
             # TCG's translated code cache, beyond guest RAM and QEMU's own base
             memory_overhead_mib=TCG_CODE_CACHE_MIB if self.accel == "tcg" else 0,
+            hypervisor_memory_mib=QEMU_OWN_MIB + (TCG_CODE_CACHE_MIB if self.accel == "tcg" else 0),
             agent_channel="virtio-serial",
         )
 
