@@ -61,6 +61,7 @@ def doctor(
         dd.root,
         settings.disk_rate,
     )
+    _memory(driver.capabilities.hypervisor_memory_mib, settings.vm_overhead_mib, dd.ram_dir)
     try:
         dd.ensure()
         reflink = can_reflink(dd.tmp)
@@ -85,6 +86,15 @@ def doctor(
         console.print(f"image base    [yellow]{exc}[/]")
     if not ok:
         raise typer.Exit(1)
+
+
+def _memory(estimate: int, setting: int | None, ram_dir: Path) -> None:
+    """What memory admission counts for each VM beside its guest RAM, and against what."""
+    overhead, said = (estimate, "the driver's estimate") if setting is None else (setting, "set")
+    console.print(
+        f"memory        each VM counted its RAM and {overhead} MiB for its hypervisor ({said}; "
+        f"SANBOX_VM_OVERHEAD_MIB), against {ram_dir}"
+    )
 
 
 def _tcg_aslr(kept: bool) -> None:
