@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from ..fleet.errors import HostForgottenError
-from ..host.door import GIB, Image, MachineSpec
+from ..host.door import GIB, Host, Image, MachineSpec
 from ..store import Database
 from ..store.fleet_models import BuildVmRow
 from ..templates.spec import Spec
@@ -28,6 +28,7 @@ from . import build_layers, quotas
 from .usage import ledger
 
 if TYPE_CHECKING:
+    from .capacity import Capacity, Hold
     from .fleet import Fleet
 
 
@@ -86,6 +87,18 @@ def needs(spec: Spec, image: Image, host_cpus: int, starts_from: int = 0) -> quo
     disk = max(spec.disk_gib or disk_of(image), starts_from)
     ready = -(-build_layers.ready_bytes(spec.memory_mib) // GIB)
     return quotas.Use.computer(vcpus, build_memory(spec), disk + ready)
+
+
+def admitted(
+    capacity: Capacity, host: Host, mspec: MachineSpec, image: Image, memory: bool
+) -> Hold:
+    """Room on the build host's data filesystem for a snapshot of the build computer (a step's
+    layer, or the ready snapshot with `memory`), held while it is taken, as a computer's
+    snapshot is (`Capacity.admit_snapshot`): the computer goes on on a new overlay promised its
+    disk's full size, and a spec with many steps writes that many layers. Refused:
+    `InsufficientStorageError` before anything is written."""
+    disk = mspec.disk_gib or disk_of(image)
+    return capacity.admit_snapshot(host, mspec.computer_id, disk, mspec.memory_mib if memory else 0)
 
 
 def room_for_a_layer(db: Database, org_id: str) -> None:

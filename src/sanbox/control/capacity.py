@@ -10,10 +10,10 @@ memory (QEMU's heap, TCG's code cache) is outside it, where its free space does 
 each is counted whole as promised, at its driver's estimate (or the operator's,
 SANBOX_VM_OVERHEAD_MIB). An org's memory quota counts the guest RAM it asked for, not this.
 What a pause or a snapshot writes there is admitted the same way before it is written
-(`admit_pause`, `admit_snapshot`; a fork's snapshot too): a pause's saved memory (up to the
-guest's RAM size), and a snapshot's new overlay, promised the disk's full size again (its old
-one, frozen as a layer, grows no more), with its memory when asked. Otherwise a full filesystem
-surfaces later, inside a running guest, as a disk or memory error.
+(`admit_pause`, `admit_snapshot`; a fork's snapshot too, a template build's): a pause's saved
+memory (up to the guest's RAM size), and a snapshot's new overlay, promised the disk's full size
+again (its old one, frozen as a layer, grows no more), with its memory when asked. Otherwise a
+full filesystem surfaces later, inside a running guest, as a disk or memory error.
 
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
 creates (or pauses, or snapshots) admitted at once cannot together promise more than there is.
@@ -22,11 +22,12 @@ free space (default 1: a guest that fills its disk, or fills it, snapshots and f
 fills its RAM and pauses, can never fill the host's and stop its neighbours). Saved memory is
 written at once, so it counts whole, never overcommitted. An overcommitting host keeps a low
 watermark, `disk_low_watermark` percent of the data filesystem (default 10): nothing admitted
-counts on that space, so it stays for what grows there uncounted (builds) and for the disks' own
-growth; once it is gone no disk, saved memory or snapshot is added at all. If the disks still
-fill the filesystem, each guest whose write finds no space is stopped by QEMU at that write
-(`werror=stop`) and its computer goes to `error` with the reason, its disk consistent as of the
-stop; the others run on, and each starts again once there is room (docs/ARCHITECTURE.md)."""
+counts on that space, so it stays for what grows there uncounted (image builds, fetched
+packages) and for the disks' own growth; once it is gone no disk, saved memory or snapshot is
+added at all. If the disks still fill the filesystem, each guest whose write finds no space is
+stopped by QEMU at that write (`werror=stop`) and its computer goes to `error` with the reason,
+its disk consistent as of the stop; the others run on, and each starts again once there is
+room (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ destroyed whatever happens (a server restart destroys it as an orphan). Each VM 
 computer for its quotas and its usage while it runs (`build_vms.recorded`: refused before it is
 made when it would not fit), each step needs room in the org's disk quota for its layer, and
 the ready snapshot's record holds the room of its memory image before its computer boots
-(`build_layers.py`).
+(`build_layers.py`). On the host each computer and each snapshot is admitted on the data
+filesystem as a computer's are (`build_vms.admitted`): no room ends the build, nothing taken.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from . import (
     snapshots,
 )
 from .build_log import BuildLog
+from .errors import InsufficientStorageError
 from .fleet import Fleet
 from .quotas import QuotaExceededError
 
@@ -117,28 +119,26 @@ class Builder:
     def _record(self, mspec: MachineSpec, image: Image, memory: bool = False) -> str:
         """A snapshot's record of the build computer (`build_layers.record`); the ready
         snapshot's ends the build here, nothing made, when the org's disk quota has no room."""
+        what = self.org.id, self.spec, self.template, mspec, image, self.host_id, memory
         try:
-            return build_layers.record(
-                self.fleet.db,
-                self.org.id,
-                self.spec,
-                self.template,
-                mspec,
-                image,
-                self.host_id,
-                memory,
-            )
+            return build_layers.record(self.fleet.db, *what)
         except QuotaExceededError as exc:
             raise BuildFailed(f"{self.doing}: {exc.message}") from exc
 
     async def _freeze(
         self, snap_id: str, machine: Machine, mspec: MachineSpec, image: Image, memory: bool
     ) -> str:
-        """The snapshot `snap_id` (recorded) of the build computer as it is now: state `layer`."""
-        taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
-            snap_id, mspec.computer_id, machine, mspec, image, memory=memory, live=False
-        )
-        await snapshots.kept(self.fleet, snap_id, taking, state="layer")
+        """The snapshot `snap_id` (recorded) of the build computer as it is now: state `layer`;
+        its room on the host admitted and held while it is taken (`build_vms.admitted`), or no
+        room (`InsufficientStorageError`) and its record removed, nothing taken."""
+        with (
+            build_layers.until_kept(self.fleet.db, snap_id),
+            build_vms.admitted(self.fleet.capacity, self.host, mspec, image, memory),
+        ):
+            taking = self.host.snapshot(  # nobody waits on a build's guest: the quicker way
+                snap_id, mspec.computer_id, machine, mspec, image, memory=memory, live=False
+            )
+            await snapshots.kept(self.fleet, snap_id, taking, state="layer")
         return snap_id
 
     def _machine(self, vcpus: int, memory_mib: int, starts_from: str | None) -> MachineSpec:
@@ -169,7 +169,7 @@ class Builder:
                 raise BuildFailed(f"{self.doing}: {exc.message}") from exc
             hold = None
             if self.host_id is None:  # a fleet host admits it itself (its placement reserved it)
-                hold = fleet.capacity.admit_here(host, mspec.memory_mib, mspec.disk_gib or 0)
+                hold = fleet.capacity.admit_here(host, mspec.memory_mib, vm.disk_gib)
             try:
                 if start.snapshot_id is None:
                     machine, _disk = await host.create(mspec, start.image)
@@ -377,6 +377,8 @@ async def run(
         raise BuildFailed(f"{builder.doing}: the host failed the build: {exc}") from exc
     except readiness.NotReadyError as exc:
         raise BuildFailed(str(exc)) from exc
+    except InsufficientStorageError as exc:  # no room on the host for a VM or a layer
+        raise BuildFailed(f"{builder.doing}: {exc.message}") from exc
     except AgentTimeoutError as exc:
         raise BuildFailed(
             f"{builder.doing}: the build computer did not answer in time ({exc}); the host may "

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...host.door import HostError, Machine, VmNotRunningError
+from ...host.door import GIB, HostError, Machine, VmNotRunningError
 from ...host.runtime import HostRuntime
 from . import wire
 from .host_egress import CALLS as EGRESS_CALLS
@@ -26,9 +26,10 @@ Handler = Callable[[HostRuntime, "HostAgent", dict[str, Any]], Awaitable[Any]]
 
 
 async def _create(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
-        machine, disk = await rt.create(spec, _image(rt, a["image"]))
+    spec, image = wire.spec_in(a["spec"]), _image(rt, a["image"])
+    disk_gib = spec.disk_gib or -(-image.disk_size_bytes // GIB)  # none named: the image's
+    with agent.room.held(spec.memory_mib, disk_gib):
+        machine, disk = await rt.create(spec, image)
     await agent.hand_over(machine)
     return {"machine": _machine_out(machine), "disk": wire.disk_out(disk)}
 

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 
 from ...control.capacity import DISK_LOW_WATERMARK, Capacity, Hold
 from ...control.errors import InsufficientStorageError
-from ...host.door import HostFullError
+from ...host.data.space import virtual_size
+from ...host.door import GIB, HostError, HostFullError
 from ...host.runtime import HostRuntime
 
 
@@ -58,10 +59,20 @@ class HostRoom:
         self, computer_id: str, disk_gib: int, memory_mib: int
     ) -> contextlib.AbstractContextManager[None]:
         """Room for a snapshot of `computer_id`: its new overlay and its memory, if kept
-        (`Capacity.admit_snapshot`, its own promise left out), held while it is taken."""
+        (`Capacity.admit_snapshot`, its own promise left out), held while it is taken. No
+        `disk_gib` (a build computer's spec names none: its image's size) is its disk's own."""
+        disk_gib = disk_gib or self._disk_gib(computer_id)
         return _holding(
             lambda: self.capacity.admit_snapshot(self.runtime, computer_id, disk_gib, memory_mib)
         )
+
+    def _disk_gib(self, computer_id: str) -> int:
+        """The size of the computer's disk here, in GiB rounded up (0: it has none)."""
+        try:
+            size = virtual_size(self.runtime.data_dir.computer(computer_id).disk)
+        except (OSError, HostError):
+            return 0
+        return -(-size // GIB)
 
 
 @contextlib.contextmanager
