@@ -255,6 +255,9 @@ class OwnHost:
     def admission(self) -> tuple[float, int] | None:
         return None
 
+    def flat_copy_bytes(self, computer_id: str) -> int:
+        return 0
+
 
 def test_a_pause_counts_its_own_disk_s_promise_a_snapshot_does_not() -> None:
     """A paused computer keeps its disk, which may fill once it is resumed (a resume admits its

@@ -58,25 +58,29 @@ def admit(
     reserve: int = 0,
     saved_bytes: int = 0,
     vms: int = 1,
+    copy_bytes: int = 0,
 ) -> None:
     """Refuse (InsufficientStorageError) unless the RAM with its `vms` hypervisors (`ram.overhead`
-    each), the new disk and the saved memory fit in what is spare; disks' promised growth counts
-    at 1/`overcommit`, saved memory (written at once) whole, against the free space above
-    `reserve` (the low watermark: bytes of the data filesystem nothing admitted may count on).
-    No RAM asked (a pause, a snapshot): none checked."""
+    each), the new disk, the saved memory and a flat copy of a disk's layers fit in what is
+    spare; disks' promised growth counts at 1/`overcommit`, saved memory and the copy (written
+    at once) whole, against the free space above `reserve` (the low watermark: bytes of the data
+    filesystem nothing admitted may count on). No RAM asked (a pause, a snapshot): none
+    checked."""
     overhead = ram.overhead * vms
     if memory_bytes > 0 and memory_bytes + overhead > ram.spare:
         raise InsufficientStorageError(
             _no_memory(memory_bytes, ram, overhead, vms), "insufficient_memory"
         )
-    if data is None or (disk_bytes <= 0 and saved_bytes <= 0):
+    if data is None or (disk_bytes <= 0 and saved_bytes <= 0 and copy_bytes <= 0):
         return
-    if saved_bytes + (disk_bytes + data.promised) / overcommit > data.free - reserve:
+    written = saved_bytes + copy_bytes
+    if written + (disk_bytes + data.promised) / overcommit > data.free - reserve:
         thin = f" (disks may add up to {overcommit:g}x the free space" if overcommit > 1 else ""
         if thin:
             thin += f" above {_mib(reserve)} kept free)" if reserve else ")"
         parts = [f"a {_mib(disk_bytes)} disk"] if disk_bytes > 0 else []
         parts += [f"{_mib(saved_bytes)} of saved memory"] if saved_bytes > 0 else []
+        parts += [f"a {_mib(copy_bytes)} flat copy of its disk's layers"] if copy_bytes > 0 else []
         fit = "do not fit" if len(parts) > 1 else "does not fit"
         smaller = ", ask for a smaller disk" if saved_bytes <= 0 else ""
         raise InsufficientStorageError(
@@ -133,7 +137,8 @@ class Hold:
 
 class Ledger:
     """The holds of operations admitted but not finished: guest RAM (with its hypervisors'
-    overhead), disks' promises, and saved memory about to be written to the data filesystem."""
+    overhead), disks' promises, and saved memory (or a flat copy of a disk's layers) about to be
+    written to the data filesystem."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -214,6 +219,7 @@ class Capacity:
         computer_id: str | None = None,
         saved_mib: int = 0,
         vms: int = 1,
+        copy_bytes: int = 0,
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it), with the host's
@@ -221,9 +227,10 @@ class Capacity:
         settings); the room it takes, held until the caller releases it. `memory_mib`: the guest
         RAM of the `vms` VMs it starts, each held with its hypervisor's overhead (the host's
         room says how much). `saved_mib`: memory it writes to the data filesystem (held saved
-        memory counts as space already taken)."""
+        memory counts as space already taken); `copy_bytes`: a flat copy of a disk's layers it
+        writes there, held as saved memory is."""
         held_memory, held_disk, held_saved = self.ledger.totals()
-        ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib))
+        ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib or copy_bytes))
         ram = replace(ram, promised=ram.promised + held_memory)
         data = None
         if room is not None:
@@ -234,11 +241,11 @@ class Capacity:
         else:
             overcommit = self.disk_overcommit
             reserve = 0 if data is None else self.kept_free(data.path)
-        memory = memory_mib * MIB
-        admit(memory, ram, disk_gib * GIB, data, overcommit, reserve, saved_mib * MIB, vms)
+        memory, saved = memory_mib * MIB, saved_mib * MIB
+        admit(memory, ram, disk_gib * GIB, data, overcommit, reserve, saved, vms, copy_bytes)
         if memory > 0:
             memory += ram.overhead * vms
-        return self.ledger.hold(memory, disk_gib * GIB, saved_mib * MIB)
+        return self.ledger.hold(memory, disk_gib * GIB, saved + copy_bytes)
 
     def admit_pause(self, host: Host, memory_mib: int) -> Hold:
         """Room on the data filesystem for a pause's saved memory before it is written: up to the
@@ -254,9 +261,15 @@ class Capacity:
         """Room on the data filesystem for a snapshot (a fork's too) before anything is taken:
         the computer goes on on a new overlay promised its disk's full size (its current disk,
         frozen as the snapshot's layer, grows no more: its own promise is not counted), and with
-        memory (`memory_mib`) the snapshot keeps its saved RAM. A fleet host's room is its report's,
-        which cannot leave one computer's promise out: there the new overlay is admitted by the
-        host agent itself (`fleet/link/room.py` `HostRoom.snapshot`), only the memory here."""
+        memory (`memory_mib`) the snapshot keeps its saved RAM. A disk whose layer would make
+        chains too deep is flattened: that flat copy is written at once (`Host.flat_copy_bytes`),
+        so it counts whole, as saved memory does. A fleet host's room is its report's, which
+        cannot leave one computer's promise out: there the new overlay and any flat copy are
+        admitted by the host agent itself (`fleet/link/room.py` `HostRoom.snapshot`), only the
+        memory here."""
+        flat = 0
         if host.admission() is not None:
             disk_gib = 0
-        return self.admit_here(host, 0, disk_gib, computer_id, saved_mib=memory_mib)
+        else:
+            flat = host.flat_copy_bytes(computer_id)
+        return self.admit_here(host, 0, disk_gib, computer_id, memory_mib, copy_bytes=flat)

@@ -206,6 +206,12 @@ class Host(Protocol):
         server's settings admit."""
         ...
 
+    def flat_copy_bytes(self, computer_id: str) -> int:
+        """Bytes a snapshot of `computer_id` writes beside its new overlay: a flat copy of its
+        disk's layers when the layer its disk becomes would make chains too deep (at most its
+        disk's size); 0 when it would not, and on a fleet host, whose agent admits it itself."""
+        ...
+
     # images -------------------------------------------------------------------------------
 
     def image(self, template: str, build_id: str | None = None) -> Image:

@@ -99,6 +99,9 @@ class HostRuntime:
     def admission(self) -> tuple[float, int] | None:
         return None  # this server's own: its settings admit
 
+    def flat_copy_bytes(self, computer_id: str) -> int:
+        return snapshot.flat_copy_bytes(self.snapshots, self.data_dir.computer(computer_id))
+
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         dd, driver = self.data_dir, self.driver
         ram = space.ram_room(dd.ram_dir, computer_id, dd, self.vm_overhead(), driver.isolation)

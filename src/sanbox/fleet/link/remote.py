@@ -324,6 +324,9 @@ class RemoteHost(HostLink):
         report = self._latest()
         return float(report.get("disk_overcommit") or 1.0), int(report.get("disk_kept_free") or 0)
 
+    def flat_copy_bytes(self, computer_id: str) -> int:
+        return 0  # its host agent admits a snapshot's flat copy itself (fleet/link/room.py)
+
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         report = self._latest()["room"]
         ram = wire.room_in(report["ram"])

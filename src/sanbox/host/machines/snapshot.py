@@ -35,6 +35,7 @@ from pathlib import Path
 from ..agent import AgentError
 from ..data.durable import fsync_path
 from ..data.layout import ComputerDir
+from ..data.space import virtual_size
 from ..disk import qcow2
 from ..disk.clone import clone_file
 from ..disk.layers import MAX_CHAIN, LayerInfo, needs_flatten
@@ -324,6 +325,31 @@ async def _take(
     )
     await asyncio.to_thread(snaps.commit, tmp, snap)
     return snap
+
+
+def flat_copy_bytes(snaps: Snapshots, cdir: ComputerDir) -> int:
+    """Bytes a snapshot of the computer writes beside its new overlay: when the layer its disk
+    becomes would be too deep (`needs_flatten`), the flat copy `_take` makes of it holds what
+    its chain's files hold above the image, at most its disk's size (admission counts it before
+    the snapshot is taken); 0 when it would not. A chain it cannot read counts its disk's size
+    (the take itself says what is wrong)."""
+    disk = cdir.disk
+    try:
+        if not disk.is_file() or not needs_flatten(1 + snaps.layers.depth_below(disk)):
+            return 0
+        size = virtual_size(disk)
+    except (OSError, HostError):
+        return 0
+    held = 0
+    with contextlib.suppress(OSError, HostError):
+        held, backing = disk.stat().st_size, qcow2.backing_of(disk)
+        lid = None if backing is None else snaps.layers.id_of(backing)
+        while lid is not None:
+            info = snaps.layers.load(lid)
+            held += info.size_bytes
+            lid = None if info.backing is None else snaps.layers.id_of(Path(info.backing))
+        return min(held, size)
+    return size
 
 
 def _frozen_but_unrecorded(snaps: Snapshots, cdir: ComputerDir) -> Path | None:
