@@ -106,7 +106,7 @@ def create_app(
         app.state.operations_kept = FinishedOperations(db, finished)
         host_runtime = runtime or HostRuntime(settings.layout)
         reach = Reach.of(settings.tenant_private_ranges)
-        resolver = Resolver(settings.upstream or system_upstream())
+        resolver = Resolver.of_host(settings.upstream or system_upstream(), settings.dns_bounds)
         computers = Computers(
             db,
             host_runtime,

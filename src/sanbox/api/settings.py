@@ -20,7 +20,8 @@ from ..control.usage.report_slots import PER_ORG as USAGE_REPORTS_PER_ORG
 from ..control.usage.report_slots import TOTAL as USAGE_REPORTS_TOTAL
 from ..host.data.layout import DataDir, default_data_dir
 from ..host.egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
-from ..host.settings import upstream_of
+from ..host.egress.dns_bounds import DnsBounds
+from ..host.settings import dns_bounds_of, upstream_of
 from ..store.db import sqlite_url
 from .open_requests import PER_KEY as OPEN_PER_KEY
 from .open_requests import PER_ORG as OPEN_PER_ORG
@@ -101,6 +102,7 @@ class ServerSettings:
     egress_max_connections: int = 512  # open egress proxy connections, per computer
     egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG  # of all its computers
     egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL  # of every computer
+    dns_bounds: DnsBounds = DnsBounds()  # DNS rate, cache sizes (SANBOX_EGRESS_DNS_*)
     exec_max_output: int = 10 * MIB  # kept per stream by POST /exec (SANBOX_EXEC_MAX_OUTPUT)
     max_body_bytes: int = MIB  # request bodies but file uploads (SANBOX_MAX_BODY_BYTES)
     disk_overcommit: float = 1.0  # thin disks may add up to this times the free space
@@ -150,6 +152,7 @@ class ServerSettings:
             else None,
             "tenant_private_ranges": os.environ.get("SANBOX_TENANT_PRIVATE_RANGES") or None,
             "egress_max_connections": int(os.environ.get("SANBOX_EGRESS_MAX_CONNECTIONS") or 512),
+            "dns_bounds": dns_bounds_of(os.environ),
             "crash_at": os.environ.get("SANBOX_TEST_CRASH_AT") or None,  # the vm tier's faults
             "metrics_token": os.environ.get("SANBOX_METRICS_TOKEN") or None,
             "usage_source": os.environ.get("SANBOX_USAGE_SOURCE") or None,

@@ -54,7 +54,21 @@ A fleet host's egress gateway (`sanbox host serve`) reads the server's egress va
 same meaning: SANBOX_UPSTREAM_DNS (`upstream_dns`, host[:port]; default the host's system
 resolver), SANBOX_CA_BUNDLE (`ca_bundle`: CAs the secret proxy trusts upstream),
 SANBOX_TENANT_PRIVATE_RANGES (`tenant_private_ranges`), SANBOX_EGRESS_MAX_CONNECTIONS (per
-computer, 512), SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG and SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL.
+computer, 512), SANBOX_EGRESS_MAX_CONNECTIONS_PER_ORG and SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL,
+and the DNS bounds (`dns_bounds`, `egress/dns_bounds.py`; `dns_bounds_of` reads them for the
+server too):
+
+| variable | what | default |
+|---|---|---|
+| SANBOX_EGRESS_DNS_RATE | DNS queries a second one computer may ask, sustained | 100 |
+| SANBOX_EGRESS_DNS_BURST | ... and at once | 200 |
+| SANBOX_EGRESS_DNS_CACHE_NAMES | names one computer's resolver caches | 1024 |
+| SANBOX_EGRESS_DNS_HOST_CACHE_NAMES | names all of a host's computers cache, together | 65536 |
+
+A computer past its rate is answered REFUSED until its bucket refills; one whose cache is full
+drops its own least recently used name (never another computer's). The rate is at most 100,000
+a second, a computer's cache at least 1 name and at most the host's, the host's at most
+10,000,000.
 """
 
 from __future__ import annotations
@@ -66,6 +80,7 @@ from pathlib import Path
 
 from .disk_rate import DEFAULT_BPS, DEFAULT_IOPS, DiskRate
 from .egress.budget import MAX_CONNECTIONS_PER_ORG, MAX_CONNECTIONS_TOTAL
+from .egress.dns_bounds import DnsBounds
 from .errors import HostError
 
 DEFAULT_DATA_DIR = Path("/var/lib/sanbox")
@@ -97,6 +112,7 @@ class HostSettings:
     egress_max_connections: int = 512
     egress_max_connections_per_org: int = MAX_CONNECTIONS_PER_ORG
     egress_max_connections_total: int = MAX_CONNECTIONS_TOTAL
+    dns_bounds: DnsBounds = DnsBounds()  # each computer's DNS query rate, the cache sizes
     vm_uids: str | None = None  # FIRST-LAST (drivers/confine.py `UidRange`); None: all
     disk_max_bps: int = DEFAULT_BPS  # 0: no bound
     disk_max_iops: int = DEFAULT_IOPS  # 0: no bound
@@ -150,6 +166,7 @@ class HostSettings:
             egress_max_connections_total=_count(
                 env, "SANBOX_EGRESS_MAX_CONNECTIONS_TOTAL", MAX_CONNECTIONS_TOTAL
             ),
+            dns_bounds=dns_bounds_of(env),
             vm_uids=env.get("SANBOX_VM_UIDS") or None,
             disk_max_bps=_amount(env, "SANBOX_DISK_MAX_BPS", DEFAULT_BPS),
             disk_max_iops=_amount(env, "SANBOX_DISK_MAX_IOPS", DEFAULT_IOPS),
@@ -164,6 +181,28 @@ def upstream_of(text: str | None) -> tuple[str, int] | None:
         return None
     host, _, port = text.partition(":")
     return host, int(port or 53)
+
+
+def dns_bounds_of(env: Mapping[str, str]) -> DnsBounds:
+    """The host's DNS bounds from SANBOX_EGRESS_DNS_RATE, _BURST, _CACHE_NAMES and
+    _HOST_CACHE_NAMES (each unset one its default); SettingsError naming what is wrong."""
+    default = DnsBounds()
+    text = env.get("SANBOX_EGRESS_DNS_RATE", "").strip()
+    try:
+        rate = float(text) if text else default.rate
+    except ValueError:
+        raise SettingsError(
+            f"SANBOX_EGRESS_DNS_RATE={text!r} is not a number of queries a second"
+        ) from None
+    burst = _count(env, "SANBOX_EGRESS_DNS_BURST", default.burst)
+    names = _count(env, "SANBOX_EGRESS_DNS_CACHE_NAMES", default.cache_names)
+    host_names = _count(env, "SANBOX_EGRESS_DNS_HOST_CACHE_NAMES", default.host_cache_names)
+    try:
+        return DnsBounds(rate, burst, names, host_names)
+    except ValueError as exc:
+        raise SettingsError(
+            f"{exc} (SANBOX_EGRESS_DNS_RATE, _BURST, _CACHE_NAMES, _HOST_CACHE_NAMES)"
+        ) from None
 
 
 def _count(env: Mapping[str, str], name: str, default: int) -> int:

@@ -104,7 +104,7 @@ class HostEgress:
         """The gateway `sanbox host serve` runs, from the host's settings."""
         return cls(
             network,
-            Resolver(settings.upstream or system_upstream()),
+            Resolver.of_host(settings.upstream or system_upstream(), settings.dns_bounds),
             Reach.of(settings.tenant_private_ranges),
             settings.egress_max_connections,
             ConnectionBudget.within_open_files(

@@ -3,14 +3,14 @@ NXDOMAIN to every other name. A records are resolved upstream and the answer is 
 (only the asked name, ttl 30), so nothing an upstream says about other names reaches the
 guest; AAAA and other types of an allowed name get an empty NOERROR (IPv6 is off).
 
-Every message the guest sends first takes a token of its computer's `QueryRate` (100 a second,
-bursts of 200), before it is parsed past its question or anything is asked upstream. One past
-the rate is answered REFUSED: dropped, a stub resolver would wait its whole timeout (glibc's is
-5 s) and send it again; REFUSED comes back at once, a stub takes it as this server's failure
-and does not ask it again at once (glibc answers EAI_AGAIN, there being no other server), and
-nothing caches it as it would NXDOMAIN. It is reported through `on_denied` as a denial of "*"
-("over the DNS query rate"), which the gateway's `DenialLimiter` writes once a minute with the
-count of the rest.
+Every message the guest sends first takes a token of its computer's `QueryRate` (the host's
+`DnsBounds`: 100 a second, bursts of 200 by default), before it is parsed past its question or
+anything is asked upstream. One past the rate is answered REFUSED: dropped, a stub resolver would
+wait its whole timeout (glibc's is 5 s) and send it again; REFUSED comes back at once, a stub takes
+it as this server's failure and does not ask it again at once (glibc answers EAI_AGAIN, there being
+no other server), and nothing caches it as it would NXDOMAIN. It is reported through `on_denied` as
+a denial of "*" ("over the DNS query rate"), which the gateway's `DenialLimiter` writes once a
+minute with the count of the rest.
 
 `serve` runs on two sockets another module creates inside the computer's namespace: UDP
 datagrams and a TCP listener (length-prefixed messages). It never fails on what a client

@@ -140,6 +140,7 @@ class EgressGateway:
             lambda name: live().allows_host(name),
             resolver,
             lambda name, reason: denied(name, 53, reason),
+            rate=self.resolver.bounds.query_rate(),
             clock=self.clock,
         )
         self._egress[computer_id] = egress

@@ -4,13 +4,13 @@ TTL ends, the least recently used dropped first. Each computer has a cache of it
 its own names, never a neighbour's, and cannot tell from how fast an answer comes whether
 another computer asked a name.
 
-Bounds, both fixed: at most `size` names in one cache (`CACHE_NAMES`), and at most
-`room.total` in all the caches sharing one `CacheRoom` (`HOST_CACHE_NAMES`: a host's resolver
-and every computer's cache made from it). A cache at its own bound drops its own oldest name to
-keep a new one; so does one when the host's total is reached, and a cache that holds no name
-then keeps none (its answers still come, from upstream, under its DNS query rate). Names whose
-TTL has passed are dropped when met: asked for, or at the front of the cache when a new name
-comes. A computer's names are all given back when its egress stops (`close`).
+Bounds, both the host's settings (`dns_bounds.py`): at most `size` names in one cache (`CACHE_NAMES`
+by default), and at most `room.total` in all the caches sharing one `CacheRoom` (`HOST_CACHE_NAMES`
+by default: a host's resolver and every computer's cache made from it). A cache at its own bound
+drops its own oldest name to keep a new one; so does one when the host's total is reached, and a
+cache that holds no name then keeps none (its answers still come, from upstream, under its DNS query
+rate). Names whose TTL has passed are dropped when met: asked for, or at the front of the cache when
+a new name comes. A computer's names are all given back when its egress stops (`close`).
 
 Pure logic fed with times; the caller owns the clock."""
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-CACHE_NAMES = 1024  # names one computer's cache keeps
-HOST_CACHE_NAMES = 65_536  # names all the caches of one host keep, together
+CACHE_NAMES = 1024  # names one computer's cache keeps (SANBOX_EGRESS_DNS_CACHE_NAMES)
+HOST_CACHE_NAMES = 65_536  # ... all the caches of one host (SANBOX_EGRESS_DNS_HOST_CACHE_NAMES)
 
 
 class CacheRoom:

@@ -8,14 +8,15 @@ thousands of distinct names under an allowed wildcard sent each of them upstream
 event loop turned: it could use up the packets per second a cloud resolver grants the host
 (every computer on the host then gets SERVFAIL). 100 a second is far above what programs
 resolve (a browser opening a heavy page asks some tens of names, most answered from its own
-cache), and a burst of 200 lets a build that starts many downloads at once through.
+cache), and a burst of 200 lets a build that starts many downloads at once through. Both are
+the defaults of the host's settings (`dns_bounds.py`).
 
 Pure logic fed with times; the caller owns the clock."""
 
 from __future__ import annotations
 
-RATE = 100.0  # queries a second, sustained, per computer
-BURST = 200  # queries at once, per computer
+RATE = 100.0  # queries a second, sustained, per computer (SANBOX_EGRESS_DNS_RATE)
+BURST = 200  # queries at once, per computer (SANBOX_EGRESS_DNS_BURST)
 
 
 class QueryRate:

@@ -9,12 +9,12 @@ A host has one resolver (its upstream and timeout); each computer's DNS filter a
 resolver made from it with `apart`, whose cache and shared queries are that computer's alone and
 whose names count towards one bound for the host (name_cache.py). One computer's names never
 push out another's, and the address its proxy dials is the one its own cache gave its guest.
-A computer's resolver also asks upstream at most at its own `QueryRate` (100 a second, bursts of
-200): its DNS filter counts the guest's queries, and this counts every question sent upstream
-for it, its proxy's lookups of the names in its HTTP and TLS requests too, so a guest opening
-connections to ever new names under an allowed wildcard cannot flood the host's resolver either
-(a lookup past the rate fails `over the DNS query rate`: the connection is refused as for a
-name that does not resolve)."""
+A computer's resolver also asks upstream at most at its own `QueryRate` (the host's `DnsBounds`: 100
+a second, bursts of 200, unless its operator says otherwise): its DNS filter counts the guest's
+queries, and this counts every question sent upstream for it, its proxy's lookups of the names in
+its HTTP and TLS requests too, so a guest opening connections to ever new names under an allowed
+wildcard cannot flood the host's resolver either (a lookup past the rate fails `over the DNS query
+rate`: the connection is refused as for a name that does not resolve)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import HostError
+from .dns_bounds import DnsBounds
 from .dnsmsg import (
     FLAG_TC,
     HEADER,
@@ -80,9 +81,11 @@ class Resolver:
         clock: Callable[[], float] = time.monotonic,
         room: CacheRoom | None = None,
         rate: QueryRate | None = None,
+        bounds: DnsBounds | None = None,
     ) -> None:
         self.upstream = upstream
         self.rate = rate  # questions sent upstream (None: the host's own, unbounded)
+        self.bounds = DnsBounds() if bounds is None else bounds  # its computers' (`apart`)
         self.timeout = timeout
         self._family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
         self._cache = NameCache(cache_names, room)
@@ -92,12 +95,20 @@ class Resolver:
     def __repr__(self) -> str:
         return f"Resolver(upstream={self.upstream!r}, timeout={self.timeout!r})"
 
+    @classmethod
+    def of_host(cls, upstream: tuple[str, int], bounds: DnsBounds) -> Resolver:
+        """A host's resolver, its computers' (`apart`) bounded by `bounds`: each keeps
+        `cache_names` names, all together `host_cache_names`, and asks at `rate`."""
+        room = CacheRoom(bounds.host_cache_names)
+        return cls(upstream, cache_names=bounds.cache_names, room=room, bounds=bounds)
+
     def apart(self) -> Resolver:
         """A resolver asking the same upstream with a cache of its own (one computer's), its
-        names counted in this one's host bound. `forget` it when done."""
-        cache = self._cache
-        rate = QueryRate()
-        return Resolver(self.upstream, self.timeout, cache.size, self._clock, cache.room, rate)
+        names counted in this one's host bound, its questions at the host's rate. `forget` it
+        when done."""
+        cache, rate = self._cache, self.bounds.query_rate()
+        size, clock = cache.size, self._clock
+        return Resolver(self.upstream, self.timeout, size, clock, cache.room, rate, self.bounds)
 
     def forget(self) -> None:
         """Drop every cached name, giving their room back to the host's bound, and cache no
