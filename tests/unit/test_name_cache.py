@@ -65,3 +65,27 @@ def test_the_host_bound_holds_and_a_closed_cache_gives_its_room_back() -> None:
     assert (len(first), room.used) == (0, 1)
     third.put("d.test", ONE, until=1000.0, now=2.0)
     assert third.get("d.test", 3.0) == ONE
+
+
+def test_names_past_their_ttl_stop_holding_the_host_s_bound() -> None:
+    """A computer that stopped asking keeps its names' room only until their TTL: once the
+    host's bound is reached, a new name of another computer sweeps them and is kept (a name
+    whose TTL has not passed stays). Sweeps read every name, so they come at most once every
+    `SWEEP_EVERY`."""
+    room = CacheRoom(total=3)
+    quiet, busy = NameCache(size=3, room=room), NameCache(size=3, room=room)
+    quiet.put("a.test", ONE, until=110.0, now=100.0)
+    quiet.put("b.test", ONE, until=110.0, now=100.0)
+    quiet.put("c.test", ONE, until=500.0, now=100.0)
+    assert room.used == room.total
+    busy.put("new.test", ONE, until=500.0, now=200.0)
+    assert busy.get("new.test", 200.0) == ONE
+    assert len(quiet) == 1 and quiet.get("c.test", 200.0) == ONE
+    assert room.used == 2
+
+    quiet.put("d.test", ONE, until=200.5, now=200.0)  # the host is full again
+    third = NameCache(size=3, room=room)  # holds none: keeps none while the host is full
+    third.put("soon.test", ONE, until=500.0, now=200.6)  # d.test has passed, but swept at 200
+    assert third.get("soon.test", 200.6) is None and room.used == 3
+    third.put("later.test", ONE, until=500.0, now=201.0)
+    assert third.get("later.test", 201.0) == ONE and len(quiet) == 1 and room.used == 3

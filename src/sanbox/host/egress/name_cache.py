@@ -10,16 +10,22 @@ by default: a host's resolver and every computer's cache made from it). A cache 
 drops its own oldest name to keep a new one; so does one when the host's total is reached, and a
 cache that holds no name then keeps none (its answers still come, from upstream, under its DNS query
 rate). Names whose TTL has passed are dropped when met: asked for, or at the front of the cache when
-a new name comes. A computer's names are all given back when its egress stops (`close`).
+a new name comes; and once the host's total is reached, every cache's are swept (at most once
+every `SWEEP_EVERY` seconds, and only when one may have passed), so the names of a computer that
+stopped asking do not hold the host's bound past their TTL. A computer's names are all given
+back when its egress stops (`close`).
 
 Pure logic fed with times; the caller owns the clock."""
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections import OrderedDict
 
 CACHE_NAMES = 1024  # names one computer's cache keeps (SANBOX_EGRESS_DNS_CACHE_NAMES)
 HOST_CACHE_NAMES = 65_536  # ... all the caches of one host (SANBOX_EGRESS_DNS_HOST_CACHE_NAMES)
+SWEEP_EVERY = 1.0  # seconds: a full host's caches are swept of names past their TTL at most so
 
 
 class CacheRoom:
@@ -30,6 +36,25 @@ class CacheRoom:
             raise ValueError("total must not be negative")
         self.total = total
         self.used = 0
+        self._caches: weakref.WeakSet[NameCache] = weakref.WeakSet()
+        self._soonest = math.inf  # no name of any of its caches expires before this
+        self._swept = -math.inf
+
+    def join(self, cache: NameCache) -> None:
+        self._caches.add(cache)
+
+    def noted(self, until: float) -> None:
+        """A name kept until `until` in one of its caches."""
+        self._soonest = min(self._soonest, until)
+
+    def sweep(self, now: float) -> None:
+        """Drop the names past their TTL from every cache sharing it (call when it is full), at
+        most once every `SWEEP_EVERY` and only when one may have passed: one sweep reads every
+        name, so a flood of short TTLs cannot make each new name read them all."""
+        if now < self._soonest or now < self._swept + SWEEP_EVERY:
+            return
+        self._swept = now
+        self._soonest = min((c.drop_expired(now) for c in list(self._caches)), default=math.inf)
 
 
 class NameCache:
@@ -38,6 +63,7 @@ class NameCache:
             raise ValueError("size must not be negative")
         self.size = size
         self.room = CacheRoom() if room is None else room
+        self.room.join(self)
         self._names: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()  # name: expiry
 
     def __len__(self) -> int:
@@ -59,6 +85,8 @@ class NameCache:
         room (first those whose TTL has passed, then the least recently used)."""
         if name in self._names:
             self._drop(name)
+        if self.room.used >= self.room.total:  # names other computers no longer ask may go
+            self.room.sweep(now)
         while self._names:
             oldest, (expiry, _) = next(iter(self._names.items()))
             if expiry > now and not self._full():
@@ -67,6 +95,13 @@ class NameCache:
         if not self._full():
             self._names[name] = (until, list(addresses))
             self.room.used += 1
+            self.room.noted(until)
+
+    def drop_expired(self, now: float) -> float:
+        """Drop every name whose TTL has passed; when the first of the rest expires (inf: none)."""
+        for name in [n for n, (expiry, _) in self._names.items() if expiry <= now]:
+            self._drop(name)
+        return min((expiry for expiry, _ in self._names.values()), default=math.inf)
 
     def close(self) -> None:
         """Forget every name, giving their room back, and keep none from now on (a lookup
