@@ -1,12 +1,16 @@
 """envd's process calls refuse a malformed message in Connect's words (`invalid_argument`, or
 `not_found` for a pid that names none) instead of failing inside the handler (a bare 500, a
-stream cut without its end)."""
+stream cut without its end). A signal envd does not send (any but SIGKILL and SIGTERM, a name
+its enum lacks included) is `unimplemented`, as envd answers it, once the process is found: it
+was `invalid_argument`, before the process was looked for."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -63,8 +67,9 @@ def test_a_start_with_a_malformed_pty_ends_its_stream_with_the_reason(e2b: E2bSt
     )
 
 
-def test_a_running_process_is_refused_a_signal_that_is_no_name(e2b: E2bStand) -> None:
-    _, envd = e2b.create()
+@contextlib.contextmanager
+def a_running_process(e2b: E2bStand, envd: dict[str, str]) -> Iterator[dict[str, int]]:
+    """A `sleep 30` started through envd: its selector; killed at the end."""
     unary = {**envd, "Content-Type": "application/json"}
 
     def listed() -> list[dict[str, object]]:
@@ -82,14 +87,10 @@ def test_a_running_process_is_refused_a_signal_that_is_no_name(e2b: E2bStand) ->
     while not (running := listed()):
         assert time.monotonic() < deadline, "the process did not start"
         time.sleep(0.05)
-    process = {"pid": running[0]["pid"]}
+    process = {"pid": int(str(running[0]["pid"]))}
     try:
-        r = e2b.client.post(
-            f"{PROCESS}/SendSignal",
-            json={"process": process, "signal": ["SIGNAL_SIGKILL"]},
-            headers=unary,
-        )
-        assert (r.status_code, r.json()["code"]) == (400, "invalid_argument"), r.text
+        yield process
+        assert listed(), "the process was signalled"
     finally:
         e2b.client.post(
             f"{PROCESS}/SendSignal",
@@ -97,3 +98,52 @@ def test_a_running_process_is_refused_a_signal_that_is_no_name(e2b: E2bStand) ->
             headers=unary,
         )
         stream.join(10)
+
+
+def test_a_running_process_is_refused_a_signal_that_is_no_name(e2b: E2bStand) -> None:
+    _, envd = e2b.create()
+    with a_running_process(e2b, envd) as process:
+        r = e2b.client.post(
+            f"{PROCESS}/SendSignal",
+            json={"process": process, "signal": ["SIGNAL_SIGKILL"]},
+            headers={**envd, "Content-Type": "application/json"},
+        )
+        assert (r.status_code, r.json()["code"]) == (400, "invalid_argument"), r.text
+
+
+@pytest.mark.parametrize(
+    ("signal", "named"),
+    [
+        ("SIGNAL_SIGINT", "SIGNAL_UNSPECIFIED"),  # a name the enum lacks: dropped, as envd's codec
+        ("SIGNAL_UNSPECIFIED", "SIGNAL_UNSPECIFIED"),
+        (None, "SIGNAL_UNSPECIFIED"),
+        (0, "SIGNAL_UNSPECIFIED"),
+        (2, "2"),  # a number the enum lacks: Go names it by its number
+    ],
+)
+def test_a_signal_envd_does_not_send_is_unimplemented_as_envd_answers(
+    e2b: E2bStand, signal: str | int | None, named: str
+) -> None:
+    """envd's SendSignal (packages/envd/internal/services/process/signal.go) answers any signal
+    but SIGKILL and SIGTERM `unimplemented`, "invalid signal: <name>", and sends none."""
+    _, envd = e2b.create()
+    with a_running_process(e2b, envd) as process:
+        body: dict[str, object] = {"process": process}
+        if signal is not None:
+            body["signal"] = signal
+        r = e2b.client.post(
+            f"{PROCESS}/SendSignal", json=body, headers={**envd, "Content-Type": "application/json"}
+        )
+        assert (r.status_code, r.json()["code"]) == (501, "unimplemented"), r.text
+        assert r.json()["message"].startswith(f"invalid signal: {named}:"), r.text
+
+
+def test_an_unknown_signal_to_a_process_not_there_is_not_found(e2b: E2bStand) -> None:
+    """envd looks for the process first, then at the signal."""
+    _, envd = e2b.create()
+    r = e2b.client.post(
+        f"{PROCESS}/SendSignal",
+        json={"process": {"pid": 999999}, "signal": "SIGNAL_SIGINT"},
+        headers={**envd, "Content-Type": "application/json"},
+    )
+    assert (r.status_code, r.json()["code"]) == (404, "not_found"), r.text

@@ -28,6 +28,7 @@ MAX_ARGS = 4096
 MAX_GUEST_TAG = 256  # the guest keeps a tag this long with a kept process (a longer one: here)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # Go's strconv.Atoi, within an int64
 SIGNALS = {"SIGNAL_SIGKILL": signals.SIGKILL, "SIGNAL_SIGTERM": signals.SIGTERM, 9: 9, 15: 15}
+_INT32 = 1 << 31
 
 
 def _config(msg: dict[str, Any]) -> dict[str, Any]:
@@ -235,12 +236,31 @@ async def close_stdin(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str,
     return {}
 
 
+def _signal(given: object) -> int | str:
+    """The `Signal` a SendSignal names, read as envd reads it (proto3 JSON through connect-go's
+    codec, which drops an enum name it does not know): SIGKILL or SIGTERM, or else the name
+    envd's answer gives what it read (`SIGNAL_UNSPECIFIED` for none, null or an unknown name;
+    the number for a number the enum lacks). A value that is no enum (a list, a fraction, past
+    32 bits) is `invalid_argument`, as envd refuses a message it cannot read."""
+    if given is None or isinstance(given, str):
+        return SIGNALS.get(given or "", "SIGNAL_UNSPECIFIED")
+    if isinstance(given, float) and given.is_integer():
+        given = int(given)  # 9.0 is 9 to protojson
+    if isinstance(given, int) and not isinstance(given, bool) and -_INT32 <= given < _INT32:
+        return SIGNALS.get(given, str(given) if given else "SIGNAL_UNSPECIFIED")
+    raise ConnectError("invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM")
+
+
 async def send_signal(envd: Envd, sb: Sandbox, msg: dict[str, Any]) -> dict[str, Any]:
-    given = msg.get("signal")
-    sig = SIGNALS.get(given) if isinstance(given, str | int) else None  # (a list: unhashable)
-    if sig is None:
-        raise ConnectError("invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM")
-    await _attached(await _found(envd, sb, msg)).signal(sig)
+    """As envd's `SendSignal`: a message it cannot read is refused first, then a process not
+    found, then a signal other than SIGKILL and SIGTERM (`unimplemented`, envd's code for it)."""
+    sig = _signal(msg.get("signal"))
+    running = await _found(envd, sb, msg)
+    if isinstance(sig, str):
+        raise ConnectError(
+            "unimplemented", f"invalid signal: {sig}: send SIGNAL_SIGKILL or SIGNAL_SIGTERM"
+        )
+    await _attached(running).signal(sig)
     return {}
 
 
