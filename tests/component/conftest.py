@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from sqlalchemy import text
 
 from sanbox.api import ServerSettings, create_app
 from sanbox.host.data.layout import DataDir
+from sanbox.host.door import Machine
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import recipe_for
 from sanbox.host.runtime import HostRuntime
@@ -265,3 +267,16 @@ def e2b_stand(short_tmp: Path, **more: Any) -> Iterator[E2bStand]:
         yield stand
         for row in client.get("/v1/computers", headers=stand.v1).json()["computers"]:
             client.delete(f"/v1/computers/{row['id']}", headers=stand.v1)
+
+
+@pytest.fixture
+def pausable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The stand-in keeps no memory: its pause ends the VM as a pause does, and a resume boots
+    it afresh on its disk."""
+
+    async def pause(self: HostRuntime, machine: Machine, *_args: Any) -> Any:
+        await machine.vm.kill()
+        return SimpleNamespace(size=0, seconds=0.0)
+
+    monkeypatch.setattr(HostRuntime, "pause", pause)
+    yield

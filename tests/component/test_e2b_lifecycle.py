@@ -11,34 +11,16 @@ were answered 201 and ignored: they are refused 400, naming the field, nothing m
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from e2b.api.client.models.sandbox_detail import SandboxDetail
 from e2b.api.client.models.sandbox_lifecycle import SandboxLifecycle
 
-from sanbox.host.door import Machine
-from sanbox.host.runtime import HostRuntime
-
 from .conftest import E2bStand
 
 pytestmark = pytest.mark.component
-
-
-@pytest.fixture
-def pausable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The stand-in keeps no memory: its pause ends the VM as a pause does, and a resume boots
-    it afresh on its disk."""
-
-    async def pause(self: HostRuntime, machine: Machine, *_args: Any) -> Any:
-        await machine.vm.kill()
-        return SimpleNamespace(size=0, seconds=0.0)
-
-    monkeypatch.setattr(HostRuntime, "pause", pause)
-    yield
 
 
 def v1(e2b: E2bStand, sandbox: str) -> dict[str, Any]:

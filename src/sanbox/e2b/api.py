@@ -243,9 +243,18 @@ async def kill(sandbox_id: str, request: Request) -> Response:
 
 @router.post("/sandboxes/{sandbox_id}/timeout", status_code=204)
 async def set_timeout(sandbox_id: str, body: TimeoutBody, request: Request) -> Response:
+    """As E2B's API (`KeepAliveFor`), only a running sandbox has a timeout to set: a paused one
+    is not found (404, the SDK's `SandboxNotFoundException`), one being paused is 409."""
     p = principal(request)
     plane: Computers = request.app.state.computers
-    await _set_timeout(plane, p, sandbox_row(plane, p, sandbox_id), body.timeout)
+    row = sandbox_row(plane, p, sandbox_id)
+    if State(row.state) in (State.PAUSING, State.STOPPING):
+        why = f"sandbox {sandbox_id} is being paused: connect(timeout=…) resumes it with one"
+        return JSONResponse({"code": 409, "message": why}, 409)
+    if state_of(row) == "paused":
+        why = f"sandbox {sandbox_id} is paused: connect(timeout=…) resumes it with a timeout"
+        return JSONResponse({"code": 404, "message": why}, 404)
+    await _set_timeout(plane, p, row, body.timeout)
     return Response(status_code=204)
 
 
