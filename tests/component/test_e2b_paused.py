@@ -1,9 +1,13 @@
 """A sandbox paused through E2B's API answers as E2B's does: `set_timeout` of it is not found
 (404, the SDK's `SandboxNotFoundException`: E2B keeps a timeout for running sandboxes only), where
-it was accepted and moved the lifetime of a sandbox that was not running."""
+it was accepted and moved the lifetime of a sandbox that was not running; one made with
+`autoResume` is woken by its next use, with its create's timeout, however it was paused (it
+stayed paused until `connect`: only its lifetime's auto-pause suspended it)."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -40,3 +44,61 @@ def test_set_timeout_of_a_paused_sandbox_is_not_found(
     assert r.status_code == 201, r.text
     r = e2b.client.post(f"/e2b/sandboxes/{sandbox}/timeout", headers=e2b.api, json={"timeout": 5})
     assert r.status_code == 204, r.text  # running again: it has a timeout to set
+
+
+def stat(e2b: E2bStand, envd: dict[str, str]) -> int:
+    r = e2b.client.post("/e2b-envd/filesystem.Filesystem/Stat", json={"path": "/"}, headers=envd)
+    return r.status_code
+
+
+def wait_state(e2b: E2bStand, sandbox: str, state: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while (row := v1(e2b, sandbox))["state"] != state:
+        assert time.monotonic() < deadline, f"never {state}: {row['state']}"
+        time.sleep(0.05)
+    return row
+
+
+def e2b_state(e2b: E2bStand, sandbox: str) -> str:
+    r = e2b.client.get(f"/e2b/sandboxes/{sandbox}", headers=e2b.api)
+    assert r.status_code == 200, r.text
+    return str(r.json()["state"])
+
+
+def wait_e2b_paused(e2b: E2bStand, sandbox: str) -> None:
+    """Its lifetime ends at the pause, in whole seconds from its creation, one at least: one
+    paused in its first second says `paused` once that second has passed."""
+    deadline = time.monotonic() + 5
+    while e2b_state(e2b, sandbox) != "paused":
+        assert time.monotonic() < deadline, "never paused to E2B"
+        time.sleep(0.05)
+
+
+def test_a_paused_sandbox_that_auto_resumes_is_woken_by_its_next_use(
+    e2b: E2bStand, pausable: None
+) -> None:
+    """E2B's proxy resumes a paused sandbox whose snapshot says `autoResume`, however it was
+    paused (`ResumeSandbox`, packages/api/internal/handlers/proxy_grpc.go), with its create's
+    timeout."""
+    sandbox, envd = e2b.create(timeout=900, autoPause=True, autoResume={"enabled": True})
+    pause(e2b, sandbox)
+    assert v1(e2b, sandbox)["state"] == "suspended"
+    wait_e2b_paused(e2b, sandbox)
+    r = e2b.client.post(f"/e2b/sandboxes/{sandbox}/pause", headers=e2b.api)
+    assert r.status_code == 409, r.text  # already paused, as E2B answers
+
+    woken_at = datetime.now(UTC)
+    assert stat(e2b, envd) == 200  # woken by the call and served, not refused 502
+    row = wait_state(e2b, sandbox, "running")
+    left = (datetime.fromisoformat(row["lifetime_ends_at"]) - woken_at).total_seconds()
+    assert 890 <= left <= 910, row  # its create's timeout, from the wake
+    assert e2b_state(e2b, sandbox) == "running"
+
+
+def test_a_paused_sandbox_without_auto_resume_waits_for_connect(
+    e2b: E2bStand, pausable: None
+) -> None:
+    sandbox, envd = e2b.create(timeout=900, autoPause=True)
+    pause(e2b, sandbox)
+    assert v1(e2b, sandbox)["state"] == "paused"
+    assert stat(e2b, envd) == 502  # the SDK's SandboxNotRunningException: connect() resumes it

@@ -235,8 +235,10 @@ class Computers(GuestVerbs):
     async def delete(self, org: Org, ref: str, why: str = "deleted") -> ComputerRow:
         return await lifecycle.delete(self.fleet, org, ref, why)
 
-    async def pause(self, org: Org, ref: str, wake_on_use: bool = False) -> ComputerRow:
-        return await pausing.pause(self.fleet, org, ref, wake_on_use)
+    async def pause(
+        self, org: Org, ref: str, wake_on_use: bool = False, ends_lifetime: bool = False
+    ) -> ComputerRow:
+        return await pausing.pause(self.fleet, org, ref, wake_on_use, ends_lifetime)
 
     async def resume(self, org: Org, ref: str) -> ComputerRow:
         return await pausing.resume(self.fleet, org, ref)

@@ -1,5 +1,6 @@
-"""Rest with memory kept: pause (by the user), suspend (by the idle watcher, or at the end of a
-lifetime that suspends: `on_lifetime="suspend"`), resume and wake.
+"""Rest with memory kept: pause (by the user), suspend (by the idle watcher, at the end of a
+lifetime that suspends: `on_lifetime="suspend"`, or by a pause that ends that lifetime: E2B's),
+resume and wake.
 Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
 cannot complete answers `pause_failed`, saying why and what the computer is now (never a success,
 never left `pausing`): running as it was, or stopped if its VM is gone, or in error if its host
@@ -34,20 +35,31 @@ log = logging.getLogger(__name__)
 WAKE_WAIT = 120.0  # seconds a wake waits for another API node's operation on the computer
 
 
-async def pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False) -> ComputerRow:
-    """Paused, or with `wake_on_use` suspended (its next command or connection wakes it); carried
-    through if the caller leaves (control/transition.py), as are suspend, resume and wake."""
-    return await carried_through(fleet, "pause", _pause(fleet, org, ref, wake_on_use))
+async def pause(
+    fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False, ends_lifetime: bool = False
+) -> ComputerRow:
+    """Paused, or with `wake_on_use` suspended (its next command or connection wakes it); with
+    `ends_lifetime` its lifetime ends at the pause too, as if it had run out (E2B's pause of a
+    sandbox that auto-resumes: `paused` to E2B, and woken with its create's timeout,
+    `deadlines.fresh_lifetime`). Carried through if the caller leaves (control/transition.py), as
+    are suspend, resume and wake."""
+    paused = _pause(fleet, org, ref, wake_on_use, ends_lifetime)
+    return await carried_through(fleet, "pause", paused)
 
 
-async def _pause(fleet: Fleet, org: Org, ref: str, wake_on_use: bool) -> ComputerRow:
+async def _pause(
+    fleet: Fleet, org: Org, ref: str, wake_on_use: bool, ends_lifetime: bool
+) -> ComputerRow:
     async with fleet.acting(org, ref, "pause") as row:
-        return await pause_locked(fleet, row, wake_on_use)
+        return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
 
 
-async def pause_locked(fleet: Fleet, row: ComputerRow, wake_on_use: bool = False) -> ComputerRow:
+async def pause_locked(
+    fleet: Fleet, row: ComputerRow, wake_on_use: bool = False, ends_lifetime: bool = False
+) -> ComputerRow:
     """`pause` of a running computer whose operation the caller holds."""
-    return await _pause_locked(fleet, row, State.SUSPENDED if wake_on_use else State.PAUSED)
+    dst = State.SUSPENDED if wake_on_use else State.PAUSED
+    return await _pause_locked(fleet, row, dst, ends_lifetime=ends_lifetime)
 
 
 async def suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow | None:
@@ -72,7 +84,11 @@ async def _suspend(fleet: Fleet, computer_id: str, idle: float) -> ComputerRow |
 
 
 async def _pause_locked(
-    fleet: Fleet, row: ComputerRow, dst: State, idle: float | None = None
+    fleet: Fleet,
+    row: ComputerRow,
+    dst: State,
+    idle: float | None = None,
+    ends_lifetime: bool = False,
 ) -> ComputerRow:
     machine = await fleet.machine_locked(row)
     host = fleet.host_of(row)
@@ -92,6 +108,10 @@ async def _pause_locked(
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else str(dst)
     if idle is None and dst == State.SUSPENDED:
         kind = "suspended at its lifetime's end (woken by its next use)"
+    ended: dict[str, int] = {}
+    if ends_lifetime:  # (whole seconds from creation, 1 at least: 0 would be none)
+        ended["lifetime"] = max(1, int((datetime.now(UTC) - row.created_at).total_seconds()))
+        kind = f"{dst} by a pause that ends its lifetime (woken by its next use)"
     return fleet.record(
         row.id,
         dst,
@@ -99,6 +119,7 @@ async def _pause_locked(
         f"{kind}: memory and processes saved ({saved.size / 2**20:.0f} MiB in "
         f"{saved.seconds:.2f}s); no process runs",
         {"state_bytes": saved.size, "seconds": round(saved.seconds, 3)},
+        **ended,
     )
 
 

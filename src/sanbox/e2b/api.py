@@ -11,7 +11,8 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
   envd call or port connection wakes it, as the idle watcher's suspension does).
 - What Sanbox does not offer (`volumeMounts`, `mcp`, `iam`, some `network` settings) is refused
   at a create when given (400 naming it), never dropped.
-- `pause` with memory is Sanbox's pause; without memory it is a stop. `connect` resumes or
+- `pause` with memory is Sanbox's pause (a suspension that ends the lifetime, for a sandbox with
+  `autoResume`: its next use wakes it, as E2B's); without memory it is a stop. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one; one on its way
   (an auto-pause, a stop) is waited for first, then resumed or started.
 - `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
@@ -223,10 +224,13 @@ async def pause(sandbox_id: str, request: Request) -> Response:
     except ValidationError:
         raise InvalidRequestError("the body is {memory: bool}") from None
     row = sandbox_row(plane, p, sandbox_id)
-    if State(row.state) in (State.PAUSED, State.STOPPED):
+    at_rest = State(row.state) in (State.PAUSED, State.STOPPED, State.SUSPENDED)
+    if at_rest and state_of(row) == "paused":  # (suspended by the idle watcher, it runs)
         return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
-    if memory:
-        await plane.pause(p.org, row.id)
+    if memory:  # one that auto-resumes is woken by its next use, as E2B's proxy wakes any paused
+        # with memory whose snapshot says autoResume; its lifetime ends, so the wake gives it one
+        resumes = row.on_lifetime == "suspend"
+        await plane.pause(p.org, row.id, wake_on_use=resumes, ends_lifetime=resumes)
     else:
         await plane.stop(p.org, row.id, "paused without memory (E2B): stopped")
     return Response(status_code=204)
