@@ -2,12 +2,13 @@
 (404, the SDK's `SandboxNotFoundException`: E2B keeps a timeout for running sandboxes only), where
 it was accepted and moved the lifetime of a sandbox that was not running; one made with
 `autoResume` is woken by its next use, with its create's timeout, however it was paused (it
-stayed paused until `connect`: only its lifetime's auto-pause suspended it)."""
+stayed paused until `connect`: only its lifetime's auto-pause suspended it); its `endAt` is
+the time of its pause, as E2B's (it was its timeout's end)."""
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -102,3 +103,31 @@ def test_a_paused_sandbox_without_auto_resume_waits_for_connect(
     pause(e2b, sandbox)
     assert v1(e2b, sandbox)["state"] == "paused"
     assert stat(e2b, envd) == 502  # the SDK's SandboxNotRunningException: connect() resumes it
+
+
+@pytest.mark.parametrize(
+    "create",
+    [
+        {},
+        {"autoPause": True},
+        {"autoPause": True, "autoResume": {"enabled": True}},
+    ],
+)
+def test_a_paused_sandbox_s_end_is_its_pause(
+    e2b: E2bStand, pausable: None, create: dict[str, Any]
+) -> None:
+    """E2B answers a paused sandbox's `endAt` as the time its snapshot was taken
+    (`GetSandboxesSandboxID`, packages/api/internal/handlers/sandbox_get.go, and
+    `snapshotsToPaginatedSandboxes`, sandboxes_list.go), not its timeout's end."""
+    sandbox, _ = e2b.create(timeout=3600, **create)
+    before = datetime.now(UTC)
+    pause(e2b, sandbox)
+    after = datetime.now(UTC)
+    wait_e2b_paused(e2b, sandbox)
+    r = e2b.client.get(f"/e2b/sandboxes/{sandbox}", headers=e2b.api)
+    assert r.status_code == 200, r.text
+    listed = e2b.client.get("/e2b/v2/sandboxes?state=paused", headers=e2b.api).json()
+    assert [s["sandboxID"] for s in listed] == [sandbox]
+    for said in (r.json()["endAt"], listed[0]["endAt"]):
+        end = datetime.fromisoformat(said)
+        assert before - timedelta(seconds=1) <= end <= after + timedelta(seconds=1), said

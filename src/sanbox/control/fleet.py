@@ -50,6 +50,7 @@ VERB_WAIT = 30.0  # seconds a verb waits for another API node's operation on the
 
 # the states a computer's running time starts from (not a pause that failed: it ran on)
 _COMING_UP = frozenset({State.CREATING, State.STARTING, State.RESUMING})
+_AT_REST = frozenset({State.PAUSED, State.SUSPENDED, State.STOPPED})  # `rested_at` is set
 
 
 class Fleet:
@@ -196,6 +197,8 @@ class Fleet:
                     quotas.check(s, row.org_id, quotas.Use.compute(row))
                 if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
                     row.started_at = datetime.now(UTC)
+                if dst in _AT_REST:
+                    row.rested_at = datetime.now(UTC)
                 row.state = dst
             for key, value in fields.items():
                 setattr(row, key, value)

@@ -47,6 +47,7 @@ from .network import NetworkBody, NetworkUpdate, updated_allow
 from .routing import GONE, E2bRoute, principal, sandbox_row
 from .shapes import (
     MAX_TIMEOUT,
+    at_rest,
     detail,
     lifetime_from_now,
     metric,
@@ -224,8 +225,7 @@ async def pause(sandbox_id: str, request: Request) -> Response:
     except ValidationError:
         raise InvalidRequestError("the body is {memory: bool}") from None
     row = sandbox_row(plane, p, sandbox_id)
-    at_rest = State(row.state) in (State.PAUSED, State.STOPPED, State.SUSPENDED)
-    if at_rest and state_of(row) == "paused":  # (suspended by the idle watcher, it runs)
+    if at_rest(row):
         return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
     if memory:  # one that auto-resumes is woken by its next use, as E2B's proxy wakes any paused
         # with memory whose snapshot says autoResume; its lifetime ends, so the wake gives it one

@@ -1,6 +1,6 @@
 """What E2B's control API answers about a sandbox: a create's or connect's body (with the envd
-token and always the domain), a sandbox's details (its `lifecycle` too), its state in E2B's two
-words, a metric, the lifetime that ends a timeout from now, and a list's page tokens."""
+token and always the domain), a sandbox's details (its `lifecycle` and `endAt` too), its state in
+E2B's two words, a metric, the lifetime that ends a timeout from now, and a list's page tokens."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from .identity import Tokens
 
 MAX_TIMEOUT = 24 * 3600  # seconds: E2B's own ceiling for a sandbox's lifetime
 RUNNING = {State.RUNNING, State.SUSPENDED, State.RESUMING, State.STARTING, State.CREATING}
+_AT_REST = {State.PAUSED, State.SUSPENDED, State.STOPPED}
 
 
 def tokens(request: Request) -> Tokens:
@@ -46,6 +47,12 @@ def state_of(row: ComputerRow) -> str:
     return "running" if State(row.state) in RUNNING else "paused"
 
 
+def at_rest(row: ComputerRow) -> bool:
+    """Paused to E2B, and there: not on its way (pausing, stopping), nor in error, nor suspended
+    by the idle watcher within its lifetime (running to E2B)."""
+    return State(row.state) in _AT_REST and state_of(row) == "paused"
+
+
 def lifecycle(row: ComputerRow) -> dict[str, Any]:
     """E2B's `lifecycle`: what its timeout does (`kill` for a delete; a pause, a stop (a pause
     without memory) or a suspension are `pause`) and whether it resumes on use (a suspension)."""
@@ -60,6 +67,11 @@ def _iso(when: datetime) -> str:
 
 
 def ends_at(row: ComputerRow) -> datetime:
+    """E2B's `endAt`: a running sandbox's timeout's end (far off without one); a paused one's
+    pause, as E2B answers the time its last snapshot was taken, or, at rest since before that
+    was kept, when its record last changed."""
+    if at_rest(row):
+        return row.rested_at or row.updated_at
     return row.created_at + timedelta(seconds=row.lifetime or MAX_TIMEOUT * 365)
 
 

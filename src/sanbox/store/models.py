@@ -137,6 +137,9 @@ class ComputerRow(Base):
     rest_state: Mapped[str | None] = mapped_column(String(16), default=None)
     max_running: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
+    # when it last came to rest (paused, suspended or stopped; `Fleet.record`): E2B's `endAt` of
+    # a paused sandbox. None: not since it was kept (migration 0040)
+    rested_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     # the fleet (docs/fleet.md): the host that holds it, its region (never changes) and its
