@@ -1,6 +1,7 @@
 """A process that a signal ends (here the stand-in guest's real processes, each killing itself)
 ends as envd says it, by Go's name of the signal and exit code -1, for the uncommon signals too:
-SIGUSR1, SIGPWR and SIGSYS said "signal: signal 10", "signal 30", "signal 31"."""
+SIGUSR1, SIGPWR and SIGSYS said "signal: signal 10", "signal 30", "signal 31"; one that dumped
+core says so after it, as Go does (it did not)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from sanbox.e2b import connect
 
+from ..unit.test_core_dumped import dumps_here
 from .conftest import E2bStand
 
 pytestmark = pytest.mark.component
@@ -47,4 +49,19 @@ def test_a_process_a_signal_ends_says_go_s_name_of_it(
     if pty:
         msg["pty"] = {"size": {"rows": 24, "cols": 80}}
     said = f"signal: {name}"
+    assert end_of(e2b, envd, msg) == {"exitCode": -1, "status": said, "error": said}
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_a_process_that_dumped_core_says_so(e2b: E2bStand, pty: bool) -> None:
+    """As envd's `ProcessState.String()`: " (core dumped)" after the signal (it was left out)."""
+    if not dumps_here():
+        pytest.skip("this host writes no core into the process's folder (core_pattern, ulimit)")
+    _, envd = e2b.create()
+    script = "ulimit -c unlimited; kill -SEGV $$; sleep 5"  # its core goes to the test's folder
+    cwd = str(e2b.scratch)
+    msg: dict[str, Any] = {"process": {"cmd": "/bin/sh", "args": ["-c", script], "cwd": cwd}}
+    if pty:
+        msg["pty"] = {"size": {"rows": 24, "cols": 80}}
+    said = "signal: segmentation fault (core dumped)"
     assert end_of(e2b, envd, msg) == {"exitCode": -1, "status": said, "error": said}

@@ -27,13 +27,15 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def end_event(exit_code: int, signal: int | None = None, error: str | None = None) -> Event:
+def end_event(
+    exit_code: int, signal: int | None = None, error: str | None = None, core_dumped: bool = False
+) -> Event:
     """envd's end event, as Go's `os.ProcessState` says it: a process ended by a signal did not
     exit (`exitCode` -1, `status` and `error` "signal: killed", "signal: power failure": every
-    signal by Go's name, `signal_names.py`); one that exited non-zero has `error` "exit status N"
-    (`exec.ExitError`)."""
+    signal by Go's name, `signal_names.py`, and " (core dumped)" after it when it dumped core);
+    one that exited non-zero has `error` "exit status N" (`exec.ExitError`)."""
     if signal:
-        status = f"signal: {go_name(signal)}"
+        status = f"signal: {go_name(signal)}" + (" (core dumped)" if core_dumped else "")
         end: dict[str, Any] = {"exitCode": -1, "status": status, "error": error or status}
         return {"end": end}
     status = f"exit status {exit_code}"
@@ -90,13 +92,14 @@ class Running:
                 while chunk := await proc.read():
                     await self._output(1, chunk)
                 if proc.exit is not None:
-                    ended = end_event(proc.exit.exit_code, proc.exit.signal)
+                    exit_ = proc.exit
+                    ended = end_event(exit_.exit_code, exit_.signal, None, exit_.core_dumped)
             else:
                 async for ev in proc.events():
                     if isinstance(ev, Stdout | Stderr):
                         await self._output(2 if isinstance(ev, Stderr) else 1, ev.data)
                     elif isinstance(ev, Exit):
-                        ended = end_event(ev.exit_code, ev.signal)
+                        ended = end_event(ev.exit_code, ev.signal, None, ev.core_dumped)
         except Exception as exc:  # the agent connection or the VM went away
             log.info("process %s in %s lost its stream: %s", self.pid, self.computer_id, exc)
         if ended is None and self.kept:

@@ -18,7 +18,15 @@ from . import fdio
 from . import protocol as p
 from .errors import AgentRequestError
 from .output_log import LIMIT, OutputLog
-from .process import DRAIN_IDLE, Started, exit_watch, kill_group, start_exec, start_pty
+from .process import (
+    DRAIN_IDLE,
+    Ended,
+    Started,
+    exit_watch,
+    kill_group,
+    start_exec,
+    start_pty,
+)
 
 log = logging.getLogger("sanbox.agent")
 
@@ -33,9 +41,15 @@ class Attachment(Protocol):
     def abort(self) -> None: ...
 
 
-def _exit_status(code: int) -> dict[str, Any]:
+def _exit_status(ended: Ended) -> dict[str, Any]:
+    code = ended.code
     sig = -code if code < 0 else None
-    return {"exit_code": 128 + sig if sig is not None else code, "signal": sig, "timed_out": False}
+    return {
+        "exit_code": 128 + sig if sig is not None else code,
+        "signal": sig,
+        "timed_out": False,
+        "core_dumped": ended.core_dumped,
+    }
 
 
 class KeptProcess:
@@ -111,7 +125,7 @@ class KeptProcess:
             asyncio.ensure_future(self._pump(fd, ch)): ch for fd, ch in self._started.outputs
         }
         try:
-            code = await exit_watch(self.proc)
+            ended = await exit_watch(self.proc)
             await self._drain(pumps)
         finally:
             for task in pumps:
@@ -121,7 +135,7 @@ class KeptProcess:
                 fdio.close(fd)
             self._started.fds.clear()
             self._stdin = None
-        self.exit = _exit_status(code)
+        self.exit = _exit_status(ended)
         self.changed.set()
         log.info("kept process %d exited: %s", self.pid, self.exit)
 

@@ -11,7 +11,7 @@ import struct
 import subprocess
 import termios
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import fdio
 from . import protocol as p
@@ -61,21 +61,53 @@ def spawn(argv: list[str], params: p.JsonDict, term: str, **popen: Any) -> subpr
         raise AgentRequestError("spawn_failed", f"{argv[0]}: {exc}") from None
 
 
-def exit_watch(proc: subprocess.Popen[bytes]) -> asyncio.Future[int]:
-    """A future of the process's exit status, set by the loop when its pidfd turns readable (a
+class Ended(NamedTuple):
+    """How a process ended: Popen's `returncode` (its exit status, or minus the signal that
+    killed it) and whether that signal dumped core (WCOREDUMP)."""
+
+    code: int
+    core_dumped: bool = False
+
+
+def dumped_core(pid: int) -> bool:
+    """Whether the child `pid`, ended and not yet reaped, dumped core (waitid's `CLD_DUMPED`),
+    looked at without reaping it; False if it has not ended or was reaped already."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return info is not None and info.si_code == os.CLD_DUMPED
+
+
+def _reaped(proc: subprocess.Popen[bytes]) -> Ended | None:
+    """The process's end if it has ended (reaped now), its core dump looked at first."""
+    core = proc.returncode is None and dumped_core(proc.pid)
+    code = proc.poll()
+    return None if code is None else Ended(code, core)
+
+
+def _waited(proc: subprocess.Popen[bytes]) -> Ended:
+    """The process's end, waited for in a thread (a kernel without pidfd)."""
+    with contextlib.suppress(ChildProcessError):  # until it ends, not reaping it
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    return _reaped(proc) or Ended(proc.wait())
+
+
+def exit_watch(proc: subprocess.Popen[bytes]) -> asyncio.Future[Ended]:
+    """A future of how the process ended, set by the loop when its pidfd turns readable (a
     thread waits where the kernel has no pidfd). Cancelling it stops the watch."""
     loop = asyncio.get_running_loop()
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        return asyncio.ensure_future(loop.run_in_executor(None, proc.wait))
-    done: asyncio.Future[int] = loop.create_future()
+        return asyncio.ensure_future(loop.run_in_executor(None, _waited, proc))
+    done: asyncio.Future[Ended] = loop.create_future()
 
     def check() -> None:
-        if not done.done() and (code := proc.poll()) is not None:
-            done.set_result(code)
+        if not done.done() and (ended := _reaped(proc)) is not None:
+            done.set_result(ended)
 
-    def stop(_: asyncio.Future[int]) -> None:
+    def stop(_: asyncio.Future[Ended]) -> None:
         loop.remove_reader(pidfd)
         os.close(pidfd)
 
@@ -149,16 +181,23 @@ class ProcessStream(Stream):
         timed_out = False
         try:
             async with asyncio.timeout(timeout):
-                code = await exit_watch(self.proc)
+                ended = await exit_watch(self.proc)
         except TimeoutError:
             timed_out = True
             kill_group(self.proc.pid, signal.SIGKILL)
-            code = await exit_watch(self.proc)
+            ended = await exit_watch(self.proc)
         await self._outputs.ended(DRAIN_IDLE)
         self._outputs.stop()
+        code = ended.code
         sig = -code if code < 0 else None
         exit_code = 124 if timed_out else (128 + sig if sig is not None else code)
-        self.send_last("exit", exit_code=exit_code, signal=sig, timed_out=timed_out)
+        self.send_last(
+            "exit",
+            exit_code=exit_code,
+            signal=sig,
+            timed_out=timed_out,
+            core_dumped=ended.core_dumped,  # (a host before it reads none)
+        )
 
     def _send_output(self, frame: p.Frame) -> None:
         """Output goes at once; an output's end too, unless the stream holds it (`eof_held`)."""

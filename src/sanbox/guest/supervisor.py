@@ -140,7 +140,7 @@ class Runner:
         )
         pump = asyncio.get_running_loop().create_task(self._pump(fd))
         try:
-            code = await exit_watch(proc)
+            code = (await exit_watch(proc)).code
         finally:
             kill_group(proc.pid, signal.SIGKILL)  # what the service left in its group
             await asyncio.wait([pump], timeout=DRAIN)  # what it wrote just before it ended

@@ -66,6 +66,7 @@ class Exit:
     exit_code: int
     signal: int | None
     timed_out: bool
+    core_dumped: bool = False  # the signal dumped core (an agent before it never says so)
 
 
 ExecEvent = Stdout | Stderr | Exit
@@ -99,6 +100,7 @@ def _exit_from(body: dict[str, Any]) -> Exit:
         reply.integer(body.get("exit_code"), "exit code"),
         reply.optional_integer(body.get("signal"), "exit signal"),
         reply.flag(body.get("timed_out"), "exit's timed_out"),
+        reply.flag(body.get("core_dumped", False), "exit's core_dumped"),
     )
 
 
