@@ -44,12 +44,9 @@ class Attachment(Protocol):
 def _exit_status(ended: Ended) -> dict[str, Any]:
     code = ended.code
     sig = -code if code < 0 else None
-    return {
-        "exit_code": 128 + sig if sig is not None else code,
-        "signal": sig,
-        "timed_out": False,
-        "core_dumped": ended.core_dumped,
-    }
+    status = {"exit_code": 128 + sig if sig is not None else code, "signal": sig}
+    core = {"core_dumped": True} if ended.core_dumped else {}  # (said only when so)
+    return {**status, "timed_out": False, **core}
 
 
 class KeptProcess:

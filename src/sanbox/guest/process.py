@@ -191,13 +191,8 @@ class ProcessStream(Stream):
         code = ended.code
         sig = -code if code < 0 else None
         exit_code = 124 if timed_out else (128 + sig if sig is not None else code)
-        self.send_last(
-            "exit",
-            exit_code=exit_code,
-            signal=sig,
-            timed_out=timed_out,
-            core_dumped=ended.core_dumped,  # (a host before it reads none)
-        )
+        core = {"core_dumped": True} if ended.core_dumped else {}  # (said only when so)
+        self.send_last("exit", exit_code=exit_code, signal=sig, timed_out=timed_out, **core)
 
     def _send_output(self, frame: p.Frame) -> None:
         """Output goes at once; an output's end too, unless the stream holds it (`eof_held`)."""
