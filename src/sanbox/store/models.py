@@ -138,7 +138,7 @@ class ComputerRow(Base):
     max_running: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     # when it last came to rest (paused, suspended or stopped; `Fleet.record`): E2B's `endAt` of
-    # a paused sandbox. None: not since it was kept (migration 0040)
+    # a paused sandbox. None: not since it was kept (migration 0034)
     rested_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

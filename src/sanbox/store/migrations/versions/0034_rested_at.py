@@ -2,14 +2,14 @@
 E2B's `endAt` of a paused sandbox is the time of its pause. Null: not at rest since (a paused one
 answers when its record last changed).
 
-Revision ID: 0040
+Revision ID: 0034
 Revises: 0033
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0040"
+revision = "0034"
 down_revision = "0033"
 branch_labels = None
 depends_on = None
