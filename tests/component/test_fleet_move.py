@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -25,6 +25,7 @@ from sanbox.fleet.link import link
 from sanbox.fleet.link.agent import HostAgent
 from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.host.data.layout import DataDir
+from sanbox.host.data.space import Room
 from sanbox.host.disk.transfer import DiskExport
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import Image
@@ -51,10 +52,18 @@ PATTERN = "write -P 0x5a 300M 3M"  # what the guest wrote: 3 MiB at 300 MiB into
 
 class _Damaging(HostRuntime):
     """A host on whose link one byte of a disk coming in is flipped, while `damage` is set; and
-    that stops taking a carry after its first chunk, while `stall` is set."""
+    that stops taking a carry after its first chunk, while `stall` is set; whose data filesystem
+    has `free` bytes free, as its admission and its report see it, when that is set."""
 
     damage = True
     stall = False
+    free: int | None = None
+
+    def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
+        ram, data = super().room(computer_id, disk)
+        if data is not None and self.free is not None:
+            data = replace(data, free=self.free)
+        return ram, data
 
     def import_disk(
         self,
@@ -90,6 +99,7 @@ class Fleet:
     live: LiveServer
     dirs: dict[str, Path]
     h2: _Damaging
+    h2_agent: HostAgent
 
 
 @pytest.fixture
@@ -105,6 +115,7 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
     regions = {"h1": "eu-1", "h2": "eu-1", "h3": "us-1"}
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()
     runtimes: dict[str, HostRuntime] = {}
+    agents: dict[str, HostAgent] = {}
     with ExitStack() as stack:
         for name, d in dirs.items():
             join_host(live, d, ports[name], name, regions[name])
@@ -112,13 +123,14 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
             kind = _Damaging if name == "h2" else HostRuntime
             rt = runtimes[name] = kind(DataDir(d), LocalDriver(), networking=False)
             me = host_identity(DataDir(d).host / "fleet")
-            stack.enter_context(_serving(HostAgent(rt), ports[name], me))
+            agents[name] = HostAgent(rt)
+            stack.enter_context(_serving(agents[name], ports[name], me))
         for port in ports.values():
             _wait_until_up(f"https://127.0.0.1:{port}", control)
         _until("three hosts up", lambda: sum(bool(h.layers) for h in _hosts(live)) == 3)
         h2 = runtimes["h2"]
         assert isinstance(h2, _Damaging)
-        yield Fleet(live, dirs, h2)
+        yield Fleet(live, dirs, h2, agents["h2"])
 
 
 def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,10 @@ SANBOX_VM_OVERHEAD_MIB). An org's memory quota counts the guest RAM it asked for
 What a pause or a snapshot writes there is admitted the same way before it is written
 (`admit_pause`, `admit_snapshot`; a fork's snapshot too, a template build's): a pause's saved
 memory (up to the guest's RAM size), and a snapshot's new overlay, promised the disk's full size
-again (its old one, frozen as a layer, grows no more), with its memory when asked. Otherwise a
-full filesystem surfaces later, inside a running guest, as a disk or memory error.
+again (its old one, frozen as a layer, grows no more), with its memory when asked. What a move
+carries in is admitted by the fleet host that takes it (`fleet/link/room.py` `HostRoom.carried`):
+its files, written at once, whole; a disk's growth past its file as a thin disk's promise.
+Otherwise a full filesystem surfaces later, inside a running guest, as a disk or memory error.
 
 An admitted operation holds its room (`Hold`) until its files exist and are measured, so ten
 creates (or pauses, or snapshots) admitted at once cannot together promise more than there is.
@@ -59,21 +61,22 @@ def admit(
     saved_bytes: int = 0,
     vms: int = 1,
     copy_bytes: int = 0,
+    carried_bytes: int = 0,
 ) -> None:
     """Refuse (InsufficientStorageError) unless the RAM with its `vms` hypervisors (`ram.overhead`
-    each), the new disk, the saved memory and a flat copy of a disk's layers fit in what is
-    spare; disks' promised growth counts at 1/`overcommit`, saved memory and the copy (written
-    at once) whole, against the free space above `reserve` (the low watermark: bytes of the data
-    filesystem nothing admitted may count on). No RAM asked (a pause, a snapshot): none
-    checked."""
+    each), the new disk, the saved memory, a flat copy of a disk's layers and files carried in
+    from another host fit in what is spare; disks' promised growth counts at 1/`overcommit`,
+    saved memory, the copy and the files carried (written at once) whole, against the free space
+    above `reserve` (the low watermark: bytes of the data filesystem nothing admitted may count
+    on). No RAM asked (a pause, a snapshot, a move): none checked."""
     overhead = ram.overhead * vms
     if memory_bytes > 0 and memory_bytes + overhead > ram.spare:
         raise InsufficientStorageError(
             _no_memory(memory_bytes, ram, overhead, vms), "insufficient_memory"
         )
-    if data is None or (disk_bytes <= 0 and saved_bytes <= 0 and copy_bytes <= 0):
+    written = saved_bytes + copy_bytes + carried_bytes
+    if data is None or (disk_bytes <= 0 and written <= 0):
         return
-    written = saved_bytes + copy_bytes
     if written + (disk_bytes + data.promised) / overcommit > data.free - reserve:
         thin = f" (disks may add up to {overcommit:g}x the free space" if overcommit > 1 else ""
         if thin:
@@ -81,8 +84,9 @@ def admit(
         parts = [f"a {_mib(disk_bytes)} disk"] if disk_bytes > 0 else []
         parts += [f"{_mib(saved_bytes)} of saved memory"] if saved_bytes > 0 else []
         parts += [f"a {_mib(copy_bytes)} flat copy of its disk's layers"] if copy_bytes > 0 else []
+        parts += [f"{_mib(carried_bytes)} carried from another host"] if carried_bytes > 0 else []
         fit = "do not fit" if len(parts) > 1 else "does not fit"
-        smaller = ", ask for a smaller disk" if saved_bytes <= 0 else ""
+        smaller = ", ask for a smaller disk" if saved_bytes <= 0 and carried_bytes <= 0 else ""
         raise InsufficientStorageError(
             f"{' and '.join(parts)} {fit} on the data filesystem ({data.path}): "
             f"{_mib(data.free)} free, {_mib(data.promised)} promised to existing disks as they "
@@ -220,6 +224,7 @@ class Capacity:
         saved_mib: int = 0,
         vms: int = 1,
         copy_bytes: int = 0,
+        carried_bytes: int = 0,
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it), with the host's
@@ -228,9 +233,11 @@ class Capacity:
         RAM of the `vms` VMs it starts, each held with its hypervisor's overhead (the host's
         room says how much). `saved_mib`: memory it writes to the data filesystem (held saved
         memory counts as space already taken); `copy_bytes`: a flat copy of a disk's layers it
-        writes there, held as saved memory is."""
+        writes there, and `carried_bytes`: files a move brings in from another host, each held
+        as saved memory is."""
         held_memory, held_disk, held_saved = self.ledger.totals()
-        ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib or copy_bytes))
+        written = copy_bytes + carried_bytes
+        ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib or written))
         ram = replace(ram, promised=ram.promised + held_memory)
         data = None
         if room is not None:
@@ -242,10 +249,11 @@ class Capacity:
             overcommit = self.disk_overcommit
             reserve = 0 if data is None else self.kept_free(data.path)
         memory, saved = memory_mib * MIB, saved_mib * MIB
-        admit(memory, ram, disk_gib * GIB, data, overcommit, reserve, saved, vms, copy_bytes)
+        disk = disk_gib * GIB
+        admit(memory, ram, disk, data, overcommit, reserve, saved, vms, copy_bytes, carried_bytes)
         if memory > 0:
             memory += ram.overhead * vms
-        return self.ledger.hold(memory, disk_gib * GIB, saved + copy_bytes)
+        return self.ledger.hold(memory, disk, saved + written)
 
     def admit_pause(self, host: Host, memory_mib: int) -> Hold:
         """Room on the data filesystem for a pause's saved memory before it is written: up to the

@@ -2,8 +2,9 @@
 files an export made, streamed out (`GET /v1/host/exports/{id}/{name}`), and a disk or a
 snapshot taken in from one stream (`PUT /v1/host/imports/disks|snapshots/{id}`, its export's
 facts and the image under it in the `Sanbox-Disk` header as JSON). What comes in is bounded by
-what its header announced, which must fit the host's disk room; a disk may be at most its
-guest's size and `DISK_SLACK` of metadata."""
+what its header announced, which must fit the host's disk room (`HostRoom.carried`: the files,
+written at once, whole; a disk's growth past its file, to its guest's size, as a thin disk's
+promise); a disk may be at most its guest's size and `DISK_SLACK` of metadata."""
 
 from __future__ import annotations
 
@@ -61,9 +62,11 @@ async def take(agent: HostAgent, request: Request) -> JSONResponse:
         return JSONResponse({"error": wire.error_out(exc)}, 409)
     if kind == "disks" and size > virtual + DISK_SLACK:
         return refusal(400, "invalid_call", "the disk is larger than its guest's size")
-    room = virtual if kind == "disks" else size  # a thin disk; a snapshot's files
+    # its files are written at once: counted whole; a disk may then grow to its guest's size,
+    # a thin disk's promise (a snapshot's disk becomes a layer, which grows no more)
+    growth = max(0, virtual - size) if kind == "disks" else 0
     try:
-        with agent.room.held(0, -(-room // GIB)):
+        with agent.room.carried(size, -(-growth // GIB)):
             if kind == "disks":
                 await agent.runtime.import_disk(item_id, disk, image, request.stream())
                 return JSONResponse({"value": None})

@@ -1,10 +1,11 @@
 """A fleet host's own admission: before it makes a computer (a create, a copy, a fork) or brings
-one back to RAM (a start, a resume), and before it writes a pause's saved memory or takes a
-snapshot (its new overlay: the control plane's copy of this host's room cannot leave the
-computer's own promise out), the host agent checks its filesystems as they are now and holds the
-room until the call ends, so calls placed on one report's figures cannot together
-promise more than the host has. No room is `host_full` (HostFullError): the control plane then
-gives a new computer's placement back and tries another host of its region (control/create.py).
+one back to RAM (a start, a resume), before it writes a pause's saved memory or takes a snapshot
+(its new overlay: the control plane's copy of this host's room cannot leave the computer's own
+promise out), and before it takes in what a move carries (a disk, a snapshot), the host agent
+checks its filesystems as they are now and holds the room until the call ends, so calls placed
+on one report's figures cannot together promise more than the host has. No room is `host_full`
+(HostFullError): the control plane then gives a new computer's placement back and tries another
+host of its region (control/create.py).
 
 The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, each VM
 counted with its hypervisor's overhead (in the room it reports too, so the control plane's copy
@@ -48,6 +49,20 @@ class HostRoom:
         return _holding(
             lambda: self.capacity.admit_here(
                 self.runtime, memory_mib, disk_gib, computer_id, vms=vms
+            )
+        )
+
+    def carried(
+        self, written_bytes: int, disk_gib: int = 0
+    ) -> contextlib.AbstractContextManager[None]:
+        """Room for what a move brings in from another host (`carry_routes.take`), held while it
+        is taken: its files (`written_bytes`: a disk's qcow2 file, a snapshot's disk, device state
+        and memory), written at once, so counted whole as saved memory is; and a moved disk's
+        growth past what its file holds (`disk_gib`, its guest's size less that), promised as a
+        new thin disk's is."""
+        return _holding(
+            lambda: self.capacity.admit_here(
+                self.runtime, 0, disk_gib, None, carried_bytes=written_bytes
             )
         )
 

@@ -1,0 +1,67 @@
+"""What a move brings in is admitted by the host that takes it (`HostRoom.carried`), before it
+writes: its files whole (they are written at once), a disk's growth past its file as a thin
+disk's promise. Two fleet hosts of a region and real host agents over mutual TLS on the local
+driver (tests/component/test_fleet_move.py's fleet), the taking host's free space set."""
+
+from __future__ import annotations
+
+import pytest
+
+from sanbox import Sanbox
+from sanbox.fleet.link.room import HostRoom
+from sanbox.sdk.fleet import FleetHost
+
+from .conftest import LiveServer
+from .test_fleet_move import Fleet, _disk, _on, _qemu_io, _snapshots_on, fleet, fleet_server
+from .test_host_link import _hosts, _sanbox, _until
+
+pytestmark = pytest.mark.component
+
+__all__ = ["fleet", "fleet_server"]  # the fixtures, used by name
+MIB = 1024 * 1024
+
+
+def test_a_move_is_admitted_whole_for_what_it_writes_at_once(fleet: Fleet) -> None:
+    """On a host that lets thin disks add up to 64x its free space, what an import writes at
+    once is counted whole: a snapshot's files (32 MiB written into its disk) do not fit in 20
+    MiB, though at 1/64 they did; a disk's file does not fit in 40 MiB beside the rest of its
+    1 GiB (its growth, 16 MiB at 1/64), though the whole disk at 1/64 did. Refused, each stays
+    where it was and nothing of it is on h2; with room for it, each moves."""
+    live, dirs, h2 = fleet.live, fleet.dirs, fleet.h2
+    h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="written", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        wrote = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x6b 0 32M")
+        assert wrote.returncode == 0, wrote.stderr
+        snap = c.snapshot(name="written")
+
+        h2.free = 20 * MIB
+        fleet.h2_agent.room = HostRoom(h2, disk_overcommit=64.0, disk_low_watermark=0.0)
+        reported = 20 * MIB * 64  # what placement may reserve there: its thin disks' room
+        _until("h2 reports its overcommit", lambda: _host(live, "h2").disk_bytes == reported)
+        refused = _sanbox(live, "snapshot", "move", "written", "--to", "h2")
+        assert refused.returncode != 0, "32 MiB of files admitted in 20 MiB"
+        assert _snapshots_on(dirs, snap.id) == ["h1"]
+        h2.free = 40 * MIB
+        moved = _sanbox(live, "snapshot", "move", "written", "--to", "h2")
+        assert moved.returncode == 0, moved.stderr
+        assert _snapshots_on(dirs, snap.id) == ["h2"]
+
+        refused = _sanbox(live, "move", "written", "--to", "h2")
+        assert refused.returncode != 0, "a 32 MiB file and its disk's growth admitted in 40 MiB"
+        assert _on(dirs, c.id) == ["h1"] and c.refresh().state == "stopped"
+        assert fleet.h2_agent.room.capacity.ledger.totals() == (0, 0, 0)
+        h2.free = 64 * MIB
+        moved = _sanbox(live, "move", "written", "--to", "h2")
+        assert moved.returncode == 0, moved.stderr
+        assert _on(dirs, c.id) == ["h2"]
+        client.snapshots.delete(snap.id)
+        c.delete()
+
+
+def _host(live: LiveServer, name: str) -> FleetHost:
+    return next(h for h in _hosts(live) if h.name == name)
