@@ -1,7 +1,8 @@
 """What a move brings in is admitted by the host that takes it (`HostRoom.carried`), before it
 writes: its files whole (they are written at once), a disk's growth past its file as a thin
-disk's promise. Two fleet hosts of a region and real host agents over mutual TLS on the local
-driver (tests/component/test_fleet_move.py's fleet), the taking host's free space set."""
+disk's promise; refused, the answer names that host and what to do. Two fleet hosts of a region
+and real host agents over mutual TLS on the local driver (tests/component/test_fleet_move.py's
+fleet), the taking host's free space set or held."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from sanbox import Sanbox
 from sanbox.fleet.link.room import HostRoom
+from sanbox.sdk.errors import SanboxError
 from sanbox.sdk.fleet import FleetHost
 
 from .conftest import LiveServer
@@ -65,3 +67,44 @@ def test_a_move_is_admitted_whole_for_what_it_writes_at_once(fleet: Fleet) -> No
 
 def _host(live: LiveServer, name: str) -> FleetHost:
     return next(h for h in _hosts(live) if h.name == name)
+
+
+def test_a_move_the_other_host_has_no_room_for_says_where_and_what_to_do(fleet: Fleet) -> None:
+    """h2's report left room for it, but calls in flight there hold all of it when the move
+    comes: h2 refuses it before writing anything, and the answer is 507 `host_full` naming h2 and
+    what did not fit, to move it to another host or free room on h2; not the advice for a create
+    (ask for less memory or a smaller disk). The item stays where it was."""
+    live, dirs = fleet.live, fleet.dirs
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="unhoused", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        snap = c.snapshot(name="unhoused")
+        with fleet.h2_agent.room.capacity.ledger.hold(0, 0, 1 << 50):
+            with pytest.raises(SanboxError) as refused:
+                client.fleet.move_snapshot(snap.id, "h2")
+            said = refused.value
+            assert (said.code, said.status) == ("host_full", 507), said
+            assert f"host h2 has no room for snapshot {snap.id}'s files (" in said.message
+            assert f"`sanbox snapshot move {snap.id} --to HOST`" in said.message
+            assert "free room on host h2" in said.message and "smaller disk" not in said.message
+            assert _snapshots_on(dirs, snap.id) == ["h1"]
+
+            with pytest.raises(SanboxError) as refused:
+                c.move("h2")
+            said = refused.value
+            assert (said.code, said.status) == ("host_full", 507), said
+            assert "host h2 has no room for computer unhoused's disk (1 GiB, " in said.message
+            assert "`sanbox move unhoused --to HOST`" in said.message, said.message
+            assert "smaller disk" not in said.message and "/" not in said.message.split("(")[0]
+            cli = _sanbox(live, "move", "unhoused", "--to", "h2")
+            assert cli.returncode != 0 and "host_full" in cli.stderr, cli.stderr
+            assert _on(dirs, c.id) == ["h1"] and c.refresh().state == "stopped"
+            failed = [e for e in c.events() if e.type == "computer.move_failed"]
+            assert failed and "no room" in failed[-1].message, failed
+        assert fleet.h2_agent.room.capacity.ledger.totals() == (0, 0, 0)
+        client.snapshots.delete(snap.id)
+        c.delete()

@@ -11,7 +11,9 @@ same way (host/snapshot/transfer.py). The order keeps one copy authoritative at 
    comes back: a host that rejoins stops and sets aside what is not placed on it).
 
 A move that fails before 3 leaves the computer where it was, stopped, and nothing on the other
-host; the answer says why (`move_failed`, or the host's error).
+host; the answer says why (`move_failed`, or the host's error). The other host admits what comes
+before it writes it (fleet/link/carry_routes.py): no room there is `host_full` (507), naming that
+host and what did not fit, to move it elsewhere or free room there.
 
 A move without a named host goes to the best host but the one that holds the item, so the same
 request sent again (a caller that lost the answer) would carry it once more. A request with an
@@ -27,12 +29,14 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from ..fleet.errors import InsufficientCapacityError
+from ..fleet.errors import HostFullError, InsufficientCapacityError
 from ..fleet.placement import Placement, Placer, Request
 from ..host.door import GIB, DiskDamagedError, Host, HostError, SnapshotExport
+from ..host.door import HostFullError as NoRoomError
 from ..store import repo
 from ..store.fleet_models import HostRow
 from ..store.models import ComputerRow, Org, SnapshotRow
@@ -180,8 +184,11 @@ async def _move_snapshot(
         there = fleet.image_for(snap.template, snap.image, target)
         stays = "the snapshot stays where it was"
         undo = functools.partial(target.delete_snapshot, snap.id)
-        async with _carrying(source, snap.id, "snapshot move", stays, undo):
+        again = f"sanbox snapshot move {snap.id}"
+        carried = _Where(placement.host_name, f"snapshot {snap.id}'s files", again)
+        async with _carrying(source, snap.id, "snapshot move", stays, undo, carried):
             export = await source.export_snapshot(snap.id, image)
+            carried.what += f" ({_mib(export.size)})"
             async with contextlib.aclosing(_files(source, snap.id, export)) as chunks:
                 await target.import_snapshot(snap.id, export, there, chunks)
         with fleet.db.engine.begin() as conn:
@@ -227,29 +234,63 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
     except HostError as exc:
         raise from_host(exc, "move", row.id) from exc
     stays = "the computer stays where it was, stopped"
+    written = f"{-(-export.virtual_size // GIB)} GiB, {_mib(export.size)} of it written"
+    what = f"computer {row.name}'s disk ({written})"
+    where = _Where(placement.host_name, what, f"sanbox move {row.name}")
+    undo = functools.partial(target.destroy, row.id)
     async with (
-        _carrying(source, row.id, "move", stays, functools.partial(target.destroy, row.id)),
+        _carrying(source, row.id, "move", stays, undo, where),
         contextlib.aclosing(source.export_chunks(row.id, DISK)) as chunks,
     ):
         await target.import_disk(row.id, export, there, chunks)
 
 
+@dataclass
+class _Where:
+    """Where a carry goes and what it takes there, as a refusal for room there says them: the
+    other host's name, what it takes (its size, once its export says it) and the command that
+    moves it."""
+
+    host: str
+    what: str
+    again: str
+
+
 @contextlib.asynccontextmanager
 async def _carrying(
-    source: Host, item_id: str, verb: str, now: str, undo: Callable[[], Awaitable[None]]
+    source: Host,
+    item_id: str,
+    verb: str,
+    now: str,
+    undo: Callable[[], Awaitable[None]],
+    where: _Where,
 ) -> AsyncIterator[None]:
     """A carry in progress: on a host error, `undo` removes whatever of it the other host kept
     (its import left nothing; this is for certain) and the error says the item stays where it
-    was; however it ends, the sender's export files go."""
+    was; however it ends, the sender's export files go. The other host refusing it for room
+    (`host_full`: its own admission, before it wrote anything) is `host_full` (507), saying
+    what did not fit there and what to do; its own words, which name its paths, are logged."""
     try:
         yield
     except HostError as exc:
         await _tidy(undo(), f"what the other host kept of {item_id}")
+        if exc.code == NoRoomError.code:
+            log.info("%s of %s refused by host %s: %s", verb, item_id, where.host, exc)
+            raise HostFullError(
+                f"{verb} failed: host {where.host} has no room for {where.what} now; {now}. "
+                f"Move it to another host of its region (`{where.again} --to HOST`), or free "
+                f"room on host {where.host} (delete computers or snapshots there, or move them "
+                "away) and move it again"
+            ) from exc
         if exc.code != DiskDamagedError.code:
             raise from_host(exc, verb, item_id) from exc
         raise failed(verb, str(exc), now) from exc
     finally:
         await _tidy(source.drop_export(item_id), f"the export of {item_id}")
+
+
+def _mib(n: int) -> str:
+    return f"{-(-n // (1024 * 1024))} MiB"
 
 
 async def _tidy(step: Awaitable[None], what: str) -> None:

@@ -1,6 +1,8 @@
 """The fleet's errors, in the control plane's style (control/errors.py): a stable code each.
 
 InsufficientCapacityError   insufficient_capacity (507): no host of the region has room
+HostFullError               host_full (507): the host a move carries to has no room for it now
+                            (its own admission refused it, nothing written there)
 RegionMismatchError         region_mismatch (409): crossing regions, refused before any write
 RegionNotAllowedError       region_not_allowed (403): a region the org may not use
 BusyError                   busy (409): the computer has an incomplete operation
@@ -28,6 +30,10 @@ from ..control.errors import (
 
 class InsufficientCapacityError(InsufficientStorageError):
     code = "insufficient_capacity"
+
+
+class HostFullError(InsufficientStorageError):
+    code = "host_full"
 
 
 class RegionMismatchError(ConflictError):

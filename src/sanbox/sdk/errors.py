@@ -39,7 +39,8 @@ Hierarchy::
     |                                operation_failed: the verb did not do it; the message says
     |                                the computer's state now
     +-- UnavailableError             503 agent_unavailable
-    +-- InsufficientStorageError     507 insufficient_storage (a disk does not fit on the host)
+    +-- InsufficientStorageError     507 insufficient_storage (a disk does not fit on the host),
+    |                                host_full (a move's other host has no room for it now)
     |   +-- InsufficientMemoryError  507 insufficient_memory (guest RAM does not fit on the host)
     +-- RequestTimeoutError          504 timeout (also a client-side timeout, no status)
     +-- BuildFailedError             build_failed: a template build ended failed (`templates.wait`)

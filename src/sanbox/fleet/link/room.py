@@ -5,7 +5,7 @@ promise out), and before it takes in what a move carries (a disk, a snapshot), t
 checks its filesystems as they are now and holds the room until the call ends, so calls placed
 on one report's figures cannot together promise more than the host has. No room is `host_full`
 (HostFullError): the control plane then gives a new computer's placement back and tries another
-host of its region (control/create.py).
+host of its region (control/create.py); a move is refused, naming this host (control/moving.py).
 
 The arithmetic is the single host's (`control/capacity.py`): RAM never overcommitted, each VM
 counted with its hypervisor's overhead (in the room it reports too, so the control plane's copy
