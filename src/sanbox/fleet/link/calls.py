@@ -146,7 +146,10 @@ async def _snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any
 
 async def _create_from_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
     spec = wire.spec_in(a["spec"])
-    with agent.room.held(spec.memory_mib, spec.disk_gib or 0):
+    # its disk is at least the snapshot's (restore.disk_from_snapshot), whatever the spec names
+    snap = await asyncio.to_thread(rt.snapshots.load, a["snapshot_id"])
+    disk_gib = max(spec.disk_gib or 0, -(-snap.disk_bytes // GIB))
+    with agent.room.held(spec.memory_mib, disk_gib):
         machine, outcome = await rt.create_from_snapshot(
             spec, _image(rt, a["image"]), a["snapshot_id"]
         )
