@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 10 * 365 * 86400  # seconds: the longest lifetime or running time one may ask for
 ON_LIFETIME = ("stop", "delete", "pause", "suspend")
 AFTER_WAKE = 300  # seconds: the least lifetime a computer woken after its lifetime ended gets
+LIFETIME_GRAIN = timedelta(seconds=1)  # a lifetime is whole seconds from its creation
 _AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATING})
 _STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
 
@@ -58,6 +59,20 @@ def check(
 
 def lifetime_ends(row: ComputerRow) -> datetime | None:
     return row.created_at + timedelta(seconds=row.lifetime) if row.lifetime else None
+
+
+def lifetime_over(row: ComputerRow, now: datetime) -> bool:
+    """Whether the computer's lifetime has ended: its end has passed, or a pause that ended it
+    (E2B's pause of a sandbox that auto-resumes, `pausing.pause(ends_lifetime=True)`) put it to
+    rest at most `LIFETIME_GRAIN` before its end: a lifetime is whole seconds from creation, one
+    at least, so one paused in its first second ends after the pause."""
+    ends = lifetime_ends(row)
+    if ends is None:
+        return False
+    if ends <= now:
+        return True
+    rested = row.rested_at if row.state in (State.SUSPENDED, State.PAUSED) else None
+    return rested is not None and ends <= rested + LIFETIME_GRAIN
 
 
 def running_ends(row: ComputerRow) -> datetime | None:
@@ -98,7 +113,7 @@ def fresh_lifetime(row: ComputerRow, now: datetime) -> int | None:
     before it was kept), as long again as its last run had from its start (or resume) to that
     end. None: it keeps the one it has."""
     ends = lifetime_ends(row)
-    if row.on_lifetime != "suspend" or ends is None or ends > now:
+    if row.on_lifetime != "suspend" or ends is None or not lifetime_over(row, now):
         return None
     if row.wake_lifetime:
         period = max(AFTER_WAKE, row.wake_lifetime)

@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..control.deadlines import lifetime_ends
+from ..control.deadlines import lifetime_over
 from ..control.errors import InvalidRequestError
 from ..control.states import State
 from ..control.usage import Sample
@@ -39,11 +39,11 @@ def domain(request: Request) -> str:
 
 def state_of(row: ComputerRow) -> str:
     """`running`, or `paused`: at rest, or suspended once its lifetime ended (E2B's auto-pause
-    with auto-resume: paused, woken by its next use). A computer the idle watcher suspended within
-    its lifetime is `running`: it is woken as soon as it is used."""
+    with auto-resume: paused, woken by its next use), or by a pause that ended it
+    (`deadlines.lifetime_over`). A computer the idle watcher suspended within its lifetime is
+    `running`: it is woken as soon as it is used."""
     if row.state == State.SUSPENDED:
-        ends = lifetime_ends(row)
-        return "paused" if ends is not None and ends <= datetime.now(UTC) else "running"
+        return "paused" if lifetime_over(row, datetime.now(UTC)) else "running"
     return "running" if State(row.state) in RUNNING else "paused"
 
 
