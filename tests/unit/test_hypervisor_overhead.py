@@ -110,6 +110,19 @@ def test_every_running_vm_s_hypervisor_is_promised_against_the_ram_dir(tmp_path:
     assert space.ram_room(dd.ram_dir, None, None, 100 * MIB).promised == 0  # no VMs known
 
 
+def test_a_shared_ram_dir_counts_every_host_agent_s_hypervisors(tmp_path: Path) -> None:
+    """Two host agents on one machine sharing a RAM dir (the default, /dev/shm): each counts the
+    other's running VMs' hypervisors by their RAM files, its own by its run dirs, none twice."""
+    dd = data_dir_with_vms(tmp_path)
+    other = DataDir(tmp_path / "other", dd.ram_dir)
+    other.ram_file("theirs").write_bytes(b"")  # another agent's running guest (its RAM file)
+    dd.ram_file("running").write_bytes(b"")  # this one's running guest has its RAM file too
+    room = space.ram_room(dd.ram_dir, None, dd, 100 * MIB)
+    assert room.promised == 200 * MIB  # theirs and ours, each once
+    assert space.ram_room(dd.ram_dir, None, other, 100 * MIB).promised == 200 * MIB
+    assert space.ram_room(dd.ram_dir, "theirs", dd, 100 * MIB).promised == 100 * MIB
+
+
 def test_the_operator_s_setting_overrides_the_driver_s_estimate(tmp_path: Path) -> None:
     dd = data_dir_with_vms(tmp_path)
     assert HostSettings.from_env({}).vm_overhead_mib is None

@@ -68,10 +68,12 @@ def ram_room(
     """The RAM dir's room: running guests' RAM files (any data dir's) may grow to their size.
     A guest resumed from saved memory (`data_dir`'s) has no RAM file there: it maps the saved
     file privately, and its RAM becomes the host's memory as it writes it, up to its size. Each
-    running VM of `data_dir` has a hypervisor holding `overhead` bytes beyond its guest RAM,
-    outside the RAM dir. The RAM dir is the budget for guests' RAM and their hypervisors, so
-    those are promised against it too, and a new VM is counted `overhead` (the Room says it)."""
-    promised = 0
+    running VM has a hypervisor holding `overhead` bytes beyond its guest RAM, outside the RAM
+    dir: counted for each RAM file (another host agent's on this machine too: a shared RAM dir
+    is one budget) and for each running VM of `data_dir` that has none. The RAM dir is the budget
+    for guests' RAM and their hypervisors, so those are promised against it too, and a new VM is
+    counted `overhead` (the Room says it)."""
+    promised, files = 0, set()
     for f in ram_dir.glob("sanbox-*.ram"):
         if exclude is not None and f.name.endswith(f"-{exclude}.ram"):
             continue
@@ -79,16 +81,18 @@ def ram_room(
             st = f.stat()
         except OSError:
             continue
-        promised += max(0, st.st_size - _allocated(st))
+        promised += max(0, st.st_size - _allocated(st)) + overhead
+        files.add(f.name)
     if data_dir is not None:
-        for run in _running(data_dir, exclude):
-            promised += overhead + _mapped(run)
+        for computer_id, run in _running(data_dir, exclude):
+            mapped = data_dir.ram_file(computer_id).name not in files  # its RAM: the saved file
+            promised += (overhead + _mapped(run)) if mapped else 0
     return Room(ram_dir, _free(ram_dir), promised, overhead, hypervisor)
 
 
-def _running(data_dir: DataDir, exclude: str | None) -> list[Path]:
-    """The run dirs of `data_dir`'s running VMs: those whose `vm.pid` names a live process (a
-    pidfile left by a VM that ended without us, e.g. at a host reboot, names none)."""
+def _running(data_dir: DataDir, exclude: str | None) -> list[tuple[str, Path]]:
+    """The ids and run dirs of `data_dir`'s running VMs: those whose `vm.pid` names a live
+    process (a pidfile left by a VM that ended without us, e.g. at a host reboot, names none)."""
     found = []
     for computer_id in data_dir.computer_ids():
         if computer_id == exclude:
@@ -99,7 +103,7 @@ def _running(data_dir: DataDir, exclude: str | None) -> list[Path]:
         except (OSError, ValueError, LayoutError):
             continue
         if Path(f"/proc/{pid}").exists():
-            found.append(run)
+            found.append((computer_id, run))
     return found
 
 
