@@ -55,9 +55,7 @@ class _Connecting:
         return AgentClient._connect(self._dial, self._where, self._timeout, self._clock).__await__()
 
     async def __aenter__(self) -> AgentClient:
-        self._client = await AgentClient._connect(
-            self._dial, self._where, self._timeout, self._clock
-        )
+        self._client = await self
         return self._client
 
     async def __aexit__(
@@ -283,16 +281,11 @@ class AgentClient:
         body = await self.call("control", {"op": "ping"}, timeout=timeout)
         return readings.ping_of(body, time.monotonic() - start)
 
-    @property
-    def clock_set(self) -> bool:
-        """Whether the handshake set the guest's clock (`connect(clock=True)` to an agent that
-        does: one from before that ignores the HELLO's time)."""
-        return self.hello.get("clock_set") is True
-
     async def catch_up_clock(self) -> None:
-        """The guest's clock set to the host's, unless the handshake did (`clock_set`). A
-        failure is logged, not raised: a guest whose clock is behind still runs."""
-        if self.clock_set:
+        """The guest's clock set to the host's, unless the handshake did (its HELLO_ACK's
+        `clock_set`: not an agent from before). A failure is logged, not raised: a guest whose
+        clock is behind still runs."""
+        if self.hello.get("clock_set") is True:
             return
         try:
             await self.set_clock()
