@@ -7,21 +7,15 @@ the time of its pause, as E2B's (it was its timeout's end)."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from .conftest import E2bStand
+from .test_e2b_lifecycle import v1, wait_state
 
 pytestmark = pytest.mark.component
-
-
-def v1(e2b: E2bStand, sandbox: str) -> dict[str, Any]:
-    r = e2b.client.get(f"/v1/computers/{sandbox.replace('-', '_', 1)}", headers=e2b.v1)
-    assert r.status_code == 200, r.text
-    return dict(r.json())
 
 
 def pause(e2b: E2bStand, sandbox: str, **body: Any) -> None:
@@ -50,14 +44,6 @@ def test_set_timeout_of_a_paused_sandbox_is_not_found(
 def stat(e2b: E2bStand, envd: dict[str, str]) -> int:
     r = e2b.client.post("/e2b-envd/filesystem.Filesystem/Stat", json={"path": "/"}, headers=envd)
     return r.status_code
-
-
-def wait_state(e2b: E2bStand, sandbox: str, state: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
-    while (row := v1(e2b, sandbox))["state"] != state:
-        assert time.monotonic() < deadline, f"never {state}: {row['state']}"
-        time.sleep(0.05)
-    return row
 
 
 def e2b_state(e2b: E2bStand, sandbox: str) -> str:
