@@ -231,8 +231,9 @@ def test_a_restart_during_a_pause_still_ends_paused(
     pid = int((server.data_dir.computer(cid).run / "vm.pid").read_text())
     plant_saved_state(server, cid)
     os.kill(pid, signal.SIGKILL)
-    as_the_crash_left(server, cid, "pausing")  # rest_state unset, as a pause before 0033 left it
-    again = restart(server, short_tmp)
+    # rest_state unset, as a pause before 0033 left it; made while no server runs, as a crash
+    # leaves it (a running server's watcher would settle it first)
+    again = restart(server, short_tmp, lambda: as_the_crash_left(server, cid, "pausing"))
     try:
         assert state_of(again, "p") == "paused"
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,12 @@ def as_the_crash_left(
         row.state, row.identity_pending = state, pending
 
 
-def restart(server: Server, short_tmp: Path) -> Server:
-    server.client.__exit__(None, None, None)  # the server stops; the 'VMs' run on
+def restart(server: Server, short_tmp: Path, meanwhile: Callable[[], None] | None = None) -> Server:
+    """The server stopped (its 'VMs' run on) and started again; `meanwhile` runs between, as
+    what a crash left is made while no server runs (its watcher cannot settle it first)."""
+    server.client.__exit__(None, None, None)
+    if meanwhile is not None:
+        meanwhile()
     client, settings, dd = start_server(short_tmp)
     client.__enter__()
     return Server(client, server.key, dd, settings)
