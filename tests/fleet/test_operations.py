@@ -230,3 +230,39 @@ def test_a_block_that_ends_while_its_operation_is_begun_again_leaves_none_open(
 
     asyncio.run(run())
     assert ops.incomplete("cmp_slow") is None
+
+
+def test_a_cancellation_as_the_block_ends_is_not_lost(
+    any_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server's shutdown cancelled its VM watcher just as the watcher's settle block ended,
+    # while the block's hold was being ended: the cancellation was swallowed with the hold's,
+    # the watcher went on as if never cancelled, and the shutdown waited for it forever.
+    ops = Operations(any_db)
+    op = ops.begin("cmp_shut", "settle", node="n1")
+    owner: list[asyncio.Task[None]] = []
+    went_on: list[bool] = []
+
+    async def beating(self: Operations, op_id: str, every: float | None = None) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:  # the hold ended as the block ends: the shutdown now
+            owner[0].cancel()
+            raise
+
+    monkeypatch.setattr(Operations, "keep_beating", beating)
+
+    async def watcher() -> None:
+        async with ops.carried(op, "n1"):
+            await asyncio.sleep(0)  # its hold begins beating
+        went_on.append(True)
+        await asyncio.Event().wait()  # the watcher's next round, which nothing ends
+
+    async def run() -> bool:
+        owner.append(asyncio.ensure_future(watcher()))
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(owner[0], 10)
+        return owner[0].cancelled()
+
+    assert asyncio.run(run())
+    assert went_on == []

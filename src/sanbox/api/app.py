@@ -45,6 +45,7 @@ from ..host.runtime import HostRuntime
 from ..mcp.http import McpEndpoint
 from ..store import Database
 from ..store.models import EventRow
+from ..tasks import cancel_and_wait
 from . import errors, exec_protocol, redact
 from .auditing import AuditTrail
 from .bootstrap import bootstrap
@@ -167,9 +168,7 @@ def create_app(
                 yield
         finally:
             for watcher in watchers:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
+                await cancel_and_wait(watcher)
             await e2b_gateway.close(app.state)
             await computers.close()
             db.close()

@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 
 from ..control.errors import AuthError, ControlError
 from ..control.keys import Keys
+from ..tasks import cancel_and_wait
 from .auth import bearer_token
 
 RECHECK = 5.0  # seconds between the checks of a live stream's or socket's standing
@@ -88,9 +89,7 @@ async def while_standing(
         return False
     finally:
         for pending in (task, watch):
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending
+            await cancel_and_wait(pending, (Exception,))
 
 
 class Lapsed(Exception):
@@ -141,9 +140,7 @@ async def chunks_while_standing(
             yield chunk
             coming = asyncio.ensure_future(anext(source, None))
     finally:
-        coming.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await coming
+        await cancel_and_wait(coming, (Exception,))
         if (aclose := getattr(source, "aclose", None)) is not None:  # its stream ends now
             with contextlib.suppress(Exception):
                 await aclose()

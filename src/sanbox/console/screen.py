@@ -16,6 +16,7 @@ from ..api.ports.rfb import RfbRefusedError, RfbViewOnly
 from ..api.routes._ws import close_with_control_error, close_with_error
 from ..control.errors import ControlError
 from ..control.guest import TcpStream
+from ..tasks import cancel_and_wait
 from .access import LoginRequiredError, plane, viewer, while_valid
 from .csrf import same_origin
 
@@ -53,9 +54,7 @@ async def _relay(ws: WebSocket, stream: TcpStream, gate: RfbViewOnly | None) -> 
             task.result()
     finally:
         for task in (up, down):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task, (Exception,))
 
 
 @router.websocket("/{ref}/screen/{mode}")

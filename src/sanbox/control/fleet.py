@@ -30,6 +30,7 @@ from ..host.door import (
 )
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
+from ..tasks import cancel_and_wait
 from . import quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
@@ -168,8 +169,7 @@ class Fleet:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task, (Exception,))
         for machine in list(self.machines.values()):
             with contextlib.suppress(Exception):
                 await machine.agent.close()

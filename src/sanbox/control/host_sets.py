@@ -49,6 +49,7 @@ from ..host.door import HostError, Liveness
 from ..store import Database
 from ..store.fleet_models import BuildVmRow, HostRow
 from ..store.models import ComputerRow, SnapshotRow
+from ..tasks import cancel_and_wait
 from . import build_vms
 from .states import State
 
@@ -135,8 +136,7 @@ class HostSets:
         for task in self._tasks.values():
             task.cancel()
         for task in self._tasks.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._tasks.clear()
 
     async def _settling(self, told: Told | None) -> None:

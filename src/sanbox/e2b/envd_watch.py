@@ -28,6 +28,7 @@ from typing import Any
 
 from ..control.errors import ControlError
 from ..control.guest import FileInfo, FsEvent, GuestWatch
+from ..tasks import cancel_and_wait
 from .budgets import EVENT_COST, Reservations
 from .connect import ConnectError
 from .envd import Sandbox
@@ -195,7 +196,7 @@ class Watchers:
             return {"watcherId": watcher_id}
         queued = Queued()
         queued.task = asyncio.get_running_loop().create_task(queued.read(watch))
-        stack.push_async_callback(_cancelled, queued.task)
+        stack.push_async_callback(cancel_and_wait, queued.task)
         self._by_computer.setdefault(sb.computer_id, {})[watcher_id] = queued
         self._stacks[watcher_id] = stack
         queued.task.add_done_callback(lambda _task: self._release(watcher_id))
@@ -266,9 +267,3 @@ async def _polled_stream(sb: Sandbox, poll: Poll) -> AsyncIterator[dict[str, Any
         if quiet >= KEEPALIVE:
             quiet = 0.0
             yield {"keepalive": {}}
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

@@ -24,6 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import Database
 from ..store.fleet_models import ApiNodeRow
+from ..tasks import cancel_and_wait
 from . import clock
 from .node_share import NodeShare
 
@@ -103,9 +104,7 @@ class ApiNodes:
         try:
             yield
         finally:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await cancel_and_wait(self.task)
             try:
                 await asyncio.to_thread(self.leave)
             except Exception:  # the database away: the others count it out after LIVE_FOR

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from ..store import Database
 from ..store.fleet_models import OperationRow
 from ..store.repo import new_id
+from ..tasks import cancel_and_wait
 from . import clock
 from .errors import BusyError
 
@@ -161,9 +162,7 @@ class Operations:
                 owner.uncancel()
                 log.warning("%s; it ended meanwhile", held.lost)
         finally:
-            holding.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await holding
+            await cancel_and_wait(holding)
 
     async def _hold(
         self, held: Held, owner: asyncio.Task[Any], node: str | None, every: float | None

@@ -24,6 +24,7 @@ from ...control.guest import (
     Stderr,
     Stdout,
 )
+from ...tasks import cancel_and_wait
 from .. import exec_protocol as wire
 from ..auth import Principal, authenticate
 from ..exec_schemas import ExecRequest, ExecResponse
@@ -193,9 +194,7 @@ async def serve_stream(ws: WebSocket, ref: str, who: Callable[[WebSocket], Princ
                 final = guest.result()
             finally:
                 for task in (guest, reader):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+                    await cancel_and_wait(task, (Exception,))
             await ws.send_text(final)
             await ws.close()
     except WebSocketDisconnect:

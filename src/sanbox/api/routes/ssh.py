@@ -11,13 +11,13 @@ The server closes the WebSocket (1000) when sshd ends; the client closing it end
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from ...control.computers import Computers
 from ...control.errors import ControlError
 from ...control.guest import TcpStream
+from ...tasks import cancel_and_wait
 from ..auth import authenticate
 from ..schemas import SshAccess, SshKeyAdd
 from ..standing import KEY_LAPSED, key_stands, while_standing
@@ -72,9 +72,7 @@ async def _relay(ws: WebSocket, stream: TcpStream) -> bool:
         return False
     finally:
         for task in (up, down):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task, (Exception,))
 
 
 @router.websocket("/{ref}/ssh")

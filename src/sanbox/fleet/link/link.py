@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from ...host.door import HostError
+from ...tasks import cancel_and_wait
 from . import wire
 from .agent import OPERATION
 from .pki import identity_name
@@ -147,9 +148,7 @@ class HostLink:
 
     async def close(self) -> None:
         if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            await cancel_and_wait(self._watch)
         await self._http.aclose()
 
     async def refresh(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 from ...guest import protocol as p
 from ...host.agent.dial import READ_LIMIT, Dial, Streams
 from ...host.agent.handshake import handshake
+from ...tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,7 @@ class GuestMux:
     async def close(self) -> None:
         """End the guest's connection and every downstream."""
         if self._reading is not None:
-            self._reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reading
+            await cancel_and_wait(self._reading)
         self._reset()
 
     # the downstream side --------------------------------------------------------------------

@@ -6,13 +6,13 @@ by both within `RELOAD_EVERY`, for the connections made from then on, without a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 
 import uvicorn
 
 from ...host.machines import console
+from ...tasks import cancel_and_wait
 from .agent import HostAgent
 from .pki import Identity, server_tls
 
@@ -56,9 +56,7 @@ async def serve(
         await server.serve()
     finally:
         for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         tunnel.close()
         await tunnel.wait_closed()
         if agent.egress is not None:  # its computers' proxies and the secrets held for them

@@ -14,6 +14,7 @@ from typing import Any
 
 from sanbox.guest import protocol as p
 
+from ...tasks import cancel_and_wait
 from . import process, readings
 from .channel import Channel
 from .dial import Dial, unix_dial
@@ -116,9 +117,7 @@ class AgentClient:
     async def close(self) -> None:
         if self._error is None:
             self._fail(AgentUnavailableError("client closed"))
-        self._reader_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reader_task
+        await cancel_and_wait(self._reader_task)
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()  # at once: `_fail` aborted the transport
 

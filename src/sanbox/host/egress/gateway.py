@@ -12,7 +12,6 @@ proxy dials is the one the computer's own lookups gave."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...tasks import cancel_and_wait
 from ..net import firewall
 from ..net.listen import Endpoint, bind_in_netns
 from ..net.netns import netns_exists
@@ -174,9 +174,7 @@ class EgressGateway:
             return
         await egress.proxy.close()
         for task in egress.tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task, (Exception,))
         egress.resolver.forget()
 
     async def close(self) -> None:

@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ...tasks import cancel_and_wait
 from ..agent import AgentClient, AgentError, RemoteError
 from ..data.layout import ComputerDir, DataDir
 from ..disk import GIB, Disk, DiskManager
@@ -317,9 +318,7 @@ class Machines:
             raise VmStartError(f"the guest agent did not answer: {exc}. Console: {tail}") from exc
         finally:
             if not connect.done():
-                connect.cancel()
-                with contextlib.suppress(asyncio.CancelledError, AgentError):
-                    await connect
+                await cancel_and_wait(connect, (AgentError,))
 
     # running machines ---------------------------------------------------------------------
 

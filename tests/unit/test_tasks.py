@@ -1,0 +1,107 @@
+"""Ending a task one started (sanbox/tasks.py): its cancellation is not the caller's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sanbox.tasks import cancel_and_wait
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
+def test_the_task_ends_cancelled_and_the_caller_goes_on() -> None:
+    async def run() -> bool:
+        task = asyncio.ensure_future(_forever())
+        await asyncio.sleep(0)
+        await cancel_and_wait(task)
+        return task.cancelled()
+
+    assert asyncio.run(run())
+
+
+def test_errors_asked_for_are_not_raised_others_are() -> None:
+    async def failing() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            raise OSError("its end failed")
+
+    async def run(ignore: tuple[type[Exception], ...]) -> None:
+        task = asyncio.ensure_future(failing())
+        await asyncio.sleep(0)
+        await cancel_and_wait(task, ignore)
+
+    asyncio.run(run((OSError,)))
+    with pytest.raises(OSError):
+        asyncio.run(run(()))
+
+
+def _cancels_its_caller_as_it_ends(caller: list[asyncio.Task[None]]) -> asyncio.Task[None]:
+    """A task that, cancelled, cancels the one waiting for it as it ends: a shutdown's cancel
+    landing while the caller waits for the task it is ending."""
+
+    async def ending() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            caller[0].cancel()
+            raise
+
+    return asyncio.ensure_future(ending())
+
+
+def test_a_cancellation_of_the_caller_while_it_waits_is_raised() -> None:
+    went_on: list[bool] = []
+
+    async def caller_body(caller: list[asyncio.Task[None]]) -> None:
+        task = _cancels_its_caller_as_it_ends(caller)
+        await asyncio.sleep(0)
+        await cancel_and_wait(task)
+        went_on.append(True)  # as if never cancelled: whoever cancelled it waits forever
+
+    async def run() -> bool:
+        caller: list[asyncio.Task[None]] = []
+        caller.append(asyncio.ensure_future(caller_body(caller)))
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(caller[0], 5)
+        return caller[0].cancelled()
+
+    assert asyncio.run(run())
+    assert went_on == []
+
+
+def test_a_cancellation_the_task_swallowed_in_the_callers_place_is_raised() -> None:
+    # asyncio hands a waiting caller's cancellation to what it waits for; a task that swallows
+    # it and returns must not take the caller's cancellation with it
+    went_on: list[bool] = []
+
+    async def swallowing(caller: list[asyncio.Task[None]]) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+        caller[0].cancel()  # while the caller waits on this task: handed to it, swallowed
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+
+    async def caller_body(caller: list[asyncio.Task[None]]) -> None:
+        task = asyncio.ensure_future(swallowing(caller))
+        await asyncio.sleep(0)
+        await cancel_and_wait(task)
+        went_on.append(True)
+
+    async def run() -> bool:
+        caller: list[asyncio.Task[None]] = []
+        caller.append(asyncio.ensure_future(caller_body(caller)))
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(caller[0], 5)
+        return caller[0].cancelled()
+
+    assert asyncio.run(run())
+    assert went_on == []
