@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -80,15 +81,11 @@ def test_a_cancellation_the_task_swallowed_in_the_callers_place_is_raised() -> N
     went_on: list[bool] = []
 
     async def swallowing(caller: list[asyncio.Task[None]]) -> None:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            pass
         caller[0].cancel()  # while the caller waits on this task: handed to it, swallowed
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            pass
 
     async def caller_body(caller: list[asyncio.Task[None]]) -> None:
         task = asyncio.ensure_future(swallowing(caller))

@@ -130,9 +130,13 @@ async def writer(request: Request) -> Viewer:
     return found
 
 
-def plane(request: HTTPConnection) -> Computers:
-    found: Computers = request.app.state.computers
+def computers_of(conn: HTTPConnection) -> Computers:
+    found: Computers = conn.app.state.computers
     return found
+
+
+async def plane(request: HTTPConnection) -> Computers:  # async: no thread hop a call
+    return computers_of(request)
 
 
 Reader = Annotated[Viewer, Depends(reader)]

@@ -17,7 +17,7 @@ from ..api.routes._ws import close_with_control_error, close_with_error
 from ..control.errors import ControlError
 from ..control.guest import TcpStream
 from ..tasks import cancel_and_wait
-from .access import LoginRequiredError, plane, viewer, while_valid
+from .access import LoginRequiredError, computers_of, viewer, while_valid
 from .csrf import same_origin
 
 router = APIRouter(prefix="/console/computers")
@@ -70,7 +70,7 @@ async def screen(ws: WebSocket, ref: str, mode: str) -> None:
         return
     gate = RfbViewOnly() if mode == "watch" else None
     try:
-        async with plane(ws).tcp(who.org, ref, DISPLAY_PORT) as stream:
+        async with computers_of(ws).tcp(who.org, ref, DISPLAY_PORT) as stream:
             if not await while_valid(ws, _relay(ws, stream, gate)):
                 await ws.close(code=1008, reason="your console session ended: log in again")
                 return

@@ -10,7 +10,7 @@ from ...control.computers import Computers
 from ..auth import Principal, principal
 
 
-def computers(request: Request) -> Computers:
+async def computers(request: Request) -> Computers:  # async: no thread hop a call
     plane: Computers = request.app.state.computers
     return plane
 

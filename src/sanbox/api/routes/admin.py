@@ -31,7 +31,7 @@ HostAdmin = Annotated[Principal, Depends(host_admin)]
 Anyone = Annotated[Principal, Depends(principal)]
 
 
-def keys(request: Request) -> Keys:
+async def keys(request: Request) -> Keys:  # async: no thread hop a call
     found: Keys = request.app.state.keys
     return found
 
