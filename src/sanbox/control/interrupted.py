@@ -148,6 +148,18 @@ class Interrupted:
             report.stopped.append(computer_id)
 
     async def _attach(self, computer_id: str) -> bool:
+        """Hold a machine for its running VM: the one this node holds already if its agent is
+        still connected (a VM's agent channel takes one connection at a time under QEMU: a
+        second waited unanswered, and the VM was taken for one whose agent never answers), else
+        one attached now, any closed one let go first."""
+        held = self.fleet.machines.get(computer_id)
+        if held is not None and held.vm.alive() and not held.agent.closed:
+            await self.fleet.network_up(computer_id)
+            return True
+        if held is not None:
+            del self.fleet.machines[computer_id]
+            with contextlib.suppress(Exception):
+                await held.agent.close()
         try:
             machine = await self.host.attach(computer_id)
         except Exception:  # a VM whose agent never answers is not usable
