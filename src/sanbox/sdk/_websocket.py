@@ -8,7 +8,6 @@ given an `httpx.ASGITransport`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -193,8 +192,13 @@ class _AsgiWebSocket:
                     await asyncio.shield(self._task)
             except (TimeoutError, Exception):
                 self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                try:  # as the server's tasks.cancel_and_wait: the caller's own cancel is raised
                     await self._task
+                except asyncio.CancelledError:
+                    if (me := asyncio.current_task()) is not None and me.cancelling():
+                        raise
+                except Exception:
+                    pass
 
 
 def asgi_connector(app: Any) -> WebSocketConnector:
