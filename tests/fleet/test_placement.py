@@ -184,6 +184,39 @@ def test_a_reservation_is_given_back_once_by_its_node_or_for_it(any_db: Database
     assert alloc(any_db) == {"h1": 0}
 
 
+def test_each_vm_reserves_its_hosts_hypervisor_overhead_and_gives_it_back(
+    any_db: Database,
+) -> None:
+    """A host counts a new VM's hypervisor beside its guest's RAM (320 MiB under TCG, 64 under
+    KVM): placement reserved the guest's RAM alone, so near full it chose a host whose own
+    admission then refused `host_full`. Each VM reserves its RAM with its host's overhead, as
+    the host's reports last said it; a release gives back what was reserved, even when the host
+    says another overhead meanwhile; work that starts no VM (a snapshot's move) counts none."""
+    cap = Capacity(vcpus=64, memory_mib=1024 + 320, disk_bytes=1000 * GIB, vm_overhead_mib=320)
+    tcg = Hosts(any_db).register(HostSpec("tcg", "eu-1", "https://tcg:7443", cap, "qemu"))
+    placer = Placer(any_db)
+    with pytest.raises(InsufficientCapacityError, match="and its hypervisor's"):
+        placer.place(replace(small(), memory_mib=1025))  # fits by its RAM alone
+    first = placer.place(replace(small(), memory_mib=1024))
+    assert alloc(any_db) == {"tcg": 1024 + 320}
+    kvm = Capacity(vcpus=64, memory_mib=4096, disk_bytes=1000 * GIB, vm_overhead_mib=64)
+    Hosts(any_db).renew(tcg, kvm)  # its report now: another driver, more room
+    second = placer.place_on(tcg.host_id, small())
+    assert alloc(any_db) == {"tcg": 1024 + 320 + 512 + 64}
+    placer.release(first)  # what it reserved, not what the host says now
+    assert alloc(any_db) == {"tcg": 512 + 64}
+    carried = placer.place_on(tcg.host_id, replace(small(), vcpus=0, vms=0))
+    assert alloc(any_db) == {"tcg": 2 * 512 + 64}
+    for done in (second, carried):
+        placer.release(done)
+    assert alloc(any_db) == {"tcg": 0}
+    with any_db.session() as s:
+        assert s.scalar(select(HostRow.vm_overhead_mib)) == 64
+    before = Capacity(vcpus=64, memory_mib=4096, disk_bytes=1000 * GIB)  # it says none
+    Hosts(any_db).renew(tcg, before)
+    placer.release(placer.place(replace(small(), memory_mib=4096)))
+
+
 def test_a_refusing_host_is_released_and_another_tried(pg: Database) -> None:
     for name in ("h1", "h2", "h3", "h4"):
         host(pg, name, "eu-1")

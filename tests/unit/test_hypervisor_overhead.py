@@ -6,6 +6,7 @@ admitted into more memory than the host has, and the OOM killer ended guests."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import pytest
 
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
+from sanbox.control.hosts import capacity_of
 from sanbox.fleet.link import wire
 from sanbox.fleet.link.room import HostRoom
+from sanbox.fleet.placement import HostLoad, Policy, Request, eligible
 from sanbox.host.data import space
 from sanbox.host.data.layout import DataDir
 from sanbox.host.data.space import Room
@@ -213,3 +216,30 @@ def test_a_host_agent_from_before_counts_no_overhead() -> None:
     assert wire.capabilities_in(caps).hypervisor_memory_mib == 0
     forged = {**old, "overhead": -(10**9), "hypervisor": "x"}
     assert wire.room_in(forged) == Room(SHM, 1024 * MIB, 0, 0, "x")
+
+
+@pytest.mark.parametrize("overhead_mib", [320, 64, 0])
+def test_placement_reserves_what_the_host_s_admission_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overhead_mib: int
+) -> None:
+    """Placement read a host's room but reserved a new VM's guest RAM alone: near full it chose a
+    host that then refused `host_full`. The host's per-VM overhead, from its report, is reserved
+    with the RAM: what placement finds fits the host admits, and what it does not the host
+    refuses (under TCG 320 MiB, KVM 64, a host agent from before 0)."""
+    host = runtime(tmp_path, monkeypatch, overhead_mib)
+    room = {"ram": wire.room_out(host.room(disk=False)[0]), "disk": None}  # no disk asked
+    capacity = capacity_of({"cpus": 2, "room": room})
+    assert capacity.vm_overhead_mib == overhead_mib
+    load = HostLoad(
+        *("hst_1", "h1", "eu-1", "up", {}, "qemu", "kvm", ()),
+        *(capacity.vcpus, capacity.memory_mib, 1, 0, 0, 0),
+        vm_overhead_mib=capacity.vm_overhead_mib,
+    )
+    fits = 1024 - 2 * overhead_mib  # one VM runs: its hypervisor is promised
+    for memory_mib, admitted in ((fits, True), (fits + 1, False)):
+        req = Request("eu-1", 1, memory_mib, 0)
+        assert eligible(load, req, Policy()) is admitted
+        with contextlib.ExitStack() as held:
+            if not admitted:
+                held.enter_context(pytest.raises(HostFullError))
+            held.enter_context(HostRoom(host).held(memory_mib))

@@ -58,6 +58,8 @@ def jobs(held: dict[str, str | None]) -> None:
 
 def host(h: FleetHost) -> None:
     """`sanbox host get`."""
+    each = h.vm_overhead_mib
+    hypervisor = f" (each VM with {each} MiB for its hypervisor)" if each else ""
     facts = {
         "name": h.name,
         "region": h.region,
@@ -66,7 +68,7 @@ def host(h: FleetHost) -> None:
         "address": h.address,
         "hypervisor": f"{h.hypervisor} ({h.accel})",
         "vcpus": f"{h.alloc_vcpus}/{h.vcpus} reserved",
-        "memory": f"{h.alloc_memory_mib}/{h.memory_mib} MiB reserved",
+        "memory": f"{h.alloc_memory_mib}/{h.memory_mib} MiB reserved{hypervisor}",
         "disk": f"{h.alloc_disk_bytes}/{h.disk_bytes} bytes reserved",
         "builds": ", ".join(h.layers) or "none",
         "lease until": h.lease_until,

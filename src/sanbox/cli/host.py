@@ -199,6 +199,7 @@ def join(
             "vcpus": os.cpu_count() or 1,
             "memory_mib": max(1, ram.spare // (1 << 20)),
             "disk_bytes": max(0, disk_room(layout).spare),
+            "vm_overhead_mib": -(-ram.overhead // (1 << 20)),  # its reports say it from then on
         },
         "hypervisor": hypervisor,
         "accel": isolation.rpartition("-")[2] if "-" in isolation else "unknown",

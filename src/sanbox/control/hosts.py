@@ -44,6 +44,7 @@ from .jobs import HOSTS, Jobs
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+MOST_OVERHEAD = 1 << 40  # bytes a host's report may say a hypervisor counts (a host is not trusted)
 
 
 def tunnel_of(address: str) -> tuple[str, int]:
@@ -305,8 +306,10 @@ class FleetHosts:
 def capacity_of(report: dict[str, Any]) -> Capacity:
     """What placement may reserve on a host, from its report: the room its own admission gives
     (RAM not promised; thin disks up to its overcommit times the free space above its low
-    watermark, less what its disks are promised)."""
+    watermark, less what its disks are promised), and what that admission counts for a new VM's
+    hypervisor beside its guest's RAM (a host agent from before it said so counts none)."""
     ram = report["room"]["ram"]
+    overhead = min(max(0, int(ram.get("overhead") or 0)), MOST_OVERHEAD)
     disk = report["room"]["disk"] or {"free": 0, "promised": 0}
     overcommit = float(report.get("disk_overcommit") or 1.0)  # what the host's admission allows
     usable = int(disk["free"]) - int(report.get("disk_kept_free") or 0)  # above its watermark
@@ -314,6 +317,7 @@ def capacity_of(report: dict[str, Any]) -> Capacity:
         vcpus=int(report.get("cpus") or 1),
         memory_mib=max(0, (int(ram["free"]) - int(ram["promised"])) // MIB),
         disk_bytes=max(0, int(usable * overcommit) - int(disk["promised"])),
+        vm_overhead_mib=-(-overhead // MIB),  # rounded up, as the host counts the bytes
     )
 
 

@@ -174,7 +174,7 @@ async def _move_snapshot(
     if _moved_by(fleet, key, snap.move_key, snap.host_id, to):
         return snap
     req = Request(
-        region=region, vcpus=0, memory_mib=0, disk_bytes=snap.size_bytes, layer=snap.image
+        region=region, vcpus=0, memory_mib=0, disk_bytes=snap.size_bytes, layer=snap.image, vms=0
     )
     placement = _room(fleet, req, snap.host_id, to, f"snapshot {snap.id}")
     source = fleet.host_at(snap.host_id, "the snapshot's host")

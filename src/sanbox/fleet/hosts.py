@@ -42,8 +42,9 @@ _PLACED = {"host_id", "region", "generation"}  # only a placement writes these
 @dataclass(frozen=True)
 class Capacity:
     vcpus: int
-    memory_mib: int  # RAM guests can be admitted into
+    memory_mib: int  # RAM guests can be admitted into (with their hypervisors)
     disk_bytes: int
+    vm_overhead_mib: int = 0  # what it counts for a new VM's hypervisor beside its guest's RAM
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class HostSpec:
             raise ValueError(f"at most {MAX_LABELS} labels and {MAX_LAYERS} layers")
         if any(len(k) > 63 or len(v) > 63 for k, v in self.labels.items()):
             raise ValueError("a label's key and value are at most 63 characters")
-        if min(self.capacity.vcpus, self.capacity.memory_mib, self.capacity.disk_bytes) < 0:
+        c = self.capacity
+        if min(c.vcpus, c.memory_mib, c.disk_bytes, c.vm_overhead_mib) < 0:
             raise ValueError("a capacity is not negative")
 
 
@@ -119,6 +121,7 @@ class Hosts:
                 "vcpus": spec.capacity.vcpus,
                 "memory_mib": spec.capacity.memory_mib,
                 "disk_bytes": spec.capacity.disk_bytes,
+                "vm_overhead_mib": spec.capacity.vm_overhead_mib,
                 "layers": list(spec.layers),
             }
             dialect_insert = postgresql.insert if d.name == "postgresql" else sqlite.insert
@@ -168,6 +171,7 @@ class Hosts:
                     "vcpus": capacity.vcpus,
                     "memory_mib": capacity.memory_mib,
                     "disk_bytes": capacity.disk_bytes,
+                    "vm_overhead_mib": capacity.vm_overhead_mib,
                 }
             if layers is not None:
                 values["layers"] = list(layers[:MAX_LAYERS])

@@ -1,9 +1,11 @@
 """Placement (E2B's best-of-K): of the hosts of the request's region that are up and can take it
 (labels, hypervisor, acceleration, the template build, room left after every reservation),
 sample K, score each `max` over vCPU, RAM and disk of (allocated + requested) / capacity (lower
-is better), and reserve on the best in the same transaction with a guarded UPDATE (the row is
-locked and the guard re-checked, so concurrent placements never over-commit a host). A host
-that then refuses for capacity is released and excluded, and another tried: at most 3 tries.
+is better; the RAM requested is each VM's guest RAM with what that host counts for its
+hypervisor, `vm_overhead_mib` from its reports, as its own admission will count it), and
+reserve on the best in the same transaction with a guarded UPDATE (the row is locked and the
+guard re-checked, so concurrent placements never over-commit a host). A host that then refuses
+for capacity is released and excluded, and another tried: at most 3 tries.
 
 Placement never spills to another region: no room there is `insufficient_capacity`. Work on a
 computer whose data is on a host (start, resume, restore, fork, pool claims) goes to that host
@@ -39,9 +41,10 @@ class Request:
     hypervisor: str | None = None
     accel: str | None = None
     layer: str | None = None  # a template build the host must hold
+    vms: int = 1  # VMs it runs there, each counted with the host's hypervisor overhead
 
     def __post_init__(self) -> None:
-        if min(self.vcpus, self.memory_mib, self.disk_bytes) < 0:
+        if min(self.vcpus, self.memory_mib, self.disk_bytes, self.vms) < 0:
             raise ValueError("a placement request is not negative")
 
 
@@ -75,6 +78,7 @@ class HostLoad:
     alloc_vcpus: int
     alloc_memory_mib: int
     alloc_disk_bytes: int
+    vm_overhead_mib: int = 0  # what it counts for a new VM's hypervisor beside its guest's RAM
 
 
 @dataclass(frozen=True)
@@ -124,11 +128,16 @@ def eligible(host: HostLoad, req: Request, policy: Policy) -> bool:
     return score(host, req, policy) <= 1.0
 
 
+def memory_on(host: HostLoad, req: Request) -> int:
+    """The RAM `req` takes on `host`: its guests' with their hypervisors' overhead there."""
+    return req.memory_mib + req.vms * host.vm_overhead_mib
+
+
 def score(host: HostLoad, req: Request, policy: Policy) -> float:
     """The host's fullest resource after this request, as a fraction (above 1: does not fit)."""
     return max(
         _frac(host.alloc_vcpus + req.vcpus, host.vcpus * policy.vcpu_overcommit),
-        _frac(host.alloc_memory_mib + req.memory_mib, host.memory_mib),
+        _frac(host.alloc_memory_mib + memory_on(host, req), host.memory_mib),
         _frac(host.alloc_disk_bytes + req.disk_bytes, host.disk_bytes * policy.disk_overcommit),
     )
 
@@ -186,9 +195,10 @@ class Placer:
                 # each filled up under us since it was read: sample among the others
                 taken = {c.host_id for c in candidates}
                 hosts = [h for h in hosts if h.id not in taken] if candidates else []
+        hypervisors = " (and its hypervisor's)" if req.vms else ""
         raise InsufficientCapacityError(
             f"no host in region {req.region} has room for {req.vcpus} vCPU, "
-            f"{req.memory_mib} MiB of RAM and {req.disk_bytes} bytes of disk"
+            f"{req.memory_mib} MiB of RAM{hypervisors} and {req.disk_bytes} bytes of disk"
         )
 
     def place_on(self, host_id: str, req: Request, computer_id: str | None = None) -> Placement:
@@ -227,26 +237,30 @@ class Placer:
     def _reserve(self, conn: Connection, host_id: str, req: Request) -> tuple[int, str] | None:
         """`req` added to the host's allocation if it is up and still fits (the row lock and
         this guard make concurrent reservations safe), and its record: the host's epoch and the
-        record's id, or None."""
+        record's id, or None. Its RAM is its guests' with the host's hypervisor overhead for
+        each, as the row says it under the lock: the record keeps what was added, so a release
+        takes off exactly that whatever the host reports meanwhile."""
         t = HostRow.__table__.c
-        epoch = conn.execute(
+        memory = req.memory_mib + req.vms * t.vm_overhead_mib
+        found = conn.execute(
             update(HostRow)
             .where(t.id == host_id, t.state == UP, t.vcpus >= req.vcpus)
             .where(t.alloc_vcpus + req.vcpus <= t.vcpus * self.policy.vcpu_overcommit)
-            .where(t.alloc_memory_mib + req.memory_mib <= t.memory_mib)
+            .where(t.alloc_memory_mib + memory <= t.memory_mib)
             .where(
                 t.alloc_disk_bytes + req.disk_bytes <= t.disk_bytes * self.policy.disk_overcommit
             )
             .values(
                 alloc_vcpus=t.alloc_vcpus + req.vcpus,
-                alloc_memory_mib=t.alloc_memory_mib + req.memory_mib,
+                alloc_memory_mib=t.alloc_memory_mib + memory,
                 alloc_disk_bytes=t.alloc_disk_bytes + req.disk_bytes,
             )
-            .returning(t.epoch)
-        ).scalar()
-        if epoch is None:
+            .returning(t.epoch, t.vm_overhead_mib)
+        ).one_or_none()
+        if found is None:
             return None
-        share = reservations.Share(req.vcpus, req.memory_mib, req.disk_bytes)
+        epoch, overhead = found
+        share = reservations.Share(req.vcpus, req.memory_mib + req.vms * overhead, req.disk_bytes)
         return epoch, reservations.record(conn, host_id, share, self.node)
 
     def create(

@@ -33,6 +33,7 @@ class FleetHost:
     alloc_vcpus: int = 0
     alloc_memory_mib: int = 0
     alloc_disk_bytes: int = 0
+    vm_overhead_mib: int = 0  # what it counts for a new VM's hypervisor (each VM reserves it)
     labels: dict[str, str] = field(default_factory=dict)
     layers: list[str] = field(default_factory=list)  # the template builds it holds
 

@@ -39,6 +39,8 @@ class HostRow(Base):
     vcpus: Mapped[int] = mapped_column(Integer)
     memory_mib: Mapped[int] = mapped_column(BigInteger)  # RAM it can admit guests into
     disk_bytes: Mapped[int] = mapped_column(BigInteger)
+    # what it counts for a new VM's hypervisor beside its guest's RAM (placement reserves it too)
+    vm_overhead_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     alloc_vcpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     alloc_memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     alloc_disk_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

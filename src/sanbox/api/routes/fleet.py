@@ -49,6 +49,7 @@ class HostCapacity(BaseModel):
     vcpus: int = Field(ge=1, le=4096)
     memory_mib: int = Field(ge=1, le=1 << 32)
     disk_bytes: int = Field(ge=0, le=1 << 60)
+    vm_overhead_mib: int = Field(default=0, ge=0, le=1 << 20)  # per new VM's hypervisor
 
 
 class JoinRequest(BaseModel):
@@ -80,6 +81,7 @@ class HostOut(BaseModel):
     alloc_vcpus: int
     alloc_memory_mib: int
     alloc_disk_bytes: int
+    vm_overhead_mib: int = 0  # what it counts for a new VM's hypervisor (each VM reserves it)
     layers: list[str] = []  # the template builds it holds (placement needs the one it boots)
 
 
@@ -113,7 +115,7 @@ async def join_fleet(body: JoinRequest, plane: Plane) -> JoinOut:
         address=f"[{first}]:{body.port}"
         if ":" in (first := body.addresses[0])
         else f"{first}:{body.port}",
-        capacity=Capacity(body.capacity.vcpus, body.capacity.memory_mib, body.capacity.disk_bytes),
+        capacity=Capacity(**body.capacity.model_dump()),
         hypervisor=body.hypervisor,
         accel=body.accel,
         labels=body.labels,
