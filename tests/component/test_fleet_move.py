@@ -100,6 +100,8 @@ class Fleet:
     dirs: dict[str, Path]
     h2: _Damaging
     h2_agent: HostAgent
+    h1: _Damaging  # damages nothing: its `free` is set
+    h1_agent: HostAgent
 
 
 @pytest.fixture
@@ -120,17 +122,19 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
         for name, d in dirs.items():
             join_host(live, d, ports[name], name, regions[name])
             fake_image(DataDir(d))
-            kind = _Damaging if name == "h2" else HostRuntime
+            kind = _Damaging if name in ("h1", "h2") else HostRuntime
             rt = runtimes[name] = kind(DataDir(d), LocalDriver(), networking=False)
+            if isinstance(rt, _Damaging):
+                rt.damage = name == "h2"
             me = host_identity(DataDir(d).host / "fleet")
             agents[name] = HostAgent(rt)
             stack.enter_context(_serving(agents[name], ports[name], me))
         for port in ports.values():
             _wait_until_up(f"https://127.0.0.1:{port}", control)
         _until("three hosts up", lambda: sum(bool(h.layers) for h in _hosts(live)) == 3)
-        h2 = runtimes["h2"]
-        assert isinstance(h2, _Damaging)
-        yield Fleet(live, dirs, h2, agents["h2"])
+        h1, h2 = runtimes["h1"], runtimes["h2"]
+        assert isinstance(h1, _Damaging) and isinstance(h2, _Damaging)
+        yield Fleet(live, dirs, h2, agents["h2"], h1, agents["h1"])
 
 
 def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:

@@ -108,3 +108,59 @@ def test_a_move_the_other_host_has_no_room_for_says_where_and_what_to_do(fleet: 
         assert fleet.h2_agent.room.capacity.ledger.totals() == (0, 0, 0)
         client.snapshots.delete(snap.id)
         c.delete()
+
+
+def test_the_holding_host_admits_the_copy_it_sends(fleet: Fleet) -> None:
+    """The holding host wrote a move's export (a copy of the disk with the layers under it
+    folded in) into its data dir unadmitted: a move could fill its disk. It is admitted whole
+    before it is written: on h1, letting thin disks add up to 64x its free space, neither a disk
+    nor a snapshot with 32 MiB written is sent from 40 MiB free (the copy, whole, beside the
+    disks' promise at 1/64). The answer is 507 `host_full` naming h1 and what did not fit, to
+    free room there; nothing is made on either host, the item stays where it was and the other
+    host's reservation is given back. With room, each moves."""
+    live, dirs, h1 = fleet.live, fleet.dirs, fleet.h1
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        client.fleet.drain("h2")
+        c = client.computers.create(name="sender", idle_timeout=0)
+        client.fleet.drain("h2", False)
+        c.stop()
+        wrote = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x6b 0 32M")
+        assert wrote.returncode == 0, wrote.stderr
+        snap = c.snapshot(name="sender")  # its 32 MiB are the snapshot's layer, under the disk
+
+        h1.free = 40 * MIB
+        fleet.h1_agent.room = HostRoom(h1, disk_overcommit=64.0, disk_low_watermark=0.0)
+        with pytest.raises(SanboxError) as refused:
+            c.move("h2")
+        said = refused.value
+        assert (said.code, said.status) == ("host_full", 507), said
+        assert said.message.startswith(
+            "move failed: host h1, which holds it, has no room for the copy of computer "
+            "sender's disk it sends (up to 1 GiB) now; the computer stays where it was, stopped"
+        ), said.message
+        assert "run `sanbox move sender` again" in said.message, said.message
+        assert _on(dirs, c.id) == ["h1"] and c.refresh().state == "stopped"
+        failed = [e for e in c.events() if e.type == "computer.move_failed"]
+        assert failed and "has no room" in failed[-1].message, failed
+        with pytest.raises(SanboxError) as refused:
+            client.fleet.move_snapshot(snap.id, "h2")
+        said = refused.value
+        assert (said.code, said.status) == ("host_full", 507), said
+        assert f"host h1, which holds it, has no room for the copy of snapshot {snap.id}'s" in (
+            said.message
+        )
+        assert f"run `sanbox snapshot move {snap.id}` again" in said.message, said.message
+        assert _snapshots_on(dirs, snap.id) == ["h1"]
+        assert not (dirs["h1"] / "exports").exists() or not any((dirs["h1"] / "exports").iterdir())
+        assert fleet.h1_agent.room.capacity.ledger.totals() == (0, 0, 0)
+        assert _host(live, "h2").alloc_memory_mib == _host(live, "h2").alloc_disk_bytes == 0
+
+        h1.free = 80 * MIB
+        client.fleet.move_snapshot(snap.id, "h2")
+        assert _snapshots_on(dirs, snap.id) == ["h2"]
+        c.move("h2")
+        assert _on(dirs, c.id) == ["h2"]
+        client.snapshots.delete(snap.id)
+        c.delete()

@@ -62,19 +62,21 @@ def admit(
     vms: int = 1,
     copy_bytes: int = 0,
     carried_bytes: int = 0,
+    export_bytes: int = 0,
 ) -> None:
     """Refuse (InsufficientStorageError) unless the RAM with its `vms` hypervisors (`ram.overhead`
-    each), the new disk, the saved memory, a flat copy of a disk's layers and files carried in
-    from another host fit in what is spare; disks' promised growth counts at 1/`overcommit`,
-    saved memory, the copy and the files carried (written at once) whole, against the free space
-    above `reserve` (the low watermark: bytes of the data filesystem nothing admitted may count
-    on). No RAM asked (a pause, a snapshot, a move): none checked."""
+    each), the new disk, the saved memory, a flat copy of a disk's layers, files carried in
+    from another host and an export to send to one fit in what is spare; disks' promised growth
+    counts at 1/`overcommit`, saved memory, the copy and the files carried or sent (written at
+    once) whole, against the free space above `reserve` (the low watermark: bytes of the data
+    filesystem nothing admitted may count on). No RAM asked (a pause, a snapshot, a move): none
+    checked."""
     overhead = ram.overhead * vms
     if memory_bytes > 0 and memory_bytes + overhead > ram.spare:
         raise InsufficientStorageError(
             _no_memory(memory_bytes, ram, overhead, vms), "insufficient_memory"
         )
-    written = saved_bytes + copy_bytes + carried_bytes
+    written = saved_bytes + copy_bytes + carried_bytes + export_bytes
     if data is None or (disk_bytes <= 0 and written <= 0):
         return
     if written + (disk_bytes + data.promised) / overcommit > data.free - reserve:
@@ -85,8 +87,11 @@ def admit(
         parts += [f"{_mib(saved_bytes)} of saved memory"] if saved_bytes > 0 else []
         parts += [f"a {_mib(copy_bytes)} flat copy of its disk's layers"] if copy_bytes > 0 else []
         parts += [f"{_mib(carried_bytes)} carried from another host"] if carried_bytes > 0 else []
+        parts += [f"a {_mib(export_bytes)} copy to send to another host"] if export_bytes else []
         fit = "do not fit" if len(parts) > 1 else "does not fit"
-        smaller = ", ask for a smaller disk" if saved_bytes <= 0 and carried_bytes <= 0 else ""
+        smaller = (
+            ", ask for a smaller disk" if saved_bytes + carried_bytes + export_bytes <= 0 else ""
+        )
         raise InsufficientStorageError(
             f"{' and '.join(parts)} {fit} on the data filesystem ({data.path}): "
             f"{_mib(data.free)} free, {_mib(data.promised)} promised to existing disks as they "
@@ -225,6 +230,7 @@ class Capacity:
         vms: int = 1,
         copy_bytes: int = 0,
         carried_bytes: int = 0,
+        export_bytes: int = 0,
     ) -> Hold:
         """`admit` on the host's filesystems as they are now, counting what other admitted
         operations hold (`computer_id`'s own files are not counted against it), with the host's
@@ -233,10 +239,10 @@ class Capacity:
         RAM of the `vms` VMs it starts, each held with its hypervisor's overhead (the host's
         room says how much). `saved_mib`: memory it writes to the data filesystem (held saved
         memory counts as space already taken); `copy_bytes`: a flat copy of a disk's layers it
-        writes there, and `carried_bytes`: files a move brings in from another host, each held
-        as saved memory is."""
+        writes there, `carried_bytes`: files a move brings in from another host, and
+        `export_bytes`: the files a move sends from here, each held as saved memory is."""
         held_memory, held_disk, held_saved = self.ledger.totals()
-        written = copy_bytes + carried_bytes
+        written = copy_bytes + carried_bytes + export_bytes
         ram, room = host.room(computer_id, disk=bool(disk_gib or saved_mib or written))
         ram = replace(ram, promised=ram.promised + held_memory)
         data = None
@@ -250,7 +256,8 @@ class Capacity:
             reserve = 0 if data is None else self.kept_free(data.path)
         memory, saved = memory_mib * MIB, saved_mib * MIB
         disk = disk_gib * GIB
-        admit(memory, ram, disk, data, overcommit, reserve, saved, vms, copy_bytes, carried_bytes)
+        at_once = (copy_bytes, carried_bytes, export_bytes)
+        admit(memory, ram, disk, data, overcommit, reserve, saved, vms, *at_once)
         if memory > 0:
             memory += ram.overhead * vms
         return self.ledger.hold(memory, disk, saved + written)

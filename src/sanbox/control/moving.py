@@ -13,7 +13,9 @@ same way (host/snapshot/transfer.py). The order keeps one copy authoritative at 
 A move that fails before 3 leaves the computer where it was, stopped, and nothing on the other
 host; the answer says why (`move_failed`, or the host's error). The other host admits what comes
 before it writes it (fleet/link/carry_routes.py): no room there is `host_full` (507), naming that
-host and what did not fit, to move it elsewhere or free room there.
+host and what did not fit, to move it elsewhere or free room there. The holding host admits the
+export it writes in 2 the same way (`HostRoom.exported`): no room there is `host_full` naming it,
+to free room there, with nothing made.
 
 A move without a named host goes to the best host but the one that holds the item, so the same
 request sent again (a caller that lost the answer) would carry it once more. A request with an
@@ -30,6 +32,7 @@ import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import select, update
 
@@ -45,6 +48,7 @@ from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 DISK = "disk.qcow2"  # the one file a moving disk is (host/machines/carry.py)
 TIDY_TIMEOUT = 15.0  # a clean-up call after a carry, at most
 
@@ -186,8 +190,11 @@ async def _move_snapshot(
         undo = functools.partial(target.delete_snapshot, snap.id)
         again = f"sanbox snapshot move {snap.id}"
         carried = _Where(placement.host_name, f"snapshot {snap.id}'s files", again)
+        copy = f"the copy of snapshot {snap.id}'s disk it sends (up to {snap.disk_gib} GiB)"
+        sent = _Where(_name(fleet, snap.host_id), copy, again)
         async with _carrying(source, snap.id, "snapshot move", stays, undo, carried):
-            export = await source.export_snapshot(snap.id, image)
+            made = source.export_snapshot(snap.id, image)
+            export = await _exported(made, "snapshot move", stays, sent)
             carried.what += f" ({_mib(export.size)})"
             async with contextlib.aclosing(_files(source, snap.id, export)) as chunks:
                 await target.import_snapshot(snap.id, export, there, chunks)
@@ -229,11 +236,13 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
     source, target = fleet.host_of(row), fleet.host_at(placement.host_id, "the other host")
     image = fleet.image_of(row)
     there = fleet.image_for(row.template, row.image, target)
+    stays = "the computer stays where it was, stopped"
+    copy = f"the copy of computer {row.name}'s disk it sends (up to {row.disk_gib} GiB)"
+    sent = _Where(_name(fleet, row.host_id or ""), copy, f"sanbox move {row.name}")
     try:
-        export = await source.export_disk(row.id, image)
+        export = await _exported(source.export_disk(row.id, image), "move", stays, sent)
     except HostError as exc:
         raise from_host(exc, "move", row.id) from exc
-    stays = "the computer stays where it was, stopped"
     written = f"{-(-export.virtual_size // GIB)} GiB, {_mib(export.size)} of it written"
     what = f"computer {row.name}'s disk ({written})"
     where = _Where(placement.host_name, what, f"sanbox move {row.name}")
@@ -254,6 +263,23 @@ class _Where:
     host: str
     what: str
     again: str
+
+
+async def _exported(make: Awaitable[T], verb: str, now: str, sender: _Where) -> T:
+    """The holding host's export (`make`). That host refusing it for room (`host_full`: its own
+    admission, before it wrote anything) is `host_full` (507) naming that host and what did not
+    fit there, to free room there; its own words, which name its paths, are logged."""
+    try:
+        return await make
+    except HostError as exc:
+        if exc.code != NoRoomError.code:
+            raise
+        log.info("%s refused by host %s, which holds it: %s", verb, sender.host, exc)
+        raise HostFullError(
+            f"{verb} failed: host {sender.host}, which holds it, has no room for {sender.what} "
+            f"now; {now}. Free room on host {sender.host} (delete computers or snapshots there, "
+            f"or move them away) and run `{sender.again}` again"
+        ) from exc
 
 
 @contextlib.asynccontextmanager

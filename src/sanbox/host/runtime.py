@@ -199,6 +199,10 @@ class HostRuntime:
 
     # a stopped computer's disk, or a snapshot, to another host (machines/carry.py) -------
 
+    def export_bytes(self, item_id: str) -> int:
+        """Bytes an export of a computer's disk or of a snapshot writes here, at most."""
+        return carry.export_bytes(self.snapshots, item_id)
+
     async def export_disk(self, computer_id: str, image: Image) -> DiskExport:
         return await carry.export_disk(self.machines, computer_id, image)
 

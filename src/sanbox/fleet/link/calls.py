@@ -65,12 +65,16 @@ async def _destroy(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
 
 
 async def _export_disk(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    made = await rt.export_disk(a["computer_id"], _image(rt, a["image"]))
+    computer_id, image = a["computer_id"], _image(rt, a["image"])
+    with agent.room.exported(await asyncio.to_thread(rt.export_bytes, computer_id)):
+        made = await rt.export_disk(computer_id, image)
     return made.out()
 
 
 async def _export_snapshot(rt: HostRuntime, agent: HostAgent, a: dict[str, Any]) -> Any:
-    made = await rt.export_snapshot(a["snapshot_id"], _image(rt, a["image"]))
+    snapshot_id, image = a["snapshot_id"], _image(rt, a["image"])
+    with agent.room.exported(await asyncio.to_thread(rt.export_bytes, snapshot_id)):
+        made = await rt.export_snapshot(snapshot_id, image)
     return made.out()
 
 

@@ -3,7 +3,8 @@ one back to RAM (a start, a resume), before it writes a pause's saved memory or 
 (its new overlay: the control plane's copy of this host's room cannot leave the computer's own
 promise out), and before it takes in what a move carries (a disk, a snapshot), the host agent
 checks its filesystems as they are now and holds the room until the call ends, so calls placed
-on one report's figures cannot together promise more than the host has. No room is `host_full`
+on one report's figures cannot together promise more than the host has; so does the sending
+host before it writes the export a move carries (`exported`). No room is `host_full`
 (HostFullError): the control plane then gives a new computer's placement back and tries another
 host of its region (control/create.py); a move is refused, naming this host (control/moving.py).
 
@@ -64,6 +65,15 @@ class HostRoom:
             lambda: self.capacity.admit_here(
                 self.runtime, 0, disk_gib, None, carried_bytes=written_bytes
             )
+        )
+
+    def exported(self, written_bytes: int) -> contextlib.AbstractContextManager[None]:
+        """Room for the files a move sends from here (`carry.export_bytes`: a copy of a disk with
+        the layers under it folded in), held while they are made: written at once, so counted
+        whole as saved memory is. Made, they stand on the filesystem its room measures until
+        the move drops them."""
+        return _holding(
+            lambda: self.capacity.admit_here(self.runtime, 0, 0, None, export_bytes=written_bytes)
         )
 
     def paused(self, memory_mib: int) -> contextlib.AbstractContextManager[None]:

@@ -176,6 +176,18 @@ class LayerStore:
         lid = None if base is None else self.id_of(base)
         return 0 if lid is None else self.load(lid).depth
 
+    def held(self, path: Path) -> int:
+        """Bytes the disk file at `path` and the layers under it hold (their files' lengths),
+        down to the image: what a flat copy of it above the image writes at most (a snapshot's
+        flattened layer, an export a move carries). OSError, LayerError: a chain it cannot read."""
+        held, backing = path.stat().st_size, qcow2.backing_of(path)
+        lid = None if backing is None else self.id_of(backing)
+        while lid is not None:
+            info = self.load(lid)
+            held += info.size_bytes
+            lid = None if info.backing is None else self.id_of(Path(info.backing))
+        return held
+
     def record(self, path: Path) -> LayerInfo:
         """Seal a frozen layer file: read-only to VM users, digested, its manifest written
         durably (the file first, then the manifest)."""

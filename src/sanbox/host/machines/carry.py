@@ -2,7 +2,10 @@
 and a snapshot with its memory (`sanbox snapshot move`; snapshot/transfer.py). The sending host
 makes the files in `<data dir>/exports/<id>/` and streams them; the taking host makes the
 computer's folder or the snapshot from them, checked, or nothing. The sender's copy is left as
-it was: the control plane removes it once its record names the other host."""
+it was: the control plane removes it once its record names the other host. What an export
+writes (`export_bytes`: a copy of the disk with the layers under it folded in; a snapshot's
+memory files are linked, not copied) is admitted by the sending host agent before it is made
+(`fleet/link/room.py` `HostRoom.exported`)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from ..data.layout import DataDir
+from ..data.space import virtual_size
 from ..disk import transfer
 from ..disk.transfer import DiskExport, Receiver
 from ..errors import HostError
@@ -28,6 +32,28 @@ EXPORTS = "exports"
 DISK = "disk.qcow2"
 _ITEM = re.compile(r"(snp_)?[a-z0-9][a-z0-9_-]{1,62}")
 NAMES = frozenset(snapshot_transfer.FILES)  # what an export may hold (a disk's is `DISK`)
+
+
+def export_bytes(snapshots: Snapshots, item_id: str) -> int:
+    """Bytes an export of computer `item_id`'s disk or of snapshot `item_id` writes at most: what
+    the disk (a snapshot's: its layer) and the layers under it hold above the image, at most its
+    guest's size; 0 when there is none here (the export itself says so). A chain it cannot read
+    counts its guest's size."""
+    data_dir = snapshots.data_dir
+    try:
+        if item_id.startswith("snp_"):
+            snap = snapshots.load(item_id)
+            disk, size = snapshots.layers.path(snap.layer), snap.disk_bytes
+        else:
+            disk = data_dir.computer(item_id).disk
+            if not disk.is_file():
+                return 0
+            size = virtual_size(disk)
+    except (OSError, HostError):
+        return 0
+    with contextlib.suppress(OSError, HostError):
+        return min(snapshots.layers.held(disk), size)
+    return size
 
 
 def export_dir(data_dir: DataDir, item_id: str) -> Path:

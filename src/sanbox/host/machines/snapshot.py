@@ -340,15 +340,8 @@ def flat_copy_bytes(snaps: Snapshots, cdir: ComputerDir) -> int:
         size = virtual_size(disk)
     except (OSError, HostError):
         return 0
-    held = 0
     with contextlib.suppress(OSError, HostError):
-        held, backing = disk.stat().st_size, qcow2.backing_of(disk)
-        lid = None if backing is None else snaps.layers.id_of(backing)
-        while lid is not None:
-            info = snaps.layers.load(lid)
-            held += info.size_bytes
-            lid = None if info.backing is None else snaps.layers.id_of(Path(info.backing))
-        return min(held, size)
+        return min(snaps.layers.held(disk), size)
     return size
 
 
