@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -27,6 +27,7 @@ from sanbox.fleet.link.pki import FleetCAs, host_identity
 from sanbox.host.data.layout import DataDir
 from sanbox.host.data.space import Room
 from sanbox.host.disk.transfer import DiskExport
+from sanbox.host.door import HostFullError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime
@@ -50,14 +51,25 @@ pytestmark = pytest.mark.component
 PATTERN = "write -P 0x5a 300M 3M"  # what the guest wrote: 3 MiB at 300 MiB into its disk
 
 
+@dataclass
+class Refusals:
+    """Disks coming in that the hosts refuse `host_full`, whichever host they come to (`left`),
+    and the hosts that refused one, in order."""
+
+    left: int = 0
+    by: list[str] = field(default_factory=list)
+
+
 class _Damaging(HostRuntime):
     """A host on whose link one byte of a disk coming in is flipped, while `damage` is set; and
     that stops taking a carry after its first chunk, while `stall` is set; whose data filesystem
-    has `free` bytes free, as its admission and its report see it, when that is set."""
+    has `free` bytes free, as its admission and its report see it, when that is set; that
+    refuses a disk coming in for room while its `refusals` has any left."""
 
     damage = True
     stall = False
     free: int | None = None
+    refusals = Refusals()
 
     def room(self, computer_id: str | None = None, disk: bool = True) -> tuple[Room, Room | None]:
         ram, data = super().room(computer_id, disk)
@@ -72,6 +84,10 @@ class _Damaging(HostRuntime):
         image: Image | None,
         chunks: AsyncIterator[bytes],
     ) -> Coroutine[object, object, None]:
+        if self.refusals.left > 0:
+            self.refusals.left -= 1
+            self.refusals.by.append(self.data_dir.root.name)
+            raise HostFullError("insufficient_storage: no room here (the test's word)")
         return super().import_disk(computer_id, export, image, self._flipped(chunks))
 
     def import_snapshot(
@@ -102,6 +118,7 @@ class Fleet:
     h2_agent: HostAgent
     h1: _Damaging  # damages nothing: its `free` is set
     h1_agent: HostAgent
+    refusals: Refusals  # shared by every host
 
 
 @pytest.fixture
@@ -110,11 +127,15 @@ def fleet_server(short_tmp: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture
-def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
+def fleet(
+    fleet_server: LiveServer, short_tmp: Path, request: pytest.FixtureRequest
+) -> Iterator[Fleet]:
+    """h1 and h2 in eu-1, h3 in us-1 (or where the test's parameter puts it)."""
     live = fleet_server
     dirs = {n: short_tmp / n for n in ("h1", "h2", "h3")}
     ports = {n: _free_port() for n in dirs}
-    regions = {"h1": "eu-1", "h2": "eu-1", "h3": "us-1"}
+    regions = {"h1": "eu-1", "h2": "eu-1", "h3": "us-1", **getattr(request, "param", {})}
+    refusals = Refusals()
     control = FleetCAs(live.data_dir.root / "fleet").control_identity()
     runtimes: dict[str, HostRuntime] = {}
     agents: dict[str, HostAgent] = {}
@@ -122,10 +143,9 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
         for name, d in dirs.items():
             join_host(live, d, ports[name], name, regions[name])
             fake_image(DataDir(d))
-            kind = _Damaging if name in ("h1", "h2") else HostRuntime
-            rt = runtimes[name] = kind(DataDir(d), LocalDriver(), networking=False)
-            if isinstance(rt, _Damaging):
-                rt.damage = name == "h2"
+            rt = _Damaging(DataDir(d), LocalDriver(), networking=False)
+            rt.damage, rt.refusals = name == "h2", refusals
+            runtimes[name] = rt
             me = host_identity(DataDir(d).host / "fleet")
             agents[name] = HostAgent(rt)
             stack.enter_context(_serving(agents[name], ports[name], me))
@@ -134,7 +154,7 @@ def fleet(fleet_server: LiveServer, short_tmp: Path) -> Iterator[Fleet]:
         _until("three hosts up", lambda: sum(bool(h.layers) for h in _hosts(live)) == 3)
         h1, h2 = runtimes["h1"], runtimes["h2"]
         assert isinstance(h1, _Damaging) and isinstance(h2, _Damaging)
-        yield Fleet(live, dirs, h2, agents["h2"], h1, agents["h1"])
+        yield Fleet(live, dirs, h2, agents["h2"], h1, agents["h1"], refusals)
 
 
 def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:

@@ -164,3 +164,50 @@ def test_the_holding_host_admits_the_copy_it_sends(fleet: Fleet) -> None:
         assert _on(dirs, c.id) == ["h2"]
         client.snapshots.delete(snap.id)
         c.delete()
+
+
+@pytest.mark.parametrize("fleet", [{"h3": "eu-1"}], indirect=True)
+def test_a_move_placement_chose_a_full_host_for_is_placed_again(fleet: Fleet) -> None:
+    """A move without `--to` that the host placement chose refused for room (`host_full`,
+    before it wrote anything) failed, though a create is placed again elsewhere. It is placed
+    again on another host of its region, none refused before (here: the other one); when every
+    one refuses, the last refusal is the answer; a host named with `--to` is not replaced."""
+    live, dirs, refusals = fleet.live, fleet.dirs, fleet.refusals
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+        for name in ("h2", "h3"):
+            client.fleet.drain(name)
+        c = client.computers.create(name="placed", idle_timeout=0)
+        for name in ("h2", "h3"):
+            client.fleet.drain(name, False)
+        c.stop()
+
+        refusals.left = 1
+        c.move()
+        (full,) = refusals.by
+        (there,) = _on(dirs, c.id)
+        assert there in ("h2", "h3") and there != full
+        events = [(e.type, e.data.get("host")) for e in c.events()]
+        assert ("computer.refused", full) in events, events
+        assert [t for t, _ in events].count("computer.moving") == 2, events
+
+        refusals.left, refusals.by = 5, []
+        with pytest.raises(SanboxError) as refused:
+            c.move()
+        said = refused.value
+        assert (said.code, said.status) == ("host_full", 507), said
+        assert sorted(refusals.by) == sorted({"h1", "h2", "h3"} - {there}), refusals.by
+        assert f"host {refusals.by[-1]} has no room for computer placed's disk" in said.message
+        assert _on(dirs, c.id) == [there] and c.refresh().state == "stopped"
+
+        refusals.left, refusals.by = 5, []
+        named = next(n for n in ("h1", "h2", "h3") if n != there)
+        with pytest.raises(SanboxError) as refused:
+            c.move(named)
+        assert refused.value.code == "host_full" and refusals.by == [named]
+        assert _on(dirs, c.id) == [there]
+        refusals.left = 0
+        hosts = {h.name: h for h in _hosts(live)}
+        assert all(hosts[n].alloc_memory_mib == 0 for n in ("h1", "h2", "h3")), hosts
+        c.delete()

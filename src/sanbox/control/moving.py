@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -46,6 +46,7 @@ from ..store.models import ComputerRow, Org, SnapshotRow
 from .errors import ConflictError, ControlError, InvalidRequestError, NotFoundError, failed
 from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
+from .provision import PLACE_TRIES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,19 +73,8 @@ async def move(
             )
         if _moved_by(fleet, key, row.move_key, row.host_id, to):
             return row
-        source = fleet.host_of(row)
-        placement = _reserve(fleet, row, to)
-        data = {"from": _name(fleet, row.host_id), **placement.event_data()}
-        fleet.record(row.id, None, "computer.moving", f"moving to host {placement.host_name}", data)
-        try:
-            await _carry(fleet, row, placement)
-        except BaseException as exc:
-            Placer(fleet.db).release(placement)
-            why = exc.message if isinstance(exc, ControlError) else str(exc)
-            said = f"move to host {placement.host_name} failed: {why}; it stays where it was"
-            data = {"to": placement.host_name}
-            fleet.record(row.id, None, "computer.move_failed", f"{said}, stopped", data)
-            raise
+        source, came_from = fleet.host_of(row), _name(fleet, row.host_id)
+        placement = await _carried(fleet, row, to)
         moved = _put(fleet, row, placement, key)
         Placer(fleet.db).release(placement)  # the host's next report counts the disk
         try:
@@ -96,9 +86,48 @@ async def move(
             None,
             "computer.moved",
             f"moved to host {placement.host_name}; its disk was copied and verified",
-            {"from": data["from"], "to": placement.host_name, "generation": moved},
+            {"from": came_from, "to": placement.host_name, "generation": moved},
         )
     raise AssertionError("unreachable")
+
+
+async def _carried(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
+    """Room reserved on host `to` (None: the best other host of its region) and the computer's
+    disk carried there, its reservation held. A host placement chose that refuses it for room
+    (`host_full`, before it wrote anything) is given back and another tried, none refused
+    before, `PLACE_TRIES` hosts in all, as a create is placed again; a host named is not. What
+    failed last is recorded (`computer.move_failed`) and raised."""
+    placement, refused = _reserve(fleet, row, to), []
+    while True:
+        data = {"from": _name(fleet, row.host_id or ""), **placement.event_data()}
+        fleet.record(row.id, None, "computer.moving", f"moving to host {placement.host_name}", data)
+        try:
+            await _carry(fleet, row, placement)
+            return placement
+        except BaseException as exc:
+            Placer(fleet.db).release(placement)
+            refused.append(placement.host_id)
+            again = _again(fleet, row, to, refused) if isinstance(exc, _NoRoomThere) else None
+            if again is None:
+                why = exc.message if isinstance(exc, ControlError) else str(exc)
+                said = f"move to host {placement.host_name} failed: {why}; it stays where it was"
+                data = {"to": placement.host_name}
+                fleet.record(row.id, None, "computer.move_failed", f"{said}, stopped", data)
+                raise
+            said = f"host {placement.host_name} has no room for it: moving it to another"
+            fleet.record(row.id, None, "computer.refused", said, {"host": placement.host_name})
+            placement = again
+
+
+def _again(fleet: Fleet, row: ComputerRow, to: str | None, refused: list[str]) -> Placement | None:
+    """Room on another host for a move whose host, chosen by placement, refused it: none of the
+    `refused`; None when it named its host, `PLACE_TRIES` hosts refused it, or no other host of
+    its region has room (the last refusal then says what to do)."""
+    if to is not None or len(refused) >= PLACE_TRIES:
+        return None
+    with contextlib.suppress(InsufficientCapacityError):
+        return _reserve(fleet, row, None, refused)
+    return None
 
 
 def _moved_by(
@@ -117,7 +146,9 @@ def _moved_by(
     return True
 
 
-def _reserve(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
+def _reserve(
+    fleet: Fleet, row: ComputerRow, to: str | None, refused: Sequence[str] = ()
+) -> Placement:
     req = Request(
         region=row.region or "",
         vcpus=row.vcpus,
@@ -125,15 +156,23 @@ def _reserve(fleet: Fleet, row: ComputerRow, to: str | None) -> Placement:
         disk_bytes=row.disk_gib * GIB,
         layer=row.image,
     )
-    return _room(fleet, req, row.host_id, to, f"computer {row.name}")
+    return _room(fleet, req, row.host_id, to, f"computer {row.name}", refused)
 
 
-def _room(fleet: Fleet, req: Request, now: str | None, to: str | None, what: str) -> Placement:
-    """Room for `req` on host `to`, or on the best host of its region but `now`."""
+def _room(
+    fleet: Fleet,
+    req: Request,
+    now: str | None,
+    to: str | None,
+    what: str,
+    refused: Sequence[str] = (),
+) -> Placement:
+    """Room for `req` on host `to`, or on the best host of its region but `now` (and those that
+    `refused` it)."""
     placer = Placer(fleet.db, node=fleet.node)
     if to is None:
         try:
-            return placer.place(req, None, exclude=[now or ""])
+            return placer.place(req, None, exclude=[now or "", *refused])
         except InsufficientCapacityError as exc:
             raise InsufficientCapacityError(
                 f"no other host of region {req.region} has room for {what} and holds its "
@@ -254,6 +293,10 @@ async def _carry(fleet: Fleet, row: ComputerRow, placement: Placement) -> None:
         await target.import_disk(row.id, export, there, chunks)
 
 
+class _NoRoomThere(HostFullError):
+    """The other host refused a carry for room (its own admission, before it wrote anything)."""
+
+
 @dataclass
 class _Where:
     """Where a carry goes and what it takes there, as a refusal for room there says them: the
@@ -302,7 +345,7 @@ async def _carrying(
         await _tidy(undo(), f"what the other host kept of {item_id}")
         if exc.code == NoRoomError.code:
             log.info("%s of %s refused by host %s: %s", verb, item_id, where.host, exc)
-            raise HostFullError(
+            raise _NoRoomThere(
                 f"{verb} failed: host {where.host} has no room for {where.what} now; {now}. "
                 f"Move it to another host of its region (`{where.again} --to HOST`), or free "
                 f"room on host {where.host} (delete computers or snapshots there, or move them "
