@@ -3,14 +3,14 @@ its reports: its driver's estimate or the operator's SANBOX_VM_OVERHEAD_MIB): pl
 it with each VM's RAM, as the host's own admission counts it. 0: a host agent from before it said
 one (it counts none).
 
-Revision ID: 0040
+Revision ID: 0035
 Revises: 0034
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0040"
+revision = "0035"
 down_revision = "0034"
 branch_labels = None
 depends_on = None
