@@ -2,24 +2,18 @@
 in the shared-memory filesystem or its disk on the data filesystem, counting what running guests'
 RAM files and existing sparse disks may still grow by."""
 
-import asyncio
-import contextlib
-from collections.abc import Coroutine
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
 
 import pytest
 
 from sanbox.control import capacity as capacity_module
 from sanbox.control.capacity import Capacity, admit
 from sanbox.control.errors import InsufficientStorageError
-from sanbox.fleet.link import calls, wire
 from sanbox.fleet.link.room import HostRoom
 from sanbox.host.data import space
 from sanbox.host.data.layout import DataDir
 from sanbox.host.data.space import Room
-from sanbox.host.door import HostFullError, Image, MachineSpec
+from sanbox.host.door import HostFullError
 from sanbox.host.drivers.local import LocalDriver
 from sanbox.host.runtime import HostRuntime
 
@@ -315,34 +309,3 @@ def test_a_fleet_host_agent_admits_a_build_snapshot_at_its_disk_s_own_size(
     with room.snapshot("bld-a", 0, 0):
         assert room.capacity.ledger.totals() == (0, 2 * GIB, 0)
     assert room.capacity.ledger.totals() == (0, 0, 0)
-
-
-def test_a_fleet_host_agent_admits_a_create_of_no_named_disk_at_its_image_s_size(
-    tmp_path: Path,
-) -> None:
-    """A build computer's create names no disk: the host agent admits its image's size (3 GiB,
-    rounded up to whole GiB), not nothing, before it makes anything."""
-    image = Image("base", "b1", tmp_path, "6.1", 3)
-    with image.rootfs.open("wb") as f:
-        f.truncate(2 * GIB + 1)
-    asked: list[tuple[int, int]] = []
-
-    class Room:
-        def held(
-            self, memory_mib: int, disk_gib: int = 0
-        ) -> contextlib.AbstractContextManager[None]:
-            asked.append((memory_mib, disk_gib))
-            raise HostFullError("insufficient_storage: no room")
-
-    class Runtime:
-        def build(self, build_id: str) -> Image:
-            assert build_id == "b1"
-            return image
-
-    args = {"spec": wire.spec_out(MachineSpec("bld-a", 1, 1024, None, "base"))}
-    args["image"] = wire.image_out(image)
-    runtime, agent = cast("HostRuntime", Runtime()), cast("Any", SimpleNamespace(room=Room()))
-    call = calls.CALLS["create"](runtime, agent, args)
-    with pytest.raises(HostFullError):
-        asyncio.run(cast("Coroutine[Any, Any, Any]", call))
-    assert asked == [(1024, 3)]
