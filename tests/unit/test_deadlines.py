@@ -1,5 +1,6 @@
 """The deadline watcher wakes at the next deadline it knows of (at most its interval later, for
-one set meanwhile), not a whole interval after it."""
+one set meanwhile), not a whole interval after it; a lifetime E2B's pause ended asks nothing while
+the computer rests, and is given afresh when it comes up."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sanbox.control.deadlines import AFTER_WAKE, due, fresh_lifetime, next_wait
+from sanbox.control.deadlines import (
+    AFTER_WAKE,
+    begin_again,
+    due,
+    ended_by_pause,
+    fresh_lifetime,
+    lifetime_over,
+    next_wait,
+)
 from sanbox.store.models import ComputerRow
 
 pytestmark = pytest.mark.unit
@@ -84,3 +93,51 @@ def test_a_computer_woken_after_its_lifetime_gets_its_wake_lifetime() -> None:
     assert fresh_lifetime(cut_short, NOW) == 1100 + 900
     cut_short.wake_lifetime = 10  # 5 minutes at least, as E2B's floor
     assert fresh_lifetime(cut_short, NOW) == 1100 + AFTER_WAKE
+
+
+def paused_by_e2b(state: str, lifetime: int, age: float) -> ComputerRow:
+    """A computer whose lifetime E2B's pause ended (`deadlines.ended_by_pause`)."""
+    r = row(state=state, lifetime=lifetime, age=age)
+    r.on_lifetime = "delete"
+    r.pause_ended_lifetime = True
+    return r
+
+
+@pytest.mark.parametrize("state", ["paused", "suspended", "stopped", "pausing", "error"])
+def test_nothing_is_due_while_a_pause_that_ended_the_lifetime_rests(state: str) -> None:
+    assert due(paused_by_e2b(state, 10, 100), NOW) is None
+    unmarked = paused_by_e2b(state, 10, 100)
+    unmarked.pause_ended_lifetime = False  # a pause through /v1: its lifetime counts at rest too
+    act = due(unmarked, NOW)
+    assert act is not None and act[0] == "delete"
+
+
+def test_a_running_computer_s_lifetime_counts_whatever_the_mark() -> None:
+    act = due(paused_by_e2b("running", 10, 100), NOW)
+    assert act is not None and act[0] == "delete"
+
+
+def test_a_pause_that_ends_the_lifetime_ends_it_at_once_and_gives_none() -> None:
+    first_second = paused_by_e2b("paused", 1, 0.4)  # whole seconds: its end is still to come
+    assert lifetime_over(first_second, NOW)
+    assert ended_by_pause(row(lifetime=600, age=42.7), NOW) == {
+        "lifetime": 42,
+        "pause_ended_lifetime": True,
+    }
+    assert ended_by_pause(row(lifetime=600, age=0.2), NOW)["lifetime"] == 1
+    assert ended_by_pause(row(lifetime=0, age=100), NOW) == {"pause_ended_lifetime": True}
+    assert not lifetime_over(paused_by_e2b("paused", 0, 100), NOW)  # none given to one without
+
+
+def test_a_computer_whose_lifetime_a_pause_ended_comes_up_with_a_fresh_one() -> None:
+    marked = paused_by_e2b("resuming", 90, 100)
+    marked.wake_lifetime = 900  # E2B's create's timeout
+    begin_again(marked, NOW)
+    assert (marked.lifetime, marked.pause_ended_lifetime) == (100 + 900, False)
+    made_by_v1 = paused_by_e2b("resuming", 90, 100)  # ran 90 s until its pause
+    begin_again(made_by_v1, NOW)
+    assert made_by_v1.lifetime == 100 + AFTER_WAKE
+    kept = row(state="resuming", lifetime=50, age=100)  # /v1's pause: its lifetime as it is
+    kept.on_lifetime = "delete"
+    begin_again(kept, NOW)
+    assert kept.lifetime == 50

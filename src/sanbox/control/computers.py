@@ -208,8 +208,10 @@ class Computers(GuestVerbs):
         whether it was at rest."""
         return await lifecycle.come_up(self.fleet, org, ref)
 
-    async def stop(self, org: Org, ref: str, why: str | None = None) -> ComputerRow:
-        return await lifecycle.stop(self.fleet, org, ref, why)
+    async def stop(
+        self, org: Org, ref: str, why: str | None = None, ends_lifetime: bool = False
+    ) -> ComputerRow:
+        return await lifecycle.stop(self.fleet, org, ref, why, ends_lifetime)
 
     async def move(
         self, computer_id: str, host: str | None = None, key: str | None = None

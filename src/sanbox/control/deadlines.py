@@ -9,7 +9,10 @@ computer's operation, the deadline looked at again there). `on_lifetime="pause"`
 auto-pause) pauses a running computer with its memory instead, or stops it if that pause fails;
 `on_lifetime="suspend"` (E2B's auto-pause with auto-resume) suspends it, as the idle watcher does:
 its next command or connection wakes it, and a computer resumed or woken after its lifetime ended
-gets a fresh one (`fresh_lifetime`: its `wake_lifetime`, E2B's create's timeout, from then)."""
+gets a fresh one (`fresh_lifetime`: its `wake_lifetime`, E2B's create's timeout, from then).
+E2B's pause ends the lifetime (`ended_by_pause`: a paused sandbox has no timeout there): nothing
+is due while the computer rests, whatever `on_lifetime` says, and it comes up with a fresh one
+(`begin_again`). A pause through /v1 leaves the lifetime as it is: it counts at rest too."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import asyncio
 import functools
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..store import repo
 from ..store.models import ComputerRow
@@ -34,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 10 * 365 * 86400  # seconds: the longest lifetime or running time one may ask for
 ON_LIFETIME = ("stop", "delete", "pause", "suspend")
 AFTER_WAKE = 300  # seconds: the least lifetime a computer woken after its lifetime ended gets
-LIFETIME_GRAIN = timedelta(seconds=1)  # a lifetime is whole seconds from its creation
 _AT_REST = frozenset({State.STOPPED, State.DELETING, State.DELETED, State.CREATING})
 _STOPPABLE = frozenset({State.RUNNING, State.PAUSED, State.SUSPENDED})
 
@@ -62,17 +64,29 @@ def lifetime_ends(row: ComputerRow) -> datetime | None:
 
 
 def lifetime_over(row: ComputerRow, now: datetime) -> bool:
-    """Whether the computer's lifetime has ended: its end has passed, or a pause that ended it
-    (E2B's pause of a sandbox that auto-resumes, `pausing.pause(ends_lifetime=True)`) put it to
-    rest at most `LIFETIME_GRAIN` before its end: a lifetime is whole seconds from creation, one
-    at least, so one paused in its first second ends after the pause."""
+    """Whether the computer's lifetime has ended: its end has passed, or a pause ended it
+    (`pause_ended_lifetime`, E2B's pause: in its first second too, though a lifetime is whole
+    seconds from creation, one at least, so its end then comes after the pause)."""
     ends = lifetime_ends(row)
-    if ends is None:
-        return False
-    if ends <= now:
-        return True
-    rested = row.rested_at if row.state in (State.SUSPENDED, State.PAUSED) else None
-    return rested is not None and ends <= rested + LIFETIME_GRAIN
+    return ends is not None and (ends <= now or bool(row.pause_ended_lifetime))
+
+
+def ended_by_pause(row: ComputerRow, now: datetime) -> dict[str, Any]:
+    """The fields with which a pause (or E2B's pause without memory, a stop) ends the computer's
+    lifetime now, marked so: a computer without one is marked alone (it is given none)."""
+    if not row.lifetime:
+        return {"pause_ended_lifetime": True}
+    lifetime = max(1, int((now - row.created_at).total_seconds()))  # whole seconds, 1 at least
+    return {"lifetime": lifetime, "pause_ended_lifetime": True}
+
+
+def begin_again(row: ComputerRow, now: datetime) -> None:
+    """A computer coming up (started, resumed, woken; `Fleet.record`): a lifetime over at rest
+    that is to be given again (`fresh_lifetime`) is, from now, and no pause ends it any more."""
+    lifetime = fresh_lifetime(row, now)
+    if lifetime is not None:
+        row.lifetime = lifetime
+    row.pause_ended_lifetime = False
 
 
 def running_ends(row: ComputerRow) -> datetime | None:
@@ -84,6 +98,8 @@ def running_ends(row: ComputerRow) -> datetime | None:
 def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
     """(`stop` | `delete` | `pause` | `suspend`, why) if a limit of the computer has passed and
     it must act, else None."""
+    if row.pause_ended_lifetime and row.state != State.RUNNING:
+        return None  # kept as it rests, until it comes up with a fresh lifetime or is deleted
     ends = lifetime_ends(row)
     if ends is not None and ends <= now:
         why = f"its lifetime of {row.lifetime}s ended at {ends:%Y-%m-%d %H:%M:%S} UTC"
@@ -106,14 +122,15 @@ def due(row: ComputerRow, now: datetime) -> tuple[str, str] | None:
 
 
 def fresh_lifetime(row: ComputerRow, now: datetime) -> int | None:
-    """The lifetime (seconds from creation) a computer that suspends at its lifetime's end gets
-    when it is resumed or woken after that end, counted from now, `AFTER_WAKE` at least: its
-    `wake_lifetime` (E2B's create's timeout: E2B gives an auto-resumed sandbox the timeout it was
-    created with, whatever `set_timeout` or `connect` gave its last run), or, without one (made
-    before it was kept), as long again as its last run had from its start (or resume) to that
-    end. None: it keeps the one it has."""
+    """The lifetime (seconds from creation) a computer that suspends at its lifetime's end, or
+    whose lifetime a pause ended, gets when it comes up after that end, counted from now,
+    `AFTER_WAKE` at least: its `wake_lifetime` (E2B's create's timeout: E2B gives an auto-resumed
+    sandbox the timeout it was created with, whatever `set_timeout` or `connect` gave its last
+    run), or, without one (made before it was kept, or through /v1), as long again as its last
+    run had from its start (or resume) to that end. None: it keeps the one it has."""
     ends = lifetime_ends(row)
-    if row.on_lifetime != "suspend" or ends is None or not lifetime_over(row, now):
+    again = row.on_lifetime == "suspend" or row.pause_ended_lifetime
+    if not again or ends is None or not lifetime_over(row, now):
         return None
     if row.wake_lifetime:
         period = max(AFTER_WAKE, row.wake_lifetime)

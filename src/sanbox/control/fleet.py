@@ -31,7 +31,7 @@ from ..host.door import (
 from ..store import Database, repo
 from ..store.models import ComputerRow, Org
 from ..tasks import cancel_and_wait
-from . import quotas
+from . import deadlines, quotas
 from .activity import ActivityClocks
 from .capacity import Capacity
 from .errors import HostUnavailableError, NotFoundError
@@ -186,7 +186,8 @@ class Fleet:
         **fields: Any,
     ) -> ComputerRow:
         """Move a computer to `dst` (checked against the table, and against its org's quota when
-        it comes back to compute), set fields, write the event."""
+        it comes back to compute; a lifetime over at rest given again when it comes up), set
+        fields, write the event."""
         with self.db.session() as s:
             row = repo.computer_by_id(s, computer_id)
             if row is None:
@@ -197,6 +198,7 @@ class Fleet:
                     quotas.check(s, row.org_id, quotas.Use.compute(row))
                 if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
                     row.started_at = datetime.now(UTC)
+                    deadlines.begin_again(row, row.started_at)  # a lifetime over at rest, again
                 if dst in _AT_REST:
                     row.rested_at = datetime.now(UTC)
                 row.state = dst

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from ..host.door import HostError
 from ..store.models import ComputerRow, Org
@@ -101,17 +103,25 @@ async def boot(fleet: Fleet, row: ComputerRow, why_fresh: str) -> ComputerRow:
     )
 
 
-async def stop(fleet: Fleet, org: Org, ref: str, why: str | None = None) -> ComputerRow:
-    """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`."""
-    return await carried_through(fleet, "stop", _stop(fleet, org, ref, why))
+async def stop(
+    fleet: Fleet, org: Org, ref: str, why: str | None = None, ends_lifetime: bool = False
+) -> ComputerRow:
+    """Stop; `why` (an automatic stop's reason) goes in its event and its `last_error`; with
+    `ends_lifetime` (E2B's pause without memory) its lifetime ends there, as a pause's does
+    (`deadlines.ended_by_pause`)."""
+    return await carried_through(fleet, "stop", _stop(fleet, org, ref, why, ends_lifetime))
 
 
-async def _stop(fleet: Fleet, org: Org, ref: str, why: str | None) -> ComputerRow:
+async def _stop(
+    fleet: Fleet, org: Org, ref: str, why: str | None, ends_lifetime: bool
+) -> ComputerRow:
     async with fleet.acting(org, ref, "stop") as row:
-        return await stop_locked(fleet, row, why)
+        return await stop_locked(fleet, row, why, ends_lifetime)
 
 
-async def stop_locked(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
+async def stop_locked(
+    fleet: Fleet, row: ComputerRow, why: str | None = None, ends_lifetime: bool = False
+) -> ComputerRow:
     """Stop a computer that may stop (running, paused or suspended), under its operation."""
     if row.state in (State.PAUSED, State.SUSPENDED):
         await fleet.host_of(row).drop_saved_memory(row.id)
@@ -120,13 +130,20 @@ async def stop_locked(fleet: Fleet, row: ComputerRow, why: str | None = None) ->
         if why is not None:
             said = f"{why}; its saved memory was dropped; disk kept"
         data = {"why": why} if why else None
-        return fleet.record(row.id, State.STOPPED, "computer.stopped", said, data, last_error=why)
-    return await shutdown(fleet, row, why)
+        ended = deadlines.ended_by_pause(row, datetime.now(UTC)) if ends_lifetime else {}
+        return fleet.record(
+            row.id, State.STOPPED, "computer.stopped", said, data, last_error=why, **ended
+        )
+    return await shutdown(fleet, row, why, ends_lifetime)
 
 
-async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> ComputerRow:
+async def shutdown(
+    fleet: Fleet, row: ComputerRow, why: str | None = None, ends_lifetime: bool = False
+) -> ComputerRow:
     host = fleet.host_of(row)
-    fleet.record(row.id, State.STOPPING, "computer.stopping", "shutting down")
+    # ended as the stop begins, so an interrupted one ends it too (as a pause that ends it)
+    ending: dict[str, Any] = {"pause_ended_lifetime": True} if ends_lifetime else {}
+    fleet.record(row.id, State.STOPPING, "computer.stopping", "shutting down", **ending)
     await fleet.network_down(row.id)
     machine = fleet.machines.pop(row.id, None)
     clean = False
@@ -151,6 +168,7 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
         raise failed("stop", why, "the computer is in error: stop or delete it again") from exc
     how = "clean shutdown" if clean else "the VM was killed after the shutdown timeout"
     said = f"{why or 'stopped'} ({how}); memory dropped, disk kept"
+    ended = deadlines.ended_by_pause(row, datetime.now(UTC)) if ends_lifetime else {}
     return fleet.record(
         row.id,
         State.STOPPED,
@@ -158,6 +176,7 @@ async def shutdown(fleet: Fleet, row: ComputerRow, why: str | None = None) -> Co
         said,
         {"clean": clean, **({"why": why} if why else {})},
         last_error=why,
+        **ended,
     )
 
 
@@ -193,7 +212,9 @@ async def update(fleet: Fleet, org: Org, ref: str, change: Change) -> ComputerRo
     if change.idle_timeout is not None:
         fleet.touch(row.id)
     said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in fields.items())
-    return fleet.record(row.id, None, "computer.updated", said, fields, **fields)
+    # a lifetime given replaces one a pause ended: it counts at rest too
+    given = {"pause_ended_lifetime": False} if change.lifetime is not None else {}
+    return fleet.record(row.id, None, "computer.updated", said, fields, **fields, **given)
 
 
 async def destroy_locked(fleet: Fleet, computer_id: str, why: str = "deleted") -> None:

@@ -1,6 +1,7 @@
 """Rest with memory kept: pause (by the user), suspend (by the idle watcher, at the end of a
 lifetime that suspends: `on_lifetime="suspend"`, or by a pause that ends that lifetime: E2B's),
-resume and wake.
+resume and wake. E2B's pause ends the lifetime (`deadlines.ended_by_pause`), and pauses a computer
+the idle watcher suspended where it is: its memory is saved already.
 Every resume says what it did with memory (`restored`, or `lost` with the reason); a pause that
 cannot complete answers `pause_failed`, saying why and what the computer is now (never a success,
 never left `pausing`): running as it was, or stopped if its VM is gone, or in error if its host
@@ -12,6 +13,7 @@ import errno
 import logging
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from ..fleet.errors import BusyError
 from ..host.door import Host, HostError, Machine
@@ -25,9 +27,9 @@ from .errors import (
     failed,
     with_state,
 )
-from .fleet import Fleet
+from .fleet import VERB_WAIT, Fleet
 from .host_errors import from_host
-from .states import State
+from .states import State, check_action
 from .transition import carried_through
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,11 @@ async def pause(
     fleet: Fleet, org: Org, ref: str, wake_on_use: bool = False, ends_lifetime: bool = False
 ) -> ComputerRow:
     """Paused, or with `wake_on_use` suspended (its next command or connection wakes it); with
-    `ends_lifetime` its lifetime ends at the pause too, as if it had run out (E2B's pause of a
-    sandbox that auto-resumes: `paused` to E2B, and woken with its create's timeout,
-    `deadlines.fresh_lifetime`). Carried through if the caller leaves (control/transition.py), as
-    are suspend, resume and wake."""
+    `ends_lifetime` (E2B's pause) its lifetime ends at the pause, and no deadline acts on it until
+    it comes up again, with a fresh one (`deadlines.py`): `paused` to E2B, kept until connected
+    or killed, or, suspended, woken with its create's timeout. A computer the idle watcher
+    suspended may then be paused too. Carried through if the caller leaves
+    (control/transition.py), as are suspend, resume and wake."""
     paused = _pause(fleet, org, ref, wake_on_use, ends_lifetime)
     return await carried_through(fleet, "pause", paused)
 
@@ -50,8 +53,33 @@ async def pause(
 async def _pause(
     fleet: Fleet, org: Org, ref: str, wake_on_use: bool, ends_lifetime: bool
 ) -> ComputerRow:
+    if ends_lifetime:
+        row = fleet.get(org, ref)
+        async with fleet.operating(row.id, "pause", row.host_id, wait=VERB_WAIT):
+            row = fleet.get(org, row.id)
+            if row.state == State.SUSPENDED:
+                return _rest_suspended(fleet, row, wake_on_use)
+            check_action("pause", State(row.state), row.name)
+            return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
     async with fleet.acting(org, ref, "pause") as row:
-        return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
+        return await pause_locked(fleet, row, wake_on_use)
+
+
+def _rest_suspended(fleet: Fleet, row: ComputerRow, wake_on_use: bool) -> ComputerRow:
+    """E2B's pause of a computer the idle watcher suspended: its saved memory is kept as it is,
+    its record alone changes: paused (no longer woken by its next use) unless `wake_on_use`, its
+    lifetime ended, its rest begun now (E2B's `endAt` of a paused sandbox)."""
+    dst = State.SUSPENDED if wake_on_use else State.PAUSED
+    now = datetime.now(UTC)
+    kind = "suspended still (woken by its next use)" if wake_on_use else "paused where it rested"
+    return fleet.record(
+        row.id,
+        dst,
+        f"computer.{dst}",
+        f"{kind} by a pause that ends its lifetime: its saved memory is kept",
+        rested_at=now,
+        **deadlines.ended_by_pause(row, now),
+    )
 
 
 async def pause_locked(
@@ -92,6 +120,8 @@ async def _pause_locked(
 ) -> ComputerRow:
     machine = await fleet.machine_locked(row)
     host = fleet.host_of(row)
+    # an interrupted pause that ends the lifetime ends it too (a failed one runs on: cleared)
+    ending: dict[str, Any] = {"pause_ended_lifetime": True} if ends_lifetime else {}
     with _admitted(fleet, host, row):
         fleet.record(
             row.id,
@@ -99,6 +129,7 @@ async def _pause_locked(
             "computer.pausing",
             "saving memory and devices",
             rest_state=str(dst),  # what a restart ends an interrupted pause as
+            **ending,
         )
         try:
             saved = await host.pause(machine, fleet.spec(row), fleet.image_of(row))
@@ -108,10 +139,11 @@ async def _pause_locked(
     kind = f"suspended after {idle:.0f}s idle" if idle is not None else str(dst)
     if idle is None and dst == State.SUSPENDED:
         kind = "suspended at its lifetime's end (woken by its next use)"
-    ended: dict[str, int] = {}
-    if ends_lifetime:  # (whole seconds from creation, 1 at least: 0 would be none)
-        ended["lifetime"] = max(1, int((datetime.now(UTC) - row.created_at).total_seconds()))
-        kind = f"{dst} by a pause that ends its lifetime (woken by its next use)"
+    ended: dict[str, Any] = {}
+    if ends_lifetime:
+        ended = deadlines.ended_by_pause(row, datetime.now(UTC))
+        woken = " (woken by its next use)" if dst == State.SUSPENDED else ""
+        kind = f"{dst} by a pause that ends its lifetime{woken}"
     return fleet.record(
         row.id,
         dst,
@@ -161,6 +193,7 @@ async def _pause_failed(
             State.RUNNING,
             "computer.pause_failed",
             f"pause failed: {why}; still running as it was",
+            pause_ended_lifetime=False,  # its lifetime runs on
         )
         return failed("pause", why, "the computer is still running as it was")
     if machine.vm.alive():  # its vCPUs stopped, and the host could not end it
@@ -194,8 +227,6 @@ async def _resume(fleet: Fleet, org: Org, ref: str) -> ComputerRow:
 
 async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> ComputerRow:
     t0 = time.monotonic()
-    lifetime = deadlines.fresh_lifetime(row, datetime.now(UTC))  # suspended at its lifetime's end
-    fresh = {} if lifetime is None else {"lifetime": lifetime}
     host = fleet.host_of(row)
     with fleet.capacity.admit_here(host, row.memory_mib, 0, row.id):
         fleet.record(
@@ -233,7 +264,6 @@ async def resume_locked(fleet: Fleet, row: ComputerRow, woken: bool = False) -> 
         memory="restored" if outcome.restored else "lost",
         memory_reason=outcome.reason,
         isolation=machine.isolation,
-        **fresh,
     )
 
 

@@ -34,7 +34,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
         {State.PAUSED, State.SUSPENDED, State.RUNNING, State.STOPPED, State.ERROR}
     ),
     State.PAUSED: frozenset({State.RESUMING, State.STOPPED, State.DELETING}),
-    State.SUSPENDED: frozenset({State.RESUMING, State.STOPPED, State.DELETING}),
+    # paused: E2B's pause of a suspended computer, its saved memory kept (no longer woken on use)
+    State.SUSPENDED: frozenset({State.RESUMING, State.PAUSED, State.STOPPED, State.DELETING}),
     State.RESUMING: frozenset(
         {State.RUNNING, State.PAUSED, State.SUSPENDED, State.STOPPED, State.ERROR, State.DELETING}
     ),

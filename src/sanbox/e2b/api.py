@@ -11,10 +11,13 @@ every sandbox is a computer of the key's org, admission and quotas hold on creat
   envd call or port connection wakes it, as the idle watcher's suspension does).
 - What Sanbox does not offer (`volumeMounts`, `mcp`, `iam`, some `network` settings) is refused
   at a create when given (400 naming it), never dropped.
-- `pause` with memory is Sanbox's pause (a suspension that ends the lifetime, for a sandbox with
-  `autoResume`: its next use wakes it, as E2B's); without memory it is a stop. `connect` resumes or
+- `pause` with memory is Sanbox's pause (a suspension, for a sandbox with `autoResume`: its next
+  use wakes it, as E2B's); without memory it is a stop. Either ends the lifetime, as E2B keeps no
+  timeout for a paused sandbox: it is kept until connected or killed, whatever its timeout does.
+  One the idle watcher suspended (`running` to E2B) is paused where it rests. `connect` resumes or
   starts a sandbox at rest (answering 201) and returns 200 for a running one; one on its way
-  (an auto-pause, a stop) is waited for first, then resumed or started.
+  (an auto-pause, a stop) is waited for first, then resumed or started; one whose lifetime a pause
+  ended runs for connect's timeout from then, as E2B's resume gives.
 - `allow_internet_access=false` is an empty egress allowlist; `network.allowOut` is the list.
 - `metadata` are kept as given (any keys, `control.names.check_metadata`'s bounds), apart from the
   labels; the pairs that are valid labels are labels too, for /v1. E2B's own settings are labels
@@ -207,11 +210,16 @@ async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONR
     plane: Computers = request.app.state.computers
     row = sandbox_row(plane, p, sandbox_id)
     wanted = lifetime_from_now(row, body.timeout)
-    if row.lifetime and wanted > row.lifetime:  # a connect never shortens the sandbox's life,
-        # nor gives one to a computer without (0: none); lengthened before it runs again, or the
-        # deadline watch could pause it again between the two
+    ended = row.lifetime and row.pause_ended_lifetime  # by E2B's pause (or one under way)
+    if row.lifetime and not ended and wanted > row.lifetime:  # a connect never shortens the
+        # sandbox's life, nor gives one to a computer without (0: none); lengthened before it
+        # runs again, or the deadline watch could pause it again between the two
         row = await plane.update(p.org, row.id, Change(lifetime=wanted))
     row, was_at_rest = await plane.come_up(p.org, row.id)  # a pause or stop under way waited for
+    if ended:  # it came up with a fresh lifetime (deadlines.begin_again): connect's, from now
+        row = await plane.update(
+            p.org, row.id, Change(lifetime=lifetime_from_now(row, body.timeout))
+        )
     return JSONResponse(sandbox(request, row), status_code=201 if was_at_rest else 200)
 
 
@@ -228,11 +236,13 @@ async def pause(sandbox_id: str, request: Request) -> Response:
     if at_rest(row):
         return JSONResponse({"code": 409, "message": "sandbox is already paused"}, 409)
     if memory:  # one that auto-resumes is woken by its next use, as E2B's proxy wakes any paused
-        # with memory whose snapshot says autoResume; its lifetime ends, so the wake gives it one
+        # with memory whose snapshot says autoResume; its lifetime ends (E2B's paused sandbox has
+        # no timeout), so nothing ends it at rest and its wake or connect gives it one
         resumes = row.on_lifetime == "suspend"
-        await plane.pause(p.org, row.id, wake_on_use=resumes, ends_lifetime=resumes)
+        await plane.pause(p.org, row.id, wake_on_use=resumes, ends_lifetime=True)
     else:
-        await plane.stop(p.org, row.id, "paused without memory (E2B): stopped")
+        why = "paused without memory (E2B): stopped"
+        await plane.stop(p.org, row.id, why, ends_lifetime=True)
     return Response(status_code=204)
 
 

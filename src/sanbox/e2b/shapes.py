@@ -39,11 +39,12 @@ def domain(request: Request) -> str:
 
 def state_of(row: ComputerRow) -> str:
     """`running`, or `paused`: at rest, or suspended once its lifetime ended (E2B's auto-pause
-    with auto-resume: paused, woken by its next use), or by a pause that ended it
-    (`deadlines.lifetime_over`). A computer the idle watcher suspended within its lifetime is
-    `running`: it is woken as soon as it is used."""
+    with auto-resume: paused, woken by its next use), or by E2B's pause (`pause_ended_lifetime`,
+    which ended its lifetime if it had one: `deadlines.lifetime_over`). A computer the idle
+    watcher suspended within its lifetime is `running`: it is woken as soon as it is used."""
     if row.state == State.SUSPENDED:
-        return "paused" if lifetime_over(row, datetime.now(UTC)) else "running"
+        paused = row.pause_ended_lifetime or lifetime_over(row, datetime.now(UTC))
+        return "paused" if paused else "running"
     return "running" if State(row.state) in RUNNING else "paused"
 
 

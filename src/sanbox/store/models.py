@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -130,6 +131,12 @@ class ComputerRow(Base):
     # seconds: the lifetime from each wake after a lifetime that suspends it ended (E2B's
     # auto-resume: its create's timeout); None: as long as its last run had (deadlines.py)
     wake_lifetime: Mapped[int | None] = mapped_column(Integer, default=None)
+    # E2B's pause put it to rest, ending its lifetime (if any): no deadline acts while it rests,
+    # and it comes up with a fresh one (deadlines.py); set as that pause begins, cleared when it
+    # runs again or is given a lifetime
+    pause_ended_lifetime: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
     # the Idempotency-Key of its last move (control/moving.py): a retry answers, not moves
     move_key: Mapped[str | None] = mapped_column(String(200), default=None)
     # the rest with memory a pause under way ends in, or a resume under way came from (`paused`,
