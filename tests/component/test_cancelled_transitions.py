@@ -244,6 +244,31 @@ def test_a_restart_during_a_pause_still_ends_paused(
         again.client.__exit__(None, None, None)
 
 
+def test_a_pause_that_ends_the_lifetime_interrupted_while_its_vm_ran_on_keeps_the_lifetime(
+    server: Server, short_tmp: Path
+) -> None:
+    # E2B's pause marks the record as it begins (its lifetime ends with it); a restart that finds
+    # the VM still running runs it on: its lifetime runs on too, the mark gone (it was kept, and
+    # the computer's later idle suspension read as E2B's `paused`, its wake as a fresh lifetime)
+    cid = str(create(server, name="q", lifetime=3600)["id"])
+
+    def left() -> None:
+        as_the_crash_left(server, cid, "pausing")
+        with server.client.app.state.db.session() as s:  # type: ignore[attr-defined]
+            row = s.get(ComputerRow, cid)
+            assert row is not None
+            row.pause_ended_lifetime = True
+
+    again = restart(server, short_tmp, left)
+    try:
+        assert state_of(again, "q") == "running"
+        with again.client.app.state.db.session() as s:  # type: ignore[attr-defined]
+            row = s.get(ComputerRow, cid)
+            assert row is not None and (row.lifetime, row.pause_ended_lifetime) == (3600, False)
+    finally:
+        again.client.__exit__(None, None, None)
+
+
 def test_an_e2b_connect_stream_whose_client_leaves_during_a_wake_leaves_it_running(
     e2b: E2bStand, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -199,6 +199,8 @@ class Fleet:
                 if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
                     row.started_at = datetime.now(UTC)
                     deadlines.begin_again(row, row.started_at)  # a lifetime over at rest, again
+                elif dst == State.RUNNING:  # a pause run on (failed, interrupted): its lifetime too
+                    row.pause_ended_lifetime = False
                 if dst in _AT_REST:
                     row.rested_at = datetime.now(UTC)
                 row.state = dst

@@ -192,8 +192,7 @@ async def _pause_failed(
             row.id,
             State.RUNNING,
             "computer.pause_failed",
-            f"pause failed: {why}; still running as it was",
-            pause_ended_lifetime=False,  # its lifetime runs on
+            f"pause failed: {why}; still running as it was",  # its lifetime runs on (record)
         )
         return failed("pause", why, "the computer is still running as it was")
     if machine.vm.alive():  # its vCPUs stopped, and the host could not end it
