@@ -8,11 +8,15 @@ a running computer may be paused. A computer paused through /v1 keeps its lifeti
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
+from sanbox.control.errors import ConflictError
+from sanbox.store.models import ComputerRow, Org
 
 from .conftest import E2bStand
 from .test_e2b_lifecycle import v1, wait_state
@@ -151,6 +155,15 @@ def test_an_idle_suspended_sandbox_that_auto_resumes_is_paused_and_woken_by_use(
     pause(e2b, sandbox)
     assert v1(e2b, sandbox)["state"] == "suspended"  # woken by its next use, as E2B's
     assert e2b_state(e2b, sandbox) == "paused"
+    # a second pause that read it running before the first (the route's check is outside the
+    # computer's lock) is refused under the lock, as E2B's second pause is: not paused again
+    computers = e2b.client.app.state.computers  # type: ignore[attr-defined]
+    cid = computer_id(sandbox)
+    with e2b.client.app.state.db.session() as s:  # type: ignore[attr-defined]
+        org = s.get(Org, s.get(ComputerRow, cid).org_id)
+    assert e2b.client.portal is not None
+    with pytest.raises(ConflictError):
+        e2b.client.portal.call(functools.partial(computers.pause, org, cid, True, True))
     woken_at = datetime.now(UTC)
     assert stat(e2b, envd) == 200
     wait_state(e2b, sandbox, "running")

@@ -137,6 +137,9 @@ def test_a_computer_whose_lifetime_a_pause_ended_comes_up_with_a_fresh_one() -> 
     made_by_v1 = paused_by_e2b("resuming", 90, 100)  # ran 90 s until its pause
     begin_again(made_by_v1, NOW)
     assert made_by_v1.lifetime == 100 + AFTER_WAKE
+    ran_an_hour = paused_by_e2b("resuming", 3600, 7200)  # created and started two hours ago
+    begin_again(ran_an_hour, NOW)  # as long again as its last run had, from now
+    assert (ran_an_hour.lifetime, ran_an_hour.started_at) == (7200 + 3600, NOW)
     kept = row(state="resuming", lifetime=50, age=100)  # /v1's pause: its lifetime as it is
     kept.on_lifetime = "delete"
     begin_again(kept, NOW)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 
@@ -75,30 +74,56 @@ def test_a_cancellation_of_the_caller_while_it_waits_is_raised() -> None:
     assert went_on == []
 
 
-def test_a_cancellation_the_task_swallowed_in_the_callers_place_is_raised() -> None:
-    # asyncio hands a waiting caller's cancellation to what it waits for; a task that swallows
-    # it and returns must not take the caller's cancellation with it
-    went_on: list[bool] = []
+def test_a_caller_already_cancelled_ends_every_task_of_its_clean_up() -> None:
+    # a relay whose key lapsed: its work task is cancelled, and its `finally` ends both of its
+    # halves; the second went on, orphaned, when the first end raised the caller's cancel again
+    ended: list[str] = []
 
-    async def swallowing(caller: list[asyncio.Task[None]]) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
+    async def half(name: str) -> None:
+        try:
             await asyncio.Event().wait()
-        caller[0].cancel()  # while the caller waits on this task: handed to it, swallowed
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.Event().wait()
+        finally:
+            ended.append(name)
 
-    async def caller_body(caller: list[asyncio.Task[None]]) -> None:
-        task = asyncio.ensure_future(swallowing(caller))
+    async def work() -> None:
+        up, down = asyncio.ensure_future(half("up")), asyncio.ensure_future(half("down"))
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for task in (up, down):
+                await cancel_and_wait(task)
+
+    async def run() -> list[str]:
+        task = asyncio.ensure_future(work())
         await asyncio.sleep(0)
         await cancel_and_wait(task)
-        went_on.append(True)
+        return list(ended)  # before asyncio.run ends what is left
+
+    assert asyncio.run(run()) == ["up", "down"]
+
+
+def test_a_cancellation_asked_before_it_waits_is_raised_once_the_task_ended() -> None:
+    ended: list[bool] = []
+
+    async def slow_to_end() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.01)
+            ended.append(True)
+
+    async def caller(me: list[asyncio.Task[None]]) -> None:
+        task = asyncio.ensure_future(slow_to_end())
+        await asyncio.sleep(0)
+        me[0].cancel()  # asked while it runs: delivered at its next wait
+        await cancel_and_wait(task)
 
     async def run() -> bool:
-        caller: list[asyncio.Task[None]] = []
-        caller.append(asyncio.ensure_future(caller_body(caller)))
+        me: list[asyncio.Task[None]] = []
+        me.append(asyncio.ensure_future(caller(me)))
         with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(caller[0], 5)
-        return caller[0].cancelled()
+            await me[0]
+        return me[0].cancelled()
 
     assert asyncio.run(run())
-    assert went_on == []
+    assert ended == [True]

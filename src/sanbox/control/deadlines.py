@@ -82,11 +82,13 @@ def ended_by_pause(row: ComputerRow, now: datetime) -> dict[str, Any]:
 
 def begin_again(row: ComputerRow, now: datetime) -> None:
     """A computer coming up (started, resumed, woken; `Fleet.record`): a lifetime over at rest
-    that is to be given again (`fresh_lifetime`) is, from now, and no pause ends it any more."""
-    lifetime = fresh_lifetime(row, now)
+    that is to be given again (`fresh_lifetime`, as long as its last run had) is, from now, no
+    pause ends it any more, and its run (`max_running`) starts now."""
+    lifetime = fresh_lifetime(row, now)  # before `started_at` moves: it measures the last run
     if lifetime is not None:
         row.lifetime = lifetime
     row.pause_ended_lifetime = False
+    row.started_at = now
 
 
 def running_ends(row: ComputerRow) -> datetime | None:

@@ -197,8 +197,7 @@ class Fleet:
                 if dst in quotas.COMPUTE and row.state not in quotas.COMPUTE:  # start, resume
                     quotas.check(s, row.org_id, quotas.Use.compute(row))
                 if dst == State.RUNNING and row.state in _COMING_UP:  # max_running counts
-                    row.started_at = datetime.now(UTC)
-                    deadlines.begin_again(row, row.started_at)  # a lifetime over at rest, again
+                    deadlines.begin_again(row, datetime.now(UTC))  # a lifetime over at rest too
                 elif dst == State.RUNNING:  # a pause run on (failed, interrupted): its lifetime too
                     row.pause_ended_lifetime = False
                 if dst in _AT_REST:

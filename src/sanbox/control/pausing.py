@@ -57,8 +57,8 @@ async def _pause(
         row = fleet.get(org, ref)
         async with fleet.operating(row.id, "pause", row.host_id, wait=VERB_WAIT):
             row = fleet.get(org, row.id)
-            if row.state == State.SUSPENDED:
-                return _rest_suspended(fleet, row, wake_on_use)
+            if row.state == State.SUSPENDED and not row.pause_ended_lifetime:  # (once: one
+                return _rest_suspended(fleet, row, wake_on_use)  # paused so is refused below)
             check_action("pause", State(row.state), row.name)
             return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
     async with fleet.acting(org, ref, "pause") as row:

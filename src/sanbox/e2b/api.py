@@ -216,10 +216,11 @@ async def connect(sandbox_id: str, body: ConnectBody, request: Request) -> JSONR
         # runs again, or the deadline watch could pause it again between the two
         row = await plane.update(p.org, row.id, Change(lifetime=wanted))
     row, was_at_rest = await plane.come_up(p.org, row.id)  # a pause or stop under way waited for
-    if ended:  # it came up with a fresh lifetime (deadlines.begin_again): connect's, from now
-        row = await plane.update(
-            p.org, row.id, Change(lifetime=lifetime_from_now(row, body.timeout))
-        )
+    fresh = lifetime_from_now(row, body.timeout)
+    if ended and (was_at_rest or fresh > row.lifetime):  # up with a fresh lifetime
+        # (deadlines.begin_again): connect's from now if this connect brought it up, as E2B's
+        # resume gives; one woken meanwhile only lengthened, as a running sandbox's
+        row = await plane.update(p.org, row.id, Change(lifetime=fresh))
     return JSONResponse(sandbox(request, row), status_code=201 if was_at_rest else 200)
 
 

@@ -192,13 +192,16 @@ class _AsgiWebSocket:
                     await asyncio.shield(self._task)
             except (TimeoutError, Exception):
                 self._task.cancel()
-                try:  # as the server's tasks.cancel_and_wait: the caller's own cancel is raised
-                    await self._task
-                except asyncio.CancelledError:
-                    if (me := asyncio.current_task()) is not None and me.cancelling():
-                        raise
-                except Exception:
-                    pass
+                cancelled = False  # as the server's tasks.cancel_and_wait: the caller's own
+                while not self._task.done():  # cancel is raised once the app's task ended
+                    try:
+                        await asyncio.wait({self._task})
+                    except asyncio.CancelledError:
+                        cancelled = True
+                if cancelled:
+                    raise asyncio.CancelledError from None
+                if not self._task.cancelled():
+                    self._task.exception()  # retrieved: the app's error is not the close's
 
 
 def asgi_connector(app: Any) -> WebSocketConnector:
