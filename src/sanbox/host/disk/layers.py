@@ -188,6 +188,13 @@ class LayerStore:
             lid = None if info.backing is None else self.id_of(Path(info.backing))
         return held
 
+    def flat_copy(self, path: Path, size: int) -> int:
+        """Bytes a flat copy of the disk at `path` above the image writes at most: what its chain
+        holds (`held`), at most its guest's `size`; `size` where the chain cannot be read."""
+        with contextlib.suppress(OSError, DiskError):  # (a layer's, or the qcow2 header's)
+            return min(self.held(path), size)
+        return size
+
     def record(self, path: Path) -> LayerInfo:
         """Seal a frozen layer file: read-only to VM users, digested, its manifest written
         durably (the file first, then the manifest)."""

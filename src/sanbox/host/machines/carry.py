@@ -51,9 +51,7 @@ def export_bytes(snapshots: Snapshots, item_id: str) -> int:
             size = virtual_size(disk)
     except (OSError, HostError):
         return 0
-    with contextlib.suppress(OSError, HostError):
-        return min(snapshots.layers.held(disk), size)
-    return size
+    return snapshots.layers.flat_copy(disk, size)
 
 
 def export_dir(data_dir: DataDir, item_id: str) -> Path:

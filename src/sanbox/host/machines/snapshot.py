@@ -340,9 +340,7 @@ def flat_copy_bytes(snaps: Snapshots, cdir: ComputerDir) -> int:
         size = virtual_size(disk)
     except (OSError, HostError):
         return 0
-    with contextlib.suppress(OSError, HostError):
-        return min(snaps.layers.held(disk), size)
-    return size
+    return snaps.layers.flat_copy(disk, size)
 
 
 def _frozen_but_unrecorded(snaps: Snapshots, cdir: ComputerDir) -> Path | None:
