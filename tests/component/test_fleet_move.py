@@ -34,6 +34,7 @@ from sanbox.host.runtime import HostRuntime
 from sanbox.host.snapshot import SnapshotManifest
 from sanbox.host.snapshot.transfer import SnapshotExport
 from sanbox.sdk.errors import SanboxError
+from sanbox.sdk.sync import Computer
 
 from .conftest import LiveServer, fake_image
 from .test_host_link import (
@@ -166,6 +167,17 @@ def _qemu_io(disk: Path, command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def made_on_h1(client: Sanbox, name: str, stopped: bool = True) -> Computer:
+    """A computer of region eu-1 made on h1 (h2 drained meanwhile), stopped unless asked."""
+    client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
+    client.fleet.drain("h2")
+    c = client.computers.create(name=name, idle_timeout=0)
+    client.fleet.drain("h2", False)
+    if stopped:
+        c.stop()
+    return c
+
+
 def _disk(host_dir: Path, computer_id: str) -> Path:
     return DataDir(host_dir).computer(computer_id).disk
 
@@ -183,10 +195,7 @@ def test_a_stopped_computer_moves_with_its_disk_and_a_damaged_copy_is_refused(
 ) -> None:
     live, dirs = fleet.live, fleet.dirs
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="mover", idle_timeout=0)
-        client.fleet.drain("h2", False)
+        c = made_on_h1(client, "mover", stopped=False)
         assert _on(dirs, c.id) == ["h1"]
 
         refused = _sanbox(live, "move", "mover")
@@ -253,11 +262,7 @@ def test_a_carry_that_stalls_is_cut_and_the_computer_stays(
     live, dirs = fleet.live, fleet.dirs
     fleet.h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="stuck", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "stuck")
         big = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x33 0 64M")  # more than sockets hold
         assert big.returncode == 0, big.stderr
         fleet.h2.stall = True
@@ -288,11 +293,7 @@ def test_two_moves_of_one_snapshot_at_once_leave_it_whole_where_the_first_put_it
     live, dirs = fleet.live, fleet.dirs
     fleet.h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="snapped", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "snapped")
         snap = c.snapshot(name="twice")
         assert _snapshots_on(dirs, snap.id) == ["h1"]
         answers: list[object] = []
@@ -328,11 +329,7 @@ def test_a_move_sent_again_with_its_key_answers_where_the_first_put_it(fleet: Fl
     live, dirs = fleet.live, fleet.dirs
     fleet.h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="retried", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "retried")
         snap = c.snapshot(name="retried")
         for _ in range(2):
             again = _sanbox(live, "snapshot", "move", "retried", "--idempotency-key", "k1")

@@ -14,7 +14,16 @@ from sanbox.sdk.errors import SanboxError
 from sanbox.sdk.fleet import FleetHost
 
 from .conftest import LiveServer
-from .test_fleet_move import Fleet, _disk, _on, _qemu_io, _snapshots_on, fleet, fleet_server
+from .test_fleet_move import (
+    Fleet,
+    _disk,
+    _on,
+    _qemu_io,
+    _snapshots_on,
+    fleet,
+    fleet_server,
+    made_on_h1,
+)
 from .test_host_link import _hosts, _sanbox, _until
 
 pytestmark = pytest.mark.component
@@ -32,11 +41,7 @@ def test_a_move_is_admitted_whole_for_what_it_writes_at_once(fleet: Fleet) -> No
     live, dirs, h2 = fleet.live, fleet.dirs, fleet.h2
     h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="written", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "written")
         wrote = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x6b 0 32M")
         assert wrote.returncode == 0, wrote.stderr
         snap = c.snapshot(name="written")
@@ -77,11 +82,7 @@ def test_a_move_the_other_host_has_no_room_for_says_where_and_what_to_do(fleet: 
     live, dirs = fleet.live, fleet.dirs
     fleet.h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="unhoused", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "unhoused")
         snap = c.snapshot(name="unhoused")
         with fleet.h2_agent.room.capacity.ledger.hold(0, 0, 1 << 50):
             with pytest.raises(SanboxError) as refused:
@@ -121,11 +122,7 @@ def test_the_holding_host_admits_the_copy_it_sends(fleet: Fleet) -> None:
     live, dirs, h1 = fleet.live, fleet.dirs, fleet.h1
     fleet.h2.damage = False
     with Sanbox(live.url, live.key, timeout=60) as client:
-        client.orgs.set_regions(client.orgs.list()[0].name, "eu-1")
-        client.fleet.drain("h2")
-        c = client.computers.create(name="sender", idle_timeout=0)
-        client.fleet.drain("h2", False)
-        c.stop()
+        c = made_on_h1(client, "sender")
         wrote = _qemu_io(_disk(dirs["h1"], c.id), "write -P 0x6b 0 32M")
         assert wrote.returncode == 0, wrote.stderr
         snap = c.snapshot(name="sender")  # its 32 MiB are the snapshot's layer, under the disk
