@@ -22,14 +22,14 @@ async def cancel_and_wait(
     that it ended with, are not raised; another error it ended with is; a cancellation of the
     caller meanwhile is, before either."""
     task.cancel()
-    cancelled = False
+    cancelled: asyncio.CancelledError | None = None
     while not task.done():
         try:
             await asyncio.wait({task})
-        except asyncio.CancelledError:  # the caller's own: the task's clean-up goes on
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
+        except asyncio.CancelledError as exc:  # the caller's own: the task's clean-up goes on
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled  # itself: its message says whose it is (anyio's cancel scopes read it)
     if task.cancelled():
         return
     error = task.exception()

@@ -192,14 +192,14 @@ class _AsgiWebSocket:
                     await asyncio.shield(self._task)
             except (TimeoutError, Exception):
                 self._task.cancel()
-                cancelled = False  # as the server's tasks.cancel_and_wait: the caller's own
+                cancelled = None  # as the server's tasks.cancel_and_wait: the caller's own
                 while not self._task.done():  # cancel is raised once the app's task ended
                     try:
                         await asyncio.wait({self._task})
-                    except asyncio.CancelledError:
-                        cancelled = True
-                if cancelled:
-                    raise asyncio.CancelledError from None
+                    except asyncio.CancelledError as exc:
+                        cancelled = exc
+                if cancelled is not None:
+                    raise cancelled from None
                 if not self._task.cancelled():
                     self._task.exception()  # retrieved: the app's error is not the close's
 
