@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
 import pytest
 
 from sanbox.tasks import cancel_and_wait
@@ -127,3 +128,18 @@ def test_a_cancellation_asked_before_it_waits_is_raised_once_the_task_ended() ->
 
     assert asyncio.run(run())
     assert ended == [True]
+
+
+def test_a_cancel_scope_of_anyio_knows_its_cancellation_raised_through_it() -> None:
+    # anyio (Starlette's TestClient, uvicorn's lifespan) tells its scope's cancellation by its
+    # message: a new CancelledError raised in its place escaped the scope
+    async def run() -> str:
+        task = asyncio.ensure_future(_forever())
+        await asyncio.sleep(0)
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await cancel_and_wait(task)  # the scope's cancel arrives while it waits
+            return "went on"
+        return "ended by its scope"
+
+    assert asyncio.run(run()) == "ended by its scope"
