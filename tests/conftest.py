@@ -112,20 +112,28 @@ def kill_agents(root: Path) -> None:
             pass  # gone already
 
 
+_HANDED: set[int] = set()  # ports free_port gave this session: not given again, nor beside
+
+
 def free_port() -> int:
     """A port free on 127.0.0.1 whose next port is free too (a host agent serves its calls on one
     and its tunnel on the next), below the kernel's ephemeral range, so no client connection made
-    meanwhile takes either as its local port."""
+    meanwhile takes either as its local port; never one given before in this session, nor one
+    beside it (two taken before either is bound overlapped: a host agent's tunnel port was
+    another's call port)."""
     low, _high = (
         int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
     )
     for _ in range(200):
         port = random.randrange(10000, max(10002, low - 2))
+        if _HANDED & {port - 1, port, port + 1}:
+            continue
         with socket.socket() as a, socket.socket() as b:
             try:
                 a.bind(("127.0.0.1", port))
                 b.bind(("127.0.0.1", port + 1))
             except OSError:
                 continue
+            _HANDED.add(port)
             return port
     raise AssertionError("no two free ports in a row below the ephemeral range")

@@ -134,9 +134,9 @@ class ComputerRow(Base):
     # E2B's pause put it to rest, ending its lifetime (if any): no deadline acts while it rests,
     # and it comes up with a fresh one (deadlines.py); set as that pause begins, cleared when it
     # runs again or is given a lifetime
-    pause_ended_lifetime: Mapped[bool] = mapped_column(
-        Boolean, default=False, server_default=false()
-    )
+    # (the database's default alone, as every column after 0025's: a record written the model's
+    # way into an older schema names none of them)
+    pause_ended_lifetime: Mapped[bool] = mapped_column(Boolean, server_default=false())
     # the Idempotency-Key of its last move (control/moving.py): a retry answers, not moves
     move_key: Mapped[str | None] = mapped_column(String(200), default=None)
     # the rest with memory a pause under way ends in, or a resume under way came from (`paused`,
