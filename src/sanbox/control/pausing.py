@@ -53,16 +53,14 @@ async def pause(
 async def _pause(
     fleet: Fleet, org: Org, ref: str, wake_on_use: bool, ends_lifetime: bool
 ) -> ComputerRow:
-    if ends_lifetime:
-        row = fleet.get(org, ref)
-        async with fleet.operating(row.id, "pause", row.host_id, wait=VERB_WAIT):
-            row = fleet.get(org, row.id)
-            if row.state == State.SUSPENDED and not row.pause_ended_lifetime:  # (once: one
-                return _rest_suspended(fleet, row, wake_on_use)  # paused so is refused below)
-            check_action("pause", State(row.state), row.name)
-            return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
-    async with fleet.acting(org, ref, "pause") as row:
-        return await pause_locked(fleet, row, wake_on_use)
+    row = fleet.get(org, ref)
+    async with fleet.operating(row.id, "pause", row.host_id, wait=VERB_WAIT):
+        row = fleet.get(org, row.id)
+        resting = row.state == State.SUSPENDED and not row.pause_ended_lifetime
+        if ends_lifetime and resting:  # (once: one E2B's pause rested so is refused below)
+            return _rest_suspended(fleet, row, wake_on_use)
+        check_action("pause", State(row.state), row.name)
+        return await pause_locked(fleet, row, wake_on_use, ends_lifetime)
 
 
 def _rest_suspended(fleet: Fleet, row: ComputerRow, wake_on_use: bool) -> ComputerRow:
