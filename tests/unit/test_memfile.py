@@ -139,3 +139,22 @@ def test_digest_in_place_records_what_save_records(tmp_path: Path) -> None:
     ram, saved = tmp_path / "ram", tmp_path / "saved"
     sparse_ram(ram)
     assert memfile.digest(ram, KEY) == memfile.save(ram, saved, KEY)
+
+
+def test_a_chunk_off_the_page_grid_is_checked_and_copied(tmp_path: Path) -> None:
+    """Chunks are read through a mapping, which starts on a page: a recorded chunk that does
+    not (a record written another way) is still checked and copied byte for byte."""
+    saved, back = tmp_path / "saved", tmp_path / "back"
+    size = 4 * CHUNK
+    data = os.urandom(3 * 4096)
+    with open(saved, "wb") as f:
+        f.truncate(size)
+        f.seek(CHUNK + 100)
+        f.write(data)
+    chunk = memfile.Chunk(CHUNK + 100, len(data), memfile._digest(KEY, memoryview(data)))
+    memfile.verify(saved, size, [chunk], KEY)
+    memfile.restore(saved, back, size, [chunk], KEY)
+    assert back.read_bytes() == saved.read_bytes()
+    moved = memfile.Chunk(CHUNK + 101, len(data), chunk.digest)  # the same bytes a byte off
+    with pytest.raises(MemoryCorruptError, match="digest"):
+        memfile.verify(saved, size, [moved], KEY)

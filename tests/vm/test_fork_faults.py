@@ -1,6 +1,8 @@
 """Forks that fail part-way leave the source as it was and no fork behind: the data filesystem
 full while the fork's snapshot is written, the source's QEMU killed under the fork, and one
-child that cannot start (on QEMU >= 8.2 after the memory all of them map was checked once)."""
+child that cannot start (on QEMU >= 8.2 after the memory all of them map was checked once). A
+fork's QEMU killed once its new identity was synced (a moment after the fork answered) boots
+from its disk with that identity."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from sanbox.host.errors import HostError
 from sanbox.host.image import Image
 from sanbox.host.runtime import HostRuntime, Machine, MachineSpec
 
-from .conftest import MakeMachine
+from .conftest import MakeMachine, wait_for
 from .test_snapshots_host import MEMORY_MIB, Run, new_id, sh, spec_of
 
 pytestmark = pytest.mark.vm
@@ -123,3 +125,27 @@ def test_a_child_that_cannot_start_leaves_no_fork_and_no_ram_file(
     nothing_of(runtime, specs)
     assert not [s for s in specs if runtime.data_dir.ram_file(s.computer_id).exists()]
     assert sh(run, source, "cat /root/f") == "before"
+
+
+def test_a_forks_identity_is_on_its_disk_when_its_qemu_dies(
+    source: Machine, runtime: HostRuntime, image: Image, run: Run
+) -> None:
+    """The identity's files are synced just after the fork answers (guest identity.py, logged
+    on the console): a child killed then boots from its disk with its own machine-id and none of
+    its source's SSH host keys."""
+    run(source.agent.ssh.host_key())  # the source has a host key on its disk
+    (spec,) = children(runtime, 1)
+    (child,) = run(runtime.fork(source, spec_of(source), image, [spec], memory=True), 600)
+    machine_id = sh(run, child, "cat /etc/machine-id")
+    assert machine_id != sh(run, source, "cat /etc/machine-id")
+    console = runtime.data_dir.computer(spec.computer_id).console_log
+    wait_for(lambda: "new identity on disk" in console.read_text(errors="replace"), "its sync", 60)
+    run(child.agent.close())
+    run(runtime.kill(spec.computer_id))  # no shutdown: nothing more is written
+    booted = run(runtime.start(spec, image))
+    try:
+        assert sh(run, booted, "cat /etc/machine-id") == machine_id
+        assert sh(run, booted, "ls /etc/ssh | grep -c ^ssh_host_ || true") == "0"
+    finally:
+        run(booted.agent.close())
+        run(runtime.destroy(spec.computer_id))

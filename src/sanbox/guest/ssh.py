@@ -209,14 +209,13 @@ def regenerate_host_key(loc: SshPaths) -> str:
 
 
 def forget_host_key(loc: SshPaths) -> None:
-    """Delete every host key, durably (blocking): the first that asks for one (`host_key`, an
-    SSH connection) makes the new one. A copied computer's identity: nothing can present its
-    source's from here on, and ssh-keygen (~0.2 s under TCG) is paid by the computers someone
-    connects to, not on every restore, claim and fork before its first command."""
+    """Delete every host key (the caller syncs the folder: identity.py): the first that asks
+    for one (`host_key`, an SSH connection) makes the new one. A copied computer's identity:
+    nothing can present its source's from here on, and ssh-keygen (~0.2 s under TCG) is paid by
+    the computers someone connects to, not on every restore, claim and fork before its first
+    command. On the loop: a few unlinks (a thread's hop cost a copy's first run ~30 ms)."""
     with _keygen:
         _delete_host_keys(loc)
-        if os.path.isdir(loc.config_dir):
-            _fsync_dir(loc.config_dir)
 
 
 def _delete_host_keys(loc: SshPaths) -> None:
@@ -231,10 +230,6 @@ def _delete_host_keys(loc: SshPaths) -> None:
 
 async def host_key(loc: SshPaths | None = None) -> str:
     return await asyncio.get_running_loop().run_in_executor(None, ensure_host_key, loc or paths())
-
-
-async def forget_host_keys(loc: SshPaths | None = None) -> None:
-    await asyncio.get_running_loop().run_in_executor(None, forget_host_key, loc or paths())
 
 
 async def new_host_key(loc: SshPaths | None = None) -> str:
