@@ -210,3 +210,26 @@ def test_a_lifetime_given_through_v1_counts_for_a_paused_sandbox(
     assert enforced(e2b, sandbox) in ("delete", None)  # (or done already)
     r = e2b.client.get(f"/v1/computers/{computer_id(sandbox)}", headers=e2b.v1)
     assert r.status_code == 404, r.text
+
+
+def test_a_create_retried_after_a_pause_leaves_the_paused_sandbox_as_it_is(
+    e2b: E2bStand, pausable: None
+) -> None:
+    """A retry of the create (its Idempotency-Key) answers the sandbox it made; one paused
+    since keeps no timeout (the retry gave it one again, which deleted it while it rested)."""
+    headers = {**e2b.api, "Idempotency-Key": "retried-create"}
+    body = {"templateID": "base", "timeout": 2}
+    made = e2b.client.post("/e2b/sandboxes", headers=headers, json=body)
+    assert made.status_code == 201, made.text
+    sandbox = made.json()["sandboxID"]
+    before = v1(e2b, sandbox)
+    pause(e2b, sandbox)
+    again = e2b.client.post("/e2b/sandboxes", headers=headers, json=body)
+    assert again.status_code == 201 and again.json()["sandboxID"] == sandbox, again.text
+    assert e2b_state(e2b, sandbox) == "paused"
+    wait_past(before)
+    with e2b.client.app.state.db.session() as s:  # type: ignore[attr-defined]
+        assert s.get(ComputerRow, computer_id(sandbox)).pause_ended_lifetime
+    assert enforced(e2b, sandbox) is None  # still nothing due while it rests
+    assert v1(e2b, sandbox)["state"] == "paused"
+    killed(e2b, sandbox)

@@ -194,8 +194,13 @@ async def create(body: NewSandbox, request: Request) -> JSONResponse:
     row = await plane.create(p.org, req, request.headers.get("idempotency-key"))
     wanted = lifetime_from_now(row, req.lifetime)  # from now: a boot or a pool's member is older
     # a create gives a lifetime (1 s at least): none here is a retry's computer whose lifetime
-    # was cleared since (through /v1), and a retry does not put one back
-    if row.lifetime and (abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime):
+    # was cleared since (through /v1), and a retry does not put one back; nor to one whose
+    # lifetime a pause ended since (it has none while it rests: `connect` gives the next)
+    if (
+        row.lifetime
+        and not row.pause_ended_lifetime
+        and (abs(wanted - row.lifetime) > 1 or row.on_lifetime != req.on_lifetime)
+    ):
         row = await plane.update(
             p.org, row.id, Change(lifetime=wanted, on_lifetime=req.on_lifetime)
         )
