@@ -23,7 +23,7 @@ from sanbox.host.drivers.confine import (
 from sanbox.host.drivers.qemu import argv as qemu
 from sanbox.host.drivers.qemu import launch
 from sanbox.host.machines import restore, suspend
-from sanbox.host.saved import mapped_memory, memory
+from sanbox.host.saved import mapped_memory, memfile, memory
 from sanbox.host.snapshot.errors import SnapshotCorruptError
 
 from .test_qemu_argv import spec
@@ -161,20 +161,39 @@ class FakeMachines:
 
 
 def restore_with(
-    rt: FakeMachines, state: Path, ready: bool = False
+    rt: FakeMachines, state: Path, forks: int = 0
 ) -> tuple[object, memory.MemoryOutcome]:
+    """One restore (`forks` 0) or that many forks' restores of one snapshot side by side, which
+    share one check of its memory where it lies (as `fork` starts it: `_memory_once`); the
+    first one's outcome (or the failure of any)."""
     snaps = SimpleNamespace(memory_dir=lambda _id: state)
     snap = SimpleNamespace(id="snp_a")
-    spec_ = SimpleNamespace(computer_id="cmpa")
 
-    async def restored() -> tuple[object, memory.MemoryOutcome]:
+    async def restored(
+        name: str, checked: asyncio.Future[Path] | None
+    ) -> tuple[object, memory.MemoryOutcome]:
+        spec_ = SimpleNamespace(computer_id=name)
         copy = None
         if not rt.maps:  # as create_from_snapshot: the copy started first, filled meanwhile
             saved = memory.load(state, COMPAT, rt.memory_key)
-            copy = await restore._start_copy(rt, snaps, snap, spec_, saved)  # type: ignore[arg-type]
-        return await restore._restore(rt, snaps, snap, spec_, None, COMPAT, copy, ready)  # type: ignore[arg-type]
+            copy = await restore._start_copy(rt, snaps, snap, spec_, saved, checked)  # type: ignore[arg-type]
+        return await restore._restore(rt, snaps, snap, spec_, None, COMPAT, copy, checked)  # type: ignore[arg-type]
 
-    return asyncio.run(restored())
+    async def all_of() -> tuple[object, memory.MemoryOutcome]:
+        if not forks:
+            return await restored("cmpa", None)
+        checked = asyncio.ensure_future(
+            asyncio.to_thread(restore._check_memory, snaps, snap, COMPAT, rt.memory_key)  # type: ignore[arg-type]
+        )
+        names = ["cmpa"] + [f"cmp{i}" for i in range(1, forks)]
+        made = await asyncio.gather(*(restored(n, checked) for n in names), return_exceptions=True)
+        await asyncio.wait([checked])  # as fork: its thread has ended
+        for one in made:  # as fork: every restore ended (its own clean-up run), then the first
+            if isinstance(one, BaseException):  # failure raised
+                raise one
+        return made[0]  # type: ignore[return-value]
+
+    return asyncio.run(all_of())
 
 
 def test_on_qemu_7_2_each_vm_gets_a_checked_copy_and_the_image_is_untouched(
@@ -211,25 +230,55 @@ def test_on_qemu_8_2_the_image_itself_is_mapped(tmp_path: Path) -> None:
     assert not (tmp_path / "cmpa.ram").exists()
 
 
-def test_on_qemu_8_2_forks_checked_once_map_the_image_without_reading_it_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def digests(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many chunks were digested (checked), counted as they are."""
+    counted: list[int] = []
+    real = memfile._digest
+
+    def digest(key: bytes, data: memoryview) -> str:
+        counted.append(len(data))
+        return real(key, data)
+
+    monkeypatch.setattr(memfile, "_digest", digest)
+    return counted
+
+
+@pytest.mark.parametrize("maps", [False, True], ids=["copied (7.2)", "mapped (8.2)"])
+def test_forks_check_the_image_once_between_them(
+    tmp_path: Path, digests: list[int], maps: bool
 ) -> None:
-    """N forks of one snapshot: `fork` checks its memory once (`_memory_once`), and each fork's
-    restore, told so, maps it without a read pass of its own; told nothing, it checks it."""
+    """N forks of one snapshot: `fork` checks its memory once where it lies (`_memory_once`),
+    as their VMs start; mapped, each maps the file checked; copied, each copy is made from it
+    without a digest of its own. A restore alone checks it as it maps or copies it."""
     state, _ = saved_state(tmp_path)
-    checks: list[Path] = []
-    real = mapped_memory.verify_memory
-
-    def counted(state_dir: Path, saved: memory.SavedState, key: bytes) -> None:
-        checks.append(state_dir)
-        real(state_dir, saved, key)
-
-    monkeypatch.setattr(mapped_memory, "verify_memory", counted)
-    rt = FakeMachines(maps=True, root=tmp_path)
-    _, outcome = restore_with(rt, state, ready=True)
-    assert outcome.restored and rt.started == [state / memory.MEMORY] and checks == []
+    digests.clear()  # (the save's own)
+    rt = FakeMachines(maps=maps, root=tmp_path)
     _, outcome = restore_with(rt, state)
-    assert outcome.restored and checks == [state]
+    assert outcome.restored
+    once = len(digests)
+    assert once > 0
+    digests.clear()
+    _, outcome = restore_with(rt, state, forks=3)
+    assert outcome.restored and len(digests) == once  # not three times
+    assert len(rt.loaded) == 4
+    if not maps:
+        for name in ("cmpa", "cmp1", "cmp2"):
+            assert (tmp_path / f"{name}.ram").read_bytes() == (state / memory.MEMORY).read_bytes()
+
+
+@pytest.mark.parametrize("maps", [False, True], ids=["copied (7.2)", "mapped (8.2)"])
+def test_a_fault_the_forks_shared_check_finds_refuses_every_fork(
+    tmp_path: Path, maps: bool
+) -> None:
+    """Their VMs start as the check runs; none loads its state, no copy is left."""
+    state, _ = saved_state(tmp_path)
+    with open(state / memory.MEMORY, "r+b") as f:
+        f.write(b"\x09")  # a recorded chunk
+    rt = FakeMachines(maps=maps, root=tmp_path)
+    with pytest.raises(SnapshotCorruptError):
+        restore_with(rt, state, forks=3)
+    assert rt.loaded == [] and not list(tmp_path.glob("*.ram"))
 
 
 def test_on_qemu_8_2_a_failed_start_leaves_the_image(tmp_path: Path) -> None:

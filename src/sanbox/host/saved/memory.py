@@ -343,11 +343,16 @@ def restore_memory(state_dir: Path, saved: SavedState, ram_file: Path, key: byte
         raise StateError("corrupt", str(exc)) from exc
 
 
-def fill_memory(state_dir: Path, saved: SavedState, ram_fd: int, key: bytes) -> None:
+def fill_memory(
+    state_dir: Path, saved: SavedState, ram_fd: int, key: bytes, *, verified: bool = False
+) -> None:
     """Copy the saved RAM into a RAM file made by `memfile.create` (open as `ram_fd`, closed
-    here), every chunk checked before it is written; StateError(corrupt) at a mismatch."""
+    here), every chunk checked before it is written, or none if it was checked where it lies
+    (`verified`: `mapped_memory.verify_memory`); StateError(corrupt) at a mismatch."""
     try:
-        memfile.fill(state_dir / MEMORY, ram_fd, saved.memory_bytes, saved.chunks(), key)
+        memfile.fill(
+            state_dir / MEMORY, ram_fd, saved.memory_bytes, saved.chunks(), key, verified=verified
+        )
     except memfile.MemoryCorruptError as exc:
         raise StateError("corrupt", str(exc)) from exc
 
