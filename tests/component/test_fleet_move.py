@@ -54,8 +54,8 @@ PATTERN = "write -P 0x5a 300M 3M"  # what the guest wrote: 3 MiB at 300 MiB into
 
 @dataclass
 class Refusals:
-    """Disks coming in that the hosts refuse `host_full`, whichever host they come to (`left`),
-    and the hosts that refused one, in order."""
+    """Disks and snapshots coming in that the hosts refuse `host_full`, whichever host they
+    come to (`left`), and the hosts that refused one, in order."""
 
     left: int = 0
     by: list[str] = field(default_factory=list)
@@ -65,7 +65,7 @@ class _Damaging(HostRuntime):
     """A host on whose link one byte of a disk coming in is flipped, while `damage` is set; and
     that stops taking a carry after its first chunk, while `stall` is set; whose data filesystem
     has `free` bytes free, as its admission and its report see it, when that is set; that
-    refuses a disk coming in for room while its `refusals` has any left."""
+    refuses a disk or a snapshot coming in for room while its `refusals` has any left."""
 
     damage = True
     stall = False
@@ -85,11 +85,14 @@ class _Damaging(HostRuntime):
         image: Image | None,
         chunks: AsyncIterator[bytes],
     ) -> Coroutine[object, object, None]:
+        self._refused()
+        return super().import_disk(computer_id, export, image, self._flipped(chunks))
+
+    def _refused(self) -> None:
         if self.refusals.left > 0:
             self.refusals.left -= 1
             self.refusals.by.append(self.data_dir.root.name)
             raise HostFullError("insufficient_storage: no room here (the test's word)")
-        return super().import_disk(computer_id, export, image, self._flipped(chunks))
 
     def import_snapshot(
         self,
@@ -98,6 +101,7 @@ class _Damaging(HostRuntime):
         image: Image,
         chunks: AsyncIterator[bytes],
     ) -> Coroutine[object, object, SnapshotManifest]:
+        self._refused()
         return super().import_snapshot(snapshot_id, export, image, self._flipped(chunks))
 
     async def _flipped(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -208,3 +208,45 @@ def test_a_move_placement_chose_a_full_host_for_is_placed_again(fleet: Fleet) ->
         hosts = {h.name: h for h in _hosts(live)}
         assert all(hosts[n].alloc_memory_mib == 0 for n in ("h1", "h2", "h3")), hosts
         c.delete()
+
+
+@pytest.mark.parametrize("fleet", [{"h3": "eu-1"}], indirect=True)
+def test_a_snapshot_move_placement_chose_a_full_host_for_is_placed_again(fleet: Fleet) -> None:
+    """As a computer's: `sanbox snapshot move` without `--to` that the host placement chose
+    refused for room is placed again on another host of its region (a `snapshot.refused` event
+    names the one that refused); every one refusing, the last refusal is the answer; a host
+    named is not replaced. It stays where it was until one takes it."""
+    live, dirs, refusals = fleet.live, fleet.dirs, fleet.refusals
+    fleet.h2.damage = False
+    with Sanbox(live.url, live.key, timeout=60) as client:
+        c = made_on_h1(client, "kept")
+        snap = c.snapshot(name="kept")
+
+        refusals.left = 1
+        client.fleet.move_snapshot(snap.id)
+        (full,) = refusals.by
+        (there,) = _snapshots_on(dirs, snap.id)
+        assert there in ("h2", "h3") and there != full
+        events = [(e.type, e.data.get("host")) for e in c.events()]
+        assert ("snapshot.refused", full) in events and ("snapshot.moved", None) in events, events
+
+        refusals.left, refusals.by = 5, []
+        with pytest.raises(SanboxError) as refused:
+            client.fleet.move_snapshot(snap.id)
+        said = refused.value
+        assert (said.code, said.status) == ("host_full", 507), said
+        assert sorted(refusals.by) == sorted({"h1", "h2", "h3"} - {there}), refusals.by
+        assert f"host {refusals.by[-1]} has no room for snapshot {snap.id}'s files" in said.message
+        assert _snapshots_on(dirs, snap.id) == [there]
+
+        refusals.left, refusals.by = 5, []
+        named = next(n for n in ("h1", "h2", "h3") if n != there)
+        with pytest.raises(SanboxError) as refused:
+            client.fleet.move_snapshot(snap.id, named)
+        assert refused.value.code == "host_full" and refusals.by == [named]
+        assert _snapshots_on(dirs, snap.id) == [there]
+        refusals.left = 0
+        hosts = {h.name: h for h in _hosts(live)}
+        assert all(hosts[n].alloc_disk_bytes == 0 for n in ("h1", "h2", "h3")), hosts
+        client.snapshots.delete(snap.id)
+        c.delete()

@@ -33,6 +33,7 @@ from . import (
     moving,
     network,
     pausing,
+    snapshot_moves,
     snapshots,
     template_lookup,
     templates,
@@ -221,7 +222,7 @@ class Computers(GuestVerbs):
     async def move_snapshot(
         self, snapshot_id: str, host: str | None = None, key: str | None = None
     ) -> SnapshotRow:
-        return await moving.move_snapshot(self.fleet, snapshot_id, host, key)
+        return await snapshot_moves.move_snapshot(self.fleet, snapshot_id, host, key)
 
     def org_name(self, org_id: str) -> str:
         with self.fleet.db.session() as s:
