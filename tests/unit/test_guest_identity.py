@@ -1,6 +1,7 @@
 """A copy's new identity in the guest (the component tier's stand-in: an agent given a root of
-its own, so only files change): the machine-id replaced and the SSH host keys deleted in the
-call, their folders synced in a thread once the call has answered, even when deleting failed."""
+its own, so only files change): the machine-id replaced and the SSH host keys deleted, their
+folders synced before the call returns; a bad request changes nothing; a sync that fails is
+the call's error."""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ pytestmark = pytest.mark.unit
 MACHINE_ID = "0123456789abcdef0123456789abcdef"
 
 
-def params() -> dict[str, Any]:
+def params(**changed: Any) -> dict[str, Any]:
     entropy = base64.b64encode(bytes(range(32))).decode()
-    return {"hostname": "copy", "machine_id": MACHINE_ID, "entropy": entropy, "time": 1.0}
+    given = {"hostname": "copy", "machine_id": MACHINE_ID, "entropy": entropy, "time": 1.0}
+    return {**given, **changed}
 
 
 @pytest.fixture
 def root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv(ssh.ROOT_ENV, str(tmp_path))
-    monkeypatch.setattr(identity, "SETTLE_DELAY", 0.0)
     (tmp_path / "etc" / "ssh").mkdir(parents=True)
     (tmp_path / "etc" / "machine-id").write_text("f" * 32 + "\n")
     for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
@@ -35,63 +36,36 @@ def root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-class Syncs:
-    """Records `_sync_folders`'s calls: which folders, and on which thread."""
-
-    def __init__(self) -> None:
-        self.folders: list[list[str]] = []
-        self.done = asyncio.Event()
-        self.loop = asyncio.get_running_loop()
-
-    def __call__(self, folders: list[str]) -> None:
-        for folder in folders:
-            assert os.path.isdir(folder)
-        self.folders.append(folders)
-        self.loop.call_soon_threadsafe(self.done.set)
-
-
-def test_the_answer_comes_before_the_sync(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def run() -> None:
-        syncs = Syncs()
-        monkeypatch.setattr(identity, "_sync_folders", syncs)
-        await identity.new_identity(params(), None, None)
-        assert (root / "etc" / "machine-id").read_text() == MACHINE_ID + "\n"
-        assert os.listdir(root / "etc" / "ssh") == []  # the source's keys are gone at once
-        assert syncs.folders == []  # not synced yet: the caller answers first
-        await asyncio.wait_for(syncs.done.wait(), 10)
-        assert syncs.folders == [[str(root / "etc"), str(root / "etc" / "ssh")]]
-
-    asyncio.run(run())
-
-
-def test_a_failed_deletion_still_syncs_the_new_machine_id(
+def test_the_identity_is_synced_before_the_call_returns(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(_: ssh.SshPaths) -> None:
-        raise PermissionError("read-only")
+    synced: list[tuple[list[str], str, list[str]]] = []
+    real = identity._sync_folders
 
-    async def run() -> None:
-        syncs = Syncs()
-        monkeypatch.setattr(identity, "_sync_folders", syncs)
-        monkeypatch.setattr(ssh, "_delete_host_keys", refuse)
-        with pytest.raises(PermissionError):
-            await identity.new_identity(params(), None, None)
-        await asyncio.wait_for(syncs.done.wait(), 10)
-        assert syncs.folders == [[str(root / "etc"), str(root / "etc" / "ssh")]]
+    def sync(folders: list[str]) -> None:  # what is on the disk when the sync runs
+        on_disk = (root / "etc" / "machine-id").read_text()
+        synced.append((folders, on_disk, os.listdir(root / "etc" / "ssh")))
+        real(folders)
 
-    asyncio.run(run())
+    monkeypatch.setattr(identity, "_sync_folders", sync)
+    asyncio.run(identity.new_identity(params(), None, None))
+    assert synced == [([str(root / "etc"), str(root / "etc" / "ssh")], MACHINE_ID + "\n", [])]
 
 
-def test_the_real_sync_runs_and_a_bad_request_changes_nothing(root: Path) -> None:
-    async def run() -> None:
-        with pytest.raises(AgentRequestError):
-            await identity.new_identity({**params(), "machine_id": "../x"}, None, None)
-        assert (root / "etc" / "machine-id").read_text() == "f" * 32 + "\n"
-        await identity.new_identity(params(), None, None)
-        while not identity._settling:  # started by the loop's timer (the delay made 0 here)
-            await asyncio.sleep(0)
-        await asyncio.wait(set(identity._settling))  # the real fsyncs, in the default executor
-        assert not identity._settling
+def test_a_bad_request_changes_nothing(root: Path) -> None:
+    with pytest.raises(AgentRequestError):
+        asyncio.run(identity.new_identity(params(machine_id="../x"), None, None))
+    assert (root / "etc" / "machine-id").read_text() == "f" * 32 + "\n"
+    assert len(os.listdir(root / "etc" / "ssh")) == 2
 
-    asyncio.run(run())
-    assert (root / "etc" / "machine-id").read_text() == MACHINE_ID + "\n"
+
+def test_a_sync_that_fails_is_the_calls_error(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host hears the identity was given only once it is on the disk: a failed sync is an
+    error (the host then destroys the copy), never an answer."""
+
+    def fail(_: list[str]) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(identity, "_sync_folders", fail)
+    with pytest.raises(AgentRequestError, match="sync the new identity"):
+        asyncio.run(identity.new_identity(params(), None, None))

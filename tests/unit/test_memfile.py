@@ -142,9 +142,9 @@ def test_digest_in_place_records_what_save_records(tmp_path: Path) -> None:
 
 
 def test_a_chunk_off_the_page_grid_is_checked_and_copied(tmp_path: Path) -> None:
-    """Chunks are read through a mapping, which starts on a page: a recorded chunk that does
-    not (a record written another way) is still checked and copied byte for byte."""
-    saved, back = tmp_path / "saved", tmp_path / "back"
+    """A recorded chunk need not start on a page (a record written another way): it is checked
+    and copied byte for byte, read or sent by the kernel (a file checked where it lies)."""
+    saved, back, sent = tmp_path / "saved", tmp_path / "back", tmp_path / "sent"
     size = 4 * CHUNK
     data = os.urandom(3 * 4096)
     with open(saved, "wb") as f:
@@ -155,6 +155,21 @@ def test_a_chunk_off_the_page_grid_is_checked_and_copied(tmp_path: Path) -> None
     memfile.verify(saved, size, [chunk], KEY)
     memfile.restore(saved, back, size, [chunk], KEY)
     assert back.read_bytes() == saved.read_bytes()
+    memfile.fill(saved, memfile.create(sent, size), size, [chunk], KEY, verified=True)
+    assert sent.read_bytes() == saved.read_bytes()
     moved = memfile.Chunk(CHUNK + 101, len(data), chunk.digest)  # the same bytes a byte off
     with pytest.raises(MemoryCorruptError, match="digest"):
         memfile.verify(saved, size, [moved], KEY)
+
+
+def test_a_file_cut_short_after_its_check_is_refused_by_the_copies(tmp_path: Path) -> None:
+    """The copies made from a file checked where it lies (a fork's) find it cut short: refused
+    as the check would, never a copy with a hole where memory was."""
+    ram, saved, back = tmp_path / "ram", tmp_path / "saved", tmp_path / "back"
+    sparse_ram(ram)
+    size = ram.stat().st_size
+    chunks = memfile.save(ram, saved, KEY)
+    memfile.verify(saved, size, chunks, KEY)
+    os.truncate(saved, 9 * CHUNK + 10)  # inside the last recorded chunk
+    with pytest.raises(MemoryCorruptError):
+        memfile.fill(saved, memfile.create(back, size), size, chunks, KEY, verified=True)

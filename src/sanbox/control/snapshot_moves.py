@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 
 from ..fleet.errors import InsufficientCapacityError
 from ..fleet.placement import Placement, Placer, Request
-from ..host.door import HostError
+from ..host.door import Host, HostError
 from ..store import repo
 from ..store.fleet_models import HostRow
 from ..store.models import SnapshotRow
@@ -60,10 +60,14 @@ async def _move_snapshot(
         region=region, vcpus=0, memory_mib=0, disk_bytes=snap.size_bytes, layer=snap.image, vms=0
     )
     what = f"snapshot {snap.id}"
+    source = fleet.host_at(snap.host_id, "the snapshot's host")  # (before room is reserved)
     placement, refused = carrying.room(fleet, req, snap.host_id, to, what), []
+    refusal: tuple[str, dict[str, object]] | None = None
     while True:
         try:
-            await _carry(fleet, snap, placement, key)
+            if refusal is not None:  # the refusal before, said once another host had room
+                _event(fleet, snap, "snapshot.refused", *refusal)
+            await _carry(fleet, snap, source, placement, key)
             break
         except carrying.NoRoomThere:
             Placer(fleet.db).release(placement)
@@ -74,15 +78,15 @@ async def _move_snapshot(
                     again = carrying.room(fleet, req, snap.host_id, None, what, refused)
             if again is None:  # a host named, 3 refused, or no other with room: the refusal
                 raise
-            said = f"host {placement.host_name} has no room for {what}: moving it to another"
-            _event(fleet, snap, "snapshot.refused", said, {"host": placement.host_name})
+            host = placement.host_name
+            refusal = f"host {host} has no room for {what}: moving it to another", {"host": host}
             placement = again
         except BaseException:
             Placer(fleet.db).release(placement)
             raise
     Placer(fleet.db).release(placement)
     try:
-        await fleet.host_at(snap.host_id, "the snapshot's host").delete_snapshot(snap.id)
+        await source.delete_snapshot(snap.id)
     except HostError as exc:  # deleted when the host is next told its set (host_sets.py)
         log.warning("the first copy of snapshot %s stays on its old host for now: %s", snap.id, exc)
     said = (
@@ -93,11 +97,12 @@ async def _move_snapshot(
     return _event(fleet, snap, "snapshot.moved", said, data)
 
 
-async def _carry(fleet: Fleet, snap: SnapshotRow, placement: Placement, key: str | None) -> None:
-    """The snapshot's files carried to the placement's host; then its record names that host,
-    with the move's key."""
+async def _carry(
+    fleet: Fleet, snap: SnapshotRow, source: Host, placement: Placement, key: str | None
+) -> None:
+    """The snapshot's files carried from `source`, its host, to the placement's host; then its
+    record names that host, with the move's key."""
     assert snap.host_id is not None  # a fleet host's (`_move_snapshot`)
-    source = fleet.host_at(snap.host_id, "the snapshot's host")
     target = fleet.host_at(placement.host_id, "the other host")
     image = fleet.image_for(snap.template, snap.image, source)
     there = fleet.image_for(snap.template, snap.image, target)

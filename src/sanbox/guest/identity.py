@@ -3,13 +3,10 @@ with memory): hostname, machine-id, SSH host keys, the kernel's entropy pool fed
 the host and reseeded, the clock set. Processes keep running; only what names the computer
 changes.
 
-Its files are written, and the old keys deleted, without waiting for the disk: the call answers,
-and `SETTLE_DELAY` s later a thread syncs the directories they live in (`_settle_soon`). Synced
-inside the call, the journal's first commit in a new copy cost ~35 ms of the identity's first run
-under TCG, and the keys' deletion in a thread another ~30 ms; synced right after the answer, the
-same commit slowed the copy's first command by as much (measured: fork to first exec unchanged).
-A host crash within that second can leave a copy's disk with its source's machine-id or host keys
-(never a part of a file: each is replaced by a rename); a pause keeps them in the saved memory.
+Its files are written and the old keys deleted on the agent's loop, then their folders synced
+once (one journal commit for both) before it answers: the identity is on the disk when the host
+hears it was given. Each file synced by itself, and the keys deleted and synced in a thread,
+cost a copy's first run two commits and a thread's hop under TCG (~30 ms each, cold).
 
 Outside a VM (the component tier runs the agent as a local process) files live under
 ``$SANBOX_AGENT_SSH_ROOT`` as for ssh.py, and the kernel calls (sethostname, RNDADDENTROPY) need
@@ -18,11 +15,9 @@ root: a host that refuses them raises ``AgentRequestError``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import fcntl
-import logging
 import os
 import re
 import struct
@@ -31,12 +26,9 @@ from typing import Any
 from . import ssh
 from .errors import AgentRequestError
 
-log = logging.getLogger("sanbox.agent")
-
 RNDADDENTROPY = 0x40085203  # _IOW('R', 0x03, int[2])
 RNDRESEEDCRNG = 0x5207  # _IO('R', 0x07)
 MAX_ENTROPY = 4096
-SETTLE_DELAY = 1.0  # s after the answer: a copy's first commands run before the identity's sync
 _MACHINE_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -82,7 +74,7 @@ def add_entropy(data: bytes) -> None:
 def _write(path: str, text: str) -> None:
     """`text` replaces the file by a rename: a reader (or a crash) finds the old file or the
     new one, never a part (ext4 writes a file renamed over another before the rename's commit).
-    Not synced here: `_settle_soon` syncs its directory."""
+    Not synced here: `new_identity` syncs its folder."""
     tmp = path + ".sanbox-tmp"
     with open(tmp, "w") as f:
         f.write(text)
@@ -109,8 +101,8 @@ def write_machine_id(machine_id: str, root: str = "/") -> list[str]:
 
 async def new_identity(params: dict[str, Any], set_hostname: Any, set_clock: Any) -> None:
     """Apply a new identity: entropy, clock, hostname, machine-id, and the SSH host keys
-    forgotten (a new one is made when first asked for: ssh.forget_host_key); made durable
-    just after the caller answers (`_settle_soon`)."""
+    forgotten (a new one is made when first asked for: ssh.forget_host_key); on the disk
+    before it returns."""
     hostname = params.get("hostname")
     machine_id = check_machine_id(params.get("machine_id"))
     entropy = decode_entropy(params.get("entropy"))
@@ -123,31 +115,17 @@ async def new_identity(params: dict[str, Any], set_hostname: Any, set_clock: Any
         set_clock(float(when))
         set_hostname(hostname)
     written = write_machine_id(machine_id, loc.root)
+    ssh.forget_host_key(loc)
+    folders = {os.path.dirname(os.path.join(loc.root, path.lstrip("/"))) for path in written}
     try:
-        ssh.forget_host_key(loc)
-    finally:  # what was changed is synced, whatever failed after it
-        folders = {os.path.dirname(os.path.join(loc.root, path.lstrip("/"))) for path in written}
-        _settle_soon(folders | {loc.config_dir})
-
-
-_settling: set[asyncio.Future[None]] = set()
-
-
-def _settle_soon(folders: set[str]) -> None:
-    """Sync `folders` (the renames and deletions in them, and the files renamed there) in a
-    thread, started `SETTLE_DELAY` s from now: the identity's answer and the copy's first
-    commands go first."""
-    loop = asyncio.get_running_loop()
-
-    def start() -> None:
-        syncing = loop.run_in_executor(None, _sync_folders, sorted(folders))
-        _settling.add(syncing)
-        syncing.add_done_callback(_settled)
-
-    loop.call_later(SETTLE_DELAY, start)
+        _sync_folders(sorted(folders | {loc.config_dir}))
+    except OSError as exc:
+        raise AgentRequestError.from_os_error(exc, "sync the new identity") from None
 
 
 def _sync_folders(folders: list[str]) -> None:
+    """Each folder's entries (renames, deletions) and the files renamed there made durable: on
+    one filesystem the first fsync commits the journal for all of them."""
     for folder in folders:
         try:
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -157,13 +135,3 @@ def _sync_folders(folders: list[str]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _settled(syncing: asyncio.Future[None]) -> None:
-    _settling.discard(syncing)
-    if syncing.cancelled():
-        return
-    if (exc := syncing.exception()) is not None:
-        log.warning("syncing a new identity failed: %s", exc)
-    else:
-        log.info("new identity on disk")

@@ -213,7 +213,8 @@ def forget_host_key(loc: SshPaths) -> None:
     for one (`host_key`, an SSH connection) makes the new one. A copied computer's identity:
     nothing can present its source's from here on, and ssh-keygen (~0.2 s under TCG) is paid by
     the computers someone connects to, not on every restore, claim and fork before its first
-    command. On the loop: a few unlinks (a thread's hop cost a copy's first run ~30 ms)."""
+    command. On the agent's loop: a few unlinks (a thread's hop cost a copy's first run ~30 ms);
+    a copy whose source was making a key waits for that key, then deletes it."""
     with _keygen:
         _delete_host_keys(loc)
 
